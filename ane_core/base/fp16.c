@@ -1,0 +1,215 @@
+/* fp32 <-> fp16 <-> bf16 conversions: a bit-level scalar path and F16C / NEON vector paths
+ * (see fp16.h for the rounding rules). */
+#include "fp16.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ANE_HAVE_X86 1
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#define ANE_HAVE_NEON 1
+#endif
+
+static uint32_t float_bits(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+static float bits_float(uint32_t bits) {
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+uint16_t ane_fp32_to_fp16(float value) {
+    uint32_t bits = float_bits(value);
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t exponent = (bits >> 23) & 0xFFu;
+    uint32_t mantissa = bits & 0x7FFFFFu;
+
+    if (exponent == 0xFFu) {
+        if (mantissa == 0) return sign | 0x7C00u;                          /* ±inf */
+        return sign | 0x7C00u | 0x0200u | (uint16_t)(mantissa >> 13);      /* quiet NaN */
+    }
+    int unbiased = (int)exponent - 127;
+    if (unbiased > 15) return sign | 0x7C00u; /* too large even before rounding */
+
+    if (unbiased >= -14) {
+        /* Normal fp16: keep 10 of the 23 mantissa bits, round the 13 dropped ones. A
+         * carry out of the mantissa correctly bumps the exponent (up to inf). */
+        uint32_t half_bits = ((uint32_t)(unbiased + 15) << 10) | (mantissa >> 13);
+        uint32_t dropped = mantissa & 0x1FFFu;
+        if (dropped > 0x1000u || (dropped == 0x1000u && (half_bits & 1u))) half_bits++;
+        return sign | (uint16_t)half_bits;
+    }
+
+    /* Subnormal fp16 (or zero): the value is significand * 2^(unbiased - 23) and the fp16
+     * unit is 2^-24, so the result is significand >> (-unbiased - 1), rounded. */
+    if (exponent == 0) return sign; /* fp32 zero or subnormal: far below 2^-25 */
+    uint32_t significand = mantissa | 0x800000u;
+    int shift = -unbiased - 1; /* >= 14 */
+    if (shift > 24) return sign; /* below half the smallest subnormal */
+    uint32_t kept = significand >> shift;
+    uint32_t dropped = significand & ((1u << shift) - 1u);
+    uint32_t halfway = 1u << (shift - 1);
+    if (dropped > halfway || (dropped == halfway && (kept & 1u))) kept++;
+    return sign | (uint16_t)kept;
+}
+
+float ane_fp16_to_fp32(uint16_t half) {
+    uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
+    uint32_t exponent = (half >> 10) & 0x1Fu;
+    uint32_t mantissa = half & 0x3FFu;
+
+    if (exponent == 0x1Fu) {
+        if (mantissa == 0) return bits_float(sign | 0x7F800000u);
+        return bits_float(sign | 0x7FC00000u | (mantissa << 13));
+    }
+    if (exponent == 0) {
+        if (mantissa == 0) return bits_float(sign);
+        /* Subnormal: normalize so the leading 1 becomes the implicit bit. */
+        int unbiased = -14;
+        while (!(mantissa & 0x400u)) {
+            mantissa <<= 1;
+            unbiased--;
+        }
+        mantissa &= 0x3FFu;
+        return bits_float(sign | ((uint32_t)(unbiased + 127) << 23) | (mantissa << 13));
+    }
+    return bits_float(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+}
+
+uint16_t ane_fp32_to_bf16(float value) {
+    uint32_t bits = float_bits(value);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((bits >> 16) | 0x0040u);
+    uint32_t rounding = 0x7FFFu + ((bits >> 16) & 1u);
+    return (uint16_t)((bits + rounding) >> 16);
+}
+
+float ane_bf16_to_fp32(uint16_t bits) { return bits_float((uint32_t)bits << 16); }
+
+/* ---- scalar batch paths ---- */
+
+static void fp32_to_fp16_scalar(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ane_fp32_to_fp16(src[i]);
+}
+
+static void fp16_to_fp32_scalar(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ane_fp16_to_fp32(src[i]);
+}
+
+/* ---- vector paths ---- */
+
+#ifdef ANE_HAVE_X86
+__attribute__((target("avx,f16c"))) static void fp32_to_fp16_f16c(uint16_t *dst, const float *src,
+                                                                  size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i lo = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        __m128i hi = _mm256_cvtps_ph(_mm256_loadu_ps(src + i + 8), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(dst + i), lo);
+        _mm_storeu_si128((__m128i *)(dst + i + 8), hi);
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    fp32_to_fp16_scalar(dst + i, src + i, n - i);
+}
+
+__attribute__((target("avx,f16c"))) static void fp16_to_fp32_f16c(float *dst, const uint16_t *src,
+                                                                  size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));
+        __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i + 8)));
+        _mm256_storeu_ps(dst + i, lo);
+        _mm256_storeu_ps(dst + i + 8, hi);
+    }
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    fp16_to_fp32_scalar(dst + i, src + i, n - i);
+}
+
+static int cpu_has_f16c(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+#ifdef ANE_HAVE_NEON
+static void fp32_to_fp16_neon(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float16x4_t lo = vcvt_f16_f32(vld1q_f32(src + i));
+        float16x4_t hi = vcvt_f16_f32(vld1q_f32(src + i + 4));
+        vst1q_u16(dst + i, vreinterpretq_u16_f16(vcombine_f16(lo, hi)));
+    }
+    fp32_to_fp16_scalar(dst + i, src + i, n - i);
+}
+
+static void fp16_to_fp32_neon(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(src + i));
+        vst1q_f32(dst + i, vcvt_f32_f16(vget_low_f16(h)));
+        vst1q_f32(dst + i + 4, vcvt_high_f32_f16(h));
+    }
+    fp16_to_fp32_scalar(dst + i, src + i, n - i);
+}
+#endif
+
+typedef struct conversion_paths {
+    const char *name;
+    void (*to_fp16)(uint16_t *, const float *, size_t);
+    void (*to_fp32)(float *, const uint16_t *, size_t);
+} conversion_paths;
+
+static const conversion_paths scalar_paths = {"scalar", fp32_to_fp16_scalar, fp16_to_fp32_scalar};
+static int simd_disabled = 0;
+
+static const conversion_paths *active_paths(void) {
+    if (simd_disabled) return &scalar_paths;
+#ifdef ANE_HAVE_X86
+    static const conversion_paths f16c_paths = {"f16c", fp32_to_fp16_f16c, fp16_to_fp32_f16c};
+    if (cpu_has_f16c()) return &f16c_paths;
+#endif
+#ifdef ANE_HAVE_NEON
+    static const conversion_paths neon_paths = {"neon", fp32_to_fp16_neon, fp16_to_fp32_neon};
+    return &neon_paths;
+#endif
+    return &scalar_paths;
+}
+
+void ane_fp16_set_simd(int enabled) { simd_disabled = !enabled; }
+const char *ane_fp16_simd_name(void) { return active_paths()->name; }
+
+void ane_fp32_to_fp16_n(uint16_t *dst, const float *src, size_t n) {
+    active_paths()->to_fp16(dst, src, n);
+}
+
+void ane_fp16_to_fp32_n(float *dst, const uint16_t *src, size_t n) {
+    active_paths()->to_fp32(dst, src, n);
+}
+
+/* The bf16 loops are branch-free integer code that compilers vectorize on their own. */
+void ane_fp32_to_bf16_n(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ane_fp32_to_bf16(src[i]);
+}
+
+void ane_bf16_to_fp32_n(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = ane_bf16_to_fp32(src[i]);
+}
+
+void ane_round_fp32_through_fp16_n(float *values, size_t n) {
+    enum { block = 256 };
+    uint16_t halves[block];
+    for (size_t start = 0; start < n; start += block) {
+        size_t count = n - start < block ? n - start : block;
+        ane_fp32_to_fp16_n(halves, values + start, count);
+        ane_fp16_to_fp32_n(values + start, halves, count);
+    }
+}

@@ -1,0 +1,698 @@
+/* Host tensors: creation, views, strided copies with dtype conversion, elementwise
+ * arithmetic with broadcasting, BLAS matmul, comparisons and seeded random fills. */
+#include "tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/interrupt.h"
+#include "blas.h"
+
+/* Long loops poll the interrupt flag after about this many elements. */
+enum { POLL_EVERY_ELEMENTS = 1 << 20 };
+
+/* ------------------------------------------------------------------ creation */
+
+static ane_status check_shape(int ndim, const int64_t *shape, int64_t *numel, ane_error *err) {
+    if (ndim < 0 || ndim > ANE_MAX_DIMS)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "a tensor has 0 to %d dimensions, not %d", ANE_MAX_DIMS, ndim);
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return ane_fail(err, ANE_ERR_ARGUMENT, "dimension %d has negative size %lld", i + 1,
+                            (long long)shape[i]);
+        if (shape[i] > 0 && count > INT64_MAX / 16 / shape[i])
+            return ane_fail(err, ANE_ERR_ARGUMENT, "shape is too large (more than 2^59 elements)");
+        count *= shape[i];
+    }
+    *numel = count;
+    return ANE_OK;
+}
+
+static void set_contiguous_strides(ane_tensor *t) {
+    int64_t stride = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        t->strides[i] = stride;
+        stride *= t->shape[i];
+    }
+}
+
+ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                            ane_error *err) {
+    int64_t numel;
+    ane_status status = check_shape(ndim, shape, &numel, err);
+    if (status) return status;
+    ane_tensor t = {0};
+    t.dtype = dtype;
+    t.ndim = ndim;
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    set_contiguous_strides(&t);
+    status = ane_storage_new_heap((size_t)numel * ane_dtype_size(dtype), &t.storage, err);
+    if (status) return status;
+    *out = t;
+    return ANE_OK;
+}
+
+ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
+                                 const int64_t *shape, const int64_t *strides, ane_dtype dtype,
+                                 ane_error *err) {
+    int64_t numel;
+    ane_status status = check_shape(ndim, shape, &numel, err);
+    if (status) return status;
+    ane_tensor t = {0};
+    t.dtype = dtype;
+    t.ndim = ndim;
+    t.offset = offset;
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    if (strides) memcpy(t.strides, strides, (size_t)ndim * sizeof *strides);
+    else set_contiguous_strides(&t);
+    /* The last element must lie inside the storage (strides are non-negative here). */
+    size_t last = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (t.strides[i] < 0) return ane_fail(err, ANE_ERR_ARGUMENT, "negative strides are not supported");
+        if (shape[i] > 0) last += (size_t)(shape[i] - 1) * (size_t)t.strides[i];
+    }
+    size_t end = numel ? offset + (last + 1) * ane_dtype_size(dtype) : offset;
+    if (end > storage->nbytes)
+        return ane_fail(err, ANE_ERR_RANGE, "tensor extends to byte %zu of a %zu-byte storage", end,
+                        storage->nbytes);
+    ane_storage_retain(storage);
+    t.storage = storage;
+    *out = t;
+    return ANE_OK;
+}
+
+void ane_tensor_release(ane_tensor *t) {
+    if (!t) return;
+    ane_storage_release(t->storage);
+    t->storage = NULL;
+}
+
+void ane_tensor_share(ane_tensor *out, const ane_tensor *src) {
+    *out = *src;
+    ane_storage_retain(src->storage);
+}
+
+/* ------------------------------------------------------------------ queries */
+
+int64_t ane_tensor_numel(const ane_tensor *t) {
+    int64_t count = 1;
+    for (int i = 0; i < t->ndim; i++) count *= t->shape[i];
+    return count;
+}
+
+int ane_tensor_is_contiguous(const ane_tensor *t) {
+    int64_t expected = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != expected) return 0;
+        expected *= t->shape[i];
+    }
+    return 1;
+}
+
+char *ane_tensor_data(const ane_tensor *t) { return (char *)t->storage->data + t->offset; }
+
+ane_status ane_tensor_element(const ane_tensor *t, const int64_t *index, char **out, ane_error *err) {
+    int64_t offset = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (index[i] < 0 || index[i] >= t->shape[i])
+            return ane_fail(err, ANE_ERR_RANGE, "index %lld is out of range for dimension %d of size %lld",
+                            (long long)index[i] + 1, i + 1, (long long)t->shape[i]);
+        offset += index[i] * t->strides[i];
+    }
+    *out = ane_tensor_data(t) + offset * (int64_t)ane_dtype_size(t->dtype);
+    return ANE_OK;
+}
+
+int ane_shapes_equal(const ane_tensor *a, const ane_tensor *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return 0;
+    return 1;
+}
+
+const char *ane_shape_string(char *buf, size_t size, int ndim, const int64_t *shape) {
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+    return buf;
+}
+
+static ane_status check_writable(const ane_tensor *t, ane_error *err) {
+    if (t->storage->readonly)
+        return ane_fail(err, ANE_ERR_ARGUMENT,
+                        "tensor is read-only (it maps a file); copy() it before writing");
+    return ANE_OK;
+}
+
+/* ------------------------------------------------------------------ views */
+
+static ane_status check_dim(const ane_tensor *t, int dim, ane_error *err) {
+    if (dim < 0 || dim >= t->ndim)
+        return ane_fail(err, ANE_ERR_RANGE, "dimension %d does not exist in a %d-D tensor", dim + 1, t->ndim);
+    return ANE_OK;
+}
+
+ane_status ane_tensor_slice(ane_tensor *out, const ane_tensor *src, int dim, int64_t start,
+                            int64_t stop, ane_error *err) {
+    ane_status status = check_dim(src, dim, err);
+    if (status) return status;
+    if (start < 0 || stop < start || stop > src->shape[dim])
+        return ane_fail(err, ANE_ERR_RANGE, "slice %lld..%lld is outside dimension %d of size %lld",
+                        (long long)start + 1, (long long)stop, dim + 1, (long long)src->shape[dim]);
+    ane_tensor_share(out, src);
+    out->shape[dim] = stop - start;
+    out->offset += (size_t)(start * src->strides[dim]) * ane_dtype_size(src->dtype);
+    return ANE_OK;
+}
+
+ane_status ane_tensor_transpose(ane_tensor *out, const ane_tensor *src, int dim0, int dim1,
+                                ane_error *err) {
+    ane_status status = check_dim(src, dim0, err);
+    if (!status) status = check_dim(src, dim1, err);
+    if (status) return status;
+    ane_tensor_share(out, src);
+    out->shape[dim0] = src->shape[dim1];
+    out->shape[dim1] = src->shape[dim0];
+    out->strides[dim0] = src->strides[dim1];
+    out->strides[dim1] = src->strides[dim0];
+    return ANE_OK;
+}
+
+ane_status ane_tensor_reshape(ane_tensor *out, const ane_tensor *src, int ndim,
+                              const int64_t *shape_in, ane_error *err) {
+    if (ndim < 0 || ndim > ANE_MAX_DIMS)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "a tensor has 0 to %d dimensions, not %d", ANE_MAX_DIMS, ndim);
+    int64_t shape[ANE_MAX_DIMS], known = 1, numel = ane_tensor_numel(src);
+    int inferred = -1;
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = shape_in[i];
+        if (shape[i] == -1) {
+            if (inferred >= 0) return ane_fail(err, ANE_ERR_ARGUMENT, "only one dimension can be -1");
+            inferred = i;
+        } else if (shape[i] < 0) {
+            return ane_fail(err, ANE_ERR_ARGUMENT, "dimension %d has negative size %lld", i + 1,
+                            (long long)shape[i]);
+        } else {
+            known *= shape[i];
+        }
+    }
+    if (inferred >= 0) shape[inferred] = known ? numel / known : 0;
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++) count *= shape[i];
+    char from[128], to[128];
+    if (count != numel)
+        return ane_fail(err, ANE_ERR_SHAPE, "cannot reshape %s (%lld elements) to %s",
+                        ane_shape_string(from, sizeof from, src->ndim, src->shape), (long long)numel,
+                        ane_shape_string(to, sizeof to, ndim, shape));
+    ane_tensor contiguous;
+    if (ane_tensor_is_contiguous(src)) {
+        ane_tensor_share(&contiguous, src);
+    } else {
+        ane_status status = ane_tensor_to(&contiguous, src, src->dtype, err);
+        if (status) return status;
+    }
+    contiguous.ndim = ndim;
+    memcpy(contiguous.shape, shape, (size_t)ndim * sizeof *shape);
+    set_contiguous_strides(&contiguous);
+    *out = contiguous;
+    return ANE_OK;
+}
+
+/* ------------------------------------------------------------------ walking rows */
+
+/* Visits every innermost row of a shape for up to three operands that share it (after
+ * broadcasting), handing the visitor each operand's row address and inner byte stride. */
+typedef struct row_walk {
+    int ndim;
+    int64_t shape[ANE_MAX_DIMS];
+    int operands;
+    char *base[3];
+    int64_t stride_bytes[3][ANE_MAX_DIMS];
+} row_walk;
+
+typedef void (*row_visitor)(void *context, char *const *rows, const int64_t *inner_stride_bytes,
+                            int64_t n);
+
+static void walk_add_operand(row_walk *walk, const ane_tensor *t) {
+    int k = walk->operands++;
+    walk->base[k] = ane_tensor_data(t);
+    int shift = walk->ndim - t->ndim; /* broadcasting aligns trailing dims */
+    size_t size = ane_dtype_size(t->dtype);
+    for (int i = 0; i < walk->ndim; i++) {
+        int j = i - shift;
+        int broadcast = j < 0 || t->shape[j] == 1;
+        walk->stride_bytes[k][i] = broadcast ? 0 : t->strides[j] * (int64_t)size;
+    }
+}
+
+static ane_status walk_rows(const row_walk *walk, row_visitor visit, void *context, const char *what,
+                            ane_error *err) {
+    int64_t numel = 1;
+    for (int i = 0; i < walk->ndim; i++) numel *= walk->shape[i];
+    if (numel == 0) return ANE_OK;
+    if (walk->ndim == 0) {
+        int64_t none[3] = {0, 0, 0};
+        visit(context, walk->base, none, 1);
+        return ANE_OK;
+    }
+    int last = walk->ndim - 1;
+    int64_t inner = walk->shape[last];
+    int64_t inner_stride[3];
+    for (int k = 0; k < walk->operands; k++) inner_stride[k] = walk->stride_bytes[k][last];
+    int64_t index[ANE_MAX_DIMS] = {0};
+    char *rows[3];
+    int64_t since_poll = 0;
+    for (;;) {
+        for (int k = 0; k < walk->operands; k++) {
+            char *p = walk->base[k];
+            for (int i = 0; i < last; i++) p += index[i] * walk->stride_bytes[k][i];
+            rows[k] = p;
+        }
+        visit(context, rows, inner_stride, inner);
+        since_poll += inner;
+        if (since_poll >= POLL_EVERY_ELEMENTS) {
+            since_poll = 0;
+            ane_status status = ane_interrupt_check(err, what);
+            if (status) return status;
+        }
+        int i = last - 1;
+        while (i >= 0 && ++index[i] == walk->shape[i]) index[i--] = 0;
+        if (i < 0) break;
+    }
+    return ANE_OK;
+}
+
+/* ------------------------------------------------------------------ copies */
+
+typedef struct copy_context {
+    ane_dtype dst_dtype, src_dtype;
+} copy_context;
+
+static void copy_row(void *context, char *const *rows, const int64_t *stride, int64_t n) {
+    const copy_context *c = context;
+    int64_t dst_size = (int64_t)ane_dtype_size(c->dst_dtype), src_size = (int64_t)ane_dtype_size(c->src_dtype);
+    if (stride[0] == dst_size && stride[1] == src_size) {
+        ane_dtype_convert_row(rows[0], c->dst_dtype, rows[1], c->src_dtype, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        ane_dtype_convert_row(rows[0] + i * stride[0], c->dst_dtype, rows[1] + i * stride[1], c->src_dtype, 1);
+}
+
+ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
+    char a[128], b[128];
+    if (!ane_shapes_equal(dst, src))
+        return ane_fail(err, ANE_ERR_SHAPE, "cannot copy a %s tensor into a %s tensor",
+                        ane_shape_string(b, sizeof b, src->ndim, src->shape),
+                        ane_shape_string(a, sizeof a, dst->ndim, dst->shape));
+    ane_status status = check_writable(dst, err);
+    if (status) return status;
+    row_walk walk = {.ndim = dst->ndim};
+    memcpy(walk.shape, dst->shape, sizeof walk.shape);
+    walk_add_operand(&walk, dst);
+    walk_add_operand(&walk, src);
+    copy_context context = {dst->dtype, src->dtype};
+    return walk_rows(&walk, copy_row, &context, "a tensor copy", err);
+}
+
+ane_status ane_tensor_to(ane_tensor *out, const ane_tensor *src, ane_dtype dtype, ane_error *err) {
+    ane_tensor result;
+    ane_status status = ane_tensor_zeros(&result, src->ndim, src->shape, dtype, err);
+    if (status) return status;
+    status = ane_tensor_copy_into(&result, src, err);
+    if (status) {
+        ane_tensor_release(&result);
+        return status;
+    }
+    *out = result;
+    return ANE_OK;
+}
+
+ane_status ane_tensor_fill(ane_tensor *t, double value, ane_error *err) {
+    ane_status status = check_writable(t, err);
+    if (status) return status;
+    char element[8];
+    ane_dtype_store(element, t->dtype, value);
+    ane_tensor scalar = {0};
+    ane_storage pinned = {.refcount = 1, .data = element, .nbytes = sizeof element};
+    scalar.storage = &pinned;
+    scalar.dtype = t->dtype;
+    /* Broadcasting a 0-D tensor over t repeats the one converted element. */
+    row_walk walk = {.ndim = t->ndim};
+    memcpy(walk.shape, t->shape, sizeof walk.shape);
+    walk_add_operand(&walk, t);
+    walk_add_operand(&walk, &scalar);
+    copy_context context = {t->dtype, t->dtype};
+    return walk_rows(&walk, copy_row, &context, "a tensor fill", err);
+}
+
+/* ------------------------------------------------------------------ arithmetic */
+
+static ane_dtype common_dtype(ane_dtype a, ane_dtype b) {
+    if (a == b) return a;
+    if (ane_dtype_kind_of(a) == ANE_KIND_FLOAT || ane_dtype_kind_of(b) == ANE_KIND_FLOAT) return ANE_FP32;
+    return ANE_INT64;
+}
+
+static ane_status broadcast_shape(const ane_tensor *a, const ane_tensor *b, int *ndim,
+                                  int64_t *shape, ane_error *err) {
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < n; i++) {
+        int ia = i - (n - a->ndim), ib = i - (n - b->ndim);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[128], sb[128];
+            return ane_fail(err, ANE_ERR_SHAPE, "shapes %s and %s do not broadcast (dimension %d: %lld vs %lld)",
+                            ane_shape_string(sa, sizeof sa, a->ndim, a->shape),
+                            ane_shape_string(sb, sizeof sb, b->ndim, b->shape), i + 1, (long long)da,
+                            (long long)db);
+        }
+        shape[i] = da == 1 ? db : da;
+    }
+    *ndim = n;
+    return ANE_OK;
+}
+
+typedef struct binary_context {
+    ane_binary_op op;
+    ane_dtype out_dtype, a_dtype, b_dtype;
+} binary_context;
+
+static double apply_binary(ane_binary_op op, double x, double y) {
+    switch (op) {
+    case ANE_BINARY_ADD: return x + y;
+    case ANE_BINARY_SUB: return x - y;
+    case ANE_BINARY_MUL: return x * y;
+    case ANE_BINARY_DIV: return x / y;
+    }
+    return 0;
+}
+
+static int64_t apply_binary_int(ane_binary_op op, int64_t x, int64_t y) {
+    /* Wrapping arithmetic, done in unsigned to stay defined. */
+    switch (op) {
+    case ANE_BINARY_ADD: return (int64_t)((uint64_t)x + (uint64_t)y);
+    case ANE_BINARY_SUB: return (int64_t)((uint64_t)x - (uint64_t)y);
+    case ANE_BINARY_MUL: return (int64_t)((uint64_t)x * (uint64_t)y);
+    case ANE_BINARY_DIV: return y == 0 ? 0 : (x == INT64_MIN && y == -1) ? x : x / y;
+    }
+    return 0;
+}
+
+static void binary_row(void *context, char *const *rows, const int64_t *stride, int64_t n) {
+    const binary_context *c = context;
+    if (c->out_dtype == ANE_FP32 && c->a_dtype == ANE_FP32 && c->b_dtype == ANE_FP32 &&
+        stride[0] == 4 && stride[1] == 4 && stride[2] == 4 && ((uintptr_t)rows[0] | (uintptr_t)rows[1] | (uintptr_t)rows[2]) % 4 == 0) {
+        float *out = (float *)rows[0];
+        const float *x = (const float *)rows[1], *y = (const float *)rows[2];
+        switch (c->op) {
+        case ANE_BINARY_ADD: for (int64_t i = 0; i < n; i++) out[i] = x[i] + y[i]; return;
+        case ANE_BINARY_SUB: for (int64_t i = 0; i < n; i++) out[i] = x[i] - y[i]; return;
+        case ANE_BINARY_MUL: for (int64_t i = 0; i < n; i++) out[i] = x[i] * y[i]; return;
+        case ANE_BINARY_DIV: for (int64_t i = 0; i < n; i++) out[i] = x[i] / y[i]; return;
+        }
+    }
+    int integer = ane_dtype_kind_of(c->out_dtype) != ANE_KIND_FLOAT;
+    for (int64_t i = 0; i < n; i++) {
+        char *o = rows[0] + i * stride[0];
+        const char *x = rows[1] + i * stride[1], *y = rows[2] + i * stride[2];
+        if (integer)
+            ane_dtype_store_int(o, c->out_dtype,
+                                apply_binary_int(c->op, ane_dtype_load_int(x, c->a_dtype),
+                                                 ane_dtype_load_int(y, c->b_dtype)));
+        else /* double arithmetic rounded once gives the same result as fp32 arithmetic */
+            ane_dtype_store(o, c->out_dtype,
+                            apply_binary(c->op, ane_dtype_load(x, c->a_dtype), ane_dtype_load(y, c->b_dtype)));
+    }
+}
+
+ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
+                             ane_binary_op op, ane_error *err) {
+    int ndim = 0;
+    int64_t shape[ANE_MAX_DIMS];
+    ane_status status = broadcast_shape(a, b, &ndim, shape, err);
+    if (status) return status;
+    ane_tensor result;
+    binary_context context = {op, common_dtype(a->dtype, b->dtype), a->dtype, b->dtype};
+    status = ane_tensor_zeros(&result, ndim, shape, context.out_dtype, err);
+    if (status) return status;
+    row_walk walk = {.ndim = ndim};
+    memcpy(walk.shape, shape, sizeof walk.shape);
+    walk_add_operand(&walk, &result);
+    walk_add_operand(&walk, a);
+    walk_add_operand(&walk, b);
+    status = walk_rows(&walk, binary_row, &context, "an elementwise op", err);
+    if (status) {
+        ane_tensor_release(&result);
+        return status;
+    }
+    *out = result;
+    return ANE_OK;
+}
+
+ane_status ane_tensor_scale(ane_tensor *out, const ane_tensor *a, double factor, ane_error *err) {
+    /* The factor is a 0-D fp32 tensor broadcast over a. fp16/bf16 inputs keep their dtype
+     * (the fp32 product is converted back); integer inputs give fp32. */
+    float factor_value = (float)factor;
+    ane_storage pinned = {.refcount = 1, .data = &factor_value, .nbytes = sizeof factor_value};
+    ane_tensor scalar = {.storage = &pinned, .dtype = ANE_FP32};
+    ane_tensor product;
+    ane_status status = ane_tensor_binary(&product, a, &scalar, ANE_BINARY_MUL, err);
+    if (status) return status;
+    if (product.dtype == a->dtype || ane_dtype_kind_of(a->dtype) != ANE_KIND_FLOAT) {
+        *out = product;
+        return ANE_OK;
+    }
+    status = ane_tensor_to(out, &product, a->dtype, err);
+    ane_tensor_release(&product);
+    return status;
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+/* A contiguous fp32 version of t: t itself (shared) when it already is one. */
+static ane_status as_contiguous_fp32(ane_tensor *out, const ane_tensor *t, ane_error *err) {
+    if (t->dtype == ANE_FP32 && ane_tensor_is_contiguous(t) && ((uintptr_t)ane_tensor_data(t) % 4) == 0) {
+        ane_tensor_share(out, t);
+        return ANE_OK;
+    }
+    return ane_tensor_to(out, t, ANE_FP32, err);
+}
+
+ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
+                             ane_error *err) {
+    char sa[128], sb[128];
+    if (ane_dtype_kind_of(a->dtype) != ANE_KIND_FLOAT || ane_dtype_kind_of(b->dtype) != ANE_KIND_FLOAT)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "matmul needs float tensors, not %s and %s",
+                        ane_dtype_name(a->dtype), ane_dtype_name(b->dtype));
+    int batched = a->ndim == 3;
+    int shapes_ok = (a->ndim == 2 && b->ndim == 2) || (a->ndim == 3 && b->ndim == 3 && a->shape[0] == b->shape[0]);
+    if (!shapes_ok || a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
+        return ane_fail(err, ANE_ERR_SHAPE, "matmul needs [m, k] x [k, n] or [B, m, k] x [B, k, n], got %s x %s",
+                        ane_shape_string(sa, sizeof sa, a->ndim, a->shape),
+                        ane_shape_string(sb, sizeof sb, b->ndim, b->shape));
+    int64_t batches = batched ? a->shape[0] : 1;
+    int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = b->shape[b->ndim - 1];
+    if (m > INT32_MAX || k > INT32_MAX || n > INT32_MAX)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "matmul dimensions must fit BLAS's 32-bit sizes");
+
+    ane_tensor a32, b32, c32;
+    ane_status status = as_contiguous_fp32(&a32, a, err);
+    if (status) return status;
+    status = as_contiguous_fp32(&b32, b, err);
+    if (status) {
+        ane_tensor_release(&a32);
+        return status;
+    }
+    int64_t out_shape[3] = {batches, m, n};
+    status = ane_tensor_zeros(&c32, batched ? 3 : 2, batched ? out_shape : out_shape + 1, ANE_FP32, err);
+    if (!status) {
+        /* Row blocks of about 2^27 multiply-adds, so Ctrl-C is noticed within ~0.1 s. */
+        int64_t rows_per_block = (int64_t)1 << 27;
+        rows_per_block = k * n > 0 ? rows_per_block / (k * n) : m;
+        if (rows_per_block < 1) rows_per_block = 1;
+        const float *pa = (const float *)ane_tensor_data(&a32), *pb = (const float *)ane_tensor_data(&b32);
+        float *pc = (float *)ane_tensor_data(&c32);
+        for (int64_t batch = 0; batch < batches && !status; batch++) {
+            for (int64_t row = 0; row < m && !status; row += rows_per_block) {
+                int64_t rows = m - row < rows_per_block ? m - row : rows_per_block;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f,
+                            pa + (batch * m + row) * k, (int)k, pb + batch * k * n, (int)n, 0.0f,
+                            pc + (batch * m + row) * n, (int)n);
+                status = ane_interrupt_check(err, "matmul");
+            }
+        }
+    }
+    ane_tensor_release(&a32);
+    ane_tensor_release(&b32);
+    if (status) {
+        ane_tensor_release(&c32);
+        return status;
+    }
+    ane_dtype out_dtype = common_dtype(a->dtype, b->dtype);
+    if (out_dtype == ANE_FP32) {
+        *out = c32;
+        return ANE_OK;
+    }
+    status = ane_tensor_to(out, &c32, out_dtype, err);
+    ane_tensor_release(&c32);
+    return status;
+}
+
+/* ------------------------------------------------------------------ comparisons */
+
+typedef struct compare_context {
+    ane_dtype a_dtype, b_dtype;
+    double rtol, atol;
+    double max_abs_diff; /* NaN once a NaN mismatch is seen */
+    int all_close;
+} compare_context;
+
+static void compare_row(void *context, char *const *rows, const int64_t *stride, int64_t n) {
+    compare_context *c = context;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ane_dtype_load(rows[0] + i * stride[0], c->a_dtype);
+        double y = ane_dtype_load(rows[1] + i * stride[1], c->b_dtype);
+        double diff;
+        if (isnan(x) || isnan(y)) diff = (isnan(x) && isnan(y)) ? 0 : NAN;
+        else if (x == y) diff = 0; /* also equal infinities */
+        else diff = fabs(x - y);
+        if (isnan(diff)) c->max_abs_diff = NAN;
+        else if (diff > c->max_abs_diff) c->max_abs_diff = diff; /* false once it is NaN */
+        int close = !isnan(x) && !isnan(y) && (x == y || diff <= c->atol + c->rtol * fabs(y));
+        if (!close) c->all_close = 0;
+    }
+}
+
+static ane_status compare(const ane_tensor *a, const ane_tensor *b, compare_context *context,
+                          ane_error *err) {
+    char sa[128], sb[128];
+    if (!ane_shapes_equal(a, b))
+        return ane_fail(err, ANE_ERR_SHAPE, "cannot compare a %s tensor with a %s tensor",
+                        ane_shape_string(sa, sizeof sa, a->ndim, a->shape),
+                        ane_shape_string(sb, sizeof sb, b->ndim, b->shape));
+    context->a_dtype = a->dtype;
+    context->b_dtype = b->dtype;
+    context->max_abs_diff = 0;
+    context->all_close = 1;
+    row_walk walk = {.ndim = a->ndim};
+    memcpy(walk.shape, a->shape, sizeof walk.shape);
+    walk_add_operand(&walk, a);
+    walk_add_operand(&walk, b);
+    return walk_rows(&walk, compare_row, context, "a tensor comparison", err);
+}
+
+ane_status ane_tensor_max_abs_diff(const ane_tensor *a, const ane_tensor *b, double *out,
+                                   ane_error *err) {
+    compare_context context = {0};
+    ane_status status = compare(a, b, &context, err);
+    if (!status) *out = context.max_abs_diff;
+    return status;
+}
+
+ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double rtol, double atol,
+                               int *out, ane_error *err) {
+    compare_context context = {.rtol = rtol, .atol = atol};
+    ane_status status = compare(a, b, &context, err);
+    if (!status) *out = context.all_close;
+    return status;
+}
+
+/* ------------------------------------------------------------------ random */
+
+/* xoshiro256** seeded through splitmix64: the same stream on every machine. */
+typedef struct rng_state { uint64_t s[4]; } rng_state;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(rng_state *rng, uint64_t seed) {
+    for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng_state *rng) {
+    uint64_t *s = rng->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(rng_state *rng) { return (double)(rng_next(rng) >> 11) * 0x1.0p-53; }
+
+typedef enum { DRAW_NORMAL, DRAW_UNIFORM } draw_kind;
+
+/* Fills a new tensor block by block: values drawn in fp64, rounded to fp32, converted to
+ * the dtype. Normals use Marsaglia's polar method (only sqrt and log, both accurate to
+ * the last bit of fp64 on common libms, so fp32 results agree across machines). */
+static ane_status random_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                                uint64_t seed, draw_kind kind, double p0, double p1, ane_error *err) {
+    ane_tensor result;
+    ane_status status = ane_tensor_zeros(&result, ndim, shape, dtype, err);
+    if (status) return status;
+    rng_state rng;
+    rng_seed(&rng, seed);
+    enum { block = 4096 };
+    float values[block]; /* [block] fp32 staging before conversion */
+    int64_t numel = ane_tensor_numel(&result);
+    size_t element_size = ane_dtype_size(dtype);
+    int have_spare = 0;
+    double spare = 0;
+    for (int64_t start = 0; start < numel; start += block) {
+        int64_t count = numel - start < block ? numel - start : block;
+        for (int64_t i = 0; i < count; i++) {
+            if (kind == DRAW_UNIFORM) {
+                values[i] = (float)(p0 + (p1 - p0) * rng_uniform(&rng));
+                continue;
+            }
+            if (have_spare) {
+                have_spare = 0;
+                values[i] = (float)(p0 + p1 * spare);
+                continue;
+            }
+            double u, v, s;
+            do {
+                u = 2.0 * rng_uniform(&rng) - 1.0;
+                v = 2.0 * rng_uniform(&rng) - 1.0;
+                s = u * u + v * v;
+            } while (s >= 1.0 || s == 0.0);
+            double factor = sqrt(-2.0 * log(s) / s);
+            spare = v * factor;
+            have_spare = 1;
+            values[i] = (float)(p0 + p1 * u * factor);
+        }
+        ane_dtype_convert_row(ane_tensor_data(&result) + (size_t)start * element_size, dtype, values,
+                              ANE_FP32, (size_t)count);
+        if ((start / block) % 256 == 255 && (status = ane_interrupt_check(err, "a random fill"))) {
+            ane_tensor_release(&result);
+            return status;
+        }
+    }
+    *out = result;
+    return ANE_OK;
+}
+
+ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                            uint64_t seed, double mean, double std, ane_error *err) {
+    return random_tensor(out, ndim, shape, dtype, seed, DRAW_NORMAL, mean, std, err);
+}
+
+ane_status ane_tensor_rand(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                           uint64_t seed, double low, double high, ane_error *err) {
+    return random_tensor(out, ndim, shape, dtype, seed, DRAW_UNIFORM, low, high, err);
+}

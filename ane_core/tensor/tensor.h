@@ -1,0 +1,93 @@
+/* Host tensors: N-D (up to ANE_MAX_DIMS), row-major with element strides, on refcounted
+ * storage. Views (slice, transpose, reshape of contiguous data) share the storage.
+ *
+ * An ane_tensor is a small value type: copying the struct does not add a reference, so
+ * every tensor filled in by a function below owns one reference and must be given back
+ * with ane_tensor_release(). Output parameters come first, as in the kernels. */
+#ifndef ANE_TENSOR_TENSOR_H
+#define ANE_TENSOR_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+#include "dtype.h"
+#include "storage.h"
+
+#define ANE_MAX_DIMS 8
+
+typedef struct ane_tensor {
+    ane_storage *storage;
+    size_t offset;                  /* bytes from storage->data to element [0, ..., 0] */
+    ane_dtype dtype;
+    int ndim;                       /* 0 for a scalar */
+    int64_t shape[ANE_MAX_DIMS];    /* [ndim] */
+    int64_t strides[ANE_MAX_DIMS];  /* [ndim], in elements */
+} ane_tensor;
+
+typedef enum ane_binary_op { ANE_BINARY_ADD, ANE_BINARY_SUB, ANE_BINARY_MUL, ANE_BINARY_DIV } ane_binary_op;
+
+/* --- creation and lifetime --- */
+ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                            ane_error *err);
+/* A tensor over existing storage (takes a new reference); checks the extent fits. */
+ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
+                                 const int64_t *shape, const int64_t *strides, ane_dtype dtype,
+                                 ane_error *err);
+void ane_tensor_release(ane_tensor *t);
+/* Another reference to the same view. */
+void ane_tensor_share(ane_tensor *out, const ane_tensor *src);
+
+/* --- queries --- */
+int64_t ane_tensor_numel(const ane_tensor *t);
+int ane_tensor_is_contiguous(const ane_tensor *t);
+char *ane_tensor_data(const ane_tensor *t); /* address of element [0, ..., 0] */
+/* Checks each index against the shape and returns the element's address. */
+ane_status ane_tensor_element(const ane_tensor *t, const int64_t *index, char **out, ane_error *err);
+int ane_shapes_equal(const ane_tensor *a, const ane_tensor *b);
+/* "[2, 3, 4]" into buf. */
+const char *ane_shape_string(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* --- views (share storage) --- */
+/* Elements start..stop-1 (0-based) along dim. */
+ane_status ane_tensor_slice(ane_tensor *out, const ane_tensor *src, int dim, int64_t start,
+                            int64_t stop, ane_error *err);
+ane_status ane_tensor_transpose(ane_tensor *out, const ane_tensor *src, int dim0, int dim1,
+                                ane_error *err);
+/* A view when src is contiguous, otherwise a contiguous copy. One dim may be -1. */
+ane_status ane_tensor_reshape(ane_tensor *out, const ane_tensor *src, int ndim,
+                              const int64_t *shape, ane_error *err);
+
+/* --- copies and conversions --- */
+/* dst[...] = src[...] converted to dst's dtype; shapes must match, dst must be writable. */
+ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err);
+/* A new contiguous tensor of `dtype` holding src's values. */
+ane_status ane_tensor_to(ane_tensor *out, const ane_tensor *src, ane_dtype dtype, ane_error *err);
+ane_status ane_tensor_fill(ane_tensor *t, double value, ane_error *err);
+
+/* --- arithmetic --- */
+/* out = a (op) b with numpy broadcasting. The result dtype is the common dtype: the shared
+ * one when a and b agree, else fp32 if either is a float, else int64. */
+ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
+                             ane_binary_op op, ane_error *err);
+ane_status ane_tensor_scale(ane_tensor *out, const ane_tensor *a, double factor, ane_error *err);
+/* [m, k] x [k, n] -> [m, n], or batched [B, m, k] x [B, k, n]; float tensors, computed by BLAS
+ * sgemm in fp32 and stored in a's dtype. */
+ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
+                             ane_error *err);
+
+/* --- comparisons (same shape) --- */
+/* NaN when either side has a NaN where the other has not. */
+ane_status ane_tensor_max_abs_diff(const ane_tensor *a, const ane_tensor *b, double *out,
+                                   ane_error *err);
+/* |a - b| <= atol + rtol * |b| everywhere; equal infinities are close, NaN never is. */
+ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double rtol, double atol,
+                               int *out, ane_error *err);
+
+/* --- random tensors (deterministic for a seed, on every machine) --- */
+ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                            uint64_t seed, double mean, double std, ane_error *err);
+ane_status ane_tensor_rand(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                           uint64_t seed, double low, double high, ane_error *err);
+
+#endif

@@ -1,0 +1,49 @@
+/* Shared declarations of the `ane` Lua module's C files: type names, argument checks and
+ * the one function that turns a core error into a Lua result or error. */
+#ifndef ANE_BINDINGS_ANE_LUA_H
+#define ANE_BINDINGS_ANE_LUA_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../ane_core/base/status.h"
+#include "../ane_core/tensor/tensor.h"
+
+#define ANE_TENSOR_TYPE "ane.Tensor"
+#define ANE_SURFACE_TYPE "ane.Surface"
+#define ANE_MAPPING_TYPE "ane.Mapping"
+
+#define ANELUA_VERSION "0.1.0"
+
+int luaopen_ane(lua_State *L);
+
+/* Adds the project's lua/ directory (found next to the executable or shared object that
+ * holds this code: the build tree or an installed prefix) to package.path. */
+void ane_lua_add_library_path(lua_State *L);
+
+/* The default backend ("sim" unless ANELUA_BACKEND or --backend says otherwise).
+ * Setting an unknown or unavailable backend fails with a message. */
+const char *ane_lua_default_backend(void);
+int ane_lua_set_default_backend(const char *name, char *message, size_t message_size);
+
+/* Raises a Lua error for a failed status: programming errors as they are, environmental
+ * ones too (used where the caller has no `nil, msg` contract). Interrupts clear the flag. */
+int ane_lua_raise(lua_State *L, const ane_error *err);
+/* Pushes `nil, message` for an environmental error and returns 2; raises otherwise. */
+int ane_lua_fail(lua_State *L, const ane_error *err);
+
+/* --- tensors (l_tensor.c) --- */
+void ane_lua_open_tensor(lua_State *L);       /* pushes the ane.tensor table */
+ane_tensor *ane_lua_check_tensor(lua_State *L, int index);
+ane_tensor *ane_lua_test_tensor(lua_State *L, int index);
+/* Pushes a new tensor userdata that takes over `t`'s reference. */
+void ane_lua_push_tensor(lua_State *L, ane_tensor *t);
+ane_dtype ane_lua_check_dtype(lua_State *L, int index, ane_dtype fallback);
+/* Reads a shape table (or the integers from index to the top when `index` is a number). */
+int ane_lua_check_shape(lua_State *L, int index, int64_t *shape);
+
+/* --- surfaces (l_surface.c) and files (l_io.c) --- */
+void ane_lua_open_surface(lua_State *L);      /* pushes the ane.surface constructor */
+void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers of ane.io */
+
+#endif

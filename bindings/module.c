@@ -1,0 +1,182 @@
+/* luaopen_ane: the `ane` module table, the default backend, error conversion, the
+ * project's Lua library path, and the Lua-implemented parts (ane.io) loaded on first use. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../ane_core/base/fp16.h"
+#include "../ane_core/base/interrupt.h"
+#include "ane_lua.h"
+
+/* ------------------------------------------------------------------ errors */
+
+int ane_lua_raise(lua_State *L, const ane_error *err) {
+    if (err->status == ANE_ERR_INTERRUPTED) ane_interrupt_clear();
+    return luaL_error(L, "%s", err->message);
+}
+
+int ane_lua_fail(lua_State *L, const ane_error *err) {
+    if (!ane_status_is_environmental(err->status)) return ane_lua_raise(L, err);
+    lua_pushnil(L);
+    lua_pushstring(L, err->message);
+    return 2;
+}
+
+/* ------------------------------------------------------------------ backends */
+
+typedef struct backend_entry {
+    const char *name;
+    int available;
+    const char *why_not;
+} backend_entry;
+
+/* The backends this build knows. The device backend is not built yet; selecting it says so
+ * instead of silently running elsewhere. */
+static const backend_entry backends[] = {
+    {"sim", 1, NULL},
+    {"ane", 0, "backend 'ane' is not available in this build: the device backend needs macOS "
+               "with AppleNeuralEngine.framework and is not implemented yet; use --backend sim"},
+};
+
+static const char *default_backend = NULL;
+
+const char *ane_lua_default_backend(void) {
+    if (!default_backend) {
+        const char *from_env = getenv("ANELUA_BACKEND");
+        default_backend = "sim";
+        if (from_env && *from_env) {
+            char message[256];
+            if (ane_lua_set_default_backend(from_env, message, sizeof message) != 0)
+                fprintf(stderr, "anelua: ANELUA_BACKEND ignored: %s\n", message);
+        }
+    }
+    return default_backend;
+}
+
+int ane_lua_set_default_backend(const char *name, char *message, size_t size) {
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        if (strcmp(backends[i].name, name) != 0) continue;
+        if (!backends[i].available) {
+            snprintf(message, size, "%s", backends[i].why_not);
+            return -1;
+        }
+        default_backend = backends[i].name;
+        return 0;
+    }
+    snprintf(message, size, "unknown backend '%s' (known: sim, ane)", name);
+    return -1;
+}
+
+static int l_default_backend(lua_State *L) {
+    lua_pushstring(L, ane_lua_default_backend());
+    return 1;
+}
+
+static int l_set_default_backend(lua_State *L) {
+    char message[256];
+    if (ane_lua_set_default_backend(luaL_checkstring(L, 1), message, sizeof message) != 0)
+        return luaL_error(L, "%s", message);
+    return 0;
+}
+
+/* ane.backends() -> { sim = true, ane = "why it is unavailable" } */
+static int l_backends(lua_State *L) {
+    lua_newtable(L);
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        if (backends[i].available) lua_pushboolean(L, 1);
+        else lua_pushstring(L, backends[i].why_not);
+        lua_setfield(L, -2, backends[i].name);
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ library path */
+
+static int is_directory(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+void ane_lua_add_library_path(lua_State *L) {
+    Dl_info info;
+    if (!dladdr((void *)&ane_lua_add_library_path, &info) || !info.dli_fname) return;
+    char here[4096];
+    if (!realpath(info.dli_fname, here)) return;
+    char *slash = strrchr(here, '/');
+    if (!slash) return;
+    *slash = '\0';
+    /* The build tree links lua/ beside the binaries; an install puts it under share/. */
+    static const char *const candidates[] = {"/lua", "/../share/anelua/lua", "/../../../share/anelua/lua"};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        char dir[4200], probe[4300], resolved[4096];
+        snprintf(dir, sizeof dir, "%s%s", here, candidates[i]);
+        snprintf(probe, sizeof probe, "%s/ane", dir);
+        if (!is_directory(probe) || !realpath(dir, resolved)) continue;
+        lua_getglobal(L, "package");
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 1);
+            return;
+        }
+        lua_getfield(L, -1, "path");
+        const char *current = lua_tostring(L, -1);
+        char entry[4200];
+        snprintf(entry, sizeof entry, "%s/?.lua", resolved);
+        if (!current || !strstr(current, entry)) {
+            lua_pushfstring(L, "%s;%s/?.lua;%s/?/init.lua", current ? current : "", resolved, resolved);
+            lua_setfield(L, -3, "path");
+        }
+        lua_pop(L, 2);
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------ module */
+
+static int l_simd(lua_State *L) {
+    lua_pushstring(L, ane_fp16_simd_name());
+    return 1;
+}
+
+/* Submodules written in Lua are loaded on first access (`ane.io`), since they require
+ * `ane` themselves and cannot be loaded while luaopen_ane runs. */
+static int module_index(lua_State *L) {
+    static const char *const lazy[] = {"io", NULL};
+    const char *key = lua_tostring(L, 2);
+    for (int i = 0; key && lazy[i]; i++) {
+        if (strcmp(key, lazy[i]) != 0) continue;
+        lua_getglobal(L, "require");
+        lua_pushfstring(L, "ane.%s", key);
+        lua_call(L, 1, 1);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, 1, key); /* cache in the module table */
+        return 1;
+    }
+    return 0;
+}
+
+int luaopen_ane(lua_State *L) {
+    ane_lua_add_library_path(L);
+    static const luaL_Reg functions[] = {
+        {"default_backend", l_default_backend},
+        {"set_default_backend", l_set_default_backend},
+        {"backends", l_backends},
+        {"simd", l_simd},
+        {NULL, NULL},
+    };
+    luaL_newlib(L, functions);
+    lua_pushliteral(L, ANELUA_VERSION);
+    lua_setfield(L, -2, "version");
+    ane_lua_open_tensor(L);
+    lua_setfield(L, -2, "tensor");
+    ane_lua_open_surface(L);
+    lua_setfield(L, -2, "surface");
+    ane_lua_open_io_internal(L);
+    lua_setfield(L, -2, "_io");
+    lua_newtable(L);
+    lua_pushcfunction(L, module_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    return 1;
+}

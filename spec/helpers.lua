@@ -1,0 +1,74 @@
+-- Shared helpers of the busted specs: where the build and the test data are, temporary
+-- files, and running the host as a subprocess.
+local lfs = require("lfs")
+
+local M = {}
+
+M.root = lfs.currentdir() -- ctest and the README run busted from the project root
+M.build = os.getenv("ANELUA_BUILD_DIR") or (M.root .. "/build")
+M.anelua = M.build .. "/anelua"
+
+-- The shared test data: $ANELUA_TEST_DATA or ../shared/data beside the project.
+function M.data_dir()
+  local candidates = { os.getenv("ANELUA_TEST_DATA"), M.root .. "/../shared/data" }
+  for _, dir in ipairs(candidates) do
+    if dir and dir ~= "" and lfs.attributes(dir, "mode") == "directory" then return dir end
+  end
+  return nil
+end
+
+-- Returns the data path, or marks the test pending (skipped, by name) when the data is
+-- absent on a developer machine. In CI (CI=true) absence is a failure.
+function M.require_data(relative)
+  local dir = M.data_dir()
+  if dir then return dir .. "/" .. relative end
+  if os.getenv("CI") == "true" then error("test data missing: " .. relative .. " (CI must have ../shared/data)") end
+  pending("test data missing: " .. relative)
+  return nil
+end
+
+local counter = 0
+function M.tmpdir()
+  counter = counter + 1
+  local dir = string.format("%s/anelua-spec-%d-%d-%d", os.getenv("TMPDIR") or "/tmp", os.time(), counter,
+    math.random(1, 1e9))
+  assert(lfs.mkdir(dir))
+  return dir
+end
+
+function M.write_file(path, bytes)
+  local file = assert(io.open(path, "wb"))
+  file:write(bytes)
+  file:close()
+end
+
+function M.read_file(path)
+  local file = assert(io.open(path, "rb"))
+  local bytes = file:read("a")
+  file:close()
+  return bytes
+end
+
+local function shell_quote(text)
+  return "'" .. tostring(text):gsub("'", "'\\''") .. "'"
+end
+M.quote = shell_quote
+
+-- Runs a shell command; returns stdout, stderr, exit code.
+function M.run(command, stdin_text)
+  local dir = M.tmpdir()
+  local input = dir .. "/stdin"
+  M.write_file(input, stdin_text or "")
+  local full = string.format("%s <%s >%s/stdout 2>%s/stderr", command, shell_quote(input), dir, dir)
+  local ok, _, code = os.execute(full)
+  local out, err = M.read_file(dir .. "/stdout"), M.read_file(dir .. "/stderr")
+  os.execute("rm -rf " .. shell_quote(dir))
+  return out, err, ok and 0 or code
+end
+
+-- Runs the host with the given argument string.
+function M.run_anelua(args, stdin_text, env)
+  return M.run((env or "") .. " " .. shell_quote(M.anelua) .. " " .. args, stdin_text)
+end
+
+return M

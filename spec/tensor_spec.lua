@@ -1,0 +1,247 @@
+-- ane.tensor: construction, dtypes, element access, views, conversion, arithmetic,
+-- matmul and comparisons, each checked against values computed here in plain Lua.
+local ane = require("ane")
+
+local dtypes = { "fp32", "fp16", "bf16", "int32", "int64", "int16", "uint16", "int8", "uint8", "bool" }
+
+-- Plain-Lua matrix product, the reference for BLAS.
+local function naive_matmul(a, b)
+  local m, k, n = #a, #b, #b[1]
+  local c = {}
+  for i = 1, m do
+    c[i] = {}
+    for j = 1, n do
+      local sum = 0
+      for p = 1, k do sum = sum + a[i][p] * b[p][j] end
+      c[i][j] = sum
+    end
+  end
+  return c
+end
+
+describe("ane.tensor construction", function()
+  it("makes zeros of every dtype with the right shape and size", function()
+    for _, dtype in ipairs(dtypes) do
+      local t = ane.tensor({ 2, 3, 4 }, dtype)
+      assert.are.same({ 2, 3, 4 }, t:shape())
+      assert.are.equal(dtype, t:dtype())
+      assert.are.equal(24, t:numel())
+      assert.are.equal(2, #t)
+      local expected_zero = 0
+      if dtype == "bool" then expected_zero = false end
+      assert.are.equal(expected_zero, t:get(2, 3, 4))
+    end
+  end)
+
+  it("builds from flat values with a shape and from nested tables", function()
+    local flat = ane.tensor.from({ 1, 2, 3, 4, 5, 6 }, { 2, 3 })
+    local nested = ane.tensor.from({ { 1, 2, 3 }, { 4, 5, 6 } })
+    assert.are.same({ 2, 3 }, nested:shape())
+    assert.are.same({ { 1, 2, 3 }, { 4, 5, 6 } }, flat:totable())
+    assert.are.equal(0, flat:max_abs_diff(nested))
+    assert.are.equal(6, ane.tensor.from({ 1, 2, 3, 4, 5, 6 }, { 2, 3 }, "int32"):get(2, 3))
+    assert.are.equal("int64", ane.tensor.from({ 1, 2 }, "int64"):dtype())
+  end)
+
+  it("keeps 64-bit integers exact", function()
+    local big = math.maxinteger - 5
+    local t = ane.tensor.from({ big, -big }, { 2 }, "int64")
+    assert.are.equal(big, t:get(1))
+    assert.are.equal(-big, t:get(2))
+  end)
+
+  it("saturates integer conversions and keeps floats for float dtypes", function()
+    local t = ane.tensor.from({ 300, -300, 1.9, -1.9 }, { 4 }, "fp32")
+    assert.are.same({ 127, -128, 1, -1 }, t:to("int8"):totable())
+    assert.are.same({ 255, 0, 1, 0 }, t:to("uint8"):totable())
+  end)
+
+  it("round-trips bytes", function()
+    local t = ane.tensor.from({ 1.5, -2.25, 3 }, { 3 })
+    local copy = ane.tensor.from_bytes(t:bytes(), { 3 }, "fp32")
+    assert.are.equal(0, copy:max_abs_diff(t))
+    assert.are.equal(string.pack("<fff", 1.5, -2.25, 3), t:bytes())
+    assert.are.equal(string.pack("<i2i2", 7, -7), ane.tensor.from({ 7, -7 }, { 2 }, "int16"):bytes())
+  end)
+
+  it("rejects bad input with errors naming the problem", function()
+    assert.has_error(function() ane.tensor.from({ 1, 2, 3 }, { 2, 2 }) end, "values has 3 elements but shape [2, 2] needs 4")
+    assert.has_error(function() ane.tensor.from({ 1, "x" }, { 2 }) end, "values element 2 is a string, expected a number")
+    assert.has_error(function() ane.tensor.from({ { 1, 2 }, { 3 } }) end)
+    assert.error_matches(function() ane.tensor({ 2, 3 }, "float7") end, "unknown dtype 'float7'")
+    assert.error_matches(function() ane.tensor({ 2, -1 }) end, "shape%[2%] must be a non%-negative integer")
+    assert.error_matches(function() ane.tensor({ 2, 1.5 }) end, "shape%[2%] must be a non%-negative integer")
+    assert.error_matches(function() ane.tensor.from_bytes("abc", { 1 }) end, "3 bytes given, but 1 fp32 elements need 4")
+    local t = ane.tensor({ 2, 3 })
+    assert.error_matches(function() t:get(3, 1) end, "index 3 is out of range for dimension 1 of size 2")
+    assert.error_matches(function() t:get(1, 0) end, "out of range for dimension 2")
+    assert.error_matches(function() t:get(1) end, "a 2%-D tensor needs 2 indices, got 1")
+    assert.error_matches(function() t:set("x", 1, 1) end, "number expected")
+    assert.error_matches(function() t:reshape(4, 2) end, "cannot reshape %[2, 3%] %(6 elements%) to %[4, 2%]")
+  end)
+end)
+
+describe("ane.tensor random", function()
+  it("is deterministic for a seed and differs across seeds", function()
+    local a = ane.tensor.randn({ 1000 }, { seed = 42 })
+    local b = ane.tensor.randn({ 1000 }, { seed = 42 })
+    local c = ane.tensor.randn({ 1000 }, { seed = 43 })
+    assert.are.equal(a:bytes(), b:bytes())
+    assert.are_not.equal(a:bytes(), c:bytes())
+  end)
+
+  it("has the requested mean and standard deviation", function()
+    -- 10^5 samples: the sample mean's standard error is std/sqrt(n) = 0.0063, and the
+    -- sample std's about std/sqrt(2n) = 0.0045; 5 standard errors bound both.
+    local n, t = 100000, ane.tensor.randn({ 100000 }, { seed = 7, mean = 1, std = 2 })
+    local sum, sum_sq = 0, 0
+    for _, v in ipairs(t:totable()) do sum, sum_sq = sum + v, sum_sq + v * v end
+    local mean = sum / n
+    local std = math.sqrt(sum_sq / n - mean * mean)
+    assert.is_true(math.abs(mean - 1) < 5 * 2 / math.sqrt(n))
+    assert.is_true(math.abs(std - 2) < 5 * 2 / math.sqrt(2 * n))
+  end)
+
+  it("draws uniforms inside [low, high)", function()
+    local t = ane.tensor.rand({ 10000 }, { seed = 3, low = -2, high = 5 })
+    local lo, hi = math.huge, -math.huge
+    for _, v in ipairs(t:totable()) do lo, hi = math.min(lo, v), math.max(hi, v) end
+    assert.is_true(lo >= -2 and hi < 5 and lo < -1.9 and hi > 4.9)
+  end)
+end)
+
+describe("ane.tensor views", function()
+  local t = ane.tensor.from({ { 1, 2, 3, 4 }, { 5, 6, 7, 8 }, { 9, 10, 11, 12 } })
+
+  it("slices share storage with the original", function()
+    local s = t:copy():slice(2, 2, 3)
+    assert.are.same({ { 2, 3 }, { 6, 7 }, { 10, 11 } }, s:totable())
+    local base = ane.tensor.from({ 1, 2, 3, 4 })
+    local view = base:slice(1, 2, 3)
+    view:set(20, 1)
+    assert.are.equal(20, base:get(2))
+    assert.are.same({ 3, 4 }, base:slice(1, -2):totable())
+  end)
+
+  it("transposes as a view and copies to contiguous", function()
+    local tt = t:transpose()
+    assert.are.same({ 4, 3 }, tt:shape())
+    assert.is_false(tt:is_contiguous())
+    assert.are.equal(7, tt:get(3, 2))
+    assert.are.same({ { 1, 5, 9 }, { 2, 6, 10 }, { 3, 7, 11 }, { 4, 8, 12 } }, tt:copy():totable())
+    assert.is_true(tt:copy():is_contiguous())
+  end)
+
+  it("reshapes contiguous data as a view and other data by copying", function()
+    local r = t:reshape(2, -1)
+    assert.are.same({ 2, 6 }, r:shape())
+    assert.are.same({ 1, 5, 9, 2, 6, 10, 3, 7, 11, 4, 8, 12 }, t:transpose():reshape({ 12 }):totable())
+    local base = ane.tensor({ 4 })
+    base:reshape(2, 2):set(5, 2, 2)
+    assert.are.equal(5, base:get(4))
+  end)
+
+  it("rejects out-of-range slices and dimensions", function()
+    assert.error_matches(function() t:slice(1, 2, 5) end, "slice 2..5 is outside dimension 1 of size 3")
+    assert.error_matches(function() t:slice(3, 1, 1) end, "dimension 3 does not exist in a 2%-D tensor")
+  end)
+end)
+
+describe("ane.tensor conversion", function()
+  it("rounds to fp16 and bf16 exactly", function()
+    local values = ane.tensor.from({ 1 + 2 ^ -11, 1 + 3 * 2 ^ -11, 65519, 65520, 2 ^ -24, 2 ^ -26, 1 + 2 ^ -8 })
+    -- ties to even at 1 + 2^-11 (down) and 1 + 3 * 2^-11 (up); 65520 overflows; 2^-26 underflows
+    assert.are.same({ 1, 1 + 2 ^ -9, 65504, math.huge, 2 ^ -24, 0, 1 + 2 ^ -8 }, values:to("fp16"):totable())
+    assert.are.same({ 1, 1, 65536, 65536, 2 ^ -24, 2 ^ -26, 1 }, values:to("bf16"):totable())
+  end)
+
+  it("converts between all dtypes through copy_from", function()
+    local source = ane.tensor.from({ 0, 1, 2, 3 }, { 2, 2 }, "int16")
+    for _, dtype in ipairs(dtypes) do
+      local target = ane.tensor({ 2, 2 }, dtype):copy_from(source)
+      if dtype == "bool" then
+        assert.are.same({ { false, true }, { true, true } }, target:totable())
+      else
+        assert.are.same({ { 0, 1 }, { 2, 3 } }, target:totable())
+      end
+    end
+  end)
+
+  it("fills a strided view only", function()
+    local t = ane.tensor({ 3, 3 })
+    t:slice(2, 2, 2):fill(7)
+    assert.are.same({ { 0, 7, 0 }, { 0, 7, 0 }, { 0, 7, 0 } }, t:totable())
+  end)
+end)
+
+describe("ane.tensor arithmetic", function()
+  local a = ane.tensor.from({ { 1, 2, 3 }, { 4, 5, 6 } })
+  local b = ane.tensor.from({ { 6, 5, 4 }, { 3, 2, 1 } })
+
+  it("adds, subtracts, multiplies and divides elementwise", function()
+    assert.are.same({ { 7, 7, 7 }, { 7, 7, 7 } }, a:add(b):totable())
+    assert.are.same({ { -5, -3, -1 }, { 1, 3, 5 } }, (a - b):totable())
+    assert.are.same({ { 6, 10, 12 }, { 12, 10, 6 } }, (a * b):totable())
+    assert.are.same({ { 0.5, 1, 1.5 }, { 2, 2.5, 3 } }, (a / 2):totable())
+    assert.are.same({ { -2, -4, -6 }, { -8, -10, -12 } }, (-a):scale(2):totable())
+    assert.are.same({ { 9, 8, 7 }, { 6, 5, 4 } }, (10 - a):totable())
+  end)
+
+  it("broadcasts like numpy", function()
+    local row = ane.tensor.from({ 10, 20, 30 })
+    local column = ane.tensor.from({ { 100 }, { 200 } })
+    assert.are.same({ { 11, 22, 33 }, { 14, 25, 36 } }, a:add(row):totable())
+    assert.are.same({ { 110, 120, 130 }, { 210, 220, 230 } }, row:add(column):totable())
+    assert.error_matches(function() a:add(ane.tensor({ 2 })) end, "shapes %[2, 3%] and %[2%] do not broadcast")
+  end)
+
+  it("keeps fp16 results in fp16 and promotes mixed dtypes to fp32", function()
+    local h = a:to("fp16")
+    assert.are.equal("fp16", h:add(h):dtype())
+    assert.are.equal("fp16", h:scale(0.5):dtype())
+    assert.are.equal("fp32", h:add(a):dtype())
+    assert.are.equal("int64", ane.tensor.from({ 1 }, "int32"):add(ane.tensor.from({ 1 }, "int16")):dtype())
+  end)
+
+  it("multiplies matrices through BLAS like the plain-Lua reference", function()
+    local x = ane.tensor.randn({ 17, 31 }, { seed = 1 })
+    local y = ane.tensor.randn({ 31, 9 }, { seed = 2 })
+    local expected = ane.tensor.from(naive_matmul(x:totable(), y:totable()))
+    -- fp32 sums of 31 products of N(0,1) values: rounding error is a few ulps of the
+    -- partial sums (|sum| < ~30), far below 1e-4.
+    assert.is_true(x:matmul(y):max_abs_diff(expected) < 1e-4)
+    local xt = x:transpose():copy():transpose() -- a strided operand
+    assert.is_true(xt:matmul(y):max_abs_diff(expected) < 1e-4)
+    local batched = ane.tensor.randn({ 3, 4, 5 }, { seed = 3 }):matmul(ane.tensor.randn({ 3, 5, 2 }, { seed = 4 }))
+    assert.are.same({ 3, 4, 2 }, batched:shape())
+    assert.error_matches(function() x:matmul(x) end, "matmul needs %[m, k%] x %[k, n%]")
+    assert.error_matches(function() ane.tensor({ 2, 2 }, "int32"):matmul(ane.tensor({ 2, 2 }, "int32")) end,
+      "matmul needs float tensors")
+  end)
+end)
+
+describe("ane.tensor comparisons", function()
+  it("measures the largest difference and closeness", function()
+    local a = ane.tensor.from({ 1, 2, 3 })
+    local b = ane.tensor.from({ 1, 2.5, 2 })
+    assert.are.equal(1, a:max_abs_diff(b))
+    assert.is_false(a:allclose(b))
+    assert.is_true(a:allclose(b, 0, 1))
+    assert.is_true(a:allclose(a:add(1e-7)))
+  end)
+
+  it("treats NaN as a difference and equal infinities as equal", function()
+    local with_nan = ane.tensor.from({ 0 / 0, 1 })
+    local plain = ane.tensor.from({ 0, 1 })
+    assert.is_true(with_nan:max_abs_diff(plain) ~= with_nan:max_abs_diff(plain)) -- NaN
+    assert.is_false(with_nan:allclose(with_nan))
+    local inf = ane.tensor.from({ math.huge })
+    assert.are.equal(0, inf:max_abs_diff(inf))
+    assert.is_true(inf:allclose(inf))
+  end)
+
+  it("prints usefully", function()
+    assert.are.equal("ane.tensor fp32 [2] { 1.5, -2 }", tostring(ane.tensor.from({ 1.5, -2 })))
+    assert.are.equal("ane.tensor int32 [10] { 0, 0, 0, 0, 0, 0, 0, 0, ... }", tostring(ane.tensor({ 10 }, "int32")))
+  end)
+end)
