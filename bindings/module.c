@@ -13,7 +13,12 @@
 /* ------------------------------------------------------------------ errors */
 
 int ane_lua_raise(lua_State *L, const ane_error *err) {
-    if (err->status == ANE_ERR_INTERRUPTED) ane_interrupt_clear();
+    if (err->status == ANE_ERR_INTERRUPTED) {
+        /* The host's SIGINT handler also armed a hook to stop Lua code; this error already
+         * reports the interruption, so disarm it (else it fires in the message handler). */
+        ane_interrupt_clear();
+        lua_sethook(L, NULL, 0, 0);
+    }
     return luaL_error(L, "%s", err->message);
 }
 

@@ -238,11 +238,11 @@ static read_result read_line(const char *prompt, char **out) {
         int ready = select(STDIN_FILENO + 1, &readable, NULL, NULL, NULL);
         if (prompt_interrupted) {
             prompt_interrupted = 0;
+            fputs("^C\n", stdout); /* at the cursor, before readline resets the line */
+            fflush(stdout);
             rl_free_line_state();
             rl_callback_sigcleanup();
             rl_callback_handler_remove();
-            fputs("^C\n", stdout);
-            fflush(stdout);
             return READ_INTERRUPTED;
         }
         if (ready < 0) {
@@ -352,6 +352,7 @@ static void repl(lua_State *L) {
     rl_readline_name = "anelua";
     rl_catch_signals = 0;
     install_sigint_handler();
+    lua_settop(L, 0); /* results are counted from an empty stack */
     for (;;) {
         int status = read_statement(L);
         if (status == -1) break;

@@ -10,16 +10,16 @@ M.anelua = M.build .. "/anelua"
 
 -- The shared test data: $ANELUA_TEST_DATA or ../shared/data beside the project.
 function M.data_dir()
-  local candidates = { os.getenv("ANELUA_TEST_DATA"), M.root .. "/../shared/data" }
-  for _, dir in ipairs(candidates) do
-    if dir and dir ~= "" and lfs.attributes(dir, "mode") == "directory" then return dir end
+  for _, dir in ipairs({ os.getenv("ANELUA_TEST_DATA") or "", M.root .. "/../shared/data" }) do
+    if dir ~= "" and lfs.attributes(dir, "mode") == "directory" then return dir end
   end
   return nil
 end
 
 -- Returns the data path, or marks the test pending (skipped, by name) when the data is
--- absent on a developer machine. In CI (CI=true) absence is a failure.
-function M.require_data(relative)
+-- absent on a developer machine; `pending` is busted's, passed in by the spec. In CI
+-- (CI=true) absence is a failure.
+function M.require_data(relative, pending)
   local dir = M.data_dir()
   if dir then return dir .. "/" .. relative end
   if os.getenv("CI") == "true" then error("test data missing: " .. relative .. " (CI must have ../shared/data)") end

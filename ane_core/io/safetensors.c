@@ -15,15 +15,15 @@ ane_status ane_safetensors_map(const char *path, ane_safetensors_file *out, ane_
     ane_status status = ane_storage_map_file(path, &storage, err);
     if (status) return status;
     const unsigned char *bytes = storage->data;
-    if (storage->nbytes < 8) {
+    size_t size = storage->nbytes;
+    if (size < 8) {
         ane_storage_release(storage);
         return ane_fail(err, ANE_ERR_FORMAT, "%s: file is %zu bytes, too short for the 8-byte header length",
-                        path, storage->nbytes);
+                        path, size);
     }
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; i--) header_len = (header_len << 8) | bytes[i];
-    if (header_len > storage->nbytes - 8) {
-        size_t size = storage->nbytes;
+    if (header_len > size - 8) {
         ane_storage_release(storage);
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header length %llu at offset 0 runs past the end of the %zu-byte file",
                         path, (unsigned long long)header_len, size);

@@ -47,7 +47,7 @@ ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane
     ane_tensor t = {0};
     t.dtype = dtype;
     t.ndim = ndim;
-    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
     set_contiguous_strides(&t);
     status = ane_storage_new_heap((size_t)numel * ane_dtype_size(dtype), &t.storage, err);
     if (status) return status;
@@ -65,8 +65,8 @@ ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t o
     t.dtype = dtype;
     t.ndim = ndim;
     t.offset = offset;
-    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
-    if (strides) memcpy(t.strides, strides, (size_t)ndim * sizeof *strides);
+    if (ndim > 0) memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    if (strides && ndim > 0) memcpy(t.strides, strides, (size_t)ndim * sizeof *strides);
     else set_contiguous_strides(&t);
     /* The last element must lie inside the storage (strides are non-negative here). */
     size_t last = 0;
@@ -216,7 +216,7 @@ ane_status ane_tensor_reshape(ane_tensor *out, const ane_tensor *src, int ndim,
         if (status) return status;
     }
     contiguous.ndim = ndim;
-    memcpy(contiguous.shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0) memcpy(contiguous.shape, shape, (size_t)ndim * sizeof *shape);
     set_contiguous_strides(&contiguous);
     *out = contiguous;
     return ANE_OK;

@@ -49,7 +49,7 @@ local function load_file(path)
   if not mapping then return nil, header end
   local parsed, why = cjson.decode(header)
   if parsed == nil then return fail(path, "header is not valid JSON (%s)", why) end
-  if type(parsed) ~= "table" then return fail(path, "header is not a JSON object") end
+  if type(parsed) ~= "table" or parsed[1] ~= nil then return fail(path, "header is not a JSON object") end
 
   local metadata = {}
   if parsed.__metadata__ ~= nil then

@@ -1,0 +1,154 @@
+-- The anelua host: lua-compatible command line, the REPL (over a pipe; the terminal
+-- session is shown in docs/repl.md), interrupts, backends, and the `ane` module loaded
+-- from stock lua5.4 and from an installed tree.
+local helpers = require("spec.helpers")
+
+local run, q = helpers.run_anelua, helpers.quote
+
+describe("anelua command line", function()
+  local dir = helpers.tmpdir()
+
+  it("prints its version with -v", function()
+    local out, _, code = run("-v")
+    assert.are.equal(0, code)
+    assert.matches("^anelua %d+%.%d+%.%d+ %(Lua 5%.4", out)
+  end)
+
+  it("runs -e statements and -l libraries in order", function()
+    local out = run("-e " .. q("x = 1") .. " -l lfs -e " .. q("print(x, type(lfs))") .. " -l fs=lfs -e " .. q("print(fs == lfs)"))
+    assert.are.equal("1\ttable\ntrue\n", out)
+  end)
+
+  it("passes script arguments in arg and ...", function()
+    local script = dir .. "/args.lua"
+    helpers.write_file(script, "#!/usr/bin/env anelua\nprint(arg[0], arg[1], arg[2], arg[-1], select('#', ...), ...)\n")
+    local out, _, code = run("-e " .. q("x=1") .. " " .. q(script) .. " a b")
+    assert.are.equal(0, code)
+    assert.are.equal(script .. "\ta\tb\tx=1\t2\ta\tb\n", out)
+    out = run("-- " .. q(script) .. " c")
+    assert.are.equal(script .. "\tc\tnil\t--\t1\tc\n", out)
+  end)
+
+  it("runs a script from standard input with -", function()
+    local out = run("- one", "print('stdin', ...)")
+    assert.are.equal("stdin\tone\n", out)
+    out = run("", "print('piped')") -- no tty: stdin runs as a script
+    assert.are.equal("piped\n", out)
+  end)
+
+  it("honours LUA_PATH, LUA_INIT and -E", function()
+    helpers.write_file(dir .. "/greeting.lua", "return 'hello from LUA_PATH'")
+    local env = "LUA_PATH=" .. q(dir .. "/?.lua;;") .. " LUA_INIT=" .. q("init_ran = true")
+    local out = run("-e " .. q("print(require('greeting'), init_ran)"), nil, env)
+    assert.are.equal("hello from LUA_PATH\ttrue\n", out)
+    local _, err, code = run("-E -e " .. q("print(init_ran) require('greeting')"), nil, env)
+    assert.are_not.equal(0, code)
+    assert.matches("module 'greeting' not found", err)
+  end)
+
+  it("finds the project's Lua libraries from any working directory", function()
+    local out = helpers.run("cd / && " .. q(helpers.anelua) .. " -e " ..
+      q("print(package.searchpath('ane.io', package.path))"))
+    assert.matches("/lua/ane/io%.lua\n$", out)
+  end)
+
+  it("reports errors with a traceback and a failing exit status", function()
+    local script = dir .. "/fails.lua"
+    helpers.write_file(script, "local function inner() error('boom') end\ninner()\n")
+    local out, err, code = run(q(script))
+    assert.are.equal("", out)
+    assert.are.equal(1, code)
+    assert.matches("fails%.lua:1: boom", err)
+    assert.matches("stack traceback:", err)
+    assert.matches("in local 'inner'", err)
+    _, err, code = run("-x")
+    assert.are.equal(1, code)
+    assert.matches("unrecognized option '%-x'", err)
+    assert.matches("usage: ", err)
+  end)
+
+  it("selects backends and refuses unavailable ones loudly", function()
+    local out = run("--backend sim -e " .. q("print(require('ane').default_backend())"))
+    assert.are.equal("sim\n", out)
+    local _, err, code = run("--backend ane -e " .. q("print('ran')"))
+    assert.are.equal(1, code)
+    assert.matches("backend 'ane' is not available", err)
+    _, err, code = run("--backend tpu -e 1")
+    assert.are.equal(1, code)
+    assert.matches("unknown backend 'tpu'", err)
+    out = run("-e " .. q("print(require('ane').default_backend())"), nil, "ANELUA_BACKEND=sim")
+    assert.are.equal("sim\n", out)
+  end)
+end)
+
+describe("anelua REPL", function()
+  it("prints expressions, continues statements and survives errors", function()
+    local input = table.concat({
+      "1 + 1",
+      "function square(x)",
+      "  return x * x",
+      "end",
+      "square(7)",
+      "error('oops')",
+      "ane.tensor.from({1, 2})",
+      "'still here'",
+    }, "\n") .. "\n"
+    local out, err, code = run("-i", input)
+    assert.are.equal(0, code)
+    assert.matches("> 2\n", out)
+    assert.matches(">> >> > 49\n", out) -- the continuation prompts of the function
+    assert.matches("ane.tensor fp32 %[2%] { 1, 2 }", out)
+    assert.matches("still here", out)
+    assert.matches("stdin:1: oops\nstack traceback:", err)
+  end)
+
+  it("interrupts a running chunk with SIGINT and returns to the prompt", function()
+    local input = "while true do end\nprint('after the interrupt')\n"
+    local out, err, code = helpers.run("timeout -s INT --preserve-status 1 " .. q(helpers.anelua) .. " -i", input)
+    assert.are.equal(0, code)
+    assert.matches("interrupted!", err)
+    assert.matches("after the interrupt", out)
+  end)
+end)
+
+describe("interrupts", function()
+  it("stop a long C loop, which polls the flag", function()
+    -- randn of 2^28 values takes seconds; the signal comes after 0.5 s and the error
+    -- comes from inside randn (the core's flag), not from a hook after it returned.
+    local script = "local ane = require('ane'); local t = ane.tensor.randn({ 1 << 28 }); print('finished')"
+    local out, err = helpers.run("timeout -s INT --preserve-status 0.5 " .. q(helpers.anelua) .. " -e " .. q(script))
+    assert.are.equal("", out)
+    assert.matches("interrupted during a random fill", err)
+    assert.matches("in field 'randn'", err)
+  end)
+end)
+
+describe("the ane module outside the host", function()
+  -- A sanitized ane.so cannot load into an unsanitized lua5.4 (the ASan runtime must come
+  -- first), so these two run in normal builds only.
+  local sanitized = os.getenv("ANELUA_SANITIZE") == "ON"
+
+  it("loads in stock lua5.4 through package.cpath, with its Lua libraries", function()
+    if sanitized then return pending("sanitizer build: stock lua5.4 cannot load an ASan module") end
+    local script = "package.cpath = " .. string.format("%q", helpers.build .. "/?.so;") .. " .. package.cpath; " ..
+        "local ane = require('ane'); print(ane.version, type(ane.io.load_safetensors), ane.tensor.from({ 3 }):get(1))"
+    local out, err, code = helpers.run("cd / && lua5.4 -e " .. q(script))
+    assert.are.equal(0, code, err)
+    assert.matches("^%d+%.%d+%.%d+\tfunction\t3%.0\n$", out)
+  end)
+
+  it("works from an installed prefix", function()
+    if sanitized then return pending("sanitizer build: stock lua5.4 cannot load an ASan module") end
+    local prefix = helpers.tmpdir()
+    local _, err, code = helpers.run("cmake --install " .. q(helpers.build) .. " --prefix " .. q(prefix))
+    assert.are.equal(0, code, err)
+    local out = helpers.run("cd / && " .. q(prefix .. "/bin/anelua") .. " -e " ..
+      q("print(package.searchpath('ane.io', package.path))"))
+    assert.are.equal(prefix .. "/share/anelua/lua/ane/io.lua\n", out)
+    local script = "package.cpath = " .. string.format("%q", prefix .. "/lib/lua/5.4/?.so;") ..
+        " .. package.cpath; print(type(require('ane').io))"
+    out = helpers.run("cd / && lua5.4 -e " .. q(script))
+    assert.are.equal("table\n", out)
+    os.execute("rm -rf " .. q(prefix))
+  end)
+end)
