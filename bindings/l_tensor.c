@@ -262,52 +262,45 @@ static uint64_t option_seed(lua_State *L, int index) {
     return (uint64_t)seed;
 }
 
-/* ane.tensor.randn(shape, {seed=, mean=, std=, dtype=}) */
-static int tensor_randn(lua_State *L) {
+/* ane.tensor.randn(shape, {seed=, mean=, std=, dtype=}) and
+ * ane.tensor.rand(shape, {seed=, low=, high=, dtype=}) (uniform in [low, high)) */
+static int random_tensor(lua_State *L, int normal) {
     int64_t shape[ANE_MAX_DIMS];
     int ndim = ane_lua_check_shape(L, 1, shape);
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+    ane_dtype dtype = option_dtype(L, 2);
+    uint64_t seed = option_seed(L, 2);
+    double p0 = option_number(L, 2, normal ? "mean" : "low", 0), p1 = option_number(L, 2, normal ? "std" : "high", 1);
     ane_tensor *t = new_tensor_slot(L);
     ane_error err;
-    if (ane_tensor_randn(t, ndim, shape, option_dtype(L, 2), option_seed(L, 2), option_number(L, 2, "mean", 0),
-                         option_number(L, 2, "std", 1), &err))
-        return ane_lua_raise(L, &err);
+    ane_status status = normal ? ane_tensor_randn(t, ndim, shape, dtype, seed, p0, p1, &err)
+                               : ane_tensor_rand(t, ndim, shape, dtype, seed, p0, p1, &err);
+    if (status) return ane_lua_raise(L, &err);
     return 1;
 }
 
-/* ane.tensor.rand(shape, {seed=, low=, high=, dtype=}): uniform in [low, high) */
-static int tensor_rand(lua_State *L) {
-    int64_t shape[ANE_MAX_DIMS];
-    int ndim = ane_lua_check_shape(L, 1, shape);
-    if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
-    ane_tensor *t = new_tensor_slot(L);
-    ane_error err;
-    if (ane_tensor_rand(t, ndim, shape, option_dtype(L, 2), option_seed(L, 2), option_number(L, 2, "low", 0),
-                        option_number(L, 2, "high", 1), &err))
-        return ane_lua_raise(L, &err);
-    return 1;
-}
+static int tensor_randn(lua_State *L) { return random_tensor(L, 1); }
+static int tensor_rand(lua_State *L) { return random_tensor(L, 0); }
 
 /* ------------------------------------------------------------------ queries */
 
-static int m_shape(lua_State *L) {
-    ane_tensor *t = ane_lua_check_tensor(L, 1);
-    lua_createtable(L, t->ndim, 0);
-    for (int i = 0; i < t->ndim; i++) {
-        lua_pushinteger(L, t->shape[i]);
+static int push_int64_array(lua_State *L, const int64_t *values, int count) {
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) {
+        lua_pushinteger(L, values[i]);
         lua_rawseti(L, -2, i + 1);
     }
     return 1;
+}
+
+static int m_shape(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    return push_int64_array(L, t->shape, t->ndim);
 }
 
 static int m_strides(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
-    lua_createtable(L, t->ndim, 0);
-    for (int i = 0; i < t->ndim; i++) {
-        lua_pushinteger(L, t->strides[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    return 1;
+    return push_int64_array(L, t->strides, t->ndim);
 }
 
 static int m_dtype(lua_State *L) {
@@ -355,9 +348,8 @@ static int m_bytes(lua_State *L) {
         lua_pushlstring(L, ane_tensor_data(t), (size_t)ane_tensor_numel(t) * ane_dtype_size(t->dtype));
         return 1;
     }
-    ane_tensor *copy = new_tensor_slot(L);
-    ane_error err;
-    if (ane_tensor_to(copy, t, t->dtype, &err)) return ane_lua_raise(L, &err);
+    push_converted(L, t, t->dtype);
+    ane_tensor *copy = lua_touserdata(L, -1);
     lua_pushlstring(L, ane_tensor_data(copy), (size_t)ane_tensor_numel(copy) * ane_dtype_size(copy->dtype));
     return 1;
 }
@@ -496,23 +488,24 @@ static int m_reshape(lua_State *L) {
     return 1;
 }
 
-/* t:to(dtype) -> a new contiguous tensor */
-static int m_to(lua_State *L) {
-    ane_tensor *t = ane_lua_check_tensor(L, 1);
-    ane_dtype dtype = ane_lua_check_dtype(L, 2, t->dtype);
-    luaL_argcheck(L, !lua_isnoneornil(L, 2), 2, "dtype expected");
+/* Pushes a new contiguous copy of t in `dtype`. */
+static int push_converted(lua_State *L, const ane_tensor *t, ane_dtype dtype) {
     ane_tensor *out = new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_to(out, t, dtype, &err)) return ane_lua_raise(L, &err);
     return 1;
 }
 
+/* t:to(dtype) -> a new contiguous tensor */
+static int m_to(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    luaL_argcheck(L, !lua_isnoneornil(L, 2), 2, "dtype expected");
+    return push_converted(L, t, ane_lua_check_dtype(L, 2, t->dtype));
+}
+
 static int m_copy(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
-    ane_tensor *out = new_tensor_slot(L);
-    ane_error err;
-    if (ane_tensor_to(out, t, t->dtype, &err)) return ane_lua_raise(L, &err);
-    return 1;
+    return push_converted(L, t, t->dtype);
 }
 
 /* t:copy_from(u): writes u's values into t (same shape), converting dtypes */

@@ -39,17 +39,27 @@ static void set_contiguous_strides(ane_tensor *t) {
     }
 }
 
+/* A tensor header (no storage yet) after checking the shape; NULL strides = contiguous. */
+static ane_status tensor_header(ane_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                                ane_dtype dtype, size_t offset, int64_t *numel, ane_error *err) {
+    ane_status status = check_shape(ndim, shape, numel, err);
+    if (status) return status;
+    memset(t, 0, sizeof *t);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->offset = offset;
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (strides && ndim > 0) memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    else set_contiguous_strides(t);
+    return ANE_OK;
+}
+
 ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             ane_error *err) {
     int64_t numel;
-    ane_status status = check_shape(ndim, shape, &numel, err);
-    if (status) return status;
-    ane_tensor t = {0};
-    t.dtype = dtype;
-    t.ndim = ndim;
-    if (ndim > 0) memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
-    set_contiguous_strides(&t);
-    status = ane_storage_new_heap((size_t)numel * ane_dtype_size(dtype), &t.storage, err);
+    ane_tensor t;
+    ane_status status = tensor_header(&t, ndim, shape, NULL, dtype, 0, &numel, err);
+    if (!status) status = ane_storage_new_heap((size_t)numel * ane_dtype_size(dtype), &t.storage, err);
     if (status) return status;
     *out = t;
     return ANE_OK;
@@ -59,15 +69,9 @@ ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t o
                                  const int64_t *shape, const int64_t *strides, ane_dtype dtype,
                                  ane_error *err) {
     int64_t numel;
-    ane_status status = check_shape(ndim, shape, &numel, err);
+    ane_tensor t;
+    ane_status status = tensor_header(&t, ndim, shape, strides, dtype, offset, &numel, err);
     if (status) return status;
-    ane_tensor t = {0};
-    t.dtype = dtype;
-    t.ndim = ndim;
-    t.offset = offset;
-    if (ndim > 0) memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
-    if (strides && ndim > 0) memcpy(t.strides, strides, (size_t)ndim * sizeof *strides);
-    else set_contiguous_strides(&t);
     /* The last element must lie inside the storage (strides are non-negative here). */
     size_t last = 0;
     for (int i = 0; i < ndim; i++) {
