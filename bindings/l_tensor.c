@@ -341,6 +341,8 @@ static int m_len(lua_State *L) {
     return 1;
 }
 
+static int push_converted(lua_State *L, const ane_tensor *t, ane_dtype dtype);
+
 /* The contiguous bytes of the tensor in its dtype (native byte order). */
 static int m_bytes(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
