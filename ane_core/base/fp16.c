@@ -134,9 +134,18 @@ __attribute__((target("avx,f16c"))) static void fp16_to_fp32_f16c(float *dst, co
     fp16_to_fp32_scalar(dst + i, src + i, n - i);
 }
 
+/* CPUID leaf 1: ECX bit 28 = AVX, bit 29 = F16C, bit 27 = OSXSAVE (the OS saves AVX state).
+ * (clang 14's __builtin_cpu_supports does not know "f16c".) */
+#include <cpuid.h>
 static int cpu_has_f16c(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+    const unsigned int needed = (1u << 27) | (1u << 28) | (1u << 29);
+    if ((ecx & needed) != needed) return 0;
+    unsigned int xcr0_low, xcr0_high; /* XCR0 bits 1 and 2: the OS saves SSE and AVX state */
+    __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    (void)xcr0_high;
+    return (xcr0_low & 6u) == 6u;
 }
 #endif
 
