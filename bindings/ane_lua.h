@@ -45,5 +45,6 @@ int ane_lua_check_shape(lua_State *L, int index, int64_t *shape);
 /* --- surfaces (l_surface.c) and files (l_io.c) --- */
 void ane_lua_open_surface(lua_State *L);      /* pushes the ane.surface constructor */
 void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers of ane.io */
+void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructor table */
 
 #endif

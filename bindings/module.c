@@ -147,7 +147,7 @@ static int l_simd(lua_State *L) {
 /* Submodules written in Lua are loaded on first access (`ane.io`), since they require
  * `ane` themselves and cannot be loaded while luaopen_ane runs. */
 static int module_index(lua_State *L) {
-    static const char *const lazy[] = {"io", NULL};
+    static const char *const lazy[] = {"io", "nn", NULL};
     const char *key = lua_tostring(L, 2);
     for (int i = 0; key && lazy[i]; i++) {
         if (strcmp(key, lazy[i]) != 0) continue;
@@ -177,6 +177,8 @@ int luaopen_ane(lua_State *L) {
     lua_setfield(L, -2, "tensor");
     ane_lua_open_surface(L);
     lua_setfield(L, -2, "surface");
+    ane_lua_open_graph(L);
+    lua_setfield(L, -2, "graph");
     ane_lua_open_io_internal(L);
     lua_setfield(L, -2, "_io");
     lua_newtable(L);

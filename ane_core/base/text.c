@@ -1,0 +1,46 @@
+/* The growable text buffer (see text.h). */
+#include "text.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int reserve(ane_text *text, size_t extra) {
+    if (text->failed) return 0;
+    if (text->length + extra + 1 <= text->capacity) return 1;
+    size_t capacity = text->capacity ? text->capacity : 4096;
+    while (capacity < text->length + extra + 1) capacity *= 2;
+    char *data = realloc(text->data, capacity);
+    if (!data) {
+        text->failed = 1;
+        return 0;
+    }
+    text->data = data;
+    text->capacity = capacity;
+    return 1;
+}
+
+void ane_text_append(ane_text *text, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    int needed = vsnprintf(NULL, 0, format, args);
+    va_end(args);
+    if (needed < 0 || !reserve(text, (size_t)needed)) return;
+    va_start(args, format);
+    vsnprintf(text->data + text->length, text->capacity - text->length, format, args);
+    va_end(args);
+    text->length += (size_t)needed;
+}
+
+void ane_text_append_bytes(ane_text *text, const void *bytes, size_t size) {
+    if (!reserve(text, size)) return;
+    memcpy(text->data + text->length, bytes, size);
+    text->length += size;
+    text->data[text->length] = '\0';
+}
+
+void ane_text_free(ane_text *text) {
+    free(text->data);
+    memset(text, 0, sizeof *text);
+}

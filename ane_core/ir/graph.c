@@ -1,0 +1,391 @@
+/* The graph IR: building nodes, names, outputs, use lists, stats and dumps (see graph.h). */
+#include "graph.h"
+
+#include "../base/text.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ane_status ane_graph_new(const char *name, ane_graph **out, ane_error *err) {
+    if (!name || !ane_is_valid_identifier(name))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "graph name '%s' is not a valid MIL identifier ([A-Za-z_][A-Za-z0-9_]*)",
+                        name ? name : "(null)");
+    ane_graph *g = calloc(1, sizeof *g);
+    if (!g) return ane_fail(err, ANE_ERR_NOMEM, "out of memory creating graph '%s'", name);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    *out = g;
+    return ANE_OK;
+}
+
+void ane_graph_free(ane_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->count; i++)
+        if (g->nodes[i]->op == ANE_OP_CONST) ane_tensor_release(&g->nodes[i]->value);
+    free(g->nodes);
+    free(g->outputs);
+    ane_arena_free(&g->arena);
+    free(g);
+}
+
+int ane_is_valid_identifier(const char *name) {
+    if (!name[0] || strlen(name) >= ANE_NAME_MAX) return 0;
+    if (!(isalpha((unsigned char)name[0]) || name[0] == '_')) return 0;
+    for (const char *p = name + 1; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_')) return 0;
+    return 1;
+}
+
+ane_node *ane_graph_find(const ane_graph *g, const char *name) {
+    for (int i = 0; i < g->count; i++)
+        if (!g->nodes[i]->dead && strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
+    return NULL;
+}
+
+static int output_name_taken(const ane_graph *g, const char *name) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (strcmp(g->outputs[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* Fills node->name with `name` (checked) or a generated `<op>_<n>` that is free. */
+static ane_status assign_name(ane_graph *g, ane_node *node, const char *name, ane_error *err) {
+    if (name && name[0]) {
+        if (!ane_is_valid_identifier(name))
+            return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is not a valid MIL identifier ([A-Za-z_][A-Za-z0-9_]*, < %d chars)",
+                            name, ANE_NAME_MAX);
+        if (ane_graph_find(g, name) || output_name_taken(g, name))
+            return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is already used in graph '%s'", name, g->name);
+        snprintf(node->name, sizeof node->name, "%s", name);
+        return ANE_OK;
+    }
+    do {
+        snprintf(node->name, sizeof node->name, "%s_%d", ane_op_table[node->op].name, g->auto_names++);
+    } while (ane_graph_find(g, node->name) || output_name_taken(g, node->name));
+    return ANE_OK;
+}
+
+static ane_status new_node(ane_graph *g, ane_op op, const char *name, int noperands, ane_node **out,
+                           ane_error *err) {
+    if (g->count == g->capacity) {
+        int capacity = g->capacity ? g->capacity * 2 : 64;
+        ane_node **nodes = realloc(g->nodes, (size_t)capacity * sizeof *nodes);
+        if (!nodes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory growing graph '%s'", g->name);
+        g->nodes = nodes;
+        g->capacity = capacity;
+    }
+    ane_node *node = ane_arena_alloc(&g->arena, sizeof *node);
+    ane_node **operands = noperands ? ane_arena_alloc(&g->arena, (size_t)noperands * sizeof *operands) : NULL;
+    if (!node || (noperands && !operands)) return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding a node");
+    node->op = op;
+    node->operands = operands;
+    node->noperands = noperands;
+    ane_status status = assign_name(g, node, name, err);
+    if (status) return status;
+    *out = node;
+    return ANE_OK;
+}
+
+/* Adds a finished node to the graph (after its checks passed). */
+static void commit_node(ane_graph *g, ane_node *node) {
+    node->id = g->count;
+    g->nodes[g->count++] = node;
+}
+
+ane_status ane_graph_input(ane_graph *g, const char *name, ane_dtype dtype, int rank, const int64_t *shape,
+                           ane_node **out, ane_error *err) {
+    if (!name || !name[0]) return ane_fail(err, ANE_ERR_ARGUMENT, "inputs need a name");
+    if (rank < 0 || rank > ANE_IR_MAX_RANK)
+        return ane_fail(err, ANE_ERR_SHAPE, "input '%s': rank %d is outside 0..%d", name, rank, ANE_IR_MAX_RANK);
+    for (int i = 0; i < rank; i++)
+        if (shape[i] < 1)
+            return ane_fail(err, ANE_ERR_SHAPE, "input '%s': dimension %d is %lld; shapes are static and positive (ANE-22)",
+                            name, i + 1, (long long)shape[i]);
+    ane_node *node;
+    ane_status status = new_node(g, ANE_OP_INPUT, name, 0, &node, err);
+    if (status) return status;
+    node->dtype = dtype;
+    node->rank = rank;
+    memcpy(node->shape, shape, (size_t)rank * sizeof *shape);
+    commit_node(g, node);
+    *out = node;
+    return ANE_OK;
+}
+
+ane_status ane_graph_const(ane_graph *g, const char *name, const ane_tensor *value, ane_node **out,
+                           ane_error *err) {
+    if (value->ndim > ANE_IR_MAX_RANK)
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': rank %d is above %d", name ? name : "", value->ndim, ANE_IR_MAX_RANK);
+    ane_node *node;
+    ane_status status = new_node(g, ANE_OP_CONST, name, 0, &node, err);
+    if (status) return status;
+    /* Keep a contiguous private copy, so later writes to the caller's tensor cannot change
+     * the graph (ANE-07: weights are baked at compile time). */
+    status = ane_tensor_to(&node->value, value, value->dtype, err);
+    if (status) return status;
+    node->dtype = value->dtype;
+    node->rank = value->ndim;
+    memcpy(node->shape, value->shape, (size_t)value->ndim * sizeof *value->shape);
+    commit_node(g, node);
+    *out = node;
+    return ANE_OK;
+}
+
+ane_status ane_graph_op(ane_graph *g, ane_op op, const char *name, ane_node *const *operands, int noperands,
+                        const ane_node_attrs *attrs, ane_node **out, ane_error *err) {
+    const ane_op_info *info = &ane_op_table[op];
+    if (op == ANE_OP_INPUT || op == ANE_OP_CONST)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "use the input and const builders for %s nodes", info->name);
+    if (noperands < info->min_operands || noperands > info->max_operands)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s takes %d to %d operands, got %d", info->name, info->min_operands,
+                        info->max_operands, noperands);
+    for (int i = 0; i < noperands; i++)
+        if (!operands[i] || operands[i]->dead)
+            return ane_fail(err, ANE_ERR_ARGUMENT, "%s: operand %d is missing or was removed", info->name, i + 1);
+    ane_node *node;
+    ane_status status = new_node(g, op, name, noperands, &node, err);
+    if (status) return status;
+    memcpy(node->operands, operands, (size_t)noperands * sizeof *operands);
+    if (attrs) node->attrs = *attrs;
+    status = ane_infer_shape(node, err);
+    if (status) return status; /* the node stays unreachable in the arena; nothing refers to it */
+    commit_node(g, node);
+    *out = node;
+    return ANE_OK;
+}
+
+int ane_graph_is_output(const ane_graph *g, const ane_node *node) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node == node) return 1;
+    return 0;
+}
+
+/* A node the caller named explicitly keeps its name; generated ones look like <op>_<n>. */
+static int has_generated_name(const ane_node *node) {
+    const char *op = ane_op_table[node->op].name;
+    size_t length = strlen(op);
+    if (strncmp(node->name, op, length) != 0 || node->name[length] != '_') return 0;
+    const char *digits = node->name + length + 1;
+    if (!*digits) return 0;
+    for (; *digits; digits++)
+        if (!isdigit((unsigned char)*digits)) return 0;
+    return 1;
+}
+
+ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node, ane_error *err) {
+    if (!name || !ane_is_valid_identifier(name))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "output name '%s' is not a valid MIL identifier", name ? name : "(null)");
+    if (output_name_taken(g, name)) return ane_fail(err, ANE_ERR_ARGUMENT, "output '%s' is declared twice", name);
+    if (node->dead) return ane_fail(err, ANE_ERR_ARGUMENT, "output '%s': node '%s' was removed", name, node->name);
+    ane_node *target = node;
+    if (strcmp(node->name, name) != 0) {
+        ane_node *holder = ane_graph_find(g, name);
+        int renamable = node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !ane_graph_is_output(g, node) &&
+                        has_generated_name(node);
+        if (renamable && !holder) {
+            snprintf(node->name, sizeof node->name, "%s", name);
+        } else if (holder) {
+            return ane_fail(err, ANE_ERR_ARGUMENT, "output name '%s' is already the name of another node", name);
+        } else {
+            ane_status status = ane_graph_op(g, ANE_OP_IDENTITY, name, &node, 1, NULL, &target, err);
+            if (status) return status;
+        }
+    }
+    if (g->noutputs == g->outputs_capacity) {
+        int capacity = g->outputs_capacity ? g->outputs_capacity * 2 : 8;
+        ane_graph_output *outputs = realloc(g->outputs, (size_t)capacity * sizeof *outputs);
+        if (!outputs) return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding an output");
+        g->outputs = outputs;
+        g->outputs_capacity = capacity;
+    }
+    snprintf(g->outputs[g->noutputs].name, ANE_NAME_MAX, "%s", name);
+    g->outputs[g->noutputs++].node = target;
+    return ANE_OK;
+}
+
+int ane_graph_use_count(const ane_graph *g, const ane_node *node) {
+    int uses = 0;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *user = g->nodes[i];
+        if (user->dead) continue;
+        for (int k = 0; k < user->noperands; k++) uses += user->operands[k] == node;
+    }
+    for (int i = 0; i < g->noutputs; i++) uses += g->outputs[i].node == node;
+    return uses;
+}
+
+void ane_graph_replace_uses(ane_graph *g, ane_node *old, ane_node *replacement) {
+    for (int i = 0; i < g->count; i++) {
+        ane_node *user = g->nodes[i];
+        for (int k = 0; k < user->noperands; k++)
+            if (user->operands[k] == old) user->operands[k] = replacement;
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node == old) g->outputs[i].node = replacement;
+}
+
+ane_status ane_graph_rename(ane_graph *g, ane_node *node, const char *name, ane_error *err) {
+    if (strcmp(node->name, name) == 0) return ANE_OK;
+    if (!ane_is_valid_identifier(name)) return ane_fail(err, ANE_ERR_ARGUMENT, "'%s' is not a valid MIL identifier", name);
+    ane_node *holder = ane_graph_find(g, name);
+    if (holder && holder != node) return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is already used", name);
+    snprintf(node->name, sizeof node->name, "%s", name);
+    return ANE_OK;
+}
+
+void ane_graph_compact(ane_graph *g) {
+    int kept = 0;
+    for (int i = 0; i < g->count; i++) {
+        ane_node *node = g->nodes[i];
+        if (node->dead) {
+            if (node->op == ANE_OP_CONST) ane_tensor_release(&node->value);
+            continue;
+        }
+        node->id = kept;
+        g->nodes[kept++] = node;
+    }
+    g->count = kept;
+}
+
+int64_t ane_node_numel(const ane_node *node) {
+    int64_t count = 1;
+    for (int i = 0; i < node->rank; i++) count *= node->shape[i];
+    return count;
+}
+
+int64_t ane_node_bytes(const ane_node *node) { return ane_node_numel(node) * (int64_t)ane_dtype_size(node->dtype); }
+
+const char *ane_node_shape_string(const ane_node *node, char *buf, size_t size) {
+    return ane_shape_string(buf, size, node->rank, node->shape);
+}
+
+/* Floating-point operations of one node (a multiply-add counts 2). */
+static int64_t node_flops(const ane_node *node) {
+    const ane_node *x = node->noperands ? node->operands[0] : NULL;
+    switch (node->op) {
+    case ANE_OP_INPUT:
+    case ANE_OP_CONST:
+    case ANE_OP_RESHAPE:
+    case ANE_OP_TRANSPOSE:
+    case ANE_OP_SLICE_BY_INDEX:
+    case ANE_OP_SLICE_BY_SIZE:
+    case ANE_OP_IDENTITY:
+    case ANE_OP_CONCAT:
+    case ANE_OP_SPLIT:
+    case ANE_OP_PAD:
+    case ANE_OP_GATHER:
+    case ANE_OP_CAST:
+        return 0;
+    case ANE_OP_CONV: {
+        const ane_node *w = node->operands[1]; /* [Cout, Cin/groups, kh, kw] */
+        return 2 * ane_node_numel(node) * w->shape[1] * w->shape[2] * w->shape[3];
+    }
+    case ANE_OP_MATMUL: {
+        int64_t inner = node->attrs.transpose_x ? x->shape[x->rank - 2] : x->shape[x->rank - 1];
+        return 2 * ane_node_numel(node) * inner;
+    }
+    case ANE_OP_SDPA: {
+        const ane_node *q = node->operands[0], *k = node->operands[1];
+        int64_t keys = k->shape[k->rank - 2], width = q->shape[q->rank - 1];
+        return 4 * ane_node_numel(node) / node->shape[node->rank - 1] * keys * width;
+    }
+    case ANE_OP_SOFTMAX:
+        return 5 * ane_node_numel(node);
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_MAX:
+        return ane_node_numel(x);
+    default:
+        return ane_node_numel(node);
+    }
+}
+
+void ane_graph_stats_compute(const ane_graph *g, ane_graph_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->dead) continue;
+        stats->nodes++;
+        stats->flops += node_flops(node);
+        if (node->op == ANE_OP_INPUT) stats->inputs++;
+        if (node->op == ANE_OP_CONST) {
+            stats->consts++;
+            stats->weight_bytes += ane_node_bytes(node);
+        }
+        int64_t working = ane_node_bytes(node);
+        for (int k = 0; k < node->noperands; k++) working += ane_node_bytes(node->operands[k]);
+        if (working > stats->peak_working_set_bytes) stats->peak_working_set_bytes = working;
+    }
+    stats->outputs = g->noutputs;
+}
+
+/* ------------------------------------------------------------------ dump */
+
+static void dump_list(ane_text *b, const char *label, const ane_int_list *list) {
+    ane_text_append(b, " %s=[", label);
+    for (int i = 0; i < list->count; i++) ane_text_append(b, i ? ", %lld" : "%lld", (long long)list->values[i]);
+    ane_text_append(b, "]");
+}
+
+static void dump_attrs(ane_text *b, const ane_node *node) {
+    const ane_node_attrs *a = &node->attrs;
+    switch (node->op) {
+    case ANE_OP_CONV:
+        ane_text_append(b, " strides=[%lld, %lld] pads=[%lld, %lld, %lld, %lld] dilations=[%lld, %lld] groups=%lld",
+               (long long)a->strides[0], (long long)a->strides[1], (long long)a->pads[0], (long long)a->pads[1],
+               (long long)a->pads[2], (long long)a->pads[3], (long long)a->dilations[0], (long long)a->dilations[1],
+               (long long)a->groups);
+        break;
+    case ANE_OP_MATMUL: ane_text_append(b, " transpose_x=%d transpose_y=%d", a->transpose_x, a->transpose_y); break;
+    case ANE_OP_SOFTMAX:
+    case ANE_OP_CONCAT:
+    case ANE_OP_GATHER: ane_text_append(b, " axis=%lld", (long long)a->axis); break;
+    case ANE_OP_SPLIT:
+        ane_text_append(b, " axis=%lld index=%d", (long long)a->axis, a->index);
+        dump_list(b, "sizes", &a->sizes);
+        break;
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_MAX:
+        dump_list(b, "axes", &a->axes);
+        ane_text_append(b, " keep_dims=%d", a->keep_dims);
+        break;
+    case ANE_OP_RESHAPE: dump_list(b, "shape", &a->shape); break;
+    case ANE_OP_TRANSPOSE: dump_list(b, "perm", &a->perm); break;
+    case ANE_OP_SLICE_BY_INDEX: dump_list(b, "begin", &a->begin); dump_list(b, "end", &a->end); break;
+    case ANE_OP_SLICE_BY_SIZE: dump_list(b, "begin", &a->begin); dump_list(b, "size", &a->size); break;
+    case ANE_OP_CAST: ane_text_append(b, " dtype=%s", ane_dtype_name(a->dtype)); break;
+    case ANE_OP_CLIP: ane_text_append(b, " alpha=%g beta=%g", a->alpha, a->beta); break;
+    case ANE_OP_PAD:
+        dump_list(b, "amounts", &a->amounts);
+        ane_text_append(b, " mode=%s value=%g", a->mode, a->alpha);
+        break;
+    default: break;
+    }
+}
+
+char *ane_graph_dump(const ane_graph *g) {
+    ane_text b = {0};
+    ane_text_append(&b, "graph %s\n", g->name);
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->dead) continue;
+        char shape[128], type[160];
+        snprintf(type, sizeof type, "%s%s", ane_dtype_name(node->dtype), ane_node_shape_string(node, shape, sizeof shape));
+        ane_text_append(&b, "  %-16s %-24s = %s(", node->name, type, ane_op_table[node->op].name);
+        for (int k = 0; k < node->noperands; k++) ane_text_append(&b, k ? ", %s" : "%s", node->operands[k]->name);
+        ane_text_append(&b, ")");
+        dump_attrs(&b, node);
+        if (node->working_set_bytes) ane_text_append(&b, "  ; working set %lld bytes", (long long)node->working_set_bytes);
+        ane_text_append(&b, "\n");
+    }
+    ane_text_append(&b, "  return (");
+    for (int i = 0; i < g->noutputs; i++) ane_text_append(&b, i ? ", %s" : "%s", g->outputs[i].name);
+    ane_text_append(&b, ")\n");
+    if (b.failed) {
+        ane_text_free(&b);
+        return NULL;
+    }
+    return b.data;
+}

@@ -1,0 +1,377 @@
+/* The MIL text emitter (see emit.h). Statements follow the graph's node order; every op
+ * parameter that the device wants as a named const (conv geometry, matmul flags, softmax
+ * and reduce axes, cast dtype, ...) gets its own const statement named
+ * `<node>_<parameter>`; call arguments are written in alphabetical order; inputs and outputs
+ * are listed alphabetically (the order the device binds them, ANE-03/19); conv never gets
+ * `bias=` (ANE-13) and matmul flags are never inline (ANE-12). */
+#include "emit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/fp16.h"
+#include "../base/text.h"
+#include "milblob.h"
+
+#define INDENT "        "
+
+typedef struct argument {
+    char param[32];
+    char value[ANE_NAME_MAX * 66]; /* a name, or concat's tuple of up to 64 names */
+} argument;
+
+typedef struct emitter {
+    const ane_graph *g;
+    ane_text text;
+    ane_milblob_writer blobs;
+    char (*param_names)[ANE_NAME_MAX + 32]; /* names given to parameter consts so far */
+    int param_count, param_capacity;
+    ane_status status;
+    ane_error *err;
+} emitter;
+
+/* ------------------------------------------------------------------ literals */
+
+const char *ane_mil_float_literal(double value, ane_dtype dtype, char *buf, size_t size) {
+    if (isnan(value)) return snprintf(buf, size, "nan"), buf;
+    if (isinf(value)) return snprintf(buf, size, value < 0 ? "-inf" : "inf"), buf;
+    float target = (float)value;
+    uint16_t target_half = ane_fp32_to_fp16(target);
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, size, "%.*g", digits, (double)target);
+        double parsed = strtod(buf, NULL);
+        int exact = dtype == ANE_FP16 ? ane_fp32_to_fp16((float)parsed) == target_half : (float)parsed == target;
+        if (exact) {
+            if (strchr(buf, 'e')) break; /* exponents read poorly; use the exact hex form */
+            return buf;
+        }
+    }
+    snprintf(buf, size, "%a", (double)target);
+    return buf;
+}
+
+static const char *mil_dtype(ane_dtype dtype) { return ane_dtype_name(dtype); }
+
+static const char *type_of(ane_dtype dtype, int rank, const int64_t *shape, char *buf, size_t size) {
+    if (rank == 0) {
+        snprintf(buf, size, "%s", mil_dtype(dtype));
+        return buf;
+    }
+    char dims[160];
+    ane_shape_string(dims, sizeof dims, rank, shape);
+    snprintf(buf, size, "tensor<%s, %s>", mil_dtype(dtype), dims);
+    return buf;
+}
+
+static const char *node_type(const ane_node *node, char *buf, size_t size) {
+    return type_of(node->dtype, node->rank, node->shape, buf, size);
+}
+
+/* ------------------------------------------------------------------ const statements */
+
+static void emit_const(emitter *e, const char *name, const char *type, const char *literal) {
+    ane_text_append(&e->text, INDENT "%s %s = const()[name = string(\"%s\"), val = %s];\n", type, name, name, literal);
+}
+
+/* A free name for a parameter const of `node`: "<node>_<param>", suffixed if taken. */
+static const char *param_name(emitter *e, const ane_node *node, const char *param, char *buf, size_t size) {
+    snprintf(buf, size, "%s_%s", node->name, param);
+    for (int attempt = 0;; attempt++) {
+        int taken = ane_graph_find(e->g, buf) != NULL;
+        for (int i = 0; !taken && i < e->param_count; i++) taken = strcmp(e->param_names[i], buf) == 0;
+        if (!taken) break;
+        snprintf(buf, size, "%s_%s_%d", node->name, param, attempt + 1);
+    }
+    if (e->param_count == e->param_capacity) {
+        int capacity = e->param_capacity ? e->param_capacity * 2 : 64;
+        void *grown = realloc(e->param_names, (size_t)capacity * sizeof *e->param_names);
+        if (!grown) {
+            e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting MIL");
+            return buf;
+        }
+        e->param_names = grown;
+        e->param_capacity = capacity;
+    }
+    snprintf(e->param_names[e->param_count++], sizeof e->param_names[0], "%s", buf);
+    return buf;
+}
+
+static void add_argument(argument *args, int *count, const char *param, const char *value) {
+    snprintf(args[*count].param, sizeof args[0].param, "%s", param);
+    snprintf(args[*count].value, sizeof args[0].value, "%s", value);
+    (*count)++;
+}
+
+static void param_int_list(emitter *e, const ane_node *node, argument *args, int *count, const char *param,
+                           const int64_t *values, int n) {
+    char name[ANE_NAME_MAX + 32], literal[512], type[64];
+    param_name(e, node, param, name, sizeof name);
+    int used = snprintf(literal, sizeof literal, "tensor<int32, [%d]>([", n);
+    for (int i = 0; i < n; i++) used += snprintf(literal + used, sizeof literal - (size_t)used, i ? ", %lld" : "%lld", (long long)values[i]);
+    snprintf(literal + used, sizeof literal - (size_t)used, "])");
+    snprintf(type, sizeof type, "tensor<int32, [%d]>", n);
+    emit_const(e, name, type, literal);
+    add_argument(args, count, param, name);
+}
+
+static void param_scalar(emitter *e, const ane_node *node, argument *args, int *count, const char *param,
+                         const char *type, const char *literal) {
+    char name[ANE_NAME_MAX + 32];
+    param_name(e, node, param, name, sizeof name);
+    emit_const(e, name, type, literal);
+    add_argument(args, count, param, name);
+}
+
+static void param_int(emitter *e, const ane_node *node, argument *args, int *count, const char *param, int64_t value) {
+    char literal[64];
+    snprintf(literal, sizeof literal, "int32(%lld)", (long long)value);
+    param_scalar(e, node, args, count, param, "int32", literal);
+}
+
+static void param_bool(emitter *e, const ane_node *node, argument *args, int *count, const char *param, int value) {
+    param_scalar(e, node, args, count, param, "bool", value ? "bool(true)" : "bool(false)");
+}
+
+static void param_string(emitter *e, const ane_node *node, argument *args, int *count, const char *param,
+                         const char *value) {
+    char literal[96];
+    snprintf(literal, sizeof literal, "string(\"%s\")", value);
+    param_scalar(e, node, args, count, param, "string", literal);
+}
+
+static void param_float(emitter *e, const ane_node *node, argument *args, int *count, const char *param,
+                        ane_dtype dtype, double value) {
+    char number[64], literal[96];
+    snprintf(literal, sizeof literal, "%s(%s)", mil_dtype(dtype), ane_mil_float_literal(value, dtype, number, sizeof number));
+    param_scalar(e, node, args, count, param, mil_dtype(dtype), literal);
+}
+
+/* A const node: inline literal for small or integer values, otherwise a MILBlob record. */
+static void emit_const_node(emitter *e, const ane_node *node) {
+    char type[192];
+    node_type(node, type, sizeof type);
+    const ane_tensor *value = &node->value;
+    int64_t numel = ane_node_numel(node);
+    uint32_t code = ane_milblob_code_for(node->dtype);
+    int to_blob = code && node->dtype != ANE_INT32 && numel >= ANE_MIL_INLINE_MAX;
+    if (to_blob) {
+        uint64_t offset;
+        e->status = ane_milblob_add(&e->blobs, code, ane_tensor_data(value), (uint64_t)ane_node_bytes(node), &offset, e->err);
+        char literal[384];
+        snprintf(literal, sizeof literal, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type,
+                 ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
+        emit_const(e, node->name, type, literal);
+        return;
+    }
+    ane_text literal = {0};
+    if (node->rank > 0) ane_text_append(&literal, "%s([", type);
+    else ane_text_append(&literal, "%s(", type);
+    const char *data = ane_tensor_data(value);
+    size_t element = ane_dtype_size(node->dtype);
+    for (int64_t i = 0; i < numel; i++) {
+        const char *p = data + i * (int64_t)element;
+        if (i) ane_text_append(&literal, ", ");
+        switch (ane_dtype_kind_of(node->dtype)) {
+        case ANE_KIND_FLOAT: {
+            char number[64];
+            ane_text_append(&literal, "%s", ane_mil_float_literal(ane_dtype_load(p, node->dtype), node->dtype, number, sizeof number));
+            break;
+        }
+        case ANE_KIND_BOOL: ane_text_append(&literal, "%s", ane_dtype_load_int(p, node->dtype) ? "true" : "false"); break;
+        default: ane_text_append(&literal, "%lld", (long long)ane_dtype_load_int(p, node->dtype)); break;
+        }
+    }
+    ane_text_append(&literal, node->rank > 0 ? "])" : ")");
+    if (literal.failed) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting const '%s'", node->name);
+    else emit_const(e, node->name, type, literal.data);
+    ane_text_free(&literal);
+}
+
+/* ------------------------------------------------------------------ op statements */
+
+static int by_param(const void *a, const void *b) {
+    return strcmp(((const argument *)a)->param, ((const argument *)b)->param);
+}
+
+/* The parameter consts of one op (its attributes), appended to args. */
+static void emit_attribute_params(emitter *e, const ane_node *node, argument *args, int *count) {
+    const ane_node_attrs *a = &node->attrs;
+    const ane_node *x = node->noperands ? node->operands[0] : NULL;
+    switch (node->op) {
+    case ANE_OP_CONV: {
+        int padded = a->pads[0] || a->pads[1] || a->pads[2] || a->pads[3];
+        param_string(e, node, args, count, "pad_type", padded ? "custom" : "valid");
+        param_int_list(e, node, args, count, "strides", a->strides, 2);
+        param_int_list(e, node, args, count, "pad", a->pads, 4);
+        param_int_list(e, node, args, count, "dilations", a->dilations, 2);
+        param_int(e, node, args, count, "groups", a->groups);
+        break;
+    }
+    case ANE_OP_MATMUL:
+        param_bool(e, node, args, count, "transpose_x", a->transpose_x);
+        param_bool(e, node, args, count, "transpose_y", a->transpose_y);
+        break;
+    case ANE_OP_SOFTMAX: param_int(e, node, args, count, "axis", a->axis); break;
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_MAX:
+        param_int_list(e, node, args, count, "axes", a->axes.values, a->axes.count);
+        param_bool(e, node, args, count, "keep_dims", a->keep_dims);
+        break;
+    case ANE_OP_RESHAPE: param_int_list(e, node, args, count, "shape", a->shape.values, a->shape.count); break;
+    case ANE_OP_TRANSPOSE: param_int_list(e, node, args, count, "perm", a->perm.values, a->perm.count); break;
+    case ANE_OP_SLICE_BY_INDEX:
+        param_int_list(e, node, args, count, "begin", a->begin.values, a->begin.count);
+        param_int_list(e, node, args, count, "end", a->end.values, a->end.count);
+        break;
+    case ANE_OP_SLICE_BY_SIZE:
+        param_int_list(e, node, args, count, "begin", a->begin.values, a->begin.count);
+        param_int_list(e, node, args, count, "size", a->size.values, a->size.count);
+        break;
+    case ANE_OP_CAST: param_string(e, node, args, count, "dtype", mil_dtype(a->dtype)); break;
+    case ANE_OP_CLIP:
+        param_float(e, node, args, count, "alpha", x->dtype, a->alpha);
+        param_float(e, node, args, count, "beta", x->dtype, a->beta);
+        break;
+    case ANE_OP_CONCAT:
+        param_int(e, node, args, count, "axis", a->axis);
+        param_bool(e, node, args, count, "interleave", 0);
+        break;
+    case ANE_OP_SPLIT:
+        param_int_list(e, node, args, count, "split_sizes", a->sizes.values, a->sizes.count);
+        param_int(e, node, args, count, "axis", a->axis);
+        break;
+    case ANE_OP_PAD:
+        param_int_list(e, node, args, count, "pad", a->amounts.values, a->amounts.count);
+        param_string(e, node, args, count, "mode", a->mode);
+        param_float(e, node, args, count, "constant_val", x->dtype, a->alpha);
+        break;
+    case ANE_OP_GATHER: param_int(e, node, args, count, "axis", a->axis); break;
+    default: break;
+    }
+}
+
+static void emit_op(emitter *e, const ane_node *node) {
+    argument args[16];
+    int count = 0;
+    emit_attribute_params(e, node, args, &count);
+    if (node->op == ANE_OP_CONCAT) { /* values = (a, b, ...) */
+        ane_text values = {0};
+        ane_text_append(&values, "(");
+        for (int k = 0; k < node->noperands; k++) ane_text_append(&values, k ? ", %s" : "%s", node->operands[k]->name);
+        ane_text_append(&values, ")");
+        add_argument(args, &count, "values", values.data ? values.data : "()");
+        ane_text_free(&values);
+    } else {
+        for (int k = 0; k < node->noperands; k++) {
+            char param[32];
+            ane_op_operand_name(node->op, k, param, sizeof param);
+            add_argument(args, &count, param, node->operands[k]->name);
+        }
+    }
+    qsort(args, (size_t)count, sizeof args[0], by_param);
+
+    char type[192];
+    ane_text_append(&e->text, INDENT);
+    if (node->op == ANE_OP_SPLIT) { /* every piece is named; this node is piece `index` */
+        const ane_node *x = node->operands[0];
+        for (int piece = 0; piece < node->attrs.sizes.count; piece++) {
+            int64_t shape[ANE_IR_MAX_RANK];
+            memcpy(shape, x->shape, sizeof shape);
+            shape[node->attrs.axis] = node->attrs.sizes.values[piece];
+            type_of(node->dtype, node->rank, shape, type, sizeof type);
+            if (piece == node->attrs.index) ane_text_append(&e->text, "%s%s %s", piece ? ", " : "", type, node->name);
+            else ane_text_append(&e->text, "%s%s %s_piece%d", piece ? ", " : "", type, node->name, piece);
+        }
+    } else {
+        ane_text_append(&e->text, "%s %s", node_type(node, type, sizeof type), node->name);
+    }
+    ane_text_append(&e->text, " = %s(", ane_op_table[node->op].name);
+    for (int i = 0; i < count; i++) ane_text_append(&e->text, "%s%s = %s", i ? ", " : "", args[i].param, args[i].value);
+    ane_text_append(&e->text, ")[name = string(\"%s\")];\n", node->name);
+}
+
+/* ------------------------------------------------------------------ program */
+
+static int by_node_name(const void *a, const void *b) {
+    return strcmp((*(const ane_node *const *)a)->name, (*(const ane_node *const *)b)->name);
+}
+
+static int by_output_name(const void *a, const void *b) {
+    return strcmp(((const ane_graph_output *)a)->name, ((const ane_graph_output *)b)->name);
+}
+
+ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err) {
+    memset(out, 0, sizeof *out);
+    if (g->noutputs == 0) return ane_fail(err, ANE_ERR_ARGUMENT, "graph '%s' has no outputs; declare them with output()", g->name);
+    emitter e = {.g = g, .err = err};
+    ane_milblob_writer_init(&e.blobs);
+
+    ane_text_append(&e.text, "program(1.3)\n");
+    ane_text_append(&e.text, "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
+                             "{\"coremlc-version\", \"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
+                             "{\"coremltools-version\", \"9.0\"}})]\n{\n");
+
+    /* Inputs in alphabetical order (ANE-19). */
+    const ane_node **inputs = calloc((size_t)g->count + 1, sizeof *inputs);
+    ane_graph_output *outputs = calloc((size_t)g->noutputs, sizeof *outputs);
+    if (!inputs || !outputs) {
+        free(inputs);
+        free(outputs);
+        ane_milblob_writer_free(&e.blobs);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory emitting graph '%s'", g->name);
+    }
+    int ninputs = 0;
+    for (int i = 0; i < g->count; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == ANE_OP_INPUT) inputs[ninputs++] = g->nodes[i];
+    qsort(inputs, (size_t)ninputs, sizeof *inputs, by_node_name);
+    ane_text_append(&e.text, "    func main<ios18>(");
+    for (int i = 0; i < ninputs; i++) {
+        char type[192];
+        ane_text_append(&e.text, "%s%s %s", i ? ", " : "", node_type(inputs[i], type, sizeof type), inputs[i]->name);
+    }
+    ane_text_append(&e.text, ") {\n");
+
+    for (int i = 0; i < g->count && !e.status; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->dead || node->op == ANE_OP_INPUT) continue;
+        if (node->op == ANE_OP_CONST) emit_const_node(&e, node);
+        else emit_op(&e, node);
+    }
+
+    /* Outputs in alphabetical order (ANE-03); the names are live node names (ANE-14). */
+    memcpy(outputs, g->outputs, (size_t)g->noutputs * sizeof *outputs);
+    qsort(outputs, (size_t)g->noutputs, sizeof *outputs, by_output_name);
+    ane_text_append(&e.text, "    } -> (");
+    for (int i = 0; i < g->noutputs; i++) ane_text_append(&e.text, "%s%s", i ? ", " : "", outputs[i].node->name);
+    ane_text_append(&e.text, ");\n}\n");
+    free(inputs);
+    free(outputs);
+    free(e.param_names);
+
+    if (!e.status && (e.text.failed || e.blobs.bytes.failed))
+        e.status = ane_fail(err, ANE_ERR_NOMEM, "out of memory emitting graph '%s'", g->name);
+    if (e.status) {
+        ane_text_free(&e.text);
+        ane_milblob_writer_free(&e.blobs);
+        return e.status;
+    }
+    out->text = e.text.data;
+    out->text_length = e.text.length;
+    out->blobs = (int)e.blobs.count;
+    if (e.blobs.count) {
+        out->weights = (unsigned char *)e.blobs.bytes.data;
+        out->weights_size = e.blobs.bytes.length;
+    } else {
+        ane_milblob_writer_free(&e.blobs);
+    }
+    return ANE_OK;
+}
+
+void ane_mil_program_free(ane_mil_program *program) {
+    free(program->text);
+    free(program->weights);
+    memset(program, 0, sizeof *program);
+}

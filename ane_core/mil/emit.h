@@ -1,0 +1,33 @@
+/* The MIL text emitter: a graph becomes one MIL program (text) plus one MILBlob weight
+ * file, in the dialect of reference/mil-dialect.md. Deterministic: the same graph gives
+ * identical bytes. */
+#ifndef ANE_MIL_EMIT_H
+#define ANE_MIL_EMIT_H
+
+#include <stddef.h>
+
+#include "../base/status.h"
+#include "../ir/graph.h"
+
+#define ANE_MIL_WEIGHT_PATH "@model_path/weights/weight.bin"
+
+/* Float consts with at least this many elements go to the weight file; smaller ones (and
+ * every integer/bool const) are written inline. */
+#define ANE_MIL_INLINE_MAX 16
+
+typedef struct ane_mil_program {
+    char *text;             /* MIL text, NUL-terminated (malloc'd) */
+    size_t text_length;
+    unsigned char *weights; /* the MILBlob file (malloc'd; NULL when there are no blobs) */
+    size_t weights_size;
+    int blobs;              /* records in the weight file */
+} ane_mil_program;
+
+ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err);
+void ane_mil_program_free(ane_mil_program *program);
+
+/* The shortest decimal that reads back to exactly `value` in `dtype` (fp16 or fp32), or a
+ * hex float when a decimal would need an exponent; "inf", "-inf", "nan" for the specials. */
+const char *ane_mil_float_literal(double value, ane_dtype dtype, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,147 @@
+/* ANE validation: every rule of the constraint catalogue that can be checked on the graph,
+ * reported with its ID and the node at fault. Errors are what the device compiler or
+ * runtime rejects (or silently miscomputes); warnings are performance cliffs and rules
+ * that fail only on some chips. Rules that concern the MIL text itself (ANE-12 matmul
+ * flags, ANE-13 conv bias, ANE-14 live return names) hold by construction of the emitter,
+ * and runtime rules (ANE-02/03/04/18/19) are met by the runtime's binding and padding. */
+#include <string.h>
+
+#include "passes.h"
+
+/* I/O tensors: rank 4 [1, C, 1, S] (ANE-20), width S >= 32 (ANE-21). */
+static void check_io(const ane_graph *g, const ane_node *node, const char *role, ane_report *report) {
+    char shape[128];
+    ane_node_shape_string(node, shape, sizeof shape);
+    if (node->rank != 4 || node->shape[0] != 1 || node->shape[2] != 1) {
+        ane_report_add(report, "ANE-20", node, ANE_SEVERITY_ERROR,
+                       "%s '%s' is %s; device I/O tensors are [1, C, 1, S] (channels, sequence)", role, node->name, shape);
+        return;
+    }
+    int64_t width = node->shape[3];
+    if (width < 32)
+        ane_report_add(report, "ANE-21", node, ANE_SEVERITY_ERROR,
+                       "%s '%s' %s has width %lld < 32; pad the last axis to at least 32", role, node->name, shape,
+                       (long long)width);
+    else if (width % 32)
+        ane_report_add(report, "ANE-21", node, ANE_SEVERITY_WARNING,
+                       "%s '%s' %s has width %lld, not a multiple of 32: rows are laid out at a 64-byte stride", role,
+                       node->name, shape, (long long)width);
+    (void)g;
+}
+
+/* fp32 is allowed only at the boundary, cast at once (ANE-26); bf16 never. */
+static void check_dtypes(const ane_graph *g, const ane_node *node, ane_report *report) {
+    const char *op = ane_op_table[node->op].name;
+    if (node->dtype == ANE_BF16) {
+        ane_report_add(report, "ANE-26", node, ANE_SEVERITY_ERROR,
+                       "node '%s' (%s) is bf16, which the ANE does not support; convert to fp16", node->name, op);
+        return;
+    }
+    if (node->dtype != ANE_FP32) return;
+    if (node->op == ANE_OP_INPUT) {
+        for (int i = 0; i < g->count; i++) {
+            const ane_node *user = g->nodes[i];
+            if (user->dead || user->op == ANE_OP_CAST) continue;
+            for (int k = 0; k < user->noperands; k++)
+                if (user->operands[k] == node) {
+                    ane_report_add(report, "ANE-26", user, ANE_SEVERITY_ERROR,
+                                   "fp32 input '%s' feeds '%s' (%s) directly; cast it to fp16 first", node->name,
+                                   user->name, ane_op_table[user->op].name);
+                    break;
+                }
+        }
+        return;
+    }
+    if (node->op == ANE_OP_CAST && ane_graph_is_output(g, node)) return; /* cast for an fp32 output */
+    if (node->op == ANE_OP_CONST) {
+        for (int i = 0; i < g->count; i++) {
+            const ane_node *user = g->nodes[i];
+            if (user->dead) continue;
+            for (int k = 0; k < user->noperands; k++)
+                if (user->operands[k] == node && user->op != ANE_OP_CAST) {
+                    ane_report_add(report, "ANE-26", node, ANE_SEVERITY_ERROR,
+                                   "const '%s' is fp32 and used by '%s' (%s); store weights in fp16", node->name,
+                                   user->name, ane_op_table[user->op].name);
+                    return;
+                }
+        }
+        return;
+    }
+    if (node->op == ANE_OP_CAST) return; /* reported at its users below when they compute in fp32 */
+    ane_report_add(report, "ANE-26", node, ANE_SEVERITY_ERROR,
+                   "node '%s' (%s) computes in fp32; the ANE computes in fp16 only (cast at the boundary)", node->name, op);
+}
+
+static int is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *options, ane_report *report) {
+    int64_t max_channels = options && options->max_conv_channels ? options->max_conv_channels : ANE_MAX_CONV_CHANNELS;
+    int anchored = 0;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->dead) continue;
+        if (node->op == ANE_OP_INPUT) check_io(g, node, "input", report);
+        check_dtypes(g, node, report);
+        switch (node->op) {
+        case ANE_OP_CONCAT:
+            ane_report_add(report, "ANE-01", node, ANE_SEVERITY_ERROR,
+                           "concat is rejected by the ANE compiler (node '%s'); split the program or pack on the CPU "
+                           "and slice",
+                           node->name);
+            break;
+        case ANE_OP_CONV: {
+            const ane_node *w = node->operands[1];
+            anchored = 1;
+            if (w->shape[0] > max_channels || w->shape[1] * node->attrs.groups > max_channels)
+                ane_report_add(report, "ANE-16", node, ANE_SEVERITY_ERROR,
+                               "conv '%s' has %lld input and %lld output channels; the ANE rejects convs wider than "
+                               "%lld (run the classifier on the CPU, or split it)",
+                               node->name, (long long)(w->shape[1] * node->attrs.groups), (long long)w->shape[0],
+                               (long long)max_channels);
+            if (w->shape[3] > ANE_MAX_KERNEL_WIDTH)
+                ane_report_add(report, "ANE-23", node, ANE_SEVERITY_ERROR,
+                               "conv '%s' has kernel width %lld; the ANE allows at most %d (split the kernel)",
+                               node->name, (long long)w->shape[3], ANE_MAX_KERNEL_WIDTH);
+            if (w->op != ANE_OP_CONST)
+                ane_report_add(report, "ANE-07", node, ANE_SEVERITY_WARNING,
+                               "conv '%s' takes its weight '%s' as an input: fine, but it cannot be patched", node->name,
+                               w->name);
+            break;
+        }
+        case ANE_OP_MATMUL: anchored = 1; break;
+        case ANE_OP_GATHER:
+            ane_report_add(report, "ANE-25", node, ANE_SEVERITY_ERROR,
+                           "gather '%s' is not supported on the ANE; do embeddings and sampling on the CPU", node->name);
+            break;
+        case ANE_OP_SDPA:
+            if (node->noperands == 4)
+                ane_report_add(report, "ANE-06", node, ANE_SEVERITY_WARNING,
+                               "scaled_dot_product_attention '%s' has an attn_mask, which the ANE silently ignores; "
+                               "decompose attention (matmul, additive mask, softmax, matmul)",
+                               node->name);
+            break;
+        case ANE_OP_REDUCE_MEAN:
+            ane_report_add(report, "ANE-29", node, ANE_SEVERITY_WARNING,
+                           "reduce_mean '%s' fails at dispatch on some chips; use reduce_sum times 1/N", node->name);
+            break;
+        case ANE_OP_SOFTMAX:
+            if (!is_power_of_two(node->shape[node->attrs.axis]))
+                ane_report_add(report, "ANE-30", node, ANE_SEVERITY_WARNING,
+                               "softmax '%s' runs over %lld elements, not a power of two, reported to fail on some "
+                               "chips; pad with a large negative mask",
+                               node->name, (long long)node->shape[node->attrs.axis]);
+            break;
+        default: break;
+        }
+        if (node->working_set_bytes > ANE_SRAM_BYTES)
+            ane_report_add(report, "ANE-27", node, ANE_SEVERITY_WARNING,
+                           "node '%s' works on %.1f MB, beyond the ~32 MB SRAM", node->name,
+                           (double)node->working_set_bytes / (1 << 20));
+    }
+    for (int i = 0; i < g->noutputs; i++) check_io(g, g->outputs[i].node, "output", report);
+    if (!anchored && g->count > 0)
+        ane_report_add(report, "ANE-28", NULL, ANE_SEVERITY_WARNING,
+                       "graph '%s' has no conv or matmul; purely elementwise programs may be refused (fuse it into a "
+                       "neighbour)",
+                       g->name);
+}

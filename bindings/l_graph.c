@@ -1,0 +1,564 @@
+/* ane.graph: building graphs from Lua (types "ane.Graph" and "ane.Node").
+ *
+ * Builders are methods named after the MIL ops (g:conv, g:matmul, g:add, ...) and follow
+ * MIL's conventions: axes are 0-based and may be negative, slice ends are exclusive.
+ * Each builder takes its operand nodes, then op-specific arguments, then an optional
+ * options table ({name = "q_proj", ...}). A number where a second operand is expected
+ * becomes a scalar const of the first operand's dtype. Shape and dtype errors are Lua
+ * errors naming the node. Node userdata keep their graph alive (user value 1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ane_core/mil/emit.h"
+#include "../ane_core/passes/passes.h"
+#include "ane_lua.h"
+
+#define ANE_GRAPH_TYPE "ane.Graph"
+#define ANE_NODE_TYPE "ane.Node"
+
+typedef struct graph_box {
+    ane_graph *graph; /* NULL once closed */
+} graph_box;
+
+typedef struct node_box {
+    ane_graph *graph; /* to check the node is used with its own graph */
+    ane_node *node;
+} node_box;
+
+static ane_graph *check_graph(lua_State *L, int index) {
+    graph_box *box = luaL_checkudata(L, index, ANE_GRAPH_TYPE);
+    if (!box->graph) luaL_error(L, "attempt to use a closed graph");
+    return box->graph;
+}
+
+static int graph_release(lua_State *L) {
+    graph_box *box = luaL_checkudata(L, 1, ANE_GRAPH_TYPE);
+    ane_graph_free(box->graph);
+    box->graph = NULL;
+    return 0;
+}
+
+static void push_node(lua_State *L, int graph_index, ane_node *node) {
+    graph_index = lua_absindex(L, graph_index);
+    node_box *box = lua_newuserdatauv(L, sizeof *box, 1);
+    box->graph = ((graph_box *)lua_touserdata(L, graph_index))->graph;
+    box->node = node;
+    luaL_setmetatable(L, ANE_NODE_TYPE);
+    lua_pushvalue(L, graph_index);
+    lua_setiuservalue(L, -2, 1);
+}
+
+/* The node at `index`, checked to belong to graph g and to be alive. */
+static ane_node *check_node(lua_State *L, int index, ane_graph *g) {
+    node_box *box = luaL_checkudata(L, index, ANE_NODE_TYPE);
+    if (box->graph != g) luaL_argerror(L, index, "node belongs to another graph");
+    if (box->node->dead) luaL_argerror(L, index, lua_pushfstring(L, "node '%s' was removed by an optimization", box->node->name));
+    return box->node;
+}
+
+/* ------------------------------------------------------------------ option helpers */
+
+static const char *opt_name(lua_State *L, int index) {
+    if (!lua_istable(L, index)) return NULL;
+    lua_getfield(L, index, "name");
+    const char *name = lua_tostring(L, -1); /* anchored by the options table */
+    lua_pop(L, 1);
+    return name;
+}
+
+static int64_t opt_int(lua_State *L, int index, const char *key, int64_t fallback) {
+    if (!lua_istable(L, index)) return fallback;
+    lua_getfield(L, index, key);
+    int is_integer;
+    int64_t value = lua_tointegerx(L, -1, &is_integer);
+    if (!is_integer) {
+        if (!lua_isnil(L, -1)) luaL_error(L, "option '%s' must be an integer", key);
+        value = fallback;
+    }
+    lua_pop(L, 1);
+    return value;
+}
+
+static int opt_bool(lua_State *L, int index, const char *key, int fallback) {
+    if (!lua_istable(L, index)) return fallback;
+    lua_getfield(L, index, key);
+    int value = lua_isnil(L, -1) ? fallback : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return value;
+}
+
+/* Reads an integer list (a table, or a single integer) into list. */
+static void read_int_list(lua_State *L, int index, ane_int_list *list, const char *what) {
+    if (lua_isinteger(L, index)) {
+        list->count = 1;
+        list->values[0] = lua_tointeger(L, index);
+        return;
+    }
+    if (!lua_istable(L, index)) luaL_error(L, "%s must be a table of integers", what);
+    lua_Integer n = luaL_len(L, index);
+    if (n > ANE_LIST_MAX) luaL_error(L, "%s has %d entries (at most %d)", what, (int)n, ANE_LIST_MAX);
+    list->count = (int)n;
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, index, i + 1);
+        int is_integer;
+        list->values[i] = lua_tointegerx(L, -1, &is_integer);
+        if (!is_integer) luaL_error(L, "%s[%d] must be an integer", what, i + 1);
+        lua_pop(L, 1);
+    }
+}
+
+static void opt_pair(lua_State *L, int index, const char *key, int64_t *out, int n, int64_t fallback) {
+    for (int i = 0; i < n; i++) out[i] = fallback;
+    if (!lua_istable(L, index)) return;
+    lua_getfield(L, index, key);
+    if (!lua_isnil(L, -1)) {
+        ane_int_list list;
+        read_int_list(L, lua_gettop(L), &list, key);
+        if (list.count != n) luaL_error(L, "option '%s' needs %d integers", key, n);
+        memcpy(out, list.values, (size_t)n * sizeof *out);
+    }
+    lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------------ builders */
+
+static int finish_node(lua_State *L, ane_graph *g, ane_status status, const ane_error *err, ane_node *node) {
+    if (status) return ane_lua_raise(L, err);
+    push_node(L, 1, node);
+    (void)g;
+    return 1;
+}
+
+/* g:input(name, shape, [dtype = "fp16"]) */
+static int g_input(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    int64_t shape[ANE_MAX_DIMS];
+    luaL_checktype(L, 3, LUA_TTABLE);
+    int rank = ane_lua_check_shape(L, 3, shape);
+    ane_dtype dtype = ane_lua_check_dtype(L, 4, ANE_FP16);
+    ane_node *node = NULL;
+    ane_error err;
+    ane_status status = ane_graph_input(g, name, dtype, rank, shape, &node, &err);
+    return finish_node(L, g, status, &err, node);
+}
+
+/* g:const([name], tensor) */
+static int g_const(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    const char *name = NULL;
+    int tensor_index = 2;
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        name = lua_tostring(L, 2);
+        tensor_index = 3;
+    } else if (lua_isnil(L, 2) && !lua_isnone(L, 3)) {
+        tensor_index = 3;
+    }
+    ane_tensor *value = ane_lua_check_tensor(L, tensor_index);
+    ane_node *node = NULL;
+    ane_error err;
+    ane_status status = ane_graph_const(g, name, value, &node, &err);
+    return finish_node(L, g, status, &err, node);
+}
+
+/* A node operand, or a number turned into a scalar const of `like`'s dtype. */
+static ane_node *operand_or_scalar(lua_State *L, int index, ane_graph *g, const ane_node *like) {
+    if (lua_type(L, index) != LUA_TNUMBER) return check_node(L, index, g);
+    ane_tensor scalar;
+    ane_error err;
+    if (ane_tensor_zeros(&scalar, 0, NULL, like->dtype, &err)) ane_lua_raise(L, &err);
+    ane_dtype_store(ane_tensor_data(&scalar), like->dtype, lua_tonumber(L, index));
+    ane_node *node = NULL;
+    ane_status status = ane_graph_const(g, NULL, &scalar, &node, &err);
+    ane_tensor_release(&scalar);
+    if (status) ane_lua_raise(L, &err);
+    return node;
+}
+
+/* Every op builder: the upvalue is the op. Arguments are parsed by the op's shape rule. */
+static int g_op(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    ane_op op = (ane_op)lua_tointeger(L, lua_upvalueindex(1));
+    ane_node *operands[64];
+    int n = 0, opts = 0;
+    ane_node_attrs attrs;
+    memset(&attrs, 0, sizeof attrs);
+    switch (ane_op_table[op].shape_rule) {
+    case SHAPE_SAME: /* unary ops, softmax(x, [axis]), clip(x, alpha, beta) */
+        operands[n++] = check_node(L, 2, g);
+        if (op == ANE_OP_SOFTMAX) {
+            attrs.axis = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
+            opts = lua_isinteger(L, 3) ? 4 : 3;
+        } else if (op == ANE_OP_CLIP) {
+            attrs.alpha = luaL_checknumber(L, 3);
+            attrs.beta = luaL_checknumber(L, 4);
+            opts = 5;
+        } else {
+            opts = 3;
+        }
+        break;
+    case SHAPE_BROADCAST:
+        operands[n++] = check_node(L, 2, g);
+        operands[n++] = operand_or_scalar(L, 3, g, operands[0]);
+        opts = 4;
+        break;
+    case SHAPE_SELECT:
+        operands[n++] = check_node(L, 2, g);
+        operands[n++] = check_node(L, 3, g);
+        operands[n++] = operand_or_scalar(L, 4, g, operands[1]);
+        opts = 5;
+        break;
+    case SHAPE_CONV:
+        operands[n++] = check_node(L, 2, g);
+        operands[n++] = check_node(L, 3, g);
+        opts = 4;
+        opt_pair(L, opts, "strides", attrs.strides, 2, 1);
+        opt_pair(L, opts, "dilations", attrs.dilations, 2, 1);
+        opt_pair(L, opts, "pads", attrs.pads, 4, 0);
+        attrs.groups = opt_int(L, opts, "groups", 1);
+        break;
+    case SHAPE_MATMUL:
+        operands[n++] = check_node(L, 2, g);
+        operands[n++] = check_node(L, 3, g);
+        opts = 4;
+        attrs.transpose_x = opt_bool(L, opts, "transpose_x", 0);
+        attrs.transpose_y = opt_bool(L, opts, "transpose_y", 0);
+        break;
+    case SHAPE_REDUCE: /* reduce_*(x, axes, [{keep_dims =, name =}]) */
+        operands[n++] = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.axes, "axes");
+        opts = 4;
+        attrs.keep_dims = opt_bool(L, opts, "keep_dims", 0);
+        break;
+    case SHAPE_RESHAPE:
+        operands[n++] = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.shape, "shape");
+        opts = 4;
+        break;
+    case SHAPE_TRANSPOSE:
+        operands[n++] = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.perm, "perm");
+        opts = 4;
+        break;
+    case SHAPE_SLICE_INDEX:
+    case SHAPE_SLICE_SIZE:
+        operands[n++] = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.begin, "begin");
+        read_int_list(L, 4, op == ANE_OP_SLICE_BY_INDEX ? &attrs.end : &attrs.size, op == ANE_OP_SLICE_BY_INDEX ? "end" : "size");
+        opts = 5;
+        break;
+    case SHAPE_CAST:
+        operands[n++] = check_node(L, 2, g);
+        attrs.dtype = ane_lua_check_dtype(L, 3, ANE_FP16);
+        luaL_argcheck(L, !lua_isnoneornil(L, 3), 3, "dtype expected");
+        opts = 4;
+        break;
+    case SHAPE_CONCAT: { /* concat({a, b, ...}, axis) */
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_Integer count = luaL_len(L, 2);
+        if (count < 1 || count > 64) return luaL_error(L, "concat takes 1 to 64 values, got %d", (int)count);
+        for (int i = 1; i <= count; i++) {
+            lua_geti(L, 2, i);
+            operands[n++] = check_node(L, -1, g);
+            lua_pop(L, 1);
+        }
+        attrs.axis = luaL_checkinteger(L, 3);
+        opts = 4;
+        break;
+    }
+    case SHAPE_SPLIT: { /* split(x, sizes, axis) -> piece nodes */
+        ane_node *x = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.sizes, "sizes");
+        attrs.axis = luaL_checkinteger(L, 4);
+        const char *base = opt_name(L, 5);
+        for (int piece = 0; piece < attrs.sizes.count; piece++) {
+            attrs.index = piece;
+            char name[ANE_NAME_MAX];
+            if (base) snprintf(name, sizeof name, "%s_%d", base, piece);
+            ane_node *node = NULL;
+            ane_error err;
+            if (ane_graph_op(g, ANE_OP_SPLIT, base ? name : NULL, &x, 1, &attrs, &node, &err)) return ane_lua_raise(L, &err);
+            push_node(L, 1, node);
+        }
+        return attrs.sizes.count;
+    }
+    case SHAPE_PAD: /* pad(x, amounts, [{mode =, value =, name =}]) */
+        operands[n++] = check_node(L, 2, g);
+        read_int_list(L, 3, &attrs.amounts, "amounts");
+        opts = 4;
+        if (lua_istable(L, opts)) {
+            lua_getfield(L, opts, "mode");
+            if (!lua_isnil(L, -1)) snprintf(attrs.mode, sizeof attrs.mode, "%s", luaL_checkstring(L, -1));
+            lua_getfield(L, opts, "value");
+            attrs.alpha = luaL_optnumber(L, -1, 0);
+            lua_pop(L, 2);
+        }
+        break;
+    case SHAPE_GATHER:
+        operands[n++] = check_node(L, 2, g);
+        operands[n++] = check_node(L, 3, g);
+        attrs.axis = luaL_optinteger(L, 4, 0);
+        opts = 5;
+        break;
+    case SHAPE_SDPA:
+        for (int i = 2; i <= 5 && luaL_testudata(L, i, ANE_NODE_TYPE); i++) operands[n++] = check_node(L, i, g);
+        if (n < 3) return luaL_error(L, "scaled_dot_product_attention needs query, key and value nodes");
+        opts = n + 2;
+        break;
+    case SHAPE_SOURCE: return luaL_error(L, "use g:input and g:const");
+    }
+    if (!lua_isnoneornil(L, opts) && !lua_istable(L, opts))
+        return luaL_argerror(L, opts, "options table expected");
+    ane_node *node = NULL;
+    ane_error err;
+    ane_status status = ane_graph_op(g, op, opt_name(L, opts), operands, n, &attrs, &node, &err);
+    return finish_node(L, g, status, &err, node);
+}
+
+/* g:output(name, node) */
+static int g_output(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    ane_node *node = check_node(L, 3, g);
+    ane_error err;
+    if (ane_graph_output_node(g, name, node, &err)) return ane_lua_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ passes and emission */
+
+static void push_diagnostics(lua_State *L, const ane_report *report) {
+    lua_createtable(L, report->count, 0);
+    for (int i = 0; i < report->count; i++) {
+        const ane_diagnostic *d = &report->items[i];
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, d->id);
+        lua_setfield(L, -2, "id");
+        lua_pushstring(L, d->node);
+        lua_setfield(L, -2, "node");
+        lua_pushstring(L, d->message);
+        lua_setfield(L, -2, "message");
+        lua_pushstring(L, d->severity == ANE_SEVERITY_ERROR ? "error" : "warning");
+        lua_setfield(L, -2, "severity");
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* g:optimize([{dump =, verify =, max_rounds =}]) -> {rounds =, changes =, warnings =, dump =} */
+static int g_optimize(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    ane_optimize_options options = {
+        .dump = opt_bool(L, 2, "dump", 0),
+        .verify = opt_bool(L, 2, "verify", 0),
+        .max_rounds = (int)opt_int(L, 2, "max_rounds", 0),
+    };
+    ane_report report = {0};
+    ane_error err;
+    ane_status status = ane_optimize(g, &options, &report, &err);
+    if (status) {
+        ane_report_free(&report);
+        return ane_lua_raise(L, &err);
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, report.rounds);
+    lua_setfield(L, -2, "rounds");
+    lua_pushinteger(L, report.changes);
+    lua_setfield(L, -2, "changes");
+    push_diagnostics(L, &report);
+    lua_setfield(L, -2, "warnings");
+    if (report.dump.data) {
+        lua_pushlstring(L, report.dump.data, report.dump.length);
+        lua_setfield(L, -2, "dump");
+        const char *env = getenv("ANELUA_DUMP");
+        if (!options.dump && env && strstr(env, "passes")) fputs(report.dump.data, stderr);
+    }
+    ane_report_free(&report);
+    return 1;
+}
+
+/* g:validate([{target = "ane", max_conv_channels =}]) -> list of {id, node, message, severity} */
+static int g_validate(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "target");
+        const char *target = luaL_optstring(L, -1, "ane");
+        if (strcmp(target, "ane") != 0) return luaL_error(L, "validate: unknown target '%s' (only 'ane')", target);
+        lua_pop(L, 1);
+    }
+    ane_validate_options options = {.max_conv_channels = opt_int(L, 2, "max_conv_channels", 0)};
+    ane_report report = {0};
+    ane_pass_sram_annotate(g, NULL);
+    ane_pass_validate_ane(g, &options, &report);
+    push_diagnostics(L, &report);
+    ane_report_free(&report);
+    return 1;
+}
+
+/* g:mil() -> text, { ["@model_path/weights/weight.bin"] = bytes } */
+static int g_mil(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    ane_mil_program program;
+    ane_error err;
+    if (ane_emit_mil(g, &program, &err)) return ane_lua_raise(L, &err);
+    lua_pushlstring(L, program.text, program.text_length);
+    lua_newtable(L);
+    if (program.weights) {
+        lua_pushlstring(L, (const char *)program.weights, program.weights_size);
+        lua_setfield(L, -2, ANE_MIL_WEIGHT_PATH);
+    }
+    ane_mil_program_free(&program);
+    return 2;
+}
+
+static int g_dump(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    char *text = ane_graph_dump(g);
+    if (!text) return luaL_error(L, "out of memory dumping graph");
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
+static int g_stats(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    ane_graph_stats stats;
+    ane_pass_sram_annotate(g, NULL);
+    ane_graph_stats_compute(g, &stats);
+    lua_createtable(L, 0, 7);
+    lua_pushinteger(L, stats.nodes);
+    lua_setfield(L, -2, "nodes");
+    lua_pushinteger(L, stats.flops);
+    lua_setfield(L, -2, "flops");
+    lua_pushinteger(L, stats.weight_bytes);
+    lua_setfield(L, -2, "weight_bytes");
+    lua_pushinteger(L, stats.peak_working_set_bytes);
+    lua_setfield(L, -2, "peak_working_set");
+    lua_pushinteger(L, stats.inputs);
+    lua_setfield(L, -2, "inputs");
+    lua_pushinteger(L, stats.outputs);
+    lua_setfield(L, -2, "outputs");
+    lua_pushinteger(L, stats.consts);
+    lua_setfield(L, -2, "consts");
+    return 1;
+}
+
+/* g:node(name) -> node or nil */
+static int g_node(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    ane_node *node = ane_graph_find(g, luaL_checkstring(L, 2));
+    if (!node) return 0;
+    push_node(L, 1, node);
+    return 1;
+}
+
+static int g_name(lua_State *L) {
+    lua_pushstring(L, check_graph(L, 1)->name);
+    return 1;
+}
+
+static int g_tostring(lua_State *L) {
+    graph_box *box = luaL_checkudata(L, 1, ANE_GRAPH_TYPE);
+    if (!box->graph) lua_pushliteral(L, "ane.graph (closed)");
+    else lua_pushfstring(L, "ane.graph %s (%d nodes, %d outputs)", box->graph->name, box->graph->count, box->graph->noutputs);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ nodes */
+
+static node_box *node_arg(lua_State *L) {
+    node_box *box = luaL_checkudata(L, 1, ANE_NODE_TYPE);
+    lua_getiuservalue(L, 1, 1);
+    graph_box *owner = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (!owner || !owner->graph) luaL_error(L, "attempt to use a node of a closed graph");
+    return box;
+}
+
+static int n_name(lua_State *L) {
+    lua_pushstring(L, node_arg(L)->node->name);
+    return 1;
+}
+
+static int n_shape(lua_State *L) {
+    ane_node *node = node_arg(L)->node;
+    lua_createtable(L, node->rank, 0);
+    for (int i = 0; i < node->rank; i++) {
+        lua_pushinteger(L, node->shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int n_dtype(lua_State *L) {
+    lua_pushstring(L, ane_dtype_name(node_arg(L)->node->dtype));
+    return 1;
+}
+
+static int n_op(lua_State *L) {
+    lua_pushstring(L, ane_op_table[node_arg(L)->node->op].name);
+    return 1;
+}
+
+static int n_tostring(lua_State *L) {
+    ane_node *node = node_arg(L)->node;
+    char shape[128];
+    lua_pushfstring(L, "ane.node %s = %s %s%s%s", node->name, ane_op_table[node->op].name, ane_dtype_name(node->dtype),
+                    ane_node_shape_string(node, shape, sizeof shape), node->dead ? " (removed)" : "");
+    return 1;
+}
+
+/* ane.graph(name) */
+static int graph_new(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->graph = NULL;
+    luaL_setmetatable(L, ANE_GRAPH_TYPE);
+    ane_error err;
+    if (ane_graph_new(name, &box->graph, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+static int graph_call(lua_State *L) {
+    lua_remove(L, 1);
+    return graph_new(L);
+}
+
+void ane_lua_open_graph(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"input", g_input}, {"const", g_const}, {"output", g_output}, {"optimize", g_optimize},
+        {"validate", g_validate}, {"mil", g_mil}, {"dump", g_dump}, {"stats", g_stats},
+        {"node", g_node}, {"name", g_name}, {"close", graph_release}, {NULL, NULL},
+    };
+    static const luaL_Reg meta[] = {
+        {"__gc", graph_release}, {"__close", graph_release}, {"__tostring", g_tostring}, {NULL, NULL},
+    };
+    luaL_newmetatable(L, ANE_GRAPH_TYPE);
+    luaL_setfuncs(L, meta, 0);
+    luaL_newlib(L, methods);
+    for (int op = 0; op < ANE_OP_COUNT; op++) {
+        if (op == ANE_OP_INPUT || op == ANE_OP_CONST) continue;
+        lua_pushinteger(L, op);
+        lua_pushcclosure(L, g_op, 1);
+        lua_setfield(L, -2, ane_op_table[op].name);
+    }
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    static const luaL_Reg node_methods[] = {
+        {"name", n_name}, {"shape", n_shape}, {"dtype", n_dtype}, {"op", n_op}, {NULL, NULL},
+    };
+    luaL_newmetatable(L, ANE_NODE_TYPE);
+    lua_pushcfunction(L, n_tostring);
+    lua_setfield(L, -2, "__tostring");
+    luaL_newlib(L, node_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushcfunction(L, graph_call);
+    lua_setfield(L, -2, "__call");
+    lua_setmetatable(L, -2);
+}
