@@ -46,5 +46,6 @@ int ane_lua_check_shape(lua_State *L, int index, int64_t *shape);
 void ane_lua_open_surface(lua_State *L);      /* pushes the ane.surface constructor */
 void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers of ane.io */
 void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructor table */
+void ane_lua_open_milblob(lua_State *L);      /* pushes the ane.milblob table */
 
 #endif

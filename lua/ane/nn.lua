@@ -1,0 +1,219 @@
+-- ane.nn: composite layers built from the graph primitives, in the forms the ANE accepts.
+--
+-- Activations are [1, C, 1, S] (channels, sequence); linear weights are [out, in, 1, 1]
+-- conv weights; per-head tensors are [1, H, S, D]. Every function takes the graph first,
+-- then nodes, and an optional options table whose `name` prefixes the nodes it creates.
+-- Weights may be given as tensors (they become consts named `<name>_weight` ...) or as
+-- nodes (inputs, for weights that change without recompiling).
+local ane = require("ane")
+
+local nn = {}
+
+local function prefixed(opts, suffix)
+  local base = opts and opts.name
+  return base and (base .. "_" .. suffix) or nil
+end
+
+-- A node for `value`: nodes pass through, tensors become consts.
+local function as_node(g, value, name)
+  if ane.tensor.is(value) then return g:const(name, value) end
+  return value
+end
+
+local function channels(node) return node:shape()[2] end
+
+--- y = W x + b as a 1x1 conv plus a separate add (the device takes no conv bias, ANE-13).
+--- weight: [out, in, 1, 1] (or [out, in], reshaped); bias: [out] or nil.
+function nn.linear(g, x, weight, bias, opts)
+  if ane.tensor.is(weight) and weight:ndim() == 2 then
+    local shape = weight:shape()
+    weight = weight:reshape(shape[1], shape[2], 1, 1)
+  end
+  local w = as_node(g, weight, prefixed(opts, "weight"))
+  local y = g:conv(x, w, { name = bias == nil and opts and opts.name or prefixed(opts, "conv") })
+  if bias == nil then return y end
+  if ane.tensor.is(bias) then bias = bias:reshape(1, bias:numel(), 1, 1) end
+  return g:add(y, as_node(g, bias, prefixed(opts, "bias")), { name = opts and opts.name })
+end
+
+--- Mean over the channel axis without overflow: sum(x * (1/N)).
+local function channel_mean(g, x, opts, suffix)
+  local n = channels(x)
+  local scaled = g:mul(x, 1 / n, { name = prefixed(opts, suffix .. "_scaled") })
+  return g:reduce_sum(scaled, { 1 }, { keep_dims = true, name = prefixed(opts, suffix) })
+end
+
+--- Mean of squares over channels, scaled before squaring so fp16 does not overflow:
+--- sum((x / sqrt(N))^2) instead of sum(x^2) / N (see reference/numerics.md).
+local function channel_mean_square(g, x, opts, suffix)
+  local n = channels(x)
+  local scaled = g:mul(x, 1 / math.sqrt(n), { name = prefixed(opts, suffix .. "_scaled") })
+  local squared = g:mul(scaled, scaled, { name = prefixed(opts, suffix .. "_squared") })
+  return g:reduce_sum(squared, { 1 }, { keep_dims = true, name = prefixed(opts, suffix) })
+end
+
+local function per_channel(g, value, name)
+  if ane.tensor.is(value) then value = value:reshape(1, value:numel(), 1, 1) end
+  return as_node(g, value, name)
+end
+
+--- LayerNorm over channels: (x - mean) / sqrt(var + eps) * gamma + beta.
+--- opts.eps defaults to 1e-5 (eps below ~1e-7 underflows in fp16).
+function nn.layer_norm(g, x, gamma, beta, opts)
+  local eps = opts and opts.eps or 1e-5
+  local mean = channel_mean(g, x, opts, "mean")
+  local centered = g:sub(x, mean, { name = prefixed(opts, "centered") })
+  local variance = channel_mean_square(g, centered, opts, "variance")
+  local shifted = g:add(variance, eps, { name = prefixed(opts, "variance_eps") })
+  local inv_std = g:pow(shifted, -0.5, { name = prefixed(opts, "inv_std") })
+  local normalized = g:mul(centered, inv_std, { name = prefixed(opts, "normalized") })
+  local scaled = g:mul(normalized, per_channel(g, gamma, prefixed(opts, "gamma")), { name = prefixed(opts, "scaled") })
+  if beta == nil then return scaled end
+  return g:add(scaled, per_channel(g, beta, prefixed(opts, "beta")), { name = opts and opts.name })
+end
+
+--- RMSNorm over channels: x / sqrt(mean(x^2) + eps) * weight.
+function nn.rms_norm(g, x, weight, opts)
+  local eps = opts and opts.eps or 1e-5
+  local mean_square = channel_mean_square(g, x, opts, "mean_square")
+  local shifted = g:add(mean_square, eps, { name = prefixed(opts, "mean_square_eps") })
+  local inv_rms = g:pow(shifted, -0.5, { name = prefixed(opts, "inv_rms") })
+  local normalized = g:mul(x, inv_rms, { name = prefixed(opts, "normalized") })
+  return g:mul(normalized, per_channel(g, weight, prefixed(opts, "weight")), { name = opts and opts.name })
+end
+
+--- GELU, tanh form (gelu is not an ANE op, ANE-10):
+--- 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+function nn.gelu(g, x, opts)
+  local squared = g:mul(x, x, { name = prefixed(opts, "squared") })
+  local cubed = g:mul(squared, x, { name = prefixed(opts, "cubed") })
+  local inner = g:add(x, g:mul(cubed, 0.044715, { name = prefixed(opts, "cubic_term") }), { name = prefixed(opts, "inner") })
+  local t = g:tanh(g:mul(inner, math.sqrt(2 / math.pi), { name = prefixed(opts, "tanh_arg") }), { name = prefixed(opts, "tanh") })
+  local gate = g:mul(g:add(t, 1, { name = prefixed(opts, "one_plus") }), 0.5, { name = prefixed(opts, "gate") })
+  return g:mul(x, gate, { name = opts and opts.name })
+end
+
+--- SiLU: x * sigmoid(x).
+function nn.silu(g, x, opts)
+  return g:mul(x, g:sigmoid(x, { name = prefixed(opts, "sigmoid") }), { name = opts and opts.name })
+end
+
+--- SwiGLU feed-forward: down(silu(gate(x)) * up(x)), weights [hidden, dim] / [dim, hidden].
+function nn.swiglu(g, x, w_gate, w_up, w_down, opts)
+  local gate = nn.linear(g, x, w_gate, nil, { name = prefixed(opts, "gate") })
+  local up = nn.linear(g, x, w_up, nil, { name = prefixed(opts, "up") })
+  local hidden = g:mul(nn.silu(g, gate, { name = prefixed(opts, "gate_silu") }), up, { name = prefixed(opts, "hidden") })
+  return nn.linear(g, hidden, w_down, nil, { name = opts and opts.name or prefixed(opts, "down") })
+end
+
+--- [1, C, 1, S] -> [1, H, S, D] (D = C / H) by reshape + transpose.
+function nn.split_heads(g, x, heads, opts)
+  local shape = x:shape()
+  local c, s = shape[2], shape[4]
+  assert(c % heads == 0, "split_heads: channels must divide by heads")
+  local grouped = g:reshape(x, { 1, heads, c // heads, s }, { name = prefixed(opts, "grouped") })
+  return g:transpose(grouped, { 0, 1, 3, 2 }, { name = opts and opts.name })
+end
+
+--- [1, H, S, D] -> [1, C, 1, S], the inverse of split_heads.
+function nn.merge_heads(g, x, opts)
+  local shape = x:shape()
+  local h, s, d = shape[2], shape[3], shape[4]
+  local grouped = g:transpose(x, { 0, 1, 3, 2 }, { name = prefixed(opts, "grouped") })
+  return g:reshape(grouped, { 1, h * d, 1, s }, { name = opts and opts.name })
+end
+
+--- Rotary embedding tables for positions offset .. offset + seq - 1: cos and sin tensors of
+--- shape [seq, dim], laid out for the convention: "interleaved" (pairs (0,1), (2,3), ... as
+--- in llama2.c) or "half" (pairs (i, i + dim/2), rotate-half as in Hugging Face).
+function nn.rope_tables(seq, dim, opts)
+  opts = opts or {}
+  local theta, offset = opts.theta or 10000, opts.offset or 0
+  local convention = opts.convention or "interleaved"
+  local cos, sin = {}, {}
+  for s = 0, seq - 1 do
+    for j = 0, dim - 1 do
+      local pair = convention == "interleaved" and j // 2 or j % (dim // 2)
+      local angle = (s + offset) * theta ^ (-2 * pair / dim)
+      cos[#cos + 1], sin[#sin + 1] = math.cos(angle), math.sin(angle)
+    end
+  end
+  local dtype = opts.dtype or "fp16"
+  return ane.tensor.from(cos, { seq, dim }, dtype), ane.tensor.from(sin, { seq, dim }, dtype)
+end
+
+--- The [dim, dim] matrix R with x R = the "rotated" partner of every element:
+--- interleaved: (x0, x1) -> (-x1, x0); half: (a, b) -> (-b, a).
+function nn.rope_rotation(dim, convention, dtype)
+  local r = ane.tensor({ dim, dim }, "fp32")
+  for j = 0, dim - 1 do
+    local partner, sign
+    if convention == "half" then
+      local half = dim // 2
+      if j < half then partner, sign = j + half, -1 else partner, sign = j - half, 1 end
+    else
+      if j % 2 == 0 then partner, sign = j + 1, -1 else partner, sign = j - 1, 1 end
+    end
+    -- out[j] = sign * x[partner]  =>  R[partner, j] = sign
+    r:set(sign, partner + 1, j + 1)
+  end
+  return r:to(dtype or "fp16")
+end
+
+--- Rotary embedding of x [1, H, S, D]: x * cos + (x R) * sin, with cos/sin [S, D] (nodes or
+--- tensors) and R from nn.rope_rotation (a matmul, since the device has no concat, ANE-01).
+function nn.rope(g, x, cos, sin, opts)
+  local d = x:shape()[4]
+  local convention = opts and opts.convention or "interleaved"
+  local rotation = as_node(g, nn.rope_rotation(d, convention, x:dtype()), prefixed(opts, "rotation"))
+  local rotated = g:matmul(x, rotation, { name = prefixed(opts, "rotated") })
+  local a = g:mul(x, as_node(g, cos, prefixed(opts, "cos")), { name = prefixed(opts, "x_cos") })
+  local b = g:mul(rotated, as_node(g, sin, prefixed(opts, "sin")), { name = prefixed(opts, "rotated_sin") })
+  return g:add(a, b, { name = opts and opts.name })
+end
+
+--- An additive causal mask [S, S]: 0 on and below the diagonal, mask_value above.
+function nn.causal_mask(seq, mask_value, dtype)
+  local values = {}
+  for i = 1, seq do
+    for j = 1, seq do values[#values + 1] = j > i and mask_value or 0 end
+  end
+  return ane.tensor.from(values, { seq, seq }, dtype or "fp16")
+end
+
+--- Causal attention on q, k, v [1, H, S, D], decomposed as the device needs it (its
+--- scaled_dot_product_attention ignores masks, ANE-06): matmul -> scale -> additive mask
+--- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D).
+function nn.causal_attention(g, q, k, v, opts)
+  local shape = q:shape()
+  local s, d = shape[3], shape[4]
+  local mask_value = opts and opts.mask_value or -65504
+  local scores = g:matmul(q, k, { transpose_y = true, name = prefixed(opts, "scores") })
+  local scaled = g:mul(scores, opts and opts.scale or 1 / math.sqrt(d), { name = prefixed(opts, "scaled") })
+  local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype()))
+  local masked = g:add(scaled, mask, { name = prefixed(opts, "masked") })
+  local probs = g:softmax(masked, -1, { name = prefixed(opts, "probs") })
+  return g:matmul(probs, v, { name = opts and opts.name })
+end
+
+--- LoRA linear with the adapters as graph inputs, so they can change without recompiling:
+--- y = W x + (alpha / r) * B (A x). a: input [1, r, 1, in] (A), b_t: input [1, r, 1, out]
+--- (B transposed, so both inputs are at least 32 wide, ANE-21). W is [out, in, 1, 1].
+function nn.lora_linear(g, x, weight, a, b_t, opts)
+  local shape = x:shape()
+  local cin, s = shape[2], shape[4]
+  local r = a:shape()[2]
+  local alpha = opts and opts.alpha or r
+  local base = nn.linear(g, x, weight, nil, { name = prefixed(opts, "base") })
+  local cout = base:shape()[2]
+  local x2 = g:reshape(x, { cin, s }, { name = prefixed(opts, "x2d") })
+  local a2 = g:reshape(a, { r, cin }, { name = prefixed(opts, "a2d") })
+  local b2 = g:reshape(b_t, { r, cout }, { name = prefixed(opts, "b2d") })
+  local down = g:matmul(a2, x2, { name = prefixed(opts, "down") })                       -- [r, S]
+  local up = g:matmul(b2, down, { transpose_x = true, name = prefixed(opts, "up") })     -- [out, S]
+  local scaled = g:mul(up, alpha / r, { name = prefixed(opts, "scaled") })
+  local delta = g:reshape(scaled, { 1, cout, 1, s }, { name = prefixed(opts, "delta") })
+  return g:add(base, delta, { name = opts and opts.name })
+end
+
+return nn

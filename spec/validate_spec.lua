@@ -1,0 +1,151 @@
+-- ANE validation: for every rule of the constraint catalogue that can be checked on a
+-- graph, one graph that violates it (reported with its ID and node) and one that passes.
+local ane = require("ane")
+
+local function fp16(shape) return ane.tensor.randn(shape, { seed = 1, dtype = "fp16", std = 0.1 }) end
+
+-- A graph with an [1, C, 1, S] input, anchored by a conv so ANE-28 stays quiet; `build`
+-- adds the part under test and returns the output node.
+local function graph_with(build, opts)
+  opts = opts or {}
+  local g = ane.graph("rule")
+  local x = g:input("x", opts.input_shape or { 1, 64, 1, 32 }, opts.input_dtype or "fp16")
+  local anchored = opts.no_anchor and x or g:conv(x, g:const("anchor_w", fp16({ 64, 64, 1, 1 })), { name = "anchor" })
+  g:output("y", build(g, anchored, x))
+  return g
+end
+
+local function find(violations, id)
+  for _, v in ipairs(violations) do
+    if v.id == id then return v end
+  end
+end
+
+local function expect_violation(g, id, node, severity, pattern)
+  local v = find(g:validate { target = "ane" }, id)
+  assert.is_table(v, "expected " .. id)
+  assert.are.equal(node, v.node)
+  assert.are.equal(severity, v.severity)
+  if pattern then assert.matches(pattern, v.message) end
+end
+
+local function expect_clean(g, id)
+  local v = find(g:validate { target = "ane" }, id)
+  assert.is_nil(v, id .. " reported: " .. (v and v.message or ""))
+end
+
+describe("ANE validation", function()
+  it("ANE-01: concat is rejected", function()
+    expect_violation(graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end),
+      "ANE-01", "qkv_cat", "error", "concat is rejected by the ANE compiler %(node 'qkv_cat'%)")
+    expect_clean(graph_with(function(g, h) return g:add(h, h) end), "ANE-01")
+  end)
+
+  it("ANE-06: scaled_dot_product_attention ignores its mask", function()
+    local function attention(with_mask)
+      return graph_with(function(g, h)
+        local q = g:reshape(h, { 1, 4, 16, 32 })
+        local mask = g:const("mask", fp16({ 16, 16 }))
+        local out = with_mask and g:scaled_dot_product_attention(q, q, q, mask, { name = "sdpa" })
+            or g:scaled_dot_product_attention(q, q, q, { name = "sdpa" })
+        return g:reshape(out, { 1, 64, 1, 32 })
+      end)
+    end
+    expect_violation(attention(true), "ANE-06", "sdpa", "warning", "silently ignores")
+    expect_clean(attention(false), "ANE-06")
+  end)
+
+  it("ANE-16: convs wider than 16384 channels", function()
+    local function classifier(vocab)
+      return graph_with(function(g, h)
+        return g:conv(h, g:const("wcls", ane.tensor({ vocab, 64, 1, 1 }, "fp16")), { name = "logits" })
+      end)
+    end
+    expect_violation(classifier(32000), "ANE-16", "logits", "error", "64 input and 32000 output channels")
+    expect_clean(classifier(16384), "ANE-16")
+    local wide = classifier(20000)
+    assert.is_nil(find(wide:validate { max_conv_channels = 32768 }, "ANE-16")) -- configurable
+  end)
+
+  it("ANE-20: device I/O is [1, C, 1, S]", function()
+    expect_violation(graph_with(function(g, h) return h end, { input_shape = { 64, 32 }, no_anchor = true }),
+      "ANE-20", "x", "error", "input 'x' is %[64, 32%]")
+    expect_clean(graph_with(function(g, h) return h end), "ANE-20")
+  end)
+
+  it("ANE-21: width below 32 is rejected, other non-multiples of 32 warned", function()
+    expect_violation(graph_with(function(g, h) return h end, { input_shape = { 1, 64, 1, 16 } }),
+      "ANE-21", "x", "error", "width 16 < 32")
+    expect_violation(graph_with(function(g, h) return h end, { input_shape = { 1, 64, 1, 48 } }),
+      "ANE-21", "x", "warning", "not a multiple of 32")
+    expect_clean(graph_with(function(g, h) return h end, { input_shape = { 1, 64, 1, 64 } }), "ANE-21")
+  end)
+
+  it("ANE-23: conv kernels wider than 15", function()
+    local function kernel(width)
+      return graph_with(function(g, h)
+        local y = g:conv(h, g:const("k", ane.tensor({ 64, 64, 1, width }, "fp16")), { pads = { 0, 0, width // 2, width // 2 }, name = "wide_conv" })
+        return g:slice_by_size(y, { 0, 0, 0, 0 }, { 1, 64, 1, 32 })
+      end)
+    end
+    expect_violation(kernel(17), "ANE-23", "wide_conv", "error", "kernel width 17")
+    expect_clean(kernel(15), "ANE-23")
+  end)
+
+  it("ANE-25: gather stays on the CPU", function()
+    expect_violation(graph_with(function(g, h)
+      local ids = g:const("ids", ane.tensor.from({ 0, 1 }, { 2 }, "int32"))
+      local picked = g:gather(h, ids, 3, { name = "embed" })
+      return g:pad(picked, { 0, 30 })
+    end), "ANE-25", "embed", "error", "do embeddings and sampling on the CPU")
+    expect_clean(graph_with(function(g, h) return h end), "ANE-25")
+  end)
+
+  it("ANE-26: fp32 compute, fp32 inputs used directly, fp32 weights, bf16", function()
+    expect_violation(graph_with(function(g, h, x) return g:cast(g:relu(x, { name = "relu32" }), "fp16") end,
+      { input_dtype = "fp32", no_anchor = true }), "ANE-26", "relu32", "error", "fp32 input 'x' feeds 'relu32'")
+    expect_violation(graph_with(function(g, h)
+      local h32 = g:cast(h, "fp32")
+      return g:cast(g:exp(h32, { name = "exp32" }), "fp16")
+    end), "ANE-26", "exp32", "error", "computes in fp32")
+    expect_violation(graph_with(function(g, _, x)
+      local x16 = g:cast(x, "fp16")
+      local w32 = g:const("w32", ane.tensor({ 64, 64, 1, 1 }, "fp32"))
+      return g:conv(g:cast(x16, "fp32"), w32)
+    end, { input_dtype = "fp32", no_anchor = true }), "ANE-26", "w32", "error", "store weights in fp16")
+    -- cast at the boundary: fp32 in, fp16 compute, fp32 out
+    expect_clean(graph_with(function(g, _, x)
+      local h = g:conv(g:cast(x, "fp16"), g:const("w", fp16({ 64, 64, 1, 1 })))
+      return g:cast(h, "fp32")
+    end, { input_dtype = "fp32", no_anchor = true }), "ANE-26")
+  end)
+
+  it("ANE-27: working sets beyond 32 MB (a warning)", function()
+    expect_violation(graph_with(function(g, h) return g:relu(h, { name = "huge" }) end, { input_shape = { 1, 4096, 1, 4096 }, no_anchor = true }),
+      "ANE-27", "huge", "warning", "32 MB")
+    expect_clean(graph_with(function(g, h) return g:relu(h) end), "ANE-27")
+  end)
+
+  it("ANE-28: purely elementwise programs (a warning)", function()
+    expect_violation(graph_with(function(g, h) return g:relu(h) end, { no_anchor = true }), "ANE-28", "", "warning",
+      "no conv or matmul")
+    expect_clean(graph_with(function(g, h) return g:relu(h) end), "ANE-28")
+  end)
+
+  it("ANE-29: reduce_mean (a warning)", function()
+    expect_violation(graph_with(function(g, h) return g:add(h, g:reduce_mean(h, { 1 }, { keep_dims = true, name = "avg" })) end),
+      "ANE-29", "avg", "warning", "reduce_sum times 1/N")
+    expect_clean(graph_with(function(g, h) return g:add(h, g:reduce_sum(h, { 1 }, { keep_dims = true })) end), "ANE-29")
+  end)
+
+  it("ANE-30: softmax over a non-power-of-two axis (a warning)", function()
+    expect_violation(graph_with(function(g, h) return g:softmax(h, 3, { name = "sm" }) end, { input_shape = { 1, 64, 1, 48 } }),
+      "ANE-30", "sm", "warning", "48 elements")
+    expect_clean(graph_with(function(g, h) return g:softmax(h, 3) end), "ANE-30")
+  end)
+
+  it("only knows the ane target", function()
+    local g = graph_with(function(_, h) return h end)
+    assert.error_matches(function() g:validate({ target = "gpu" }) end, "unknown target 'gpu'")
+  end)
+end)
