@@ -43,10 +43,7 @@ const char *ane_mil_float_literal(double value, ane_dtype dtype, char *buf, size
         snprintf(buf, size, "%.*g", digits, (double)target);
         double parsed = strtod(buf, NULL);
         int exact = dtype == ANE_FP16 ? ane_fp32_to_fp16((float)parsed) == target_half : (float)parsed == target;
-        if (exact) {
-            if (strchr(buf, 'e')) break; /* exponents read poorly; use the exact hex form */
-            return buf;
-        }
+        if (exact && !strchr(buf, 'e')) return buf; /* with an exponent, try more digits, then hex */
     }
     snprintf(buf, size, "%a", (double)target);
     return buf;
