@@ -59,6 +59,21 @@ ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err
     return ANE_OK;
 }
 
+ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err) {
+    ane_storage *storage = storage_shell(err);
+    if (!storage) return ANE_ERR_NOMEM;
+    void *data = NULL;
+    if (posix_memalign(&data, HEAP_ALIGNMENT, nbytes ? nbytes : HEAP_ALIGNMENT) != 0) {
+        free(storage);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+    }
+    storage->allocator = &heap_allocator;
+    storage->nbytes = nbytes;
+    storage->data = data;
+    *out = storage;
+    return ANE_OK;
+}
+
 ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ane_fail(err, ANE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));

@@ -30,6 +30,9 @@ struct ane_storage {
 /* Zeroed, 64-byte aligned heap bytes (large blocks come from anonymous mmap, so the
  * pages are only touched when written). */
 ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err);
+/* The same without zeroing, for results that are about to be overwritten in full: comes
+ * from malloc, whose recycled blocks spare the page faults of fresh mappings. */
+ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err);
 
 /* The whole file mapped read-only; *out->nbytes is the file size. */
 ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *err);

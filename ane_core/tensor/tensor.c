@@ -54,15 +54,23 @@ static ane_status tensor_header(ane_tensor *t, int ndim, const int64_t *shape, c
     return ANE_OK;
 }
 
-ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
-                            ane_error *err) {
+/* A new contiguous tensor, zeroed or (for results written in full next) not. */
+static ane_status new_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, int zeroed,
+                             ane_error *err) {
     int64_t numel;
     ane_tensor t;
     ane_status status = tensor_header(&t, ndim, shape, NULL, dtype, 0, &numel, err);
-    if (!status) status = ane_storage_new_heap((size_t)numel * ane_dtype_size(dtype), &t.storage, err);
+    if (status) return status;
+    size_t bytes = (size_t)numel * ane_dtype_size(dtype);
+    status = zeroed ? ane_storage_new_heap(bytes, &t.storage, err) : ane_storage_new_heap_uninitialized(bytes, &t.storage, err);
     if (status) return status;
     *out = t;
     return ANE_OK;
+}
+
+ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                            ane_error *err) {
+    return new_tensor(out, ndim, shape, dtype, 1, err);
 }
 
 ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
@@ -253,8 +261,34 @@ static void walk_add_operand(row_walk *walk, const ane_tensor *t) {
     }
 }
 
-static ane_status walk_rows(const row_walk *walk, row_visitor visit, void *context, const char *what,
+/* Drops size-1 dimensions and merges neighbours that every operand walks contiguously
+ * ([3072, 768, 1, 1] becomes one row of 2,359,296), so rows are as long as possible. */
+static void walk_coalesce(row_walk *walk) {
+    int kept = 0;
+    for (int i = 0; i < walk->ndim; i++) {
+        if (walk->shape[i] == 1) continue;
+        if (kept > 0) {
+            int mergeable = 1;
+            for (int k = 0; k < walk->operands; k++)
+                if (walk->stride_bytes[k][kept - 1] != walk->stride_bytes[k][i] * walk->shape[i]) mergeable = 0;
+            if (mergeable) {
+                walk->shape[kept - 1] *= walk->shape[i];
+                for (int k = 0; k < walk->operands; k++) walk->stride_bytes[k][kept - 1] = walk->stride_bytes[k][i];
+                continue;
+            }
+        }
+        walk->shape[kept] = walk->shape[i];
+        for (int k = 0; k < walk->operands; k++) walk->stride_bytes[k][kept] = walk->stride_bytes[k][i];
+        kept++;
+    }
+    walk->ndim = kept;
+}
+
+static ane_status walk_rows(const row_walk *original, row_visitor visit, void *context, const char *what,
                             ane_error *err) {
+    row_walk coalesced = *original;
+    walk_coalesce(&coalesced);
+    const row_walk *walk = &coalesced;
     int64_t numel = 1;
     for (int i = 0; i < walk->ndim; i++) numel *= walk->shape[i];
     if (numel == 0) return ANE_OK;
@@ -325,7 +359,7 @@ ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_erro
 
 ane_status ane_tensor_to(ane_tensor *out, const ane_tensor *src, ane_dtype dtype, ane_error *err) {
     ane_tensor result;
-    ane_status status = ane_tensor_zeros(&result, src->ndim, src->shape, dtype, err);
+    ane_status status = new_tensor(&result, src->ndim, src->shape, dtype, 0, err);
     if (status) return status;
     status = ane_tensor_copy_into(&result, src, err);
     if (status) {
@@ -442,7 +476,7 @@ ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_ten
     if (status) return status;
     ane_tensor result;
     binary_context context = {op, common_dtype(a->dtype, b->dtype), a->dtype, b->dtype};
-    status = ane_tensor_zeros(&result, ndim, shape, context.out_dtype, err);
+    status = new_tensor(&result, ndim, shape, context.out_dtype, 0, err);
     if (status) return status;
     row_walk walk = {.ndim = ndim};
     memcpy(walk.shape, shape, sizeof walk.shape);
@@ -647,7 +681,7 @@ typedef enum { DRAW_NORMAL, DRAW_UNIFORM } draw_kind;
 static ane_status random_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                                 uint64_t seed, draw_kind kind, double p0, double p1, ane_error *err) {
     ane_tensor result;
-    ane_status status = ane_tensor_zeros(&result, ndim, shape, dtype, err);
+    ane_status status = new_tensor(&result, ndim, shape, dtype, 0, err);
     if (status) return status;
     rng_state rng;
     rng_seed(&rng, seed);

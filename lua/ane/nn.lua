@@ -174,11 +174,12 @@ end
 
 --- An additive causal mask [S, S]: 0 on and below the diagonal, mask_value above.
 function nn.causal_mask(seq, mask_value, dtype)
-  local values = {}
-  for i = 1, seq do
-    for j = 1, seq do values[#values + 1] = j > i and mask_value or 0 end
-  end
-  return ane.tensor.from(values, { seq, seq }, dtype or "fp16")
+  dtype = dtype or "fp16"
+  local zero = ane.tensor({ 1 }, dtype):bytes()
+  local masked = ane.tensor.from({ mask_value }, { 1 }, dtype):bytes()
+  local rows = {}
+  for i = 1, seq do rows[i] = zero:rep(i) .. masked:rep(seq - i) end -- row i: keys 1..i visible
+  return ane.tensor.from_bytes(table.concat(rows), { seq, seq }, dtype)
 end
 
 --- Causal attention on q, k, v [1, H, S, D], decomposed as the device needs it (its
