@@ -48,4 +48,8 @@ void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers o
 void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructor table */
 void ane_lua_open_milblob(lua_State *L);      /* pushes the ane.milblob table */
 
+struct ane_mil_file;
+/* Reads a weights table { [path] = bytes } into files; returns the count. */
+int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);
+
 #endif

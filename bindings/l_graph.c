@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../ane_core/mil/emit.h"
+#include "../ane_core/mil/parse.h"
 #include "../ane_core/passes/passes.h"
 #include "ane_lua.h"
 
@@ -520,6 +521,52 @@ static int graph_new(lua_State *L) {
     return 1;
 }
 
+/* Reads a weights table { [path] = bytes } into files (at most `capacity`); the strings
+ * stay anchored in the table at `index`. */
+int ane_lua_weight_files(lua_State *L, int index, ane_mil_file *files, int capacity) {
+    int count = 0;
+    if (lua_isnoneornil(L, index)) return 0;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, index)) {
+        if (count == capacity) luaL_error(L, "at most %d weight files", capacity);
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "weights must map file paths to byte strings");
+        size_t size;
+        files[count].path = lua_tostring(L, -2);
+        files[count].bytes = (const uint8_t *)lua_tolstring(L, -1, &size);
+        files[count].size = size;
+        count++;
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+/* ane.graph.parse(text, [weights], [{function =, source =}]) -> graph | nil, message */
+static int graph_parse(lua_State *L) {
+    size_t length;
+    const char *text = luaL_checklstring(L, 1, &length);
+    ane_mil_file files[16];
+    int nfiles = ane_lua_weight_files(L, 2, files, 16);
+    const char *function = NULL, *source = "<mil>";
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "function");
+        function = lua_tostring(L, -1);
+        lua_getfield(L, 3, "source");
+        if (lua_isstring(L, -1)) source = lua_tostring(L, -1);
+    }
+    graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->graph = NULL;
+    luaL_setmetatable(L, ANE_GRAPH_TYPE);
+    ane_error err;
+    if (ane_parse_mil(text, length, source, files, nfiles, function, &box->graph, &err)) {
+        lua_pushnil(L);
+        lua_pushstring(L, err.message);
+        return 2;
+    }
+    return 1;
+}
+
 static int graph_call(lua_State *L) {
     lua_remove(L, 1);
     return graph_new(L);
@@ -557,6 +604,8 @@ void ane_lua_open_graph(lua_State *L) {
     lua_pop(L, 1);
 
     lua_newtable(L);
+    lua_pushcfunction(L, graph_parse);
+    lua_setfield(L, -2, "parse");
     lua_newtable(L);
     lua_pushcfunction(L, graph_call);
     lua_setfield(L, -2, "__call");

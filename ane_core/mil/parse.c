@@ -1,0 +1,1432 @@
+/* The MIL text parser (see parse.h): a hand-written lexer and a recursive-descent parser
+ * that builds the graph IR through the same builders the Lua API uses, so every shape rule
+ * and name check applies to parsed programs too.
+ *
+ * Const statements go into a symbol table as literals; they become graph nodes only when
+ * used as operands (conv weights, biases), while op parameters (strides, axes, flags)
+ * are read from them directly. Every allocation of the parse lives in one arena. */
+#include "parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/arena.h"
+#include "../base/fp16.h"
+#include "milblob.h"
+
+enum { MAX_DEPTH = 32, MAX_OUTPUTS = 64, MAX_ARGS = 32, MAX_LITERAL_BYTES = 1 << 30 };
+
+/* ------------------------------------------------------------------ tokens */
+
+typedef enum { T_EOF, T_IDENT, T_NUMBER, T_STRING, T_PUNCT, T_ARROW } token_kind;
+
+typedef struct token {
+    token_kind kind;
+    const char *start;
+    size_t length;
+    int line, column;
+    const char *line_start;
+} token;
+
+typedef struct symbol symbol;
+
+typedef struct parser {
+    const char *text, *end, *cursor;
+    int line;
+    const char *line_start;
+    token tok;
+    const char *source;
+    ane_error *err;
+    ane_status status;
+    ane_arena arena;
+    const ane_mil_file *files;
+    int nfiles;
+    ane_graph *graph; /* the function being built */
+    symbol **table;   /* open addressing, capacity a power of two */
+    int table_capacity, table_count;
+    int depth;
+    int auto_consts;
+} parser;
+
+static int failed(const parser *p) { return p->status != ANE_OK; }
+
+/* Records an error at a token: "<source>:<line>:<col>: message", the line, a caret. */
+__attribute__((format(printf, 3, 4))) static void fail_at(parser *p, const token *at, const char *format, ...) {
+    if (failed(p)) return;
+    char message[400];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(message, sizeof message, format, args);
+    va_end(args);
+    const char *line_end = at->line_start;
+    while (line_end < p->end && *line_end != '\n' && line_end - at->line_start < 200) line_end++;
+    int line_length = (int)(line_end - at->line_start);
+    char caret[210];
+    int caret_at = at->column - 1 < line_length ? at->column - 1 : line_length;
+    if (caret_at < 0) caret_at = 0;
+    if (caret_at > 200) caret_at = 200;
+    for (int i = 0; i < caret_at; i++) caret[i] = at->line_start[i] == '\t' ? '\t' : ' ';
+    caret[caret_at] = '^';
+    caret[caret_at + 1] = '\0';
+    char line_text[210];
+    int shown = 0;
+    for (int i = 0; i < line_length && shown < 200; i++) {
+        unsigned char c = (unsigned char)at->line_start[i];
+        line_text[shown++] = (c == '\t' || (c >= 32 && c < 127) || c >= 128) ? (char)c : '?';
+    }
+    line_text[shown] = '\0';
+    p->status = ane_fail(p->err, ANE_ERR_FORMAT, "%s:%d:%d: %s\n    %s\n    %s", p->source, at->line, at->column, message,
+                         line_text, caret);
+}
+
+static void skip_space_and_comments(parser *p) {
+    for (;;) {
+        while (p->cursor < p->end && isspace((unsigned char)*p->cursor)) {
+            if (*p->cursor == '\n') {
+                p->line++;
+                p->line_start = p->cursor + 1;
+            }
+            p->cursor++;
+        }
+        if (p->cursor + 1 < p->end && p->cursor[0] == '/' && p->cursor[1] == '/') {
+            while (p->cursor < p->end && *p->cursor != '\n') p->cursor++;
+            continue;
+        }
+        if (p->cursor < p->end && *p->cursor == '#') {
+            while (p->cursor < p->end && *p->cursor != '\n') p->cursor++;
+            continue;
+        }
+        if (p->cursor + 1 < p->end && p->cursor[0] == '/' && p->cursor[1] == '*') {
+            p->cursor += 2;
+            while (p->cursor + 1 < p->end && !(p->cursor[0] == '*' && p->cursor[1] == '/')) {
+                if (*p->cursor == '\n') {
+                    p->line++;
+                    p->line_start = p->cursor + 1;
+                }
+                p->cursor++;
+            }
+            p->cursor = p->cursor + 2 <= p->end ? p->cursor + 2 : p->end;
+            continue;
+        }
+        return;
+    }
+}
+
+static int is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
+static int is_ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
+
+static void next(parser *p) {
+    skip_space_and_comments(p);
+    token *t = &p->tok;
+    t->start = p->cursor;
+    t->line = p->line;
+    t->line_start = p->line_start;
+    t->column = (int)(p->cursor - p->line_start) + 1;
+    if (p->cursor >= p->end) {
+        t->kind = T_EOF;
+        t->length = 0;
+        return;
+    }
+    char c = *p->cursor;
+    const char *s = p->cursor;
+    if (c == '-' && s + 1 < p->end && s[1] == '>') {
+        t->kind = T_ARROW;
+        p->cursor += 2;
+    } else if (is_ident_start(c)) {
+        while (p->cursor < p->end && is_ident_char(*p->cursor)) p->cursor++;
+        t->kind = T_IDENT;
+    } else if (isdigit((unsigned char)c) || ((c == '-' || c == '+' || c == '.') && s + 1 < p->end &&
+                                             (isdigit((unsigned char)s[1]) || s[1] == '.' || isalpha((unsigned char)s[1])))) {
+        /* Numbers: decimal, hex floats (0x1.8p-3), and signed words like -inf. */
+        p->cursor++;
+        while (p->cursor < p->end && (isalnum((unsigned char)*p->cursor) || *p->cursor == '.' ||
+                                      ((*p->cursor == '-' || *p->cursor == '+') &&
+                                       (p->cursor[-1] == 'e' || p->cursor[-1] == 'E' || p->cursor[-1] == 'p' || p->cursor[-1] == 'P'))))
+            p->cursor++;
+        t->kind = T_NUMBER;
+    } else if (c == '"') {
+        p->cursor++;
+        while (p->cursor < p->end && *p->cursor != '"' && *p->cursor != '\n') {
+            if (*p->cursor == '\\' && p->cursor + 1 < p->end) p->cursor++;
+            p->cursor++;
+        }
+        if (p->cursor >= p->end || *p->cursor != '"') {
+            t->length = (size_t)(p->cursor - s);
+            t->kind = T_STRING;
+            fail_at(p, t, "unterminated string");
+            return;
+        }
+        p->cursor++;
+        t->kind = T_STRING;
+    } else {
+        p->cursor++;
+        t->kind = T_PUNCT;
+    }
+    t->length = (size_t)(p->cursor - s);
+}
+
+static int is_punct(const parser *p, char c) { return p->tok.kind == T_PUNCT && p->tok.start[0] == c; }
+static int is_word(const parser *p, const char *word) {
+    return p->tok.kind == T_IDENT && p->tok.length == strlen(word) && memcmp(p->tok.start, word, p->tok.length) == 0;
+}
+
+static const char *describe(const token *t, char *buf, size_t size) {
+    if (t->kind == T_EOF) snprintf(buf, size, "end of input");
+    else snprintf(buf, size, "'%.*s'", (int)(t->length > 40 ? 40 : t->length), t->start);
+    return buf;
+}
+
+static int expect_punct(parser *p, char c, const char *context) {
+    if (failed(p)) return 0;
+    if (!is_punct(p, c)) {
+        char found[64];
+        fail_at(p, &p->tok, "expected '%c' %s, found %s", c, context, describe(&p->tok, found, sizeof found));
+        return 0;
+    }
+    next(p);
+    return 1;
+}
+
+static int accept_punct(parser *p, char c) {
+    if (failed(p) || !is_punct(p, c)) return 0;
+    next(p);
+    return 1;
+}
+
+/* Copies an identifier into buf (which holds ANE_NAME_MAX bytes). */
+static int expect_ident(parser *p, char *buf, const char *what) {
+    if (failed(p)) return 0;
+    if (p->tok.kind != T_IDENT) {
+        char found[64];
+        fail_at(p, &p->tok, "expected %s, found %s", what, describe(&p->tok, found, sizeof found));
+        return 0;
+    }
+    if (p->tok.length >= ANE_NAME_MAX) {
+        fail_at(p, &p->tok, "name is longer than %d characters", ANE_NAME_MAX - 1);
+        return 0;
+    }
+    memcpy(buf, p->tok.start, p->tok.length);
+    buf[p->tok.length] = '\0';
+    next(p);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ types */
+
+typedef enum { TYPE_SCALAR, TYPE_TENSOR, TYPE_STRING, TYPE_UINT64, TYPE_DICT } type_kind;
+
+typedef struct mil_type {
+    type_kind kind;
+    ane_dtype dtype;
+    int rank;
+    int64_t dims[ANE_IR_MAX_RANK];
+} mil_type;
+
+static int dtype_from_token(const token *t, ane_dtype *out) {
+    char name[16];
+    if (t->kind != T_IDENT || t->length >= sizeof name) return 0;
+    memcpy(name, t->start, t->length);
+    name[t->length] = '\0';
+    return ane_dtype_from_name(name, out);
+}
+
+static int64_t type_numel(const mil_type *type) {
+    int64_t n = 1;
+    for (int i = 0; i < type->rank; i++) n *= type->dims[i];
+    return n;
+}
+
+static int parse_type(parser *p, mil_type *out);
+
+/* dict<K, V>: only the buildInfo attribute uses it. */
+static int parse_dict_type(parser *p) {
+    next(p);
+    mil_type inner;
+    return expect_punct(p, '<', "after dict") && parse_type(p, &inner) && expect_punct(p, ',', "in dict type") &&
+           parse_type(p, &inner) && expect_punct(p, '>', "after dict type");
+}
+
+static int parse_type(parser *p, mil_type *out) {
+    if (failed(p)) return 0;
+    memset(out, 0, sizeof *out);
+    token start = p->tok;
+    if (is_word(p, "string")) {
+        out->kind = TYPE_STRING;
+        next(p);
+        return 1;
+    }
+    if (is_word(p, "uint64")) {
+        out->kind = TYPE_UINT64;
+        next(p);
+        return 1;
+    }
+    if (is_word(p, "dict")) {
+        out->kind = TYPE_DICT;
+        return parse_dict_type(p);
+    }
+    if (!is_word(p, "tensor")) {
+        if (!dtype_from_token(&p->tok, &out->dtype)) {
+            char found[64];
+            fail_at(p, &p->tok, "expected a type, found %s", describe(&p->tok, found, sizeof found));
+            return 0;
+        }
+        out->kind = TYPE_SCALAR;
+        next(p);
+        return 1;
+    }
+    next(p);
+    if (!expect_punct(p, '<', "after tensor")) return 0;
+    if (!dtype_from_token(&p->tok, &out->dtype)) {
+        char found[64];
+        fail_at(p, &p->tok, "expected an element type (fp16, fp32, int32, ...), found %s", describe(&p->tok, found, sizeof found));
+        return 0;
+    }
+    next(p);
+    if (!expect_punct(p, ',', "after the element type") || !expect_punct(p, '[', "before the shape")) return 0;
+    out->kind = TYPE_TENSOR;
+    int64_t numel = 1;
+    while (!failed(p) && !is_punct(p, ']')) {
+        if (out->rank > 0 && !expect_punct(p, ',', "between dimensions")) return 0;
+        if (is_punct(p, '?')) {
+            fail_at(p, &p->tok, "dynamic dimension '?': the ANE takes static shapes only (ANE-22); compile one program per shape");
+            return 0;
+        }
+        if (p->tok.kind != T_NUMBER || out->rank >= ANE_IR_MAX_RANK) {
+            fail_at(p, &p->tok, out->rank >= ANE_IR_MAX_RANK ? "more than %d dimensions" : "expected a dimension (max rank %d)",
+                    ANE_IR_MAX_RANK);
+            return 0;
+        }
+        char digits[32];
+        size_t n = p->tok.length < sizeof digits - 1 ? p->tok.length : sizeof digits - 1;
+        memcpy(digits, p->tok.start, n);
+        digits[n] = '\0';
+        char *end;
+        errno = 0;
+        long long value = strtoll(digits, &end, 10);
+        if (*end || errno || value < 1 || value > (1ll << 31) || numel > (1ll << 40) / value) {
+            fail_at(p, &p->tok, "dimension '%s' is not a positive integer of a sane size", digits);
+            return 0;
+        }
+        numel *= value;
+        out->dims[out->rank++] = value;
+        next(p);
+    }
+    if (!expect_punct(p, ']', "after the shape") || !expect_punct(p, '>', "after the tensor type")) return 0;
+    (void)start;
+    return 1;
+}
+
+static void type_string(const mil_type *type, char *buf, size_t size) {
+    if (type->kind != TYPE_TENSOR) {
+        snprintf(buf, size, "%s", type->kind == TYPE_STRING ? "string" : ane_dtype_name(type->dtype));
+        return;
+    }
+    char dims[128];
+    ane_shape_string(dims, sizeof dims, type->rank, type->dims);
+    snprintf(buf, size, "tensor<%s, %s>", ane_dtype_name(type->dtype), dims);
+}
+
+/* ------------------------------------------------------------------ values */
+
+typedef enum { VAL_NAME, VAL_STRING, VAL_BOOL, VAL_INT, VAL_FLOAT, VAL_TENSOR, VAL_TUPLE, VAL_DICT } value_kind;
+
+typedef struct mil_value mil_value;
+struct mil_value {
+    value_kind kind;
+    token at;                  /* where it starts, for errors */
+    mil_type type;             /* literal's declared type (scalars: TYPE_SCALAR + dtype) */
+    char name[ANE_NAME_MAX];   /* VAL_NAME */
+    const char *string;        /* VAL_STRING, in the arena */
+    int64_t integer;           /* VAL_BOOL, VAL_INT */
+    double number;             /* VAL_FLOAT */
+    double *elements;          /* VAL_TENSOR: [numel] values, row-major (NULL for blobs) */
+    const uint8_t *blob;       /* VAL_TENSOR from BLOBFILE: raw bytes in the weight file */
+    int count;                 /* VAL_TUPLE */
+    mil_value **items;         /* VAL_TUPLE */
+};
+
+static mil_value *new_value(parser *p, value_kind kind) {
+    mil_value *v = ane_arena_alloc(&p->arena, sizeof *v);
+    if (!v) {
+        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory while parsing", p->source);
+        return NULL;
+    }
+    v->kind = kind;
+    v->at = p->tok;
+    return v;
+}
+
+static int parse_number_token(parser *p, double *out) {
+    const token *t = &p->tok;
+    char text[80];
+    if (t->length >= sizeof text) {
+        fail_at(p, t, "number is too long");
+        return 0;
+    }
+    memcpy(text, t->start, t->length);
+    text[t->length] = '\0';
+    if (strcmp(text, "inf") == 0 || strcmp(text, "+inf") == 0) *out = INFINITY;
+    else if (strcmp(text, "-inf") == 0) *out = -INFINITY;
+    else if (strcmp(text, "nan") == 0 || strcmp(text, "-nan") == 0) *out = NAN;
+    else {
+        char *end;
+        *out = strtod(text, &end);
+        if (*end || end == text) {
+            fail_at(p, t, "'%s' is not a number", text);
+            return 0;
+        }
+    }
+    next(p);
+    return 1;
+}
+
+static int parse_string_token(parser *p, const char **out) {
+    if (p->tok.kind != T_STRING) {
+        char found[64];
+        fail_at(p, &p->tok, "expected a string, found %s", describe(&p->tok, found, sizeof found));
+        return 0;
+    }
+    size_t length = p->tok.length - 2;
+    char *copy = ane_arena_alloc(&p->arena, length + 1);
+    if (!copy) {
+        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+        return 0;
+    }
+    size_t n = 0;
+    for (size_t i = 1; i + 1 < p->tok.length; i++) {
+        char c = p->tok.start[i];
+        if (c == '\\' && i + 2 < p->tok.length) c = p->tok.start[++i];
+        copy[n++] = c;
+    }
+    copy[n] = '\0';
+    *out = copy;
+    next(p);
+    return 1;
+}
+
+/* One element of a tensor list: a number, true/false, or inf/nan. */
+static int parse_element(parser *p, double *out) {
+    if (is_word(p, "true") || is_word(p, "false")) {
+        *out = is_word(p, "true");
+        next(p);
+        return 1;
+    }
+    if (p->tok.kind == T_NUMBER || is_word(p, "inf") || is_word(p, "nan")) return parse_number_token(p, out);
+    char found[64];
+    fail_at(p, &p->tok, "expected a number, found %s", describe(&p->tok, found, sizeof found));
+    return 0;
+}
+
+/* [a, b, ...] possibly nested, flattened into elements (capacity numel). */
+static int parse_list(parser *p, double *elements, int64_t capacity, int64_t *count) {
+    if (++p->depth > MAX_DEPTH) {
+        fail_at(p, &p->tok, "values nest deeper than %d levels", MAX_DEPTH);
+        return 0;
+    }
+    if (!expect_punct(p, '[', "to open the values")) return 0;
+    int first = 1;
+    while (!failed(p) && !is_punct(p, ']')) {
+        if (!first && !expect_punct(p, ',', "between values")) return 0;
+        first = 0;
+        if (is_punct(p, '[')) {
+            if (!parse_list(p, elements, capacity, count)) return 0;
+            continue;
+        }
+        double value;
+        token at = p->tok;
+        if (!parse_element(p, &value)) return 0;
+        if (*count >= capacity) {
+            fail_at(p, &at, "more values than the type's %lld elements", (long long)capacity);
+            return 0;
+        }
+        elements[(*count)++] = value;
+    }
+    p->depth--;
+    return expect_punct(p, ']', "to close the values");
+}
+
+static const ane_mil_file *find_file(const parser *p, const char *path) {
+    for (int i = 0; i < p->nfiles; i++)
+        if (p->files[i].path && strcmp(p->files[i].path, path) == 0) return &p->files[i];
+    return NULL;
+}
+
+/* BLOBFILE(path = string("..."), offset = uint64(N)) for a tensor of `type`. */
+static int parse_blobfile(parser *p, mil_value *v) {
+    token at = p->tok;
+    next(p);
+    const char *path = NULL;
+    double offset = -1;
+    if (!expect_punct(p, '(', "after BLOBFILE")) return 0;
+    while (!failed(p) && !is_punct(p, ')')) {
+        char key[ANE_NAME_MAX];
+        if (path || offset >= 0) expect_punct(p, ',', "between BLOBFILE fields");
+        if (!expect_ident(p, key, "path or offset") || !expect_punct(p, '=', "after the field name")) return 0;
+        char type_name[ANE_NAME_MAX];
+        if (!expect_ident(p, type_name, "string or uint64") || !expect_punct(p, '(', "after the type")) return 0;
+        if (strcmp(key, "path") == 0) {
+            if (!parse_string_token(p, &path)) return 0;
+        } else if (strcmp(key, "offset") == 0) {
+            if (p->tok.kind != T_NUMBER || !parse_number_token(p, &offset)) {
+                fail_at(p, &p->tok, "BLOBFILE offset must be a number");
+                return 0;
+            }
+        } else {
+            fail_at(p, &at, "BLOBFILE has no field '%s'", key);
+            return 0;
+        }
+        if (!expect_punct(p, ')', "after the field value")) return 0;
+    }
+    if (!expect_punct(p, ')', "to close BLOBFILE")) return 0;
+    if (!path || offset < 0 || offset != floor(offset) || offset > 1e18) {
+        fail_at(p, &at, "BLOBFILE needs path = string(...) and a whole offset = uint64(...)");
+        return 0;
+    }
+    const ane_mil_file *file = find_file(p, path);
+    if (!file) {
+        fail_at(p, &at, "weight file '%s' was not given", path);
+        return 0;
+    }
+    uint32_t code = ane_milblob_code_for(v->type.dtype);
+    if (!code) {
+        fail_at(p, &at, "%s tensors cannot be stored in a MILBlob file", ane_dtype_name(v->type.dtype));
+        return 0;
+    }
+    uint64_t bytes = (uint64_t)type_numel(&v->type) * ane_dtype_size(v->type.dtype);
+    ane_error inner;
+    if (ane_milblob_lookup(file->bytes, file->size, path, (uint64_t)offset, code, bytes, &v->blob, &inner)) {
+        fail_at(p, &at, "%s", inner.message);
+        return 0;
+    }
+    return 1;
+}
+
+static mil_value *parse_value(parser *p);
+
+/* A typed literal: string("..."), bool(true), int32(1), fp16(0.5), uint64(64),
+ * tensor<...>([...]) or tensor<...>(BLOBFILE(...)), dict<...>({{...}}). */
+static mil_value *parse_literal(parser *p) {
+    mil_value *v = new_value(p, VAL_FLOAT);
+    if (!v || !parse_type(p, &v->type)) return NULL;
+    if (!expect_punct(p, '(', "to open the literal")) return NULL;
+    switch (v->type.kind) {
+    case TYPE_STRING:
+        v->kind = VAL_STRING;
+        if (!parse_string_token(p, &v->string)) return NULL;
+        break;
+    case TYPE_UINT64: {
+        double number;
+        if (!parse_number_token(p, &number)) return NULL;
+        v->kind = VAL_INT;
+        v->integer = (int64_t)number;
+        break;
+    }
+    case TYPE_DICT: /* {{"k", "v"}, ...}: checked for shape, then dropped */
+        v->kind = VAL_DICT;
+        if (!expect_punct(p, '{', "to open the dict")) return NULL;
+        while (!failed(p) && !is_punct(p, '}')) {
+            const char *ignored;
+            accept_punct(p, ',');
+            if (!expect_punct(p, '{', "to open a dict entry") || !parse_string_token(p, &ignored) ||
+                !expect_punct(p, ',', "in a dict entry") || !parse_string_token(p, &ignored) ||
+                !expect_punct(p, '}', "to close a dict entry"))
+                return NULL;
+        }
+        if (!expect_punct(p, '}', "to close the dict")) return NULL;
+        break;
+    case TYPE_SCALAR:
+        if (v->type.dtype == ANE_BOOL) {
+            v->kind = VAL_BOOL;
+            if (!is_word(p, "true") && !is_word(p, "false")) {
+                fail_at(p, &p->tok, "expected true or false");
+                return NULL;
+            }
+            v->integer = is_word(p, "true");
+            next(p);
+        } else if (ane_dtype_kind_of(v->type.dtype) == ANE_KIND_FLOAT) {
+            v->kind = VAL_FLOAT;
+            if (!parse_element(p, &v->number)) return NULL;
+        } else {
+            double number;
+            token at = p->tok;
+            if (!parse_number_token(p, &number)) return NULL;
+            if (number != floor(number) || fabs(number) > 9e15) {
+                fail_at(p, &at, "%s literal must be a whole number", ane_dtype_name(v->type.dtype));
+                return NULL;
+            }
+            v->kind = VAL_INT;
+            v->integer = (int64_t)number;
+        }
+        break;
+    case TYPE_TENSOR: {
+        v->kind = VAL_TENSOR;
+        if (is_word(p, "BLOBFILE")) {
+            if (!parse_blobfile(p, v)) return NULL;
+            break;
+        }
+        int64_t numel = type_numel(&v->type);
+        if (numel * 8 > MAX_LITERAL_BYTES) {
+            fail_at(p, &v->at, "inline tensor of %lld elements is too large; use a BLOBFILE", (long long)numel);
+            return NULL;
+        }
+        v->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
+        if (!v->elements) {
+            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            return NULL;
+        }
+        int64_t count = 0;
+        token at = p->tok;
+        if (!parse_list(p, v->elements, numel, &count)) return NULL;
+        if (count != numel) {
+            fail_at(p, &at, "%lld values for a type of %lld elements", (long long)count, (long long)numel);
+            return NULL;
+        }
+        break;
+    }
+    }
+    if (!expect_punct(p, ')', "to close the literal")) return NULL;
+    return v;
+}
+
+static int starts_literal(const parser *p) {
+    if (p->tok.kind != T_IDENT) return 0;
+    ane_dtype dtype;
+    if (is_word(p, "tensor") || is_word(p, "string") || is_word(p, "uint64") || is_word(p, "dict")) return 1;
+    if (!dtype_from_token(&p->tok, &dtype)) return 0;
+    /* A dtype word followed by '(' is a literal; otherwise it is a name. */
+    const char *after = p->tok.start + p->tok.length;
+    while (after < p->end && isspace((unsigned char)*after)) after++;
+    return after < p->end && *after == '(';
+}
+
+/* A value: a literal, a name, or a tuple (a, b, ...). */
+static mil_value *parse_value(parser *p) {
+    if (failed(p)) return NULL;
+    if (++p->depth > MAX_DEPTH) {
+        fail_at(p, &p->tok, "values nest deeper than %d levels", MAX_DEPTH);
+        return NULL;
+    }
+    mil_value *v = NULL;
+    if (starts_literal(p)) {
+        v = parse_literal(p);
+    } else if (is_punct(p, '(')) {
+        v = new_value(p, VAL_TUPLE);
+        next(p);
+        mil_value *items[MAX_ARGS * 2];
+        while (v && !failed(p) && !is_punct(p, ')')) {
+            if (v->count > 0 && !expect_punct(p, ',', "between tuple items")) return NULL;
+            if (v->count >= (int)(sizeof items / sizeof items[0])) {
+                fail_at(p, &p->tok, "tuple has too many items");
+                return NULL;
+            }
+            items[v->count] = parse_value(p);
+            if (!items[v->count]) return NULL;
+            v->count++;
+        }
+        if (!v || !expect_punct(p, ')', "to close the tuple")) return NULL;
+        v->items = ane_arena_alloc(&p->arena, (size_t)(v->count ? v->count : 1) * sizeof *v->items);
+        if (!v->items) {
+            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            return NULL;
+        }
+        memcpy(v->items, items, (size_t)v->count * sizeof *items);
+    } else if (p->tok.kind == T_IDENT) {
+        v = new_value(p, VAL_NAME);
+        if (v && !expect_ident(p, v->name, "a name")) return NULL;
+    } else {
+        char found[64];
+        fail_at(p, &p->tok, "expected a value, found %s", describe(&p->tok, found, sizeof found));
+        return NULL;
+    }
+    p->depth--;
+    return failed(p) ? NULL : v;
+}
+
+/* ------------------------------------------------------------------ symbols */
+
+typedef enum { SYM_NODE, SYM_CONST } symbol_kind;
+
+struct symbol {
+    char name[ANE_NAME_MAX];
+    symbol_kind kind;
+    ane_node *node;      /* SYM_NODE, or a SYM_CONST once used as an operand */
+    mil_value *value;    /* SYM_CONST: the literal */
+    token at;
+};
+
+static uint64_t hash_name(const char *name) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *name; name++) h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
+}
+
+static symbol *lookup(const parser *p, const char *name) {
+    if (!p->table_capacity) return NULL;
+    for (uint64_t i = hash_name(name);; i++) {
+        symbol *s = p->table[i & (uint64_t)(p->table_capacity - 1)];
+        if (!s) return NULL;
+        if (strcmp(s->name, name) == 0) return s;
+    }
+}
+
+static symbol *define(parser *p, const char *name, symbol_kind kind, const token *at) {
+    if (lookup(p, name)) {
+        fail_at(p, at, "'%s' is defined twice", name);
+        return NULL;
+    }
+    if ((p->table_count + 1) * 2 > p->table_capacity) {
+        int capacity = p->table_capacity ? p->table_capacity * 2 : 64;
+        symbol **table = ane_arena_alloc(&p->arena, (size_t)capacity * sizeof *table);
+        if (!table) {
+            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            return NULL;
+        }
+        for (int i = 0; i < p->table_capacity; i++) {
+            symbol *s = p->table[i];
+            if (!s) continue;
+            uint64_t j = hash_name(s->name);
+            while (table[j & (uint64_t)(capacity - 1)]) j++;
+            table[j & (uint64_t)(capacity - 1)] = s;
+        }
+        p->table = table;
+        p->table_capacity = capacity;
+    }
+    symbol *s = ane_arena_alloc(&p->arena, sizeof *s);
+    if (!s) {
+        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+        return NULL;
+    }
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->kind = kind;
+    s->at = *at;
+    uint64_t j = hash_name(name);
+    while (p->table[j & (uint64_t)(p->table_capacity - 1)]) j++;
+    p->table[j & (uint64_t)(p->table_capacity - 1)] = s;
+    p->table_count++;
+    return s;
+}
+
+/* ------------------------------------------------------------------ literals -> tensors */
+
+/* The literal's values as a host tensor of its declared type. */
+static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
+    ane_error inner;
+    int rank = v->kind == VAL_TENSOR ? v->type.rank : 0;
+    ane_dtype dtype = v->type.dtype;
+    if (ane_tensor_zeros(out, rank, v->type.dims, dtype, &inner)) {
+        fail_at(p, &v->at, "%s", inner.message);
+        return 0;
+    }
+    char *data = ane_tensor_data(out);
+    if (v->kind == VAL_TENSOR && v->blob) {
+        memcpy(data, v->blob, (size_t)ane_tensor_numel(out) * ane_dtype_size(dtype));
+    } else if (v->kind == VAL_TENSOR) {
+        int64_t numel = ane_tensor_numel(out);
+        for (int64_t i = 0; i < numel; i++) ane_dtype_store(data + i * (int64_t)ane_dtype_size(dtype), dtype, v->elements[i]);
+    } else if (v->kind == VAL_FLOAT) {
+        ane_dtype_store(data, dtype, v->number);
+    } else if (v->kind == VAL_INT || v->kind == VAL_BOOL) {
+        ane_dtype_store_int(data, dtype, v->integer);
+    } else {
+        ane_tensor_release(out);
+        fail_at(p, &v->at, "this value cannot be a tensor");
+        return 0;
+    }
+    return 1;
+}
+
+/* A graph const for a literal (named after its symbol, or generated). */
+static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
+    ane_tensor value;
+    if (!literal_tensor(p, v, &value)) return NULL;
+    ane_node *node = NULL;
+    ane_error inner;
+    char generated[ANE_NAME_MAX];
+    if (!name) {
+        do snprintf(generated, sizeof generated, "inline_const_%d", p->auto_consts++);
+        while (lookup(p, generated) || ane_graph_find(p->graph, generated));
+        name = generated;
+    }
+    ane_status status = ane_graph_const(p->graph, name, &value, &node, &inner);
+    ane_tensor_release(&value);
+    if (status) {
+        fail_at(p, &v->at, "%s", inner.message);
+        return NULL;
+    }
+    return node;
+}
+
+/* The literal behind a parameter value: the value itself, or the const it names. */
+static const mil_value *resolve_literal(parser *p, const mil_value *v, const char *param) {
+    if (!v || failed(p)) return NULL;
+    if (v->kind != VAL_NAME) return v;
+    symbol *s = lookup(p, v->name);
+    if (!s) {
+        fail_at(p, &v->at, "'%s' is not defined", v->name);
+        return NULL;
+    }
+    if (s->kind != SYM_CONST) {
+        fail_at(p, &v->at, "parameter '%s' must be a const, but '%s' is computed", param, v->name);
+        return NULL;
+    }
+    return s->value;
+}
+
+/* An operand: a node name, or an inline literal made into a const. */
+static ane_node *resolve_operand(parser *p, const mil_value *v) {
+    if (!v || failed(p)) return NULL;
+    if (v->kind != VAL_NAME) return materialize(p, v, NULL);
+    symbol *s = lookup(p, v->name);
+    if (!s) {
+        fail_at(p, &v->at, "'%s' is not defined", v->name);
+        return NULL;
+    }
+    if (s->kind == SYM_CONST && !s->node) s->node = materialize(p, s->value, s->name);
+    return s->node;
+}
+
+static int literal_int(parser *p, const mil_value *v, const char *param, int64_t *out) {
+    v = resolve_literal(p, v, param);
+    if (!v) return 0;
+    if (v->kind == VAL_INT || v->kind == VAL_BOOL) *out = v->integer;
+    else if (v->kind == VAL_TENSOR && !v->blob && type_numel(&v->type) == 1) *out = (int64_t)v->elements[0];
+    else {
+        fail_at(p, &v->at, "parameter '%s' must be an integer", param);
+        return 0;
+    }
+    return 1;
+}
+
+static int literal_bool(parser *p, const mil_value *v, const char *param, int *out) {
+    int64_t value;
+    if (!literal_int(p, v, param, &value)) return 0;
+    *out = value != 0;
+    return 1;
+}
+
+static int literal_float(parser *p, const mil_value *v, const char *param, double *out) {
+    v = resolve_literal(p, v, param);
+    if (!v) return 0;
+    if (v->kind == VAL_FLOAT) *out = v->number;
+    else if (v->kind == VAL_INT) *out = (double)v->integer;
+    else if (v->kind == VAL_TENSOR && !v->blob && type_numel(&v->type) == 1) *out = v->elements[0];
+    else {
+        fail_at(p, &v->at, "parameter '%s' must be a number", param);
+        return 0;
+    }
+    return 1;
+}
+
+static int literal_string(parser *p, const mil_value *v, const char *param, const char **out) {
+    v = resolve_literal(p, v, param);
+    if (!v) return 0;
+    if (v->kind != VAL_STRING) {
+        fail_at(p, &v->at, "parameter '%s' must be a string", param);
+        return 0;
+    }
+    *out = v->string;
+    return 1;
+}
+
+static int literal_ints(parser *p, const mil_value *v, const char *param, ane_int_list *out) {
+    v = resolve_literal(p, v, param);
+    if (!v) return 0;
+    if (v->kind == VAL_INT) {
+        out->count = 1;
+        out->values[0] = v->integer;
+        return 1;
+    }
+    if (v->kind != VAL_TENSOR || v->blob || v->type.rank > 1 || type_numel(&v->type) > ANE_LIST_MAX) {
+        fail_at(p, &v->at, "parameter '%s' must be a list of at most %d integers", param, ANE_LIST_MAX);
+        return 0;
+    }
+    out->count = (int)type_numel(&v->type);
+    for (int i = 0; i < out->count; i++) {
+        if (v->elements[i] != floor(v->elements[i]) || fabs(v->elements[i]) > 1e15) {
+            fail_at(p, &v->at, "parameter '%s' must hold integers", param);
+            return 0;
+        }
+        out->values[i] = (int64_t)v->elements[i];
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ op statements */
+
+typedef struct argument {
+    char name[ANE_NAME_MAX];
+    token at;
+    mil_value *value;
+} argument;
+
+static argument *find_argument(argument *args, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(args[i].name, name) == 0) return &args[i];
+    return NULL;
+}
+
+/* Ops the device does not have, with the constraint they break. */
+static const char *missing_op_hint(const char *op) {
+    if (strcmp(op, "gelu") == 0) return "ANE-10: gelu is not an op; write the tanh form (0.5 x (1 + tanh(...)))";
+    if (strcmp(op, "read_state") == 0 || strcmp(op, "write_state") == 0 || strncmp(op, "scatter", 7) == 0 ||
+        strcmp(op, "slice_update") == 0)
+        return "ANE-24: state ops, scatter and slice_update are unsupported; keep the KV cache in input surfaces";
+    if (strcmp(op, "layer_norm") == 0 || strcmp(op, "rms_norm") == 0 || strcmp(op, "batch_norm") == 0)
+        return "norms are not single ANE ops; decompose them (reduce_sum, mul, pow)";
+    return NULL;
+}
+
+/* Reads the attribute parameters of `op` from the arguments. */
+static void bind_attributes(parser *p, ane_op op, argument *args, int nargs, ane_node_attrs *a, ane_node *const *operands) {
+    argument *arg;
+#define ARG(name) (arg = find_argument(args, nargs, name))
+    switch (op) {
+    case ANE_OP_CONV: {
+        if (ARG("bias")) {
+            fail_at(p, &arg->at, "conv takes no bias (ANE-13); add the bias with a separate add");
+            return;
+        }
+        a->strides[0] = a->strides[1] = a->dilations[0] = a->dilations[1] = a->groups = 1;
+        ane_int_list list;
+        if (ARG("strides") && literal_ints(p, arg->value, "strides", &list)) {
+            if (list.count != 2) fail_at(p, &arg->at, "strides needs 2 values");
+            else memcpy(a->strides, list.values, sizeof a->strides);
+        }
+        if (ARG("dilations") && literal_ints(p, arg->value, "dilations", &list)) {
+            if (list.count != 2) fail_at(p, &arg->at, "dilations needs 2 values");
+            else memcpy(a->dilations, list.values, sizeof a->dilations);
+        }
+        if (ARG("groups")) literal_int(p, arg->value, "groups", &a->groups);
+        const char *pad_type = "valid";
+        if (ARG("pad_type")) literal_string(p, arg->value, "pad_type", &pad_type);
+        if (strcmp(pad_type, "custom") == 0) {
+            if (ARG("pad") && literal_ints(p, arg->value, "pad", &list)) {
+                if (list.count != 4) fail_at(p, &arg->at, "pad needs 4 values (top, bottom, left, right)");
+                else memcpy(a->pads, list.values, sizeof a->pads);
+            }
+        } else if (strcmp(pad_type, "same") == 0 && operands[0] && operands[1] && operands[0]->rank == 4 &&
+                   operands[1]->rank == 4) {
+            for (int i = 0; i < 2; i++) {
+                int64_t in = operands[0]->shape[2 + i], k = operands[1]->shape[2 + i], s = a->strides[i] > 0 ? a->strides[i] : 1;
+                int64_t out = (in + s - 1) / s, total = (out - 1) * s + (k - 1) * a->dilations[i] + 1 - in;
+                if (total < 0) total = 0;
+                a->pads[2 * i] = total / 2;
+                a->pads[2 * i + 1] = total - total / 2;
+            }
+        } else if (strcmp(pad_type, "valid") != 0) {
+            fail_at(p, &args[0].at, "conv pad_type '%s' is not valid, same or custom", pad_type);
+        }
+        break;
+    }
+    case ANE_OP_MATMUL:
+        for (int i = 0; i < 2; i++) {
+            const char *flag = i ? "transpose_y" : "transpose_x";
+            int *target = i ? &a->transpose_y : &a->transpose_x;
+            if (!ARG(flag)) continue;
+            if (arg->value->kind != VAL_NAME) {
+                fail_at(p, &arg->at, "matmul %s must name a bool const, not an inline literal (ANE-12)", flag);
+                return;
+            }
+            literal_bool(p, arg->value, flag, target);
+        }
+        break;
+    case ANE_OP_SOFTMAX:
+        a->axis = -1;
+        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
+        break;
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_MAX:
+        if (ARG("axes")) literal_ints(p, arg->value, "axes", &a->axes);
+        else fail_at(p, &args[0].at, "%s needs axes", ane_op_table[op].name);
+        if (ARG("keep_dims")) literal_bool(p, arg->value, "keep_dims", &a->keep_dims);
+        break;
+    case ANE_OP_RESHAPE:
+        if (ARG("shape")) literal_ints(p, arg->value, "shape", &a->shape);
+        else fail_at(p, &args[0].at, "reshape needs shape");
+        break;
+    case ANE_OP_TRANSPOSE:
+        if (ARG("perm")) literal_ints(p, arg->value, "perm", &a->perm);
+        else fail_at(p, &args[0].at, "transpose needs perm");
+        break;
+    case ANE_OP_SLICE_BY_INDEX:
+    case ANE_OP_SLICE_BY_SIZE: {
+        const char *second = op == ANE_OP_SLICE_BY_INDEX ? "end" : "size";
+        if (ARG("begin")) literal_ints(p, arg->value, "begin", &a->begin);
+        else fail_at(p, &args[0].at, "%s needs begin", ane_op_table[op].name);
+        if (ARG(second)) literal_ints(p, arg->value, second, op == ANE_OP_SLICE_BY_INDEX ? &a->end : &a->size);
+        else fail_at(p, &args[0].at, "%s needs %s", ane_op_table[op].name, second);
+        if (ARG("stride")) {
+            ane_int_list stride;
+            if (literal_ints(p, arg->value, "stride", &stride))
+                for (int i = 0; i < stride.count; i++)
+                    if (stride.values[i] != 1) fail_at(p, &arg->at, "slice strides other than 1 are not supported");
+        }
+        break;
+    }
+    case ANE_OP_CAST: {
+        const char *dtype = NULL;
+        if (ARG("dtype") && literal_string(p, arg->value, "dtype", &dtype) && !ane_dtype_from_name(dtype, &a->dtype))
+            fail_at(p, &arg->at, "cast to unknown dtype '%s'", dtype);
+        if (!dtype && !failed(p)) fail_at(p, &args[0].at, "cast needs dtype");
+        break;
+    }
+    case ANE_OP_CLIP:
+        if (ARG("alpha")) literal_float(p, arg->value, "alpha", &a->alpha);
+        if (ARG("beta")) literal_float(p, arg->value, "beta", &a->beta);
+        break;
+    case ANE_OP_CONCAT: {
+        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
+        int interleave = 0;
+        if (ARG("interleave") && literal_bool(p, arg->value, "interleave", &interleave) && interleave)
+            fail_at(p, &arg->at, "concat with interleave = true is not supported");
+        break;
+    }
+    case ANE_OP_SPLIT:
+        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
+        if (ARG("split_sizes")) literal_ints(p, arg->value, "split_sizes", &a->sizes);
+        break;
+    case ANE_OP_PAD: {
+        if (ARG("pad")) literal_ints(p, arg->value, "pad", &a->amounts);
+        const char *mode = "constant";
+        if (ARG("mode")) literal_string(p, arg->value, "mode", &mode);
+        snprintf(a->mode, sizeof a->mode, "%s", mode);
+        if (ARG("constant_val")) literal_float(p, arg->value, "constant_val", &a->alpha);
+        break;
+    }
+    case ANE_OP_GATHER: {
+        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
+        int64_t batch_dims = 0;
+        if (ARG("batch_dims") && literal_int(p, arg->value, "batch_dims", &batch_dims) && batch_dims != 0)
+            fail_at(p, &arg->at, "gather with batch_dims is not supported");
+        break;
+    }
+    default: break;
+    }
+#undef ARG
+}
+
+/* The parameters each op accepts besides its operands. */
+static int known_parameter(ane_op op, const char *name) {
+    static const char *const conv[] = {"strides", "pad_type", "pad", "dilations", "groups", "bias", NULL};
+    static const char *const matmul[] = {"transpose_x", "transpose_y", NULL};
+    static const char *const axis[] = {"axis", NULL};
+    static const char *const reduce[] = {"axes", "keep_dims", NULL};
+    static const char *const reshape[] = {"shape", NULL};
+    static const char *const transpose[] = {"perm", NULL};
+    static const char *const by_index[] = {"begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask", NULL};
+    static const char *const by_size[] = {"begin", "size", NULL};
+    static const char *const cast[] = {"dtype", NULL};
+    static const char *const clip[] = {"alpha", "beta", NULL};
+    static const char *const concat[] = {"axis", "interleave", NULL};
+    static const char *const split[] = {"axis", "split_sizes", "num_splits", NULL};
+    static const char *const pad[] = {"pad", "mode", "constant_val", NULL};
+    static const char *const gather[] = {"axis", "batch_dims", "validate_indices", NULL};
+    const char *const *list = NULL;
+    switch (op) {
+    case ANE_OP_CONV: list = conv; break;
+    case ANE_OP_MATMUL: list = matmul; break;
+    case ANE_OP_SOFTMAX: list = axis; break;
+    case ANE_OP_REDUCE_SUM: case ANE_OP_REDUCE_MEAN: case ANE_OP_REDUCE_MAX: list = reduce; break;
+    case ANE_OP_RESHAPE: list = reshape; break;
+    case ANE_OP_TRANSPOSE: list = transpose; break;
+    case ANE_OP_SLICE_BY_INDEX: list = by_index; break;
+    case ANE_OP_SLICE_BY_SIZE: list = by_size; break;
+    case ANE_OP_CAST: list = cast; break;
+    case ANE_OP_CLIP: list = clip; break;
+    case ANE_OP_CONCAT: list = concat; break;
+    case ANE_OP_SPLIT: list = split; break;
+    case ANE_OP_PAD: list = pad; break;
+    case ANE_OP_GATHER: list = gather; break;
+    default: return 0;
+    }
+    for (int i = 0; list[i]; i++)
+        if (strcmp(list[i], name) == 0) return 1;
+    return 0;
+}
+
+typedef struct declared_output {
+    mil_type type;
+    char name[ANE_NAME_MAX];
+    token at;
+} declared_output;
+
+static int same_type(const mil_type *declared, const ane_node *node) {
+    int rank = declared->kind == TYPE_TENSOR ? declared->rank : 0;
+    if (declared->dtype != node->dtype || rank != node->rank) return 0;
+    for (int i = 0; i < rank; i++)
+        if (declared->dims[i] != node->shape[i]) return 0;
+    return 1;
+}
+
+static void check_declared(parser *p, const declared_output *out, const ane_node *node) {
+    if (failed(p) || same_type(&out->type, node)) return;
+    char declared[160], shape[128];
+    type_string(&out->type, declared, sizeof declared);
+    fail_at(p, &out->at, "'%s' is declared %s but %s gives %s%s", out->name, declared, ane_op_table[node->op].name,
+            ane_dtype_name(node->dtype), ane_node_shape_string(node, shape, sizeof shape));
+}
+
+/* const()[name = ..., val = ...] and constexpr_affine_dequantize(...). */
+static void define_const(parser *p, const char *op_name, const declared_output *out, argument *args, int nargs) {
+    argument *val = find_argument(args, nargs, "val");
+    mil_value *value = val ? val->value : NULL;
+    if (strcmp(op_name, "constexpr_affine_dequantize") == 0) {
+        argument *data = find_argument(args, nargs, "quantized_data"), *scale = find_argument(args, nargs, "scale"),
+                 *zero = find_argument(args, nargs, "zero_point");
+        if (!data || !scale || data->value->kind != VAL_TENSOR) {
+            fail_at(p, &out->at, "constexpr_affine_dequantize needs quantized_data and scale");
+            return;
+        }
+        double scale_value = 1, zero_value = 0;
+        if (!literal_float(p, scale->value, "scale", &scale_value)) return;
+        if (zero && !literal_float(p, zero->value, "zero_point", &zero_value)) return;
+        mil_value *q = data->value;
+        int64_t numel = type_numel(&q->type);
+        value = new_value(p, VAL_TENSOR);
+        if (!value) return;
+        value->at = out->at;
+        value->type = out->type;
+        if (out->type.kind != TYPE_TENSOR || type_numel(&out->type) != numel) {
+            fail_at(p, &out->at, "the declared type does not match quantized_data's %lld elements", (long long)numel);
+            return;
+        }
+        value->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
+        if (!value->elements) {
+            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            return;
+        }
+        size_t element = ane_dtype_size(q->type.dtype);
+        for (int64_t i = 0; i < numel; i++) {
+            double raw = q->blob ? ane_dtype_load(q->blob + i * (int64_t)element, q->type.dtype) : q->elements[i];
+            value->elements[i] = (raw - zero_value) * scale_value;
+        }
+    } else if (!value) {
+        fail_at(p, &out->at, "const '%s' has no val", out->name);
+        return;
+    }
+    if (value->kind == VAL_NAME || value->kind == VAL_TUPLE || value->kind == VAL_DICT) {
+        fail_at(p, &value->at, "const val must be a literal");
+        return;
+    }
+    /* The declared type must agree with the literal's. */
+    int literal_rank = value->kind == VAL_TENSOR ? value->type.rank : 0;
+    int declared_rank = out->type.kind == TYPE_TENSOR ? out->type.rank : 0;
+    int matches = literal_rank == declared_rank && (value->type.kind == TYPE_STRING) == (out->type.kind == TYPE_STRING) &&
+                  (value->type.kind == TYPE_STRING || out->type.kind == TYPE_UINT64 || value->type.dtype == out->type.dtype);
+    for (int i = 0; matches && i < literal_rank; i++) matches = value->type.dims[i] == out->type.dims[i];
+    if (!matches) {
+        char declared[160], literal[160];
+        type_string(&out->type, declared, sizeof declared);
+        type_string(&value->type, literal, sizeof literal);
+        fail_at(p, &out->at, "const '%s' is declared %s but its value is %s", out->name, declared, literal);
+        return;
+    }
+    symbol *s = define(p, out->name, SYM_CONST, &out->at);
+    if (s) s->value = value;
+}
+
+static void parse_statement(parser *p) {
+    declared_output outputs[MAX_OUTPUTS];
+    int noutputs = 0;
+    do {
+        if (noutputs == MAX_OUTPUTS) {
+            fail_at(p, &p->tok, "more than %d outputs in one statement", MAX_OUTPUTS);
+            return;
+        }
+        declared_output *out = &outputs[noutputs++];
+        out->at = p->tok;
+        if (!parse_type(p, &out->type) || !expect_ident(p, out->name, "the name of the result")) return;
+    } while (accept_punct(p, ','));
+    if (!expect_punct(p, '=', "after the result")) return;
+    token op_at = p->tok;
+    char op_name[ANE_NAME_MAX];
+    if (!expect_ident(p, op_name, "an op name") || !expect_punct(p, '(', "after the op name")) return;
+
+    argument args[MAX_ARGS];
+    int nargs = 0;
+    /* Arguments in parentheses, then attributes in brackets; both are name = value. */
+    for (int part = 0; part < 2 && !failed(p); part++) {
+        char close = part == 0 ? ')' : ']';
+        if (part == 1 && !accept_punct(p, '[')) break;
+        int first = 1;
+        while (!failed(p) && !is_punct(p, close)) {
+            if (!first && !expect_punct(p, ',', "between arguments")) return;
+            first = 0;
+            if (nargs == MAX_ARGS) {
+                fail_at(p, &p->tok, "more than %d arguments", MAX_ARGS);
+                return;
+            }
+            argument *arg = &args[nargs];
+            arg->at = p->tok;
+            if (!expect_ident(p, arg->name, "an argument name") || !expect_punct(p, '=', "after the argument name")) return;
+            if (find_argument(args, nargs, arg->name)) {
+                fail_at(p, &arg->at, "argument '%s' is given twice", arg->name);
+                return;
+            }
+            arg->value = parse_value(p);
+            if (!arg->value) return;
+            nargs++;
+        }
+        if (!expect_punct(p, close, part == 0 ? "to close the arguments" : "to close the attributes")) return;
+    }
+    if (!expect_punct(p, ';', "at the end of the statement")) return;
+
+    if (strcmp(op_name, "const") == 0 || strcmp(op_name, "constexpr_affine_dequantize") == 0) {
+        if (noutputs != 1) {
+            fail_at(p, &op_at, "const has one result");
+            return;
+        }
+        define_const(p, op_name, &outputs[0], args, nargs);
+        return;
+    }
+    ane_op op;
+    if (!ane_op_from_name(op_name, &op) || op == ANE_OP_INPUT || op == ANE_OP_CONST) {
+        const char *hint = missing_op_hint(op_name);
+        fail_at(p, &op_at, "unknown op '%s'%s%s", op_name, hint ? ": " : "", hint ? hint : "");
+        return;
+    }
+
+    /* Operands by their parameter names; everything else must be a known parameter. */
+    ane_node *operands[64] = {0};
+    int noperands = 0;
+    const ane_op_info *info = &ane_op_table[op];
+    for (int i = 0; i < info->max_operands && !failed(p); i++) {
+        char param[32];
+        ane_op_operand_name(op, i, param, sizeof param);
+        argument *arg = find_argument(args, nargs, param);
+        if (op == ANE_OP_CONCAT) {
+            if (!arg || arg->value->kind != VAL_TUPLE) {
+                fail_at(p, &op_at, "concat needs values = (a, b, ...)");
+                return;
+            }
+            for (int k = 0; k < arg->value->count && k < 64; k++) operands[noperands++] = resolve_operand(p, arg->value->items[k]);
+            break;
+        }
+        if (!arg) {
+            if (i < info->min_operands) fail_at(p, &op_at, "%s needs '%s'", op_name, param);
+            break;
+        }
+        operands[noperands++] = resolve_operand(p, arg->value);
+    }
+    if (failed(p)) return;
+    for (int i = 0; i < nargs; i++) {
+        const char *name = args[i].name;
+        if (strcmp(name, "name") == 0) continue;
+        int is_operand = 0;
+        for (int k = 0; k < info->max_operands && !is_operand; k++) {
+            char param[32];
+            is_operand = strcmp(ane_op_operand_name(op, k, param, sizeof param), name) == 0;
+        }
+        if (!is_operand && !known_parameter(op, name)) {
+            fail_at(p, &args[i].at, "%s has no parameter '%s'", op_name, name);
+            return;
+        }
+    }
+    ane_node_attrs attrs;
+    memset(&attrs, 0, sizeof attrs);
+    bind_attributes(p, op, args, nargs, &attrs, operands);
+    if (failed(p)) return;
+
+    if (op == ANE_OP_SPLIT) { /* one node per declared piece */
+        argument *count_arg = find_argument(args, nargs, "num_splits");
+        if (attrs.sizes.count == 0 && count_arg && operands[0]) {
+            int64_t pieces;
+            if (!literal_int(p, count_arg->value, "num_splits", &pieces)) return;
+            int64_t axis = attrs.axis < 0 ? attrs.axis + operands[0]->rank : attrs.axis;
+            if (pieces < 1 || pieces > ANE_LIST_MAX || axis < 0 || axis >= operands[0]->rank ||
+                operands[0]->shape[axis] % pieces) {
+                fail_at(p, &count_arg->at, "num_splits %lld does not divide the axis", (long long)pieces);
+                return;
+            }
+            attrs.sizes.count = (int)pieces;
+            for (int i = 0; i < pieces; i++) attrs.sizes.values[i] = operands[0]->shape[axis] / pieces;
+        }
+        if (attrs.sizes.count != noutputs) {
+            fail_at(p, &op_at, "split makes %d pieces but %d results are declared", attrs.sizes.count, noutputs);
+            return;
+        }
+        for (int piece = 0; piece < noutputs && !failed(p); piece++) {
+            attrs.index = piece;
+            ane_node *node = NULL;
+            ane_error inner;
+            if (ane_graph_op(p->graph, op, outputs[piece].name, operands, noperands, &attrs, &node, &inner)) {
+                fail_at(p, &op_at, "%s", inner.message);
+                return;
+            }
+            check_declared(p, &outputs[piece], node);
+            symbol *s = define(p, outputs[piece].name, SYM_NODE, &outputs[piece].at);
+            if (s) s->node = node;
+        }
+        return;
+    }
+    if (noutputs != 1) {
+        fail_at(p, &outputs[1].at, "%s has one result", op_name);
+        return;
+    }
+    if (lookup(p, outputs[0].name)) {
+        fail_at(p, &outputs[0].at, "'%s' is defined twice", outputs[0].name);
+        return;
+    }
+    ane_node *node = NULL;
+    ane_error inner;
+    if (ane_graph_op(p->graph, op, outputs[0].name, operands, noperands, &attrs, &node, &inner)) {
+        fail_at(p, &op_at, "%s", inner.message);
+        return;
+    }
+    check_declared(p, &outputs[0], node);
+    symbol *s = define(p, outputs[0].name, SYM_NODE, &outputs[0].at);
+    if (s) s->node = node;
+}
+
+/* ------------------------------------------------------------------ functions and programs */
+
+static void reset_symbols(parser *p) {
+    p->table = NULL;
+    p->table_capacity = p->table_count = 0;
+}
+
+/* func name<target>(inputs) { statements } -> (outputs); */
+static ane_graph *parse_function(parser *p, char *name) {
+    next(p); /* func */
+    if (!expect_ident(p, name, "the function name")) return NULL;
+    if (accept_punct(p, '<')) {
+        char target[ANE_NAME_MAX];
+        if (!expect_ident(p, target, "the target (ios18)") || !expect_punct(p, '>', "after the target")) return NULL;
+    }
+    ane_error inner;
+    if (ane_graph_new(name, &p->graph, &inner)) {
+        fail_at(p, &p->tok, "%s", inner.message);
+        return NULL;
+    }
+    reset_symbols(p);
+    if (!expect_punct(p, '(', "to open the inputs")) return NULL;
+    while (!failed(p) && !is_punct(p, ')')) {
+        if (p->graph->count > 0 && !expect_punct(p, ',', "between inputs")) return NULL;
+        mil_type type;
+        char input[ANE_NAME_MAX];
+        token at = p->tok;
+        if (!parse_type(p, &type) || !expect_ident(p, input, "the input name")) return NULL;
+        if (type.kind != TYPE_TENSOR && type.kind != TYPE_SCALAR) {
+            fail_at(p, &at, "input '%s' must be a tensor", input);
+            return NULL;
+        }
+        ane_node *node = NULL;
+        if (ane_graph_input(p->graph, input, type.dtype, type.kind == TYPE_TENSOR ? type.rank : 0, type.dims, &node, &inner)) {
+            fail_at(p, &at, "%s", inner.message);
+            return NULL;
+        }
+        symbol *s = define(p, input, SYM_NODE, &at);
+        if (s) s->node = node;
+    }
+    if (!expect_punct(p, ')', "to close the inputs") || !expect_punct(p, '{', "to open the function body")) return NULL;
+    while (!failed(p) && !is_punct(p, '}') && p->tok.kind != T_EOF) parse_statement(p);
+    if (!expect_punct(p, '}', "to close the function body")) return NULL;
+    if (p->tok.kind != T_ARROW) {
+        char found[64];
+        fail_at(p, &p->tok, "expected '->' and the returned names, found %s", describe(&p->tok, found, sizeof found));
+        return NULL;
+    }
+    next(p);
+    if (!expect_punct(p, '(', "to open the returned names")) return NULL;
+    int returned = 0;
+    while (!failed(p) && !is_punct(p, ')')) {
+        if (returned && !expect_punct(p, ',', "between returned names")) return NULL;
+        token at = p->tok;
+        char output[ANE_NAME_MAX];
+        if (!expect_ident(p, output, "a returned name")) return NULL;
+        symbol *s = lookup(p, output);
+        if (!s || s->kind != SYM_NODE || !s->node) {
+            fail_at(p, &at, "returned name '%s' is not a live node of the function (ANE-14)", output);
+            return NULL;
+        }
+        if (ane_graph_output_node(p->graph, output, s->node, &inner)) {
+            fail_at(p, &at, "%s", inner.message);
+            return NULL;
+        }
+        returned++;
+    }
+    if (!expect_punct(p, ')', "to close the returned names")) return NULL;
+    accept_punct(p, ';');
+    if (failed(p)) return NULL;
+    if (returned == 0) {
+        fail_at(p, &p->tok, "function '%s' returns nothing", name);
+        return NULL;
+    }
+    ane_graph *g = p->graph;
+    p->graph = NULL;
+    return g;
+}
+
+ane_status ane_parse_mil(const char *text, size_t length, const char *source, const ane_mil_file *files,
+                         int nfiles, const char *function, ane_graph **out, ane_error *err) {
+    parser p;
+    memset(&p, 0, sizeof p);
+    p.text = p.cursor = p.line_start = text;
+    p.end = text + length;
+    p.line = 1;
+    p.source = source ? source : "<mil>";
+    p.err = err;
+    p.files = files;
+    p.nfiles = nfiles;
+    *out = NULL;
+    next(&p);
+
+    ane_graph *chosen = NULL;
+    int functions = 0;
+    if (!is_word(&p, "program")) {
+        char found[64];
+        fail_at(&p, &p.tok, "expected 'program', found %s", describe(&p.tok, found, sizeof found));
+    } else {
+        next(&p);
+        double version = 0;
+        if (expect_punct(&p, '(', "after program") && p.tok.kind == T_NUMBER && parse_number_token(&p, &version))
+            expect_punct(&p, ')', "after the version");
+        else fail_at(&p, &p.tok, "expected the program version, e.g. program(1.3)");
+        if (accept_punct(&p, '[')) { /* program attributes: [buildInfo = dict<...>(...)] */
+            while (!failed(&p) && !is_punct(&p, ']')) {
+                char key[ANE_NAME_MAX];
+                accept_punct(&p, ',');
+                if (!expect_ident(&p, key, "an attribute name") || !expect_punct(&p, '=', "after the attribute name")) break;
+                if (!parse_value(&p)) break;
+            }
+            expect_punct(&p, ']', "to close the program attributes");
+        }
+        expect_punct(&p, '{', "to open the program");
+        while (!failed(&p) && is_word(&p, "func")) {
+            char name[ANE_NAME_MAX];
+            ane_graph *g = parse_function(&p, name);
+            if (!g) break;
+            functions++;
+            int wanted = function ? strcmp(name, function) == 0 : strcmp(name, "main") == 0 || !chosen;
+            if (wanted && (!chosen || (!function && strcmp(name, "main") == 0))) {
+                ane_graph_free(chosen);
+                chosen = g;
+            } else {
+                ane_graph_free(g);
+            }
+        }
+        if (!failed(&p)) {
+            expect_punct(&p, '}', "to close the program");
+            if (!failed(&p) && p.tok.kind != T_EOF) {
+                char found[64];
+                fail_at(&p, &p.tok, "unexpected %s after the program", describe(&p.tok, found, sizeof found));
+            }
+        }
+    }
+    if (!failed(&p) && functions == 0) fail_at(&p, &p.tok, "the program has no functions");
+    if (!failed(&p) && !chosen) fail_at(&p, &p.tok, "the program has no function '%s'", function ? function : "main");
+    ane_graph_free(p.graph);
+    ane_arena_free(&p.arena);
+    if (failed(&p)) {
+        ane_graph_free(chosen);
+        return p.status;
+    }
+    *out = chosen;
+    return ANE_OK;
+}
