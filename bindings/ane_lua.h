@@ -48,6 +48,11 @@ void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers o
 void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructor table */
 void ane_lua_open_milblob(lua_State *L);      /* pushes the ane.milblob table */
 
+struct ane_surface;
+/* The surface at index, or NULL when it is not one (raises for a closed surface). */
+struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
+void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */
+
 struct ane_mil_file;
 /* Reads a weights table { [path] = bytes } into files; returns the count. */
 int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);

@@ -18,6 +18,12 @@ static ane_surface *check_surface(lua_State *L, int index) {
     return box->surface;
 }
 
+ane_surface *ane_lua_test_surface(lua_State *L, int index) {
+    surface_box *box = luaL_testudata(L, index, ANE_SURFACE_TYPE);
+    if (box && !box->surface) luaL_error(L, "attempt to use a closed surface");
+    return box ? box->surface : NULL;
+}
+
 static int surface_release(lua_State *L) {
     surface_box *box = luaL_checkudata(L, 1, ANE_SURFACE_TYPE);
     ane_surface_destroy(box->surface);

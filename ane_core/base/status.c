@@ -52,6 +52,7 @@ const char *ane_status_name(ane_status status) {
     case ANE_ERR_ARGUMENT: return "bad argument";
     case ANE_ERR_SHAPE: return "shape mismatch";
     case ANE_ERR_RANGE: return "out of range";
+    case ANE_ERR_CONSTRAINT: return "constraint violated";
     case ANE_ERR_IO: return "i/o error";
     case ANE_ERR_FORMAT: return "malformed input";
     case ANE_ERR_NOMEM: return "out of memory";

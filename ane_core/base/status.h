@@ -16,6 +16,7 @@ typedef enum ane_status {
     ANE_ERR_ARGUMENT,    /* bad argument value (unknown dtype, negative size, ...) */
     ANE_ERR_SHAPE,       /* shapes or dtypes do not fit together */
     ANE_ERR_RANGE,       /* index out of bounds */
+    ANE_ERR_CONSTRAINT,  /* a program breaks a rule of the ANE constraint catalogue */
     /* Environmental errors: the world is not as expected. */
     ANE_ERR_IO,          /* a file could not be opened, read, written or mapped */
     ANE_ERR_FORMAT,      /* a file or text is malformed */

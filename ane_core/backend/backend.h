@@ -1,0 +1,92 @@
+/* The backend interface: one vtable that the `sim` backend (CPU, everywhere) and the `ane`
+ * backend (the device, macOS) implement. The runtime drives it:
+ *
+ *   compile  MIL text + weight files -> a compiled program (immutable, shareable)
+ *   load     a compiled program -> a loaded instance with its own copy of the weights
+ *   eval     inputs and outputs bound by POSITION in alphabetical order of their names,
+ *            as the device binds them (ANE-03, ANE-19); each buffer is a tensor view (a
+ *            surface's padded rows, or a plain tensor in the cpu profile) plus the size of
+ *            the allocation behind it (0 when it is not a surface)
+ *   patch    replace one baked weight of a loaded instance, no compile (delta patching)
+ *   unload / close
+ * Everything that can fail returns an ane_status with a message naming the program, node
+ * or buffer and the constraint ID where one applies. */
+#ifndef ANE_BACKEND_BACKEND_H
+#define ANE_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/status.h"
+#include "../ir/graph.h"
+#include "../mil/parse.h"
+#include "../tensor/tensor.h"
+
+typedef enum ane_precision { ANE_PRECISION_FP16, ANE_PRECISION_FP32 } ane_precision;
+
+/* Which rules apply: `ane` enforces the device's constraint catalogue; `cpu` runs the same
+ * programs but allows what only the device refuses (narrow I/O, fp32 compute, gather, ...). */
+typedef enum ane_profile { ANE_PROFILE_ANE, ANE_PROFILE_CPU } ane_profile;
+
+typedef struct ane_compile_options {
+    ane_precision precision;
+    ane_profile profile;
+    int64_t max_conv_channels;   /* ANE-16 limit, 0 = default */
+} ane_compile_options;
+
+/* One bound buffer of an eval. */
+typedef struct ane_binding {
+    const char *name;
+    ane_tensor view;             /* the bytes as the program reads/writes them */
+    size_t alloc_size;           /* bytes allocated behind it (surfaces); 0 = not a surface */
+} ane_binding;
+
+/* Port descriptions of a compiled program, in binding (alphabetical) order. */
+typedef struct ane_port {
+    char name[ANE_NAME_MAX];
+    ane_dtype dtype;
+    int rank;
+    int64_t shape[ANE_IR_MAX_RANK];
+} ane_port;
+
+typedef struct ane_backend ane_backend;
+
+/* Each backend's compiled program and loaded instance start with these headers and cast. */
+typedef struct ane_compiled {
+    const ane_backend *backend;
+    char name[ANE_NAME_MAX];     /* the MIL function's name */
+    int sram_spill_nodes;        /* nodes whose working set exceeds the SRAM (ANE-27) */
+} ane_compiled;
+
+typedef struct ane_loaded {
+    const ane_backend *backend;
+} ane_loaded;
+
+struct ane_backend {
+    const char *name;
+    /* 1 when usable here; otherwise 0 and a reason in why. */
+    int (*available)(char *why, size_t size);
+    int (*supports_op)(ane_op op, ane_profile profile);
+    ane_status (*compile)(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
+                          int nfiles, ane_compiled **out, ane_error *err);
+    /* Ports of a compiled program, alphabetical. */
+    void (*ports)(const ane_compiled *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
+                  int *noutputs);
+    ane_status (*load)(ane_compiled *program, ane_loaded **out, ane_error *err);
+    ane_status (*eval)(ane_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
+                       ane_error *err);
+    /* Replaces the baked weight `name`; `value` has the const's shape and dtype, sanitized. */
+    ane_status (*patch)(ane_loaded *instance, const char *name, const ane_tensor *value, ane_error *err);
+    /* Names, shapes, dtypes of the patchable weights (consts), via a callback. */
+    void (*weights)(const ane_compiled *program, void (*visit)(void *context, const ane_node *node), void *context);
+    void (*unload)(ane_loaded *instance);
+    void (*close)(ane_compiled *program);
+};
+
+extern const ane_backend ane_sim_backend;
+extern const ane_backend ane_device_backend;
+
+/* The backend called `name` ("sim", "ane"), or NULL. */
+const ane_backend *ane_backend_find(const char *name);
+
+#endif

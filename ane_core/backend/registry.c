@@ -1,0 +1,11 @@
+/* The backends this build knows, by name. */
+#include <string.h>
+
+#include "backend.h"
+
+const ane_backend *ane_backend_find(const char *name) {
+    static const ane_backend *const all[] = {&ane_sim_backend, &ane_device_backend};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(all[i]->name, name) == 0) return all[i];
+    return NULL;
+}

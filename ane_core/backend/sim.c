@@ -1,0 +1,335 @@
+/* The sim backend: runs parsed MIL programs on the CPU.
+ *
+ * compile  parses the MIL text and weights (the very bytes the device would get), checks
+ *          the constraint catalogue (profile `ane`) and sorts the ports alphabetically;
+ * load     gives the instance its fp32 value buffers, weights converted once;
+ * eval     emulates the device's I/O: positional binding in name order (ANE-03/19), padded
+ *          64-byte rows read through the surface views (ANE-21), allocation rules ANE-02,
+ *          ANE-04 and ANE-18; then runs every node, rounding each output to fp16 (RNE,
+ *          overflow to inf) in fp16 precision, or nothing in fp32 precision (the reference);
+ * patch    rewrites one weight buffer of the loaded instance, no parsing or compiling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/fp16.h"
+#include "../base/interrupt.h"
+#include "../passes/passes.h"
+#include "../tensor/surface.h"
+#include "backend.h"
+#include "sim_kernels.h"
+
+typedef struct sim_compiled {
+    ane_compiled base;
+    ane_compile_options options;
+    ane_graph *graph;
+    ane_port *inputs, *outputs;     /* [ninputs], [noutputs], alphabetical */
+    int ninputs, noutputs;
+    int *input_nodes, *output_nodes; /* node ids in port order */
+    size_t scratch_floats;
+} sim_compiled;
+
+typedef struct sim_loaded {
+    ane_loaded base;
+    sim_compiled *program;
+    float **values;                 /* [graph->count] buffers into `slab` */
+    float *slab;
+    float *scratch;
+} sim_loaded;
+
+static int sim_available(char *why, size_t size) {
+    (void)why;
+    (void)size;
+    return 1;
+}
+
+static int sim_supports_op(ane_op op, ane_profile profile) {
+    if (profile == ANE_PROFILE_CPU) return 1;
+    return op != ANE_OP_CONCAT && op != ANE_OP_GATHER; /* ANE-01, ANE-25 */
+}
+
+static void sim_close(ane_compiled *compiled) {
+    sim_compiled *p = (sim_compiled *)compiled;
+    if (!p) return;
+    ane_graph_free(p->graph);
+    free(p->inputs);
+    free(p->outputs);
+    free(p->input_nodes);
+    free(p->output_nodes);
+    free(p);
+}
+
+static int by_port_name(const void *a, const void *b) { return strcmp(((const ane_port *)a)->name, ((const ane_port *)b)->name); }
+
+static void fill_port(ane_port *port, const char *name, const ane_node *node) {
+    snprintf(port->name, sizeof port->name, "%s", name);
+    port->dtype = node->dtype;
+    port->rank = node->rank;
+    memcpy(port->shape, node->shape, sizeof port->shape);
+}
+
+/* The constraint check of the `ane` profile: every error-severity rule is a compile error. */
+static ane_status check_constraints(const sim_compiled *p, ane_error *err) {
+    ane_report report = {0};
+    ane_validate_options options = {.max_conv_channels = p->options.max_conv_channels};
+    ane_pass_sram_annotate(p->graph, NULL);
+    ane_pass_validate_ane(p->graph, &options, &report);
+    int errors = ane_report_errors(&report);
+    if (!errors) {
+        ane_report_free(&report);
+        return ANE_OK;
+    }
+    char message[ANE_ERROR_MESSAGE_MAX];
+    int used = snprintf(message, sizeof message, "program '%s' breaks %d rule%s of the device (profile 'ane'; use profile "
+                        "'cpu' to run it on the CPU anyway):", p->graph->name, errors, errors > 1 ? "s" : "");
+    for (int i = 0; i < report.count && used < (int)sizeof message; i++)
+        if (report.items[i].severity == ANE_SEVERITY_ERROR)
+            used += snprintf(message + used, sizeof message - (size_t)used, "\n  %s: %s", report.items[i].id, report.items[i].message);
+    ane_report_free(&report);
+    return ane_fail(err, ANE_ERR_CONSTRAINT, "%s", message);
+}
+
+static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
+                              int nfiles, ane_compiled **out, ane_error *err) {
+    sim_compiled *p = calloc(1, sizeof *p);
+    if (!p) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
+    p->base.backend = &ane_sim_backend;
+    p->options = *options;
+    ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, err);
+    if (!status && options->profile == ANE_PROFILE_ANE) status = check_constraints(p, err);
+    if (status) {
+        sim_close(&p->base);
+        return status;
+    }
+    ane_graph *g = p->graph;
+    snprintf(p->base.name, sizeof p->base.name, "%s", g->name);
+    ane_pass_sram_annotate(g, NULL);
+    for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += g->nodes[i]->working_set_bytes > ANE_SRAM_BYTES;
+    int ninputs = 0;
+    for (int i = 0; i < g->count; i++) ninputs += g->nodes[i]->op == ANE_OP_INPUT;
+    p->inputs = calloc((size_t)ninputs + 1, sizeof *p->inputs);
+    p->outputs = calloc((size_t)g->noutputs + 1, sizeof *p->outputs);
+    p->input_nodes = calloc((size_t)ninputs + 1, sizeof *p->input_nodes);
+    p->output_nodes = calloc((size_t)g->noutputs + 1, sizeof *p->output_nodes);
+    if (!p->inputs || !p->outputs || !p->input_nodes || !p->output_nodes) {
+        sim_close(&p->base);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
+    }
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->op == ANE_OP_INPUT) fill_port(&p->inputs[p->ninputs++], node->name, node);
+        size_t scratch = sim_scratch_floats(node);
+        if (scratch > p->scratch_floats) p->scratch_floats = scratch;
+    }
+    for (int i = 0; i < g->noutputs; i++) fill_port(&p->outputs[p->noutputs++], g->outputs[i].name, g->outputs[i].node);
+    qsort(p->inputs, (size_t)p->ninputs, sizeof *p->inputs, by_port_name);
+    qsort(p->outputs, (size_t)p->noutputs, sizeof *p->outputs, by_port_name);
+    for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
+    for (int i = 0; i < p->noutputs; i++)
+        for (int k = 0; k < g->noutputs; k++)
+            if (strcmp(g->outputs[k].name, p->outputs[i].name) == 0) p->output_nodes[i] = g->outputs[k].node->id;
+    *out = &p->base;
+    return ANE_OK;
+}
+
+static void sim_ports(const ane_compiled *compiled, const ane_port **inputs, int *ninputs, const ane_port **outputs,
+                      int *noutputs) {
+    const sim_compiled *p = (const sim_compiled *)compiled;
+    *inputs = p->inputs;
+    *ninputs = p->ninputs;
+    *outputs = p->outputs;
+    *noutputs = p->noutputs;
+}
+
+static void sim_unload(ane_loaded *loaded) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    if (!instance) return;
+    free(instance->values);
+    free(instance->slab);
+    free(instance->scratch);
+    free(instance);
+}
+
+/* An fp32 tensor header over a value buffer, for converting copies in and out. */
+static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin) {
+    memset(pin, 0, sizeof *pin);
+    pin->refcount = 1;
+    pin->data = data;
+    pin->nbytes = (size_t)ane_node_numel(node) * sizeof(float);
+    ane_tensor view;
+    memset(&view, 0, sizeof view);
+    view.storage = pin;
+    view.dtype = ANE_FP32;
+    view.ndim = node->rank;
+    int64_t stride = 1;
+    for (int i = node->rank - 1; i >= 0; i--) {
+        view.shape[i] = node->shape[i];
+        view.strides[i] = stride;
+        stride *= node->shape[i];
+    }
+    return view;
+}
+
+static void load_const(sim_loaded *instance, const ane_node *node) {
+    ane_storage pin;
+    ane_tensor view = fp32_view(instance->values[node->id], node, &pin);
+    ane_tensor_copy_into(&view, &node->value, NULL);
+}
+
+static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *err) {
+    sim_compiled *p = (sim_compiled *)compiled;
+    ane_graph *g = p->graph;
+    sim_loaded *instance = calloc(1, sizeof *instance);
+    size_t total = 0;
+    for (int i = 0; i < g->count; i++) total += (size_t)ane_node_numel(g->nodes[i]);
+    if (instance) {
+        instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
+        instance->slab = malloc((total + 1) * sizeof *instance->slab);
+        instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
+    }
+    if (!instance || !instance->values || !instance->slab || (p->scratch_floats && !instance->scratch)) {
+        sim_unload(instance ? &instance->base : NULL);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory loading program '%s' (%zu values)", g->name, total);
+    }
+    instance->base.backend = &ane_sim_backend;
+    instance->program = p;
+    size_t offset = 0;
+    for (int i = 0; i < g->count; i++) {
+        instance->values[i] = instance->slab + offset;
+        offset += (size_t)ane_node_numel(g->nodes[i]);
+        if (g->nodes[i]->op == ANE_OP_CONST) load_const(instance, g->nodes[i]); /* weights converted once */
+    }
+    *out = &instance->base;
+    return ANE_OK;
+}
+
+static int same_shape_as_port(const ane_tensor *view, const ane_port *port) {
+    if (view->ndim != port->rank) return 0;
+    for (int i = 0; i < port->rank; i++)
+        if (view->shape[i] != port->shape[i]) return 0;
+    return 1;
+}
+
+/* ANE-02/04/18: surface allocations, checked in the `ane` profile. */
+static ane_status check_allocations(const ane_binding *bindings, int count, const char *role, const char *rule,
+                                    ane_error *err) {
+    for (int i = 0; i < count; i++) {
+        if (!bindings[i].alloc_size) continue;
+        if (bindings[i].alloc_size < ANE_SURFACE_MIN_ALLOC)
+            return ane_fail(err, ANE_ERR_CONSTRAINT, "%s '%s' is a %zu-byte surface; the ANE needs at least %d bytes (ANE-04)",
+                            role, bindings[i].name, bindings[i].alloc_size, ANE_SURFACE_MIN_ALLOC);
+        if (i > 0 && bindings[0].alloc_size && bindings[i].alloc_size != bindings[0].alloc_size)
+            return ane_fail(err, ANE_ERR_CONSTRAINT,
+                            "%s surfaces must share one allocation size (%s): '%s' has %zu bytes, '%s' has %zu", role, rule,
+                            bindings[0].name, bindings[0].alloc_size, bindings[i].name, bindings[i].alloc_size);
+    }
+    return ANE_OK;
+}
+
+/* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */
+static int moves_data_only(ane_op op) {
+    switch (op) {
+    case ANE_OP_RESHAPE: case ANE_OP_TRANSPOSE: case ANE_OP_SLICE_BY_INDEX: case ANE_OP_SLICE_BY_SIZE:
+    case ANE_OP_IDENTITY: case ANE_OP_CONCAT: case ANE_OP_SPLIT: case ANE_OP_GATHER: case ANE_OP_RELU:
+    case ANE_OP_NEG: case ANE_OP_ABS: case ANE_OP_MAXIMUM: case ANE_OP_MINIMUM: case ANE_OP_SELECT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
+                           ane_error *err) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    sim_compiled *p = instance->program;
+    ane_graph *g = p->graph;
+    int device_rules = p->options.profile == ANE_PROFILE_ANE;
+    if (ninputs != p->ninputs || noutputs != p->noutputs)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' binds %d inputs and %d outputs, got %d and %d", g->name,
+                        p->ninputs, p->noutputs, ninputs, noutputs);
+    if (device_rules) {
+        ane_status status = check_allocations(inputs, ninputs, "input", "ANE-18", err);
+        if (!status) status = check_allocations(outputs, noutputs, "output", "ANE-02", err);
+        if (status) return status;
+    }
+    /* Inputs by position, in alphabetical order of their names (ANE-19). */
+    for (int i = 0; i < ninputs; i++) {
+        const ane_port *port = &p->inputs[i];
+        const ane_tensor *view = &inputs[i].view;
+        int dtype_ok = !device_rules || view->dtype == port->dtype || p->options.precision == ANE_PRECISION_FP32;
+        if (!same_shape_as_port(view, port) || !dtype_ok) {
+            char want[128], got[128];
+            return ane_fail(err, ANE_ERR_SHAPE, "input '%s' of program '%s' is %s%s, bound to a %s%s buffer", port->name,
+                            g->name, ane_dtype_name(port->dtype), ane_shape_string(want, sizeof want, port->rank, port->shape),
+                            ane_dtype_name(view->dtype), ane_shape_string(got, sizeof got, view->ndim, view->shape));
+        }
+        const ane_node *node = g->nodes[p->input_nodes[i]];
+        ane_storage pin;
+        ane_tensor target = fp32_view(instance->values[node->id], node, &pin);
+        ane_status status = ane_tensor_copy_into(&target, view, err);
+        if (status) return status;
+        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16)
+            ane_round_fp32_through_fp16_n(instance->values[node->id], (size_t)ane_node_numel(node));
+    }
+    sim_context context = {
+        .apply_sdpa_mask = !device_rules, /* the device ignores the mask (ANE-06) */
+        .scratch = instance->scratch,
+        .scratch_floats = p->scratch_floats,
+    };
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        ane_status status = sim_run_node(&context, node, instance->values, instance->values[i], err);
+        if (!status) status = ane_interrupt_check(err, "a program evaluation");
+        if (status) return status;
+        if (p->options.precision == ANE_PRECISION_FP16 && node->dtype == ANE_FP16 && node->op != ANE_OP_INPUT &&
+            node->op != ANE_OP_CONST && !moves_data_only(node->op))
+            ane_round_fp32_through_fp16_n(instance->values[i], (size_t)ane_node_numel(node));
+    }
+    for (int i = 0; i < noutputs; i++) {
+        const ane_port *port = &p->outputs[i];
+        ane_tensor *view = &outputs[i].view;
+        if (!same_shape_as_port(view, port)) {
+            char want[128], got[128];
+            return ane_fail(err, ANE_ERR_SHAPE, "output '%s' of program '%s' is %s, bound to a %s buffer", port->name, g->name,
+                            ane_shape_string(want, sizeof want, port->rank, port->shape),
+                            ane_shape_string(got, sizeof got, view->ndim, view->shape));
+        }
+        const ane_node *node = g->nodes[p->output_nodes[i]];
+        ane_storage pin;
+        ane_tensor source = fp32_view(instance->values[node->id], node, &pin);
+        ane_status status = ane_tensor_copy_into(view, &source, err);
+        if (status) return status;
+    }
+    return ANE_OK;
+}
+
+static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, ane_error *err) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    ane_node *node = ane_graph_find(instance->program->graph, name);
+    if (!node || node->op != ANE_OP_CONST)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", instance->program->graph->name, name);
+    ane_storage pin;
+    ane_tensor target = fp32_view(instance->values[node->id], node, &pin);
+    return ane_tensor_copy_into(&target, value, err);
+}
+
+static void sim_weights(const ane_compiled *compiled, void (*visit)(void *context, const ane_node *node), void *context) {
+    const sim_compiled *p = (const sim_compiled *)compiled;
+    for (int i = 0; i < p->graph->count; i++)
+        if (p->graph->nodes[i]->op == ANE_OP_CONST) visit(context, p->graph->nodes[i]);
+}
+
+const ane_backend ane_sim_backend = {
+    .name = "sim",
+    .available = sim_available,
+    .supports_op = sim_supports_op,
+    .compile = sim_compile,
+    .ports = sim_ports,
+    .load = sim_load,
+    .eval = sim_eval,
+    .patch = sim_patch,
+    .weights = sim_weights,
+    .unload = sim_unload,
+    .close = sim_close,
+};

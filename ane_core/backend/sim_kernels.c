@@ -1,0 +1,529 @@
+/* The sim backend's CPU kernels (see sim_kernels.h). Buffers are contiguous fp32 arrays in
+ * the node's row-major shape; `values[node->id]` holds every computed or constant value. */
+#include "sim_kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tensor/blas.h"
+
+#define IN(node, k) (values[(node)->operands[k]->id])
+
+static ane_status kernel_fail(const ane_node *node, ane_error *err, const char *what) {
+    return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' (%s): %s", node->name, ane_op_table[node->op].name, what);
+}
+
+/* Element strides of operand x broadcast to the shape of `out` (0 on broadcast dims). */
+static void broadcast_strides(const ane_node *x, const ane_node *out, int64_t *strides) {
+    int shift = out->rank - x->rank;
+    int64_t stride = 1;
+    for (int i = out->rank - 1; i >= 0; i--) {
+        int j = i - shift;
+        strides[i] = (j < 0 || x->shape[j] == 1) ? 0 : stride;
+        if (j >= 0) stride *= x->shape[j];
+    }
+}
+
+static int same_shape(const ane_node *a, const ane_node *b) {
+    return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) == 0;
+}
+
+/* ------------------------------------------------------------------ elementwise */
+
+typedef void (*binary_row)(float *out, const float *a, int64_t sa, const float *b, int64_t sb, int64_t n);
+
+#define DEFINE_BINARY(name, expression)                                                              \
+    static void name(float *out, const float *a, int64_t sa, const float *b, int64_t sb, int64_t n) { \
+        if (sa == 1 && sb == 1) {                                                                    \
+            for (int64_t i = 0; i < n; i++) {                                                        \
+                float x = a[i], y = b[i];                                                            \
+                out[i] = (expression);                                                               \
+            }                                                                                        \
+        } else if (sa == 1 && sb == 0) {                                                             \
+            float y = b[0];                                                                          \
+            for (int64_t i = 0; i < n; i++) {                                                        \
+                float x = a[i];                                                                      \
+                out[i] = (expression);                                                               \
+            }                                                                                        \
+        } else {                                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                                        \
+                float x = a[i * sa], y = b[i * sb];                                                  \
+                out[i] = (expression);                                                               \
+            }                                                                                        \
+        }                                                                                            \
+    }
+
+DEFINE_BINARY(row_add, x + y)
+DEFINE_BINARY(row_sub, x - y)
+DEFINE_BINARY(row_mul, x *y)
+DEFINE_BINARY(row_div, x / y)
+DEFINE_BINARY(row_max, x > y ? x : (y != y ? y : (x != x ? x : y)))
+DEFINE_BINARY(row_min, x < y ? x : (y != y ? y : (x != x ? x : y)))
+DEFINE_BINARY(row_pow, powf(x, y))
+
+/* out = a (op) b with broadcasting; rows along the last output dimension. */
+static void broadcast_binary(const ane_node *node, const float *a, const float *b, float *out, binary_row row) {
+    const ane_node *x = node->operands[0], *y = node->operands[1];
+    int64_t numel = ane_node_numel(node);
+    if (same_shape(x, node) && same_shape(y, node)) {
+        row(out, a, 1, b, 1, numel);
+        return;
+    }
+    if (same_shape(x, node) && ane_node_numel(y) == 1) {
+        row(out, a, 1, b, 0, numel);
+        return;
+    }
+    if (node->rank == 0) {
+        row(out, a, 0, b, 0, 1);
+        return;
+    }
+    int64_t sa[ANE_IR_MAX_RANK], sb[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
+    broadcast_strides(x, node, sa);
+    broadcast_strides(y, node, sb);
+    int last = node->rank - 1;
+    int64_t inner = node->shape[last];
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < last; i++) oa += index[i] * sa[i], ob += index[i] * sb[i];
+        row(out + done, a + oa, sa[last], b + ob, sb[last], inner);
+        for (int i = last - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+    }
+}
+
+static void run_binary(const ane_node *node, float *const *values, float *out) {
+    binary_row row = row_add;
+    switch (node->op) {
+    case ANE_OP_ADD: row = row_add; break;
+    case ANE_OP_SUB: row = row_sub; break;
+    case ANE_OP_MUL: row = row_mul; break;
+    case ANE_OP_REAL_DIV: row = row_div; break;
+    case ANE_OP_MAXIMUM: row = row_max; break;
+    case ANE_OP_MINIMUM: row = row_min; break;
+    case ANE_OP_POW: row = row_pow; break;
+    default: break;
+    }
+    broadcast_binary(node, IN(node, 0), IN(node, 1), out, row);
+}
+
+static void run_unary(const ane_node *node, const float *x, float *out) {
+    int64_t n = ane_node_numel(node);
+    const ane_node_attrs *a = &node->attrs;
+    switch (node->op) {
+    case ANE_OP_NEG: for (int64_t i = 0; i < n; i++) out[i] = -x[i]; break;
+    case ANE_OP_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(x[i]); break;
+    case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = expf(x[i]); break;
+    case ANE_OP_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(x[i]); break;
+    case ANE_OP_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(x[i]); break;
+    case ANE_OP_RSQRT: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i]); break;
+    case ANE_OP_TANH: for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]); break;
+    case ANE_OP_SIGMOID: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
+    case ANE_OP_RELU: for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? x[i] : 0.0f; break;
+    case ANE_OP_CLIP: {
+        float lo = (float)a->alpha, hi = (float)a->beta;
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+        break;
+    }
+    case ANE_OP_CAST:
+        if (a->dtype == ANE_BOOL) {
+            for (int64_t i = 0; i < n; i++) out[i] = x[i] != 0.0f;
+        } else if (a->dtype == ANE_INT32) { /* truncation toward zero, saturating */
+            for (int64_t i = 0; i < n; i++) {
+                float v = truncf(x[i]);
+                out[i] = v != v ? 0.0f : v > 2147483520.0f ? 2147483520.0f : v < -2147483648.0f ? -2147483648.0f : v;
+            }
+        } else {
+            memcpy(out, x, (size_t)n * sizeof *out);
+        }
+        break;
+    default: memcpy(out, x, (size_t)n * sizeof *out); break;
+    }
+}
+
+static void run_select(const ane_node *node, float *const *values, float *out) {
+    int64_t s[3][ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
+    for (int k = 0; k < 3; k++) broadcast_strides(node->operands[k], node, s[k]);
+    const float *cond = IN(node, 0), *a = IN(node, 1), *b = IN(node, 2);
+    int64_t numel = ane_node_numel(node);
+    for (int64_t o = 0; o < numel; o++) {
+        int64_t oc = 0, oa = 0, ob = 0;
+        for (int i = 0; i < node->rank; i++) oc += index[i] * s[0][i], oa += index[i] * s[1][i], ob += index[i] * s[2][i];
+        out[o] = cond[oc] != 0.0f ? a[oa] : b[ob];
+        for (int i = node->rank - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ reductions */
+
+/* Sizes around `axis`: outer x count x inner. */
+static void split_at_axis(const ane_node *x, int64_t axis, int64_t *outer, int64_t *count, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= x->shape[i];
+    *count = x->shape[axis];
+    for (int i = (int)axis + 1; i < x->rank; i++) *inner *= x->shape[i];
+}
+
+/* Reduces one axis of a buffer shaped `shape` (rank) into out; shape[axis] becomes 1. */
+static void reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max) {
+    int64_t outer = 1, inner = 1, count = shape[axis];
+    for (int i = 0; i < axis; i++) outer *= shape[i];
+    for (int i = (int)axis + 1; i < rank; i++) inner *= shape[i];
+    for (int64_t o = 0; o < outer; o++) {
+        const float *src = in + o * count * inner;
+        float *dst = out + o * inner;
+        memcpy(dst, src, (size_t)inner * sizeof *dst);
+        for (int64_t c = 1; c < count; c++) {
+            const float *row = src + c * inner;
+            if (take_max)
+                for (int64_t i = 0; i < inner; i++) dst[i] = row[i] > dst[i] || row[i] != row[i] ? row[i] : dst[i];
+            else
+                for (int64_t i = 0; i < inner; i++) dst[i] += row[i];
+        }
+    }
+    shape[axis] = 1;
+}
+
+static ane_status run_reduce(const ane_node *node, float *const *values, float *out, ane_error *err) {
+    const ane_node *x = node->operands[0];
+    int64_t shape[ANE_IR_MAX_RANK];
+    memcpy(shape, x->shape, sizeof shape);
+    int take_max = node->op == ANE_OP_REDUCE_MAX;
+    const ane_int_list *axes = &node->attrs.axes;
+    /* Axes one at a time, through a temporary when more than one. */
+    float *temp = NULL;
+    const float *source = IN(node, 0);
+    int64_t reduced_count = 1;
+    for (int k = 0; k < axes->count; k++) {
+        int64_t axis = axes->values[k];
+        reduced_count *= shape[axis];
+        int final = k == axes->count - 1;
+        float *target = out;
+        if (!final) {
+            int64_t remaining = 1;
+            for (int i = 0; i < x->rank; i++) remaining *= i == axis ? 1 : shape[i];
+            float *next = malloc((size_t)remaining * sizeof *next);
+            if (!next) {
+                free(temp);
+                return kernel_fail(node, err, "out of memory");
+            }
+            target = next;
+        }
+        reduce_axis(source, target, x->rank, shape, axis, take_max);
+        if (temp && temp != target) free(temp);
+        temp = final ? NULL : target;
+        source = target;
+    }
+    if (node->op == ANE_OP_REDUCE_MEAN) {
+        int64_t n = ane_node_numel(node);
+        float scale = 1.0f / (float)reduced_count;
+        for (int64_t i = 0; i < n; i++) out[i] *= scale;
+    }
+    return ANE_OK;
+}
+
+static void run_softmax(const ane_node *node, const float *x, float *out) {
+    int64_t outer, count, inner;
+    split_at_axis(node, node->attrs.axis, &outer, &count, &inner);
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            const float *src = x + o * count * inner + i;
+            float *dst = out + o * count * inner + i;
+            float peak = -INFINITY;
+            for (int64_t c = 0; c < count; c++) peak = src[c * inner] > peak ? src[c * inner] : peak;
+            float sum = 0.0f;
+            for (int64_t c = 0; c < count; c++) {
+                float e = expf(src[c * inner] - peak);
+                dst[c * inner] = e;
+                sum += e;
+            }
+            float scale = 1.0f / sum;
+            for (int64_t c = 0; c < count; c++) dst[c * inner] *= scale;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ conv and matmul */
+
+size_t sim_scratch_floats(const ane_node *node) {
+    if (node->op != ANE_OP_CONV) return 0;
+    const ane_node *w = node->operands[1];
+    const ane_node_attrs *a = &node->attrs;
+    int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 &&
+                    !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
+    if (pointwise) return 0;
+    return (size_t)(w->shape[1] * w->shape[2] * w->shape[3]) * (size_t)(node->shape[2] * node->shape[3]);
+}
+
+static void run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out) {
+    const ane_node *x = node->operands[0], *w = node->operands[1];
+    const ane_node_attrs *a = &node->attrs;
+    const float *input = IN(node, 0), *weight = IN(node, 1);
+    int64_t batch = x->shape[0], cin = x->shape[1], h = x->shape[2], wd = x->shape[3];
+    int64_t cout = w->shape[0], kh = w->shape[2], kw = w->shape[3], groups = a->groups;
+    int64_t ho = node->shape[2], wo = node->shape[3];
+    int64_t cin_g = cin / groups, cout_g = cout / groups, k = cin_g * kh * kw, pixels = ho * wo;
+    int pointwise = sim_scratch_floats(node) == 0;
+    for (int64_t n = 0; n < batch; n++) {
+        for (int64_t g = 0; g < groups; g++) {
+            const float *x_g = input + (n * cin + g * cin_g) * h * wd;
+            const float *w_g = weight + g * cout_g * k;
+            float *o_g = out + (n * cout + g * cout_g) * pixels;
+            const float *columns = x_g;
+            if (!pointwise) { /* im2col: [cin_g * kh * kw, ho * wo] */
+                float *col = context->scratch;
+                for (int64_t c = 0; c < cin_g; c++)
+                    for (int64_t i = 0; i < kh; i++)
+                        for (int64_t j = 0; j < kw; j++) {
+                            float *row = col + ((c * kh + i) * kw + j) * pixels;
+                            for (int64_t y = 0; y < ho; y++) {
+                                int64_t sy = y * a->strides[0] - a->pads[0] + i * a->dilations[0];
+                                for (int64_t xx = 0; xx < wo; xx++) {
+                                    int64_t sx = xx * a->strides[1] - a->pads[2] + j * a->dilations[1];
+                                    row[y * wo + xx] = (sy >= 0 && sy < h && sx >= 0 && sx < wd) ? x_g[(c * h + sy) * wd + sx] : 0.0f;
+                                }
+                            }
+                        }
+                columns = col;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cout_g, (int)pixels, (int)k, 1.0f, w_g, (int)k,
+                        columns, (int)pixels, 0.0f, o_g, (int)pixels);
+        }
+    }
+}
+
+static void run_matmul(const ane_node *node, float *const *values, float *out) {
+    const ane_node *x = node->operands[0], *y = node->operands[1];
+    int tx = node->attrs.transpose_x, ty = node->attrs.transpose_y;
+    int r = node->rank;
+    int64_t m = node->shape[r - 2], n = node->shape[r - 1];
+    int64_t k = tx ? x->shape[x->rank - 2] : x->shape[x->rank - 1];
+    int64_t lda = x->shape[x->rank - 1], ldb = y->shape[y->rank - 1];
+    /* Batch offsets with broadcasting over the leading dims. */
+    ane_node xb = *x, yb = *y, ob = *node;
+    xb.rank -= 2, yb.rank -= 2, ob.rank -= 2;
+    int64_t sx[ANE_IR_MAX_RANK], sy[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
+    broadcast_strides(&xb, &ob, sx);
+    broadcast_strides(&yb, &ob, sy);
+    int64_t batches = ane_node_numel(&ob), x_matrix = x->shape[x->rank - 2] * x->shape[x->rank - 1],
+            y_matrix = y->shape[y->rank - 2] * y->shape[y->rank - 1];
+    for (int64_t b = 0; b < batches; b++) {
+        int64_t ox = 0, oy = 0;
+        for (int i = 0; i < ob.rank; i++) ox += index[i] * sx[i], oy += index[i] * sy[i];
+        cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                    1.0f, IN(node, 0) + ox * x_matrix, (int)lda, IN(node, 1) + oy * y_matrix, (int)ldb, 0.0f,
+                    out + b * m * n, (int)n);
+        for (int i = ob.rank - 1; i >= 0 && ++index[i] == ob.shape[i]; i--) index[i] = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ data movement */
+
+static void row_major_strides(const int64_t *shape, int rank, int64_t *strides) {
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = stride;
+        stride *= shape[i];
+    }
+}
+
+/* out[i...] = in[offset + sum(i_k * in_strides[k])] over out's shape. */
+static void gather_strided(const float *in, int64_t offset, const int64_t *in_strides, const int64_t *shape, int rank,
+                           float *out) {
+    if (rank == 0) {
+        out[0] = in[offset];
+        return;
+    }
+    int64_t index[ANE_IR_MAX_RANK] = {0}, numel = 1;
+    for (int i = 0; i < rank; i++) numel *= shape[i];
+    int last = rank - 1;
+    int64_t inner = shape[last], step = in_strides[last];
+    for (int64_t done = 0; done < numel; done += inner) {
+        int64_t o = offset;
+        for (int i = 0; i < last; i++) o += index[i] * in_strides[i];
+        if (step == 1) memcpy(out + done, in + o, (size_t)inner * sizeof *out);
+        else
+            for (int64_t i = 0; i < inner; i++) out[done + i] = in[o + i * step];
+        for (int i = last - 1; i >= 0 && ++index[i] == shape[i]; i--) index[i] = 0;
+    }
+}
+
+static void run_transpose(const ane_node *node, const float *x, float *out) {
+    const ane_node *in = node->operands[0];
+    int64_t in_strides[ANE_IR_MAX_RANK], strides[ANE_IR_MAX_RANK];
+    row_major_strides(in->shape, in->rank, in_strides);
+    for (int i = 0; i < node->rank; i++) strides[i] = in_strides[node->attrs.perm.values[i]];
+    gather_strided(x, 0, strides, node->shape, node->rank, out);
+}
+
+/* A box of x starting at begin[] with the node's shape. */
+static void run_slice(const ane_node *node, const float *x, const int64_t *begin, float *out) {
+    const ane_node *in = node->operands[0];
+    int64_t strides[ANE_IR_MAX_RANK], offset = 0;
+    row_major_strides(in->shape, in->rank, strides);
+    for (int i = 0; i < in->rank; i++) offset += begin[i] * strides[i];
+    gather_strided(x, offset, strides, node->shape, node->rank, out);
+}
+
+static void run_concat(const ane_node *node, float *const *values, float *out) {
+    int64_t outer, count, inner;
+    split_at_axis(node, node->attrs.axis, &outer, &count, &inner);
+    float *dst = out;
+    for (int64_t o = 0; o < outer; o++)
+        for (int k = 0; k < node->noperands; k++) {
+            int64_t chunk = node->operands[k]->shape[node->attrs.axis] * inner;
+            memcpy(dst, values[node->operands[k]->id] + o * chunk, (size_t)chunk * sizeof *dst);
+            dst += chunk;
+        }
+}
+
+static void run_split(const ane_node *node, const float *x, float *out) {
+    int64_t begin[ANE_IR_MAX_RANK] = {0};
+    for (int i = 0; i < node->attrs.index; i++) begin[node->attrs.axis] += node->attrs.sizes.values[i];
+    run_slice(node, x, begin, out);
+}
+
+static void run_pad(const ane_node *node, const float *x, float *out) {
+    const ane_node *in = node->operands[0];
+    const ane_node_attrs *a = &node->attrs;
+    int first = in->rank - a->amounts.count / 2;
+    int mode = strcmp(a->mode, "reflect") == 0 ? 1 : strcmp(a->mode, "replicate") == 0 ? 2 : 0;
+    int64_t in_strides[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
+    row_major_strides(in->shape, in->rank, in_strides);
+    int64_t numel = ane_node_numel(node);
+    for (int64_t o = 0; o < numel; o++) {
+        int64_t source = 0;
+        int outside = 0;
+        for (int i = 0; i < node->rank; i++) {
+            int64_t before = i >= first ? a->amounts.values[2 * (i - first)] : 0;
+            int64_t c = index[i] - before, size = in->shape[i];
+            if (c < 0 || c >= size) {
+                if (mode == 0) outside = 1;
+                else if (mode == 2) c = c < 0 ? 0 : size - 1;
+                else {
+                    int64_t period = size > 1 ? 2 * (size - 1) : 1;
+                    c = ((c % period) + period) % period;
+                    if (c >= size) c = period - c;
+                }
+            }
+            source += c * in_strides[i];
+        }
+        out[o] = outside ? (float)a->alpha : x[source];
+        for (int i = node->rank - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+    }
+}
+
+static ane_status run_gather(const ane_node *node, float *const *values, float *out, ane_error *err) {
+    const ane_node *x = node->operands[0], *indices = node->operands[1];
+    int64_t outer, count, inner;
+    split_at_axis(x, node->attrs.axis, &outer, &count, &inner);
+    int64_t n = ane_node_numel(indices);
+    const float *data = IN(node, 0), *ids = IN(node, 1);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t id = (int64_t)ids[j];
+        if (id < 0) id += count;
+        if (id < 0 || id >= count) {
+            char message[128];
+            snprintf(message, sizeof message, "index %lld is outside 0..%lld", (long long)(int64_t)ids[j], (long long)count - 1);
+            return kernel_fail(node, err, message);
+        }
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < n; j++) {
+            int64_t id = (int64_t)ids[j];
+            if (id < 0) id += count;
+            memcpy(out + (o * n + j) * inner, data + (o * count + id) * inner, (size_t)inner * sizeof *out);
+        }
+    return ANE_OK;
+}
+
+static ane_status run_sdpa(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                           ane_error *err) {
+    const ane_node *q = node->operands[0], *k = node->operands[1], *v = node->operands[2];
+    int r = q->rank;
+    int64_t l = q->shape[r - 2], e = q->shape[r - 1], s = k->shape[r - 2], ev = v->shape[r - 1];
+    int64_t batches = ane_node_numel(q) / (l * e);
+    if (ane_node_numel(k) / (s * e) != batches || ane_node_numel(v) / (s * ev) != batches)
+        return kernel_fail(node, err, "query, key and value need the same batch dimensions");
+    float *scores = malloc((size_t)(l * s) * sizeof *scores);
+    if (!scores) return kernel_fail(node, err, "out of memory");
+    /* The mask, when applied, broadcasts to [..., L, S]. */
+    const ane_node *mask = node->noperands == 4 && context->apply_sdpa_mask ? node->operands[3] : NULL;
+    ane_node scores_shape = *q;
+    scores_shape.shape[r - 1] = s;
+    int64_t ms[ANE_IR_MAX_RANK];
+    if (mask) broadcast_strides(mask, &scores_shape, ms);
+    float scale = 1.0f / sqrtf((float)e);
+    for (int64_t b = 0; b < batches; b++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)e, scale, IN(node, 0) + b * l * e, (int)e,
+                    IN(node, 1) + b * s * e, (int)e, 0.0f, scores, (int)s);
+        if (mask) {
+            /* batch index -> offsets over the leading dims */
+            int64_t rest = b, base = 0;
+            for (int i = r - 3; i >= 0; i--) {
+                base += (rest % q->shape[i]) * ms[i];
+                rest /= q->shape[i];
+            }
+            const float *m = values[mask->id] + base;
+            for (int64_t i = 0; i < l; i++)
+                for (int64_t j = 0; j < s; j++) scores[i * s + j] += m[i * ms[r - 2] + j * ms[r - 1]];
+        }
+        for (int64_t i = 0; i < l; i++) {
+            float *row = scores + i * s, peak = -INFINITY, sum = 0.0f;
+            for (int64_t j = 0; j < s; j++) peak = row[j] > peak ? row[j] : peak;
+            for (int64_t j = 0; j < s; j++) sum += row[j] = expf(row[j] - peak);
+            for (int64_t j = 0; j < s; j++) row[j] /= sum;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f, scores, (int)s,
+                    IN(node, 2) + b * s * ev, (int)ev, 0.0f, out + b * l * ev, (int)ev);
+    }
+    free(scores);
+    return ANE_OK;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+ane_status sim_run_node(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                        ane_error *err) {
+    switch (node->op) {
+    case ANE_OP_INPUT:
+    case ANE_OP_CONST: return ANE_OK; /* filled at eval and load */
+    case ANE_OP_CONV: run_conv(context, node, values, out); break;
+    case ANE_OP_MATMUL: run_matmul(node, values, out); break;
+    case ANE_OP_ADD:
+    case ANE_OP_SUB:
+    case ANE_OP_MUL:
+    case ANE_OP_REAL_DIV:
+    case ANE_OP_MAXIMUM:
+    case ANE_OP_MINIMUM:
+    case ANE_OP_POW: run_binary(node, values, out); break;
+    case ANE_OP_NEG:
+    case ANE_OP_ABS:
+    case ANE_OP_EXP:
+    case ANE_OP_LOG:
+    case ANE_OP_SQRT:
+    case ANE_OP_RSQRT:
+    case ANE_OP_TANH:
+    case ANE_OP_SIGMOID:
+    case ANE_OP_RELU:
+    case ANE_OP_CLIP:
+    case ANE_OP_CAST:
+    case ANE_OP_IDENTITY:
+    case ANE_OP_RESHAPE: run_unary(node, IN(node, 0), out); break;
+    case ANE_OP_SOFTMAX: run_softmax(node, IN(node, 0), out); break;
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_MAX: return run_reduce(node, values, out, err);
+    case ANE_OP_TRANSPOSE: run_transpose(node, IN(node, 0), out); break;
+    case ANE_OP_SLICE_BY_INDEX:
+    case ANE_OP_SLICE_BY_SIZE: run_slice(node, IN(node, 0), node->attrs.begin.values, out); break;
+    case ANE_OP_SELECT: run_select(node, values, out); break;
+    case ANE_OP_CONCAT: run_concat(node, values, out); break;
+    case ANE_OP_SPLIT: run_split(node, IN(node, 0), out); break;
+    case ANE_OP_PAD: run_pad(node, IN(node, 0), out); break;
+    case ANE_OP_GATHER: return run_gather(node, values, out, err);
+    case ANE_OP_SDPA: return run_sdpa(context, node, values, out, err);
+    case ANE_OP_COUNT: return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' has an invalid op", node->name);
+    }
+    return ANE_OK;
+}

@@ -1,0 +1,25 @@
+/* The sim backend's CPU kernels: one function per op family, all on contiguous fp32
+ * buffers shaped like the IR nodes. conv and matmul go through BLAS sgemm (fp32
+ * accumulation); reductions accumulate in fp32 (softmax sums in fp64 are avoided to stay
+ * close to the device's model). Rounding to fp16 is the caller's job (sim.c), once per
+ * op output, so each kernel is the exact fp32 reference. */
+#ifndef ANE_BACKEND_SIM_KERNELS_H
+#define ANE_BACKEND_SIM_KERNELS_H
+
+#include "../base/status.h"
+#include "../ir/graph.h"
+
+typedef struct sim_context {
+    int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
+    float *scratch;          /* [scratch_floats] for im2col */
+    size_t scratch_floats;
+} sim_context;
+
+/* Computes node's output into out [numel(node)] from values[operand->id]. */
+ane_status sim_run_node(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                        ane_error *err);
+
+/* Scratch floats node needs (im2col for k x k convs), 0 for most. */
+size_t sim_scratch_floats(const ane_node *node);
+
+#endif

@@ -1,0 +1,464 @@
+/* Programs over backends: cache, compile budget, binding by name, staging through
+ * surfaces, patching, and the process-wide statistics (see program.h). Not thread-safe:
+ * one Lua state drives it. */
+#include "program.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cache_entry {
+    uint64_t hash;
+    const ane_backend *backend;
+    ane_compiled *compiled;
+    ane_compile_options options;
+} cache_entry;
+
+typedef struct cache_key {
+    char *key;
+    cache_entry *entry;
+} cache_key;
+
+struct ane_program {
+    cache_entry *entry;
+    ane_loaded *instance;
+    ane_surface **staged_inputs;   /* [ninputs], created on first use (profile ane) */
+    ane_surface **staged_outputs;  /* [noutputs] */
+};
+
+static cache_entry **entries;
+static int nentries, entries_capacity;
+static cache_key *keys;
+static int nkeys, keys_capacity;
+static ane_runtime_stats stats;
+static int64_t compile_budget = ANE_DEFAULT_COMPILE_BUDGET;
+static int64_t compiles_in_process;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void ane_runtime_stats_get(ane_runtime_stats *out) {
+    *out = stats;
+    out->compile_budget = compile_budget;
+    out->budget_left = compile_budget - compiles_in_process;
+    out->restart_cost_ms = (double)(compiles_in_process / compile_budget) * ANE_RESTART_COST_MS;
+}
+
+void ane_runtime_stats_reset(void) { memset(&stats, 0, sizeof stats); }
+
+void ane_runtime_set_compile_budget(int64_t budget) { compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET; }
+
+/* FNV-1a over the bytes that make a program: backend, options, MIL, weight files. */
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t size) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int by_path(const void *a, const void *b) {
+    return strcmp(((const ane_mil_file *)a)->path, ((const ane_mil_file *)b)->path);
+}
+
+static uint64_t content_hash(const ane_backend *backend, const ane_compile_options *options, const char *mil, size_t length,
+                             const ane_mil_file *files, int nfiles) {
+    uint64_t h = 1469598103934665603ull;
+    h = hash_bytes(h, backend->name, strlen(backend->name));
+    h = hash_bytes(h, &options->precision, sizeof options->precision);
+    h = hash_bytes(h, &options->profile, sizeof options->profile);
+    h = hash_bytes(h, &options->max_conv_channels, sizeof options->max_conv_channels);
+    h = hash_bytes(h, mil, length);
+    ane_mil_file sorted[16];
+    int n = nfiles < 16 ? nfiles : 16;
+    memcpy(sorted, files, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_path);
+    for (int i = 0; i < n; i++) {
+        h = hash_bytes(h, sorted[i].path, strlen(sorted[i].path) + 1);
+        h = hash_bytes(h, sorted[i].bytes, sorted[i].size);
+    }
+    return h;
+}
+
+static int same_options(const ane_compile_options *a, const ane_compile_options *b) {
+    return a->precision == b->precision && a->profile == b->profile && a->max_conv_channels == b->max_conv_channels;
+}
+
+static cache_entry *find_by_hash(uint64_t hash, const ane_backend *backend, const ane_compile_options *options) {
+    for (int i = 0; i < nentries; i++)
+        if (entries[i]->hash == hash && entries[i]->backend == backend && same_options(&entries[i]->options, options))
+            return entries[i];
+    return NULL;
+}
+
+static cache_entry *find_by_key(const char *key) {
+    for (int i = 0; i < nkeys; i++)
+        if (strcmp(keys[i].key, key) == 0) return keys[i].entry;
+    return NULL;
+}
+
+static ane_status remember_key(const char *key, cache_entry *entry, ane_error *err) {
+    for (int i = 0; i < nkeys; i++)
+        if (strcmp(keys[i].key, key) == 0) {
+            keys[i].entry = entry; /* the key now names the newer program */
+            return ANE_OK;
+        }
+    if (nkeys == keys_capacity) {
+        int capacity = keys_capacity ? keys_capacity * 2 : 32;
+        cache_key *grown = realloc(keys, (size_t)capacity * sizeof *grown);
+        if (!grown) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching program key '%s'", key);
+        keys = grown;
+        keys_capacity = capacity;
+    }
+    keys[nkeys].key = strdup(key);
+    if (!keys[nkeys].key) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching program key '%s'", key);
+    keys[nkeys++].entry = entry;
+    return ANE_OK;
+}
+
+static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error *err) {
+    ane_program *program = calloc(1, sizeof *program);
+    if (!program) return ane_fail(err, ANE_ERR_NOMEM, "out of memory creating a program");
+    double start = now_ms();
+    ane_status status = entry->backend->load(entry->compiled, &program->instance, err);
+    if (status) {
+        free(program);
+        return status;
+    }
+    stats.loads++;
+    stats.load_ms += now_ms() - start;
+    program->entry = entry;
+    *out = program;
+    return ANE_OK;
+}
+
+ane_status ane_program_create(const char *backend_name, const ane_compile_options *options, const char *key,
+                              const char *mil, size_t length, const ane_mil_file *files, int nfiles, ane_program **out,
+                              ane_error *err) {
+    const ane_backend *backend = ane_backend_find(backend_name);
+    if (!backend) return ane_fail(err, ANE_ERR_ARGUMENT, "unknown backend '%s' (known: sim, ane)", backend_name);
+    char why[256];
+    if (!backend->available(why, sizeof why)) return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s", why);
+    if (nfiles > 16) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 16 weight files per program");
+
+    uint64_t hash = content_hash(backend, options, mil, length, files, nfiles);
+    cache_entry *entry = find_by_hash(hash, backend, options);
+    if (entry) {
+        stats.cache_hits++;
+    } else {
+        if (compiles_in_process >= compile_budget)
+            return ane_fail(err, ANE_ERR_CONSTRAINT,
+                            "compile budget exhausted: this process has compiled %lld programs, the budget is %lld "
+                            "(ANE-05: the device fails silently after ~119 compiles per process). Reuse programs "
+                            "(cache keys), patch weights instead of recompiling, or restart the process; "
+                            "ane.set_compile_budget(n) changes the budget",
+                            (long long)compiles_in_process, (long long)compile_budget);
+        entry = calloc(1, sizeof *entry);
+        if (!entry) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching a program");
+        if (nentries == entries_capacity) {
+            int capacity = entries_capacity ? entries_capacity * 2 : 32;
+            cache_entry **grown = realloc(entries, (size_t)capacity * sizeof *grown);
+            if (!grown) {
+                free(entry);
+                return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching a program");
+            }
+            entries = grown;
+            entries_capacity = capacity;
+        }
+        double start = now_ms();
+        ane_status status = backend->compile(options, mil, length, files, nfiles, &entry->compiled, err);
+        if (status) {
+            free(entry);
+            return status;
+        }
+        compiles_in_process++;
+        stats.compiles++;
+        stats.compile_ms += now_ms() - start;
+        stats.sram_warnings += entry->compiled->sram_spill_nodes > 0;
+        entry->hash = hash;
+        entry->backend = backend;
+        entry->options = *options;
+        entries[nentries++] = entry;
+    }
+    if (key && *key) {
+        ane_status status = remember_key(key, entry, err);
+        if (status) return status;
+    }
+    return load_instance(entry, out, err);
+}
+
+ane_status ane_program_from_cache(const char *key, ane_program **out, ane_error *err) {
+    *out = NULL;
+    cache_entry *entry = find_by_key(key);
+    if (!entry) return ANE_OK;
+    stats.cache_hits++;
+    return load_instance(entry, out, err);
+}
+
+void ane_program_close(ane_program *program) {
+    if (!program) return;
+    const ane_backend *backend = program->entry->backend;
+    backend->unload(program->instance);
+    stats.unloads++;
+    const ane_port *inputs, *outputs;
+    int ninputs, noutputs;
+    ane_program_ports(program, &inputs, &ninputs, &outputs, &noutputs);
+    for (int i = 0; program->staged_inputs && i < ninputs; i++) ane_surface_destroy(program->staged_inputs[i]);
+    for (int i = 0; program->staged_outputs && i < noutputs; i++) ane_surface_destroy(program->staged_outputs[i]);
+    free(program->staged_inputs);
+    free(program->staged_outputs);
+    free(program);
+}
+
+void ane_program_ports(const ane_program *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
+                       int *noutputs) {
+    program->entry->backend->ports(program->entry->compiled, inputs, ninputs, outputs, noutputs);
+}
+
+const char *ane_program_name(const ane_program *program) { return program->entry->compiled->name; }
+const char *ane_program_backend(const ane_program *program) { return program->entry->backend->name; }
+const ane_compile_options *ane_program_options(const ane_program *program) { return &program->entry->options; }
+
+/* ------------------------------------------------------------------ eval */
+
+static int is_surface_port(const ane_port *port) {
+    return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
+           (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
+}
+
+/* The dtype values travel in: the port's, or fp32 everywhere in fp32 precision (the
+ * reference never rounds). */
+static ane_dtype io_dtype(const ane_program *program, const ane_port *port) {
+    if (program->entry->options.precision == ANE_PRECISION_FP32 && ane_dtype_kind_of(port->dtype) == ANE_KIND_FLOAT)
+        return ANE_FP32;
+    return port->dtype;
+}
+
+/* Staging surfaces for every port, all of one allocation size (ANE-02 / ANE-18). */
+static ane_status stage_surfaces(const ane_program *program, const ane_port *ports, int count, ane_surface ***out,
+                                 ane_error *err) {
+    if (*out) return ANE_OK;
+    size_t common = 0;
+    for (int i = 0; i < count; i++) {
+        size_t row, size;
+        if (!is_surface_port(&ports[i])) continue;
+        ane_status status = ane_surface_layout(ports[i].shape[1], ports[i].shape[3], io_dtype(program, &ports[i]), &row, &size, err);
+        if (status) return status;
+        if (size > common) common = size;
+    }
+    ane_surface **surfaces = calloc((size_t)count + 1, sizeof *surfaces);
+    if (!surfaces) return ane_fail(err, ANE_ERR_NOMEM, "out of memory staging surfaces");
+    for (int i = 0; i < count; i++) {
+        if (!is_surface_port(&ports[i])) continue;
+        ane_status status =
+            ane_surface_create(&surfaces[i], ports[i].shape[1], ports[i].shape[3], io_dtype(program, &ports[i]), common, err);
+        if (status) {
+            for (int k = 0; k < i; k++) ane_surface_destroy(surfaces[k]);
+            free(surfaces);
+            return status;
+        }
+    }
+    *out = surfaces;
+    return ANE_OK;
+}
+
+static const ane_io *find_io(const ane_io *list, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(list[i].name, name) == 0) return &list[i];
+    return NULL;
+}
+
+static ane_status unknown_name(const ane_program *program, const char *role, const char *name, const ane_port *ports,
+                               int count, ane_error *err) {
+    char names[400] = "";
+    size_t used = 0;
+    for (int i = 0; i < count && used < sizeof names; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, i ? ", %s" : "%s", ports[i].name);
+    return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no %s '%s' (%ss: %s)", ane_program_name(program), role, name,
+                    role, names);
+}
+
+/* A view of `tensor` shaped like the port: as is, or reshaped when only unit dims differ. */
+static ane_status view_for_port(const ane_tensor *tensor, const ane_port *port, const char *role, ane_tensor *out,
+                                ane_error *err) {
+    int64_t numel = 1;
+    for (int i = 0; i < port->rank; i++) numel *= port->shape[i];
+    int same = tensor->ndim == port->rank;
+    for (int i = 0; same && i < port->rank; i++) same = tensor->shape[i] == port->shape[i];
+    if (same) {
+        ane_tensor_share(out, tensor);
+        return ANE_OK;
+    }
+    char want[128], got[128];
+    if (ane_tensor_numel(tensor) != numel || !ane_tensor_is_contiguous(tensor))
+        return ane_fail(err, ANE_ERR_SHAPE, "%s '%s' is %s, got a %s tensor", role, port->name,
+                        ane_shape_string(want, sizeof want, port->rank, port->shape),
+                        ane_shape_string(got, sizeof got, tensor->ndim, tensor->shape));
+    return ane_tensor_reshape(out, tensor, port->rank, port->shape, err);
+}
+
+ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                            int ndestinations, ane_tensor *results, ane_error *err) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    int device_rules = program->entry->options.profile == ANE_PROFILE_ANE;
+    for (int i = 0; i < ninputs; i++) {
+        int known = 0;
+        for (int k = 0; k < nin && !known; k++) known = strcmp(in_ports[k].name, inputs[i].name) == 0;
+        if (!known) return unknown_name(program, "input", inputs[i].name, in_ports, nin, err);
+    }
+    for (int i = 0; i < ndestinations; i++) {
+        int known = 0;
+        for (int k = 0; k < nout && !known; k++) known = strcmp(out_ports[k].name, destinations[i].name) == 0;
+        if (!known) return unknown_name(program, "output", destinations[i].name, out_ports, nout, err);
+    }
+    ane_status status = ANE_OK;
+    if (device_rules) {
+        status = stage_surfaces(program, in_ports, nin, &program->staged_inputs, err);
+        if (!status) status = stage_surfaces(program, out_ports, nout, &program->staged_outputs, err);
+        if (status) return status;
+    }
+    ane_binding in_bindings[64], out_bindings[64];
+    if (nin > 64 || nout > 64) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 64 inputs and outputs");
+    memset(in_bindings, 0, sizeof in_bindings);
+    memset(out_bindings, 0, sizeof out_bindings);
+    int bound_in = 0, bound_out = 0;
+
+    /* Inputs in port (alphabetical) order. */
+    for (int i = 0; i < nin && !status; i++, bound_in++) {
+        const ane_io *io = find_io(inputs, ninputs, in_ports[i].name);
+        ane_binding *b = &in_bindings[i];
+        b->name = in_ports[i].name;
+        if (!io) {
+            status = ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' needs input '%s'", ane_program_name(program), in_ports[i].name);
+            break;
+        }
+        if (io->surface) {
+            status = ane_surface_view(io->surface, &b->view, err);
+            b->alloc_size = io->surface->alloc_size;
+        } else if (device_rules && program->staged_inputs[i]) {
+            status = ane_surface_write(program->staged_inputs[i], io->tensor, err);
+            if (!status) status = ane_surface_view(program->staged_inputs[i], &b->view, err);
+            b->alloc_size = program->staged_inputs[i]->alloc_size;
+        } else {
+            status = view_for_port(io->tensor, &in_ports[i], "input", &b->view, err);
+        }
+    }
+    /* Outputs: the caller's buffers, staged surfaces, or new tensors. */
+    for (int i = 0; i < nout && !status; i++, bound_out++) {
+        const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
+        ane_binding *b = &out_bindings[i];
+        b->name = out_ports[i].name;
+        if (io && io->surface) {
+            status = ane_surface_view(io->surface, &b->view, err);
+            b->alloc_size = io->surface->alloc_size;
+        } else if (device_rules && program->staged_outputs[i]) {
+            status = ane_surface_view(program->staged_outputs[i], &b->view, err);
+            b->alloc_size = program->staged_outputs[i]->alloc_size;
+        } else if (io) {
+            status = view_for_port(io->tensor, &out_ports[i], "output", &b->view, err);
+        } else {
+            status = ane_tensor_zeros(&results[i], out_ports[i].rank, out_ports[i].shape, io_dtype(program, &out_ports[i]), err);
+            if (!status) ane_tensor_share(&b->view, &results[i]);
+        }
+    }
+    if (!status) {
+        double start = now_ms();
+        status = program->entry->backend->eval(program->instance, in_bindings, nin, out_bindings, nout, err);
+        stats.evals += status == ANE_OK;
+        stats.eval_ms += now_ms() - start;
+    }
+    /* Staged outputs go to the caller's tensors or to new result tensors. */
+    for (int i = 0; i < nout && !status; i++) {
+        const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
+        if (!device_rules || !program->staged_outputs[i] || (io && io->surface)) continue;
+        if (io) {
+            ane_tensor target;
+            status = view_for_port(io->tensor, &out_ports[i], "output", &target, err);
+            if (!status) status = ane_tensor_copy_into(&target, &out_bindings[i].view, err);
+            ane_tensor_release(&target);
+        } else {
+            status = ane_surface_read(program->staged_outputs[i], io_dtype(program, &out_ports[i]), &results[i], err);
+        }
+    }
+    for (int i = 0; i < bound_in; i++) ane_tensor_release(&in_bindings[i].view);
+    for (int i = 0; i < bound_out; i++) ane_tensor_release(&out_bindings[i].view);
+    if (status)
+        for (int i = 0; i < nout; i++) ane_tensor_release(&results[i]);
+    return status;
+}
+
+/* ------------------------------------------------------------------ patching */
+
+typedef struct weight_search {
+    const char *name;
+    const ane_node *found;
+} weight_search;
+
+static void match_weight(void *context, const ane_node *node) {
+    weight_search *search = context;
+    if (strcmp(node->name, search->name) == 0) search->found = node;
+}
+
+void ane_program_weights(const ane_program *program, void (*visit)(void *context, const ane_node *node), void *context) {
+    program->entry->backend->weights(program->entry->compiled, visit, context);
+}
+
+/* Same sizes once unit dimensions are dropped ([out, in] fits [out, in, 1, 1]). */
+static int compatible_shape(const ane_tensor *value, const ane_node *node) {
+    int64_t a[ANE_MAX_DIMS], b[ANE_IR_MAX_RANK];
+    int na = 0, nb = 0;
+    for (int i = 0; i < value->ndim; i++)
+        if (value->shape[i] != 1) a[na++] = value->shape[i];
+    for (int i = 0; i < node->rank; i++)
+        if (node->shape[i] != 1) b[nb++] = node->shape[i];
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err) {
+    weight_search search = {name, NULL};
+    ane_program_weights(program, match_weight, &search);
+    const ane_node *node = search.found;
+    if (!node) return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", ane_program_name(program), name);
+    char want[128], got[128];
+    if (!compatible_shape(value, node))
+        return ane_fail(err, ANE_ERR_SHAPE, "weight '%s' of program '%s' is %s, the patch is %s", name,
+                        ane_program_name(program), ane_node_shape_string(node, want, sizeof want),
+                        ane_shape_string(got, sizeof got, value->ndim, value->shape));
+    if (ane_dtype_kind_of(value->dtype) != ANE_KIND_FLOAT && ane_dtype_kind_of(node->dtype) == ANE_KIND_FLOAT)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' is %s; patch it with a float tensor, not %s", name,
+                        ane_dtype_name(node->dtype), ane_dtype_name(value->dtype));
+    double start = now_ms();
+    /* fp32 copy in the weight's shape, sanitized, then converted to the weight's dtype. */
+    ane_tensor staged, shaped, converted;
+    ane_status status = ane_tensor_to(&staged, value, ANE_FP32, err);
+    if (status) return status;
+    status = ane_tensor_reshape(&shaped, &staged, node->rank, node->shape, err);
+    ane_tensor_release(&staged);
+    if (status) return status;
+    float *values = (float *)ane_tensor_data(&shaped);
+    int64_t numel = ane_tensor_numel(&shaped), sanitized = 0;
+    int half = node->dtype == ANE_FP16;
+    for (int64_t i = 0; i < numel; i++) {
+        float v = values[i];
+        if (v != v) values[i] = 0.0f, sanitized++;
+        else if (isinf(v) || (half && fabsf(v) > 65504.0f)) values[i] = v > 0 ? 65504.0f : -65504.0f, sanitized++;
+    }
+    status = ane_tensor_to(&converted, &shaped, node->dtype, err);
+    ane_tensor_release(&shaped);
+    if (status) return status;
+    status = program->entry->backend->patch(program->instance, name, &converted, err);
+    ane_tensor_release(&converted);
+    if (status) return status;
+    stats.patches++;
+    stats.sanitized_values += sanitized;
+    stats.patch_ms += now_ms() - start;
+    return ANE_OK;
+}

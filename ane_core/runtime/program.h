@@ -1,0 +1,74 @@
+/* Programs: the runtime's lifecycle over a backend (compile -> load -> eval -> unload), a
+ * cache, the per-process compile budget, name-based binding, and delta patching.
+ *
+ * Compiled programs are cached twice: by the caller's composite key (program name, layer,
+ * shape bucket, weights version: any string) and by a content hash of the MIL text, the
+ * weight bytes, the backend and its options, so identical programs never compile twice in
+ * a process. A program handle is one loaded instance with its own weights; patching one
+ * never changes another.
+ *
+ * Binding is by NAME: the runtime computes the device's positional order (alphabetical,
+ * ANE-03/19) and, in the `ane` profile, stages plain tensors through surfaces that all share
+ * one allocation size (ANE-02/18) of at least 49,152 bytes (ANE-04), so callers never meet
+ * those rules. */
+#ifndef ANE_RUNTIME_PROGRAM_H
+#define ANE_RUNTIME_PROGRAM_H
+
+#include "../backend/backend.h"
+#include "../tensor/surface.h"
+
+typedef struct ane_program ane_program;
+
+typedef struct ane_runtime_stats {
+    int64_t compiles, cache_hits, loads, evals, patches, unloads;
+    int64_t compile_budget, budget_left;   /* ANE-05 */
+    int64_t sanitized_values;              /* NaN/inf replaced while patching */
+    int64_t sram_warnings;                 /* programs with a node beyond 32 MB (ANE-27) */
+    double compile_ms, load_ms, eval_ms, patch_ms;
+    double restart_cost_ms;                /* exec() restarts the compiles would force on the device (ANE-15) */
+} ane_runtime_stats;
+
+#define ANE_DEFAULT_COMPILE_BUDGET 119
+#define ANE_RESTART_COST_MS 50.0
+
+void ane_runtime_stats_get(ane_runtime_stats *out);
+void ane_runtime_stats_reset(void);
+/* Sets the per-process compile budget (ANE-05); 0 restores the default. */
+void ane_runtime_set_compile_budget(int64_t budget);
+
+/* Compiles (or finds in the cache) and loads a program. `key` may be NULL. */
+ane_status ane_program_create(const char *backend_name, const ane_compile_options *options, const char *key,
+                              const char *mil, size_t length, const ane_mil_file *files, int nfiles, ane_program **out,
+                              ane_error *err);
+/* Loads another instance of a cached program by key; *out is NULL when the key is unknown. */
+ane_status ane_program_from_cache(const char *key, ane_program **out, ane_error *err);
+void ane_program_close(ane_program *program); /* unloads; NULL is fine */
+
+/* Ports in binding order. */
+void ane_program_ports(const ane_program *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
+                       int *noutputs);
+const char *ane_program_name(const ane_program *program);
+const char *ane_program_backend(const ane_program *program);
+const ane_compile_options *ane_program_options(const ane_program *program);
+
+/* One value bound by name: a tensor, or a surface (exactly one of the two). */
+typedef struct ane_io {
+    const char *name;
+    const ane_tensor *tensor;
+    ane_surface *surface;
+} ane_io;
+
+/* Evaluates with inputs by name. `destinations` (may be NULL/0) name outputs the caller
+ * provides (tensors or surfaces, written in place); every other output is returned in
+ * results[i] (indexed like the output ports) as a new tensor; the others stay empty. */
+ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                            int ndestinations, ane_tensor *results, ane_error *err);
+
+/* Replaces baked weights without compiling: shape checked, converted to the weight's dtype,
+ * NaN -> 0 and +-inf (or values beyond fp16's range) -> +-65504, counted in the stats. */
+ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err);
+
+/* The patchable weights (name, dtype, shape) via a callback. */
+void ane_program_weights(const ane_program *program, void (*visit)(void *context, const ane_node *node), void *context);
+
+#endif

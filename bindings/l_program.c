@@ -1,0 +1,348 @@
+/* Programs from Lua (type "ane.Program"): ane.compile, ane.compile_mil, ane.cached,
+ * prog:eval / patch / inputs / outputs / weights / close, and the runtime statistics.
+ * Inputs and outputs are bound by name; values are tensors or surfaces. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ane_core/mil/emit.h"
+#include "../ane_core/runtime/program.h"
+#include "ane_lua.h"
+
+#define ANE_PROGRAM_TYPE "ane.Program"
+#define ANE_GRAPH_TYPE "ane.Graph"
+
+typedef struct program_box {
+    ane_program *program; /* NULL once closed */
+} program_box;
+
+static ane_program *check_program(lua_State *L, int index) {
+    program_box *box = luaL_checkudata(L, index, ANE_PROGRAM_TYPE);
+    if (!box->program) luaL_error(L, "attempt to use a closed program");
+    return box->program;
+}
+
+static int program_release(lua_State *L) {
+    program_box *box = luaL_checkudata(L, 1, ANE_PROGRAM_TYPE);
+    ane_program_close(box->program);
+    box->program = NULL;
+    return 0;
+}
+
+static program_box *new_program_box(lua_State *L) {
+    program_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->program = NULL;
+    luaL_setmetatable(L, ANE_PROGRAM_TYPE);
+    return box;
+}
+
+/* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", key =, max_conv_channels =} */
+static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
+    memset(options, 0, sizeof *options);
+    *key = NULL;
+    const char *backend = ane_lua_default_backend();
+    if (lua_isnoneornil(L, index)) return backend;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_getfield(L, index, "backend");
+    if (!lua_isnil(L, -1)) backend = luaL_checkstring(L, -1);
+    lua_getfield(L, index, "precision");
+    const char *precision = luaL_optstring(L, -1, "fp16");
+    if (strcmp(precision, "fp32") == 0) options->precision = ANE_PRECISION_FP32;
+    else if (strcmp(precision, "fp16") != 0) luaL_error(L, "precision must be 'fp16' or 'fp32', not '%s'", precision);
+    lua_getfield(L, index, "profile");
+    const char *profile = luaL_optstring(L, -1, "ane");
+    if (strcmp(profile, "cpu") == 0) options->profile = ANE_PROFILE_CPU;
+    else if (strcmp(profile, "ane") != 0) luaL_error(L, "profile must be 'ane' or 'cpu', not '%s'", profile);
+    lua_getfield(L, index, "key");
+    *key = lua_tostring(L, -1);
+    lua_getfield(L, index, "max_conv_channels");
+    options->max_conv_channels = luaL_optinteger(L, -1, 0);
+    lua_pop(L, 5); /* the strings stay anchored by the options table */
+    return backend;
+}
+
+/* Weight files: a byte string (a MILBlob file), or a path to one. */
+static int collect_files(lua_State *L, int index, ane_mil_file *files, int capacity) {
+    int count = 0;
+    if (lua_isnoneornil(L, index)) return 0;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, index)) {
+        if (count == capacity) luaL_error(L, "at most %d weight files", capacity);
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "weights must map MIL paths to byte strings or file paths");
+        size_t size;
+        const char *value = lua_tolstring(L, -1, &size);
+        int looks_like_milblob = size >= 64 && value[4] == 2 && value[5] == 0 && value[6] == 0 && value[7] == 0;
+        if (!looks_like_milblob) { /* a file path: read it, keep the bytes in the table */
+            FILE *file = fopen(value, "rb");
+            if (!file) luaL_error(L, "weight file '%s' for '%s' cannot be opened", value, lua_tostring(L, -2));
+            luaL_Buffer buffer;
+            luaL_buffinit(L, &buffer);
+            char chunk[65536];
+            size_t got;
+            while ((got = fread(chunk, 1, sizeof chunk, file)) > 0) luaL_addlstring(&buffer, chunk, got);
+            fclose(file);
+            luaL_pushresult(&buffer);
+            lua_pushvalue(L, -3);
+            lua_insert(L, -2);
+            lua_settable(L, index); /* replaces the path by the bytes; keys unchanged, so next() is fine */
+            lua_pushvalue(L, -2);
+            lua_gettable(L, index);
+            lua_replace(L, -2);
+            value = lua_tolstring(L, -1, &size);
+        }
+        files[count].path = lua_tostring(L, -2);
+        files[count].bytes = (const uint8_t *)value;
+        files[count].size = size;
+        count++;
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+static int create(lua_State *L, const char *mil, size_t length, const ane_mil_file *files, int nfiles, int options_index) {
+    ane_compile_options options;
+    const char *key;
+    const char *backend = read_options(L, options_index, &options, &key);
+    program_box *box = new_program_box(L);
+    ane_error err;
+    if (ane_program_create(backend, &options, key, mil, length, files, nfiles, &box->program, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+/* ane.compile(graph, options) */
+static int l_compile(lua_State *L) {
+    luaL_checkudata(L, 1, ANE_GRAPH_TYPE);
+    lua_settop(L, 2); /* options (or nil) stay at 2 */
+    lua_getfield(L, 1, "mil");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 2); /* text, weights */
+    int weights = lua_gettop(L);
+    size_t length;
+    const char *text = lua_tolstring(L, weights - 1, &length);
+    ane_mil_file files[16];
+    int nfiles = collect_files(L, weights, files, 16);
+    return create(L, text, length, files, nfiles, 2);
+}
+
+/* ane.compile_mil(text, weights, options) */
+static int l_compile_mil(lua_State *L) {
+    lua_settop(L, 3);
+    size_t length;
+    const char *text = luaL_checklstring(L, 1, &length);
+    ane_mil_file files[16];
+    int nfiles = collect_files(L, 2, files, 16);
+    return create(L, text, length, files, nfiles, 3);
+}
+
+/* ane.cached(key) -> a new instance of the program compiled under key, or nil */
+static int l_cached(lua_State *L) {
+    const char *key = luaL_checkstring(L, 1);
+    program_box *box = new_program_box(L);
+    ane_error err;
+    if (ane_program_from_cache(key, &box->program, &err)) return ane_lua_raise(L, &err);
+    if (!box->program) return 0;
+    return 1;
+}
+
+/* Reads a table of name -> tensor | surface into ios (names anchored by the table). */
+static int read_ios(lua_State *L, int index, ane_io *ios, int capacity, const char *role) {
+    int count = 0;
+    if (lua_isnoneornil(L, index)) return 0;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, index)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s names must be strings", role);
+        if (count == capacity) luaL_error(L, "too many %ss", role);
+        ane_io *io = &ios[count++];
+        io->name = lua_tostring(L, -2);
+        io->surface = ane_lua_test_surface(L, -1);
+        io->tensor = io->surface ? NULL : ane_lua_test_tensor(L, -1);
+        if (!io->surface && !io->tensor)
+            luaL_error(L, "%s '%s' must be a tensor or a surface, not a %s", role, io->name, luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+/* prog:eval(inputs, [destinations]) -> { output name = tensor or the destination given } */
+static int m_eval(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    ane_io inputs[64], destinations[64];
+    int ninputs = read_ios(L, 2, inputs, 64, "input");
+    int ndestinations = read_ios(L, 3, destinations, 64, "output");
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    ane_tensor results[64];
+    memset(results, 0, sizeof results);
+    ane_error err;
+    if (ane_program_eval(program, inputs, ninputs, destinations, ndestinations, results, &err)) return ane_lua_raise(L, &err);
+    lua_createtable(L, 0, nout);
+    for (int i = 0; i < nout; i++) {
+        if (results[i].storage) {
+            ane_lua_push_tensor(L, &results[i]);
+        } else { /* written into the caller's destination: return it */
+            lua_getfield(L, 3, out_ports[i].name);
+        }
+        lua_setfield(L, -2, out_ports[i].name);
+    }
+    return 1;
+}
+
+/* prog:patch{ name = tensor, ... } -> prog */
+static int m_patch(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        const char *name = lua_tostring(L, -2);
+        if (lua_type(L, -2) != LUA_TSTRING) return luaL_error(L, "patch: weight names must be strings");
+        ane_tensor *value = ane_lua_test_tensor(L, -1);
+        if (!value) return luaL_error(L, "patch: '%s' must be a tensor, not a %s", name, luaL_typename(L, -1));
+        ane_error err;
+        if (ane_program_patch(program, name, value, &err)) return ane_lua_raise(L, &err);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+static void push_port(lua_State *L, const ane_port *port, int index) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, port->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, ane_dtype_name(port->dtype));
+    lua_setfield(L, -2, "dtype");
+    lua_createtable(L, port->rank, 0);
+    for (int i = 0; i < port->rank; i++) {
+        lua_pushinteger(L, port->shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "shape");
+    lua_pushinteger(L, index);
+    lua_setfield(L, -2, "binding");
+    lua_rawseti(L, -2, index);
+}
+
+static int ports(lua_State *L, int outputs) {
+    ane_program *program = check_program(L, 1);
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    const ane_port *list = outputs ? out_ports : in_ports;
+    int count = outputs ? nout : nin;
+    lua_createtable(L, count, 0);
+    for (int i = 0; i < count; i++) push_port(L, &list[i], i + 1);
+    return 1;
+}
+
+static int m_inputs(lua_State *L) { return ports(L, 0); }
+static int m_outputs(lua_State *L) { return ports(L, 1); }
+
+typedef struct weight_list {
+    lua_State *L;
+    int count;
+} weight_list;
+
+static void push_weight(void *context, const ane_node *node) {
+    weight_list *list = context;
+    lua_State *L = list->L;
+    ane_port port;
+    snprintf(port.name, sizeof port.name, "%s", node->name);
+    port.dtype = node->dtype;
+    port.rank = node->rank;
+    memcpy(port.shape, node->shape, sizeof port.shape);
+    push_port(L, &port, ++list->count);
+}
+
+/* prog:weights() -> { {name =, dtype =, shape =}, ... } the patchable consts */
+static int m_weights(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    lua_newtable(L);
+    weight_list list = {L, 0};
+    ane_program_weights(program, push_weight, &list);
+    return 1;
+}
+
+static int m_tostring(lua_State *L) {
+    program_box *box = luaL_checkudata(L, 1, ANE_PROGRAM_TYPE);
+    if (!box->program) {
+        lua_pushliteral(L, "ane.program (closed)");
+        return 1;
+    }
+    const ane_compile_options *o = ane_program_options(box->program);
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(box->program, &in_ports, &nin, &out_ports, &nout);
+    lua_pushfstring(L, "ane.program %s (backend %s, %s, profile %s, %d inputs, %d outputs)", ane_program_name(box->program),
+                    ane_program_backend(box->program), o->precision == ANE_PRECISION_FP32 ? "fp32" : "fp16",
+                    o->profile == ANE_PROFILE_CPU ? "cpu" : "ane", nin, nout);
+    return 1;
+}
+
+static void set_number(lua_State *L, const char *key, double value) {
+    lua_pushnumber(L, value);
+    lua_setfield(L, -2, key);
+}
+
+static void set_integer(lua_State *L, const char *key, int64_t value) {
+    lua_pushinteger(L, value);
+    lua_setfield(L, -2, key);
+}
+
+/* ane.stats() */
+static int l_stats(lua_State *L) {
+    ane_runtime_stats s;
+    ane_runtime_stats_get(&s);
+    lua_createtable(L, 0, 16);
+    set_integer(L, "compiles", s.compiles);
+    set_integer(L, "cache_hits", s.cache_hits);
+    set_integer(L, "loads", s.loads);
+    set_integer(L, "evals", s.evals);
+    set_integer(L, "patches", s.patches);
+    set_integer(L, "unloads", s.unloads);
+    set_integer(L, "compile_budget", s.compile_budget);
+    set_integer(L, "budget_left", s.budget_left);
+    set_integer(L, "sanitized_values", s.sanitized_values);
+    set_integer(L, "sram_warnings", s.sram_warnings);
+    set_number(L, "compile_ms", s.compile_ms);
+    set_number(L, "load_ms", s.load_ms);
+    set_number(L, "eval_ms", s.eval_ms);
+    set_number(L, "patch_ms", s.patch_ms);
+    set_number(L, "restart_cost_ms", s.restart_cost_ms);
+    return 1;
+}
+
+static int l_reset_stats(lua_State *L) {
+    (void)L;
+    ane_runtime_stats_reset();
+    return 0;
+}
+
+static int l_set_compile_budget(lua_State *L) {
+    ane_runtime_set_compile_budget(luaL_optinteger(L, 1, 0));
+    return 0;
+}
+
+void ane_lua_open_program(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"eval", m_eval}, {"patch", m_patch}, {"inputs", m_inputs}, {"outputs", m_outputs},
+        {"weights", m_weights}, {"close", program_release}, {NULL, NULL},
+    };
+    static const luaL_Reg meta[] = {
+        {"__gc", program_release}, {"__close", program_release}, {"__tostring", m_tostring}, {NULL, NULL},
+    };
+    luaL_newmetatable(L, ANE_PROGRAM_TYPE);
+    luaL_setfuncs(L, meta, 0);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    static const luaL_Reg functions[] = {
+        {"compile", l_compile}, {"compile_mil", l_compile_mil}, {"cached", l_cached}, {"stats", l_stats},
+        {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget}, {NULL, NULL},
+    };
+    luaL_setfuncs(L, functions, 0);
+}
