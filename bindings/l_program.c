@@ -57,7 +57,9 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     *key = lua_tostring(L, -1);
     lua_getfield(L, index, "max_conv_channels");
     options->max_conv_channels = luaL_optinteger(L, -1, 0);
-    lua_pop(L, 5); /* the strings stay anchored by the options table */
+    lua_getfield(L, index, "name");
+    if (lua_isstring(L, -1)) snprintf(options->name, sizeof options->name, "%s", lua_tostring(L, -1));
+    lua_pop(L, 6); /* the strings stay anchored by the options table */
     return backend;
 }
 
@@ -101,10 +103,12 @@ static int collect_files(lua_State *L, int index, ane_mil_file *files, int capac
     return count;
 }
 
-static int create(lua_State *L, const char *mil, size_t length, const ane_mil_file *files, int nfiles, int options_index) {
+static int create(lua_State *L, const char *mil, size_t length, const ane_mil_file *files, int nfiles, int options_index,
+                  const char *default_name) {
     ane_compile_options options;
     const char *key;
     const char *backend = read_options(L, options_index, &options, &key);
+    if (!options.name[0] && default_name) snprintf(options.name, sizeof options.name, "%s", default_name);
     program_box *box = new_program_box(L);
     ane_error err;
     if (ane_program_create(backend, &options, key, mil, length, files, nfiles, &box->program, &err)) return ane_lua_raise(L, &err);
@@ -123,7 +127,10 @@ static int l_compile(lua_State *L) {
     const char *text = lua_tolstring(L, weights - 1, &length);
     ane_mil_file files[16];
     int nfiles = collect_files(L, weights, files, 16);
-    return create(L, text, length, files, nfiles, 2);
+    lua_getfield(L, 1, "name"); /* the program is named after the graph */
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    return create(L, text, length, files, nfiles, 2, lua_tostring(L, -1));
 }
 
 /* ane.compile_mil(text, weights, options) */
@@ -133,7 +140,7 @@ static int l_compile_mil(lua_State *L) {
     const char *text = luaL_checklstring(L, 1, &length);
     ane_mil_file files[16];
     int nfiles = collect_files(L, 2, files, 16);
-    return create(L, text, length, files, nfiles, 3);
+    return create(L, text, length, files, nfiles, 3, NULL);
 }
 
 /* ane.cached(key) -> a new instance of the program compiled under key, or nil */

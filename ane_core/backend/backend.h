@@ -32,6 +32,7 @@ typedef struct ane_compile_options {
     ane_precision precision;
     ane_profile profile;
     int64_t max_conv_channels;   /* ANE-16 limit, 0 = default */
+    char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
 } ane_compile_options;
 
 /* One bound buffer of an eval. */

@@ -103,7 +103,8 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         return status;
     }
     ane_graph *g = p->graph;
-    snprintf(p->base.name, sizeof p->base.name, "%s", g->name);
+    snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);
+    snprintf(g->name, sizeof g->name, "%s", p->base.name);
     ane_pass_sram_annotate(g, NULL);
     for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += g->nodes[i]->working_set_bytes > ANE_SRAM_BYTES;
     int ninputs = 0;

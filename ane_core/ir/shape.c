@@ -296,6 +296,9 @@ static ane_status rule_pad(ane_node *node, ane_error *err) {
     for (int i = first; i < x->rank; i++) {
         int64_t before = a->amounts.values[2 * (i - first)], after = a->amounts.values[2 * (i - first) + 1];
         if (before < 0 || after < 0) return NODE_FAIL(node, "pad amounts must not be negative");
+        if (strcmp(a->mode, "reflect") == 0 && (before >= x->shape[i] || after >= x->shape[i]))
+            return NODE_FAIL(node, "reflect padding of dimension %d (size %lld) must be below the size, got %lld and %lld",
+                             i + 1, (long long)x->shape[i], (long long)before, (long long)after);
         shape[i] += before + after;
     }
     set_shape(node, x->dtype, x->rank, shape);

@@ -1192,6 +1192,10 @@ static void parse_statement(parser *p) {
         return;
     }
 
+    if (op == ANE_OP_CONV && find_argument(args, nargs, "bias")) {
+        fail_at(p, &find_argument(args, nargs, "bias")->at, "conv takes no bias (ANE-13); add the bias with a separate add");
+        return;
+    }
     /* Operands by their parameter names; everything else must be a known parameter. */
     ane_node *operands[64] = {0};
     int noperands = 0;

@@ -36,6 +36,11 @@ static ane_runtime_stats stats;
 static int64_t compile_budget = ANE_DEFAULT_COMPILE_BUDGET;
 static int64_t compiles_in_process;
 
+static void destroy_surfaces(ane_surface **surfaces, int count) {
+    for (int i = 0; surfaces && i < count; i++) ane_surface_destroy(surfaces[i]);
+    free(surfaces);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -71,6 +76,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     h = hash_bytes(h, &options->precision, sizeof options->precision);
     h = hash_bytes(h, &options->profile, sizeof options->profile);
     h = hash_bytes(h, &options->max_conv_channels, sizeof options->max_conv_channels);
+    h = hash_bytes(h, options->name, strlen(options->name));
     h = hash_bytes(h, mil, length);
     ane_mil_file sorted[16];
     int n = nfiles < 16 ? nfiles : 16;
@@ -84,7 +90,8 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
 }
 
 static int same_options(const ane_compile_options *a, const ane_compile_options *b) {
-    return a->precision == b->precision && a->profile == b->profile && a->max_conv_channels == b->max_conv_channels;
+    return a->precision == b->precision && a->profile == b->profile && a->max_conv_channels == b->max_conv_channels &&
+           strcmp(a->name, b->name) == 0;
 }
 
 static cache_entry *find_by_hash(uint64_t hash, const ane_backend *backend, const ane_compile_options *options) {
@@ -206,10 +213,8 @@ void ane_program_close(ane_program *program) {
     const ane_port *inputs, *outputs;
     int ninputs, noutputs;
     ane_program_ports(program, &inputs, &ninputs, &outputs, &noutputs);
-    for (int i = 0; program->staged_inputs && i < ninputs; i++) ane_surface_destroy(program->staged_inputs[i]);
-    for (int i = 0; program->staged_outputs && i < noutputs; i++) ane_surface_destroy(program->staged_outputs[i]);
-    free(program->staged_inputs);
-    free(program->staged_outputs);
+    destroy_surfaces(program->staged_inputs, ninputs);
+    destroy_surfaces(program->staged_outputs, noutputs);
     free(program);
 }
 
@@ -237,10 +242,12 @@ static ane_dtype io_dtype(const ane_program *program, const ane_port *port) {
     return port->dtype;
 }
 
-/* Staging surfaces for every port, all of one allocation size (ANE-02 / ANE-18). */
-static ane_status stage_surfaces(const ane_program *program, const ane_port *ports, int count, ane_surface ***out,
-                                 ane_error *err) {
-    if (*out) return ANE_OK;
+/* Staging surfaces for every port, all of one allocation size (ANE-02 / ANE-18): the
+ * largest any port needs, or the caller's own surfaces' size when that is larger, so the
+ * staged ones match surfaces the caller passes for the other ports. Recreated when that
+ * size changes. */
+static ane_status stage_surfaces(const ane_program *program, const ane_port *ports, int count, const ane_io *given,
+                                 int ngiven, ane_surface ***surfaces_inout, ane_error *err) {
     size_t common = 0;
     for (int i = 0; i < count; i++) {
         size_t row, size;
@@ -249,6 +256,15 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
         if (status) return status;
         if (size > common) common = size;
     }
+    for (int i = 0; i < ngiven; i++)
+        if (given[i].surface && given[i].surface->alloc_size > common) common = given[i].surface->alloc_size;
+    ane_surface **existing = *surfaces_inout;
+    int reusable = existing != NULL;
+    for (int i = 0; reusable && i < count; i++)
+        if (existing[i] && existing[i]->alloc_size != common) reusable = 0;
+    if (reusable) return ANE_OK;
+    destroy_surfaces(existing, count);
+    *surfaces_inout = NULL;
     ane_surface **surfaces = calloc((size_t)count + 1, sizeof *surfaces);
     if (!surfaces) return ane_fail(err, ANE_ERR_NOMEM, "out of memory staging surfaces");
     for (int i = 0; i < count; i++) {
@@ -256,12 +272,11 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
         ane_status status =
             ane_surface_create(&surfaces[i], ports[i].shape[1], ports[i].shape[3], io_dtype(program, &ports[i]), common, err);
         if (status) {
-            for (int k = 0; k < i; k++) ane_surface_destroy(surfaces[k]);
-            free(surfaces);
+            destroy_surfaces(surfaces, count);
             return status;
         }
     }
-    *out = surfaces;
+    *surfaces_inout = surfaces;
     return ANE_OK;
 }
 
@@ -318,8 +333,8 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
     }
     ane_status status = ANE_OK;
     if (device_rules) {
-        status = stage_surfaces(program, in_ports, nin, &program->staged_inputs, err);
-        if (!status) status = stage_surfaces(program, out_ports, nout, &program->staged_outputs, err);
+        status = stage_surfaces(program, in_ports, nin, inputs, ninputs, &program->staged_inputs, err);
+        if (!status) status = stage_surfaces(program, out_ports, nout, destinations, ndestinations, &program->staged_outputs, err);
         if (status) return status;
     }
     ane_binding in_bindings[64], out_bindings[64];

@@ -1,0 +1,322 @@
+-- The runtime over the sim backend: program lifecycle, binding by name, the cache and the
+-- compile budget, surfaces and the device's allocation rules, delta patching, weights as
+-- inputs (LoRA), and the MIL parser's errors and round trip.
+local ane = require("ane")
+local nn = require("ane.nn")
+local graphs = require("spec.golden_graphs")
+
+local function fp16(shape, seed, std)
+  return ane.tensor.randn(shape, { seed = seed, std = std or 0.1, dtype = "fp16" })
+end
+
+-- A two-layer program: y = relu(W2 relu(W1 x + b1)).
+local function mlp_graph(w1, b1, w2)
+  local g = ane.graph("mlp")
+  local x = g:input("x", { 1, 64, 1, 32 })
+  local h = g:relu(nn.linear(g, x, w1, b1, { name = "fc1" }))
+  g:output("y", g:relu(nn.linear(g, h, w2, nil, { name = "fc2" })))
+  return g
+end
+
+describe("programs", function()
+  it("compile, eval by name, report ports in binding order, close", function()
+    local g = ane.graph("order")
+    local b = g:input("beta", { 1, 64, 1, 32 })
+    local a = g:input("alpha", { 1, 64, 1, 32 })
+    local w = g:const("w", fp16({ 64, 64, 1, 1 }, 1))
+    g:output("sum", g:add(g:conv(a, w), b))
+    g:output("diff", g:sub(g:conv(a, w), b))
+    local program = ane.compile(g)
+    local inputs = program:inputs()
+    assert.are.same({ "alpha", "beta" }, { inputs[1].name, inputs[2].name }) -- alphabetical (ANE-19)
+    assert.are.equal(1, inputs[1].binding)
+    assert.are.same({ 1, 64, 1, 32 }, inputs[1].shape)
+    local outputs = program:outputs()
+    assert.are.same({ "diff", "sum" }, { outputs[1].name, outputs[2].name }) -- alphabetical (ANE-03)
+    local xa, xb = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 2 }), ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 3 })
+    local result = program:eval({ beta = xb, alpha = xa })
+    local conv = program:eval({ alpha = xa, beta = ane.tensor({ 1, 64, 1, 32 }) }).sum
+    -- sum and diff are the same conv plus/minus beta, each rounded once to fp16
+    assert.are.equal(conv:to("fp32"):add(xb:to("fp16"):to("fp32")):to("fp16"):bytes(), result.sum:bytes())
+    assert.are.equal(conv:to("fp32"):sub(xb:to("fp16"):to("fp32")):to("fp16"):bytes(), result.diff:bytes())
+    assert.matches("^ane.program order %(backend sim, fp16, profile ane, 2 inputs, 2 outputs%)$", tostring(program))
+    program:close()
+    program:close()
+    assert.error_matches(function() program:eval({}) end, "attempt to use a closed program")
+    do
+      local scoped <close> = ane.compile(g)
+      assert.is_table(scoped:inputs())
+    end
+  end)
+
+  it("rejects unknown and missing inputs by name", function()
+    local program = ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3)))
+    local x = ane.tensor({ 1, 64, 1, 32 })
+    assert.error_matches(function() program:eval({ x = x, z = x }) end, "program 'mlp' has no input 'z' %(inputs: x%)")
+    assert.error_matches(function() program:eval({}) end, "program 'mlp' needs input 'x'")
+    assert.error_matches(function() program:eval({ x = ane.tensor({ 1, 32, 1, 32 }) }) end,
+      "cannot write a %[1, 32, 1, 32%] tensor to a %[1, 64, 1, 32%] surface")
+    assert.error_matches(function() program:eval({ x = 5 }) end, "input 'x' must be a tensor or a surface")
+  end)
+
+  it("takes surfaces in and out, and enforces shared allocation sizes (ANE-02, ANE-18)", function()
+    local g = ane.graph("two_in")
+    local a = g:input("a", { 1, 64, 1, 32 })
+    local b = g:input("b", { 1, 64, 1, 32 })
+    local w = g:const("w", fp16({ 64, 64, 1, 1 }, 4))
+    g:output("y", g:add(g:conv(a, w), b))
+    g:output("z", g:conv(b, w))
+    local program = ane.compile(g)
+    local sa = ane.surface { channels = 64, seq = 32, alloc_size = 65536 }
+    local sb = ane.surface { channels = 64, seq = 32, alloc_size = 65536 }
+    sa:write(ane.tensor.randn({ 64, 32 }, { seed = 5 }))
+    sb:write(ane.tensor.randn({ 64, 32 }, { seed = 6 }))
+    local out = ane.surface { channels = 64, seq = 32, alloc_size = 65536 }
+    local result = program:eval({ a = sa, b = sb }, { y = out })
+    assert.are.equal(out, result.y) -- written in place
+    local plain = program:eval({ a = sa:read(), b = sb:read() })
+    assert.are.equal(plain.y:bytes(), out:read():bytes())
+    assert.are.equal(plain.z:bytes(), result.z:bytes())
+    local odd = ane.surface { channels = 64, seq = 32 } -- 49,152 bytes, not 65,536
+    assert.error_matches(function() program:eval({ a = sa, b = odd }) end,
+      "input surfaces must share one allocation size %(ANE%-18%)")
+    local small_out = ane.surface { channels = 64, seq = 32 }
+    assert.error_matches(function() program:eval({ a = sa, b = sb }, { y = out, z = small_out }) end,
+      "output surfaces must share one allocation size %(ANE%-02%)")
+  end)
+
+  it("rejects device-breaking programs in the ane profile and runs them in the cpu profile", function()
+    local g = ane.graph("narrow")
+    local x = g:input("x", { 1, 64, 1, 16 })
+    g:output("y", g:conv(x, g:const("w", fp16({ 64, 64, 1, 1 }, 7))))
+    assert.error_matches(function() ane.compile(g) end, "ANE%-21: input 'x' %[1, 64, 1, 16%] has width 16 < 32")
+    local program = ane.compile(g, { profile = "cpu" })
+    assert.are.same({ 1, 64, 1, 16 }, program:eval({ x = ane.tensor({ 1, 64, 1, 16 }) }).y:shape())
+    local c = ane.graph("cat")
+    local cx = c:input("x", { 1, 64, 1, 32 })
+    c:output("y", c:concat({ c:conv(cx, c:const("w", fp16({ 64, 64, 1, 1 }, 8))), cx }, 1))
+    assert.error_matches(function() ane.compile(c) end, "ANE%-01: concat is rejected")
+  end)
+
+  it("refuses an unavailable backend instead of falling back", function()
+    local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
+    assert.error_matches(function() ane.compile(g, { backend = "ane" }) end, "backend 'ane'")
+    assert.error_matches(function() ane.compile(g, { backend = "gpu" }) end, "unknown backend 'gpu'")
+    assert.error_matches(function() ane.compile(g, { precision = "fp8" }) end, "precision must be 'fp16' or 'fp32'")
+  end)
+end)
+
+describe("the program cache and the compile budget", function()
+  it("never compiles identical programs twice, and finds programs by key", function()
+    local w1, b1, w2 = fp16({ 64, 64, 1, 1 }, 11), fp16({ 64 }, 12), fp16({ 64, 64, 1, 1 }, 13)
+    ane.reset_stats()
+    local first = ane.compile(mlp_graph(w1, b1, w2), { key = "mlp:layer0:s32:v1" })
+    local second = ane.compile(mlp_graph(w1, b1, w2)) -- same MIL and weights
+    local stats = ane.stats()
+    assert.are.equal(1, stats.compiles)
+    assert.are.equal(1, stats.cache_hits)
+    assert.are.equal(2, stats.loads)
+    local third = ane.cached("mlp:layer0:s32:v1")
+    assert.is_not_nil(third)
+    assert.is_nil(ane.cached("mlp:layer0:s32:v2"))
+    assert.are.equal(1, ane.stats().compiles)
+    local x = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 14 })
+    assert.are.equal(first:eval({ x = x }).y:bytes(), third:eval({ x = x }).y:bytes())
+    ane.compile(mlp_graph(w1, b1, w2), { precision = "fp32" }) -- other options: another program
+    assert.are.equal(2, ane.stats().compiles)
+    second:close()
+  end)
+
+  it("errors with ANE-05 once the budget is spent", function()
+    local used = ane.stats().compile_budget - ane.stats().budget_left
+    ane.set_compile_budget(used + 1)
+    local ok = pcall(ane.compile, mlp_graph(fp16({ 64, 64, 1, 1 }, 21), fp16({ 64 }, 22), fp16({ 64, 64, 1, 1 }, 23)))
+    assert.is_true(ok)
+    assert.are.equal(0, ane.stats().budget_left)
+    assert.error_matches(function()
+      ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 24), fp16({ 64 }, 25), fp16({ 64, 64, 1, 1 }, 26)))
+    end, "compile budget exhausted: this process has compiled %d+ programs, the budget is %d+ %(ANE%-05")
+    ane.set_compile_budget() -- back to the default
+    assert.are.equal(119, ane.stats().compile_budget)
+  end)
+end)
+
+describe("delta patching", function()
+  local w1, b1, w2 = fp16({ 64, 64, 1, 1 }, 31), fp16({ 64 }, 32), fp16({ 64, 64, 1, 1 }, 33)
+  local x = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 34 })
+
+  it("gives bit-identical outputs to a fresh compile with the new weights", function()
+    for _, precision in ipairs({ "fp16", "fp32" }) do
+      local program = ane.compile(mlp_graph(w1, b1, w2), { precision = precision })
+      local before = program:eval({ x = x }).y
+      local new_w1 = ane.tensor.randn({ 64, 64 }, { seed = 35, std = 0.1 }) -- fp32 [out, in]: converted on patch
+      local new_b1 = fp16({ 64 }, 36)
+      local compiles = ane.stats().compiles
+      program:patch({ fc1_weight = new_w1, fc1_bias = new_b1 })
+      assert.are.equal(compiles, ane.stats().compiles)
+      local patched = program:eval({ x = x }).y
+      local fresh = ane.compile(mlp_graph(new_w1:reshape(64, 64, 1, 1):to("fp16"), new_b1, w2), { precision = precision })
+      assert.are.equal(fresh:eval({ x = x }).y:bytes(), patched:bytes())
+      assert.are_not.equal(before:bytes(), patched:bytes())
+    end
+  end)
+
+  it("does not move the compile count over 100 patches, and each patch takes effect", function()
+    local program = ane.compile(mlp_graph(w1, b1, w2))
+    local compiles, patches = ane.stats().compiles, ane.stats().patches
+    local previous
+    for step = 1, 100 do
+      program:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 100 + step) })
+      local y = program:eval({ x = x }).y:bytes()
+      assert.are_not.equal(previous, y)
+      previous = y
+    end
+    assert.are.equal(compiles, ane.stats().compiles)
+    assert.are.equal(patches + 100, ane.stats().patches)
+  end)
+
+  it("only changes its own instance", function()
+    local a = ane.compile(mlp_graph(w1, b1, w2))
+    local b = ane.compile(mlp_graph(w1, b1, w2)) -- a cache hit: same compiled program
+    local before = b:eval({ x = x }).y:bytes()
+    a:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 40) })
+    assert.are.equal(before, b:eval({ x = x }).y:bytes())
+  end)
+
+  it("sanitizes NaN and infinities, counting them", function()
+    local program = ane.compile(mlp_graph(w1, b1, w2))
+    local bias = ane.tensor.from({ 0 / 0, math.huge, -math.huge, 1e6 }):reshape(4)
+    local full = ane.tensor({ 64 }, "fp32")
+    full:slice(1, 1, 4):copy_from(bias)
+    local sanitized = ane.stats().sanitized_values
+    program:patch({ fc1_bias = full })
+    assert.are.equal(sanitized + 4, ane.stats().sanitized_values)
+    local expected_bias = ane.tensor({ 64 }, "fp32")
+    expected_bias:slice(1, 1, 4):copy_from(ane.tensor.from({ 0, 65504, -65504, 65504 }))
+    local fresh = ane.compile(mlp_graph(w1, expected_bias:to("fp16"), w2))
+    assert.are.equal(fresh:eval({ x = x }).y:bytes(), program:eval({ x = x }).y:bytes())
+  end)
+
+  it("checks names and shapes", function()
+    local program = ane.compile(mlp_graph(w1, b1, w2))
+    local names = {}
+    for _, w in ipairs(program:weights()) do names[#names + 1] = w.name end
+    table.sort(names)
+    assert.are.same({ "fc1_bias", "fc1_weight", "fc2_weight" }, names)
+    assert.error_matches(function() program:patch({ nope = fp16({ 4 }, 1) }) end, "program 'mlp' has no weight 'nope'")
+    assert.error_matches(function() program:patch({ fc1_weight = fp16({ 64, 32, 1, 1 }, 1) }) end,
+      "weight 'fc1_weight' of program 'mlp' is %[64, 64, 1, 1%], the patch is %[64, 32, 1, 1%]")
+  end)
+end)
+
+describe("weights as inputs", function()
+  it("hot-swaps LoRA adapters with zero recompiles, exact against a CPU reference", function()
+    local C, S, R = 64, 32, 8
+    local g = ane.graph("lora")
+    local x = g:input("x", { 1, C, 1, S }, "fp32")
+    local a = g:input("lora_a", { 1, R, 1, C }, "fp32")
+    local b = g:input("lora_b", { 1, R, 1, C }, "fp32")
+    local w = ane.tensor.randn({ C, C, 1, 1 }, { seed = 41, std = 0.1 })
+    g:output("y", nn.lora_linear(g, x, w, a, b, { name = "q", alpha = 16 }))
+    local program = ane.compile(g, { profile = "cpu", precision = "fp32" })
+    local input = ane.tensor.randn({ 1, C, 1, S }, { seed = 42 })
+    local compiles = ane.stats().compiles
+    for swap = 1, 3 do
+      local adapter_a = ane.tensor.randn({ 1, R, 1, C }, { seed = 50 + swap, std = 0.1 })
+      local adapter_b = ane.tensor.randn({ 1, R, 1, C }, { seed = 60 + swap, std = 0.1 })
+      local y = program:eval({ x = input, lora_a = adapter_a, lora_b = adapter_b }).y
+      -- CPU reference with the same operation order: W x + (alpha / r) * B^T^T (A x)
+      local x2 = input:reshape(C, S)
+      local base = w:reshape(C, C):matmul(x2)
+      local down = adapter_a:reshape(R, C):matmul(x2)
+      local up = adapter_b:reshape(R, C):transpose():matmul(down)
+      local expected = base:add(up:scale(16 / R)):reshape(1, C, 1, S)
+      -- Both are fp32 sums of <= 64 products; orders inside BLAS may differ, so allow a few
+      -- ulps of the largest partial sums (|y| < 10): 1e-5.
+      assert.is_true(y:max_abs_diff(expected) < 1e-5)
+    end
+    assert.are.equal(compiles, ane.stats().compiles)
+  end)
+end)
+
+describe("MIL parsing", function()
+  it("reproduces every golden program's semantics: parse(emit(g)) evaluates bit-identically", function()
+    for _, name in ipairs(graphs.names) do
+      local g = graphs[name]()
+      local text, weights = g:mil()
+      local parsed = assert(ane.graph.parse(text, weights))
+      assert.are.equal(text, (parsed:mil())) -- and re-emits the same bytes
+      local direct = ane.compile(g, { profile = "cpu" })
+      local via_text = ane.compile_mil(text, weights, { profile = "cpu" })
+      local feed = {}
+      for i, port in ipairs(direct:inputs()) do feed[port.name] = ane.tensor.randn(port.shape, { seed = i, std = 0.5 }) end
+      local a, b = direct:eval(feed), via_text:eval(feed)
+      for key, value in pairs(a) do assert.are.equal(value:bytes(), b[key]:bytes(), name) end
+    end
+  end)
+
+  it("reports errors at line:column with the line and a caret", function()
+    local text = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {\n" ..
+        "        tensor<fp16, [1, 4, 1, 32]> y = relu(x = x)[name = string(\"y\")]\n    } -> (y);\n}\n"
+    local ok, err = ane.graph.parse(text)
+    assert.is_nil(ok)
+    assert.are.equal("<mil>:5:5: expected ';' at the end of the statement, found '}'\n" ..
+      "        } -> (y);\n" ..
+      "        ^", err)
+    local cases = {
+      { "tensor<fp16, [1, 4, 1, 32]> y = conv(x = x, weight = w, bias = b)", "conv takes no bias %(ANE%-13%)" },
+      { "tensor<fp16, [1, 4, 1, 32]> y = relu(x = nope)", "'nope' is not defined" },
+      { "tensor<fp16, [1, 4, 1, 64]> y = relu(x = x)", "'y' is declared tensor<fp16, %[1, 4, 1, 64%]> but relu gives fp16%[1, 4, 1, 32%]" },
+      { "tensor<fp16, [1, 4, 1, 32]> y = matmul(x = x, y = x, transpose_x = bool(false), transpose_y = bool(true))",
+        "matmul transpose_x must name a bool const, not an inline literal %(ANE%-12%)" },
+      { "tensor<fp16, [1, 4, 1, 32]> y = write_state(x = x)", "ANE%-24" },
+      { "tensor<fp16, [1, 4, 1, 32]> y = relu(x = x, alpha = x)", "relu has no parameter 'alpha'" },
+      { "tensor<fp16, [4]> c = const()[name = string(\"c\"), val = tensor<fp16, [4]>(BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(64)))]",
+        "weight file '@model_path/weights/weight.bin' was not given" },
+    }
+    for _, case in ipairs(cases) do
+      local program = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {\n        " .. case[1] ..
+          ";\n    } -> (x);\n}\n"
+      local parsed, message = ane.graph.parse(program)
+      assert.is_nil(parsed, case[2])
+      assert.matches("^<mil>:4:%d+: .*" .. case[2], message)
+      assert.matches("\n    %s+ *%^$", message)
+    end
+    local _, dead = ane.graph.parse("program(1.3) { func main(tensor<fp16, [1, 4, 1, 32]> x) { } -> (ghost); }")
+    assert.matches("returned name 'ghost' is not a live node of the function %(ANE%-14%)", dead)
+  end)
+
+  it("checks BLOBFILE references against the weight file (ANE-08)", function()
+    local g = graphs.linear()
+    local text, weights = g:mil()
+    local bad = text:gsub("offset = uint64%(64%)", "offset = uint64(128)")
+    local _, err = ane.graph.parse(bad, weights)
+    assert.matches("record at offset 128: sentinel is 0x[%x]+, not 0xDEADBEEF %(ANE%-08%)", err)
+  end)
+
+  it("accepts the dialect's variants: comments, inline consts, several functions, hex floats", function()
+    local text = [[
+program(1.3)
+[buildInfo = dict<string, string>({{"coremlc-version", "3505.4.1"}})]
+{
+    // a helper function, parsed and set aside
+    func helper<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {
+        tensor<fp16, [1, 4, 1, 32]> y = relu(x = x)[name = string("y")];
+    } -> (y);
+    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {
+        fp16 half = const()[name = string("half"), val = fp16(0x1p-1)];  /* 0.5 */
+        tensor<fp16, [1, 4, 1, 32]> scaled = mul(x = x, y = half)[name = string("scaled")];
+        tensor<fp16, [1, 4, 1, 32]> y = add(x = scaled, y = fp16(-0x1.8p+1))[name = string("y")];
+    } -> (y);
+}
+]]
+    local program = ane.compile_mil(text, {}, { profile = "cpu" })
+    local x = ane.tensor.from({ 2, 4, 6, 8 }, { 1, 4, 1, 1 }):reshape(1, 4, 1, 1)
+    local full = ane.tensor({ 1, 4, 1, 32 })
+    full:slice(4, 1, 1):copy_from(x)
+    local y = program:eval({ x = full }).y
+    assert.are.same({ -2, -1, 0, 1 }, { y:get(1, 1, 1, 1), y:get(1, 2, 1, 1), y:get(1, 3, 1, 1), y:get(1, 4, 1, 1) })
+    local helper = assert(ane.graph.parse(text, {}, { ["function"] = "helper" }))
+    assert.are.equal("helper", helper:name())
+  end)
+end)

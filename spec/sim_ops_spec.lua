@@ -1,0 +1,462 @@
+-- Every op of the op table run by the sim backend, against naive loops written here in
+-- plain Lua (fp64), on random shapes; and fp16 precision against fp32 precision.
+--
+-- Tolerances: sim fp32 computes in fp32 while the reference uses fp64. Elementwise ops are
+-- within a few ulps of fp32 (unit roundoff u = 6e-8) of values below ~1e3; sums of K <= 64
+-- products of values below ~4 are off by at most K * u * sum|a||b| ~ 64 * 6e-8 * 64 * 16
+-- = 4e-3 in the very worst case and ~1e-5 typically; we use atol 1e-4 + rtol 1e-4, which
+-- the worst case of these inputs (|x| < 3, K <= 48) stays below by a factor ~10.
+local ane = require("ane")
+
+local ATOL, RTOL = 1e-4, 1e-4
+
+-- ------------------------------------------------------------------ reference helpers
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+local function unravel(i, shape) -- 0-based flat index -> 0-based index table
+  local idx = {}
+  for d = #shape, 1, -1 do
+    idx[d] = i % shape[d]
+    i = i // shape[d]
+  end
+  return idx
+end
+
+local function ravel(idx, shape)
+  local i = 0
+  for d = 1, #shape do i = i * shape[d] + idx[d] end
+  return i
+end
+
+-- Value of a broadcast operand at an output index.
+local function at(value, shape, idx)
+  local shift = #idx - #shape
+  local mine = {}
+  for d = 1, #shape do mine[d] = shape[d] == 1 and 0 or idx[d + shift] end
+  return value[ravel(mine, shape) + 1]
+end
+
+local function broadcast_shape(a, b)
+  local n = math.max(#a, #b)
+  local out = {}
+  for i = 1, n do
+    local da = a[i - (n - #a)] or 1
+    local db = b[i - (n - #b)] or 1
+    out[i] = da == 1 and db or da
+  end
+  return out
+end
+
+local function map(shape, f)
+  local out = {}
+  for i = 0, numel(shape) - 1 do out[i + 1] = f(unravel(i, shape)) end
+  return out
+end
+
+local function random_values(shape, seed, low, high)
+  return ane.tensor.rand(shape, { seed = seed, low = low or -3, high = high or 3 })
+end
+
+-- Runs a one-op graph on sim (cpu profile: every op and shape allowed) and returns the
+-- output as a flat Lua table.
+local function run(build, inputs, opts)
+  opts = opts or {}
+  local g = ane.graph("op")
+  local nodes = {}
+  for i, input in ipairs(inputs) do
+    nodes[i] = g:input("in" .. i, input:shape(), opts.dtype or "fp32")
+  end
+  g:output("out", build(g, table.unpack(nodes)))
+  local program = ane.compile(g, { profile = "cpu", precision = opts.precision or "fp32" })
+  local feed = {}
+  for i, input in ipairs(inputs) do feed["in" .. i] = input end
+  local result = program:eval(feed).out
+  program:close()
+  return result
+end
+
+local function flat(tensor) return tensor:reshape(-1):to("fp32"):totable() end
+
+local function assert_close(expected, got_tensor, expected_shape, label)
+  assert.are.same(expected_shape, got_tensor:shape(), label)
+  local got = flat(got_tensor)
+  assert.are.equal(#expected, #got, label)
+  for i = 1, #expected do
+    local e, g = expected[i], got[i]
+    local ok = (e ~= e and g ~= g) or e == g or math.abs(e - g) <= ATOL + RTOL * math.abs(e)
+    if not ok then
+      error(string.format("%s: element %d: expected %.9g, got %.9g", label or "", i, e, g), 2)
+    end
+  end
+end
+
+-- ------------------------------------------------------------------ elementwise
+describe("sim elementwise ops match plain Lua", function()
+  local binary = {
+    add = function(x, y) return x + y end,
+    sub = function(x, y) return x - y end,
+    mul = function(x, y) return x * y end,
+    real_div = function(x, y) return x / y end,
+    maximum = math.max,
+    minimum = math.min,
+  }
+  local shapes = { { { 2, 3, 4 }, { 2, 3, 4 } }, { { 2, 3, 4 }, { 4 } }, { { 3, 1, 5 }, { 2, 1 } }, { { 1, 6, 1, 8 }, { 1, 6, 1, 1 } }, { {}, { 3 } } }
+  for op, f in pairs(binary) do
+    it(op .. " with broadcasting", function()
+      for k, pair in ipairs(shapes) do
+        local a, b = random_values(pair[1], k), random_values(pair[2], k + 10, 0.5, 3)
+        local out_shape = broadcast_shape(pair[1], pair[2])
+        local av, bv = flat(a), flat(b)
+        local expected = map(out_shape, function(idx) return f(at(av, pair[1], idx), at(bv, pair[2], idx)) end)
+        assert_close(expected, run(function(g, x, y) return g[op](g, x, y) end, { a, b }), out_shape, op)
+      end
+    end)
+  end
+
+  it("pow", function()
+    local a, b = random_values({ 3, 5 }, 1, 0.1, 3), random_values({ 5 }, 2, -2, 2)
+    local av, bv = flat(a), flat(b)
+    assert_close(map({ 3, 5 }, function(idx) return at(av, { 3, 5 }, idx) ^ at(bv, { 5 }, idx) end),
+      run(function(g, x, y) return g:pow(x, y) end, { a, b }), { 3, 5 }, "pow")
+  end)
+
+  local unary = {
+    neg = function(x) return -x end,
+    abs = math.abs,
+    exp = math.exp,
+    log = math.log,
+    sqrt = math.sqrt,
+    rsqrt = function(x) return 1 / math.sqrt(x) end,
+    tanh = function(x) return (math.exp(x) - math.exp(-x)) / (math.exp(x) + math.exp(-x)) end,
+    sigmoid = function(x) return 1 / (1 + math.exp(-x)) end,
+    relu = function(x) return x > 0 and x or 0 end,
+    identity = function(x) return x end,
+  }
+  for op, f in pairs(unary) do
+    it(op, function()
+      local positive = op == "log" or op == "sqrt" or op == "rsqrt"
+      local a = random_values({ 2, 3, 7 }, 5, positive and 0.05 or -3, 3)
+      local expected = {}
+      for i, v in ipairs(flat(a)) do expected[i] = f(v) end
+      assert_close(expected, run(function(g, x) return g[op](g, x) end, { a }), { 2, 3, 7 }, op)
+    end)
+  end
+
+  it("clip, cast and select", function()
+    local a = random_values({ 4, 6 }, 7)
+    local av = flat(a)
+    local clipped, truncated, positive, chosen = {}, {}, {}, {}
+    for i, v in ipairs(av) do
+      clipped[i] = math.min(math.max(v, -1), 0.5)
+      truncated[i] = v >= 0 and math.floor(v) or math.ceil(v)
+      positive[i] = v ~= 0 and 1 or 0
+      chosen[i] = v > 0 and v or -2 * v
+    end
+    assert_close(clipped, run(function(g, x) return g:clip(x, -1, 0.5) end, { a }), { 4, 6 }, "clip")
+    assert_close(truncated, run(function(g, x) return g:cast(x, "int32") end, { a }), { 4, 6 }, "cast int32")
+    assert_close(positive, run(function(g, x) return g:cast(x, "bool") end, { a }), { 4, 6 }, "cast bool")
+    assert_close(chosen, run(function(g, x)
+      return g:select(g:cast(g:relu(x), "bool"), x, g:mul(x, -2))
+    end, { a }), { 4, 6 }, "select")
+  end)
+end)
+
+-- ------------------------------------------------------------------ reductions
+describe("sim reductions match plain Lua", function()
+  local shape = { 2, 3, 4, 5 }
+  local a = random_values(shape, 11)
+  local av = flat(a)
+
+  local function reduce(axes, keep, combine, start, finish)
+    local reduced = {}
+    for _, axis in ipairs(axes) do reduced[(axis % #shape) + 1] = true end
+    local out_shape, kept = {}, {}
+    for d = 1, #shape do
+      if not reduced[d] then out_shape[#out_shape + 1] = shape[d]; kept[#kept + 1] = shape[d]
+      elseif keep then out_shape[#out_shape + 1] = 1 end
+    end
+    local acc, count = {}, 0
+    for i = 0, numel(shape) - 1 do
+      local idx = unravel(i, shape)
+      local key = {}
+      for d = 1, #shape do if not reduced[d] then key[#key + 1] = idx[d] end end
+      local k = ravel(key, kept) + 1
+      acc[k] = acc[k] == nil and combine(start, av[i + 1]) or combine(acc[k], av[i + 1])
+    end
+    for d = 1, #shape do if reduced[d] then count = (count == 0 and 1 or count) * shape[d] end end
+    if finish then for k = 1, #acc do acc[k] = finish(acc[k], count) end end
+    return acc, out_shape
+  end
+
+  for _, case in ipairs({ { { 1 }, false }, { { -1 }, true }, { { 0, 2 }, false }, { { 1, 3 }, true } }) do
+    local axes, keep = case[1], case[2]
+    local label = table.concat(axes, ",") .. (keep and " keep" or "")
+    it("reduce_sum over " .. label, function()
+      local expected, out_shape = reduce(axes, keep, function(s, v) return s + v end, 0)
+      assert_close(expected, run(function(g, x) return g:reduce_sum(x, axes, { keep_dims = keep }) end, { a }), out_shape)
+    end)
+    it("reduce_mean over " .. label, function()
+      local expected, out_shape = reduce(axes, keep, function(s, v) return s + v end, 0, function(s, n) return s / n end)
+      assert_close(expected, run(function(g, x) return g:reduce_mean(x, axes, { keep_dims = keep }) end, { a }), out_shape)
+    end)
+    it("reduce_max over " .. label, function()
+      local expected, out_shape = reduce(axes, keep, math.max, -math.huge)
+      assert_close(expected, run(function(g, x) return g:reduce_max(x, axes, { keep_dims = keep }) end, { a }), out_shape)
+    end)
+  end
+
+  it("softmax over each axis", function()
+    for axis = 0, 3 do
+      local expected = map(shape, function(idx)
+        local peak, sum = -math.huge, 0
+        local probe = { table.unpack(idx) }
+        for j = 0, shape[axis + 1] - 1 do probe[axis + 1] = j; peak = math.max(peak, av[ravel(probe, shape) + 1]) end
+        for j = 0, shape[axis + 1] - 1 do probe[axis + 1] = j; sum = sum + math.exp(av[ravel(probe, shape) + 1] - peak) end
+        return math.exp(av[ravel(idx, shape) + 1] - peak) / sum
+      end)
+      assert_close(expected, run(function(g, x) return g:softmax(x, axis) end, { a }), shape, "softmax axis " .. axis)
+    end
+  end)
+end)
+
+-- ------------------------------------------------------------------ linear algebra
+describe("sim conv and matmul match plain Lua", function()
+  local function conv_reference(x, xs, w, ws, opts)
+    local strides, pads, dil, groups = opts.strides or { 1, 1 }, opts.pads or { 0, 0, 0, 0 }, opts.dilations or { 1, 1 }, opts.groups or 1
+    local n, cin, h, wd = table.unpack(xs)
+    local cout, cg, kh, kw = table.unpack(ws)
+    local ho = (h + pads[1] + pads[2] - dil[1] * (kh - 1) - 1) // strides[1] + 1
+    local wo = (wd + pads[3] + pads[4] - dil[2] * (kw - 1) - 1) // strides[2] + 1
+    local out_shape = { n, cout, ho, wo }
+    return map(out_shape, function(idx)
+      local b, co, y, xx = idx[1], idx[2], idx[3], idx[4]
+      local group = co // (cout // groups)
+      local sum = 0
+      for c = 0, cg - 1 do
+        for i = 0, kh - 1 do
+          for j = 0, kw - 1 do
+            local sy, sx = y * strides[1] - pads[1] + i * dil[1], xx * strides[2] - pads[3] + j * dil[2]
+            if sy >= 0 and sy < h and sx >= 0 and sx < wd then
+              sum = sum + x[ravel({ b, group * cg + c, sy, sx }, xs) + 1] * w[ravel({ co, c, i, j }, ws) + 1]
+            end
+          end
+        end
+      end
+      return sum
+    end), out_shape
+  end
+
+  local cases = {
+    { "1x1", { 1, 16, 1, 32 }, { 24, 16, 1, 1 }, {} },
+    { "3x3 padded", { 1, 4, 6, 7 }, { 5, 4, 3, 3 }, { pads = { 1, 1, 1, 1 } } },
+    { "strided dilated", { 2, 4, 9, 9 }, { 3, 4, 3, 2 }, { strides = { 2, 1 }, dilations = { 2, 1 }, pads = { 0, 1, 2, 0 } } },
+    { "grouped", { 1, 6, 5, 5 }, { 9, 2, 3, 3 }, { groups = 3 } },
+    { "depthwise 1xk", { 1, 8, 1, 20 }, { 8, 1, 1, 5 }, { groups = 8, pads = { 0, 0, 2, 2 } } },
+  }
+  for k, case in ipairs(cases) do
+    it("conv " .. case[1], function()
+      local x, w = random_values(case[2], k), random_values(case[3], k + 20, -1, 1)
+      local expected, out_shape = conv_reference(flat(x), case[2], flat(w), case[3], case[4])
+      local got = run(function(g, xn) return g:conv(xn, g:const("w", w), case[4]) end, { x })
+      assert_close(expected, got, out_shape, "conv " .. case[1])
+    end)
+  end
+
+  local matmuls = {
+    { { 5, 7 }, { 7, 3 }, {} },
+    { { 7, 5 }, { 7, 3 }, { transpose_x = true } },
+    { { 5, 7 }, { 3, 7 }, { transpose_y = true } },
+    { { 2, 3, 4, 6 }, { 6, 5 }, {} },
+    { { 2, 1, 4, 6 }, { 3, 5, 6 }, { transpose_y = true } },
+  }
+  for k, case in ipairs(matmuls) do
+    it("matmul " .. k, function()
+      local xs, ys, flags = case[1], case[2], case[3]
+      local x, y = random_values(xs, k + 30), random_values(ys, k + 40)
+      local xv, yv = flat(x), flat(y)
+      local m = flags.transpose_x and xs[#xs] or xs[#xs - 1]
+      local inner = flags.transpose_x and xs[#xs - 1] or xs[#xs]
+      local n = flags.transpose_y and ys[#ys - 1] or ys[#ys]
+      local xb, yb = { table.unpack(xs, 1, #xs - 2) }, { table.unpack(ys, 1, #ys - 2) }
+      local out_shape = broadcast_shape(xb, yb)
+      out_shape[#out_shape + 1], out_shape[#out_shape + 2] = m, n
+      local expected = map(out_shape, function(idx)
+        local r = #idx
+        local batch = { table.unpack(idx, 1, r - 2) }
+        local sum = 0
+        for p = 0, inner - 1 do
+          local xi = { table.unpack(batch) }
+          local yi = { table.unpack(batch) }
+          xi[#xi + 1], xi[#xi + 2] = flags.transpose_x and p or idx[r - 1], flags.transpose_x and idx[r - 1] or p
+          yi[#yi + 1], yi[#yi + 2] = flags.transpose_y and idx[r] or p, flags.transpose_y and p or idx[r]
+          sum = sum + at(xv, xs, xi) * at(yv, ys, yi)
+        end
+        return sum
+      end)
+      assert_close(expected, run(function(g, a, b) return g:matmul(a, b, flags) end, { x, y }), out_shape, "matmul " .. k)
+    end)
+  end
+
+  it("scaled_dot_product_attention, mask applied in the cpu profile", function()
+    local q, kk, v = random_values({ 2, 4, 3 }, 51), random_values({ 2, 5, 3 }, 52), random_values({ 2, 5, 6 }, 53)
+    local mask = random_values({ 4, 5 }, 54)
+    local qv, kv, vv, mv = flat(q), flat(kk), flat(v), flat(mask)
+    local expected = map({ 2, 4, 6 }, function(idx)
+      local b, i, c = idx[1], idx[2], idx[3]
+      local scores, peak = {}, -math.huge
+      for j = 0, 4 do
+        local s = 0
+        for e = 0, 2 do s = s + qv[ravel({ b, i, e }, { 2, 4, 3 }) + 1] * kv[ravel({ b, j, e }, { 2, 5, 3 }) + 1] end
+        scores[j] = s / math.sqrt(3) + mv[i * 5 + j + 1]
+        peak = math.max(peak, scores[j])
+      end
+      local sum, out = 0, 0
+      for j = 0, 4 do sum = sum + math.exp(scores[j] - peak) end
+      for j = 0, 4 do out = out + math.exp(scores[j] - peak) / sum * vv[ravel({ b, j, c }, { 2, 5, 6 }) + 1] end
+      return out
+    end)
+    assert_close(expected, run(function(g, a, b, c, m) return g:scaled_dot_product_attention(a, b, c, m) end,
+      { q, kk, v, mask }), { 2, 4, 6 }, "sdpa")
+  end)
+end)
+
+-- ------------------------------------------------------------------ data movement
+describe("sim data movement matches plain Lua", function()
+  local shape = { 2, 3, 4, 5 }
+  local a = random_values(shape, 61)
+  local av = flat(a)
+
+  it("reshape and transpose", function()
+    assert_close(av, run(function(g, x) return g:reshape(x, { 6, 20 }) end, { a }), { 6, 20 }, "reshape")
+    local perm = { 2, 0, 3, 1 }
+    local out_shape = { shape[3], shape[1], shape[4], shape[2] }
+    local expected = map(out_shape, function(idx)
+      local src = {}
+      for i, p in ipairs(perm) do src[p + 1] = idx[i] end
+      return av[ravel(src, shape) + 1]
+    end)
+    assert_close(expected, run(function(g, x) return g:transpose(x, perm) end, { a }), out_shape, "transpose")
+  end)
+
+  it("slice_by_index and slice_by_size", function()
+    local begin, stop = { 1, 0, 1, 2 }, { 2, 3, 3, 5 }
+    local out_shape = { 1, 3, 2, 3 }
+    local expected = map(out_shape, function(idx)
+      local src = {}
+      for d = 1, 4 do src[d] = idx[d] + begin[d] end
+      return av[ravel(src, shape) + 1]
+    end)
+    assert_close(expected, run(function(g, x) return g:slice_by_index(x, begin, stop) end, { a }), out_shape, "by index")
+    assert_close(expected, run(function(g, x) return g:slice_by_size(x, begin, { 1, 3, 2, 3 }) end, { a }), out_shape, "by size")
+  end)
+
+  it("concat and split", function()
+    local b = random_values({ 2, 1, 4, 5 }, 62)
+    local bv = flat(b)
+    local out_shape = { 2, 4, 4, 5 }
+    local expected = map(out_shape, function(idx)
+      if idx[2] < 3 then return av[ravel(idx, shape) + 1] end
+      return bv[ravel({ idx[1], 0, idx[3], idx[4] }, { 2, 1, 4, 5 }) + 1]
+    end)
+    assert_close(expected, run(function(g, x, y) return g:concat({ x, y }, 1) end, { a, b }), out_shape, "concat")
+    local pieces = { { 0, 1 }, { 1, 3 } } -- sizes {1, 2} along axis 1
+    for index, range in ipairs(pieces) do
+      local piece_shape = { 2, range[2] - range[1], 4, 5 }
+      local want = map(piece_shape, function(idx)
+        return av[ravel({ idx[1], idx[2] + range[1], idx[3], idx[4] }, shape) + 1]
+      end)
+      assert_close(want, run(function(g, x) return select(index, g:split(x, { 1, 2 }, 1)) end, { a }), piece_shape, "split")
+    end
+  end)
+
+  it("pad in constant, reflect and replicate modes", function()
+    local x = random_values({ 2, 4 }, 63)
+    local xv = flat(x)
+    local amounts = { 1, 1, 3, 1 } -- reflect needs each amount below the dimension's size
+    local out_shape = { 4, 8 }
+    local function source(c, size, mode)
+      if c >= 0 and c < size then return c end
+      if mode == "constant" then return nil end
+      if mode == "replicate" then return c < 0 and 0 or size - 1 end
+      return c < 0 and -c or 2 * (size - 1) - c
+    end
+    for _, mode in ipairs({ "constant", "reflect", "replicate" }) do
+      local expected = map(out_shape, function(idx)
+        local r, c = source(idx[1] - 1, 2, mode), source(idx[2] - 3, 4, mode)
+        if r == nil or c == nil then return 7.5 end
+        return xv[r * 4 + c + 1]
+      end)
+      assert_close(expected, run(function(g, n) return g:pad(n, amounts, { mode = mode, value = 7.5 }) end, { x }), out_shape, mode)
+    end
+  end)
+
+  it("gather", function()
+    local table_ = random_values({ 10, 4 }, 64)
+    local tv = flat(table_)
+    local ids = ane.tensor.from({ 3, 0, 9, 3, -1 }, { 5 }, "int32")
+    local expected = map({ 5, 4 }, function(idx)
+      local id = ({ 3, 0, 9, 3, 9 })[idx[1] + 1]
+      return tv[id * 4 + idx[2] + 1]
+    end)
+    local g = ane.graph("gather")
+    local t = g:input("table", { 10, 4 }, "fp32")
+    g:output("out", g:gather(t, g:const("ids", ids), 0))
+    local got = ane.compile(g, { profile = "cpu", precision = "fp32" }):eval({ table = table_ }).out
+    assert_close(expected, got, { 5, 4 }, "gather")
+    local bad = ane.graph("gather_bad")
+    local t2 = bad:input("table", { 10, 4 }, "fp32")
+    bad:output("out", bad:gather(t2, bad:const("ids", ane.tensor.from({ 10 }, { 1 }, "int32")), 0, { name = "lookup" }))
+    local program = ane.compile(bad, { profile = "cpu", precision = "fp32" })
+    assert.error_matches(function() program:eval({ table = table_ }) end, "node 'lookup' %(gather%): index 10 is outside 0..9")
+  end)
+end)
+
+-- ------------------------------------------------------------------ fp16 vs fp32
+describe("sim fp16 precision", function()
+  -- The device model: each op computes in fp32 from fp16 inputs and rounds its output to
+  -- fp16 (RNE). So for a single op on fp16 inputs, fp16 precision must equal the fp32
+  -- result rounded to fp16, bit for bit.
+  local cases = {
+    { "conv", { { 1, 32, 1, 32 } }, function(g, x)
+      return g:conv(x, g:const("w", ane.tensor.randn({ 48, 32, 1, 1 }, { seed = 1, std = 0.2, dtype = "fp16" })))
+    end },
+    { "matmul", { { 1, 2, 32, 16 }, { 1, 2, 16, 32 } }, function(g, x, y) return g:matmul(x, y) end },
+    { "softmax", { { 1, 4, 1, 32 } }, function(g, x) return g:softmax(x, 3) end },
+    { "reduce_sum", { { 1, 64, 1, 32 } }, function(g, x) return g:reduce_sum(x, { 1 }, { keep_dims = true }) end },
+    { "exp", { { 1, 8, 1, 32 } }, function(g, x) return g:exp(x) end },
+    { "mul", { { 1, 8, 1, 32 }, { 1, 8, 1, 32 } }, function(g, x, y) return g:mul(x, y) end },
+    { "tanh", { { 1, 8, 1, 32 } }, function(g, x) return g:tanh(x) end },
+    { "real_div", { { 1, 8, 1, 32 }, { 1, 8, 1, 32 } }, function(g, x, y) return g:real_div(x, g:add(g:abs(y), 1)) end },
+  }
+  for _, case in ipairs(cases) do
+    it(case[1] .. ": fp16 result = fp32 result rounded to fp16", function()
+      local inputs = {}
+      for i, shape in ipairs(case[2]) do inputs[i] = ane.tensor.randn(shape, { seed = 70 + i, dtype = "fp16" }) end
+      local y16 = run(case[3], inputs, { dtype = "fp16", precision = "fp16" })
+      local y32 = run(case[3], inputs, { dtype = "fp16", precision = "fp32" })
+      assert.are.equal("fp16", y16:dtype())
+      assert.are.equal("fp32", y32:dtype()) -- the reference is never rounded
+      if case[1] ~= "real_div" then -- real_div's operand chain has three ops; see below
+        assert.are.equal(y32:to("fp16"):bytes(), y16:bytes())
+      else
+        -- abs and add round too: the fp16 result differs from round(fp32) by at most the
+        -- rounding of the divisor (relative 2^-11) plus the final rounding (2^-11): 2^-10.
+        local x = flat(y16)
+        local r = flat(y32)
+        for i = 1, #x do assert.is_true(math.abs(x[i] - r[i]) <= 2 ^ -10 * math.abs(r[i]) + 2 ^ -24) end
+      end
+    end)
+  end
+
+  it("overflows to inf like the device", function()
+    local x = ane.tensor.from({ 300, -300, 1 }, { 1, 3, 1, 1 }, "fp16")
+    local y = run(function(g, n) return g:mul(n, n) end, { x }, { dtype = "fp16", precision = "fp16" })
+    assert.are.same({ math.huge, math.huge, 1 }, flat(y)) -- 90000 > 65504
+    local y32 = run(function(g, n) return g:mul(n, n) end, { x }, { dtype = "fp16", precision = "fp32" })
+    assert.are.same({ 90000, 90000, 1 }, flat(y32))
+  end)
+end)
