@@ -329,6 +329,12 @@ static int l_reset_stats(lua_State *L) {
     return 0;
 }
 
+/* ane.clear_cache() -> number of compiled programs freed (those no open program uses) */
+static int l_clear_cache(lua_State *L) {
+    lua_pushinteger(L, ane_runtime_cache_clear());
+    return 1;
+}
+
 static int l_set_compile_budget(lua_State *L) {
     ane_runtime_set_compile_budget(luaL_optinteger(L, 1, 0));
     return 0;
@@ -349,7 +355,8 @@ void ane_lua_open_program(lua_State *L) {
     lua_pop(L, 1);
     static const luaL_Reg functions[] = {
         {"compile", l_compile}, {"compile_mil", l_compile_mil}, {"cached", l_cached}, {"stats", l_stats},
-        {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget}, {NULL, NULL},
+        {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget},
+        {"clear_cache", l_clear_cache}, {NULL, NULL},
     };
     luaL_setfuncs(L, functions, 0);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "../ane_core/base/fp16.h"
 #include "../ane_core/base/interrupt.h"
@@ -139,6 +140,14 @@ void ane_lua_add_library_path(lua_State *L) {
 
 /* ------------------------------------------------------------------ module */
 
+/* ane.clock() -> seconds on a monotonic wall clock (os.clock counts CPU time of all threads) */
+static int l_clock(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
 static int l_simd(lua_State *L) {
     lua_pushstring(L, ane_fp16_simd_name());
     return 1;
@@ -168,6 +177,7 @@ int luaopen_ane(lua_State *L) {
         {"set_default_backend", l_set_default_backend},
         {"backends", l_backends},
         {"simd", l_simd},
+        {"clock", l_clock},
         {NULL, NULL},
     };
     luaL_newlib(L, functions);

@@ -420,11 +420,12 @@ static ane_status run_gather(const ane_node *node, float *const *values, float *
     int64_t n = ane_node_numel(indices);
     const float *data = IN(node, 0), *ids = IN(node, 1);
     for (int64_t j = 0; j < n; j++) {
-        int64_t id = (int64_t)ids[j];
-        if (id < 0) id += count;
+        float raw = ids[j];
+        int64_t id = (raw >= -(float)count && raw < (float)count) ? (int64_t)raw : INT64_MIN; /* NaN and inf too */
+        if (id < 0 && id != INT64_MIN) id += count;
         if (id < 0 || id >= count) {
             char message[128];
-            snprintf(message, sizeof message, "index %lld is outside 0..%lld", (long long)(int64_t)ids[j], (long long)count - 1);
+            snprintf(message, sizeof message, "index %g is outside 0..%lld", (double)raw, (long long)count - 1);
             return kernel_fail(node, err, message);
         }
     }

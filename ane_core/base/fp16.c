@@ -137,7 +137,7 @@ __attribute__((target("avx,f16c"))) static void fp16_to_fp32_f16c(float *dst, co
 /* CPUID leaf 1: ECX bit 28 = AVX, bit 29 = F16C, bit 27 = OSXSAVE (the OS saves AVX state).
  * (clang 14's __builtin_cpu_supports does not know "f16c".) */
 #include <cpuid.h>
-static int cpu_has_f16c(void) {
+static int detect_f16c(void) {
     unsigned int eax, ebx, ecx, edx;
     if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
     const unsigned int needed = (1u << 27) | (1u << 28) | (1u << 29);
@@ -146,6 +146,13 @@ static int cpu_has_f16c(void) {
     __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
     (void)xcr0_high;
     return (xcr0_low & 6u) == 6u;
+}
+
+/* CPUID traps to the hypervisor on virtual machines: ask once, remember the answer. */
+static int cpu_has_f16c(void) {
+    static int answer = -1;
+    if (answer < 0) answer = detect_f16c();
+    return answer;
 }
 #endif
 

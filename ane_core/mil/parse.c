@@ -521,7 +521,12 @@ static mil_value *parse_literal(parser *p) {
         break;
     case TYPE_UINT64: {
         double number;
+        token at = p->tok;
         if (!parse_number_token(p, &number)) return NULL;
+        if (!(number >= 0 && number <= 9e18) || number != floor(number)) { /* also rejects NaN */
+            fail_at(p, &at, "uint64 literal must be a whole number from 0 to 9e18");
+            return NULL;
+        }
         v->kind = VAL_INT;
         v->integer = (int64_t)number;
         break;
@@ -794,7 +799,9 @@ static int literal_int(parser *p, const mil_value *v, const char *param, int64_t
     v = resolve_literal(p, v, param);
     if (!v) return 0;
     if (v->kind == VAL_INT || v->kind == VAL_BOOL) *out = v->integer;
-    else if (v->kind == VAL_TENSOR && !v->blob && type_numel(&v->type) == 1) *out = (int64_t)v->elements[0];
+    else if (v->kind == VAL_TENSOR && !v->blob && type_numel(&v->type) == 1 && fabs(v->elements[0]) <= 1e15 &&
+             v->elements[0] == floor(v->elements[0]))
+        *out = (int64_t)v->elements[0];
     else {
         fail_at(p, &v->at, "parameter '%s' must be an integer", param);
         return 0;

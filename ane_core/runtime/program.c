@@ -14,6 +14,7 @@ typedef struct cache_entry {
     const ane_backend *backend;
     ane_compiled *compiled;
     ane_compile_options options;
+    int users;                     /* loaded programs using it */
 } cache_entry;
 
 typedef struct cache_key {
@@ -137,6 +138,7 @@ static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error
     }
     stats.loads++;
     stats.load_ms += now_ms() - start;
+    entry->users++;
     program->entry = entry;
     *out = program;
     return ANE_OK;
@@ -197,6 +199,28 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
     return load_instance(entry, out, err);
 }
 
+int ane_runtime_cache_clear(void) {
+    int kept = 0, freed = 0;
+    for (int i = 0; i < nentries; i++) {
+        cache_entry *entry = entries[i];
+        if (entry->users > 0) {
+            entries[kept++] = entry;
+            continue;
+        }
+        int k = 0;
+        for (int j = 0; j < nkeys; j++) {
+            if (keys[j].entry == entry) free(keys[j].key);
+            else keys[k++] = keys[j];
+        }
+        nkeys = k;
+        entry->backend->close(entry->compiled);
+        free(entry);
+        freed++;
+    }
+    nentries = kept;
+    return freed;
+}
+
 ane_status ane_program_from_cache(const char *key, ane_program **out, ane_error *err) {
     *out = NULL;
     cache_entry *entry = find_by_key(key);
@@ -215,6 +239,7 @@ void ane_program_close(ane_program *program) {
     ane_program_ports(program, &inputs, &ninputs, &outputs, &noutputs);
     destroy_surfaces(program->staged_inputs, ninputs);
     destroy_surfaces(program->staged_outputs, noutputs);
+    program->entry->users--;
     free(program);
 }
 

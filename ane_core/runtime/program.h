@@ -33,6 +33,8 @@ typedef struct ane_runtime_stats {
 
 void ane_runtime_stats_get(ane_runtime_stats *out);
 void ane_runtime_stats_reset(void);
+/* Frees cached compiled programs that no loaded program uses; returns how many. */
+int ane_runtime_cache_clear(void);
 /* Sets the per-process compile budget (ANE-05); 0 restores the default. */
 void ane_runtime_set_compile_budget(int64_t budget);
 
