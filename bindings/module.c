@@ -192,6 +192,8 @@ int luaopen_ane(lua_State *L) {
     ane_lua_open_milblob(L);
     lua_setfield(L, -2, "milblob");
     ane_lua_open_program(L);
+    ane_lua_open_bpe(L);
+    lua_setfield(L, -2, "_bpe");
     ane_lua_open_io_internal(L);
     lua_setfield(L, -2, "_io");
     lua_newtable(L);

@@ -1,58 +1,57 @@
--- What the ANE's fp16 I/O does to a linear layer, measured against fp32.
+-- A linear layer through the whole toolchain: graph -> passes -> MIL text + MILBlob
+-- weights -> the sim backend (parsing that MIL, running it with the ANE's fp16 numerics),
+-- compared with the same program in fp32 precision, then updated by a delta patch.
 --
--- An activation of GPT-2 width goes through an fp16 surface (the device's [1, C, 1, S]
--- layout: 64-byte rows, >= 48 KiB allocations), a 1x1-conv-shaped linear layer runs once
--- in fp32 and once on fp16-rounded inputs and weights with an fp16-rounded output, and the
--- script reports the error next to the bound fp16 arithmetic allows.
---
---   anelua examples/fp16_linear.lua [--channels C] [--seq S] [--seed N]
+--   anelua examples/fp16_linear.lua [--channels C] [--out O] [--seq S] [--seed N]
 local ane = require("ane")
+local nn = require("ane.nn")
 
-local options = { channels = 768, seq = 64, seed = 1 }
+local options = { channels = 768, out = 768, seq = 64, seed = 1 }
 local i = 1
 while i <= #arg do
   local name = arg[i]:match("^%-%-(.+)$")
   if name == "help" or not options[name] or not tonumber(arg[i + 1]) then
-    io.stderr:write("usage: anelua examples/fp16_linear.lua [--channels C] [--seq S] [--seed N]\n")
+    io.stderr:write("usage: anelua examples/fp16_linear.lua [--channels C] [--out O] [--seq S] [--seed N]\n")
     os.exit(name == "help" and 0 or 1)
   end
   options[name] = math.tointeger(tonumber(arg[i + 1])) or error("--" .. name .. " needs an integer")
   i = i + 2
 end
-local C, S = options.channels, options.seq
+local C, O, S = options.channels, options.out, options.seq
 
-local clock = os.clock
-local x = ane.tensor.randn({ C, S }, { seed = options.seed })                    -- [C, S] activation
-local w = ane.tensor.randn({ C, C }, { seed = options.seed + 1, std = 0.02 })    -- [out, in] weights
+local weight = ane.tensor.randn({ O, C, 1, 1 }, { seed = options.seed, std = 0.02, dtype = "fp16" })
+local bias = ane.tensor.randn({ O }, { seed = options.seed + 1, std = 0.02, dtype = "fp16" })
 
--- The input as the device would receive it.
-local surface = ane.surface { channels = C, seq = S, dtype = "fp16" }
-surface:write(x)
-local info = surface:info()
-local x16 = surface:read():reshape(C, S)                 -- fp16, exactly what the surface holds
+local g = ane.graph("linear")
+local x = g:input("x", { 1, C, 1, S })
+g:output("y", nn.linear(g, x, weight, bias, { name = "proj" }))
+g:optimize()
+local violations = g:validate { target = "ane" }
+local text, weights = g:mil()
+print(string.format("graph: %d nodes, %.1f MFLOP, %.2f MB of weights, %d device-rule violations", g:stats().nodes,
+  g:stats().flops / 1e6, g:stats().weight_bytes / 2 ^ 20, #violations))
+print(string.format("MIL: %d lines, weight.bin %d bytes; the conv statement:", select(2, text:gsub("\n", "")),
+  #weights["@model_path/weights/weight.bin"]))
+print("  " .. text:match("\n%s*(tensor<[^\n]-= conv%([^\n]*)"):sub(1, 150) .. " ...")
 
-local start = clock()
-local y32 = w:matmul(x)                                  -- fp32 reference
-local fp32_seconds = clock() - start
-local y16 = w:to("fp16"):matmul(x16)                     -- fp16 in, fp32 accumulate (BLAS), fp16 out
-
-local max_abs = y16:max_abs_diff(y32)
+local fp16 = ane.compile(g)                          -- default: backend sim, precision fp16, profile ane
+local fp32 = ane.compile(g, { precision = "fp32" })  -- the same MIL, no rounding: the reference
+local input = ane.tensor.randn({ 1, C, 1, S }, { seed = options.seed + 2 }):to("fp16")
+local start = ane.clock()
+local y16 = fp16:eval({ x = input }).y
+local elapsed = ane.clock() - start
+local y32 = fp32:eval({ x = input }).y
 local largest = 0
-for _, row in ipairs(y32:totable()) do
-  for _, v in ipairs(row) do largest = math.max(largest, math.abs(v)) end
-end
--- Each input and weight carries a relative rounding error <= 2^-11 (fp16 unit roundoff),
--- so each product is off by <= 2 * 2^-11 of its magnitude: the sum is off by at most
--- 2^-10 * sum_i |w_i x_i|, whose expected size for N(0, 0.02) weights and N(0, 1) inputs
--- is 2^-10 * C * 0.02 * 2/pi; the output rounding adds 2^-11 * |y|. Typical errors are far
--- smaller, since independent rounding errors cancel.
-local bound = 2 ^ -10 * C * 0.02 * 2 / math.pi + 2 ^ -11 * largest
+for _, v in ipairs(y32:reshape(-1):totable()) do largest = math.max(largest, math.abs(v)) end
+-- fp16 precision rounds the conv output and the bias-add output to fp16 (2^-11 relative
+-- each): the difference stays below 2 * 2^-11 * |y| plus the bias's share.
+print(string.format("%s\n  eval %.2f ms (%.1f GFLOP/s); max |y_fp16 - y_fp32| = %.2e, 2 x 2^-11 x max|y| = %.2e",
+  tostring(fp16), elapsed * 1000, 2 * C * O * S / elapsed / 1e9, y16:max_abs_diff(y32), 2 * 2 ^ -11 * largest))
 
-print(string.format("surface: %s, row stride %d bytes, allocation %d bytes", tostring(surface):match("%[.-%]"),
-  info.row_stride, info.alloc_size))
-print(string.format("linear [%d x %d] x [%d x %d]: %.2f GFLOP/s in fp32 (BLAS)", C, C, C, S,
-  2 * C * C * S / fp32_seconds / 1e9))
-print(string.format("largest |y|            %.4f", largest))
-print(string.format("max |y_fp16 - y_fp32|  %.3e", max_abs))
-print(string.format("worst-case fp16 bound  %.3e  (ratio %.2f)", bound, max_abs / bound))
-print(string.format("fp16 conversion path: %s", ane.simd()))
+local new_weight = ane.tensor.randn({ O, C, 1, 1 }, { seed = options.seed + 3, std = 0.02, dtype = "fp16" })
+start = ane.clock()
+fp16:patch({ proj_weight = new_weight })
+local patch_ms = (ane.clock() - start) * 1000
+local stats = ane.stats()
+print(string.format("patched proj_weight in %.2f ms; compiles %d, cache hits %d, evals %d, patches %d, budget left %d",
+  patch_ms, stats.compiles, stats.cache_hits, stats.evals, stats.patches, stats.budget_left))

@@ -76,8 +76,12 @@ struct ane_backend {
     ane_status (*load)(ane_compiled *program, ane_loaded **out, ane_error *err);
     ane_status (*eval)(ane_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
                        ane_error *err);
-    /* Replaces the baked weight `name`; `value` has the const's shape and dtype, sanitized. */
-    ane_status (*patch)(ane_loaded *instance, const char *name, const ane_tensor *value, ane_error *err);
+    /* Replaces the baked weight `name` with `value` (same number of elements, any float
+     * dtype), converted as a fresh compile would convert it (rounded to the weight's dtype)
+     * after sanitizing: NaN -> 0, +-inf and values beyond fp16's range -> +-65504 (for fp16
+     * weights; +-FLT_MAX for fp32). Adds the number of replaced values to *sanitized. */
+    ane_status (*patch)(ane_loaded *instance, const char *name, const ane_tensor *value, int64_t *sanitized,
+                        ane_error *err);
     /* Names, shapes, dtypes of the patchable weights (consts), via a callback. */
     void (*weights)(const ane_compiled *program, void (*visit)(void *context, const ane_node *node), void *context);
     void (*unload)(ane_loaded *instance);

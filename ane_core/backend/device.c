@@ -49,8 +49,9 @@ static ane_status device_eval(ane_loaded *instance, const ane_binding *inputs, i
     return unavailable(err);
 }
 
-static ane_status device_patch(ane_loaded *instance, const char *name, const ane_tensor *value, ane_error *err) {
-    (void)instance, (void)name, (void)value;
+static ane_status device_patch(ane_loaded *instance, const char *name, const ane_tensor *value, int64_t *sanitized,
+                               ane_error *err) {
+    (void)instance, (void)name, (void)value, (void)sanitized;
     return unavailable(err);
 }
 

@@ -305,14 +305,43 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     return ANE_OK;
 }
 
-static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, ane_error *err) {
+/* One fused pass, block by block: convert into the weight's fp32 buffer, sanitize, round
+ * to the weight's dtype. No temporaries: patching streams the new weights once. */
+static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
+                            ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
     ane_node *node = ane_graph_find(instance->program->graph, name);
     if (!node || node->op != ANE_OP_CONST)
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", instance->program->graph->name, name);
-    ane_storage pin;
-    ane_tensor target = fp32_view(instance->values[node->id], node, &pin);
-    return ane_tensor_copy_into(&target, value, err);
+    int64_t numel = ane_node_numel(node);
+    if (ane_tensor_numel(value) != numel)
+        return ane_fail(err, ANE_ERR_SHAPE, "weight '%s' has %lld elements, the patch %lld", name, (long long)numel,
+                        (long long)ane_tensor_numel(value));
+    ane_tensor packed;
+    ane_status status = ane_tensor_is_contiguous(value) ? (ane_tensor_share(&packed, value), ANE_OK)
+                                                        : ane_tensor_to(&packed, value, value->dtype, err);
+    if (status) return status;
+    float *target = instance->values[node->id];
+    const char *source = ane_tensor_data(&packed);
+    size_t element = ane_dtype_size(packed.dtype);
+    int half = node->dtype == ANE_FP16, already_half = packed.dtype == ANE_FP16;
+    float limit = half ? 65504.0f : 3.4028234663852886e38f;
+    int64_t replaced = 0;
+    enum { block = 4096 };
+    for (int64_t start = 0; start < numel; start += block) {
+        int64_t count = numel - start < block ? numel - start : block;
+        float *out = target + start;
+        ane_dtype_convert_row(out, ANE_FP32, source + (size_t)start * element, packed.dtype, (size_t)count);
+        for (int64_t i = 0; i < count; i++) {
+            float v = out[i];
+            if (v != v) out[i] = 0.0f, replaced++;
+            else if (v > limit || v < -limit) out[i] = v > 0 ? limit : -limit, replaced++;
+        }
+        if (half && !already_half) ane_round_fp32_through_fp16_n(out, (size_t)count);
+    }
+    ane_tensor_release(&packed);
+    *sanitized += replaced;
+    return ANE_OK;
 }
 
 static void sim_weights(const ane_compiled *compiled, void (*visit)(void *context, const ane_node *node), void *context) {

@@ -476,26 +476,8 @@ ane_status ane_program_patch(ane_program *program, const char *name, const ane_t
         return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' is %s; patch it with a float tensor, not %s", name,
                         ane_dtype_name(node->dtype), ane_dtype_name(value->dtype));
     double start = now_ms();
-    /* fp32 copy in the weight's shape, sanitized, then converted to the weight's dtype. */
-    ane_tensor staged, shaped, converted;
-    ane_status status = ane_tensor_to(&staged, value, ANE_FP32, err);
-    if (status) return status;
-    status = ane_tensor_reshape(&shaped, &staged, node->rank, node->shape, err);
-    ane_tensor_release(&staged);
-    if (status) return status;
-    float *values = (float *)ane_tensor_data(&shaped);
-    int64_t numel = ane_tensor_numel(&shaped), sanitized = 0;
-    int half = node->dtype == ANE_FP16;
-    for (int64_t i = 0; i < numel; i++) {
-        float v = values[i];
-        if (v != v) values[i] = 0.0f, sanitized++;
-        else if (isinf(v) || (half && fabsf(v) > 65504.0f)) values[i] = v > 0 ? 65504.0f : -65504.0f, sanitized++;
-    }
-    status = ane_tensor_to(&converted, &shaped, node->dtype, err);
-    ane_tensor_release(&shaped);
-    if (status) return status;
-    status = program->entry->backend->patch(program->instance, name, &converted, err);
-    ane_tensor_release(&converted);
+    int64_t sanitized = 0;
+    ane_status status = program->entry->backend->patch(program->instance, name, value, &sanitized, err);
     if (status) return status;
     stats.patches++;
     stats.sanitized_values += sanitized;

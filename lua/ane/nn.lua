@@ -103,7 +103,7 @@ function nn.swiglu(g, x, w_gate, w_up, w_down, opts)
   local gate = nn.linear(g, x, w_gate, nil, { name = prefixed(opts, "gate") })
   local up = nn.linear(g, x, w_up, nil, { name = prefixed(opts, "up") })
   local hidden = g:mul(nn.silu(g, gate, { name = prefixed(opts, "gate_silu") }), up, { name = prefixed(opts, "hidden") })
-  return nn.linear(g, hidden, w_down, nil, { name = opts and opts.name or prefixed(opts, "down") })
+  return nn.linear(g, hidden, w_down, nil, { name = prefixed(opts, "down") })
 end
 
 --- [1, C, 1, S] -> [1, H, S, D] (D = C / H) by reshape + transpose.

@@ -1,0 +1,149 @@
+/* ane._bpe: the C half of lua/ane/tokenizer.lua (type "ane.BPE"). The Lua side reads the
+ * vocabulary files (vocab.json with lua-cjson, merges.txt, llm.c's tokenizer.bin) and
+ * feeds tokens and merges in; encoding and decoding run here. */
+#include <stdlib.h>
+
+#include "../ane_core/text/bpe.h"
+#include "ane_lua.h"
+
+#define ANE_BPE_TYPE "ane.BPE"
+
+typedef struct bpe_box {
+    ane_bpe *bpe;
+} bpe_box;
+
+static ane_bpe *check_bpe(lua_State *L) {
+    bpe_box *box = luaL_checkudata(L, 1, ANE_BPE_TYPE);
+    if (!box->bpe) luaL_error(L, "attempt to use a freed tokenizer");
+    return box->bpe;
+}
+
+static int bpe_gc(lua_State *L) {
+    bpe_box *box = luaL_checkudata(L, 1, ANE_BPE_TYPE);
+    ane_bpe_free(box->bpe);
+    box->bpe = NULL;
+    return 0;
+}
+
+/* Every builder returns true, or nil and a message (a malformed vocabulary is the
+ * environment's fault, not the caller's). */
+static int result(lua_State *L, ane_status status, const ane_error *err) {
+    if (status) return ane_lua_fail(L, err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int m_add_token(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    size_t length;
+    const char *text = luaL_checklstring(L, 2, &length);
+    lua_Integer id = luaL_checkinteger(L, 3);
+    ane_error err;
+    return result(L, ane_bpe_add_token(bpe, text, length, (int32_t)id, &err), &err);
+}
+
+static int m_add_token_bytes(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    size_t length;
+    const char *bytes = luaL_checklstring(L, 2, &length);
+    lua_Integer id = luaL_checkinteger(L, 3);
+    ane_error err;
+    return result(L, ane_bpe_add_token_bytes(bpe, bytes, length, (int32_t)id, &err), &err);
+}
+
+static int m_add_merge(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    size_t left_length, right_length;
+    const char *left = luaL_checklstring(L, 2, &left_length), *right = luaL_checklstring(L, 3, &right_length);
+    lua_Integer rank = luaL_checkinteger(L, 4);
+    ane_error err;
+    return result(L, ane_bpe_add_merge(bpe, left, left_length, right, right_length, (int32_t)rank, &err), &err);
+}
+
+static int m_finish(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    ane_error err;
+    return result(L, ane_bpe_finish(bpe, luaL_optstring(L, 2, NULL), &err), &err);
+}
+
+static int m_encode(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    size_t length;
+    const char *text = luaL_checklstring(L, 2, &length);
+    int32_t *ids;
+    size_t count;
+    ane_error err;
+    if (ane_bpe_encode(bpe, text, length, &ids, &count, &err)) return ane_lua_raise(L, &err);
+    lua_createtable(L, (int)count, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_pushinteger(L, ids[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    free(ids);
+    return 1;
+}
+
+static int m_decode(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t count = (size_t)luaL_len(L, 2);
+    int32_t *ids = lua_newuserdatauv(L, (count + 1) * sizeof *ids, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_geti(L, 2, (lua_Integer)i + 1);
+        int is_integer;
+        lua_Integer id = lua_tointegerx(L, -1, &is_integer);
+        if (!is_integer) return luaL_error(L, "decode: ids[%d] is not an integer", (int)i + 1);
+        ids[i] = id < INT32_MIN || id > INT32_MAX ? -1 : (int32_t)id;
+        lua_pop(L, 1);
+    }
+    char *text;
+    size_t length;
+    ane_error err;
+    if (ane_bpe_decode(bpe, ids, count, &text, &length, &err)) return ane_lua_raise(L, &err);
+    lua_pushlstring(L, text, length);
+    free(text);
+    return 1;
+}
+
+static int m_vocab_size(lua_State *L) {
+    lua_pushinteger(L, ane_bpe_vocab_size(check_bpe(L)));
+    return 1;
+}
+
+static int m_can_encode(lua_State *L) {
+    lua_pushboolean(L, ane_bpe_can_encode(check_bpe(L)));
+    return 1;
+}
+
+static int bpe_new(lua_State *L) {
+    bpe_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->bpe = NULL;
+    luaL_setmetatable(L, ANE_BPE_TYPE);
+    ane_error err;
+    if (ane_bpe_new(&box->bpe, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+static int bpe_tostring(lua_State *L) {
+    bpe_box *box = luaL_checkudata(L, 1, ANE_BPE_TYPE);
+    if (!box->bpe) lua_pushliteral(L, "ane.bpe (freed)");
+    else lua_pushfstring(L, "ane.bpe (%d tokens)", (int)ane_bpe_vocab_size(box->bpe));
+    return 1;
+}
+
+void ane_lua_open_bpe(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"add_token", m_add_token}, {"add_token_bytes", m_add_token_bytes}, {"add_merge", m_add_merge},
+        {"finish", m_finish}, {"encode", m_encode}, {"decode", m_decode}, {"vocab_size", m_vocab_size},
+        {"can_encode", m_can_encode}, {NULL, NULL},
+    };
+    luaL_newmetatable(L, ANE_BPE_TYPE);
+    lua_pushcfunction(L, bpe_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, bpe_tostring);
+    lua_setfield(L, -2, "__tostring");
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, bpe_new);
+}
