@@ -41,6 +41,20 @@ static int l_map_safetensors(lua_State *L) {
     return 2;
 }
 
+/* map_file(path) -> mapping of a whole raw file (offsets from byte 0) | nil, message */
+static int l_map_file(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    mapping_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    memset(box, 0, sizeof *box);
+    luaL_setmetatable(L, ANE_MAPPING_TYPE);
+    ane_error err;
+    if (ane_storage_map_file(path, &box->file.storage, &err)) return ane_lua_fail(L, &err);
+    box->file.data_start = 0;
+    box->file.data_size = box->file.storage->nbytes;
+    lua_pushinteger(L, (lua_Integer)box->file.data_size);
+    return 2;
+}
+
 /* mapping:tensor(path, name, dtype_code, shape, begin, end) -> tensor | nil, message */
 static int m_tensor(lua_State *L) {
     mapping_box *box = check_mapping(L, 1);
@@ -131,6 +145,7 @@ void ane_lua_open_io_internal(lua_State *L) {
     lua_pop(L, 1);
     static const luaL_Reg functions[] = {
         {"map_safetensors", l_map_safetensors},
+        {"map_file", l_map_file},
         {"check_overlaps", l_check_overlaps},
         {"write_safetensors", l_write_safetensors},
         {NULL, NULL},

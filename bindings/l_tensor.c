@@ -607,6 +607,54 @@ static int m_allclose(lua_State *L) {
     return 1;
 }
 
+/* t:gather(ids) -> rows of t by 0-based ids (token ids index embedding tables directly) */
+static int m_gather(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = luaL_len(L, 2);
+    int64_t *ids = lua_newuserdatauv(L, (size_t)(count + 1) * sizeof *ids, 0);
+    for (lua_Integer i = 0; i < count; i++) {
+        lua_geti(L, 2, i + 1);
+        ids[i] = check_integer_arg(L, -1, "row id");
+        lua_pop(L, 1);
+    }
+    ane_tensor *out = new_tensor_slot(L);
+    ane_error err;
+    if (ane_tensor_gather_rows(out, t, ids, count, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+/* t:topk(k) -> values, positions (1-based, in the flattened tensor), largest first */
+static int m_topk(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    lua_Integer k = luaL_optinteger(L, 2, 1);
+    if (k < 1 || k > ane_tensor_numel(t)) return luaL_argerror(L, 2, "k must be 1..numel");
+    int64_t *indices = lua_newuserdatauv(L, (size_t)k * sizeof *indices, 0);
+    double *values = lua_newuserdatauv(L, (size_t)k * sizeof *values, 0);
+    ane_error err;
+    if (ane_tensor_topk(t, k, indices, values, &err)) return ane_lua_raise(L, &err);
+    lua_createtable(L, (int)k, 0);
+    lua_createtable(L, (int)k, 0);
+    for (lua_Integer i = 0; i < k; i++) {
+        lua_pushnumber(L, values[i]);
+        lua_rawseti(L, -3, i + 1);
+        lua_pushinteger(L, indices[i] + 1);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 2;
+}
+
+/* t:argmax() -> the 1-based flat position of the largest element */
+static int m_argmax(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    int64_t index;
+    double value;
+    ane_error err;
+    if (ane_tensor_topk(t, 1, &index, &value, &err)) return ane_lua_raise(L, &err);
+    lua_pushinteger(L, index + 1);
+    return 1;
+}
+
 /* ------------------------------------------------------------------ registration */
 
 void ane_lua_open_tensor(lua_State *L) {
@@ -617,7 +665,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},

@@ -640,6 +640,79 @@ ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double 
     return status;
 }
 
+/* ------------------------------------------------------------------ selection */
+
+ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const int64_t *ids, int64_t count,
+                                  ane_error *err) {
+    if (src->ndim < 1) return ane_fail(err, ANE_ERR_SHAPE, "gather_rows needs a tensor of rank >= 1");
+    int64_t shape[ANE_MAX_DIMS];
+    memcpy(shape, src->shape, sizeof shape);
+    shape[0] = count;
+    ane_tensor result;
+    ane_status status = new_tensor(&result, src->ndim, shape, src->dtype, 0, err);
+    if (status) return status;
+    for (int64_t i = 0; i < count && !status; i++) {
+        if (ids[i] < 0 || ids[i] >= src->shape[0]) {
+            status = ane_fail(err, ANE_ERR_RANGE, "row id %lld (position %lld) is outside 0..%lld", (long long)ids[i],
+                              (long long)i + 1, (long long)src->shape[0] - 1);
+            break;
+        }
+        ane_tensor from, to;
+        status = ane_tensor_slice(&from, src, 0, ids[i], ids[i] + 1, err);
+        if (status) break;
+        status = ane_tensor_slice(&to, &result, 0, i, i + 1, err);
+        if (!status) status = ane_tensor_copy_into(&to, &from, err);
+        ane_tensor_release(&from);
+        ane_tensor_release(&to);
+    }
+    if (status) {
+        ane_tensor_release(&result);
+        return status;
+    }
+    *out = result;
+    return ANE_OK;
+}
+
+typedef struct ranked {
+    double value;
+    int64_t index;
+} ranked;
+
+static int by_value_descending(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->value != y->value) return x->value > y->value ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err) {
+    int64_t n = ane_tensor_numel(t);
+    if (k < 1 || k > n) return ane_fail(err, ANE_ERR_ARGUMENT, "k = %lld is outside 1..%lld", (long long)k, (long long)n);
+    ane_tensor flat;
+    ane_status status = ane_tensor_to(&flat, t, ANE_FP32, err);
+    if (status) return status;
+    const float *data = (const float *)ane_tensor_data(&flat);
+    if (k == 1) { /* argmax: one pass */
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (data[i] > data[best] || (data[best] != data[best] && data[i] == data[i])) best = i;
+        indices[0] = best;
+        values[0] = data[best];
+        ane_tensor_release(&flat);
+        return ANE_OK;
+    }
+    ranked *all = malloc((size_t)n * sizeof *all);
+    if (!all) {
+        ane_tensor_release(&flat);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory ranking %lld values", (long long)n);
+    }
+    for (int64_t i = 0; i < n; i++) all[i] = (ranked){data[i] == data[i] ? data[i] : -INFINITY, i};
+    qsort(all, (size_t)n, sizeof *all, by_value_descending);
+    for (int64_t i = 0; i < k; i++) indices[i] = all[i].index, values[i] = all[i].value;
+    free(all);
+    ane_tensor_release(&flat);
+    return ANE_OK;
+}
+
 /* ------------------------------------------------------------------ random */
 
 /* xoshiro256** seeded through splitmix64: the same stream on every machine. */

@@ -84,6 +84,14 @@ ane_status ane_tensor_max_abs_diff(const ane_tensor *a, const ane_tensor *b, dou
 ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double rtol, double atol,
                                int *out, ane_error *err);
 
+/* --- selection --- */
+/* out[i, ...] = src[ids[i], ...]: rows of src (dim 0) by 0-based ids, a new tensor. */
+ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const int64_t *ids, int64_t count,
+                                  ane_error *err);
+/* The k largest elements of a tensor (flattened), largest first; ties keep the lower index;
+ * NaN counts as smallest. indices are 0-based flat positions. */
+ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err);
+
 /* --- random tensors (deterministic for a seed, on every machine) --- */
 ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             uint64_t seed, double mean, double std, ane_error *err);

@@ -1,0 +1,554 @@
+-- ane.models.gpt2: GPT-2 inference on anelua programs.
+--
+--   local gpt2 = require("ane.models.gpt2")
+--   local model = assert(gpt2.load("models/gpt2", { precision = "fp16", profile = "ane" }))
+--   local logits = model:logits({ 15496, 995 })          -- tensor [T, V] (fp32)
+--   for id in model:generate(prompt_ids, { max_tokens = 32, temperature = 0 }) do ... end
+--
+-- Each layer runs as two programs, attention and MLP, built with ane.graph / ane.nn and
+-- compiled once per shape bucket (and cached); embeddings, the final LayerNorm's logits
+-- against the tied 50,257-row wte and sampling stay on the CPU (ANE-16: the classifier is
+-- too wide; ANE-25: no gather). Prefill pads the prompt to a power-of-two bucket under a
+-- causal mask. Decode keeps the KV cache in CPU-written buffers passed to the programs as
+-- inputs (the device has no state ops, ANE-24); the attention of one new token combines
+-- the cached keys (masked to the filled length by an input) with its own key in one softmax.
+--
+-- Precision: "fp16" builds fp16 programs run with the device's rounding; "fp32" builds fp32
+-- programs from fp32 weights (the CPU reference), which the device cannot run (ANE-26), so
+-- it uses the cpu profile's rules. Profiles: "ane" (default: the device's constraints, e.g.
+-- I/O at least 32 wide, so one decoded token is padded to 32) or "cpu" (same programs, but
+-- shapes only the device refuses are allowed: single-token decode without padding).
+local ane = require("ane")
+local nn = require("ane.nn")
+local cjson = require("cjson.safe")
+local lfs = require("lfs")
+
+local M = {}
+local Model = {}
+Model.__index = Model
+
+local MASK = -65504
+local LLMC_MAGIC = 20240326
+
+-- ------------------------------------------------------------------ loading
+
+local function fail(format, ...) return nil, string.format(format, ...) end
+
+local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- Checks tensor `name` against its expected shape.
+local function expect(tensors, name, shape, source)
+  local t = tensors[name]
+  if not t then return fail("%s: tensor '%s' is missing (expected %s)", source, name, shape_string(shape)) end
+  if not same_shape(t:shape(), shape) then
+    return fail("%s: tensor '%s' has shape %s, expected %s", source, name, shape_string(t:shape()), shape_string(shape))
+  end
+  return t
+end
+
+local function read_config(dir)
+  local file, err = io.open(dir .. "/config.json", "rb")
+  if not file then return nil, err end
+  local config, why = cjson.decode(file:read("a"))
+  file:close()
+  if type(config) ~= "table" then return fail("%s/config.json: not a JSON object (%s)", dir, why or "?") end
+  local out = {
+    n_embd = config.n_embd, n_layer = config.n_layer, n_head = config.n_head,
+    n_positions = config.n_positions or config.n_ctx, vocab_size = config.vocab_size,
+    eps = config.layer_norm_epsilon or 1e-5,
+  }
+  for _, key in ipairs({ "n_embd", "n_layer", "n_head", "n_positions", "vocab_size" }) do
+    if math.type(out[key]) ~= "integer" and not (type(out[key]) == "number" and out[key] == math.floor(out[key])) then
+      return fail("%s/config.json: '%s' is missing or not an integer", dir, key)
+    end
+    out[key] = math.tointeger(out[key])
+  end
+  if out.n_embd % out.n_head ~= 0 then return fail("%s/config.json: n_embd %d is not divisible by n_head %d", dir, out.n_embd, out.n_head) end
+  return out
+end
+
+-- Hugging Face GPT-2: Conv1D weights stored [in, out]; q, k, v concatenated in c_attn.
+local function load_hf(dir)
+  local config, err = read_config(dir)
+  if not config then return nil, err end
+  local raw, meta = ane.io.load_safetensors(dir)
+  if not raw then return nil, meta end
+  local tensors = {}
+  for name, t in pairs(raw) do
+    local plain = name:gsub("^transformer%.", "")
+    if not plain:match("%.attn%.bias$") and not plain:match("%.attn%.masked_bias$") and plain ~= "lm_head.weight" then
+      tensors[plain] = t
+    end
+  end
+  local C, V, T = config.n_embd, config.vocab_size, config.n_positions
+  local source = dir
+  local W = { config = config, layers = {} }
+  local t
+  t, err = expect(tensors, "wte.weight", { V, C }, source); if not t then return nil, err end
+  W.wte = t
+  t, err = expect(tensors, "wpe.weight", { T, C }, source); if not t then return nil, err end
+  W.wpe = t
+  t, err = expect(tensors, "ln_f.weight", { C }, source); if not t then return nil, err end
+  W.ln_f_g = t
+  t, err = expect(tensors, "ln_f.bias", { C }, source); if not t then return nil, err end
+  W.ln_f_b = t
+  for l = 0, config.n_layer - 1 do
+    local p = "h." .. l .. "."
+    local L = {}
+    local specs = {
+      { "ln_1.weight", { C }, "ln1_g" }, { "ln_1.bias", { C }, "ln1_b" },
+      { "attn.c_attn.weight", { C, 3 * C }, "c_attn" }, { "attn.c_attn.bias", { 3 * C }, "c_attn_b" },
+      { "attn.c_proj.weight", { C, C }, "c_proj" }, { "attn.c_proj.bias", { C }, "bo" },
+      { "ln_2.weight", { C }, "ln2_g" }, { "ln_2.bias", { C }, "ln2_b" },
+      { "mlp.c_fc.weight", { C, 4 * C }, "c_fc" }, { "mlp.c_fc.bias", { 4 * C }, "fc_b" },
+      { "mlp.c_proj.weight", { 4 * C, C }, "mlp_proj" }, { "mlp.c_proj.bias", { C }, "proj_b" },
+    }
+    for _, spec in ipairs(specs) do
+      t, err = expect(tensors, p .. spec[1], spec[2], source)
+      if not t then return nil, err end
+      L[spec[3]] = t
+    end
+    -- Conv1D [in, out] -> [out, in]; c_attn's output axis holds q | k | v.
+    L.wq = L.c_attn:slice(2, 1, C):transpose()
+    L.wk = L.c_attn:slice(2, C + 1, 2 * C):transpose()
+    L.wv = L.c_attn:slice(2, 2 * C + 1, 3 * C):transpose()
+    L.bq, L.bk, L.bv = L.c_attn_b:slice(1, 1, C), L.c_attn_b:slice(1, C + 1, 2 * C), L.c_attn_b:slice(1, 2 * C + 1, 3 * C)
+    L.wo = L.c_proj:transpose()
+    L.fc = L.c_fc:transpose()
+    L.proj = L.mlp_proj:transpose()
+    W.layers[l + 1] = L
+  end
+  W.source = dir
+  return W
+end
+
+-- llm.c's gpt2_124M.bin: int32[256] header, then 16 tensors, matrices [out, in].
+local function load_llmc(path)
+  local mapping, size = ane._io.map_file(path)
+  if not mapping then return nil, size end
+  local file = assert(io.open(path, "rb"))
+  local header = file:read(1024) or ""
+  file:close()
+  if #header < 1024 then return fail("%s: %d bytes is too short for the 1024-byte header", path, #header) end
+  local magic, version, maxT, V, L, NH, C, Vp = string.unpack("<i4i4i4i4i4i4i4i4", header)
+  if magic ~= LLMC_MAGIC then return fail("%s: magic %d at offset 0, expected %d", path, magic, LLMC_MAGIC) end
+  if version ~= 3 and version ~= 5 then return fail("%s: version %d at offset 4: expected 3 (fp32) or 5 (bf16)", path, version) end
+  if C <= 0 or L <= 0 or NH <= 0 or V <= 0 or Vp < V or maxT <= 0 or C % NH ~= 0 then
+    return fail("%s: header holds an impossible configuration (C=%d L=%d heads=%d V=%d Vp=%d T=%d)", path, C, L, NH, V, Vp, maxT)
+  end
+  local code, element = version == 3 and "F32" or "BF16", version == 3 and 4 or 2
+  local shapes = {
+    { "wte", { Vp, C } }, { "wpe", { maxT, C } }, { "ln1w", { L, C } }, { "ln1b", { L, C } },
+    { "qkvw", { L, 3 * C, C } }, { "qkvb", { L, 3 * C } }, { "attprojw", { L, C, C } }, { "attprojb", { L, C } },
+    { "ln2w", { L, C } }, { "ln2b", { L, C } }, { "fcw", { L, 4 * C, C } }, { "fcb", { L, 4 * C } },
+    { "fcprojw", { L, C, 4 * C } }, { "fcprojb", { L, C } }, { "lnfw", { C } }, { "lnfb", { C } },
+  }
+  local offset, t = 1024, {}
+  for _, spec in ipairs(shapes) do
+    local n = 1
+    for _, d in ipairs(spec[2]) do n = n * d end
+    local tensor, err = mapping:tensor(path, spec[1], code, spec[2], offset, offset + n * element)
+    if not tensor then return nil, err end
+    t[spec[1]] = tensor
+    offset = offset + n * element
+  end
+  if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
+  local W = { config = { n_embd = C, n_layer = L, n_head = NH, n_positions = maxT, vocab_size = V, eps = 1e-5 }, layers = {} }
+  W.wte = t.wte:slice(1, 1, V) -- padded rows beyond V are never used
+  W.wpe, W.ln_f_g, W.ln_f_b = t.wpe, t.lnfw, t.lnfb
+  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
+  for l = 1, L do
+    local qkv, qkvb = layer(t.qkvw, l), layer(t.qkvb, l)
+    W.layers[l] = {
+      ln1_g = layer(t.ln1w, l), ln1_b = layer(t.ln1b, l), ln2_g = layer(t.ln2w, l), ln2_b = layer(t.ln2b, l),
+      wq = qkv:slice(1, 1, C), wk = qkv:slice(1, C + 1, 2 * C), wv = qkv:slice(1, 2 * C + 1, 3 * C),
+      bq = qkvb:slice(1, 1, C), bk = qkvb:slice(1, C + 1, 2 * C), bv = qkvb:slice(1, 2 * C + 1, 3 * C),
+      wo = layer(t.attprojw, l), bo = layer(t.attprojb, l), fc = layer(t.fcw, l), fc_b = layer(t.fcb, l),
+      proj = layer(t.fcprojw, l), proj_b = layer(t.fcprojb, l),
+    }
+  end
+  W.source = path
+  return W
+end
+
+-- A randomly initialized GPT-2-shaped model (for demos and benchmarks; the text is noise).
+function M.random_weights(config, seed)
+  local C, V, T = config.n_embd, config.vocab_size, config.n_positions
+  seed = seed or 1
+  local n = 0
+  local function randn(shape, std)
+    n = n + 1
+    return ane.tensor.randn(shape, { seed = seed * 1000 + n, std = std or 0.02 })
+  end
+  local function ones(size) return ane.tensor({ size }):fill(1) end
+  local W = { config = config, layers = {}, wte = randn({ V, C }), wpe = randn({ T, C }, 0.01), ln_f_g = ones(C),
+    ln_f_b = ane.tensor({ C }), source = "random weights (seed " .. seed .. ")" }
+  for l = 1, config.n_layer do
+    W.layers[l] = {
+      ln1_g = ones(C), ln1_b = ane.tensor({ C }), ln2_g = ones(C), ln2_b = ane.tensor({ C }),
+      wq = randn({ C, C }), wk = randn({ C, C }), wv = randn({ C, C }), bq = ane.tensor({ C }), bk = ane.tensor({ C }),
+      bv = ane.tensor({ C }), wo = randn({ C, C }), bo = ane.tensor({ C }), fc = randn({ 4 * C, C }),
+      fc_b = ane.tensor({ 4 * C }), proj = randn({ C, 4 * C }), proj_b = ane.tensor({ C }),
+    }
+  end
+  return W
+end
+
+-- ------------------------------------------------------------------ programs
+
+local function pow2_at_least(n, floor)
+  local b = floor
+  while b < n do b = b * 2 end
+  return b
+end
+
+-- Weights converted once to the programs' layout: linear [out, in, 1, 1], vectors [C].
+local function prepare(W, dtype)
+  local P = { layers = {} }
+  local function matrix(t) local s = t:shape(); return t:to(dtype):reshape(s[1], s[2], 1, 1) end
+  local function vector(t) return t:to(dtype) end
+  for l, L in ipairs(W.layers) do
+    P.layers[l] = {
+      ln1_g = vector(L.ln1_g), ln1_b = vector(L.ln1_b), ln2_g = vector(L.ln2_g), ln2_b = vector(L.ln2_b),
+      wq = matrix(L.wq), wk = matrix(L.wk), wv = matrix(L.wv), bq = vector(L.bq), bk = vector(L.bk), bv = vector(L.bv),
+      wo = matrix(L.wo), bo = vector(L.bo), fc = matrix(L.fc), fc_b = vector(L.fc_b), proj = matrix(L.proj),
+      proj_b = vector(L.proj_b),
+    }
+  end
+  P.ln_f_g, P.ln_f_b = vector(W.ln_f_g), vector(W.ln_f_b)
+  P.wte = W.wte:to("fp32")  -- [V, C] for embeddings and the CPU classifier
+  P.wpe = W.wpe:to("fp32")
+  return P
+end
+
+-- Attention over a full (padded) sequence: y = x + attn(ln_1(x)); also returns k and v.
+local function attention_prefill_graph(self, L, S)
+  local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
+  local g = ane.graph("gpt2_attn_prefill")
+  local x = g:input("x", { 1, C, 1, S }, dtype)
+  local h = nn.layer_norm(g, x, L.ln1_g, L.ln1_b, { name = "ln_1", eps = self.config.eps })
+  local q = nn.linear(g, h, L.wq, L.bq, { name = "q" })
+  local k = nn.linear(g, h, L.wk, L.bk, { name = "k" })
+  local v = nn.linear(g, h, L.wv, L.bv, { name = "v" })
+  local attended = nn.causal_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }),
+    nn.split_heads(g, k, H, { name = "k_heads" }), nn.split_heads(g, v, H, { name = "v_heads" }),
+    { name = "attn", mask_value = MASK })
+  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "c_proj" })
+  g:output("y", g:add(x, out))
+  g:output("k", k)
+  g:output("v", v)
+  return g
+end
+
+-- One decoding block of W positions (only the first is real when W > 1) against a cache of
+-- Smax positions: softmax over [cached keys (masked by the `mask` input) | own keys].
+local function attention_decode_graph(self, L, W, Smax)
+  local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
+  local D = C // H
+  local g = ane.graph("gpt2_attn_decode")
+  local x = g:input("x", { 1, C, 1, W }, dtype)
+  local k_cache = g:input("k_cache", { 1, C, 1, Smax }, dtype)
+  local v_cache = g:input("v_cache", { 1, C, 1, Smax }, dtype)
+  local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
+  local h = nn.layer_norm(g, x, L.ln1_g, L.ln1_b, { name = "ln_1", eps = self.config.eps })
+  local q = nn.split_heads(g, nn.linear(g, h, L.wq, L.bq, { name = "q" }), H, { name = "q_heads" }) -- [1, H, W, D]
+  local k = nn.linear(g, h, L.wk, L.bk, { name = "k" })
+  local v = nn.linear(g, h, L.wv, L.bv, { name = "v" })
+  local scale = 1 / math.sqrt(D)
+  -- cached part: q [W, D] x K [D, Smax] per head, K read as [1, H, D, Smax] straight from the cache layout
+  local kc = g:reshape(k_cache, { 1, H, D, Smax }, { name = "k_cache_heads" })
+  local vc = g:reshape(v_cache, { 1, H, D, Smax }, { name = "v_cache_heads" })
+  local cached = g:add(g:mul(g:matmul(q, kc, { name = "cached_scores" }), scale), mask, { name = "cached_masked" })
+  -- own part: the block's keys, causal inside the block
+  local kn = g:reshape(k, { 1, H, D, W }, { name = "k_new_heads" })
+  local vn = g:reshape(v, { 1, H, D, W }, { name = "v_new_heads" })
+  local own = g:add(g:mul(g:matmul(q, kn, { name = "own_scores" }), scale),
+    g:const("own_mask", nn.causal_mask(W, MASK, dtype)), { name = "own_masked" })
+  local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),
+    { name = "peak" })
+  local e_cached = g:exp(g:sub(cached, peak), { name = "e_cached" })
+  local e_own = g:exp(g:sub(own, peak), { name = "e_own" })
+  local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }),
+    { name = "total" })
+  local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn, { transpose_y = true }),
+    { name = "weighted" })
+  local attended = g:real_div(weighted, total, { name = "attended" }) -- [1, H, W, D]
+  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "c_proj" })
+  g:output("y", g:add(x, out))
+  g:output("k", k)
+  g:output("v", v)
+  return g
+end
+
+local function mlp_graph(self, L, S)
+  local C, dtype = self.config.n_embd, self.dtype
+  local g = ane.graph("gpt2_mlp")
+  local x = g:input("x", { 1, C, 1, S }, dtype)
+  local h = nn.layer_norm(g, x, L.ln2_g, L.ln2_b, { name = "ln_2", eps = self.config.eps })
+  local up = nn.gelu(g, nn.linear(g, h, L.fc, L.fc_b, { name = "c_fc" }), { name = "gelu" })
+  g:output("y", g:add(x, nn.linear(g, up, L.proj, L.proj_b, { name = "c_proj" })))
+  return g
+end
+
+local function final_norm_graph(self, S)
+  local C = self.config.n_embd
+  local g = ane.graph("gpt2_ln_f")
+  local x = g:input("x", { 1, C, 1, S }, self.dtype)
+  g:output("y", nn.layer_norm(g, x, self.P.ln_f_g, self.P.ln_f_b, { name = "ln_f", eps = self.config.eps }))
+  return g
+end
+
+-- The program for (kind, layer, shapes), compiled once and cached in the model.
+function Model:program(kind, layer, a, b)
+  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
+  local program = self.programs[key]
+  if program then return program end
+  local L = layer and self.P.layers[layer]
+  local g
+  if kind == "attn_prefill" then g = attention_prefill_graph(self, L, a)
+  elseif kind == "attn_decode" then g = attention_decode_graph(self, L, a, b)
+  elseif kind == "mlp" then g = mlp_graph(self, L, a)
+  else g = final_norm_graph(self, a) end
+  g:optimize()
+  local start = ane.clock()
+  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
+    key = self.id .. ":" .. key })
+  self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
+  self.counters.programs = self.counters.programs + 1
+  self.programs[key] = program
+  return program
+end
+
+-- ------------------------------------------------------------------ the model
+
+--- Loads a model: a Hugging Face directory (config.json + model.safetensors, or sharded) or
+--- an llm.c gpt2_124M.bin. opts: backend, precision ("fp16" | "fp32"), profile ("ane" | "cpu").
+--- Returns the model, or nil and a message naming the file and tensor at fault.
+function M.load(path, opts)
+  if type(path) ~= "string" then error("gpt2.load: path must be a string", 2) end
+  local W, err
+  if lfs.attributes(path, "mode") == "directory" then W, err = load_hf(path) else W, err = load_llmc(path) end
+  if not W then return nil, err end
+  return M.from_weights(W, opts)
+end
+
+--- Builds a model from weights in the loaders' layout (see M.random_weights).
+function M.from_weights(W, opts)
+  opts = opts or {}
+  local precision = opts.precision or "fp16"
+  if precision ~= "fp16" and precision ~= "fp32" then error("precision must be 'fp16' or 'fp32'", 2) end
+  local profile = opts.profile or (precision == "fp32" and "cpu" or "ane")
+  if precision == "fp32" and profile == "ane" then
+    error("precision 'fp32' runs fp32 weights, which the device refuses (ANE-26); use profile 'cpu' for the fp32 reference", 2)
+  end
+  M.instances = (M.instances or 0) + 1
+  local self = setmetatable({
+    config = W.config, backend = opts.backend or ane.default_backend(), precision = precision, profile = profile,
+    dtype = precision, source = W.source, programs = {}, id = string.format("gpt2#%d", M.instances),
+    counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
+      decode_seconds = 0 },
+  }, Model)
+  self.P = prepare(W, self.dtype)
+  self.min_width = profile == "ane" and 32 or 1 -- ANE-21: I/O at least 32 wide
+  return self
+end
+
+--- [1, C, 1, S] input: token + position embeddings for ids at positions start.., zero padding.
+function Model:embed(ids, start, S)
+  local C = self.config.n_embd
+  local token_rows = self.P.wte:gather(ids)                                -- [T, C]
+  local positions = {}
+  for i = 1, #ids do positions[i] = start + i - 1 end
+  local rows = token_rows:add(self.P.wpe:gather(positions))               -- [T, C]
+  local x = ane.tensor({ 1, C, 1, S }, self.dtype)
+  x:slice(4, 1, #ids):copy_from(rows:transpose():reshape(1, C, 1, #ids))
+  return x
+end
+
+-- logits [T, V] (fp32) of the first T columns of a final-norm input.
+function Model:classify(x, T, S)
+  local h = self:program("ln_f", nil, S):eval({ x = x }).y                 -- [1, C, 1, S]
+  local C = self.config.n_embd
+  local columns = h:slice(4, 1, T):reshape(C, T)                           -- [C, T]
+  return self.P.wte:matmul(columns:to("fp32")):transpose():copy()           -- [T, V]
+end
+
+-- Runs all layers over a padded sequence; returns the residual stream and per-layer k, v.
+function Model:forward(ids)
+  local T = #ids
+  if T == 0 then error("logits: empty sequence", 3) end
+  if T > self.config.n_positions then
+    error(string.format("logits: %d tokens exceed the model's %d positions", T, self.config.n_positions), 3)
+  end
+  local V = self.config.vocab_size
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" or id < 0 or id >= V then
+      error(string.format("logits: ids[%d] = %s is not a token id (0..%d)", i, tostring(id), V - 1), 3)
+    end
+  end
+  local S = math.min(pow2_at_least(T, self.min_width), math.max(pow2_at_least(self.config.n_positions, 1), self.min_width))
+  local x = self:embed(ids, 0, S)
+  local caches = {}
+  for l = 1, self.config.n_layer do
+    local r = self:program("attn_prefill", l, S):eval({ x = x })
+    caches[l] = { k = r.k, v = r.v }
+    x = self:program("mlp", l, S):eval({ x = r.y }).y
+  end
+  return x, caches, S
+end
+
+--- logits(ids) -> [T, V]; logits({ids1, ids2, ...}) -> [B, T, V] (equal lengths).
+function Model:logits(ids)
+  if type(ids) ~= "table" or #ids == 0 then error("logits: ids must be a non-empty array", 2) end
+  if type(ids[1]) == "table" then
+    local rows = {}
+    for b, seq in ipairs(ids) do
+      if #seq ~= #ids[1] then error("logits: batch sequences must have equal lengths", 2) end
+      rows[b] = self:logits(seq)
+    end
+    local T, V = #ids[1], self.config.vocab_size
+    local out = ane.tensor({ #ids, T, V })
+    for b, r in ipairs(rows) do out:slice(1, b, b):copy_from(r:reshape(1, T, V)) end
+    return out
+  end
+  local start = ane.clock()
+  local x, _, S = self:forward(ids)
+  local logits = self:classify(x, #ids, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
+  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  return logits
+end
+
+-- ------------------------------------------------------------------ sampling
+
+-- xorshift64*: a small deterministic generator for sampling.
+local function rng(seed)
+  local state = (seed or 1) ~ 0x9E3779B97F4A7C15
+  if state == 0 then state = 1 end
+  return function()
+    state = state ~ (state >> 12)
+    state = state ~ (state << 25)
+    state = state ~ (state >> 27)
+    local r = (state * 0x2545F4914F6CDD1D) >> 11 -- 53 bits
+    return r / 9007199254740992.0
+  end
+end
+
+-- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
+local function sample(row, opts, random)
+  local temperature = opts.temperature or 1.0
+  if temperature <= 0 then return row:argmax() - 1 end
+  local V = row:numel()
+  local k = opts.top_k and math.min(opts.top_k, V) or V
+  local values, positions = row:topk(k)
+  local probs, total = {}, 0
+  for i = 1, k do
+    probs[i] = math.exp((values[i] - values[1]) / temperature)
+    total = total + probs[i]
+  end
+  local keep = k
+  if opts.top_p and opts.top_p < 1 then
+    local mass = 0
+    for i = 1, k do
+      mass = mass + probs[i] / total
+      if mass >= opts.top_p then keep = i; break end
+    end
+    total = 0
+    for i = 1, keep do total = total + probs[i] end
+  end
+  local u = random() * total
+  for i = 1, keep do
+    u = u - probs[i]
+    if u <= 0 then return positions[i] - 1 end
+  end
+  return positions[keep] - 1
+end
+
+--- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_eot =})
+--- -> an iterator of new token ids (prefill once, then one decode step per id, KV-cached).
+function Model:generate(prompt, opts)
+  opts = opts or {}
+  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
+  local max_tokens = opts.max_tokens or 32
+  local n_positions = self.config.n_positions
+  local C = self.config.n_embd
+  local budget = math.min(max_tokens, n_positions - #prompt)
+  if budget < 1 then error("generate: the prompt fills all " .. n_positions .. " positions", 2) end
+  local Smax = math.min(pow2_at_least(#prompt + budget, self.min_width), math.max(pow2_at_least(n_positions, 1), self.min_width))
+  local W = self.min_width
+  local random = rng(opts.seed)
+  local stop_at_eot = opts.stop_at_eot ~= false
+  local eot = self.config.vocab_size - 1
+
+  -- Prefill: run the prompt, copy its keys and values into the caches.
+  local start = ane.clock()
+  local x, prefill_caches, S = self:forward(prompt)
+  local caches = {}
+  local T = #prompt
+  for l = 1, self.config.n_layer do
+    local k, v = ane.tensor({ 1, C, 1, Smax }, self.dtype), ane.tensor({ 1, C, 1, Smax }, self.dtype)
+    k:slice(4, 1, T):copy_from(prefill_caches[l].k:slice(4, 1, T))
+    v:slice(4, 1, T):copy_from(prefill_caches[l].v:slice(4, 1, T))
+    caches[l] = { k = k, v = v }
+  end
+  local logits = self:classify(x, T, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + T
+  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  local next_id = sample(logits:slice(1, T, T):reshape(-1), opts, random)
+  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
+  mask:slice(4, 1, T):fill(0)
+
+  local produced, position, finished = 0, T, false
+  return function()
+    if finished or produced >= budget then return nil end
+    local id = next_id
+    produced = produced + 1
+    if (stop_at_eot and id == eot) or produced >= budget then
+      finished = true
+      return id
+    end
+    -- Decode the token just produced, at `position` (0-based), to get the next one.
+    local step_start = ane.clock()
+    local h = self:embed({ id }, position, W)
+    for l = 1, self.config.n_layer do
+      local cache = caches[l]
+      local r = self:program("attn_decode", l, W, Smax):eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask })
+      cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
+      cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
+      h = self:program("mlp", l, W):eval({ x = r.y }).y
+    end
+    mask:slice(4, position + 1, position + 1):fill(0)
+    position = position + 1
+    local row = self:classify(h, 1, W):reshape(-1)
+    next_id = sample(row, opts, random)
+    self.counters.decode_tokens = self.counters.decode_tokens + 1
+    self.counters.decode_seconds = self.counters.decode_seconds + (ane.clock() - step_start)
+    return id
+  end
+end
+
+--- Timing and program counts of this model so far.
+function Model:stats()
+  local s = self.counters
+  return {
+    backend = self.backend, precision = self.precision, profile = self.profile, programs = s.programs,
+    compile_ms = s.compile_seconds * 1000,
+    prefill_tokens = s.prefill_tokens, prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
+    decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
+    decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
+  }
+end
+
+function Model:__tostring()
+  local c = self.config
+  return string.format("gpt2 (%d layers, %d heads, %d channels, vocab %d; %s, %s, profile %s) from %s", c.n_layer,
+    c.n_head, c.n_embd, c.vocab_size, self.backend, self.precision, self.profile, self.source)
+end
+
+return M
