@@ -644,6 +644,18 @@ static int m_topk(lua_State *L) {
     return 2;
 }
 
+/* t:abs() -> |t| elementwise (fp32 result for float inputs, the same dtype otherwise) */
+static int m_abs(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    ane_tensor *out = new_tensor_slot(L);
+    ane_error err;
+    if (ane_tensor_to(out, t, ANE_FP32, &err)) return ane_lua_raise(L, &err);
+    float *data = (float *)ane_tensor_data(out);
+    int64_t n = ane_tensor_numel(out);
+    for (int64_t i = 0; i < n; i++) data[i] = fabsf(data[i]);
+    return 1;
+}
+
 /* t:argmax() -> the 1-based flat position of the largest element */
 static int m_argmax(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
@@ -665,7 +677,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},
