@@ -19,8 +19,21 @@ static int tensor_gc(lua_State *L) {
     return 0;
 }
 
+/* Lua's collector sees only the small userdata boxes, not the tensor bytes behind them, so
+ * it would let hundreds of megabytes of dead tensors pile up (and every new large block
+ * would cost fresh pages). When live tensor storage has grown by 32 MB since the last
+ * collection, collect now: freed blocks then get reused. */
+static void collect_if_pressured(lua_State *L) {
+    static size_t next_collection = 32u << 20;
+    size_t live = ane_storage_live_heap_bytes();
+    if (live <= next_collection) return;
+    lua_gc(L, LUA_GCCOLLECT);
+    next_collection = ane_storage_live_heap_bytes() + (32u << 20);
+}
+
 /* Pushes an empty tensor userdata for a core function to fill. */
 static ane_tensor *new_tensor_slot(lua_State *L) {
+    collect_if_pressured(L);
     ane_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
     luaL_setmetatable(L, ANE_TENSOR_TYPE);

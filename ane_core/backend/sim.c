@@ -27,14 +27,16 @@ typedef struct sim_compiled {
     ane_port *inputs, *outputs;     /* [ninputs], [noutputs], alphabetical */
     int ninputs, noutputs;
     int *input_nodes, *output_nodes; /* node ids in port order */
+    unsigned char *half_weight;     /* [graph->count]: fp16 consts used only as conv weights, kept as fp16 */
     size_t scratch_floats;
 } sim_compiled;
 
 typedef struct sim_loaded {
     ane_loaded base;
     sim_compiled *program;
-    float **values;                 /* [graph->count] buffers into `slab` */
+    float **values;                 /* [graph->count] buffers into `slab` (NULL for fp16 weights) */
     float *slab;
+    uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere */
     float *scratch;
 } sim_loaded;
 
@@ -57,6 +59,7 @@ static void sim_close(ane_compiled *compiled) {
     free(p->outputs);
     free(p->input_nodes);
     free(p->output_nodes);
+    free(p->half_weight);
     free(p);
 }
 
@@ -117,10 +120,24 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         sim_close(&p->base);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     }
+    /* fp16 consts that only conv weights use stay fp16: kernels convert them block by block,
+     * so they take half the memory, decoding reads half the bytes, and patching is a copy. */
+    p->half_weight = calloc((size_t)g->count + 1, 1);
+    if (!p->half_weight) {
+        sim_close(&p->base);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
+    }
+    for (int i = 0; i < g->count; i++) p->half_weight[i] = g->nodes[i]->op == ANE_OP_CONST && g->nodes[i]->dtype == ANE_FP16;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        for (int k = 0; k < node->noperands; k++)
+            if (!(node->op == ANE_OP_CONV && k == 1)) p->half_weight[node->operands[k]->id] = 0;
+    }
+    for (int i = 0; i < g->noutputs; i++) p->half_weight[g->outputs[i].node->id] = 0;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (node->op == ANE_OP_INPUT) fill_port(&p->inputs[p->ninputs++], node->name, node);
-        size_t scratch = sim_scratch_floats(node);
+        size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->half_weight[node->operands[1]->id]);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
     for (int i = 0; i < g->noutputs; i++) fill_port(&p->outputs[p->noutputs++], g->outputs[i].name, g->outputs[i].node);
@@ -146,6 +163,9 @@ static void sim_ports(const ane_compiled *compiled, const ane_port **inputs, int
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
+    if (instance->halves)
+        for (int i = 0; i < instance->program->graph->count; i++) free(instance->halves[i]);
+    free(instance->halves);
     free(instance->values);
     free(instance->slab);
     free(instance->scratch);
@@ -183,24 +203,35 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
     ane_graph *g = p->graph;
     sim_loaded *instance = calloc(1, sizeof *instance);
     size_t total = 0;
-    for (int i = 0; i < g->count; i++) total += (size_t)ane_node_numel(g->nodes[i]);
+    for (int i = 0; i < g->count; i++)
+        if (!p->half_weight[i]) total += (size_t)ane_node_numel(g->nodes[i]);
     if (instance) {
+        instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
+        instance->halves = calloc((size_t)g->count + 1, sizeof *instance->halves);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
         instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
-    if (!instance || !instance->values || !instance->slab || (p->scratch_floats && !instance->scratch)) {
+    int ok = instance && instance->values && instance->halves && instance->slab && (!p->scratch_floats || instance->scratch);
+    size_t offset = 0;
+    for (int i = 0; ok && i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (p->half_weight[i]) { /* fp16 bits as they are */
+            size_t bytes = (size_t)ane_node_bytes(node);
+            instance->halves[i] = malloc(bytes ? bytes : 2);
+            if (!instance->halves[i]) ok = 0;
+            else memcpy(instance->halves[i], ane_tensor_data(&node->value), bytes);
+            continue;
+        }
+        instance->values[i] = instance->slab + offset;
+        offset += (size_t)ane_node_numel(node);
+        if (node->op == ANE_OP_CONST) load_const(instance, node); /* other weights converted once, to fp32 */
+    }
+    if (!ok) {
         sim_unload(instance ? &instance->base : NULL);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory loading program '%s' (%zu values)", g->name, total);
     }
     instance->base.backend = &ane_sim_backend;
-    instance->program = p;
-    size_t offset = 0;
-    for (int i = 0; i < g->count; i++) {
-        instance->values[i] = instance->slab + offset;
-        offset += (size_t)ane_node_numel(g->nodes[i]);
-        if (g->nodes[i]->op == ANE_OP_CONST) load_const(instance, g->nodes[i]); /* weights converted once */
-    }
     *out = &instance->base;
     return ANE_OK;
 }
@@ -277,6 +308,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         .apply_sdpa_mask = !device_rules, /* the device ignores the mask (ANE-06) */
         .scratch = instance->scratch,
         .scratch_floats = p->scratch_floats,
+        .halves = (const uint16_t *const *)instance->halves,
     };
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
@@ -305,8 +337,30 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     return ANE_OK;
 }
 
-/* One fused pass, block by block: convert into the weight's fp32 buffer, sanitize, round
- * to the weight's dtype. No temporaries: patching streams the new weights once. */
+/* Copies fp16 bits, replacing NaN -> 0 and +-inf -> +-65504; returns how many were
+ * replaced. The copy loop only notes whether any special value passed (it vectorizes);
+ * the rare fix-up pass runs only then. */
+static int64_t copy_sanitized_half(uint16_t *dst, const uint16_t *src, int64_t n) {
+    unsigned special = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b = src[i];
+        dst[i] = b;
+        special |= (b & 0x7C00u) == 0x7C00u;
+    }
+    if (!special) return 0;
+    int64_t replaced = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b = dst[i];
+        if ((b & 0x7C00u) != 0x7C00u) continue;
+        dst[i] = (b & 0x03FFu) ? 0 : (uint16_t)((b & 0x8000u) | 0x7BFFu);
+        replaced++;
+    }
+    return replaced;
+}
+
+/* One pass, block by block, into the weight's own buffer: fp16 weights get the new bits
+ * (converted from fp32 with the same rounding as a fresh compile), other weights fp32
+ * values; NaN -> 0 and values beyond the dtype's range -> its largest finite value. */
 static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
                             ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
@@ -321,23 +375,29 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     ane_status status = ane_tensor_is_contiguous(value) ? (ane_tensor_share(&packed, value), ANE_OK)
                                                         : ane_tensor_to(&packed, value, value->dtype, err);
     if (status) return status;
-    float *target = instance->values[node->id];
     const char *source = ane_tensor_data(&packed);
     size_t element = ane_dtype_size(packed.dtype);
-    int half = node->dtype == ANE_FP16, already_half = packed.dtype == ANE_FP16;
-    float limit = half ? 65504.0f : 3.4028234663852886e38f;
+    uint16_t *half = instance->halves[node->id];
     int64_t replaced = 0;
-    enum { block = 4096 };
-    for (int64_t start = 0; start < numel; start += block) {
-        int64_t count = numel - start < block ? numel - start : block;
-        float *out = target + start;
-        ane_dtype_convert_row(out, ANE_FP32, source + (size_t)start * element, packed.dtype, (size_t)count);
-        for (int64_t i = 0; i < count; i++) {
-            float v = out[i];
-            if (v != v) out[i] = 0.0f, replaced++;
-            else if (v > limit || v < -limit) out[i] = v > 0 ? limit : -limit, replaced++;
+    if (half && packed.dtype == ANE_FP16) {
+        replaced = copy_sanitized_half(half, (const uint16_t *)source, numel);
+    } else {
+        int to_half = node->dtype == ANE_FP16;
+        float limit = to_half ? 65504.0f : 3.4028234663852886e38f;
+        enum { block = 4096 };
+        float staging[block]; /* fp32 values of one block */
+        for (int64_t start = 0; start < numel; start += block) {
+            int64_t count = numel - start < block ? numel - start : block;
+            float *out = half ? staging : instance->values[node->id] + start;
+            ane_dtype_convert_row(out, ANE_FP32, source + (size_t)start * element, packed.dtype, (size_t)count);
+            for (int64_t i = 0; i < count; i++) {
+                float v = out[i];
+                if (v != v) out[i] = 0.0f, replaced++;
+                else if (v > limit || v < -limit) out[i] = v > 0 ? limit : -limit, replaced++;
+            }
+            if (half) ane_fp32_to_fp16_n(half + start, staging, (size_t)count);
+            else if (to_half && packed.dtype != ANE_FP16) ane_round_fp32_through_fp16_n(out, (size_t)count);
         }
-        if (half && !already_half) ane_round_fp32_through_fp16_n(out, (size_t)count);
     }
     ane_tensor_release(&packed);
     *sanitized += replaced;

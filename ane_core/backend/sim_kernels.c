@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/fp16.h"
 #include "../tensor/blas.h"
+#include "../tensor/gemv_fp16.h"
 
 #define IN(node, k) (values[(node)->operands[k]->id])
 
@@ -245,33 +247,58 @@ static void run_softmax(const ane_node *node, const float *x, float *out) {
 
 /* ------------------------------------------------------------------ conv and matmul */
 
-size_t sim_scratch_floats(const ane_node *node) {
-    if (node->op != ANE_OP_CONV) return 0;
+static int is_pointwise(const ane_node *node) {
     const ane_node *w = node->operands[1];
     const ane_node_attrs *a = &node->attrs;
-    int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 &&
-                    !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
-    if (pointwise) return 0;
-    return (size_t)(w->shape[1] * w->shape[2] * w->shape[3]) * (size_t)(node->shape[2] * node->shape[3]);
+    return w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 && !a->pads[0] &&
+           !a->pads[1] && !a->pads[2] && !a->pads[3];
+}
+
+/* Rows of a [rows, k] fp16 weight matrix converted per block. */
+static int64_t weight_block_rows(int64_t rows, int64_t k) {
+    int64_t block = SIM_WEIGHT_BLOCK_FLOATS / (k > 0 ? k : 1);
+    if (block < 1) block = 1;
+    return block < rows ? block : rows;
+}
+
+size_t sim_scratch_floats(const ane_node *node, int half_weight) {
+    if (node->op != ANE_OP_CONV) return 0;
+    const ane_node *w = node->operands[1];
+    int64_t k = w->shape[1] * w->shape[2] * w->shape[3], cout_g = w->shape[0] / (node->attrs.groups ? node->attrs.groups : 1);
+    size_t columns = is_pointwise(node) ? 0 : (size_t)k * (size_t)(node->shape[2] * node->shape[3]);
+    size_t weights = half_weight ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
+    return columns + weights;
+}
+
+/* o[rows, pixels] = W[rows, k] x columns[k, pixels]; one position is a matrix-vector product. */
+static void multiply(const float *w, const float *columns, float *o, int64_t rows, int64_t k, int64_t pixels) {
+    if (pixels == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, w, (int)k, columns, 1, 0.0f, o, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)pixels, (int)k, 1.0f, w, (int)k, columns,
+                    (int)pixels, 0.0f, o, (int)pixels);
 }
 
 static void run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out) {
     const ane_node *x = node->operands[0], *w = node->operands[1];
     const ane_node_attrs *a = &node->attrs;
-    const float *input = IN(node, 0), *weight = IN(node, 1);
+    const float *input = IN(node, 0);
+    const uint16_t *half = context->halves ? context->halves[w->id] : NULL;
+    const float *weight = half ? NULL : IN(node, 1);
     int64_t batch = x->shape[0], cin = x->shape[1], h = x->shape[2], wd = x->shape[3];
     int64_t cout = w->shape[0], kh = w->shape[2], kw = w->shape[3], groups = a->groups;
     int64_t ho = node->shape[2], wo = node->shape[3];
     int64_t cin_g = cin / groups, cout_g = cout / groups, k = cin_g * kh * kw, pixels = ho * wo;
-    int pointwise = sim_scratch_floats(node) == 0;
+    int pointwise = is_pointwise(node);
+    float *col = context->scratch;                               /* [k, pixels] im2col */
+    float *weight_block = context->scratch + (pointwise ? 0 : (size_t)(k * pixels)); /* [block rows, k] */
+    int64_t block_rows = weight_block_rows(cout_g, k);
     for (int64_t n = 0; n < batch; n++) {
         for (int64_t g = 0; g < groups; g++) {
             const float *x_g = input + (n * cin + g * cin_g) * h * wd;
-            const float *w_g = weight + g * cout_g * k;
             float *o_g = out + (n * cout + g * cout_g) * pixels;
             const float *columns = x_g;
             if (!pointwise) { /* im2col: [cin_g * kh * kw, ho * wo] */
-                float *col = context->scratch;
                 for (int64_t c = 0; c < cin_g; c++)
                     for (int64_t i = 0; i < kh; i++)
                         for (int64_t j = 0; j < kw; j++) {
@@ -286,8 +313,20 @@ static void run_conv(const sim_context *context, const ane_node *node, float *co
                         }
                 columns = col;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cout_g, (int)pixels, (int)k, 1.0f, w_g, (int)k,
-                        columns, (int)pixels, 0.0f, o_g, (int)pixels);
+            if (!half) {
+                multiply(weight + g * cout_g * k, columns, o_g, cout_g, k, pixels);
+                continue;
+            }
+            if (pixels == 1) { /* decode: read the fp16 weights once, convert in registers */
+                ane_gemv_fp16(o_g, half + g * cout_g * k, columns, cout_g, k);
+                continue;
+            }
+            /* fp16 weights: convert a block of rows (exactly), multiply, next block. */
+            for (int64_t row = 0; row < cout_g; row += block_rows) {
+                int64_t rows = cout_g - row < block_rows ? cout_g - row : block_rows;
+                ane_fp16_to_fp32_n(weight_block, half + (g * cout_g + row) * k, (size_t)(rows * k));
+                multiply(weight_block, columns, o_g + row * pixels, rows, k, pixels);
+            }
         }
     }
 }

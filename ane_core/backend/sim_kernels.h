@@ -6,20 +6,26 @@
 #ifndef ANE_BACKEND_SIM_KERNELS_H
 #define ANE_BACKEND_SIM_KERNELS_H
 
+#include <stdint.h>
+
 #include "../base/status.h"
 #include "../ir/graph.h"
 
 typedef struct sim_context {
     int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
-    float *scratch;          /* [scratch_floats] for im2col */
+    float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
+    const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16 (NULL where not) */
 } sim_context;
+
+/* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */
+#define SIM_WEIGHT_BLOCK_FLOATS (1 << 18)
 
 /* Computes node's output into out [numel(node)] from values[operand->id]. */
 ane_status sim_run_node(const sim_context *context, const ane_node *node, float *const *values, float *out,
                         ane_error *err);
 
-/* Scratch floats node needs (im2col for k x k convs), 0 for most. */
-size_t sim_scratch_floats(const ane_node *node);
+/* Scratch floats node needs (im2col for k x k convs, fp16 weight blocks), 0 for most. */
+size_t sim_scratch_floats(const ane_node *node, int half_weight);
 
 #endif

@@ -59,11 +59,22 @@ void ane_runtime_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
 void ane_runtime_set_compile_budget(int64_t budget) { compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET; }
 
-/* FNV-1a over the bytes that make a program: backend, options, MIL, weight files. */
+/* A 64-bit hash of the bytes that make a program (backend, options, MIL, weight files),
+ * eight bytes at a step (weights run to hundreds of MB), with a final avalanche. */
 static uint64_t hash_bytes(uint64_t h, const void *data, size_t size) {
     const unsigned char *p = data;
-    for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 32;
+    }
+    for (; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
+    h ^= (uint64_t)size;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    return h ^ (h >> 33);
 }
 
 static int by_path(const void *a, const void *b) {
@@ -402,7 +413,7 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
         } else if (io) {
             status = view_for_port(io->tensor, &out_ports[i], "output", &b->view, err);
         } else {
-            status = ane_tensor_zeros(&results[i], out_ports[i].rank, out_ports[i].shape, io_dtype(program, &out_ports[i]), err);
+            status = ane_tensor_empty(&results[i], out_ports[i].rank, out_ports[i].shape, io_dtype(program, &out_ports[i]), err);
             if (!status) ane_tensor_share(&b->view, &results[i]);
         }
     }

@@ -12,7 +12,12 @@
 
 enum { HEAP_ALIGNMENT = 64, MMAP_THRESHOLD = 1 << 16 };
 
+static size_t live_heap_bytes = 0; /* atomic */
+
+size_t ane_storage_live_heap_bytes(void) { return __atomic_load_n(&live_heap_bytes, __ATOMIC_RELAXED); }
+
 static void heap_release(ane_storage *storage) {
+    __atomic_sub_fetch(&live_heap_bytes, storage->nbytes, __ATOMIC_RELAXED);
     if (storage->context) /* context holds the mapping length for mmap'd blocks */
         munmap(storage->data, (size_t)(uintptr_t)storage->context);
     else
@@ -55,11 +60,30 @@ ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err
         memset(data, 0, nbytes);
         storage->data = data;
     }
+    __atomic_add_fetch(&live_heap_bytes, nbytes, __ATOMIC_RELAXED);
     *out = storage;
     return ANE_OK;
 }
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+/* glibc serves blocks above 128 KB with fresh mmaps (page faults on every touch) until a
+ * free raises that threshold; tensors of a few hundred KB come and go every decoding
+ * step, so raise it once, up front. */
+static void tune_malloc_once(void) {
+#if defined(__GLIBC__)
+    static int done = 0;
+    if (!done) {
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        done = 1;
+    }
+#endif
+}
+
 ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err) {
+    tune_malloc_once();
     ane_storage *storage = storage_shell(err);
     if (!storage) return ANE_ERR_NOMEM;
     void *data = NULL;
@@ -70,6 +94,7 @@ ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, 
     storage->allocator = &heap_allocator;
     storage->nbytes = nbytes;
     storage->data = data;
+    __atomic_add_fetch(&live_heap_bytes, nbytes, __ATOMIC_RELAXED);
     *out = storage;
     return ANE_OK;
 }

@@ -41,6 +41,10 @@ ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *
 ane_status ane_storage_wrap(void *data, size_t nbytes, int readonly, const ane_allocator *allocator,
                             void *context, ane_storage **out, ane_error *err);
 
+/* Bytes of heap storage alive now (what a garbage-collected host should count as pressure:
+ * its collector sees only the small boxes that hold these). */
+size_t ane_storage_live_heap_bytes(void);
+
 void ane_storage_retain(ane_storage *storage);
 void ane_storage_release(ane_storage *storage); /* NULL is fine */
 

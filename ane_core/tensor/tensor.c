@@ -73,6 +73,10 @@ ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane
     return new_tensor(out, ndim, shape, dtype, 1, err);
 }
 
+ane_status ane_tensor_empty(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err) {
+    return new_tensor(out, ndim, shape, dtype, 0, err);
+}
+
 ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
                                  const int64_t *shape, const int64_t *strides, ane_dtype dtype,
                                  ane_error *err) {
@@ -547,7 +551,7 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         return status;
     }
     int64_t out_shape[3] = {batches, m, n};
-    status = ane_tensor_zeros(&c32, batched ? 3 : 2, batched ? out_shape : out_shape + 1, ANE_FP32, err);
+    status = ane_tensor_empty(&c32, batched ? 3 : 2, batched ? out_shape : out_shape + 1, ANE_FP32, err); /* beta = 0 */
     if (!status) {
         /* Row blocks of about 2^27 multiply-adds, so Ctrl-C is noticed within ~0.1 s. */
         int64_t rows_per_block = (int64_t)1 << 27;
@@ -558,9 +562,13 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         for (int64_t batch = 0; batch < batches && !status; batch++) {
             for (int64_t row = 0; row < m && !status; row += rows_per_block) {
                 int64_t rows = m - row < rows_per_block ? m - row : rows_per_block;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f,
-                            pa + (batch * m + row) * k, (int)k, pb + batch * k * n, (int)n, 0.0f,
-                            pc + (batch * m + row) * n, (int)n);
+                if (n == 1) /* matrix-vector: sgemv streams the matrix without packing it */
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, pa + (batch * m + row) * k,
+                                (int)k, pb + batch * k, 1, 0.0f, pc + (batch * m + row), 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f,
+                                pa + (batch * m + row) * k, (int)k, pb + batch * k * n, (int)n, 0.0f,
+                                pc + (batch * m + row) * n, (int)n);
                 status = ane_interrupt_check(err, "matmul");
             }
         }

@@ -30,6 +30,9 @@ typedef enum ane_binary_op { ANE_BINARY_ADD, ANE_BINARY_SUB, ANE_BINARY_MUL, ANE
 /* --- creation and lifetime --- */
 ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             ane_error *err);
+/* Uninitialized contents, for results that are written in full right away (no page
+ * faults from fresh zeroed mappings: the memory comes from malloc's free lists). */
+ane_status ane_tensor_empty(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err);
 /* A tensor over existing storage (takes a new reference); checks the extent fits. */
 ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
                                  const int64_t *shape, const int64_t *strides, ane_dtype dtype,

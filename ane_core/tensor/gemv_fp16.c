@@ -1,0 +1,87 @@
+/* The fp16-weight matrix-vector product (see gemv_fp16.h). Large products split their rows
+ * over a few short-lived threads: no pool spins between calls, which would take the CPU
+ * from the BLAS threads on small machines. */
+#include "gemv_fp16.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "../base/fp16.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+static int has_avx2_fma_f16c(void) {
+    static int answer = -1;
+    if (answer >= 0) return answer;
+    unsigned a, b, c, d;
+    answer = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 12)) && (c & (1u << 29)) && (c & (1u << 27)) &&
+        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5))) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        (void)hi;
+        answer = (lo & 6u) == 6u;
+    }
+    return answer;
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float dot_avx2(const uint16_t *w, const float *x, int64_t k) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= k; j += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 8)));
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j + 8), a1);
+    }
+    __m256 sum = _mm256_add_ps(a0, a1);
+    __m128 half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
+    half = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    half = _mm_add_ss(half, _mm_shuffle_ps(half, half, 1));
+    float total = _mm_cvtss_f32(half);
+    for (; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
+    return total;
+}
+#endif
+
+static float dot_scalar(const uint16_t *w, const float *x, int64_t k) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
+    return total;
+}
+
+typedef struct gemv_job {
+    float *y;
+    const uint16_t *w;
+    const float *x;
+    int64_t first, last, k;
+} gemv_job;
+
+static void *run_rows(void *argument) {
+    gemv_job *job = argument;
+    float (*dot)(const uint16_t *, const float *, int64_t) = dot_scalar;
+#if defined(__x86_64__)
+    if (has_avx2_fma_f16c()) dot = dot_avx2;
+#endif
+    for (int64_t r = job->first; r < job->last; r++) job->y[r] = dot(job->w + r * job->k, job->x, job->k);
+    return NULL;
+}
+
+void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k) {
+    enum { MAX_WORKERS = 8 };
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int workers = rows * k >= (1 << 20) ? (int)(cores < 1 ? 1 : cores > MAX_WORKERS ? MAX_WORKERS : cores) : 1;
+    gemv_job jobs[MAX_WORKERS];
+    pthread_t threads[MAX_WORKERS];
+    int started[MAX_WORKERS] = {0};
+    for (int i = 0; i < workers; i++)
+        jobs[i] = (gemv_job){y, w, x, rows * i / workers, rows * (i + 1) / workers, k};
+    for (int i = 1; i < workers; i++) started[i] = pthread_create(&threads[i], NULL, run_rows, &jobs[i]) == 0;
+    run_rows(&jobs[0]);
+    for (int i = 1; i < workers; i++) {
+        if (started[i]) pthread_join(threads[i], NULL);
+        else run_rows(&jobs[i]); /* no thread: do its share here */
+    }
+}

@@ -1,0 +1,70 @@
+-- Benchmark: GPT-2 124M-shaped model (random weights) on the sim backend.
+--  * decode tokens/s against the memory-bandwidth bound: bytes of weights read per token
+--    (the layers' conv weights as sim holds them: fp16 in fp16 precision, fp32 in fp32;
+--    plus the fp32 classifier, wte) divided by the read bandwidth this script measures (a
+--    1 GB fp32 matrix-vector product through BLAS: the access pattern of decoding);
+--  * prefill of 256 tokens in fp16 and fp32.
+--   build/anelua scripts/bench/gpt2.lua [--tokens N]
+local ane = require("ane")
+local gpt2 = require("ane.models.gpt2")
+
+local tokens = 48
+for i = 1, #arg, 2 do
+  if arg[i] == "--tokens" then tokens = tonumber(arg[i + 1]) else error("usage: gpt2.lua [--tokens N]") end
+end
+ane.set_compile_budget(1000000)
+local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }
+local C, L, V = config.n_embd, config.n_layer, config.vocab_size
+local layer_params = L * (4 * C * C + 2 * 4 * C * C + 9 * C + 4 * C)
+local classifier_params = V * C
+
+-- Read bandwidth: y = A x with A 1 GB of fp32, best of 5.
+local side = 16384
+local A = ane.tensor.rand({ side, side }, { seed = 1 })
+local x = ane.tensor.rand({ side, 1 }, { seed = 2 })
+local best = math.huge
+for _ = 1, 5 do
+  local start = ane.clock()
+  A:matmul(x)
+  best = math.min(best, ane.clock() - start)
+end
+local bandwidth = side * side * 4 / best
+A = nil
+collectgarbage()
+
+local weights = gpt2.random_weights(config, 7)
+local prompt = {}
+for i = 1, 16 do prompt[i] = (i * 7919) % V end
+
+print(string.format("GPT-2 124M shape: %d layers, C=%d, vocab %d; read bandwidth %.1f GB/s (1 GB sgemv)", L, C, V, bandwidth / 1e9))
+print(string.format("%-26s %9s %9s %11s %9s", "decode", "tok/s", "ms/tok", "bound tok/s", "of bound"))
+local bytes_read = { fp16 = layer_params * 2 + classifier_params * 4, fp32 = (layer_params + classifier_params) * 4 }
+for _, setup in ipairs({ { "fp16", "cpu" }, { "fp16", "ane" }, { "fp32", "cpu" } }) do
+  local model = gpt2.from_weights(weights, { precision = setup[1], profile = setup[2] })
+  for _ in model:generate(prompt, { max_tokens = 4, temperature = 0, stop_at_eot = false }) do end -- compile, warm up
+  model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
+  for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_eot = false }) do end
+  local s = model:stats()
+  local bound = bandwidth / bytes_read[setup[1]]
+  print(string.format("%-26s %9.1f %9.1f %11.1f %8.0f%%", setup[1] .. ", profile " .. setup[2], s.decode_tokens_per_s,
+    s.decode_ms_per_token, bound, 100 * s.decode_tokens_per_s / bound))
+end
+print(string.format("bound = weight bytes read per token / bandwidth: %.0f MB in fp16 precision (fp16 layers, fp32",
+  bytes_read.fp16 / 2 ^ 20))
+print(string.format("classifier), %.0f MB in fp32. The ane profile pads each decoded token to 32 positions (ANE-21).",
+  bytes_read.fp32 / 2 ^ 20))
+
+local long = {}
+for i = 1, 256 do long[i] = (i * 104729) % V end
+print(string.format("%-26s %9s %9s", "prefill 256 tokens", "tok/s", "ms"))
+for _, setup in ipairs({ { "fp16", "ane" }, { "fp32", "cpu" } }) do
+  local model = gpt2.from_weights(weights, { precision = setup[1], profile = setup[2] })
+  model:logits(long) -- compile
+  local fastest = math.huge
+  for _ = 1, 3 do
+    local start = ane.clock()
+    model:logits(long)
+    fastest = math.min(fastest, ane.clock() - start)
+  end
+  print(string.format("%-26s %9.1f %9.1f", setup[1] .. ", profile " .. setup[2], 256 / fastest, fastest * 1000))
+end
