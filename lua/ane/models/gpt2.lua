@@ -371,6 +371,11 @@ function Model:embed(ids, start, S)
   return x
 end
 
+-- Seconds since `start`, less the time spent compiling programs meanwhile (reported apart).
+function Model:elapsed_without_compiling(start, compile_seconds_then)
+  return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
+end
+
 -- logits [T, V] (fp32) of the first T columns of a final-norm input.
 function Model:classify(x, T, S)
   local h = self:program("ln_f", nil, S):eval({ x = x }).y                 -- [1, C, 1, S]
@@ -417,11 +422,11 @@ function Model:logits(ids)
     for b, r in ipairs(rows) do out:slice(1, b, b):copy_from(r:reshape(1, T, V)) end
     return out
   end
-  local start = ane.clock()
+  local start, compiling = ane.clock(), self.counters.compile_seconds
   local x, _, S = self:forward(ids)
   local logits = self:classify(x, #ids, S)
   self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
-  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
   return logits
 end
 
@@ -487,7 +492,7 @@ function Model:generate(prompt, opts)
   local eot = self.config.vocab_size - 1
 
   -- Prefill: run the prompt, copy its keys and values into the caches.
-  local start = ane.clock()
+  local start, compiling = ane.clock(), self.counters.compile_seconds
   local x, prefill_caches, S = self:forward(prompt)
   local caches = {}
   local T = #prompt
@@ -499,7 +504,7 @@ function Model:generate(prompt, opts)
   end
   local logits = self:classify(x, T, S)
   self.counters.prefill_tokens = self.counters.prefill_tokens + T
-  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
   local next_id = sample(logits:slice(1, T, T):reshape(-1), opts, random)
   local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
   mask:slice(4, 1, T):fill(0)
@@ -514,7 +519,7 @@ function Model:generate(prompt, opts)
       return id
     end
     -- Decode the token just produced, at `position` (0-based), to get the next one.
-    local step_start = ane.clock()
+    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
     local h = self:embed({ id }, position, W)
     for l = 1, self.config.n_layer do
       local cache = caches[l]
@@ -528,7 +533,7 @@ function Model:generate(prompt, opts)
     local row = self:classify(h, 1, W):reshape(-1)
     next_id = sample(row, opts, random)
     self.counters.decode_tokens = self.counters.decode_tokens + 1
-    self.counters.decode_seconds = self.counters.decode_seconds + (ane.clock() - step_start)
+    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
     return id
   end
 end
