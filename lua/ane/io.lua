@@ -84,13 +84,15 @@ local function exists(path)
   return lfs.attributes(path, "mode") ~= nil
 end
 
-local function read_text(path)
+--- The whole file as a string, or nil and the error.
+function M.read_file(path)
   local file, err = io.open(path, "rb")
   if not file then return nil, err end
   local text = file:read("a")
   file:close()
   return text
 end
+local read_text = M.read_file
 
 -- Loads a sharded model from its index (weight_map: tensor name -> shard file).
 local function load_sharded(index_path)

@@ -17,13 +17,7 @@ Tokenizer.__index = Tokenizer
 
 local LLMC_TOKENIZER_MAGIC = 20240328
 
-local function read_file(path)
-  local file, err = io.open(path, "rb")
-  if not file then return nil, err end
-  local bytes = file:read("a")
-  file:close()
-  return bytes
-end
+local read_file = ane.io.read_file
 
 local function fail(path, format, ...)
   return nil, path .. ": " .. string.format(format, ...)

@@ -227,23 +227,32 @@ local function prepare(W, dtype)
   return P
 end
 
--- Attention over a full (padded) sequence: y = x + attn(ln_1(x)); also returns k and v.
-local function attention_prefill_graph(self, L, S)
-  local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
-  local g = ane.graph("gpt2_attn_prefill")
-  local x = g:input("x", { 1, C, 1, S }, dtype)
+-- ln_1 and the q, k, v projections shared by both attention programs.
+local function project_qkv(self, g, L, x)
   local h = nn.layer_norm(g, x, L.ln1_g, L.ln1_b, { name = "ln_1", eps = self.config.eps })
-  local q = nn.linear(g, h, L.wq, L.bq, { name = "q" })
-  local k = nn.linear(g, h, L.wk, L.bk, { name = "k" })
-  local v = nn.linear(g, h, L.wv, L.bv, { name = "v" })
-  local attended = nn.causal_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }),
-    nn.split_heads(g, k, H, { name = "k_heads" }), nn.split_heads(g, v, H, { name = "v_heads" }),
-    { name = "attn", mask_value = MASK })
+  return nn.linear(g, h, L.wq, L.bq, { name = "q" }), nn.linear(g, h, L.wk, L.bk, { name = "k" }),
+      nn.linear(g, h, L.wv, L.bv, { name = "v" })
+end
+
+-- The end of both attention programs: output projection, residual, and the outputs y, k, v.
+local function finish_attention(g, L, x, attended, k, v)
   local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "c_proj" })
   g:output("y", g:add(x, out))
   g:output("k", k)
   g:output("v", v)
   return g
+end
+
+-- Attention over a full (padded) sequence: y = x + attn(ln_1(x)); also returns k and v.
+local function attention_prefill_graph(self, L, S)
+  local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
+  local g = ane.graph("gpt2_attn_prefill")
+  local x = g:input("x", { 1, C, 1, S }, dtype)
+  local q, k, v = project_qkv(self, g, L, x)
+  local attended = nn.causal_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }),
+    nn.split_heads(g, k, H, { name = "k_heads" }), nn.split_heads(g, v, H, { name = "v_heads" }),
+    { name = "attn", mask_value = MASK })
+  return finish_attention(g, L, x, attended, k, v)
 end
 
 -- One decoding block of W positions (only the first is real when W > 1) against a cache of
@@ -256,10 +265,8 @@ local function attention_decode_graph(self, L, W, Smax)
   local k_cache = g:input("k_cache", { 1, C, 1, Smax }, dtype)
   local v_cache = g:input("v_cache", { 1, C, 1, Smax }, dtype)
   local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
-  local h = nn.layer_norm(g, x, L.ln1_g, L.ln1_b, { name = "ln_1", eps = self.config.eps })
-  local q = nn.split_heads(g, nn.linear(g, h, L.wq, L.bq, { name = "q" }), H, { name = "q_heads" }) -- [1, H, W, D]
-  local k = nn.linear(g, h, L.wk, L.bk, { name = "k" })
-  local v = nn.linear(g, h, L.wv, L.bv, { name = "v" })
+  local q_flat, k, v = project_qkv(self, g, L, x)
+  local q = nn.split_heads(g, q_flat, H, { name = "q_heads" }) -- [1, H, W, D]
   local scale = 1 / math.sqrt(D)
   -- cached part: q [W, D] x K [D, Smax] per head, K read as [1, H, D, Smax] straight from the cache layout
   local kc = g:reshape(k_cache, { 1, H, D, Smax }, { name = "k_cache_heads" })
@@ -279,11 +286,7 @@ local function attention_decode_graph(self, L, W, Smax)
   local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn, { transpose_y = true }),
     { name = "weighted" })
   local attended = g:real_div(weighted, total, { name = "attended" }) -- [1, H, W, D]
-  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "c_proj" })
-  g:output("y", g:add(x, out))
-  g:output("k", k)
-  g:output("v", v)
-  return g
+  return finish_attention(g, L, x, attended, k, v)
 end
 
 local function mlp_graph(self, L, S)
