@@ -77,6 +77,7 @@ static void tune_malloc_once(void) {
     static int done = 0;
     if (!done) {
         mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        mallopt(M_TRIM_THRESHOLD, 256 << 20); /* and keep freed memory for the next step */
         done = 1;
     }
 #endif
