@@ -512,6 +512,12 @@ function Model:generate(prompt, opts)
   local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
   mask:slice(4, 1, T):fill(0)
 
+  -- The decode programs, looked up once (the step below runs them for every token).
+  local attention_programs, mlp_programs = {}, {}
+  for l = 1, self.config.n_layer do
+    attention_programs[l] = self:program("attn_decode", l, W, Smax)
+    mlp_programs[l] = self:program("mlp", l, W)
+  end
   local produced, position, finished = 0, T, false
   return function()
     if finished or produced >= budget then return nil end
@@ -526,10 +532,10 @@ function Model:generate(prompt, opts)
     local h = self:embed({ id }, position, W)
     for l = 1, self.config.n_layer do
       local cache = caches[l]
-      local r = self:program("attn_decode", l, W, Smax):eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask })
+      local r = attention_programs[l]:eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask })
       cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
       cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = self:program("mlp", l, W):eval({ x = r.y }).y
+      h = mlp_programs[l]:eval({ x = r.y }).y
     end
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1
