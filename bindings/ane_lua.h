@@ -48,6 +48,7 @@ void ane_lua_open_io_internal(lua_State *L);  /* pushes the table of C helpers o
 void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructor table */
 void ane_lua_open_milblob(lua_State *L);      /* pushes the ane.milblob table */
 void ane_lua_open_bpe(lua_State *L);          /* pushes the constructor of ane._bpe tokenizers */
+void ane_lua_open_spm(lua_State *L);          /* pushes the constructor of ane._spm tokenizers */
 
 struct ane_surface;
 /* The surface at index, or NULL when it is not one (raises for a closed surface). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../ane_core/text/bpe.h"
+#include "../ane_core/text/sentencepiece.h"
 #include "ane_lua.h"
 
 #define ANE_BPE_TYPE "ane.BPE"
@@ -129,6 +130,102 @@ static int bpe_tostring(lua_State *L) {
     if (!box->bpe) lua_pushliteral(L, "ane.bpe (freed)");
     else lua_pushfstring(L, "ane.bpe (%d tokens)", (int)ane_bpe_vocab_size(box->bpe));
     return 1;
+}
+
+/* ---- ane._spm: SentencePiece BPE (type "ane.SPM") ---- */
+
+#define ANE_SPM_TYPE "ane.SPM"
+
+typedef struct spm_box {
+    ane_spm *spm;
+} spm_box;
+
+static ane_spm *check_spm(lua_State *L) {
+    spm_box *box = luaL_checkudata(L, 1, ANE_SPM_TYPE);
+    if (!box->spm) luaL_error(L, "attempt to use a freed tokenizer");
+    return box->spm;
+}
+
+static int spm_gc(lua_State *L) {
+    spm_box *box = luaL_checkudata(L, 1, ANE_SPM_TYPE);
+    ane_spm_free(box->spm);
+    box->spm = NULL;
+    return 0;
+}
+
+static int spm_add_piece(lua_State *L) {
+    ane_spm *spm = check_spm(L);
+    size_t length;
+    const char *piece = luaL_checklstring(L, 2, &length);
+    float score = (float)luaL_checknumber(L, 3);
+    lua_Integer id = luaL_checkinteger(L, 4);
+    ane_error err;
+    return result(L, ane_spm_add_piece(spm, piece, length, score, (int32_t)id, &err), &err);
+}
+
+static int spm_encode(lua_State *L) {
+    ane_spm *spm = check_spm(L);
+    size_t length;
+    const char *text = luaL_checklstring(L, 2, &length);
+    int32_t *ids;
+    size_t count;
+    ane_error err;
+    if (ane_spm_encode(spm, text, length, lua_toboolean(L, 3), &ids, &count, &err)) return ane_lua_raise(L, &err);
+    lua_createtable(L, (int)count, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_pushinteger(L, ids[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    free(ids);
+    return 1;
+}
+
+static int spm_decode(lua_State *L) {
+    ane_spm *spm = check_spm(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t count = (size_t)luaL_len(L, 2);
+    int32_t *ids = lua_newuserdatauv(L, (count + 1) * sizeof *ids, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_geti(L, 2, (lua_Integer)i + 1);
+        lua_Integer id = luaL_checkinteger(L, -1);
+        ids[i] = id < INT32_MIN || id > INT32_MAX ? -1 : (int32_t)id;
+        lua_pop(L, 1);
+    }
+    char *text;
+    size_t length;
+    ane_error err;
+    if (ane_spm_decode(spm, ids, count, &text, &length, &err)) return ane_lua_raise(L, &err);
+    lua_pushlstring(L, text, length);
+    free(text);
+    return 1;
+}
+
+static int spm_vocab_size(lua_State *L) {
+    lua_pushinteger(L, ane_spm_vocab_size(check_spm(L)));
+    return 1;
+}
+
+static int spm_new(lua_State *L) {
+    spm_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->spm = NULL;
+    luaL_setmetatable(L, ANE_SPM_TYPE);
+    ane_error err;
+    if (ane_spm_new(&box->spm, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+void ane_lua_open_spm(lua_State *L) {
+    static const luaL_Reg methods[] = {
+        {"add_piece", spm_add_piece}, {"encode", spm_encode}, {"decode", spm_decode},
+        {"vocab_size", spm_vocab_size}, {NULL, NULL},
+    };
+    luaL_newmetatable(L, ANE_SPM_TYPE);
+    lua_pushcfunction(L, spm_gc);
+    lua_setfield(L, -2, "__gc");
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, spm_new);
 }
 
 void ane_lua_open_bpe(lua_State *L) {

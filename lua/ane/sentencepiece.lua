@@ -1,0 +1,133 @@
+-- ane.sentencepiece: the Llama-2 tokenizer (SentencePiece BPE with scores and byte fallback).
+--
+--   local spm = require("ane.sentencepiece")
+--   local tok = assert(spm.load("tokenizer.model"))   -- the SentencePiece protobuf, or
+--   local tok = assert(spm.load("tokenizer.bin"))     -- llama2.c's export of the same vocabulary
+--   tok:encode("Hello world!")               --> { 15043, 3186, 29991 }
+--   tok:encode("Hello world!", { bos = true }) --> { 1, 15043, 3186, 29991 }
+--   tok:decode(ids)                           --> "Hello world!"
+-- Files are parsed here; the merges run in C (ane_core/text/sentencepiece.c). Malformed
+-- files give nil, "<file>: <problem at offset>".
+local ane = require("ane")
+
+local M = {}
+local Tokenizer = {}
+Tokenizer.__index = Tokenizer
+
+local function fail(path, format, ...) return nil, path .. ": " .. string.format(format, ...) end
+
+-- Protobuf varint at `pos` (1-based) -> value, next position (nil when truncated).
+local function varint(bytes, pos)
+  local value, shift = 0, 0
+  while pos <= #bytes and shift < 64 do
+    local b = bytes:byte(pos)
+    value = value | ((b & 0x7F) << shift)
+    pos = pos + 1
+    if b < 0x80 then return value, pos end
+    shift = shift + 7
+  end
+  return nil
+end
+
+-- Skips one field of wire type `wire` at `pos`; returns the next position or nil.
+local function skip(bytes, pos, wire)
+  if wire == 0 then return select(2, varint(bytes, pos))
+  elseif wire == 1 then return pos + 8
+  elseif wire == 5 then return pos + 4
+  elseif wire == 2 then
+    local length, next_pos = varint(bytes, pos)
+    return length and next_pos + length or nil
+  end
+  return nil
+end
+
+-- ModelProto: field 1 = repeated SentencePiece { 1: piece (string), 2: score (float), 3: type }.
+local function load_model_proto(path, bytes, spm)
+  local pos, id = 1, 0
+  while pos <= #bytes do
+    local key, next_pos = varint(bytes, pos)
+    if not key then return fail(path, "truncated field key at offset %d", pos - 1) end
+    local field, wire = key >> 3, key & 7
+    if field == 1 and wire == 2 then
+      local length, start = varint(bytes, next_pos)
+      if not length or start + length - 1 > #bytes then return fail(path, "piece %d at offset %d runs past the end", id, pos - 1) end
+      local piece, score = nil, 0.0
+      local p, stop = start, start + length
+      while p < stop do
+        local k, np = varint(bytes, p)
+        if not k then return fail(path, "piece %d: truncated field at offset %d", id, p - 1) end
+        local f, w = k >> 3, k & 7
+        if f == 1 and w == 2 then
+          local n, s = varint(bytes, np)
+          if not n or s + n > stop then return fail(path, "piece %d: string at offset %d runs past its message", id, np - 1) end
+          piece, p = bytes:sub(s, s + n - 1), s + n
+        elseif f == 2 and w == 5 then
+          if np + 3 >= stop + 0 and np + 3 > #bytes then return fail(path, "piece %d: truncated score", id) end
+          score, p = string.unpack("<f", bytes, np), np + 4
+        else
+          p = skip(bytes, np, w)
+          if not p or p > stop then return fail(path, "piece %d: bad field %d at offset %d", id, f, np - 1) end
+        end
+      end
+      if not piece then return fail(path, "piece %d at offset %d has no text", id, pos - 1) end
+      local ok, err = spm:add_piece(piece, score, id)
+      if not ok then return fail(path, "%s", err) end
+      id = id + 1
+      pos = stop
+    else
+      pos = skip(bytes, next_pos, wire)
+      if not pos or pos > #bytes + 1 then return fail(path, "field %d at offset %d runs past the end", field, next_pos - 1) end
+    end
+  end
+  if id == 0 then return fail(path, "no pieces found (not a SentencePiece model?)") end
+  return id
+end
+
+-- llama2.c's tokenizer.bin: u32 max_token_length, then per token f32 score, i32 length, bytes.
+-- Its export wrote U+2581 (SentencePiece's space) as a plain space: turned back here.
+local function load_llama2c(path, bytes, spm)
+  if #bytes < 4 then return fail(path, "too short for the 4-byte header") end
+  local pos, id = 5, 0
+  while pos <= #bytes do
+    if pos + 7 > #bytes then return fail(path, "token %d at offset %d is truncated", id, pos - 1) end
+    local score, length = string.unpack("<fi4", bytes, pos)
+    if length < 0 or pos + 8 + length - 1 > #bytes then
+      return fail(path, "token %d at offset %d has length %d past the end of the file", id, pos - 1, length)
+    end
+    local ok, err = spm:add_piece((bytes:sub(pos + 8, pos + 7 + length):gsub(" ", "\u{2581}")), score, id)
+    if not ok then return fail(path, "%s", err) end
+    pos, id = pos + 8 + length, id + 1
+  end
+  return id
+end
+
+--- Loads tokenizer.model (protobuf) or llama2.c's tokenizer.bin; the format is recognized
+--- from the first byte (a protobuf starts with field 1's tag, 0x0A).
+function M.load(path)
+  if type(path) ~= "string" then error("sentencepiece.load: path must be a string", 2) end
+  local bytes, err = ane.io.read_file(path)
+  if not bytes then return nil, err end
+  local spm = ane._spm()
+  local count, why
+  if bytes:byte(1) == 0x0A then count, why = load_model_proto(path, bytes, spm) else count, why = load_llama2c(path, bytes, spm) end
+  if not count then return nil, why end
+  return setmetatable({ spm = spm, vocab_size = count, bos = 1, eos = 2, source = path }, Tokenizer)
+end
+
+--- text -> ids; opts.bos = true prepends <s> (id 1).
+function Tokenizer:encode(text, opts)
+  if type(text) ~= "string" then error("encode: text must be a string", 2) end
+  return self.spm:encode(text, opts and opts.bos or false)
+end
+
+--- ids -> text (the dummy prefix space removed, <s> and </s> skipped).
+function Tokenizer:decode(ids)
+  if type(ids) ~= "table" then error("decode: ids must be an array", 2) end
+  return self.spm:decode(ids)
+end
+
+function Tokenizer:__tostring()
+  return string.format("ane.sentencepiece %s (%d pieces)", self.source, self.vocab_size)
+end
+
+return M

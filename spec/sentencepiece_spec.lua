@@ -1,0 +1,47 @@
+-- The Llama-2 SentencePiece tokenizer: every golden line (from python3-sentencepiece), with
+-- and without BOS, from both tokenizer.model and llama2.c's tokenizer.bin; round trips; bad
+-- files.
+local cjson = require("cjson")
+local helpers = require("spec.helpers")
+local sentencepiece = require("ane.sentencepiece")
+
+describe("Llama-2 tokenizer", function()
+  for _, file in ipairs({ "tokenizer.model", "tokenizer.bin" }) do
+    it("reproduces the golden encodings from " .. file, function()
+      local dir = helpers.require_data("tokenizers/llama2", pending)
+      if not dir then return end
+      local tok = assert(sentencepiece.load(dir .. "/" .. file))
+      assert.are.equal(32000, tok.vocab_size)
+      local lines = 0
+      for line in io.lines(dir .. "/golden.jsonl") do
+        local case = cjson.decode(line)
+        assert.are.same(case.ids, tok:encode(case.text), case.text)
+        assert.are.same(case.ids_with_bos, tok:encode(case.text, { bos = true }), case.text)
+        assert.are.equal(case.text, tok:decode(case.ids))
+        assert.are.equal(case.text, tok:decode(case.ids_with_bos))
+        lines = lines + 1
+      end
+      assert.are.equal(50, lines)
+    end)
+  end
+
+  it("falls back to bytes for characters outside the vocabulary", function()
+    local dir = helpers.require_data("tokenizers/llama2", pending)
+    if not dir then return end
+    local tok = assert(sentencepiece.load(dir .. "/tokenizer.model"))
+    local text = "\u{1F9EC} and \u{E000}" -- characters without pieces
+    assert.are.equal(text, tok:decode(tok:encode(text)))
+    assert.error_matches(function() tok:decode({ 32000 }) end, "id 32000 at position 1 is not in the vocabulary")
+  end)
+
+  it("reports truncated and foreign files by offset", function()
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/short.bin", string.pack("<I4fi4", 16, 0.5, 40) .. "abc")
+    local ok, err = sentencepiece.load(tmp .. "/short.bin")
+    assert.is_nil(ok)
+    assert.matches("short%.bin: token 0 at offset 4 has length 40 past the end of the file", err)
+    helpers.write_file(tmp .. "/bad.model", "\x0A\x7F\x0A")
+    ok, err = sentencepiece.load(tmp .. "/bad.model")
+    assert.matches("bad%.model: piece 0 at offset 0 runs past the end", err)
+  end)
+end)
