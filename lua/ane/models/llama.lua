@@ -1,0 +1,397 @@
+-- ane.models.llama: Llama-2-architecture inference (Stories15M/42M/110M) from llama2.c
+-- checkpoints, on anelua programs.
+--
+--   local llama = require("ane.models.llama")
+--   local model = assert(llama.load("stories110M.bin", { precision = "fp16" }))
+--   model:logits(ids) -> [T, V]; model:generate(prompt_ids, opts) -> iterator of ids
+--
+-- Per layer an attention program (RMSNorm, q/k/v, interleaved rotary embedding as in
+-- llama2.c, causal attention, wo, residual) and an FFN program (RMSNorm, SwiGLU, residual);
+-- embeddings and the classifier on the CPU (ANE-16/25). Decoding keeps the KV cache in
+-- buffers passed as inputs, like the GPT-2 model, with the rotary angles of the decoded
+-- position passed as inputs too. Precision and profiles as in ane.models.gpt2.
+local ane = require("ane")
+local nn = require("ane.nn")
+
+local M = {}
+local Model = {}
+Model.__index = Model
+
+local MASK = -65504
+local EPS = 1e-5
+
+local function fail(format, ...) return nil, string.format(format, ...) end
+
+-- ------------------------------------------------------------------ loading
+
+--- llama2.c legacy (v0) checkpoint: 7 int32 header fields, then fp32 tensors; a negative
+--- vocab_size means an unshared classifier follows the (unused) freq_cis tables.
+local function load_llama2c(path)
+  local mapping, size = ane._io.map_file(path)
+  if not mapping then return nil, size end
+  local header = ane.io.read_file(path)
+  if not header or #header < 28 then return fail("%s: too short for the 28-byte header", path) end
+  local dim, hidden, L, H, KV, V, T = string.unpack("<i4i4i4i4i4i4i4", header)
+  if dim == 0x616b3432 then return fail("%s: a llama2.c v1+ export (magic 'ak42'); only the legacy v0 format is read", path) end
+  local shared = V > 0
+  V = math.abs(V)
+  if dim <= 0 or hidden <= 0 or L <= 0 or H <= 0 or KV <= 0 or V <= 0 or T <= 0 or dim % H ~= 0 or H % KV ~= 0 then
+    return fail("%s: header holds an impossible configuration (dim %d, hidden %d, layers %d, heads %d, kv heads %d, vocab %d, seq %d)",
+      path, dim, hidden, L, H, KV, V, T)
+  end
+  local head = dim // H
+  local kv_dim = KV * head
+  local fields = {
+    { "token_embedding", { V, dim } }, { "rms_att", { L, dim } }, { "wq", { L, dim, dim } }, { "wk", { L, kv_dim, dim } },
+    { "wv", { L, kv_dim, dim } }, { "wo", { L, dim, dim } }, { "rms_ffn", { L, dim } }, { "w1", { L, hidden, dim } },
+    { "w2", { L, dim, hidden } }, { "w3", { L, hidden, dim } }, { "rms_final", { dim } },
+    { "freq_cis_real", { T, head // 2 } }, { "freq_cis_imag", { T, head // 2 } },
+  }
+  if not shared then fields[#fields + 1] = { "wcls", { V, dim } } end
+  local t, offset = {}, 28
+  for _, field in ipairs(fields) do
+    local n = 1
+    for _, d in ipairs(field[2]) do n = n * d end
+    local tensor, err = mapping:tensor(path, field[1], "F32", field[2], offset, offset + n * 4)
+    if not tensor then return nil, err end
+    t[field[1]] = tensor
+    offset = offset + n * 4
+  end
+  if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
+  local W = {
+    config = { dim = dim, hidden = hidden, n_layer = L, n_head = H, n_kv_head = KV, vocab_size = V, seq_len = T },
+    layers = {}, token_embedding = t.token_embedding, rms_final = t.rms_final, wcls = t.wcls or t.token_embedding,
+    source = path,
+  }
+  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
+  for l = 1, L do
+    W.layers[l] = {
+      rms_att = layer(t.rms_att, l), wq = layer(t.wq, l), wk = layer(t.wk, l), wv = layer(t.wv, l), wo = layer(t.wo, l),
+      rms_ffn = layer(t.rms_ffn, l), w1 = layer(t.w1, l), w2 = layer(t.w2, l), w3 = layer(t.w3, l),
+    }
+  end
+  return W
+end
+
+-- ------------------------------------------------------------------ programs
+
+local function pow2_at_least(n, floor)
+  local b = floor
+  while b < n do b = b * 2 end
+  return b
+end
+
+local function prepare(W, dtype)
+  local P = { layers = {} }
+  local function matrix(t) local s = t:shape(); return t:to(dtype):reshape(s[1], s[2], 1, 1) end
+  for l, L in ipairs(W.layers) do
+    P.layers[l] = { rms_att = L.rms_att:to(dtype), rms_ffn = L.rms_ffn:to(dtype), wq = matrix(L.wq), wk = matrix(L.wk),
+      wv = matrix(L.wv), wo = matrix(L.wo), w1 = matrix(L.w1), w2 = matrix(L.w2), w3 = matrix(L.w3) }
+  end
+  P.rms_final = W.rms_final:to(dtype)
+  P.token_embedding = W.token_embedding:to("fp32") -- [V, dim] for lookups
+  P.wcls = W.wcls:to("fp32")                        -- [V, dim] for the CPU classifier
+  return P
+end
+
+local function project(self, g, L, x, W)
+  local H, head = self.config.n_head, self.config.dim // self.config.n_head
+  local h = nn.rms_norm(g, x, L.rms_att, { name = "attention_norm", eps = EPS })
+  local q = nn.linear(g, h, L.wq, nil, { name = "wq" })
+  local k = nn.linear(g, h, L.wk, nil, { name = "wk" })
+  local v = nn.linear(g, h, L.wv, nil, { name = "wv" })
+  return nn.split_heads(g, q, H, { name = "q_heads" }), nn.split_heads(g, k, H, { name = "k_heads" }), k, v, head, W
+end
+
+local function finish(g, L, x, attended, k, v)
+  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, nil, { name = "wo" })
+  g:output("y", g:add(x, out))
+  g:output("k", k) -- the un-rotated projections are cached; rotation happens per use
+  g:output("v", v)
+  return g
+end
+
+-- Prefill over S positions from 0: rotary tables as consts.
+local function attention_prefill_graph(self, L, S)
+  local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
+  local g = ane.graph("llama_attn_prefill")
+  local x = g:input("x", { 1, dim, 1, S }, dtype)
+  local q, kh, k, v, head = project(self, g, L, x, S)
+  local cos, sin = nn.rope_tables(S, head, { convention = "interleaved", dtype = dtype })
+  local cos_node, sin_node = g:const("rope_cos", cos), g:const("rope_sin", sin)
+  q = nn.rope(g, q, cos_node, sin_node, { name = "q_rope" })
+  kh = nn.rope(g, kh, cos_node, sin_node, { name = "k_rope" })
+  local attended = nn.causal_attention(g, q, kh, nn.split_heads(g, v, H, { name = "v_heads" }),
+    { name = "attn", mask_value = MASK })
+  return finish(g, L, x, attended, k, v)
+end
+
+-- Decode W positions (the first real) against Smax cached positions. The cache holds
+-- rotated keys (`k_rot` output) so old positions are not rotated again; the new position's
+-- angles come in as inputs.
+local function attention_decode_graph(self, L, W, Smax)
+  local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
+  local head = dim // H
+  local g = ane.graph("llama_attn_decode")
+  local x = g:input("x", { 1, dim, 1, W }, dtype)
+  local k_cache = g:input("k_cache", { 1, dim, 1, Smax }, dtype)
+  local v_cache = g:input("v_cache", { 1, dim, 1, Smax }, dtype)
+  local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
+  local cos_in = g:input("rope_cos", { 1, head, 1, W }, dtype)
+  local sin_in = g:input("rope_sin", { 1, head, 1, W }, dtype)
+  local cos = g:transpose(g:reshape(cos_in, { head, W }), { 1, 0 }, { name = "cos_rows" }) -- [W, head]
+  local sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
+  local q, kh, _, v = project(self, g, L, x, W)
+  q = nn.rope(g, q, cos, sin, { name = "q_rope" })
+  kh = nn.rope(g, kh, cos, sin, { name = "k_rope" })                               -- [1, H, W, head]
+  local scale = 1 / math.sqrt(head)
+  local kc = g:reshape(k_cache, { 1, H, head, Smax })
+  local vc = g:reshape(v_cache, { 1, H, head, Smax })
+  local cached = g:add(g:mul(g:matmul(q, kc), scale), mask)
+  local own = g:add(g:mul(g:matmul(q, kh, { transpose_y = true }), scale), g:const("own_mask", nn.causal_mask(W, MASK, dtype)))
+  local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }))
+  local e_cached, e_own = g:exp(g:sub(cached, peak)), g:exp(g:sub(own, peak))
+  local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }))
+  local vn = nn.split_heads(g, v, H, { name = "v_heads" })                           -- [1, H, W, head]
+  local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn))
+  local attended = g:real_div(weighted, total)
+  -- the rotated keys of the block, back in the cache layout [1, dim, 1, W]
+  local k_rot = nn.merge_heads(g, kh, { name = "k_rot" })
+  return finish(g, L, x, attended, k_rot, v)
+end
+
+local function ffn_graph(self, L, S)
+  local g = ane.graph("llama_ffn")
+  local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
+  local h = nn.rms_norm(g, x, L.rms_ffn, { name = "ffn_norm", eps = EPS })
+  g:output("y", g:add(x, nn.swiglu(g, h, L.w1, L.w3, L.w2, { name = "ffn" })))
+  return g
+end
+
+local function final_norm_graph(self, S)
+  local g = ane.graph("llama_final_norm")
+  local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
+  g:output("y", nn.rms_norm(g, x, self.P.rms_final, { name = "norm", eps = EPS }))
+  return g
+end
+
+function Model:program(kind, layer, a, b)
+  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
+  local program = self.programs[key]
+  if program then return program end
+  local L = layer and self.P.layers[layer]
+  local g
+  if kind == "attn_prefill" then g = attention_prefill_graph(self, L, a)
+  elseif kind == "attn_decode" then g = attention_decode_graph(self, L, a, b)
+  elseif kind == "ffn" then g = ffn_graph(self, L, a)
+  else g = final_norm_graph(self, a) end
+  g:optimize()
+  local start = ane.clock()
+  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
+    key = self.id .. ":" .. key })
+  self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
+  self.counters.programs = self.counters.programs + 1
+  self.programs[key] = program
+  return program
+end
+
+-- ------------------------------------------------------------------ the model
+
+--- Loads a llama2.c checkpoint. opts: backend, precision ("fp16" | "fp32"), profile.
+function M.load(path, opts)
+  if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
+  local W, err = load_llama2c(path)
+  if not W then return nil, err end
+  return M.from_weights(W, opts)
+end
+
+function M.from_weights(W, opts)
+  opts = opts or {}
+  local precision = opts.precision or "fp16"
+  local profile = opts.profile or (precision == "fp32" and "cpu" or "ane")
+  if precision == "fp32" and profile == "ane" then
+    error("precision 'fp32' runs fp32 weights, which the device refuses (ANE-26); use profile 'cpu'", 2)
+  end
+  if W.config.n_kv_head ~= W.config.n_head then
+    error("grouped-query attention (n_kv_heads < n_heads) is not supported yet", 2)
+  end
+  M.instances = (M.instances or 0) + 1
+  local self = setmetatable({
+    config = W.config, backend = opts.backend or ane.default_backend(), precision = precision, profile = profile,
+    dtype = precision, source = W.source, programs = {}, id = string.format("llama#%d", M.instances),
+    counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
+      decode_seconds = 0 },
+  }, Model)
+  self.P = prepare(W, self.dtype)
+  self.min_width = profile == "ane" and 32 or 1
+  return self
+end
+
+function Model:embed(ids, S)
+  local dim = self.config.dim
+  local rows = self.P.token_embedding:gather(ids)                        -- [T, dim]
+  local x = ane.tensor({ 1, dim, 1, S }, self.dtype)
+  x:slice(4, 1, #ids):copy_from(rows:transpose():reshape(1, dim, 1, #ids))
+  return x
+end
+
+function Model:classify(x, T, S)
+  local h = self:program("norm", nil, S):eval({ x = x }).y
+  return self.P.wcls:matmul(h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")):transpose():copy() -- [T, V]
+end
+
+function Model:forward(ids)
+  local T, V = #ids, self.config.vocab_size
+  if T == 0 then error("logits: empty sequence", 3) end
+  if T > self.config.seq_len then error(string.format("logits: %d tokens exceed the model's %d positions", T, self.config.seq_len), 3) end
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" or id < 0 or id >= V then
+      error(string.format("logits: ids[%d] = %s is not a token id (0..%d)", i, tostring(id), V - 1), 3)
+    end
+  end
+  local S = math.min(pow2_at_least(T, self.min_width), math.max(pow2_at_least(self.config.seq_len, 1), self.min_width))
+  local x = self:embed(ids, S)
+  local caches = {}
+  for l = 1, self.config.n_layer do
+    local r = self:program("attn_prefill", l, S):eval({ x = x })
+    caches[l] = r
+    x = self:program("ffn", l, S):eval({ x = r.y }).y
+  end
+  return x, caches, S
+end
+
+--- logits(ids) -> [T, V]; logits({ids1, ...}) -> [B, T, V].
+function Model:logits(ids)
+  if type(ids) ~= "table" or #ids == 0 then error("logits: ids must be a non-empty array", 2) end
+  if type(ids[1]) == "table" then
+    local T, V = #ids[1], self.config.vocab_size
+    local out = ane.tensor({ #ids, T, V })
+    for b, seq in ipairs(ids) do
+      if #seq ~= T then error("logits: batch sequences must have equal lengths", 2) end
+      out:slice(1, b, b):copy_from(self:logits(seq):reshape(1, T, V))
+    end
+    return out
+  end
+  local start = ane.clock()
+  local x, _, S = self:forward(ids)
+  local logits = self:classify(x, #ids, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
+  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  return logits
+end
+
+-- The rotated keys of the prefilled positions, for the cache: rope applied to k in fp32 on
+-- the CPU side would duplicate the graph; instead run k through the same rotation as the
+-- prefill program did, position by position, with host tensor ops.
+local function rotate_columns(k, T, head, dtype)
+  local dim = k:shape()[2]
+  local cos, sin = nn.rope_tables(T, head, { convention = "interleaved", dtype = "fp32" })
+  local R = nn.rope_rotation(head, "interleaved", "fp32")                -- [head, head]
+  local out = ane.tensor({ 1, dim, 1, T }, dtype)
+  local rows = k:slice(4, 1, T):reshape(dim // head, head, T):to("fp32")  -- [H, head, T]
+  for t = 1, T do
+    local column = rows:slice(3, t, t):reshape(dim // head, head)          -- [H, head]
+    local c, s = cos:slice(1, t, t):reshape(1, head), sin:slice(1, t, t):reshape(1, head)
+    local rotated = column:mul(c):add(column:matmul(R):mul(s))             -- [H, head]
+    out:slice(4, t, t):copy_from(rotated:reshape(1, dim, 1, 1))
+  end
+  return out
+end
+
+local function sample(row, opts, random)
+  local temperature = opts.temperature or 1.0
+  if temperature <= 0 then return row:argmax() - 1 end
+  local k = math.min(opts.top_k or row:numel(), row:numel())
+  local values, positions = row:topk(k)
+  local total, probs = 0, {}
+  for i = 1, k do probs[i] = math.exp((values[i] - values[1]) / temperature); total = total + probs[i] end
+  local u = random() * total
+  for i = 1, k do
+    u = u - probs[i]
+    if u <= 0 then return positions[i] - 1 end
+  end
+  return positions[k] - 1
+end
+
+--- generate(prompt_ids, {max_tokens =, temperature =, top_k =, seed =, stop_at_eos =}) -> iterator
+function Model:generate(prompt, opts)
+  opts = opts or {}
+  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
+  local dim, head = self.config.dim, self.config.dim // self.config.n_head
+  local budget = math.min(opts.max_tokens or 32, self.config.seq_len - #prompt)
+  if budget < 1 then error("generate: the prompt fills all positions", 2) end
+  local Smax = math.min(pow2_at_least(#prompt + budget, self.min_width),
+    math.max(pow2_at_least(self.config.seq_len, 1), self.min_width))
+  local W = self.min_width
+  local state = (opts.seed or 1) ~ 0x9E3779B97F4A7C15
+  local function random()
+    state = state ~ (state >> 12); state = state ~ (state << 25); state = state ~ (state >> 27)
+    return ((state * 0x2545F4914F6CDD1D) >> 11) / 9007199254740992.0
+  end
+  local start = ane.clock()
+  local x, prefill, S = self:forward(prompt)
+  local T = #prompt
+  local caches = {}
+  for l = 1, self.config.n_layer do
+    local k, v = ane.tensor({ 1, dim, 1, Smax }, self.dtype), ane.tensor({ 1, dim, 1, Smax }, self.dtype)
+    k:slice(4, 1, T):copy_from(rotate_columns(prefill[l].k, T, head, self.dtype))
+    v:slice(4, 1, T):copy_from(prefill[l].v:slice(4, 1, T))
+    caches[l] = { k = k, v = v }
+  end
+  local logits = self:classify(x, T, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + T
+  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
+  local next_id = sample(logits:slice(1, T, T):reshape(-1), opts, random)
+  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
+  mask:slice(4, 1, T):fill(0)
+  local produced, position, finished = 0, T, false
+  local stop_at_eos = opts.stop_at_eos ~= false
+  return function()
+    if finished or produced >= budget then return nil end
+    local id = next_id
+    produced = produced + 1
+    if (stop_at_eos and id == 2) or produced >= budget then
+      finished = true
+      return id
+    end
+    local step_start = ane.clock()
+    local h = self:embed({ id }, W)
+    local cos_t, sin_t = nn.rope_tables(1, head, { convention = "interleaved", offset = position, dtype = self.dtype })
+    local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
+    cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
+    sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
+    for l = 1, self.config.n_layer do
+      local cache = caches[l]
+      local r = self:program("attn_decode", l, W, Smax):eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask,
+        rope_cos = cos, rope_sin = sin })
+      cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
+      cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
+      h = self:program("ffn", l, W):eval({ x = r.y }).y
+    end
+    mask:slice(4, position + 1, position + 1):fill(0)
+    position = position + 1
+    next_id = sample(self:classify(h, 1, W):reshape(-1), opts, random)
+    self.counters.decode_tokens = self.counters.decode_tokens + 1
+    self.counters.decode_seconds = self.counters.decode_seconds + (ane.clock() - step_start)
+    return id
+  end
+end
+
+function Model:stats()
+  local s = self.counters
+  return {
+    backend = self.backend, precision = self.precision, profile = self.profile, programs = s.programs,
+    compile_ms = s.compile_seconds * 1000, prefill_tokens = s.prefill_tokens,
+    prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
+    decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
+    decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
+  }
+end
+
+function Model:__tostring()
+  local c = self.config
+  return string.format("llama (%d layers, %d heads, dim %d, hidden %d, vocab %d; %s, %s, profile %s) from %s", c.n_layer,
+    c.n_head, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, self.source)
+end
+
+return M

@@ -1,0 +1,59 @@
+-- Llama-2 inference against the PyTorch expectations for reference/llama-tiny (llama2.c v0
+-- checkpoint, dim 64, hidden 192, 2 layers, 4 heads, vocab 32000, unshared classifier,
+-- interleaved RoPE), the KV-cache decode against full prefills, and corrupt checkpoints.
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local helpers = require("spec.helpers")
+
+local function reference()
+  local dir = helpers.require_data("reference/llama-tiny", pending)
+  if not dir then return nil end
+  return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
+end
+
+describe("Llama logits", function()
+  it("match PyTorch within 1e-4 in fp32", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local logits = model:logits(expected.input_ids:totable())
+    assert.are.same({ 2, 16, 32000 }, logits:shape())
+    -- fp32 throughout, sums over <= 192 terms: differences from PyTorch ~1e-6 (bar 1e-4)
+    local diff = logits:max_abs_diff(expected.logits)
+    assert.is_true(diff < 1e-4, "max |diff| = " .. diff)
+  end)
+
+  for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do
+    it("decode with the KV cache like a full prefill (" .. setup[1] .. ", " .. setup[2] .. ")", function()
+      local dir = reference()
+      if not dir then return end
+      local model = assert(llama.load(dir .. "/model.bin", { precision = setup[1], profile = setup[2] }))
+      local prompt = { 1, 9038, 2501, 263 }
+      local produced = {}
+      for id in model:generate(prompt, { max_tokens = 16, temperature = 0, stop_at_eos = false }) do produced[#produced + 1] = id end
+      local full = { table.unpack(prompt) }
+      for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
+      local logits = model:logits(full)
+      for i, id in ipairs(produced) do
+        assert.are.equal(logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1):argmax() - 1, id, "token " .. i)
+      end
+    end)
+  end
+
+  it("reports corrupt checkpoints by file and tensor", function()
+    local dir = reference()
+    if not dir then return end
+    local bytes = helpers.read_file(dir .. "/model.bin")
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/short.bin", bytes:sub(1, #bytes - 1000))
+    local ok, err = llama.load(tmp .. "/short.bin")
+    assert.is_nil(ok)
+    assert.matches("short%.bin: tensor 'wcls'", err)
+    helpers.write_file(tmp .. "/long.bin", bytes .. "xxxx")
+    ok, err = llama.load(tmp .. "/long.bin")
+    assert.matches("the tensors end at byte %d+ but the file has %d+ bytes", err)
+    helpers.write_file(tmp .. "/zero.bin", string.pack("<i4i4i4i4i4i4i4", 0, 1, 1, 1, 1, 1, 1))
+    ok, err = llama.load(tmp .. "/zero.bin")
+    assert.matches("impossible configuration", err)
+  end)
+end)
