@@ -34,6 +34,31 @@ static int result(lua_State *L, ane_status status, const ane_error *err) {
     return 1;
 }
 
+/* Pushes ids as a Lua array. */
+static void push_ids(lua_State *L, const int32_t *ids, size_t count) {
+    lua_createtable(L, (int)count, 0);
+    for (size_t i = 0; i < count; i++) {
+        lua_pushinteger(L, ids[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+/* Reads the Lua array at `index` into an int32 array owned by a new userdata. */
+static int32_t *read_ids(lua_State *L, int index, size_t *count) {
+    luaL_checktype(L, index, LUA_TTABLE);
+    *count = (size_t)luaL_len(L, index);
+    int32_t *ids = lua_newuserdatauv(L, (*count + 1) * sizeof *ids, 0);
+    for (size_t i = 0; i < *count; i++) {
+        lua_geti(L, index, (lua_Integer)i + 1);
+        int is_integer;
+        lua_Integer id = lua_tointegerx(L, -1, &is_integer);
+        if (!is_integer) luaL_error(L, "decode: ids[%d] is not an integer", (int)i + 1);
+        ids[i] = id < INT32_MIN || id > INT32_MAX ? -1 : (int32_t)id;
+        lua_pop(L, 1);
+    }
+    return ids;
+}
+
 static int m_add_token(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
     size_t length;
@@ -75,28 +100,15 @@ static int m_encode(lua_State *L) {
     size_t count;
     ane_error err;
     if (ane_bpe_encode(bpe, text, length, &ids, &count, &err)) return ane_lua_raise(L, &err);
-    lua_createtable(L, (int)count, 0);
-    for (size_t i = 0; i < count; i++) {
-        lua_pushinteger(L, ids[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
+    push_ids(L, ids, count);
     free(ids);
     return 1;
 }
 
 static int m_decode(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    size_t count = (size_t)luaL_len(L, 2);
-    int32_t *ids = lua_newuserdatauv(L, (count + 1) * sizeof *ids, 0);
-    for (size_t i = 0; i < count; i++) {
-        lua_geti(L, 2, (lua_Integer)i + 1);
-        int is_integer;
-        lua_Integer id = lua_tointegerx(L, -1, &is_integer);
-        if (!is_integer) return luaL_error(L, "decode: ids[%d] is not an integer", (int)i + 1);
-        ids[i] = id < INT32_MIN || id > INT32_MAX ? -1 : (int32_t)id;
-        lua_pop(L, 1);
-    }
+    size_t count;
+    int32_t *ids = read_ids(L, 2, &count);
     char *text;
     size_t length;
     ane_error err;
@@ -171,26 +183,15 @@ static int spm_encode(lua_State *L) {
     size_t count;
     ane_error err;
     if (ane_spm_encode(spm, text, length, lua_toboolean(L, 3), &ids, &count, &err)) return ane_lua_raise(L, &err);
-    lua_createtable(L, (int)count, 0);
-    for (size_t i = 0; i < count; i++) {
-        lua_pushinteger(L, ids[i]);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
+    push_ids(L, ids, count);
     free(ids);
     return 1;
 }
 
 static int spm_decode(lua_State *L) {
     ane_spm *spm = check_spm(L);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    size_t count = (size_t)luaL_len(L, 2);
-    int32_t *ids = lua_newuserdatauv(L, (count + 1) * sizeof *ids, 0);
-    for (size_t i = 0; i < count; i++) {
-        lua_geti(L, 2, (lua_Integer)i + 1);
-        lua_Integer id = luaL_checkinteger(L, -1);
-        ids[i] = id < INT32_MIN || id > INT32_MAX ? -1 : (int32_t)id;
-        lua_pop(L, 1);
-    }
+    size_t count;
+    int32_t *ids = read_ids(L, 2, &count);
     char *text;
     size_t length;
     ane_error err;

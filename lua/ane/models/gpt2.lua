@@ -20,11 +20,12 @@
 -- shapes only the device refuses are allowed: single-token decode without padding).
 local ane = require("ane")
 local nn = require("ane.nn")
+local decoder = require("ane.models.decoder")
 local cjson = require("cjson.safe")
 local lfs = require("lfs")
 
 local M = {}
-local Model = {}
+local Model = decoder.mixin({})
 Model.__index = Model
 
 local MASK = -65504
@@ -202,12 +203,6 @@ end
 
 -- ------------------------------------------------------------------ programs
 
-local function pow2_at_least(n, floor)
-  local b = floor
-  while b < n do b = b * 2 end
-  return b
-end
-
 -- Weights converted once to the programs' layout: linear [out, in, 1, 1], vectors [C].
 local function prepare(W, dtype)
   local P = { layers = {} }
@@ -307,25 +302,13 @@ local function final_norm_graph(self, S)
   return g
 end
 
--- The program for (kind, layer, shapes), compiled once and cached in the model.
-function Model:program(kind, layer, a, b)
-  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
-  local program = self.programs[key]
-  if program then return program end
+-- The graph of one program kind (decoder.lua compiles and caches it).
+function Model:build_graph(kind, layer, a, b)
   local L = layer and self.P.layers[layer]
-  local g
-  if kind == "attn_prefill" then g = attention_prefill_graph(self, L, a)
-  elseif kind == "attn_decode" then g = attention_decode_graph(self, L, a, b)
-  elseif kind == "mlp" then g = mlp_graph(self, L, a)
-  else g = final_norm_graph(self, a) end
-  g:optimize()
-  local start = ane.clock()
-  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
-    key = self.id .. ":" .. key })
-  self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
-  self.counters.programs = self.counters.programs + 1
-  self.programs[key] = program
-  return program
+  if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
+  if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
+  if kind == "mlp" then return mlp_graph(self, L, a) end
+  return final_norm_graph(self, a)
 end
 
 -- ------------------------------------------------------------------ the model
@@ -344,21 +327,10 @@ end
 --- Builds a model from weights in the loaders' layout (see M.random_weights).
 function M.from_weights(W, opts)
   opts = opts or {}
-  local precision = opts.precision or "fp16"
-  if precision ~= "fp16" and precision ~= "fp32" then error("precision must be 'fp16' or 'fp32'", 2) end
-  local profile = opts.profile or (precision == "fp32" and "cpu" or "ane")
-  if precision == "fp32" and profile == "ane" then
-    error("precision 'fp32' runs fp32 weights, which the device refuses (ANE-26); use profile 'cpu' for the fp32 reference", 2)
-  end
-  M.instances = (M.instances or 0) + 1
-  local self = setmetatable({
-    config = W.config, backend = opts.backend or ane.default_backend(), precision = precision, profile = profile,
-    dtype = precision, source = W.source, programs = {}, id = string.format("gpt2#%d", M.instances),
-    counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
-      decode_seconds = 0 },
-  }, Model)
+  local precision, profile = decoder.check_options(opts, 2)
+  local self = setmetatable(decoder.new_state("gpt2", opts, precision, profile), Model)
+  self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.P = prepare(W, self.dtype)
-  self.min_width = profile == "ane" and 32 or 1 -- ANE-21: I/O at least 32 wide
   return self
 end
 
@@ -374,11 +346,6 @@ function Model:embed(ids, start, S)
   return x
 end
 
--- Seconds since `start`, less the time spent compiling programs meanwhile (reported apart).
-function Model:elapsed_without_compiling(start, compile_seconds_then)
-  return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
-end
-
 -- logits [T, V] (fp32) of the first T columns of a final-norm input.
 function Model:classify(x, T, S)
   local h = self:program("ln_f", nil, S):eval({ x = x }).y                 -- [1, C, 1, S]
@@ -389,18 +356,8 @@ end
 
 -- Runs all layers over a padded sequence; returns the residual stream and per-layer k, v.
 function Model:forward(ids)
-  local T = #ids
-  if T == 0 then error("logits: empty sequence", 3) end
-  if T > self.config.n_positions then
-    error(string.format("logits: %d tokens exceed the model's %d positions", T, self.config.n_positions), 3)
-  end
-  local V = self.config.vocab_size
-  for i, id in ipairs(ids) do
-    if math.type(id) ~= "integer" or id < 0 or id >= V then
-      error(string.format("logits: ids[%d] = %s is not a token id (0..%d)", i, tostring(id), V - 1), 3)
-    end
-  end
-  local S = math.min(pow2_at_least(T, self.min_width), math.max(pow2_at_least(self.config.n_positions, 1), self.min_width))
+  self:check_ids(ids, self.config.vocab_size, self.config.n_positions, 3)
+  local S = self:bucket(#ids, self.config.n_positions)
   local x = self:embed(ids, 0, S)
   local caches = {}
   for l = 1, self.config.n_layer do
@@ -409,73 +366,6 @@ function Model:forward(ids)
     x = self:program("mlp", l, S):eval({ x = r.y }).y
   end
   return x, caches, S
-end
-
---- logits(ids) -> [T, V]; logits({ids1, ids2, ...}) -> [B, T, V] (equal lengths).
-function Model:logits(ids)
-  if type(ids) ~= "table" or #ids == 0 then error("logits: ids must be a non-empty array", 2) end
-  if type(ids[1]) == "table" then
-    local rows = {}
-    for b, seq in ipairs(ids) do
-      if #seq ~= #ids[1] then error("logits: batch sequences must have equal lengths", 2) end
-      rows[b] = self:logits(seq)
-    end
-    local T, V = #ids[1], self.config.vocab_size
-    local out = ane.tensor({ #ids, T, V })
-    for b, r in ipairs(rows) do out:slice(1, b, b):copy_from(r:reshape(1, T, V)) end
-    return out
-  end
-  local start, compiling = ane.clock(), self.counters.compile_seconds
-  local x, _, S = self:forward(ids)
-  local logits = self:classify(x, #ids, S)
-  self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
-  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
-  return logits
-end
-
--- ------------------------------------------------------------------ sampling
-
--- xorshift64*: a small deterministic generator for sampling.
-local function rng(seed)
-  local state = (seed or 1) ~ 0x9E3779B97F4A7C15
-  if state == 0 then state = 1 end
-  return function()
-    state = state ~ (state >> 12)
-    state = state ~ (state << 25)
-    state = state ~ (state >> 27)
-    local r = (state * 0x2545F4914F6CDD1D) >> 11 -- 53 bits
-    return r / 9007199254740992.0
-  end
-end
-
--- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
-local function sample(row, opts, random)
-  local temperature = opts.temperature or 1.0
-  if temperature <= 0 then return row:argmax() - 1 end
-  local V = row:numel()
-  local k = opts.top_k and math.min(opts.top_k, V) or V
-  local values, positions = row:topk(k)
-  local probs, total = {}, 0
-  for i = 1, k do
-    probs[i] = math.exp((values[i] - values[1]) / temperature)
-    total = total + probs[i]
-  end
-  local keep = k
-  if opts.top_p and opts.top_p < 1 then
-    local mass = 0
-    for i = 1, k do
-      mass = mass + probs[i] / total
-      if mass >= opts.top_p then keep = i; break end
-    end
-    total = 0
-    for i = 1, keep do total = total + probs[i] end
-  end
-  local u = random() * total
-  for i = 1, keep do
-    u = u - probs[i]
-    if u <= 0 then return positions[i] - 1 end
-  end
-  return positions[keep] - 1
 end
 
 --- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_eot =})
@@ -488,9 +378,9 @@ function Model:generate(prompt, opts)
   local C = self.config.n_embd
   local budget = math.min(max_tokens, n_positions - #prompt)
   if budget < 1 then error("generate: the prompt fills all " .. n_positions .. " positions", 2) end
-  local Smax = math.min(pow2_at_least(#prompt + budget, self.min_width), math.max(pow2_at_least(n_positions, 1), self.min_width))
+  local Smax = self:bucket(#prompt + budget, n_positions)
   local W = self.min_width
-  local random = rng(opts.seed)
+  local random = decoder.rng(opts.seed)
   local stop_at_eot = opts.stop_at_eot ~= false
   local eot = self.config.vocab_size - 1
 
@@ -508,7 +398,7 @@ function Model:generate(prompt, opts)
   local logits = self:classify(x, T, S)
   self.counters.prefill_tokens = self.counters.prefill_tokens + T
   self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
-  local next_id = sample(logits:slice(1, T, T):reshape(-1), opts, random)
+  local next_id = decoder.sample(logits:slice(1, T, T):reshape(-1), opts, random)
   local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
   mask:slice(4, 1, T):fill(0)
 
@@ -540,23 +430,11 @@ function Model:generate(prompt, opts)
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1
     local row = self:classify(h, 1, W):reshape(-1)
-    next_id = sample(row, opts, random)
+    next_id = decoder.sample(row, opts, random)
     self.counters.decode_tokens = self.counters.decode_tokens + 1
     self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
     return id
   end
-end
-
---- Timing and program counts of this model so far.
-function Model:stats()
-  local s = self.counters
-  return {
-    backend = self.backend, precision = self.precision, profile = self.profile, programs = s.programs,
-    compile_ms = s.compile_seconds * 1000,
-    prefill_tokens = s.prefill_tokens, prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
-    decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
-    decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
-  }
 end
 
 function Model:__tostring()

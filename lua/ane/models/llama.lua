@@ -12,9 +12,10 @@
 -- position passed as inputs too. Precision and profiles as in ane.models.gpt2.
 local ane = require("ane")
 local nn = require("ane.nn")
+local decoder = require("ane.models.decoder")
 
 local M = {}
-local Model = {}
+local Model = decoder.mixin({})
 Model.__index = Model
 
 local MASK = -65504
@@ -74,12 +75,6 @@ local function load_llama2c(path)
 end
 
 -- ------------------------------------------------------------------ programs
-
-local function pow2_at_least(n, floor)
-  local b = floor
-  while b < n do b = b * 2 end
-  return b
-end
 
 local function prepare(W, dtype)
   local P = { layers = {} }
@@ -175,24 +170,13 @@ local function final_norm_graph(self, S)
   return g
 end
 
-function Model:program(kind, layer, a, b)
-  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
-  local program = self.programs[key]
-  if program then return program end
+-- The graph of one program kind (decoder.lua compiles and caches it).
+function Model:build_graph(kind, layer, a, b)
   local L = layer and self.P.layers[layer]
-  local g
-  if kind == "attn_prefill" then g = attention_prefill_graph(self, L, a)
-  elseif kind == "attn_decode" then g = attention_decode_graph(self, L, a, b)
-  elseif kind == "ffn" then g = ffn_graph(self, L, a)
-  else g = final_norm_graph(self, a) end
-  g:optimize()
-  local start = ane.clock()
-  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
-    key = self.id .. ":" .. key })
-  self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
-  self.counters.programs = self.counters.programs + 1
-  self.programs[key] = program
-  return program
+  if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
+  if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
+  if kind == "ffn" then return ffn_graph(self, L, a) end
+  return final_norm_graph(self, a)
 end
 
 -- ------------------------------------------------------------------ the model
@@ -207,23 +191,13 @@ end
 
 function M.from_weights(W, opts)
   opts = opts or {}
-  local precision = opts.precision or "fp16"
-  local profile = opts.profile or (precision == "fp32" and "cpu" or "ane")
-  if precision == "fp32" and profile == "ane" then
-    error("precision 'fp32' runs fp32 weights, which the device refuses (ANE-26); use profile 'cpu'", 2)
-  end
+  local precision, profile = decoder.check_options(opts, 2)
   if W.config.n_kv_head ~= W.config.n_head then
     error("grouped-query attention (n_kv_heads < n_heads) is not supported yet", 2)
   end
-  M.instances = (M.instances or 0) + 1
-  local self = setmetatable({
-    config = W.config, backend = opts.backend or ane.default_backend(), precision = precision, profile = profile,
-    dtype = precision, source = W.source, programs = {}, id = string.format("llama#%d", M.instances),
-    counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
-      decode_seconds = 0 },
-  }, Model)
+  local self = setmetatable(decoder.new_state("llama", opts, precision, profile), Model)
+  self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.P = prepare(W, self.dtype)
-  self.min_width = profile == "ane" and 32 or 1
   return self
 end
 
@@ -241,15 +215,8 @@ function Model:classify(x, T, S)
 end
 
 function Model:forward(ids)
-  local T, V = #ids, self.config.vocab_size
-  if T == 0 then error("logits: empty sequence", 3) end
-  if T > self.config.seq_len then error(string.format("logits: %d tokens exceed the model's %d positions", T, self.config.seq_len), 3) end
-  for i, id in ipairs(ids) do
-    if math.type(id) ~= "integer" or id < 0 or id >= V then
-      error(string.format("logits: ids[%d] = %s is not a token id (0..%d)", i, tostring(id), V - 1), 3)
-    end
-  end
-  local S = math.min(pow2_at_least(T, self.min_width), math.max(pow2_at_least(self.config.seq_len, 1), self.min_width))
+  self:check_ids(ids, self.config.vocab_size, self.config.seq_len, 3)
+  local S = self:bucket(#ids, self.config.seq_len)
   local x = self:embed(ids, S)
   local caches = {}
   for l = 1, self.config.n_layer do
@@ -258,26 +225,6 @@ function Model:forward(ids)
     x = self:program("ffn", l, S):eval({ x = r.y }).y
   end
   return x, caches, S
-end
-
---- logits(ids) -> [T, V]; logits({ids1, ...}) -> [B, T, V].
-function Model:logits(ids)
-  if type(ids) ~= "table" or #ids == 0 then error("logits: ids must be a non-empty array", 2) end
-  if type(ids[1]) == "table" then
-    local T, V = #ids[1], self.config.vocab_size
-    local out = ane.tensor({ #ids, T, V })
-    for b, seq in ipairs(ids) do
-      if #seq ~= T then error("logits: batch sequences must have equal lengths", 2) end
-      out:slice(1, b, b):copy_from(self:logits(seq):reshape(1, T, V))
-    end
-    return out
-  end
-  local start = ane.clock()
-  local x, _, S = self:forward(ids)
-  local logits = self:classify(x, #ids, S)
-  self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
-  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
-  return logits
 end
 
 -- The rotated keys of the prefilled positions, for the cache: rope applied to k in fp32 on
@@ -298,21 +245,6 @@ local function rotate_columns(k, T, head, dtype)
   return out
 end
 
-local function sample(row, opts, random)
-  local temperature = opts.temperature or 1.0
-  if temperature <= 0 then return row:argmax() - 1 end
-  local k = math.min(opts.top_k or row:numel(), row:numel())
-  local values, positions = row:topk(k)
-  local total, probs = 0, {}
-  for i = 1, k do probs[i] = math.exp((values[i] - values[1]) / temperature); total = total + probs[i] end
-  local u = random() * total
-  for i = 1, k do
-    u = u - probs[i]
-    if u <= 0 then return positions[i] - 1 end
-  end
-  return positions[k] - 1
-end
-
 --- generate(prompt_ids, {max_tokens =, temperature =, top_k =, seed =, stop_at_eos =}) -> iterator
 function Model:generate(prompt, opts)
   opts = opts or {}
@@ -320,15 +252,10 @@ function Model:generate(prompt, opts)
   local dim, head = self.config.dim, self.config.dim // self.config.n_head
   local budget = math.min(opts.max_tokens or 32, self.config.seq_len - #prompt)
   if budget < 1 then error("generate: the prompt fills all positions", 2) end
-  local Smax = math.min(pow2_at_least(#prompt + budget, self.min_width),
-    math.max(pow2_at_least(self.config.seq_len, 1), self.min_width))
+  local Smax = self:bucket(#prompt + budget, self.config.seq_len)
   local W = self.min_width
-  local state = (opts.seed or 1) ~ 0x9E3779B97F4A7C15
-  local function random()
-    state = state ~ (state >> 12); state = state ~ (state << 25); state = state ~ (state >> 27)
-    return ((state * 0x2545F4914F6CDD1D) >> 11) / 9007199254740992.0
-  end
-  local start = ane.clock()
+  local random = decoder.rng(opts.seed)
+  local start, compiling = ane.clock(), self.counters.compile_seconds
   local x, prefill, S = self:forward(prompt)
   local T = #prompt
   local caches = {}
@@ -340,8 +267,8 @@ function Model:generate(prompt, opts)
   end
   local logits = self:classify(x, T, S)
   self.counters.prefill_tokens = self.counters.prefill_tokens + T
-  self.counters.prefill_seconds = self.counters.prefill_seconds + (ane.clock() - start)
-  local next_id = sample(logits:slice(1, T, T):reshape(-1), opts, random)
+  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
+  local next_id = decoder.sample(logits:slice(1, T, T):reshape(-1), opts, random)
   local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
   mask:slice(4, 1, T):fill(0)
   local produced, position, finished = 0, T, false
@@ -354,7 +281,7 @@ function Model:generate(prompt, opts)
       finished = true
       return id
     end
-    local step_start = ane.clock()
+    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
     local h = self:embed({ id }, W)
     local cos_t, sin_t = nn.rope_tables(1, head, { convention = "interleaved", offset = position, dtype = self.dtype })
     local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
@@ -370,22 +297,11 @@ function Model:generate(prompt, opts)
     end
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1
-    next_id = sample(self:classify(h, 1, W):reshape(-1), opts, random)
+    next_id = decoder.sample(self:classify(h, 1, W):reshape(-1), opts, random)
     self.counters.decode_tokens = self.counters.decode_tokens + 1
-    self.counters.decode_seconds = self.counters.decode_seconds + (ane.clock() - step_start)
+    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
     return id
   end
-end
-
-function Model:stats()
-  local s = self.counters
-  return {
-    backend = self.backend, precision = self.precision, profile = self.profile, programs = s.programs,
-    compile_ms = s.compile_seconds * 1000, prefill_tokens = s.prefill_tokens,
-    prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
-    decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
-    decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
-  }
 end
 
 function Model:__tostring()

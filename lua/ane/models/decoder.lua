@@ -1,0 +1,162 @@
+-- ane.models.decoder: what the decoder-only models (gpt2, llama) share: the per-model program
+-- cache with compile accounting, shape buckets, batched logits, sampling with a seeded
+-- generator, and statistics. A model table mixes these in and provides
+-- `build_graph(kind, layer, a, b)`, `forward(ids)` and `classify(x, T, S)`.
+local ane = require("ane")
+
+local M = {}
+
+--- The smallest power of two >= n, starting from floor.
+function M.pow2_at_least(n, floor)
+  local b = floor
+  while b < n do b = b * 2 end
+  return b
+end
+
+--- Checks and fills the options every model takes; returns precision and profile.
+function M.check_options(opts, level)
+  local precision = opts.precision or "fp16"
+  if precision ~= "fp16" and precision ~= "fp32" then error("precision must be 'fp16' or 'fp32'", level + 1) end
+  local profile = opts.profile or (precision == "fp32" and "cpu" or "ane")
+  if profile ~= "ane" and profile ~= "cpu" then error("profile must be 'ane' or 'cpu'", level + 1) end
+  if precision == "fp32" and profile == "ane" then
+    error("precision 'fp32' runs fp32 weights, which the device refuses (ANE-26); use profile 'cpu' for the fp32 reference",
+      level + 1)
+  end
+  return precision, profile
+end
+
+--- Fields of a fresh model (merge into the model table).
+function M.new_state(kind, opts, precision, profile)
+  M.instances = (M.instances or 0) + 1
+  return {
+    backend = opts.backend or ane.default_backend(), precision = precision, profile = profile, dtype = precision,
+    programs = {}, id = string.format("%s#%d", kind, M.instances),
+    min_width = profile == "ane" and 32 or 1, -- ANE-21: device I/O at least 32 wide
+    counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
+      decode_seconds = 0 },
+  }
+end
+
+local Methods = {}
+
+--- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
+function Methods:program(kind, layer, a, b)
+  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
+  local program = self.programs[key]
+  if program then return program end
+  local g = self:build_graph(kind, layer, a, b)
+  g:optimize()
+  local start = ane.clock()
+  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
+    key = self.id .. ":" .. key })
+  self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
+  self.counters.programs = self.counters.programs + 1
+  self.programs[key] = program
+  return program
+end
+
+--- Seconds since `start`, less the time spent compiling programs meanwhile (reported apart).
+function Methods:elapsed_without_compiling(start, compile_seconds_then)
+  return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
+end
+
+--- The prefill bucket for T tokens: a power of two, at least the device's minimum width.
+function Methods:bucket(T, limit)
+  return math.min(M.pow2_at_least(T, self.min_width), math.max(M.pow2_at_least(limit, 1), self.min_width))
+end
+
+--- Checks ids against the vocabulary and the context length.
+function Methods:check_ids(ids, vocab, positions, level)
+  if #ids == 0 then error("logits: empty sequence", level + 1) end
+  if #ids > positions then
+    error(string.format("logits: %d tokens exceed the model's %d positions", #ids, positions), level + 1)
+  end
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" or id < 0 or id >= vocab then
+      error(string.format("logits: ids[%d] = %s is not a token id (0..%d)", i, tostring(id), vocab - 1), level + 1)
+    end
+  end
+end
+
+--- logits(ids) -> [T, V] (fp32); logits({ids1, ids2, ...}) -> [B, T, V] (equal lengths).
+function Methods:logits(ids)
+  if type(ids) ~= "table" or #ids == 0 then error("logits: ids must be a non-empty array", 2) end
+  if type(ids[1]) == "table" then
+    local T, V = #ids[1], self.vocab_size
+    local out = ane.tensor({ #ids, T, V })
+    for b, seq in ipairs(ids) do
+      if #seq ~= T then error("logits: batch sequences must have equal lengths", 2) end
+      out:slice(1, b, b):copy_from(self:logits(seq):reshape(1, T, V))
+    end
+    return out
+  end
+  local start, compiling = ane.clock(), self.counters.compile_seconds
+  local x, _, S = self:forward(ids)
+  local logits = self:classify(x, #ids, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
+  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
+  return logits
+end
+
+--- Timing and program counts of this model so far.
+function Methods:stats()
+  local s = self.counters
+  return {
+    backend = self.backend, precision = self.precision, profile = self.profile, programs = s.programs,
+    compile_ms = s.compile_seconds * 1000, prefill_tokens = s.prefill_tokens,
+    prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
+    decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
+    decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
+  }
+end
+
+--- Copies the shared methods into a model's method table.
+function M.mixin(methods)
+  for name, f in pairs(Methods) do methods[name] = f end
+  return methods
+end
+
+--- xorshift64*: a small deterministic generator for sampling; returns uniforms in [0, 1).
+function M.rng(seed)
+  local state = (seed or 1) ~ 0x9E3779B97F4A7C15
+  if state == 0 then state = 1 end
+  return function()
+    state = state ~ (state >> 12)
+    state = state ~ (state << 25)
+    state = state ~ (state >> 27)
+    return ((state * 0x2545F4914F6CDD1D) >> 11) / 9007199254740992.0
+  end
+end
+
+--- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
+function M.sample(row, opts, random)
+  local temperature = opts.temperature or 1.0
+  if temperature <= 0 then return row:argmax() - 1 end
+  local V = row:numel()
+  local k = opts.top_k and math.min(opts.top_k, V) or V
+  local values, positions = row:topk(k)
+  local probs, total = {}, 0
+  for i = 1, k do
+    probs[i] = math.exp((values[i] - values[1]) / temperature)
+    total = total + probs[i]
+  end
+  local keep = k
+  if opts.top_p and opts.top_p < 1 then
+    local mass = 0
+    for i = 1, k do
+      mass = mass + probs[i] / total
+      if mass >= opts.top_p then keep = i; break end
+    end
+    total = 0
+    for i = 1, keep do total = total + probs[i] end
+  end
+  local u = random() * total
+  for i = 1, keep do
+    u = u - probs[i]
+    if u <= 0 then return positions[i] - 1 end
+  end
+  return positions[keep] - 1
+end
+
+return M
