@@ -1,7 +1,13 @@
 -- ane.models.decoder: what the decoder-only models (gpt2, llama) share: the per-model program
--- cache with compile accounting, shape buckets, batched logits, sampling with a seeded
--- generator, and statistics. A model table mixes these in and provides
--- `build_graph(kind, layer, a, b)`, `forward(ids)` and `classify(x, T, S)`.
+-- cache with compile accounting, shape buckets, batched logits, KV-cached generation,
+-- sampling with a seeded generator, and statistics. A model mixes these in and provides:
+--   build_graph(kind, layer, a, b)   graphs for "attn_prefill", "attn_decode", its FFN kind, the final norm
+--   forward(ids) -> x, per-layer prefill outputs {k =, v =}, bucket S
+--   classify(x, T, S) -> [T, V] logits
+--   embed_token(id, position, W) -> [1, C, 1, W] input of one decoded token
+--   cache_keys(prefill_k, T) -> [1, C, 1, T] keys as the decode program expects them cached
+--   decode_inputs(position, W) -> extra inputs of the decode attention program (or {})
+-- and the fields context_length, width (C), n_layer, ffn_kind, stop_token.
 local ane = require("ane")
 
 local M = {}
@@ -109,6 +115,74 @@ function Methods:stats()
     decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
     decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
   }
+end
+
+local MASK = -65504 -- the additive attention mask (the largest fp16 magnitude)
+M.MASK = MASK
+
+--- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_end =})
+--- -> an iterator of new ids: one prefill, then one KV-cached decode step per id. Stops after
+--- the model's end token unless stop_at_end (or stop_at_eot / stop_at_eos) is false.
+function Methods:generate(prompt, opts)
+  opts = opts or {}
+  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
+  local budget = math.min(opts.max_tokens or 32, self.context_length - #prompt)
+  if budget < 1 then error("generate: the prompt fills all " .. self.context_length .. " positions", 2) end
+  local stop = opts.stop_at_end ~= false and opts.stop_at_eot ~= false and opts.stop_at_eos ~= false
+  local Smax, W, C = self:bucket(#prompt + budget, self.context_length), self.min_width, self.width
+  local random = M.rng(opts.seed)
+
+  -- Prefill: run the prompt, keep its keys and values in the caches.
+  local start, compiling = ane.clock(), self.counters.compile_seconds
+  local x, prefill, S = self:forward(prompt)
+  local T = #prompt
+  local caches = {}
+  for l = 1, self.n_layer do
+    local k, v = ane.tensor({ 1, C, 1, Smax }, self.dtype), ane.tensor({ 1, C, 1, Smax }, self.dtype)
+    k:slice(4, 1, T):copy_from(self:cache_keys(prefill[l].k, T))
+    v:slice(4, 1, T):copy_from(prefill[l].v:slice(4, 1, T))
+    caches[l] = { k = k, v = v }
+  end
+  local logits = self:classify(x, T, S)
+  self.counters.prefill_tokens = self.counters.prefill_tokens + T
+  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
+  local next_id = M.sample(logits:slice(1, T, T):reshape(-1), opts, random)
+  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK) -- 0 where the cache is filled
+  mask:slice(4, 1, T):fill(0)
+  local attention, ffn = {}, {} -- looked up once: every step runs them
+  for l = 1, self.n_layer do
+    attention[l] = self:program("attn_decode", l, W, Smax)
+    ffn[l] = self:program(self.ffn_kind, l, W)
+  end
+
+  local produced, position, finished = 0, T, false
+  return function()
+    if finished or produced >= budget then return nil end
+    local id = next_id
+    produced = produced + 1
+    if (stop and id == self.stop_token) or produced >= budget then
+      finished = true
+      return id
+    end
+    -- Decode the token just produced, at `position` (0-based), to get the next one.
+    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
+    local h = self:embed_token(id, position, W)
+    local inputs = self:decode_inputs(position, W)
+    inputs.mask = mask
+    for l = 1, self.n_layer do
+      inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
+      local r = attention[l]:eval(inputs)
+      caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
+      caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
+      h = ffn[l]:eval({ x = r.y }).y
+    end
+    mask:slice(4, position + 1, position + 1):fill(0)
+    position = position + 1
+    next_id = M.sample(self:classify(h, 1, W):reshape(-1), opts, random)
+    self.counters.decode_tokens = self.counters.decode_tokens + 1
+    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
+    return id
+  end
 end
 
 --- Copies the shared methods into a model's method table.

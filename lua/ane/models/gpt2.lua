@@ -28,7 +28,7 @@ local M = {}
 local Model = decoder.mixin({})
 Model.__index = Model
 
-local MASK = -65504
+local MASK = decoder.MASK
 local LLMC_MAGIC = 20240326
 
 -- ------------------------------------------------------------------ loading
@@ -330,6 +330,8 @@ function M.from_weights(W, opts)
   local precision, profile = decoder.check_options(opts, 2)
   local self = setmetatable(decoder.new_state("gpt2", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
+  self.context_length, self.width, self.n_layer = W.config.n_positions, W.config.n_embd, W.config.n_layer
+  self.ffn_kind, self.stop_token = "mlp", W.config.vocab_size - 1 -- <|endoftext|>
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -368,74 +370,10 @@ function Model:forward(ids)
   return x, caches, S
 end
 
---- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_eot =})
---- -> an iterator of new token ids (prefill once, then one decode step per id, KV-cached).
-function Model:generate(prompt, opts)
-  opts = opts or {}
-  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
-  local max_tokens = opts.max_tokens or 32
-  local n_positions = self.config.n_positions
-  local C = self.config.n_embd
-  local budget = math.min(max_tokens, n_positions - #prompt)
-  if budget < 1 then error("generate: the prompt fills all " .. n_positions .. " positions", 2) end
-  local Smax = self:bucket(#prompt + budget, n_positions)
-  local W = self.min_width
-  local random = decoder.rng(opts.seed)
-  local stop_at_eot = opts.stop_at_eot ~= false
-  local eot = self.config.vocab_size - 1
-
-  -- Prefill: run the prompt, copy its keys and values into the caches.
-  local start, compiling = ane.clock(), self.counters.compile_seconds
-  local x, prefill_caches, S = self:forward(prompt)
-  local caches = {}
-  local T = #prompt
-  for l = 1, self.config.n_layer do
-    local k, v = ane.tensor({ 1, C, 1, Smax }, self.dtype), ane.tensor({ 1, C, 1, Smax }, self.dtype)
-    k:slice(4, 1, T):copy_from(prefill_caches[l].k:slice(4, 1, T))
-    v:slice(4, 1, T):copy_from(prefill_caches[l].v:slice(4, 1, T))
-    caches[l] = { k = k, v = v }
-  end
-  local logits = self:classify(x, T, S)
-  self.counters.prefill_tokens = self.counters.prefill_tokens + T
-  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
-  local next_id = decoder.sample(logits:slice(1, T, T):reshape(-1), opts, random)
-  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
-  mask:slice(4, 1, T):fill(0)
-
-  -- The decode programs, looked up once (the step below runs them for every token).
-  local attention_programs, mlp_programs = {}, {}
-  for l = 1, self.config.n_layer do
-    attention_programs[l] = self:program("attn_decode", l, W, Smax)
-    mlp_programs[l] = self:program("mlp", l, W)
-  end
-  local produced, position, finished = 0, T, false
-  return function()
-    if finished or produced >= budget then return nil end
-    local id = next_id
-    produced = produced + 1
-    if (stop_at_eot and id == eot) or produced >= budget then
-      finished = true
-      return id
-    end
-    -- Decode the token just produced, at `position` (0-based), to get the next one.
-    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
-    local h = self:embed({ id }, position, W)
-    for l = 1, self.config.n_layer do
-      local cache = caches[l]
-      local r = attention_programs[l]:eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask })
-      cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
-      cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = mlp_programs[l]:eval({ x = r.y }).y
-    end
-    mask:slice(4, position + 1, position + 1):fill(0)
-    position = position + 1
-    local row = self:classify(h, 1, W):reshape(-1)
-    next_id = decoder.sample(row, opts, random)
-    self.counters.decode_tokens = self.counters.decode_tokens + 1
-    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
-    return id
-  end
-end
+-- Hooks of decoder.generate: GPT-2 caches keys as projected; positions come from wpe.
+function Model:embed_token(id, position, W) return self:embed({ id }, position, W) end
+function Model:cache_keys(k, T) return k:slice(4, 1, T) end
+function Model:decode_inputs() return {} end
 
 function Model:__tostring()
   local c = self.config

@@ -18,7 +18,7 @@ local M = {}
 local Model = decoder.mixin({})
 Model.__index = Model
 
-local MASK = -65504
+local MASK = decoder.MASK
 local EPS = 1e-5
 
 local function fail(format, ...) return nil, string.format(format, ...) end
@@ -197,6 +197,8 @@ function M.from_weights(W, opts)
   end
   local self = setmetatable(decoder.new_state("llama", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
+  self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
+  self.ffn_kind, self.stop_token = "ffn", 2 -- </s>
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -245,63 +247,18 @@ local function rotate_columns(k, T, head, dtype)
   return out
 end
 
---- generate(prompt_ids, {max_tokens =, temperature =, top_k =, seed =, stop_at_eos =}) -> iterator
-function Model:generate(prompt, opts)
-  opts = opts or {}
-  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
-  local dim, head = self.config.dim, self.config.dim // self.config.n_head
-  local budget = math.min(opts.max_tokens or 32, self.config.seq_len - #prompt)
-  if budget < 1 then error("generate: the prompt fills all positions", 2) end
-  local Smax = self:bucket(#prompt + budget, self.config.seq_len)
-  local W = self.min_width
-  local random = decoder.rng(opts.seed)
-  local start, compiling = ane.clock(), self.counters.compile_seconds
-  local x, prefill, S = self:forward(prompt)
-  local T = #prompt
-  local caches = {}
-  for l = 1, self.config.n_layer do
-    local k, v = ane.tensor({ 1, dim, 1, Smax }, self.dtype), ane.tensor({ 1, dim, 1, Smax }, self.dtype)
-    k:slice(4, 1, T):copy_from(rotate_columns(prefill[l].k, T, head, self.dtype))
-    v:slice(4, 1, T):copy_from(prefill[l].v:slice(4, 1, T))
-    caches[l] = { k = k, v = v }
-  end
-  local logits = self:classify(x, T, S)
-  self.counters.prefill_tokens = self.counters.prefill_tokens + T
-  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
-  local next_id = decoder.sample(logits:slice(1, T, T):reshape(-1), opts, random)
-  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK)
-  mask:slice(4, 1, T):fill(0)
-  local produced, position, finished = 0, T, false
-  local stop_at_eos = opts.stop_at_eos ~= false
-  return function()
-    if finished or produced >= budget then return nil end
-    local id = next_id
-    produced = produced + 1
-    if (stop_at_eos and id == 2) or produced >= budget then
-      finished = true
-      return id
-    end
-    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
-    local h = self:embed({ id }, W)
-    local cos_t, sin_t = nn.rope_tables(1, head, { convention = "interleaved", offset = position, dtype = self.dtype })
-    local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
-    cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
-    sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
-    for l = 1, self.config.n_layer do
-      local cache = caches[l]
-      local r = self:program("attn_decode", l, W, Smax):eval({ x = h, k_cache = cache.k, v_cache = cache.v, mask = mask,
-        rope_cos = cos, rope_sin = sin })
-      cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
-      cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = self:program("ffn", l, W):eval({ x = r.y }).y
-    end
-    mask:slice(4, position + 1, position + 1):fill(0)
-    position = position + 1
-    next_id = decoder.sample(self:classify(h, 1, W):reshape(-1), opts, random)
-    self.counters.decode_tokens = self.counters.decode_tokens + 1
-    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
-    return id
-  end
+-- Hooks of decoder.generate: the cache holds rotated keys; the decoded position's rotary
+-- angles go in as inputs.
+function Model:embed_token(id, _, W) return self:embed({ id }, W) end
+function Model:cache_keys(k, T) return rotate_columns(k, T, self.config.dim // self.config.n_head, self.dtype) end
+
+function Model:decode_inputs(position, W)
+  local head = self.config.dim // self.config.n_head
+  local cos_t, sin_t = nn.rope_tables(1, head, { convention = "interleaved", offset = position, dtype = self.dtype })
+  local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
+  cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
+  sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
+  return { rope_cos = cos, rope_sin = sin }
 end
 
 function Model:__tostring()
