@@ -12,6 +12,7 @@ struct ane_spm {
     uint32_t *lengths;     /* [size] */
     float *scores;         /* [size] */
     int32_t size, capacity;
+    uint32_t max_length;     /* longest piece in bytes */
     int32_t byte_piece[256]; /* id of <0xXX>, -1 when absent */
 };
 
@@ -67,6 +68,7 @@ ane_status ane_spm_add_piece(ane_spm *spm, const char *piece, size_t length, flo
     spm->pieces[id] = copy;
     spm->lengths[id] = (uint32_t)length;
     spm->scores[id] = score;
+    if (length > spm->max_length) spm->max_length = (uint32_t)length;
     spm->size++;
     if (length == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>' && hex_value(piece[3]) >= 0 && hex_value(piece[4]) >= 0)
         spm->byte_piece[hex_value(piece[3]) * 16 + hex_value(piece[4])] = id;
@@ -85,7 +87,9 @@ ane_status ane_spm_encode(const ane_spm *spm, const char *text, size_t length, i
     size_t normalized_length = length ? length + 2 * spaces + 3 : 0;
     char *normalized = malloc(normalized_length + 1);
     int32_t *symbols = malloc((normalized_length + 2) * sizeof *symbols);
-    char *buffer = malloc(normalized_length + 1);
+    /* Two adjacent pieces, each at most the longest piece: a byte piece like "<0xE2>" spells
+     * one byte of text in six, so the text's length is no bound. */
+    char *buffer = malloc(2 * (size_t)spm->max_length + 1);
     if (!normalized || !symbols || !buffer) {
         free(normalized), free(symbols), free(buffer);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory encoding %zu bytes", length);
