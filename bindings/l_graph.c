@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ane_core/ir/autodiff.h"
 #include "../ane_core/mil/emit.h"
 #include "../ane_core/mil/parse.h"
 #include "../ane_core/passes/passes.h"
@@ -567,6 +568,30 @@ static int graph_parse(lua_State *L) {
     return 1;
 }
 
+/* ane.grad(graph, {wrt = {"x", "w", ...}}) -> the backward graph (see ir/autodiff.h):
+ * inputs = the forward inputs + "grad_<output>" cotangents; outputs = "grad_<name>". */
+static int l_grad(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "wrt");
+    luaL_argcheck(L, lua_istable(L, -1), 2, "{wrt = {names...}} expected");
+    int wrt_index = lua_gettop(L);
+    int count = (int)luaL_len(L, wrt_index);
+    if (count < 1 || count > 256) return luaL_error(L, "grad: wrt needs 1 to 256 names");
+    const char *names[256];
+    for (int i = 0; i < count; i++) {
+        lua_geti(L, wrt_index, i + 1);
+        names[i] = luaL_checkstring(L, -1); /* anchored by the wrt table */
+        lua_pop(L, 1);
+    }
+    graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->graph = NULL;
+    luaL_setmetatable(L, ANE_GRAPH_TYPE);
+    ane_error err;
+    if (ane_autodiff(g, names, count, &box->graph, &err)) return ane_lua_raise(L, &err);
+    return 1;
+}
+
 static int graph_call(lua_State *L) {
     lua_remove(L, 1);
     return graph_new(L);
@@ -606,6 +631,8 @@ void ane_lua_open_graph(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, graph_parse);
     lua_setfield(L, -2, "parse");
+    lua_pushcfunction(L, l_grad);
+    lua_setfield(L, -2, "grad");
     lua_newtable(L);
     lua_pushcfunction(L, graph_call);
     lua_setfield(L, -2, "__call");

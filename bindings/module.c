@@ -188,6 +188,8 @@ int luaopen_ane(lua_State *L) {
     ane_lua_open_surface(L);
     lua_setfield(L, -2, "surface");
     ane_lua_open_graph(L);
+    lua_getfield(L, -1, "grad");
+    lua_setfield(L, -3, "grad"); /* ane.grad as well as ane.graph.grad */
     lua_setfield(L, -2, "graph");
     ane_lua_open_milblob(L);
     lua_setfield(L, -2, "milblob");

@@ -1,0 +1,329 @@
+/* Reverse-mode differentiation on the graph IR (see autodiff.h).
+ *
+ * The backward graph replays the forward computation (so it needs only the forward inputs,
+ * no saved activations), takes one cotangent input per forward output, walks the nodes in
+ * reverse order applying each op's vector-Jacobian product, and outputs the accumulated
+ * adjoints of the requested nodes. Only nodes on a path from a requested node get rules
+ * applied. Broadcast operands get their gradient summed back to their shape. */
+#include "autodiff.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct builder {
+    ane_graph *g;
+    ane_error *err;
+    ane_status status;
+} builder;
+
+static ane_node *op(builder *b, ane_op kind, ane_node *const *operands, int n, const ane_node_attrs *attrs) {
+    if (b->status) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!operands[i]) return NULL;
+    ane_node *node = NULL;
+    b->status = ane_graph_op(b->g, kind, NULL, operands, n, attrs, &node, b->err);
+    return b->status ? NULL : node;
+}
+
+static ane_node *binary(builder *b, ane_op kind, ane_node *x, ane_node *y) {
+    ane_node *operands[2] = {x, y};
+    return op(b, kind, operands, 2, NULL);
+}
+
+static ane_node *unary(builder *b, ane_op kind, ane_node *x) { return op(b, kind, &x, 1, NULL); }
+
+/* A rank-0 const of x's dtype. */
+static ane_node *scalar(builder *b, double value, const ane_node *like) {
+    if (b->status || !like) return NULL;
+    ane_tensor t;
+    b->status = ane_tensor_zeros(&t, 0, NULL, like->dtype, b->err);
+    if (b->status) return NULL;
+    ane_dtype_store(ane_tensor_data(&t), like->dtype, value);
+    ane_node *node = NULL;
+    b->status = ane_graph_const(b->g, NULL, &t, &node, b->err);
+    ane_tensor_release(&t);
+    return b->status ? NULL : node;
+}
+
+/* A zero const shaped like `like` (a stand-in for broadcasting to a shape). */
+static ane_node *zeros_like(builder *b, const ane_node *like) {
+    if (b->status || !like) return NULL;
+    ane_tensor t;
+    b->status = ane_tensor_zeros(&t, like->rank, like->shape, like->dtype, b->err);
+    if (b->status) return NULL;
+    ane_node *node = NULL;
+    b->status = ane_graph_const(b->g, NULL, &t, &node, b->err);
+    ane_tensor_release(&t);
+    return b->status ? NULL : node;
+}
+
+static ane_node *reshape(builder *b, ane_node *x, int rank, const int64_t *shape) {
+    ane_node_attrs a;
+    memset(&a, 0, sizeof a);
+    a.shape.count = rank;
+    memcpy(a.shape.values, shape, (size_t)rank * sizeof *shape);
+    return op(b, ANE_OP_RESHAPE, &x, 1, &a);
+}
+
+/* Sums g over the axes along which `target` was broadcast, back to target's shape. */
+static ane_node *unbroadcast(builder *b, ane_node *g, const ane_node *target) {
+    if (b->status || !g) return NULL;
+    if (g->rank == target->rank && memcmp(g->shape, target->shape, (size_t)g->rank * sizeof g->shape[0]) == 0) return g;
+    ane_node_attrs a;
+    memset(&a, 0, sizeof a);
+    a.keep_dims = 1;
+    int shift = g->rank - target->rank;
+    for (int i = 0; i < g->rank; i++) {
+        int j = i - shift;
+        if (j < 0 || (target->shape[j] == 1 && g->shape[i] != 1)) a.axes.values[a.axes.count++] = i;
+    }
+    ane_node *summed = a.axes.count ? op(b, ANE_OP_REDUCE_SUM, &g, 1, &a) : g;
+    return reshape(b, summed, target->rank, target->shape);
+}
+
+static ane_node *matmul(builder *b, ane_node *x, ane_node *y, int tx, int ty) {
+    ane_node_attrs a;
+    memset(&a, 0, sizeof a);
+    a.transpose_x = tx;
+    a.transpose_y = ty;
+    ane_node *operands[2] = {x, y};
+    return op(b, ANE_OP_MATMUL, operands, 2, &a);
+}
+
+static ane_status no_rule(builder *b, const ane_node *node, const char *why) {
+    b->status = ane_fail(b->err, ANE_ERR_ARGUMENT, "autodiff: %s (%s) %s", node->name, ane_op_table[node->op].name, why);
+    return b->status;
+}
+
+/* The contributions of output adjoint g to each operand of `y` (the replayed node).
+ * contributions[k] stays NULL for operands that need none. */
+static ane_status vjp(builder *b, ane_node *y, ane_node *g, const unsigned char *needs, ane_node **contributions) {
+    ane_node *x = y->noperands > 0 ? y->operands[0] : NULL, *w = y->noperands > 1 ? y->operands[1] : NULL;
+    int need0 = x && needs[x->id], need1 = w && needs[w->id];
+    const ane_node_attrs *a = &y->attrs;
+    switch (y->op) {
+    case ANE_OP_ADD:
+        if (need0) contributions[0] = unbroadcast(b, g, x);
+        if (need1) contributions[1] = unbroadcast(b, g, w);
+        break;
+    case ANE_OP_SUB:
+        if (need0) contributions[0] = unbroadcast(b, g, x);
+        if (need1) contributions[1] = unbroadcast(b, unary(b, ANE_OP_NEG, g), w);
+        break;
+    case ANE_OP_MUL:
+        if (need0) contributions[0] = unbroadcast(b, binary(b, ANE_OP_MUL, g, w), x);
+        if (need1) contributions[1] = unbroadcast(b, binary(b, ANE_OP_MUL, g, x), w);
+        break;
+    case ANE_OP_REAL_DIV: /* y = x / w: dx = g / w, dw = -g y / w */
+        if (need0) contributions[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, g, w), x);
+        if (need1)
+            contributions[1] = unbroadcast(b, unary(b, ANE_OP_NEG, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, g, y), w)), w);
+        break;
+    case ANE_OP_POW: /* y = x^w: dx = g w x^(w-1) = g w y / x, dw = g y log x */
+        if (need0)
+            contributions[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, g, w), y), x), x);
+        if (need1) contributions[1] = unbroadcast(b, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, g, y), unary(b, ANE_OP_LOG, x)), w);
+        break;
+    case ANE_OP_NEG: contributions[0] = unary(b, ANE_OP_NEG, g); break;
+    case ANE_OP_EXP: contributions[0] = binary(b, ANE_OP_MUL, g, y); break;
+    case ANE_OP_LOG: contributions[0] = binary(b, ANE_OP_REAL_DIV, g, x); break;
+    case ANE_OP_SQRT: /* d sqrt(x) = 0.5 / y */
+        contributions[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_REAL_DIV, g, y), scalar(b, 0.5, y));
+        break;
+    case ANE_OP_RSQRT: /* d x^-1/2 = -0.5 y / x */
+        contributions[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, g, y), x), scalar(b, -0.5, y));
+        break;
+    case ANE_OP_TANH: /* 1 - y^2 */
+        contributions[0] = binary(b, ANE_OP_MUL, g, binary(b, ANE_OP_SUB, scalar(b, 1, y), binary(b, ANE_OP_MUL, y, y)));
+        break;
+    case ANE_OP_SIGMOID: /* y (1 - y) */
+        contributions[0] = binary(b, ANE_OP_MUL, g, binary(b, ANE_OP_MUL, y, binary(b, ANE_OP_SUB, scalar(b, 1, y), y)));
+        break;
+    case ANE_OP_IDENTITY: contributions[0] = g; break;
+    case ANE_OP_CAST: {
+        ane_node_attrs back;
+        memset(&back, 0, sizeof back);
+        back.dtype = x->dtype;
+        contributions[0] = x->dtype == g->dtype ? g : op(b, ANE_OP_CAST, &g, 1, &back);
+        break;
+    }
+    case ANE_OP_RESHAPE: contributions[0] = reshape(b, g, x->rank, x->shape); break;
+    case ANE_OP_TRANSPOSE: {
+        ane_node_attrs inverse;
+        memset(&inverse, 0, sizeof inverse);
+        inverse.perm.count = a->perm.count;
+        for (int i = 0; i < a->perm.count; i++) inverse.perm.values[a->perm.values[i]] = i;
+        contributions[0] = op(b, ANE_OP_TRANSPOSE, &g, 1, &inverse);
+        break;
+    }
+    case ANE_OP_SLICE_BY_INDEX:
+    case ANE_OP_SLICE_BY_SIZE: { /* pad the slice's gradient with zeros back to x's shape */
+        ane_node_attrs pad;
+        memset(&pad, 0, sizeof pad);
+        snprintf(pad.mode, sizeof pad.mode, "constant");
+        pad.amounts.count = 2 * x->rank;
+        for (int i = 0; i < x->rank; i++) {
+            pad.amounts.values[2 * i] = a->begin.values[i];
+            pad.amounts.values[2 * i + 1] = x->shape[i] - a->begin.values[i] - y->shape[i];
+        }
+        contributions[0] = op(b, ANE_OP_PAD, &g, 1, &pad);
+        break;
+    }
+    case ANE_OP_REDUCE_SUM:
+    case ANE_OP_REDUCE_MEAN: { /* spread g back over the reduced axes */
+        int64_t keep[ANE_IR_MAX_RANK];
+        memcpy(keep, x->shape, sizeof keep);
+        for (int i = 0; i < a->axes.count; i++) keep[a->axes.values[i]] = 1;
+        ane_node *spread = binary(b, ANE_OP_ADD, reshape(b, g, x->rank, keep), zeros_like(b, x));
+        if (y->op == ANE_OP_REDUCE_MEAN) {
+            int64_t count = 1;
+            for (int i = 0; i < a->axes.count; i++) count *= x->shape[a->axes.values[i]];
+            spread = binary(b, ANE_OP_MUL, spread, scalar(b, 1.0 / (double)count, x));
+        }
+        contributions[0] = spread;
+        break;
+    }
+    case ANE_OP_SOFTMAX: { /* dx = y (g - sum(g y)) along the axis */
+        ane_node_attrs sum;
+        memset(&sum, 0, sizeof sum);
+        sum.axes.count = 1;
+        sum.axes.values[0] = a->axis;
+        sum.keep_dims = 1;
+        ane_node *gy = binary(b, ANE_OP_MUL, g, y);
+        contributions[0] = binary(b, ANE_OP_MUL, y, binary(b, ANE_OP_SUB, g, op(b, ANE_OP_REDUCE_SUM, &gy, 1, &sum)));
+        break;
+    }
+    case ANE_OP_MATMUL: {
+        int tx = a->transpose_x, ty = a->transpose_y;
+        ane_node *dx = NULL, *dy = NULL;
+        if (!tx && !ty) {
+            if (need0) dx = matmul(b, g, w, 0, 1);
+            if (need1) dy = matmul(b, x, g, 1, 0);
+        } else if (!tx && ty) {
+            if (need0) dx = matmul(b, g, w, 0, 0);
+            if (need1) dy = matmul(b, g, x, 1, 0);
+        } else if (tx && !ty) {
+            if (need0) dx = matmul(b, w, g, 0, 1);
+            if (need1) dy = matmul(b, x, g, 0, 0);
+        } else {
+            if (need0) dx = matmul(b, w, g, 1, 1);
+            if (need1) dy = matmul(b, g, x, 1, 1);
+        }
+        if (need0) contributions[0] = unbroadcast(b, dx, x);
+        if (need1) contributions[1] = unbroadcast(b, dy, w);
+        break;
+    }
+    case ANE_OP_CONV: {
+        int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 && a->groups == 1 &&
+                        !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
+        if (!pointwise || x->shape[0] != 1) return no_rule(b, y, "has a gradient rule only for 1x1 convs with batch 1, yet");
+        int64_t cin = x->shape[1], cout = w->shape[0], pixels = x->shape[2] * x->shape[3];
+        if (need0) { /* dx = W^T g, as a 1x1 conv by the transposed weight */
+            ane_node_attrs swap;
+            memset(&swap, 0, sizeof swap);
+            swap.perm.count = 4;
+            int64_t perm[4] = {1, 0, 2, 3};
+            memcpy(swap.perm.values, perm, sizeof perm);
+            ane_node *wt = op(b, ANE_OP_TRANSPOSE, &w, 1, &swap);
+            ane_node_attrs conv;
+            memset(&conv, 0, sizeof conv);
+            conv.groups = 1;
+            ane_node *operands[2] = {g, wt};
+            contributions[0] = op(b, ANE_OP_CONV, operands, 2, &conv);
+        }
+        if (need1) { /* dW[co, ci] = sum over positions of g[co, p] x[ci, p] */
+            int64_t gshape[2] = {cout, pixels}, xshape[2] = {cin, pixels}, wshape[4] = {cout, cin, 1, 1};
+            contributions[1] = reshape(b, matmul(b, reshape(b, g, 2, gshape), reshape(b, x, 2, xshape), 0, 1), 4, wshape);
+        }
+        break;
+    }
+    default: return no_rule(b, y, "has no gradient rule yet");
+    }
+    return b->status;
+}
+
+ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, ane_graph **out, ane_error *err) {
+    char name[ANE_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s_grad", ANE_NAME_MAX - 6, forward->name);
+    builder b = {NULL, err, ANE_OK};
+    b.status = ane_graph_new(name, &b.g, err);
+    if (b.status) return b.status;
+    int count = forward->count;
+    ane_node **replay = calloc((size_t)count + 1, sizeof *replay);
+    ane_node **adjoint = calloc((size_t)count + 1, sizeof *adjoint);
+    unsigned char *needs = calloc((size_t)count + 1, 1);
+    if (!replay || !adjoint || !needs) b.status = ane_fail(err, ANE_ERR_NOMEM, "autodiff: out of memory");
+
+    /* Which nodes depend on a requested one (only they need adjoints). */
+    for (int k = 0; k < nwrt && !b.status; k++) {
+        ane_node *target = ane_graph_find(forward, wrt[k]);
+        if (!target || (target->op != ANE_OP_INPUT && target->op != ANE_OP_CONST))
+            b.status = ane_fail(err, ANE_ERR_ARGUMENT, "autodiff: '%s' is not an input or const of graph '%s'", wrt[k], forward->name);
+        else needs[target->id] = 1;
+    }
+    for (int i = 0; i < count && !b.status; i++)
+        for (int k = 0; k < forward->nodes[i]->noperands; k++)
+            if (needs[forward->nodes[i]->operands[k]->id]) needs[i] = 1;
+
+    /* Replay the forward graph under the same names. */
+    for (int i = 0; i < count && !b.status; i++) {
+        const ane_node *node = forward->nodes[i];
+        if (node->op == ANE_OP_INPUT) {
+            b.status = ane_graph_input(b.g, node->name, node->dtype, node->rank, node->shape, &replay[i], err);
+        } else if (node->op == ANE_OP_CONST) {
+            b.status = ane_graph_const(b.g, node->name, &node->value, &replay[i], err);
+        } else {
+            ane_node *operands[64];
+            for (int k = 0; k < node->noperands; k++) operands[k] = replay[node->operands[k]->id];
+            b.status = ane_graph_op(b.g, node->op, node->name, operands, node->noperands, &node->attrs, &replay[i], err);
+        }
+    }
+    /* One cotangent input per forward output. */
+    for (int i = 0; i < forward->noutputs && !b.status; i++) {
+        const ane_node *node = forward->outputs[i].node;
+        char cotangent[ANE_NAME_MAX + 8];
+        snprintf(cotangent, sizeof cotangent, "grad_%s", forward->outputs[i].name);
+        ane_node *input = NULL;
+        b.status = ane_graph_input(b.g, cotangent, node->dtype, node->rank, node->shape, &input, err);
+        if (b.status) break;
+        adjoint[node->id] = adjoint[node->id] ? binary(&b, ANE_OP_ADD, adjoint[node->id], input) : input;
+    }
+    /* Reverse sweep. The rules see replayed nodes, whose ids are the backward graph's; map
+     * the `needs` marks over to them. */
+    unsigned char *needs_replayed = b.status ? NULL : calloc((size_t)b.g->count + 4096, 1);
+    for (int i = 0; i < count && needs_replayed; i++) needs_replayed[replay[i]->id] = needs[i];
+    for (int i = count - 1; i >= 0 && !b.status; i--) {
+        const ane_node *node = forward->nodes[i];
+        if (!adjoint[i] || !needs[i] || node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) continue;
+        if (!(ane_op_table[node->op].flags & ANE_OP_DIFFERENTIABLE)) {
+            no_rule(&b, node, "is not differentiable");
+            break;
+        }
+        ane_node *contributions[64] = {0};
+        if (vjp(&b, replay[i], adjoint[i], needs_replayed, contributions)) break;
+        for (int k = 0; k < node->noperands && !b.status; k++) {
+            if (!contributions[k]) continue;
+            int operand = node->operands[k]->id;
+            adjoint[operand] = adjoint[operand] ? binary(&b, ANE_OP_ADD, adjoint[operand], contributions[k]) : contributions[k];
+        }
+    }
+    free(needs_replayed);
+    /* Outputs: grad_<name>, zeros where no path leads to an output. */
+    for (int k = 0; k < nwrt && !b.status; k++) {
+        ane_node *target = ane_graph_find(forward, wrt[k]);
+        ane_node *gradient = adjoint[target->id] ? adjoint[target->id] : zeros_like(&b, replay[target->id]);
+        char output[ANE_NAME_MAX + 8];
+        snprintf(output, sizeof output, "grad_%s", wrt[k]);
+        if (!b.status) b.status = ane_graph_output_node(b.g, output, gradient, err);
+    }
+    free(replay);
+    free(adjoint);
+    free(needs);
+    if (b.status) {
+        ane_graph_free(b.g);
+        return b.status;
+    }
+    *out = b.g;
+    return ANE_OK;
+}

@@ -1,0 +1,20 @@
+/* Reverse-mode automatic differentiation on the graph IR.
+ *
+ * ane_autodiff(forward, wrt) builds a backward graph that
+ *   takes every forward input (same names) and one cotangent per forward output, named
+ *     "grad_<output>" (MIL names cannot contain '.'),
+ *   replays the forward computation (no saved activations needed),
+ *   outputs "grad_<name>" for every name in wrt (forward inputs or consts).
+ * Rules exist for add, sub, mul, real_div, pow, neg, exp, log, sqrt, rsqrt, tanh,
+ * sigmoid, identity, cast, reshape, transpose, slices, reduce_sum, reduce_mean, softmax,
+ * matmul and 1x1 conv; other ops on a path to a requested node are errors naming the node.
+ * The backward graph is an ordinary graph: it is optimized, validated and compiled like
+ * any other. */
+#ifndef ANE_IR_AUTODIFF_H
+#define ANE_IR_AUTODIFF_H
+
+#include "graph.h"
+
+ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, ane_graph **out, ane_error *err);
+
+#endif
