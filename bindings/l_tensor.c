@@ -680,6 +680,29 @@ static int m_argmax(lua_State *L) {
     return 1;
 }
 
+/* ane.tensor.cross_entropy(logits [N, V], targets {0-based}, [scale = 1/N])
+ * -> mean loss, gradient [N, V] (scaled by `scale`) */
+static int tensor_cross_entropy(lua_State *L) {
+    ane_tensor *logits = ane_lua_check_tensor(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 2);
+    if (logits->ndim != 2 || n != logits->shape[0]) return luaL_error(L, "cross_entropy: logits [N, V] and N targets expected");
+    double scale = luaL_optnumber(L, 3, n > 0 ? 1.0 / (double)n : 1.0), loss_sum;
+    lua_settop(L, 2);
+    int64_t *targets = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *targets, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        targets[i] = check_integer_arg(L, -1, "target");
+        lua_pop(L, 1);
+    }
+    ane_tensor *grad = new_tensor_slot(L);
+    ane_error err;
+    if (ane_cross_entropy(logits, targets, scale, &loss_sum, grad, &err)) return ane_lua_raise(L, &err);
+    lua_pushnumber(L, n > 0 ? loss_sum / (double)n : 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
 /* ------------------------------------------------------------------ registration */
 
 void ane_lua_open_tensor(lua_State *L) {
@@ -704,7 +727,7 @@ void ane_lua_open_tensor(lua_State *L) {
 
     static const luaL_Reg constructors[] = {
         {"from", tensor_from}, {"from_bytes", tensor_from_bytes}, {"randn", tensor_randn},
-        {"rand", tensor_rand}, {"is", tensor_is}, {NULL, NULL},
+        {"rand", tensor_rand}, {"is", tensor_is}, {"cross_entropy", tensor_cross_entropy}, {NULL, NULL},
     };
     luaL_newlib(L, constructors);
     lua_newtable(L); /* ane.tensor(shape, dtype) through __call */

@@ -40,6 +40,29 @@ describe("Llama logits", function()
     end)
   end
 
+  it("computes the loss and every gradient like PyTorch (fp32)", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local loss, grads = model:loss(expected.input_ids:totable(), expected.targets:totable())
+    -- fp32 end to end: the loss (~10.7) to 1e-5 relative, gradients (|g| <= 0.26, sums over
+    -- <= 192 terms per program plus CPU sums over 32 positions) to 1e-5 absolute: the
+    -- differences from PyTorch are ~2e-7.
+    assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4, "loss " .. loss)
+    local checked = 0
+    for name, want in pairs(expected) do
+      local field = name:match("^grad%.(.+)$")
+      if field then
+        local got = grads[field]
+        assert.is_not_nil(got, "missing gradient " .. field)
+        assert.are.same(want:shape(), got:shape(), field)
+        assert.is_true(got:max_abs_diff(want) < 1e-5, field .. ": " .. got:max_abs_diff(want))
+        checked = checked + 1
+      end
+    end
+    assert.are.equal(21, checked) -- token_embedding, wcls, rms_final and 9 fields x 2 layers
+  end)
+
   it("reports corrupt checkpoints by file and tensor", function()
     local dir = reference()
     if not dir then return end

@@ -721,6 +721,54 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
     return ANE_OK;
 }
 
+static ane_status as_contiguous_fp32(ane_tensor *out, const ane_tensor *t, ane_error *err);
+
+/* ------------------------------------------------------------------ losses */
+
+ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, double scale, double *loss_sum,
+                             ane_tensor *grad, ane_error *err) {
+    if (logits->ndim != 2) return ane_fail(err, ANE_ERR_SHAPE, "cross_entropy needs logits [N, V]");
+    int64_t n = logits->shape[0], v = logits->shape[1];
+    ane_tensor flat;
+    ane_status status = as_contiguous_fp32(&flat, logits, err);
+    if (status) return status;
+    ane_tensor result;
+    status = new_tensor(&result, 2, logits->shape, ANE_FP32, 0, err);
+    if (status) {
+        ane_tensor_release(&flat);
+        return status;
+    }
+    const float *z = (const float *)ane_tensor_data(&flat);
+    float *g = (float *)ane_tensor_data(&result);
+    double total = 0;
+    for (int64_t row = 0; row < n && !status; row++) {
+        int64_t target = targets[row];
+        if (target < 0 || target >= v) {
+            status = ane_fail(err, ANE_ERR_RANGE, "target %lld at position %lld is outside 0..%lld", (long long)target,
+                              (long long)row + 1, (long long)v - 1);
+            break;
+        }
+        const float *zr = z + row * v;
+        float *gr = g + row * v;
+        double peak = zr[0];
+        for (int64_t j = 1; j < v; j++) peak = zr[j] > peak ? zr[j] : peak;
+        double sum = 0;
+        for (int64_t j = 0; j < v; j++) sum += exp((double)zr[j] - peak);
+        double log_sum = log(sum) + peak;
+        total += log_sum - zr[target];
+        for (int64_t j = 0; j < v; j++) gr[j] = (float)(exp((double)zr[j] - log_sum) * scale);
+        gr[target] -= (float)scale;
+    }
+    ane_tensor_release(&flat);
+    if (status) {
+        ane_tensor_release(&result);
+        return status;
+    }
+    *loss_sum = total;
+    *grad = result;
+    return ANE_OK;
+}
+
 /* ------------------------------------------------------------------ random */
 
 /* xoshiro256** seeded through splitmix64: the same stream on every machine. */

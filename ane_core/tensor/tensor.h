@@ -95,6 +95,14 @@ ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const 
  * NaN counts as smallest. indices are 0-based flat positions. */
 ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err);
 
+/* --- losses --- */
+/* Mean cross-entropy of logits [N, V] (fp32) against targets [N] (0-based classes), and its
+ * gradient with respect to the logits, scaled by `scale` (e.g. 1 / total positions):
+ * grad[n, v] = (softmax(logits[n])[v] - [v == target[n]]) * scale. Returns the summed loss
+ * (not averaged) in *loss_sum. Computed in fp64 per row. */
+ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, double scale, double *loss_sum,
+                             ane_tensor *grad, ane_error *err);
+
 /* --- random tensors (deterministic for a seed, on every machine) --- */
 ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             uint64_t seed, double mean, double std, ane_error *err);

@@ -62,7 +62,7 @@ local function load_llama2c(path)
   local W = {
     config = { dim = dim, hidden = hidden, n_layer = L, n_head = H, n_kv_head = KV, vocab_size = V, seq_len = T },
     layers = {}, token_embedding = t.token_embedding, rms_final = t.rms_final, wcls = t.wcls or t.token_embedding,
-    source = path,
+    source = path, shared_classifier = shared,
   }
   local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
   for l = 1, L do
@@ -170,9 +170,25 @@ local function final_norm_graph(self, S)
   return g
 end
 
--- The graph of one program kind (decoder.lua compiles and caches it).
+-- Checkpoint field -> the const it became in each program (nn names consts <name>_weight).
+local ATTENTION_WEIGHTS = { rms_att = "attention_norm_weight", wq = "wq_weight", wk = "wk_weight", wv = "wv_weight",
+  wo = "wo_weight" }
+local FFN_WEIGHTS = { rms_ffn = "ffn_norm_weight", w1 = "ffn_gate_weight", w3 = "ffn_up_weight", w2 = "ffn_down_weight" }
+
+local function wrt(names)
+  local list = { "x" }
+  for _, const in pairs(names) do list[#list + 1] = const end
+  table.sort(list)
+  return list
+end
+
+-- The graph of one program kind (decoder.lua compiles and caches it). The *_grad kinds are
+-- the backward graphs ane.grad derives from the forward ones.
 function Model:build_graph(kind, layer, a, b)
   local L = layer and self.P.layers[layer]
+  if kind == "attn_grad" then return ane.grad(attention_prefill_graph(self, L, a), { wrt = wrt(ATTENTION_WEIGHTS) }) end
+  if kind == "ffn_grad" then return ane.grad(ffn_graph(self, L, a), { wrt = wrt(FFN_WEIGHTS) }) end
+  if kind == "norm_grad" then return ane.grad(final_norm_graph(self, a), { wrt = { "norm_weight", "x" } }) end
   if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
   if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
   if kind == "ffn" then return ffn_graph(self, L, a) end
@@ -199,6 +215,7 @@ function M.from_weights(W, opts)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
   self.ffn_kind, self.stop_token = "ffn", 2 -- </s>
+  self.shared_classifier = W.shared_classifier
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -245,6 +262,82 @@ local function rotate_columns(k, T, head, dtype)
     out:slice(4, t, t):copy_from(rotated:reshape(1, dim, 1, 1))
   end
   return out
+end
+
+-- Adds `value` to grads[name] (a fresh copy the first time), in the checkpoint's layout.
+local function accumulate(grads, name, value, shape)
+  value = value:reshape(shape)
+  grads[name] = grads[name] and grads[name]:add(value) or value:copy()
+end
+
+--- loss(ids, targets) -> mean cross-entropy over all positions, and the gradient of every
+--- checkpoint tensor, named and shaped as llama2.c stores them ("wq.0", "token_embedding",
+--- "wcls", "rms_final", ...). ids/targets: one sequence, or an array of equal-length ones.
+--- Forward and backward run as programs (the backward ones derived by ane.grad); the
+--- embedding, the classifier and the cross-entropy run on the CPU.
+function Model:loss(ids, targets)
+  if type(ids) ~= "table" or type(targets) ~= "table" or #ids == 0 or #ids ~= #targets then
+    error("loss: ids and targets must be arrays of the same length", 2)
+  end
+  local batch = type(ids[1]) == "table" and ids or { ids }
+  local batch_targets = type(ids[1]) == "table" and targets or { targets }
+  local c = self.config
+  local dim, total = c.dim, 0
+  for _, seq in ipairs(batch) do total = total + #seq end
+  local grads, loss_sum = {}, 0
+  for b, seq in ipairs(batch) do
+    if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
+    self:check_ids(seq, c.vocab_size, c.seq_len, 2)
+    local T = #seq
+    local S = self:bucket(T, c.seq_len)
+    -- Forward, keeping each program's input.
+    local x = self:embed(seq, S)
+    local attention_inputs, ffn_inputs = {}, {}
+    for l = 1, c.n_layer do
+      attention_inputs[l] = x
+      ffn_inputs[l] = self:program("attn_prefill", l, S):eval({ x = x }).y
+      x = self:program("ffn", l, S):eval({ x = ffn_inputs[l] }).y
+    end
+    local h = self:program("norm", nil, S):eval({ x = x }).y
+    local columns = h:slice(4, 1, T):reshape(dim, T):to("fp32")               -- [dim, T]
+    local logits = self.P.wcls:matmul(columns):transpose():copy()              -- [T, V]
+    local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
+    loss_sum = loss_sum + mean * T
+    -- Classifier (CPU): dW = dlogits^T h^T, dh = W^T dlogits^T.
+    accumulate(grads, "wcls", dlogits:transpose():matmul(columns:transpose()), { c.vocab_size, dim })
+    local dh = self.P.wcls:transpose():matmul(dlogits:transpose())            -- [dim, T]
+    local grad_h = ane.tensor({ 1, dim, 1, S }, self.dtype)
+    grad_h:slice(4, 1, T):copy_from(dh:reshape(1, dim, 1, T))
+    local r = self:program("norm_grad", nil, S):eval({ x = x, grad_y = grad_h })
+    accumulate(grads, "rms_final", r.grad_norm_weight, { dim })
+    local dx = r.grad_x
+    local zeros = ane.tensor({ 1, dim, 1, S }, self.dtype)
+    for l = c.n_layer, 1, -1 do
+      local f = self:program("ffn_grad", l, S):eval({ x = ffn_inputs[l], grad_y = dx })
+      for field, const in pairs(FFN_WEIGHTS) do
+        local shape = field == "rms_ffn" and { dim } or (field == "w2" and { dim, c.hidden } or { c.hidden, dim })
+        accumulate(grads, field .. "." .. (l - 1), f["grad_" .. const], shape)
+      end
+      local a = self:program("attn_grad", l, S):eval({ x = attention_inputs[l], grad_y = f.grad_x, grad_k = zeros,
+        grad_v = zeros })
+      for field, const in pairs(ATTENTION_WEIGHTS) do
+        accumulate(grads, field .. "." .. (l - 1), a["grad_" .. const], field == "rms_att" and { dim } or { dim, dim })
+      end
+      dx = a.grad_x
+    end
+    -- Embedding rows (CPU): each position adds its column to its token's row.
+    grads.token_embedding = grads.token_embedding or ane.tensor({ c.vocab_size, dim })
+    local columns_dx = dx:slice(4, 1, T):reshape(dim, T):transpose():to("fp32") -- [T, dim]
+    for t, id in ipairs(seq) do
+      local row = grads.token_embedding:slice(1, id + 1, id + 1)
+      row:copy_from(row:add(columns_dx:slice(1, t, t)))
+    end
+  end
+  if self.shared_classifier then
+    grads.token_embedding = grads.token_embedding:add(grads.wcls)
+    grads.wcls = nil
+  end
+  return loss_sum / total, grads
 end
 
 -- Hooks of decoder.generate: the cache holds rotated keys; the decoded position's rotary
