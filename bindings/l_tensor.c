@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../ane_core/tensor/optim.h"
 #include "ane_lua.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -703,6 +704,31 @@ static int tensor_cross_entropy(lua_State *L) {
     return 2;
 }
 
+/* ane.tensor.adamw(param, grad, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =, step =})
+ * updates param, m and v in place (contiguous fp32). */
+static int tensor_adamw(lua_State *L) {
+    ane_tensor *param = ane_lua_check_tensor(L, 1), *grad = ane_lua_check_tensor(L, 2);
+    ane_tensor *m = ane_lua_check_tensor(L, 3), *v = ane_lua_check_tensor(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    ane_adamw_options o = {
+        .lr = option_number(L, 5, "lr", 1e-3), .beta1 = option_number(L, 5, "beta1", 0.9),
+        .beta2 = option_number(L, 5, "beta2", 0.999), .eps = option_number(L, 5, "eps", 1e-8),
+        .weight_decay = option_number(L, 5, "weight_decay", 0), .step = (int64_t)option_number(L, 5, "step", 1),
+    };
+    ane_error err;
+    if (ane_adamw_step(param, grad, m, v, &o, &err)) return ane_lua_raise(L, &err);
+    return 0;
+}
+
+/* t:sum_of_squares() -> the fp64 sum of squares (global-norm clipping) */
+static int m_sum_of_squares(lua_State *L) {
+    double sum;
+    ane_error err;
+    if (ane_sum_of_squares(ane_lua_check_tensor(L, 1), &sum, &err)) return ane_lua_raise(L, &err);
+    lua_pushnumber(L, sum);
+    return 1;
+}
+
 /* ------------------------------------------------------------------ registration */
 
 void ane_lua_open_tensor(lua_State *L) {
@@ -713,7 +739,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {"sum_of_squares", m_sum_of_squares}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},
@@ -727,7 +753,8 @@ void ane_lua_open_tensor(lua_State *L) {
 
     static const luaL_Reg constructors[] = {
         {"from", tensor_from}, {"from_bytes", tensor_from_bytes}, {"randn", tensor_randn},
-        {"rand", tensor_rand}, {"is", tensor_is}, {"cross_entropy", tensor_cross_entropy}, {NULL, NULL},
+        {"rand", tensor_rand}, {"is", tensor_is}, {"cross_entropy", tensor_cross_entropy},
+        {"adamw", tensor_adamw}, {NULL, NULL},
     };
     luaL_newlib(L, constructors);
     lua_newtable(L); /* ane.tensor(shape, dtype) through __call */

@@ -216,6 +216,7 @@ function M.from_weights(W, opts)
   self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
   self.ffn_kind, self.stop_token = "ffn", 2 -- </s>
   self.shared_classifier = W.shared_classifier
+  self.weights = W
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -338,6 +339,51 @@ function Model:loss(ids, targets)
     grads.wcls = nil
   end
   return loss_sum / total, grads
+end
+
+--- The weights as fp32 master copies in the checkpoint's layout ("wq.0", "token_embedding",
+--- "wcls" when not shared, "rms_final", ...), for an optimizer to update in place.
+function Model:parameters()
+  if self.master then return self.master end
+  local W, master = self.weights, {}
+  master.token_embedding = W.token_embedding:to("fp32")
+  if not self.shared_classifier then master.wcls = W.wcls:to("fp32") end
+  master.rms_final = W.rms_final:to("fp32")
+  for l, L in ipairs(W.layers) do
+    for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
+      master[field .. "." .. (l - 1)] = L[field]:to("fp32")
+    end
+  end
+  self.master = master
+  return master
+end
+
+--- Writes the master weights into every loaded program by patching (no compile) and into
+--- the CPU-side embedding and classifier.
+function Model:load_parameters(params)
+  params = params or self.master
+  self.P.token_embedding = params.token_embedding
+  self.P.wcls = params.wcls or params.token_embedding
+  for key, program in pairs(self.programs) do
+    local kind, layer = key:match("^([%w_]+):L(%d+):")
+    layer = tonumber(layer)
+    local consts = (kind == "attn_prefill" or kind == "attn_grad" or kind == "attn_decode") and ATTENTION_WEIGHTS
+        or (kind == "ffn" or kind == "ffn_grad") and FFN_WEIGHTS or nil
+    local patch = {}
+    if consts then
+      for field, const in pairs(consts) do patch[const] = params[field .. "." .. (layer - 1)] end
+    else
+      patch.norm_weight = params.rms_final
+    end
+    program:patch(patch)
+  end
+  -- Programs compiled later start from these weights too.
+  for l, L in ipairs(self.P.layers) do
+    local function matrix(t) local s = t:shape(); return t:to(self.dtype):reshape(s[1], s[2], 1, 1) end
+    L.rms_att, L.rms_ffn = params["rms_att." .. (l - 1)]:to(self.dtype), params["rms_ffn." .. (l - 1)]:to(self.dtype)
+    for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do L[field] = matrix(params[field .. "." .. (l - 1)]) end
+  end
+  self.P.rms_final = params.rms_final:to(self.dtype)
 end
 
 -- Hooks of decoder.generate: the cache holds rotated keys; the decoded position's rotary

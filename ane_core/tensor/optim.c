@@ -1,0 +1,51 @@
+/* Optimizer kernels (see optim.h). */
+#include "optim.h"
+
+#include <math.h>
+
+static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, int64_t numel, ane_error *err) {
+    if (t->dtype != ANE_FP32 || !ane_tensor_is_contiguous(t) || ane_tensor_numel(t) != numel)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: %s must be a contiguous fp32 tensor of %lld elements", what,
+                        (long long)numel);
+    if (t->storage->readonly) return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: %s is read-only (copy it first)", what);
+    return ANE_OK;
+}
+
+ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor *m, ane_tensor *v,
+                          const ane_adamw_options *o, ane_error *err) {
+    int64_t n = ane_tensor_numel(grad);
+    ane_status status = check_fp32_contiguous(param, "param", n, err);
+    if (!status) status = check_fp32_contiguous(m, "m", n, err);
+    if (!status) status = check_fp32_contiguous(v, "v", n, err);
+    if (status) return status;
+    if (o->step < 1) return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: step must start at 1");
+    ane_tensor g32;
+    if (grad->dtype == ANE_FP32 && ane_tensor_is_contiguous(grad)) ane_tensor_share(&g32, grad);
+    else if ((status = ane_tensor_to(&g32, grad, ANE_FP32, err))) return status;
+    float *p = (float *)ane_tensor_data(param), *mm = (float *)ane_tensor_data(m), *vv = (float *)ane_tensor_data(v);
+    const float *g = (const float *)ane_tensor_data(&g32);
+    double c1 = 1.0 - pow(o->beta1, (double)o->step), c2 = 1.0 - pow(o->beta2, (double)o->step);
+    float b1 = (float)o->beta1, b2 = (float)o->beta2, lr = (float)o->lr, eps = (float)o->eps, wd = (float)o->weight_decay;
+    float inv_c1 = (float)(1.0 / c1), inv_c2 = (float)(1.0 / c2);
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
+        vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
+        float m_hat = mm[i] * inv_c1, v_hat = vv[i] * inv_c2;
+        p[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p[i]);
+    }
+    ane_tensor_release(&g32);
+    return ANE_OK;
+}
+
+ane_status ane_sum_of_squares(const ane_tensor *t, double *out, ane_error *err) {
+    ane_tensor flat;
+    ane_status status = ane_tensor_to(&flat, t, ANE_FP32, err);
+    if (status) return status;
+    const float *x = (const float *)ane_tensor_data(&flat);
+    double sum = 0;
+    for (int64_t i = 0, n = ane_tensor_numel(&flat); i < n; i++) sum += (double)x[i] * x[i];
+    ane_tensor_release(&flat);
+    *out = sum;
+    return ANE_OK;
+}
