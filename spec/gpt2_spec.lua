@@ -59,6 +59,29 @@ describe("GPT-2 logits", function()
   end)
 end)
 
+describe("GPT-2 training pieces", function()
+  it("computes the loss and every gradient like PyTorch (fp32), in Hugging Face names and layouts", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local model = assert(gpt2.load(dir, { precision = "fp32" }))
+    local loss, grads = model:loss(expected.input_ids:totable(), expected.targets:totable())
+    -- fp32 end to end; observed differences ~1e-7 (loss ~10.9, gradients <= ~0.3)
+    assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4, "loss " .. loss)
+    local checked = 0
+    for name, want in pairs(expected) do
+      local field = name:match("^grad%.(.+)$")
+      if field then
+        local got = grads[field]
+        assert.is_not_nil(got, "missing gradient " .. field)
+        assert.are.same(want:shape(), got:shape(), field)
+        assert.is_true(got:max_abs_diff(want) < 1e-5, field .. ": " .. got:max_abs_diff(want))
+        checked = checked + 1
+      end
+    end
+    assert.are.equal(28, checked) -- 12 tensors x 2 layers, ln_f (2), wte, wpe
+  end)
+end)
+
 describe("GPT-2 decoding", function()
   for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" }, { "fp16", "cpu" } }) do
     it("with the KV cache picks what a full prefill picks (" .. setup[1] .. ", profile " .. setup[2] .. ")", function()

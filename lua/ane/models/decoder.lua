@@ -7,7 +7,12 @@
 --   embed_token(id, position, W) -> [1, C, 1, W] input of one decoded token
 --   cache_keys(prefill_k, T) -> [1, C, 1, T] keys as the decode program expects them cached
 --   decode_inputs(position, W) -> extra inputs of the decode attention program (or {})
--- and the fields context_length, width (C), n_layer, ffn_kind, stop_token.
+-- and the fields context_length, width (C), n_layer, ffn_kind, norm_kind, stop_token.
+-- Training adds loss(ids, targets) on top of the hooks
+--   embed_sequence(ids, S) -> [1, C, 1, S];  embedding_gradients(ids, dx [T, C], raw)
+--   checkpoint_gradients(raw) -> gradients named and laid out as the checkpoint stores them
+-- and the field weight_consts = { [program kind] = { const names } }: "<kind>_grad"
+-- programs are the backward graphs ane.grad derives for those consts and the input x.
 local ane = require("ane")
 
 local M = {}
@@ -46,12 +51,21 @@ end
 
 local Methods = {}
 
---- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
+--- The program for (kind, layer, shapes), built by self:build_graph and compiled once;
+--- "<kind>_grad" is the backward graph of <kind> for its weight consts and its input x.
 function Methods:program(kind, layer, a, b)
   local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
   local program = self.programs[key]
   if program then return program end
-  local g = self:build_graph(kind, layer, a, b)
+  local g
+  local forward_kind = kind:match("^(.+)_grad$")
+  if forward_kind then
+    local wrt = { "x" }
+    for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
+    g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt })
+  else
+    g = self:build_graph(kind, layer, a, b)
+  end
   g:optimize()
   local start = ane.clock()
   program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
@@ -103,6 +117,63 @@ function Methods:logits(ids)
   self.counters.prefill_tokens = self.counters.prefill_tokens + #ids
   self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
   return logits
+end
+
+local function accumulate(into, name, value)
+  into[name] = into[name] and into[name]:add(value) or value:to("fp32")
+end
+
+--- loss(ids, targets) -> mean cross-entropy over all positions and the gradient of every
+--- checkpoint tensor (named and laid out by self:checkpoint_gradients). ids/targets: one
+--- sequence or an array of equal-length ones. Forward and backward run as programs (the
+--- backward ones derived by ane.grad, with this model's current weights); embeddings, the
+--- classifier and the cross-entropy run on the CPU.
+function Methods:loss(ids, targets)
+  if type(ids) ~= "table" or type(targets) ~= "table" or #ids == 0 or #ids ~= #targets then
+    error("loss: ids and targets must be arrays of the same length", 2)
+  end
+  local batch = type(ids[1]) == "table" and ids or { ids }
+  local batch_targets = type(ids[1]) == "table" and targets or { targets }
+  local C, total, loss_sum = self.width, 0, 0
+  for _, seq in ipairs(batch) do total = total + #seq end
+  -- raw gradients by program const: layers[l][const], norm[const], classifier [V, C]
+  local raw = { layers = {}, norm = {} }
+  for l = 1, self.n_layer do raw.layers[l] = {} end
+  for b, seq in ipairs(batch) do
+    if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
+    self:check_ids(seq, self.vocab_size, self.context_length, 2)
+    local T = #seq
+    local S = self:bucket(T, self.context_length)
+    local x = self:embed_sequence(seq, S)
+    local attention_inputs, ffn_inputs = {}, {}
+    for l = 1, self.n_layer do
+      attention_inputs[l] = x
+      ffn_inputs[l] = self:program("attn_prefill", l, S):eval({ x = x }).y
+      x = self:program(self.ffn_kind, l, S):eval({ x = ffn_inputs[l] }).y
+    end
+    local h = self:program(self.norm_kind, nil, S):eval({ x = x }).y
+    local columns = h:slice(4, 1, T):reshape(C, T):to("fp32")                    -- [C, T]
+    local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
+    local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
+    loss_sum = loss_sum + mean * T
+    accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) -- [V, C]
+    local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
+    grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
+    local r = self:program(self.norm_kind .. "_grad", nil, S):eval({ x = x, grad_y = grad_h })
+    for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
+    local dx = r.grad_x
+    local zeros = ane.tensor({ 1, C, 1, S }, self.dtype)
+    for l = self.n_layer, 1, -1 do
+      local f = self:program(self.ffn_kind .. "_grad", l, S):eval({ x = ffn_inputs[l], grad_y = dx })
+      for _, const in ipairs(self.weight_consts[self.ffn_kind]) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
+      local a = self:program("attn_prefill_grad", l, S):eval({ x = attention_inputs[l], grad_y = f.grad_x, grad_k = zeros,
+        grad_v = zeros })
+      for _, const in ipairs(self.weight_consts.attn_prefill) do accumulate(raw.layers[l], const, a["grad_" .. const]) end
+      dx = a.grad_x
+    end
+    self:embedding_gradients(seq, dx:slice(4, 1, T):reshape(C, T):transpose():to("fp32"), raw)
+  end
+  return loss_sum / total, self:checkpoint_gradients(raw)
 end
 
 --- Timing and program counts of this model so far.

@@ -218,6 +218,7 @@ local function prepare(W, dtype)
   end
   P.ln_f_g, P.ln_f_b = vector(W.ln_f_g), vector(W.ln_f_b)
   P.wte = W.wte:to("fp32")  -- [V, C] for embeddings and the CPU classifier
+  P.wcls = P.wte            -- tied
   P.wpe = W.wpe:to("fp32")
   return P
 end
@@ -231,7 +232,7 @@ end
 
 -- The end of both attention programs: output projection, residual, and the outputs y, k, v.
 local function finish_attention(g, L, x, attended, k, v)
-  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "c_proj" })
+  local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, L.bo, { name = "attn_c_proj" })
   g:output("y", g:add(x, out))
   g:output("k", k)
   g:output("v", v)
@@ -290,7 +291,7 @@ local function mlp_graph(self, L, S)
   local x = g:input("x", { 1, C, 1, S }, dtype)
   local h = nn.layer_norm(g, x, L.ln2_g, L.ln2_b, { name = "ln_2", eps = self.config.eps })
   local up = nn.gelu(g, nn.linear(g, h, L.fc, L.fc_b, { name = "c_fc" }), { name = "gelu" })
-  g:output("y", g:add(x, nn.linear(g, up, L.proj, L.proj_b, { name = "c_proj" })))
+  g:output("y", g:add(x, nn.linear(g, up, L.proj, L.proj_b, { name = "mlp_c_proj" })))
   return g
 end
 
@@ -331,7 +332,13 @@ function M.from_weights(W, opts)
   local self = setmetatable(decoder.new_state("gpt2", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.n_positions, W.config.n_embd, W.config.n_layer
-  self.ffn_kind, self.stop_token = "mlp", W.config.vocab_size - 1 -- <|endoftext|>
+  self.ffn_kind, self.norm_kind, self.stop_token = "mlp", "ln_f", W.config.vocab_size - 1 -- <|endoftext|>
+  self.weight_consts = {
+    attn_prefill = { "attn_c_proj_bias", "attn_c_proj_weight", "k_bias", "k_weight", "ln_1_beta", "ln_1_gamma", "q_bias",
+      "q_weight", "v_bias", "v_weight" },
+    mlp = { "c_fc_bias", "c_fc_weight", "ln_2_beta", "ln_2_gamma", "mlp_c_proj_bias", "mlp_c_proj_weight" },
+    ln_f = { "ln_f_beta", "ln_f_gamma" },
+  }
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -368,6 +375,46 @@ function Model:forward(ids)
     x = self:program("mlp", l, S):eval({ x = r.y }).y
   end
   return x, caches, S
+end
+
+-- Hooks of decoder's loss: GPT-2's gradients in Hugging Face names and Conv1D [in, out] layout.
+function Model:embed_sequence(ids, S) return self:embed(ids, 0, S) end
+
+function Model:embedding_gradients(ids, dx, raw) -- dx [T, C]: token rows of wte, position rows of wpe
+  local C = self.config.n_embd
+  raw.wte = raw.wte or ane.tensor({ self.config.vocab_size, C })
+  raw.wpe = raw.wpe or ane.tensor({ self.config.n_positions, C })
+  for t, id in ipairs(ids) do
+    local column = dx:slice(1, t, t)
+    local row = raw.wte:slice(1, id + 1, id + 1)
+    row:copy_from(row:add(column))
+    local position = raw.wpe:slice(1, t, t)
+    position:copy_from(position:add(column))
+  end
+end
+
+function Model:checkpoint_gradients(raw)
+  local C, grads = self.config.n_embd, {}
+  local function vector(t) return t:reshape(-1) end
+  local function conv1d(t) local s = t:shape(); return t:reshape(s[1], s[2]):transpose():copy() end -- [out, in] -> [in, out]
+  for l = 1, self.config.n_layer do
+    local r, p = raw.layers[l], "h." .. (l - 1) .. "."
+    grads[p .. "ln_1.weight"], grads[p .. "ln_1.bias"] = vector(r.ln_1_gamma), vector(r.ln_1_beta)
+    local c_attn, c_attn_bias = ane.tensor({ C, 3 * C }), ane.tensor({ 3 * C })
+    for i, part in ipairs({ "q", "k", "v" }) do
+      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(r[part .. "_weight"]))
+      c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy_from(vector(r[part .. "_bias"]))
+    end
+    grads[p .. "attn.c_attn.weight"], grads[p .. "attn.c_attn.bias"] = c_attn, c_attn_bias
+    grads[p .. "attn.c_proj.weight"], grads[p .. "attn.c_proj.bias"] = conv1d(r.attn_c_proj_weight), vector(r.attn_c_proj_bias)
+    grads[p .. "ln_2.weight"], grads[p .. "ln_2.bias"] = vector(r.ln_2_gamma), vector(r.ln_2_beta)
+    grads[p .. "mlp.c_fc.weight"], grads[p .. "mlp.c_fc.bias"] = conv1d(r.c_fc_weight), vector(r.c_fc_bias)
+    grads[p .. "mlp.c_proj.weight"], grads[p .. "mlp.c_proj.bias"] = conv1d(r.mlp_c_proj_weight), vector(r.mlp_c_proj_bias)
+  end
+  grads["ln_f.weight"], grads["ln_f.bias"] = vector(raw.norm.ln_f_gamma), vector(raw.norm.ln_f_beta)
+  grads["wte.weight"] = raw.wte:add(raw.classifier) -- tied: embedding and classifier
+  grads["wpe.weight"] = raw.wpe
+  return grads
 end
 
 -- Hooks of decoder.generate: GPT-2 caches keys as projected; positions come from wpe.

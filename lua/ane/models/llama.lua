@@ -175,20 +175,17 @@ local ATTENTION_WEIGHTS = { rms_att = "attention_norm_weight", wq = "wq_weight",
   wo = "wo_weight" }
 local FFN_WEIGHTS = { rms_ffn = "ffn_norm_weight", w1 = "ffn_gate_weight", w3 = "ffn_up_weight", w2 = "ffn_down_weight" }
 
-local function wrt(names)
-  local list = { "x" }
-  for _, const in pairs(names) do list[#list + 1] = const end
+local function const_names(fields)
+  local list = {}
+  for _, const in pairs(fields) do list[#list + 1] = const end
   table.sort(list)
   return list
 end
 
--- The graph of one program kind (decoder.lua compiles and caches it). The *_grad kinds are
--- the backward graphs ane.grad derives from the forward ones.
+-- The graph of one program kind (decoder.lua compiles and caches it, and derives the
+-- "<kind>_grad" backward graphs from these).
 function Model:build_graph(kind, layer, a, b)
   local L = layer and self.P.layers[layer]
-  if kind == "attn_grad" then return ane.grad(attention_prefill_graph(self, L, a), { wrt = wrt(ATTENTION_WEIGHTS) }) end
-  if kind == "ffn_grad" then return ane.grad(ffn_graph(self, L, a), { wrt = wrt(FFN_WEIGHTS) }) end
-  if kind == "norm_grad" then return ane.grad(final_norm_graph(self, a), { wrt = { "norm_weight", "x" } }) end
   if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
   if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
   if kind == "ffn" then return ffn_graph(self, L, a) end
@@ -214,7 +211,9 @@ function M.from_weights(W, opts)
   local self = setmetatable(decoder.new_state("llama", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
-  self.ffn_kind, self.stop_token = "ffn", 2 -- </s>
+  self.ffn_kind, self.norm_kind, self.stop_token = "ffn", "norm", 2 -- </s>
+  self.weight_consts = { attn_prefill = const_names(ATTENTION_WEIGHTS), ffn = const_names(FFN_WEIGHTS),
+    norm = { "norm_weight" } }
   self.shared_classifier = W.shared_classifier
   self.weights = W
   self.P = prepare(W, self.dtype)
@@ -265,80 +264,35 @@ local function rotate_columns(k, T, head, dtype)
   return out
 end
 
--- Adds `value` to grads[name] (a fresh copy the first time), in the checkpoint's layout.
-local function accumulate(grads, name, value, shape)
-  value = value:reshape(shape)
-  grads[name] = grads[name] and grads[name]:add(value) or value:copy()
+-- Hooks of decoder's loss.
+function Model:embed_sequence(ids, S) return self:embed(ids, S) end
+
+function Model:embedding_gradients(ids, dx, raw) -- dx [T, dim]: each position adds to its token's row
+  raw.embedding = raw.embedding or ane.tensor({ self.config.vocab_size, self.config.dim })
+  for t, id in ipairs(ids) do
+    local row = raw.embedding:slice(1, id + 1, id + 1)
+    row:copy_from(row:add(dx:slice(1, t, t)))
+  end
 end
 
---- loss(ids, targets) -> mean cross-entropy over all positions, and the gradient of every
---- checkpoint tensor, named and shaped as llama2.c stores them ("wq.0", "token_embedding",
---- "wcls", "rms_final", ...). ids/targets: one sequence, or an array of equal-length ones.
---- Forward and backward run as programs (the backward ones derived by ane.grad); the
---- embedding, the classifier and the cross-entropy run on the CPU.
-function Model:loss(ids, targets)
-  if type(ids) ~= "table" or type(targets) ~= "table" or #ids == 0 or #ids ~= #targets then
-    error("loss: ids and targets must be arrays of the same length", 2)
+function Model:checkpoint_gradients(raw)
+  local c, grads = self.config, {}
+  local function shaped(t, field)
+    if field == "rms_att" or field == "rms_ffn" then return t:reshape(c.dim) end
+    local s = t:shape()
+    return t:reshape(s[1], s[2])
   end
-  local batch = type(ids[1]) == "table" and ids or { ids }
-  local batch_targets = type(ids[1]) == "table" and targets or { targets }
-  local c = self.config
-  local dim, total = c.dim, 0
-  for _, seq in ipairs(batch) do total = total + #seq end
-  local grads, loss_sum = {}, 0
-  for b, seq in ipairs(batch) do
-    if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
-    self:check_ids(seq, c.vocab_size, c.seq_len, 2)
-    local T = #seq
-    local S = self:bucket(T, c.seq_len)
-    -- Forward, keeping each program's input.
-    local x = self:embed(seq, S)
-    local attention_inputs, ffn_inputs = {}, {}
-    for l = 1, c.n_layer do
-      attention_inputs[l] = x
-      ffn_inputs[l] = self:program("attn_prefill", l, S):eval({ x = x }).y
-      x = self:program("ffn", l, S):eval({ x = ffn_inputs[l] }).y
-    end
-    local h = self:program("norm", nil, S):eval({ x = x }).y
-    local columns = h:slice(4, 1, T):reshape(dim, T):to("fp32")               -- [dim, T]
-    local logits = self.P.wcls:matmul(columns):transpose():copy()              -- [T, V]
-    local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
-    loss_sum = loss_sum + mean * T
-    -- Classifier (CPU): dW = dlogits^T h^T, dh = W^T dlogits^T.
-    accumulate(grads, "wcls", dlogits:transpose():matmul(columns:transpose()), { c.vocab_size, dim })
-    local dh = self.P.wcls:transpose():matmul(dlogits:transpose())            -- [dim, T]
-    local grad_h = ane.tensor({ 1, dim, 1, S }, self.dtype)
-    grad_h:slice(4, 1, T):copy_from(dh:reshape(1, dim, 1, T))
-    local r = self:program("norm_grad", nil, S):eval({ x = x, grad_y = grad_h })
-    accumulate(grads, "rms_final", r.grad_norm_weight, { dim })
-    local dx = r.grad_x
-    local zeros = ane.tensor({ 1, dim, 1, S }, self.dtype)
-    for l = c.n_layer, 1, -1 do
-      local f = self:program("ffn_grad", l, S):eval({ x = ffn_inputs[l], grad_y = dx })
-      for field, const in pairs(FFN_WEIGHTS) do
-        local shape = field == "rms_ffn" and { dim } or (field == "w2" and { dim, c.hidden } or { c.hidden, dim })
-        accumulate(grads, field .. "." .. (l - 1), f["grad_" .. const], shape)
-      end
-      local a = self:program("attn_grad", l, S):eval({ x = attention_inputs[l], grad_y = f.grad_x, grad_k = zeros,
-        grad_v = zeros })
-      for field, const in pairs(ATTENTION_WEIGHTS) do
-        accumulate(grads, field .. "." .. (l - 1), a["grad_" .. const], field == "rms_att" and { dim } or { dim, dim })
-      end
-      dx = a.grad_x
-    end
-    -- Embedding rows (CPU): each position adds its column to its token's row.
-    grads.token_embedding = grads.token_embedding or ane.tensor({ c.vocab_size, dim })
-    local columns_dx = dx:slice(4, 1, T):reshape(dim, T):transpose():to("fp32") -- [T, dim]
-    for t, id in ipairs(seq) do
-      local row = grads.token_embedding:slice(1, id + 1, id + 1)
-      row:copy_from(row:add(columns_dx:slice(1, t, t)))
-    end
+  for l = 1, c.n_layer do
+    for field, const in pairs(ATTENTION_WEIGHTS) do grads[field .. "." .. (l - 1)] = shaped(raw.layers[l][const], field) end
+    for field, const in pairs(FFN_WEIGHTS) do grads[field .. "." .. (l - 1)] = shaped(raw.layers[l][const], field) end
   end
+  grads.rms_final = raw.norm.norm_weight:reshape(c.dim)
   if self.shared_classifier then
-    grads.token_embedding = grads.token_embedding:add(grads.wcls)
-    grads.wcls = nil
+    grads.token_embedding = raw.embedding:add(raw.classifier)
+  else
+    grads.token_embedding, grads.wcls = raw.embedding, raw.classifier
   end
-  return loss_sum / total, grads
+  return grads
 end
 
 --- The weights as fp32 master copies in the checkpoint's layout ("wq.0", "token_embedding",
@@ -367,8 +321,7 @@ function Model:load_parameters(params)
   for key, program in pairs(self.programs) do
     local kind, layer = key:match("^([%w_]+):L(%d+):")
     layer = tonumber(layer)
-    local consts = (kind == "attn_prefill" or kind == "attn_grad" or kind == "attn_decode") and ATTENTION_WEIGHTS
-        or (kind == "ffn" or kind == "ffn_grad") and FFN_WEIGHTS or nil
+    local consts = kind:match("^attn") and ATTENTION_WEIGHTS or kind:match("^ffn") and FFN_WEIGHTS or nil
     local patch = {}
     if consts then
       for field, const in pairs(consts) do patch[const] = params[field .. "." .. (layer - 1)] end
