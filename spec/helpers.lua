@@ -27,13 +27,13 @@ function M.require_data(relative, pending)
   return nil
 end
 
-local counter = 0
+-- A fresh directory: os.tmpname reserves a unique name (busted seeds math.random with the
+-- time, so names built from it repeat across runs started in the same second).
 function M.tmpdir()
-  counter = counter + 1
-  local dir = string.format("%s/anelua-spec-%d-%d-%d", os.getenv("TMPDIR") or "/tmp", os.time(), counter,
-    math.random(1, 1e9))
-  assert(lfs.mkdir(dir))
-  return dir
+  local name = os.tmpname()
+  os.remove(name)
+  assert(lfs.mkdir(name))
+  return name
 end
 
 function M.write_file(path, bytes)
