@@ -1,0 +1,101 @@
+-- ane.checkpoint: training state in one safetensors file per checkpoint, written atomically
+-- (temporary file, fsync, rename: a crash mid-write leaves the previous checkpoint whole).
+--
+--   checkpoint.save(dir, step, { params =, m =, v = } , { data_position =, rng =, config = })
+--     -> path  (dir/ckpt-<step>.safetensors; keeps the newest opts.keep files)
+--   checkpoint.load(path) -> { params, m, v, step, data_position, rng, config } | nil, msg
+--   checkpoint.latest(dir) -> path of the newest checkpoint, or nil
+-- Tensors are stored as fp32 under "param.<name>", "adam_m.<name>", "adam_v.<name>"; the
+-- scalars and the config go in the metadata.
+local ane = require("ane")
+local cjson = require("cjson.safe")
+local lfs = require("lfs")
+
+local M = {}
+
+local PATTERN = "^ckpt%-(%d+)%.safetensors$"
+
+local function checkpoints(dir)
+  local found = {}
+  if lfs.attributes(dir, "mode") ~= "directory" then return found end
+  for entry in lfs.dir(dir) do
+    local step = entry:match(PATTERN)
+    if step then found[#found + 1] = { step = tonumber(step), path = dir .. "/" .. entry } end
+  end
+  table.sort(found, function(a, b) return a.step < b.step end)
+  return found
+end
+
+--- Newest checkpoint in dir, or nil.
+function M.latest(dir)
+  local all = checkpoints(dir)
+  return all[#all] and all[#all].path or nil
+end
+
+--- Saves state; returns the path, or nil and a message (the previous files stay intact).
+function M.save(dir, step, state, extra, opts)
+  extra, opts = extra or {}, opts or {}
+  if lfs.attributes(dir, "mode") ~= "directory" then
+    local ok, err = lfs.mkdir(dir)
+    if not ok then return nil, dir .. ": " .. tostring(err) end
+  end
+  local tensors = {}
+  for kind, prefix in pairs({ params = "param.", m = "adam_m.", v = "adam_v." }) do
+    for name, t in pairs(state[kind] or {}) do tensors[prefix .. name] = t end
+  end
+  local metadata = {
+    format = "anelua-checkpoint-1", step = tostring(step),
+    data_position = tostring(extra.data_position or 0), rng = tostring(extra.rng or 0),
+    config = cjson.encode(extra.config or {}),
+  }
+  local path = string.format("%s/ckpt-%08d.safetensors", dir, step)
+  local ok, err = ane.io.save_safetensors(path, tensors, metadata)
+  if not ok then return nil, err end
+  local keep = opts.keep or 3
+  local all = checkpoints(dir)
+  for i = 1, #all - keep do os.remove(all[i].path) end
+  return path
+end
+
+--- Loads a checkpoint into writable fp32 tensors.
+function M.load(path)
+  local tensors, metadata = ane.io.load_safetensors(path)
+  if not tensors then return nil, metadata end
+  if metadata.format ~= "anelua-checkpoint-1" then return nil, path .. ": not an anelua checkpoint (format '" .. tostring(metadata.format) .. "')" end
+  local state = { params = {}, m = {}, v = {}, step = tonumber(metadata.step), data_position = tonumber(metadata.data_position),
+    rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}") }
+  for name, t in pairs(tensors) do
+    local kind, field = name:match("^(%a+_?%a*)%.(.+)$")
+    local slot = kind == "param" and state.params or kind == "adam_m" and state.m or kind == "adam_v" and state.v
+    if not slot then return nil, path .. ": unexpected tensor '" .. name .. "'" end
+    slot[field] = t:to("fp32")
+  end
+  return state
+end
+
+--- Writes Llama weights (checkpoint-layout fp32 params) as a llama2.c legacy v0 .bin.
+function M.export_llama2c(path, config, params)
+  local shared = params.wcls == nil
+  local parts = { string.pack("<i4i4i4i4i4i4i4", config.dim, config.hidden, config.n_layer, config.n_head,
+    config.n_kv_head or config.n_head, shared and config.vocab_size or -config.vocab_size, config.seq_len) }
+  local function add(t) parts[#parts + 1] = t:to("fp32"):bytes() end
+  add(params.token_embedding)
+  for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
+    for l = 0, config.n_layer - 1 do add(params[field .. "." .. l]) end
+  end
+  add(params.rms_final)
+  local head = config.dim // config.n_head
+  parts[#parts + 1] = string.rep("\0", config.seq_len * (head // 2) * 4 * 2) -- freq_cis tables (unused by readers)
+  if not shared then add(params.wcls) end
+  local tmp = path .. ".tmp"
+  local file, err = io.open(tmp, "wb")
+  if not file then return nil, tmp .. ": " .. tostring(err) end
+  local ok, werr = file:write(table.concat(parts))
+  file:close()
+  if not ok then os.remove(tmp) return nil, path .. ": " .. tostring(werr) end
+  local renamed, rerr = os.rename(tmp, path)
+  if not renamed then os.remove(tmp) return nil, rerr end
+  return path
+end
+
+return M

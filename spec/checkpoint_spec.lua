@@ -1,0 +1,92 @@
+-- Checkpoints: resuming reproduces an uninterrupted run bit for bit (fp32), a SIGKILL in
+-- the middle of writing leaves the previous checkpoint loadable, old ones are pruned, and
+-- llama2.c export loads back to the same model.
+local ane = require("ane")
+local helpers = require("spec.helpers")
+local llama = require("ane.models.llama")
+local optim = require("ane.optim")
+local checkpoint = require("ane.checkpoint")
+
+local function reference()
+  local dir = helpers.require_data("reference/llama-tiny", pending)
+  if not dir then return nil end
+  return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
+end
+
+-- `steps` AdamW steps on the reference batch from a model and optimizer; returns losses.
+local function train(model, opt, ids, targets, steps)
+  local losses = {}
+  for i = 1, steps do
+    local loss, grads = model:loss(ids, targets)
+    losses[i] = loss
+    opt:step(grads)
+    model:load_parameters()
+  end
+  return losses
+end
+
+describe("checkpoints", function()
+  it("resume to the same losses as an uninterrupted run (fp32, bit for bit)", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local ids, targets = expected.input_ids:totable(), expected.targets:totable()
+    local options = { lr = 1e-3, weight_decay = 0.01 }
+    local straight = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local all = train(straight, optim.adamw(straight:parameters(), options), ids, targets, 10)
+
+    local first = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local opt = optim.adamw(first:parameters(), options)
+    local part1 = train(first, opt, ids, targets, 5)
+    local ckpt_dir = helpers.tmpdir()
+    local path = assert(checkpoint.save(ckpt_dir, 5, { params = first:parameters(), m = opt.m, v = opt.v },
+      { data_position = 5, config = first.config }))
+
+    local state = assert(checkpoint.load(path))
+    assert.are.equal(5, state.step)
+    local resumed = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    for name, t in pairs(resumed:parameters()) do t:copy_from(state.params[name]) end
+    resumed:load_parameters()
+    local opt2 = optim.adamw(resumed:parameters(), options)
+    opt2.m, opt2.v, opt2.steps = state.m, state.v, state.step
+    local part2 = train(resumed, opt2, ids, targets, 5)
+    for i = 1, 5 do
+      assert.are.equal(all[i], part1[i])
+      assert.are.equal(all[5 + i], part2[i], "step " .. (5 + i))
+    end
+  end)
+
+  it("keep the previous checkpoint loadable when a writer is killed mid-write", function()
+    local ckpt_dir = helpers.tmpdir()
+    local small = { params = { w = ane.tensor.from({ 1, 2, 3 }) } }
+    local first = assert(checkpoint.save(ckpt_dir, 1, small))
+    -- A child process saves a ~400 MB checkpoint of step 2; kill it with SIGKILL mid-write.
+    local script = string.format([[local ane = require('ane'); local checkpoint = require('ane.checkpoint')
+      checkpoint.save(%q, 2, { params = { big = ane.tensor({ 100000000 }) } })]], ckpt_dir)
+    helpers.run("sh -c " .. helpers.quote(helpers.quote(helpers.anelua) .. " -e " .. helpers.quote(script) ..
+      " & pid=$!; sleep 0.3; kill -9 $pid; wait $pid 2>/dev/null; true"))
+    assert.are.equal(first, checkpoint.latest(ckpt_dir)) -- no step-2 file appeared
+    local state = assert(checkpoint.load(first))
+    assert.are.same({ 1, 2, 3 }, state.params.w:totable())
+  end)
+
+  it("keep only the newest N", function()
+    local ckpt_dir = helpers.tmpdir()
+    for step = 1, 5 do assert(checkpoint.save(ckpt_dir, step, { params = { w = ane.tensor({ 2 }) } }, nil, { keep = 2 })) end
+    local count = 0
+    for entry in require("lfs").dir(ckpt_dir) do if entry:match("^ckpt") then count = count + 1 end end
+    assert.are.equal(2, count)
+    assert.matches("ckpt%-00000005%.safetensors$", checkpoint.latest(ckpt_dir))
+  end)
+
+  it("export llama2.c files that load back to the same logits", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local path = helpers.tmpdir() .. "/export.bin"
+    assert(checkpoint.export_llama2c(path, model.config, model:parameters()))
+    assert.are.equal(helpers.read_file(dir .. "/model.bin"), helpers.read_file(path))
+    local again = assert(llama.load(path, { precision = "fp32" }))
+    local ids = expected.input_ids:totable()[1]
+    assert.are.equal(model:logits(ids):bytes(), again:logits(ids):bytes())
+  end)
+end)
