@@ -115,21 +115,39 @@ static int l_check_overlaps(lua_State *L) {
     return 1;
 }
 
-/* write_safetensors(path, header_json, {tensor, ...}) -> true | nil, message */
-static int l_write_safetensors(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    size_t header_len;
-    const char *header = luaL_checklstring(L, 2, &header_len);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    size_t count = (size_t)luaL_len(L, 3);
-    const ane_tensor **tensors = lua_newuserdatauv(L, (count + 1) * sizeof *tensors, 0);
-    for (size_t i = 0; i < count; i++) {
-        lua_geti(L, 3, (lua_Integer)i + 1);
+/* Collects the tensors of the array at `index` into a userdata-anchored C array. */
+static const ane_tensor **check_tensor_array(lua_State *L, int index, size_t *count) {
+    luaL_checktype(L, index, LUA_TTABLE);
+    *count = (size_t)luaL_len(L, index);
+    const ane_tensor **tensors = lua_newuserdatauv(L, (*count + 1) * sizeof *tensors, 0);
+    for (size_t i = 0; i < *count; i++) {
+        lua_geti(L, index, (lua_Integer)i + 1);
         tensors[i] = ane_lua_check_tensor(L, -1); /* anchored in the argument table */
         lua_pop(L, 1);
     }
+    return tensors;
+}
+
+/* write_safetensors(path, header_json, {tensor, ...}) -> true | nil, message */
+static int l_write_safetensors(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    size_t header_len, count;
+    const char *header = luaL_checklstring(L, 2, &header_len);
+    const ane_tensor **tensors = check_tensor_array(L, 3, &count);
     ane_error err;
     if (ane_safetensors_write(path, header, header_len, tensors, count, &err)) return ane_lua_fail(L, &err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* write_atomic(path, prefix_bytes, {tensor, ...}) -> true | nil, message: temp, fsync, rename */
+static int l_write_atomic(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    size_t prefix_len, count;
+    const char *prefix = luaL_checklstring(L, 2, &prefix_len);
+    const ane_tensor **tensors = check_tensor_array(L, 3, &count);
+    ane_error err;
+    if (ane_write_file_atomic(path, prefix, prefix_len, tensors, count, &err)) return ane_lua_fail(L, &err);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -148,6 +166,7 @@ void ane_lua_open_io_internal(lua_State *L) {
         {"map_file", l_map_file},
         {"check_overlaps", l_check_overlaps},
         {"write_safetensors", l_write_safetensors},
+        {"write_atomic", l_write_atomic},
         {NULL, NULL},
     };
     luaL_newlib(L, functions);

@@ -156,22 +156,14 @@ static void fsync_directory_of(const char *path) {
     }
 }
 
-ane_status ane_safetensors_write(const char *path, const char *header_json, size_t header_len,
-                                 const ane_tensor *const *tensors, size_t count, ane_error *err) {
+ane_status ane_write_file_atomic(const char *path, const void *prefix, size_t prefix_len,
+                                const ane_tensor *const *tensors, size_t count, ane_error *err) {
     char temp_path[4200];
     snprintf(temp_path, sizeof temp_path, "%s.tmp-%ld", path, (long)getpid());
     int fd = open(temp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ane_fail(err, ANE_ERR_IO, "%s: cannot create temporary file %s: %s", path, temp_path, strerror(errno));
-
-    /* The header is padded with spaces to a multiple of 8 bytes, so data starts aligned. */
-    size_t padded = (header_len + 7) / 8 * 8;
-    unsigned char length_bytes[8];
-    for (int i = 0; i < 8; i++) length_bytes[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     size_t written = 0;
-    static const char spaces[8] = "        ";
-    ane_status status = write_all(fd, length_bytes, 8, path, &written, err);
-    if (!status) status = write_all(fd, header_json, header_len, path, &written, err);
-    if (!status) status = write_all(fd, spaces, padded - header_len, path, &written, err);
+    ane_status status = write_all(fd, prefix, prefix_len, path, &written, err);
     for (size_t i = 0; i < count && !status; i++) status = write_tensor_bytes(fd, tensors[i], path, &written, err);
     if (!status && fsync(fd) != 0) status = ane_fail(err, ANE_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
     if (close(fd) != 0 && !status) status = ane_fail(err, ANE_ERR_IO, "%s: close failed: %s", path, strerror(errno));
@@ -183,4 +175,19 @@ ane_status ane_safetensors_write(const char *path, const char *header_json, size
     }
     fsync_directory_of(path);
     return ANE_OK;
+}
+
+ane_status ane_safetensors_write(const char *path, const char *header_json, size_t header_len,
+                                 const ane_tensor *const *tensors, size_t count, ane_error *err) {
+    /* 8-byte little-endian header length, the JSON header padded with spaces to a multiple
+     * of 8 bytes (so the data starts aligned), then the tensor bytes. */
+    size_t padded = (header_len + 7) / 8 * 8;
+    unsigned char *prefix = malloc(8 + padded);
+    if (!prefix) return ane_fail(err, ANE_ERR_NOMEM, "%s: out of memory for a %zu-byte header", path, header_len);
+    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    memcpy(prefix + 8, header_json, header_len);
+    memset(prefix + 8 + header_len, ' ', padded - header_len);
+    ane_status status = ane_write_file_atomic(path, prefix, 8 + padded, tensors, count, err);
+    free(prefix);
+    return status;
 }

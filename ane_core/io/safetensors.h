@@ -43,4 +43,8 @@ ane_status ane_safetensors_check_overlaps(const char *path, size_t count, const 
 ane_status ane_safetensors_write(const char *path, const char *header_json, size_t header_len,
                                  const ane_tensor *const *tensors, size_t count, ane_error *err);
 
+/* The same atomic protocol for any file: `prefix` bytes, then each tensor's bytes. */
+ane_status ane_write_file_atomic(const char *path, const void *prefix, size_t prefix_len,
+                                const ane_tensor *const *tensors, size_t count, ane_error *err);
+
 #endif

@@ -64,6 +64,9 @@ function M.load(path)
   if metadata.format ~= "anelua-checkpoint-1" then return nil, path .. ": not an anelua checkpoint (format '" .. tostring(metadata.format) .. "')" end
   local state = { params = {}, m = {}, v = {}, step = tonumber(metadata.step), data_position = tonumber(metadata.data_position),
     rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}") }
+  for key, value in pairs(state.config) do -- JSON numbers come back as floats
+    if math.type(value) == "float" then state.config[key] = math.tointeger(value) or value end
+  end
   for name, t in pairs(tensors) do
     local kind, field = name:match("^(%a+_?%a*)%.(.+)$")
     local slot = kind == "param" and state.params or kind == "adam_m" and state.m or kind == "adam_v" and state.v
@@ -87,14 +90,8 @@ function M.export_llama2c(path, config, params)
   local head = config.dim // config.n_head
   parts[#parts + 1] = string.rep("\0", config.seq_len * (head // 2) * 4 * 2) -- freq_cis tables (unused by readers)
   if not shared then add(params.wcls) end
-  local tmp = path .. ".tmp"
-  local file, err = io.open(tmp, "wb")
-  if not file then return nil, tmp .. ": " .. tostring(err) end
-  local ok, werr = file:write(table.concat(parts))
-  file:close()
-  if not ok then os.remove(tmp) return nil, path .. ": " .. tostring(werr) end
-  local renamed, rerr = os.rename(tmp, path)
-  if not renamed then os.remove(tmp) return nil, rerr end
+  local ok, err = ane.io.write_file_atomic(path, table.concat(parts))
+  if not ok then return nil, err end
   return path
 end
 

@@ -94,6 +94,12 @@ function M.read_file(path)
 end
 local read_text = M.read_file
 
+--- Writes `bytes` and then each tensor's bytes (optional array) to path atomically:
+--- temporary file, fsync, rename. Returns true or nil, msg; on failure path is untouched.
+function M.write_file_atomic(path, bytes, tensors)
+  return core.write_atomic(path, bytes, tensors or {})
+end
+
 -- Loads a sharded model from its index (weight_map: tensor name -> shard file).
 local function load_sharded(index_path)
   local text, err = read_text(index_path)

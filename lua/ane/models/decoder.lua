@@ -45,7 +45,7 @@ function M.new_state(kind, opts, precision, profile)
     programs = {}, id = string.format("%s#%d", kind, M.instances),
     min_width = profile == "ane" and 32 or 1, -- ANE-21: device I/O at least 32 wide
     counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
-      decode_seconds = 0 },
+      decode_seconds = 0, loss_forward_seconds = 0, loss_backward_seconds = 0 },
   }
 end
 
@@ -142,6 +142,7 @@ function Methods:loss(ids, targets)
   for b, seq in ipairs(batch) do
     if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
     self:check_ids(seq, self.vocab_size, self.context_length, 2)
+    local forward_start, compiling = ane.clock(), self.counters.compile_seconds
     local T = #seq
     local S = self:bucket(T, self.context_length)
     local x = self:embed_sequence(seq, S)
@@ -156,6 +157,9 @@ function Methods:loss(ids, targets)
     local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
     local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
     loss_sum = loss_sum + mean * T
+    local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
+    self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
+        self:elapsed_without_compiling(forward_start, compiling)
     accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) -- [V, C]
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
     grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
@@ -172,6 +176,8 @@ function Methods:loss(ids, targets)
       dx = a.grad_x
     end
     self:embedding_gradients(seq, dx:slice(4, 1, T):reshape(C, T):transpose():to("fp32"), raw)
+    self.counters.loss_backward_seconds = self.counters.loss_backward_seconds +
+        self:elapsed_without_compiling(backward_start, compiling_then)
   end
   return loss_sum / total, self:checkpoint_gradients(raw)
 end
@@ -185,6 +191,7 @@ function Methods:stats()
     prefill_tokens_per_s = s.prefill_seconds > 0 and s.prefill_tokens / s.prefill_seconds or 0,
     decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
     decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
+    loss_forward_ms = s.loss_forward_seconds * 1000, loss_backward_ms = s.loss_backward_seconds * 1000,
   }
 end
 

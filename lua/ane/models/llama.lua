@@ -202,6 +202,47 @@ function M.load(path, opts)
   return M.from_weights(W, opts)
 end
 
+--- Weights in checkpoint layout (name -> fp32 tensor: token_embedding, wq.0, ..., optional
+--- wcls) as the W table of from_weights; `source` says where they came from.
+function M.weights_from_parameters(config, params, source)
+  local W = { config = config, layers = {}, token_embedding = params.token_embedding, rms_final = params.rms_final,
+    wcls = params.wcls or params.token_embedding, shared_classifier = params.wcls == nil, source = source }
+  for l = 1, config.n_layer do
+    W.layers[l] = {}
+    for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
+      local t = params[field .. "." .. (l - 1)]
+      if not t then error(string.format("%s: no parameter '%s.%d'", tostring(source), field, l - 1), 2) end
+      W.layers[l][field] = t
+    end
+  end
+  return W
+end
+
+--- A freshly initialized Llama (for training from scratch): normal(0, 0.02) matrices, the
+--- residual projections wo and w2 scaled down by sqrt(2 * n_layer), unit RMSNorm weights,
+--- a shared classifier. config: dim, hidden, n_layer, n_head, vocab_size, seq_len.
+function M.random_weights(config, seed)
+  seed = seed or 1
+  local n = 0
+  local function randn(shape, std)
+    n = n + 1
+    return ane.tensor.randn(shape, { seed = seed * 1000 + n, std = std })
+  end
+  local dim, hidden = config.dim, config.hidden
+  local residual_std = 0.02 / math.sqrt(2 * config.n_layer)
+  local params = { token_embedding = randn({ config.vocab_size, dim }, 0.02), rms_final = ane.tensor({ dim }):fill(1) }
+  for l = 0, config.n_layer - 1 do
+    params["rms_att." .. l], params["rms_ffn." .. l] = ane.tensor({ dim }):fill(1), ane.tensor({ dim }):fill(1)
+    for _, field in ipairs({ "wq", "wk", "wv" }) do params[field .. "." .. l] = randn({ dim, dim }, 0.02) end
+    params["wo." .. l] = randn({ dim, dim }, residual_std)
+    params["w1." .. l], params["w3." .. l] = randn({ hidden, dim }, 0.02), randn({ hidden, dim }, 0.02)
+    params["w2." .. l] = randn({ dim, hidden }, residual_std)
+  end
+  config = { dim = dim, hidden = hidden, n_layer = config.n_layer, n_head = config.n_head,
+    n_kv_head = config.n_head, vocab_size = config.vocab_size, seq_len = config.seq_len }
+  return M.weights_from_parameters(config, params, "random weights (seed " .. seed .. ")")
+end
+
 function M.from_weights(W, opts)
   opts = opts or {}
   local precision, profile = decoder.check_options(opts, 2)

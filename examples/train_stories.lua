@@ -1,0 +1,139 @@
+-- Train a Llama-2-architecture model (Stories15M/42M/110M family) on anelua.
+--   anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
+--          [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
+--          [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
+--          [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
+--          [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+-- Without --data it writes a small synthetic story corpus (deterministic, said on screen) as
+-- a llama2.c shard and trains a tiny model from scratch on it. One line per step on stdout;
+-- the same records as JSON lines in --metrics (default <ckpt-dir>/metrics.jsonl).
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local data = require("ane.data")
+local train = require("ane.train")
+local checkpoint = require("ane.checkpoint")
+local sentencepiece = require("ane.sentencepiece")
+local cjson = require("cjson")
+local lfs = require("lfs")
+
+local usage = [==[usage: anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
+       [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
+       [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
+       [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
+       [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+]==]
+local opts = { steps = 100, batch = 4, seq = 64, accum = 1, lr = 3e-3, warmup = 10, ["weight-decay"] = 0.0,
+  ["ckpt-dir"] = "runs/stories", ["ckpt-every"] = 50, keep = 3, precision = "fp32", dim = 64, layers = 2, heads = 4,
+  hidden = 176, seed = 1, ["stop-after"] = 0 }
+local NOT_YET = { ["weights-as-inputs"] = true, ["lora-rank"] = true, ["lora-alpha"] = true }
+local i = 1
+while i <= #arg do
+  local name = arg[i]:match("^%-%-([%w-]+)$")
+  if arg[i] == "--help" then io.write(usage) os.exit(0) end
+  if not name or arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
+  if NOT_YET[name] then io.stderr:write("train_stories.lua: --" .. name .. " is not implemented yet (issue #6)\n") os.exit(1) end
+  if opts[name] == nil and not ({ init = 1, data = 1, resume = 1, metrics = 1, export = 1, backend = 1, tokenizer = 1 })[name] then
+    io.stderr:write("train_stories.lua: unknown option --" .. name .. "\n" .. usage) os.exit(1)
+  end
+  opts[name] = math.tointeger(tonumber(arg[i + 1])) or tonumber(arg[i + 1]) or arg[i + 1]
+  i = i + 2
+end
+local function die(message) io.stderr:write("train_stories.lua: " .. message .. "\n") os.exit(1) end
+local here = (arg[0]:match("^(.*)/examples/[^/]*$")) or "."
+
+-- The tokenizer: --tokenizer, else the Llama-2 one from the shared data (only needed to
+-- write the synthetic corpus and to show a sample).
+local function find_tokenizer()
+  if opts.tokenizer then return assert(sentencepiece.load(opts.tokenizer)) end
+  for _, candidate in ipairs({ here .. "/../shared/data/tokenizers/llama2/tokenizer.bin", "tokenizer.bin" }) do
+    if lfs.attributes(candidate) then return assert(sentencepiece.load(candidate)) end
+  end
+end
+local tok = find_tokenizer()
+
+lfs.mkdir(opts["ckpt-dir"]:match("^(.*)/[^/]*$") or ".")
+lfs.mkdir(opts["ckpt-dir"])
+local shard_paths = {}
+if opts.data then
+  for path in tostring(opts.data):gmatch("[^,]+") do shard_paths[#shard_paths + 1] = path end
+else
+  if not tok then die("no --data and no tokenizer to write the synthetic corpus with (give --tokenizer tokenizer.bin)") end
+  local path = opts["ckpt-dir"] .. "/synthetic.bin"
+  local ids = {}
+  for _, story in ipairs(data.synthetic_stories(2000, 1)) do
+    for _, id in ipairs(tok:encode(story, { bos = true })) do ids[#ids + 1] = id end
+  end
+  assert(data.write(path, ids))
+  print(string.format("No --data given: training on a SYNTHETIC corpus of 2000 template stories (%d tokens, %s).",
+    #ids, path))
+  shard_paths[1] = path
+end
+local shards = {}
+for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or die(select(2, data.open(path))) end
+
+-- The model: resumed, initialized from a file, or fresh.
+local model_opts = { backend = opts.backend, precision = opts.precision }
+local resume_state
+if opts.resume then
+  local path = opts.resume == "latest" and checkpoint.latest(opts["ckpt-dir"]) or opts.resume
+  if not path then die("--resume latest: no checkpoint in " .. opts["ckpt-dir"]) end
+  resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
+  print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
+end
+local model
+if resume_state then
+  model = llama.from_weights(llama.weights_from_parameters(resume_state.config, resume_state.params, opts.resume), model_opts)
+elseif opts.init and opts.init:match("%.safetensors$") then
+  local state = checkpoint.load(opts.init) or die(select(2, checkpoint.load(opts.init)))
+  model = llama.from_weights(llama.weights_from_parameters(state.config, state.params, opts.init), model_opts)
+elseif opts.init then
+  model = llama.load(opts.init, model_opts) or die(select(2, llama.load(opts.init, model_opts)))
+else
+  local vocab = tok and tok.vocab_size or 32000
+  model = llama.from_weights(llama.random_weights({ dim = opts.dim, hidden = opts.hidden, n_layer = opts.layers,
+    n_head = opts.heads, vocab_size = vocab, seq_len = opts.seq }, opts.seed), model_opts)
+end
+if opts.seq > model.config.seq_len then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.config.seq_len)) end
+
+local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
+local trainer = train.new(model, { lr = opts.lr, warmup = opts.warmup, steps = opts.steps, accum = opts.accum,
+  weight_decay = opts["weight-decay"] })
+if resume_state then trainer:restore(resume_state, batches) end
+print(tostring(model))
+
+local metrics_path = opts.metrics or (opts["ckpt-dir"] .. "/metrics.jsonl")
+local metrics = assert(io.open(metrics_path, resume_state and "a" or "w"))
+local first_step = trainer.step_count + 1
+local started = ane.clock()
+-- --stop-after N ends the run at step N (a checkpoint is written) while the learning-rate
+-- schedule still plans for --steps; --resume continues it.
+local last_step = opts["stop-after"] > 0 and math.min(opts["stop-after"], opts.steps) or opts.steps
+for step = first_step, last_step do
+  local r = trainer:step(batches)
+  local elapsed = ane.clock() - started
+  local eta = elapsed / (step - first_step + 1) * (opts.steps - step)
+  print(string.format("step %4d/%d  loss %.4f  lr %.2e  |g| %.3f  %6.0f tok/s  ms fwd %.0f bwd %.0f opt %.0f patch %.0f" ..
+    "  nonfinite %d  compiles %d  eta %.0fs", step, opts.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.ms.forward,
+    r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.compiles, eta))
+  r.loss_hex = string.format("%a", r.loss) -- exact, for comparing runs bit for bit
+  metrics:write(cjson.encode(r), "\n")
+  metrics:flush()
+  if step % opts["ckpt-every"] == 0 or step == last_step then
+    local path = trainer:save(opts["ckpt-dir"], batches, { keep = opts.keep }) or die(select(2, trainer:save(opts["ckpt-dir"], batches)))
+    print("checkpoint " .. path)
+  end
+end
+metrics:close()
+if opts.export then
+  local ok, err = checkpoint.export_llama2c(opts.export, model.config, model:parameters())
+  if not ok then die(err) end
+  print("exported llama2.c checkpoint " .. opts.export)
+end
+if tok then
+  local prompt = tok:encode("Once upon a time", { bos = true })
+  local pieces = {}
+  for id in model:generate(prompt, { max_tokens = math.min(40, model.config.seq_len - #prompt), temperature = 0 }) do
+    pieces[#pieces + 1] = id
+  end
+  print("sample: Once upon a time" .. tok:decode({ 29871, table.unpack(pieces) }))
+end
