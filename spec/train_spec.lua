@@ -68,6 +68,23 @@ describe("token shards", function()
     assert.are.same({ { 46, 47, 48, 49 }, { 1, 2, 3, 4 } }, x) -- window 10, then wraps to window 1
   end)
 
+  it("come out of scripts/pretokenize.lua as the tokenizer's ids with BOS per document", function()
+    local tokenizers = helpers.require_data("tokenizers/llama2", pending)
+    if not tokenizers then return end
+    local tok = assert(require("ane.sentencepiece").load(tokenizers .. "/tokenizer.model"))
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/in.txt", "Once upon a time.\n\nThe end, said Lily.\n")
+    local out, err, code = helpers.run_anelua(helpers.quote(helpers.root .. "/scripts/pretokenize.lua") ..
+      " --tokenizer " .. tokenizers .. "/tokenizer.model --format llmc --split-lines --out " .. dir .. "/s.bin " .. dir .. "/in.txt")
+    assert.are.equal(0, code, err)
+    assert.matches("from 2 documents", out)
+    local expected = tok:encode("Once upon a time.", { bos = true })
+    for _, id in ipairs(tok:encode("The end, said Lily.", { bos = true })) do expected[#expected + 1] = id end
+    local shard = assert(data.open(dir .. "/s.bin"))
+    assert.are.equal("llmc", shard.format)
+    assert.are.same(expected, shard:tokens(1, shard.count))
+  end)
+
   it("synthetic stories are deterministic", function()
     assert.are.same(data.synthetic_stories(5, 3), data.synthetic_stories(5, 3))
     assert.are_not.same(data.synthetic_stories(5, 3), data.synthetic_stories(5, 4))
