@@ -704,8 +704,9 @@ static int tensor_cross_entropy(lua_State *L) {
     return 2;
 }
 
-/* ane.tensor.adamw(param, grad, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =, step =})
- * updates param, m and v in place (contiguous fp32). */
+/* ane.tensor.adamw(param, grad, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =, step =}
+ * and optional grad_scale (applied to the gradient first) updates param, m and v in place
+ * (contiguous fp32). */
 static int tensor_adamw(lua_State *L) {
     ane_tensor *param = ane_lua_check_tensor(L, 1), *grad = ane_lua_check_tensor(L, 2);
     ane_tensor *m = ane_lua_check_tensor(L, 3), *v = ane_lua_check_tensor(L, 4);
@@ -714,6 +715,7 @@ static int tensor_adamw(lua_State *L) {
         .lr = option_number(L, 5, "lr", 1e-3), .beta1 = option_number(L, 5, "beta1", 0.9),
         .beta2 = option_number(L, 5, "beta2", 0.999), .eps = option_number(L, 5, "eps", 1e-8),
         .weight_decay = option_number(L, 5, "weight_decay", 0), .step = (int64_t)option_number(L, 5, "step", 1),
+        .grad_scale = option_number(L, 5, "grad_scale", 1),
     };
     ane_error err;
     if (ane_adamw_step(param, grad, m, v, &o, &err)) return ane_lua_raise(L, &err);

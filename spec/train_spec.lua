@@ -91,6 +91,30 @@ describe("token shards", function()
   end)
 end)
 
+describe("AdamW sanitizing", function()
+  it("skips a step whose gradients hold NaN or Inf, leaving weights and moments untouched", function()
+    local optim = require("ane.optim")
+    local w = ane.tensor.from({ 1, 2, 3 })
+    local opt = optim.adamw({ w = w }, { lr = 0.1, clip = 1.0 })
+    for _, bad in ipairs({ 0 / 0, math.huge }) do
+      local norm, lr, skipped = opt:step({ w = ane.tensor.from({ 0.5, bad, 0.5 }) })
+      assert.is_true(skipped)
+      assert.are.equal(0, lr)
+      assert.is_true(norm ~= norm or norm == math.huge)
+      assert.are.same({ 1, 2, 3 }, w:totable())
+      assert.are.same({ 0, 0, 0 }, opt.m.w:totable())
+      assert.are.equal(0, opt.steps)
+    end
+    -- a finite gradient of norm 5 is clipped to norm 1 inside the kernel: the first AdamW
+    -- step moves each weight by lr * sign(g) (m_hat / sqrt(v_hat) = g / |g| per element)
+    local norm, _, skipped = opt:step({ w = ane.tensor.from({ 3, 0, -4 }) })
+    assert.is_false(skipped)
+    assert.are.equal(5, norm)
+    local after = w:totable()
+    assert.is_true(math.abs(after[1] - 0.9) < 1e-6 and after[2] == 2 and math.abs(after[3] - 3.1) < 1e-6)
+  end)
+end)
+
 describe("examples/train_stories.lua", function()
   local script = helpers.quote(helpers.root .. "/examples/train_stories.lua")
   local common = " --batch 2 --seq 32 --dim 32 --hidden 96 --warmup 2 --lr 1e-2"

@@ -6,6 +6,7 @@
 
 typedef struct ane_adamw_options {
     double lr, beta1, beta2, eps, weight_decay;
+    double grad_scale;       /* g is multiplied by this first (gradient clipping); 0 means 1 */
     int64_t step;            /* 1-based, for the bias correction */
 } ane_adamw_options;
 

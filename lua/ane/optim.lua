@@ -25,9 +25,10 @@ function M.adamw(params, opts)
 end
 
 --- One step with grads (name -> tensor, each parameter's shape). Returns the global norm of
---- the gradients before clipping, and the learning rate used.
+--- the gradients before clipping and the learning rate used. Sanitizing before weights are
+--- written: if any gradient holds NaN or Inf (the norm is not finite) nothing is updated,
+--- the step is not counted, and the third result is true (skipped).
 function AdamW:step(grads)
-  self.steps = self.steps + 1
   local o = self.opts
   local sum = 0
   for name in pairs(self.params) do
@@ -36,16 +37,16 @@ function AdamW:step(grads)
     sum = sum + g:sum_of_squares()
   end
   local norm = math.sqrt(sum)
+  if norm ~= norm or norm == math.huge then return norm, 0, true end
+  self.steps = self.steps + 1
   local scale = (o.clip and norm > o.clip) and o.clip / norm or 1
   local lr = o.schedule and o.schedule(self.steps) or (o.lr or 1e-3)
   local settings = { lr = lr, beta1 = o.beta1 or 0.9, beta2 = o.beta2 or 0.999, eps = o.eps or 1e-8,
-    weight_decay = o.weight_decay or 0, step = self.steps }
+    weight_decay = o.weight_decay or 0, step = self.steps, grad_scale = scale }
   for name, p in pairs(self.params) do
-    local g = grads[name]
-    if scale ~= 1 then g = g:scale(scale) end
-    ane.tensor.adamw(p, g, self.m[name], self.v[name], settings)
+    ane.tensor.adamw(p, grads[name], self.m[name], self.v[name], settings)
   end
-  return norm, lr
+  return norm, lr, false
 end
 
 --- Linear warmup over `warmup` steps, then cosine decay to min_lr at `total` steps.

@@ -31,8 +31,6 @@ function M.new(model, opts)
     Trainer)
 end
 
-local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
-
 -- Adds b * scale into the accumulator a (name -> fp32 tensor); a starts empty.
 local function accumulate(into, grads, scale)
   for name, g in pairs(grads) do
@@ -57,17 +55,16 @@ function Trainer:step(batches)
   self.step_count = self.step_count + 1
   local record = { step = self.step_count, loss = loss, tokens = tokens, ms = {} }
 
-  -- Sanitize before writing: a NaN/Inf anywhere in the gradients makes the global norm
-  -- non-finite; such a step is skipped (weights and moments untouched) and counted.
+  -- Sanitize before writing: a NaN/Inf anywhere in the gradients (or the loss) skips the
+  -- update (weights and moments untouched); skipped steps are counted.
   local optimizer_start = ane.clock()
-  local squares = 0
-  for _, g in pairs(grads) do squares = squares + g:sum_of_squares() end
-  if finite(squares) and finite(loss) then
-    record.grad_norm, record.lr = self.optimizer:step(grads)
+  local skipped
+  if loss == loss and math.abs(loss) ~= math.huge then
+    record.grad_norm, record.lr, skipped = self.optimizer:step(grads)
   else
-    self.nonfinite = self.nonfinite + 1
-    record.grad_norm, record.lr = math.sqrt(squares), 0
+    record.grad_norm, record.lr, skipped = 0 / 0, 0, true
   end
+  if skipped then self.nonfinite = self.nonfinite + 1 end
   local patch_start = ane.clock()
   model:load_parameters()
   local finish = ane.clock()

@@ -1,0 +1,67 @@
+-- Benchmark: one full training step (forward, backward, AdamW, patch) of a Stories110M-shaped
+-- Llama (dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000), batch 1, sequence 256, on
+-- the sim backend in fp32 and fp16, against a bound measured in the same run: the step's
+-- matmul FLOPs divided by the sgemm rate this script measures on the step's own shapes.
+--   build/anelua scripts/bench/train_step.lua [--layers L] [--steps N]
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local train = require("ane.train")
+
+local layers, steps = 12, 3
+for i = 1, #arg, 2 do
+  if arg[i] == "--layers" then layers = tonumber(arg[i + 1])
+  elseif arg[i] == "--steps" then steps = tonumber(arg[i + 1])
+  else error("usage: train_step.lua [--layers L] [--steps N]") end
+end
+local config = { dim = 768, hidden = 2048, n_layer = layers, n_head = 12, vocab_size = 32000, seq_len = 256 }
+local D, F, V, T = config.dim, config.hidden, config.vocab_size, config.seq_len
+
+-- Matmul FLOPs of one step: forward 2*m*n*k per product; backward twice that (input and
+-- weight gradients). Per layer: q, k, v, o projections (4 D*D), w1, w3 (2 F*D), w2 (D*F),
+-- attention scores and weighted sum (2 T*T*D); plus the classifier (V*D).
+local per_layer = 2 * T * (4 * D * D + 3 * F * D) + 2 * 2 * T * T * D
+local forward_flops = layers * per_layer + 2 * T * V * D
+local step_flops = 3 * forward_flops
+
+-- sgemm rate on the step's largest shapes, best of 3 each.
+local function rate(m, k, n)
+  local a, b = ane.tensor.rand({ m, k }, { seed = 1 }), ane.tensor.rand({ k, n }, { seed = 2 })
+  local best = math.huge
+  for _ = 1, 3 do
+    local start = ane.clock()
+    a:matmul(b)
+    best = math.min(best, ane.clock() - start)
+  end
+  return 2 * m * k * n / best
+end
+local sgemm = (rate(F, D, T) + rate(D, D, T) + rate(V, D, T)) / 3
+
+print(string.format("Stories110M shape with %d layers: dim %d, hidden %d, vocab %d; batch 1, seq %d", layers, D, F, V, T))
+print(string.format("step matmul work %.1f GFLOP; sgemm %.1f GFLOP/s (mean over [%dx%d]x[%dx%d], [%dx%d]x[%dx%d], [%dx%d]x[%dx%d])",
+  step_flops / 1e9, sgemm / 1e9, F, D, D, T, D, D, D, T, V, D, D, T))
+local bound = step_flops / sgemm
+print(string.format("bound: %.2f s per step", bound))
+print(string.format("%-6s %9s %9s %9s %9s %9s %9s %9s", "", "step s", "fwd", "bwd", "adamw", "patch", "of bound", "compiles"))
+
+ane.set_compile_budget(1000000)
+local ids, targets = {}, {}
+for i = 1, T do ids[i], targets[i] = (i * 7919) % V, ((i + 1) * 7919) % V end
+local batches = { position = 0, next = function(self) self.position = self.position + 1 return { ids }, { targets } end }
+for _, precision in ipairs({ "fp32", "fp16" }) do
+  -- profile "cpu": the weight-gradient outputs of backward programs are [1, C, 1, 1], which
+  -- ANE-21 (width >= 32) rejects on the device profile; see docs/training.md.
+  local model = llama.from_weights(llama.random_weights(config, 5), { precision = precision, profile = "cpu" })
+  local trainer = train.new(model, { lr = 1e-4, warmup = 0, steps = 1000 })
+  trainer:step(batches) -- compiles the programs
+  local compiles_after_first = ane.stats().compiles
+  local best
+  for _ = 1, steps do
+    local r = trainer:step(batches)
+    if not best or r.ms.total < best.ms.total then best = r end
+  end
+  print(string.format("%-6s %9.2f %9.2f %9.2f %9.2f %9.2f %8.0f%% %9s", precision, best.ms.total / 1000,
+    best.ms.forward / 1000, best.ms.backward / 1000, best.ms.optimizer / 1000, best.ms.patch / 1000,
+    100 * bound / (best.ms.total / 1000), ane.stats().compiles == compiles_after_first and "+0" or "MOVED"))
+  model, trainer = nil, nil
+  collectgarbage()
+end
