@@ -81,6 +81,16 @@ function Methods:elapsed_without_compiling(start, compile_seconds_then)
   return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
 end
 
+--- Patches the weights of `patch` (const name -> tensor) that `program` holds: a backward
+--- program lacks the consts its gradients do not need (a bias, for one).
+function M.patch_present(program, patch)
+  local present = {}
+  for _, weight in ipairs(program:weights()) do
+    if patch[weight.name] then present[weight.name] = patch[weight.name] end
+  end
+  program:patch(present)
+end
+
 --- The prefill bucket for T tokens: a power of two, at least the device's minimum width.
 function Methods:bucket(T, limit)
   return math.min(M.pow2_at_least(T, self.min_width), math.max(M.pow2_at_least(limit, 1), self.min_width))

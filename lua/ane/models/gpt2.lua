@@ -339,6 +339,7 @@ function M.from_weights(W, opts)
     mlp = { "c_fc_bias", "c_fc_weight", "ln_2_beta", "ln_2_gamma", "mlp_c_proj_bias", "mlp_c_proj_weight" },
     ln_f = { "ln_f_beta", "ln_f_gamma" },
   }
+  self.weights = W
   self.P = prepare(W, self.dtype)
   return self
 end
@@ -415,6 +416,86 @@ function Model:checkpoint_gradients(raw)
   grads["wte.weight"] = raw.wte:add(raw.classifier) -- tied: embedding and classifier
   grads["wpe.weight"] = raw.wpe
   return grads
+end
+
+-- ------------------------------------------------------------------ training
+
+--- The fp32 master weights in checkpoint layout: Hugging Face names, Conv1D [in, out]
+--- matrices, c_attn holding q, k, v side by side. Created once; the optimizer updates them
+--- in place and load_parameters writes them into the programs.
+function Model:parameters()
+  if self.master then return self.master end
+  local W, C, master = self.weights, self.config.n_embd, {}
+  local function conv1d(t) return t:to("fp32"):transpose():copy() end -- [out, in] -> [in, out]
+  for l, L in ipairs(W.layers) do
+    local p = "h." .. (l - 1) .. "."
+    master[p .. "ln_1.weight"], master[p .. "ln_1.bias"] = L.ln1_g:to("fp32"), L.ln1_b:to("fp32")
+    local c_attn, c_attn_bias = ane.tensor({ C, 3 * C }), ane.tensor({ 3 * C })
+    for i, part in ipairs({ "q", "k", "v" }) do
+      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(L["w" .. part]))
+      c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy_from(L["b" .. part])
+    end
+    master[p .. "attn.c_attn.weight"], master[p .. "attn.c_attn.bias"] = c_attn, c_attn_bias
+    master[p .. "attn.c_proj.weight"], master[p .. "attn.c_proj.bias"] = conv1d(L.wo), L.bo:to("fp32")
+    master[p .. "ln_2.weight"], master[p .. "ln_2.bias"] = L.ln2_g:to("fp32"), L.ln2_b:to("fp32")
+    master[p .. "mlp.c_fc.weight"], master[p .. "mlp.c_fc.bias"] = conv1d(L.fc), L.fc_b:to("fp32")
+    master[p .. "mlp.c_proj.weight"], master[p .. "mlp.c_proj.bias"] = conv1d(L.proj), L.proj_b:to("fp32")
+  end
+  master["ln_f.weight"], master["ln_f.bias"] = W.ln_f_g:to("fp32"), W.ln_f_b:to("fp32")
+  master["wte.weight"], master["wpe.weight"] = W.wte:to("fp32"), W.wpe:to("fp32")
+  self.master = master
+  return master
+end
+
+-- Checkpoint-layout parameters -> the loaders' per-layer layout ([out, in] matrices).
+local function layer_weights(params, l, C)
+  local p = "h." .. (l - 1) .. "."
+  local function linear(t) return t:transpose():copy() end -- [in, out] -> [out, in]
+  local c_attn, c_attn_bias = params[p .. "attn.c_attn.weight"], params[p .. "attn.c_attn.bias"]
+  local L = {
+    ln1_g = params[p .. "ln_1.weight"], ln1_b = params[p .. "ln_1.bias"],
+    ln2_g = params[p .. "ln_2.weight"], ln2_b = params[p .. "ln_2.bias"],
+    wo = linear(params[p .. "attn.c_proj.weight"]), bo = params[p .. "attn.c_proj.bias"],
+    fc = linear(params[p .. "mlp.c_fc.weight"]), fc_b = params[p .. "mlp.c_fc.bias"],
+    proj = linear(params[p .. "mlp.c_proj.weight"]), proj_b = params[p .. "mlp.c_proj.bias"],
+  }
+  for i, part in ipairs({ "q", "k", "v" }) do
+    L["w" .. part] = linear(c_attn:slice(2, (i - 1) * C + 1, i * C))
+    L["b" .. part] = c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy()
+  end
+  return L
+end
+
+-- Program const name -> field of the per-layer weights, by program kind.
+local LAYER_CONSTS = {
+  attn = { q_weight = "wq", q_bias = "bq", k_weight = "wk", k_bias = "bk", v_weight = "wv", v_bias = "bv",
+    attn_c_proj_weight = "wo", attn_c_proj_bias = "bo", ln_1_gamma = "ln1_g", ln_1_beta = "ln1_b" },
+  mlp = { c_fc_weight = "fc", c_fc_bias = "fc_b", mlp_c_proj_weight = "proj", mlp_c_proj_bias = "proj_b",
+    ln_2_gamma = "ln2_g", ln_2_beta = "ln2_b" },
+}
+
+--- Writes parameters (default: the master weights) into every loaded program by patching,
+--- and into the weights later programs are built from. No compiling.
+function Model:load_parameters(params)
+  params = params or self.master
+  local C = self.config.n_embd
+  local layers = {}
+  for l = 1, self.config.n_layer do layers[l] = layer_weights(params, l, C) end
+  for key, program in pairs(self.programs) do
+    local kind, layer = key:match("^([%w_]+):L(%d+):")
+    local patch = {}
+    local consts = kind:match("^attn") and LAYER_CONSTS.attn or kind:match("^mlp") and LAYER_CONSTS.mlp
+    if consts then
+      for const, field in pairs(consts) do patch[const] = layers[tonumber(layer)][field] end
+    else
+      patch.ln_f_gamma, patch.ln_f_beta = params["ln_f.weight"], params["ln_f.bias"]
+    end
+    decoder.patch_present(program, patch)
+  end
+  local W = { config = self.config, layers = layers, wte = params["wte.weight"], wpe = params["wpe.weight"],
+    ln_f_g = params["ln_f.weight"], ln_f_b = params["ln_f.bias"] }
+  self.P = prepare(W, self.dtype)
+  self.P.wte, self.P.wcls, self.P.wpe = params["wte.weight"], params["wte.weight"], params["wpe.weight"]
 end
 
 -- Hooks of decoder.generate: GPT-2 caches keys as projected; positions come from wpe.

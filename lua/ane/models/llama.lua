@@ -369,7 +369,7 @@ function Model:load_parameters(params)
     else
       patch.norm_weight = params.rms_final
     end
-    program:patch(patch)
+    decoder.patch_present(program, patch)
   end
   -- Programs compiled later start from these weights too.
   for l, L in ipairs(self.P.layers) do
