@@ -61,7 +61,13 @@ function Methods:program(kind, layer, a, b)
   local forward_kind = kind:match("^(.+)_grad$")
   if forward_kind then
     local wrt = { "x" }
-    for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
+    if self.lora then -- the base weights are frozen: gradients for the adapters only
+      if forward_kind:match("^attn") then
+        for _, name in ipairs(M.LORA_INPUTS) do wrt[#wrt + 1] = name end
+      end
+    else
+      for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
+    end
     g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt })
   else
     g = self:build_graph(kind, layer, a, b)
@@ -79,6 +85,17 @@ end
 --- Seconds since `start`, less the time spent compiling programs meanwhile (reported apart).
 function Methods:elapsed_without_compiling(start, compile_seconds_then)
   return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
+end
+
+-- LoRA adapters: program inputs of the attention programs, per layer.
+M.LORA_INPUTS = { "lora_a_q", "lora_b_q", "lora_a_v", "lora_b_v" }
+
+--- Adds layer l's adapters to the inputs of an attention program (when LoRA is on).
+function Methods:adapter_inputs(l, inputs)
+  if self.lora then
+    for _, name in ipairs(M.LORA_INPUTS) do inputs[name] = self.adapters[name .. "." .. (l - 1)] end
+  end
+  return inputs
 end
 
 --- Patches the weights of `patch` (const name -> tensor) that `program` holds: a backward
@@ -147,7 +164,7 @@ function Methods:loss(ids, targets)
   local C, total, loss_sum = self.width, 0, 0
   for _, seq in ipairs(batch) do total = total + #seq end
   -- raw gradients by program const: layers[l][const], norm[const], classifier [V, C]
-  local raw = { layers = {}, norm = {} }
+  local raw = { layers = {}, norm = {}, adapters = {} }
   for l = 1, self.n_layer do raw.layers[l] = {} end
   for b, seq in ipairs(batch) do
     if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
@@ -159,7 +176,7 @@ function Methods:loss(ids, targets)
     local attention_inputs, ffn_inputs = {}, {}
     for l = 1, self.n_layer do
       attention_inputs[l] = x
-      ffn_inputs[l] = self:program("attn_prefill", l, S):eval({ x = x }).y
+      ffn_inputs[l] = self:program("attn_prefill", l, S):eval(self:adapter_inputs(l, { x = x })).y
       x = self:program(self.ffn_kind, l, S):eval({ x = ffn_inputs[l] }).y
     end
     local h = self:program(self.norm_kind, nil, S):eval({ x = x }).y
@@ -170,26 +187,32 @@ function Methods:loss(ids, targets)
     local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
     self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
         self:elapsed_without_compiling(forward_start, compiling)
-    accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) -- [V, C]
+    if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
     grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
     local r = self:program(self.norm_kind .. "_grad", nil, S):eval({ x = x, grad_y = grad_h })
-    for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
+    if not self.lora then
+      for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
+    end
     local dx = r.grad_x
     local zeros = ane.tensor({ 1, C, 1, S }, self.dtype)
     for l = self.n_layer, 1, -1 do
       local f = self:program(self.ffn_kind .. "_grad", l, S):eval({ x = ffn_inputs[l], grad_y = dx })
-      for _, const in ipairs(self.weight_consts[self.ffn_kind]) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
-      local a = self:program("attn_prefill_grad", l, S):eval({ x = attention_inputs[l], grad_y = f.grad_x, grad_k = zeros,
-        grad_v = zeros })
-      for _, const in ipairs(self.weight_consts.attn_prefill) do accumulate(raw.layers[l], const, a["grad_" .. const]) end
+      local a = self:program("attn_prefill_grad", l, S):eval(self:adapter_inputs(l, { x = attention_inputs[l],
+        grad_y = f.grad_x, grad_k = zeros, grad_v = zeros }))
+      if self.lora then
+        for _, name in ipairs(M.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
+      else
+        for _, const in ipairs(self.weight_consts[self.ffn_kind]) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
+        for _, const in ipairs(self.weight_consts.attn_prefill) do accumulate(raw.layers[l], const, a["grad_" .. const]) end
+      end
       dx = a.grad_x
     end
-    self:embedding_gradients(seq, dx:slice(4, 1, T):reshape(C, T):transpose():to("fp32"), raw)
+    if not self.lora then self:embedding_gradients(seq, dx:slice(4, 1, T):reshape(C, T):transpose():to("fp32"), raw) end
     self.counters.loss_backward_seconds = self.counters.loss_backward_seconds +
         self:elapsed_without_compiling(backward_start, compiling_then)
   end
-  return loss_sum / total, self:checkpoint_gradients(raw)
+  return loss_sum / total, self.lora and raw.adapters or self:checkpoint_gradients(raw)
 end
 
 --- Timing and program counts of this model so far.
@@ -259,7 +282,7 @@ function Methods:generate(prompt, opts)
     inputs.mask = mask
     for l = 1, self.n_layer do
       inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
-      local r = attention[l]:eval(inputs)
+      local r = attention[l]:eval(self:adapter_inputs(l, inputs))
       caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
       caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
       h = ffn[l]:eval({ x = r.y }).y

@@ -89,12 +89,29 @@ local function prepare(W, dtype)
   return P
 end
 
+-- LoRA on projection `which` ("q" or "v"): (alpha / rank) * B (A h), with A [rank, dim] and
+-- B^T [rank, dim] graph inputs laid out [1, 1, rank, dim] (the wide axis last, ANE-21).
+local function lora_delta(self, g, h, which, S)
+  local rank, dim = self.lora.rank, self.config.dim
+  local a = g:input("lora_a_" .. which, { 1, 1, rank, dim }, self.dtype)
+  local b_t = g:input("lora_b_" .. which, { 1, 1, rank, dim }, self.dtype)
+  local columns = g:reshape(h, { 1, 1, dim, S }, { name = "lora_in_" .. which })
+  local down = g:matmul(a, columns, { name = "lora_down_" .. which })                      -- [1, 1, rank, S]
+  local up = g:matmul(b_t, down, { transpose_x = true, name = "lora_up_" .. which })       -- [1, 1, dim, S]
+  local scaled = g:mul(up, self.lora.alpha / rank, { name = "lora_scaled_" .. which })
+  return g:reshape(scaled, { 1, dim, 1, S }, { name = "lora_" .. which })
+end
+
 local function project(self, g, L, x, W)
   local H, head = self.config.n_head, self.config.dim // self.config.n_head
   local h = nn.rms_norm(g, x, L.rms_att, { name = "attention_norm", eps = EPS })
   local q = nn.linear(g, h, L.wq, nil, { name = "wq" })
   local k = nn.linear(g, h, L.wk, nil, { name = "wk" })
   local v = nn.linear(g, h, L.wv, nil, { name = "wv" })
+  if self.lora then
+    q = g:add(q, lora_delta(self, g, h, "q", W), { name = "wq_adapted" })
+    v = g:add(v, lora_delta(self, g, h, "v", W), { name = "wv_adapted" })
+  end
   return nn.split_heads(g, q, H, { name = "q_heads" }), nn.split_heads(g, k, H, { name = "k_heads" }), k, v, head, W
 end
 
@@ -258,7 +275,63 @@ function M.from_weights(W, opts)
   self.shared_classifier = W.shared_classifier
   self.weights = W
   self.P = prepare(W, self.dtype)
+  if opts.lora then self:enable_lora(opts.lora) end
   return self
+end
+
+-- ------------------------------------------------------------------ LoRA
+
+--- Low-rank adapters on wq and wv, fed to the attention programs as inputs: the base weights
+--- stay frozen and adapters swap with no compile and no patch. lora: rank, alpha (default
+--- rank), seed. A starts normal(0, 1/sqrt(dim)), B at zero, so the model starts unchanged.
+function Model:enable_lora(lora)
+  if next(self.programs) then error("enable_lora: must come before the first program is compiled", 2) end
+  local rank = math.tointeger(lora.rank)
+  if not rank or rank < 1 or rank > self.config.dim then error("enable_lora: rank must be an integer in 1.." .. self.config.dim, 2) end
+  self.lora = { rank = rank, alpha = lora.alpha or rank }
+  self.adapters = {}
+  local n, seed = 0, lora.seed or 1
+  for l = 0, self.config.n_layer - 1 do
+    for _, which in ipairs({ "q", "v" }) do
+      n = n + 1
+      self.adapters["lora_a_" .. which .. "." .. l] = ane.tensor.randn({ 1, 1, rank, self.config.dim },
+        { seed = seed * 1000 + n, std = 1 / math.sqrt(self.config.dim) })
+      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, 1, rank, self.config.dim })
+    end
+  end
+end
+
+--- Writes the adapters (fp32, names lora_a_q.0 ...; B stored transposed, [rank, dim]) with
+--- rank and alpha in the metadata, atomically.
+function Model:save_adapters(path)
+  if not self.lora then error("save_adapters: LoRA is not enabled on this model", 2) end
+  local tensors = {}
+  for name, t in pairs(self.adapters) do tensors[name] = t:reshape(self.lora.rank, self.config.dim) end
+  return ane.io.save_safetensors(path, tensors, { format = "anelua-lora-1", rank = tostring(self.lora.rank),
+    alpha = tostring(self.lora.alpha) })
+end
+
+--- Replaces the adapters by those of a file (same rank); takes effect at the next eval, with
+--- no compile. Returns true or nil, message.
+function Model:load_adapters(path)
+  if not self.lora then error("load_adapters: LoRA is not enabled on this model", 2) end
+  local tensors, metadata = ane.io.load_safetensors(path)
+  if not tensors then return nil, metadata end
+  if metadata.format ~= "anelua-lora-1" then return nil, path .. ": not an anelua LoRA file" end
+  if tonumber(metadata.rank) ~= self.lora.rank then
+    return nil, string.format("%s: adapters of rank %s, the model uses rank %d", path, tostring(metadata.rank), self.lora.rank)
+  end
+  for name, t in pairs(self.adapters) do
+    local saved = tensors[name]
+    if not saved then return nil, path .. ": no tensor '" .. name .. "'" end
+    if saved:numel() ~= t:numel() then return nil, string.format("%s: '%s' has %d elements, expected %d", path, name, saved:numel(), t:numel()) end
+  end
+  if tonumber(metadata.alpha) ~= self.lora.alpha then -- alpha / rank is a const of the compiled programs
+    return nil, string.format("%s: adapters trained with alpha %s, the model uses alpha %s", path, tostring(metadata.alpha),
+      tostring(self.lora.alpha))
+  end
+  for name, t in pairs(self.adapters) do t:copy_from(tensors[name]:to("fp32"):reshape(table.unpack(t:shape()))) end
+  return true
 end
 
 function Model:embed(ids, S)
@@ -280,7 +353,7 @@ function Model:forward(ids)
   local x = self:embed(ids, S)
   local caches = {}
   for l = 1, self.config.n_layer do
-    local r = self:program("attn_prefill", l, S):eval({ x = x })
+    local r = self:program("attn_prefill", l, S):eval(self:adapter_inputs(l, { x = x }))
     caches[l] = r
     x = self:program("ffn", l, S):eval({ x = r.y }).y
   end
@@ -339,6 +412,7 @@ end
 --- The weights as fp32 master copies in the checkpoint's layout ("wq.0", "token_embedding",
 --- "wcls" when not shared, "rms_final", ...), for an optimizer to update in place.
 function Model:parameters()
+  if self.lora then return self.adapters end -- LoRA trains the adapters only
   if self.master then return self.master end
   local W, master = self.weights, {}
   master.token_embedding = W.token_embedding:to("fp32")
@@ -356,6 +430,7 @@ end
 --- Writes the master weights into every loaded program by patching (no compile) and into
 --- the CPU-side embedding and classifier.
 function Model:load_parameters(params)
+  if self.lora then return end -- adapters are program inputs: nothing to write
   params = params or self.master
   self.P.token_embedding = params.token_embedding
   self.P.wcls = params.wcls or params.token_embedding
