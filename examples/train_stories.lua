@@ -4,6 +4,9 @@
 --          [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
 --          [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
 --          [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+--          [--lora-rank R [--lora-alpha A] [--adapters FILE]]
+-- With --lora-rank only low-rank adapters on wq and wv train (fed to the programs as inputs;
+-- the base model from --init stays frozen); they are saved to <ckpt-dir>/adapters.safetensors.
 -- Without --data it writes a small synthetic story corpus (deterministic, said on screen) as
 -- a llama2.c shard and trains a tiny model from scratch on it. One line per step on stdout;
 -- the same records as JSON lines in --metrics (default <ckpt-dir>/metrics.jsonl).
@@ -21,18 +24,20 @@ local usage = [==[usage: anelua examples/train_stories.lua [--init MODEL.bin|CKP
        [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
        [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
        [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+       [--lora-rank R [--lora-alpha A] [--adapters FILE]]
 ]==]
 local opts = { steps = 100, batch = 4, seq = 64, accum = 1, lr = 3e-3, warmup = 10, ["weight-decay"] = 0.0,
   ["ckpt-dir"] = "runs/stories", ["ckpt-every"] = 50, keep = 3, precision = "fp32", dim = 64, layers = 2, heads = 4,
   hidden = 176, seed = 1, ["stop-after"] = 0 }
-local NOT_YET = { ["weights-as-inputs"] = true, ["lora-rank"] = true, ["lora-alpha"] = true }
+local NOT_YET = { ["weights-as-inputs"] = true }
 local i = 1
 while i <= #arg do
   local name = arg[i]:match("^%-%-([%w-]+)$")
   if arg[i] == "--help" then io.write(usage) os.exit(0) end
   if not name or arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
   if NOT_YET[name] then io.stderr:write("train_stories.lua: --" .. name .. " is not implemented yet (issue #6)\n") os.exit(1) end
-  if opts[name] == nil and not ({ init = 1, data = 1, resume = 1, metrics = 1, export = 1, backend = 1, tokenizer = 1 })[name] then
+  if opts[name] == nil and not ({ init = 1, data = 1, resume = 1, metrics = 1, export = 1, backend = 1, tokenizer = 1, ["lora-rank"] = 1,
+    ["lora-alpha"] = 1, adapters = 1 })[name] then
     io.stderr:write("train_stories.lua: unknown option --" .. name .. "\n" .. usage) os.exit(1)
   end
   opts[name] = math.tointeger(tonumber(arg[i + 1])) or tonumber(arg[i + 1]) or arg[i + 1]
@@ -73,6 +78,12 @@ for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or d
 
 -- The model: resumed, initialized from a file, or fresh.
 local model_opts = { backend = opts.backend, precision = opts.precision }
+if opts["lora-rank"] then
+  model_opts.lora = { rank = opts["lora-rank"], alpha = opts["lora-alpha"] or opts["lora-rank"], seed = opts.seed }
+  if opts.export then die("--export writes full weights; with --lora-rank the adapters are saved instead") end
+elseif opts["lora-alpha"] or opts.adapters then
+  die("--lora-alpha and --adapters need --lora-rank")
+end
 local resume_state
 if opts.resume then
   local path = opts.resume == "latest" and checkpoint.latest(opts["ckpt-dir"]) or opts.resume
@@ -81,7 +92,7 @@ if opts.resume then
   print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
 end
 local model
-if resume_state then
+if resume_state and not model_opts.lora then -- (a LoRA checkpoint holds adapters: the base comes from --init)
   model = llama.from_weights(llama.weights_from_parameters(resume_state.config, resume_state.params, opts.resume), model_opts)
 elseif opts.init and opts.init:match("%.safetensors$") then
   local state = checkpoint.load(opts.init) or die(select(2, checkpoint.load(opts.init)))
@@ -98,6 +109,10 @@ if opts.seq > model.config.seq_len then die(string.format("--seq %d exceeds the 
 local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
 local trainer = train.new(model, { lr = opts.lr, warmup = opts.warmup, steps = opts.steps, accum = opts.accum,
   weight_decay = opts["weight-decay"] })
+if opts.adapters then
+  local ok, err = model:load_adapters(opts.adapters)
+  if not ok then die(err) end
+end
 if resume_state then trainer:restore(resume_state, batches) end
 print(tostring(model))
 
@@ -124,6 +139,12 @@ for step = first_step, last_step do
   end
 end
 metrics:close()
+if model.lora then
+  local path = opts["ckpt-dir"] .. "/adapters.safetensors"
+  local ok, err = model:save_adapters(path)
+  if not ok then die(err) end
+  print(string.format("saved LoRA adapters (rank %d, alpha %g) to %s", model.lora.rank, model.lora.alpha, path))
+end
 if opts.export then
   local ok, err = checkpoint.export_llama2c(opts.export, model.config, model:parameters())
   if not ok then die(err) end

@@ -152,4 +152,21 @@ describe("examples/train_stories.lua", function()
     assert.are.equal(8, #b)
     for i = 1, 8 do assert.are.equal(a[i].loss_hex, b[i].loss_hex, "step " .. i) end
   end)
+
+  it("with --lora-rank trains adapters only and saves them", function()
+    local tokenizers = helpers.require_data("tokenizers/llama2", pending)
+    if not tokenizers then return end
+    local dir = helpers.tmpdir()
+    local out, err, code = helpers.run_anelua(script .. common .. " --tokenizer " .. tokenizers ..
+      "/tokenizer.bin --steps 6 --lora-rank 2 --lora-alpha 4 --ckpt-dir " .. dir)
+    assert.are.equal(0, code, err)
+    assert.matches("LoRA rank 2 alpha 4 on wq/wv", out)
+    local r = records(dir .. "/metrics.jsonl")
+    for i = 2, 6 do assert.are.equal(r[1].compiles, r[i].compiles) end
+    local tensors, metadata = assert(ane.io.load_safetensors(dir .. "/adapters.safetensors"))
+    assert.are.equal("2", metadata.rank)
+    assert.are.same({ 2, 32 }, tensors["lora_a_q.0"]:shape())
+    -- B started at zero; six steps moved it
+    assert.is_true(select(1, tensors["lora_b_v.1"]:abs():reshape(-1):topk(1))[1] > 0)
+  end)
 end)

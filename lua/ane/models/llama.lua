@@ -471,8 +471,9 @@ end
 
 function Model:__tostring()
   local c = self.config
-  return string.format("llama (%d layers, %d heads, dim %d, hidden %d, vocab %d; %s, %s, profile %s) from %s", c.n_layer,
-    c.n_head, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, self.source)
+  local lora = self.lora and string.format(", LoRA rank %d alpha %g on wq/wv", self.lora.rank, self.lora.alpha) or ""
+  return string.format("llama (%d layers, %d heads, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s", c.n_layer,
+    c.n_head, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
 end
 
 return M
