@@ -2,7 +2,7 @@
 --   anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
 --          [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
 --          [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
---          [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
+--          [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--weights-as-inputs] [--tokenizer FILE]
 --          [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
 --          [--lora-rank R [--lora-alpha A] [--adapters FILE]]
 -- With --lora-rank only low-rank adapters on wq and wv train (fed to the programs as inputs;
@@ -22,26 +22,29 @@ local lfs = require("lfs")
 local usage = [==[usage: anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
        [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
        [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
-       [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--tokenizer FILE]
+       [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--weights-as-inputs] [--tokenizer FILE]
        [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
        [--lora-rank R [--lora-alpha A] [--adapters FILE]]
 ]==]
 local opts = { steps = 100, batch = 4, seq = 64, accum = 1, lr = 3e-3, warmup = 10, ["weight-decay"] = 0.0,
   ["ckpt-dir"] = "runs/stories", ["ckpt-every"] = 50, keep = 3, precision = "fp32", dim = 64, layers = 2, heads = 4,
   hidden = 176, seed = 1, ["stop-after"] = 0 }
-local NOT_YET = { ["weights-as-inputs"] = true }
 local i = 1
 while i <= #arg do
   local name = arg[i]:match("^%-%-([%w-]+)$")
   if arg[i] == "--help" then io.write(usage) os.exit(0) end
+  if name == "weights-as-inputs" then -- a flag: weights fed as program inputs, never patched
+    opts.weights_as_inputs, i = true, i + 1
+    goto continue
+  end
   if not name or arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
-  if NOT_YET[name] then io.stderr:write("train_stories.lua: --" .. name .. " is not implemented yet (issue #6)\n") os.exit(1) end
   if opts[name] == nil and not ({ init = 1, data = 1, resume = 1, metrics = 1, export = 1, backend = 1, tokenizer = 1, ["lora-rank"] = 1,
     ["lora-alpha"] = 1, adapters = 1 })[name] then
     io.stderr:write("train_stories.lua: unknown option --" .. name .. "\n" .. usage) os.exit(1)
   end
   opts[name] = math.tointeger(tonumber(arg[i + 1])) or tonumber(arg[i + 1]) or arg[i + 1]
   i = i + 2
+  ::continue::
 end
 local function die(message) io.stderr:write("train_stories.lua: " .. message .. "\n") os.exit(1) end
 local here = (arg[0]:match("^(.*)/examples/[^/]*$")) or "."
@@ -77,7 +80,7 @@ local shards = {}
 for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or die(select(2, data.open(path))) end
 
 -- The model: resumed, initialized from a file, or fresh.
-local model_opts = { backend = opts.backend, precision = opts.precision }
+local model_opts = { backend = opts.backend, precision = opts.precision, weights_as_inputs = opts.weights_as_inputs }
 if opts["lora-rank"] then
   model_opts.lora = { rank = opts["lora-rank"], alpha = opts["lora-alpha"] or opts["lora-rank"], seed = opts.seed }
   if opts.export then die("--export writes full weights; with --lora-rank the adapters are saved instead") end

@@ -90,10 +90,14 @@ end
 -- LoRA adapters: program inputs of the attention programs, per layer.
 M.LORA_INPUTS = { "lora_a_q", "lora_b_q", "lora_a_v", "lora_b_v" }
 
---- Adds layer l's adapters to the inputs of an attention program (when LoRA is on).
-function Methods:adapter_inputs(l, inputs)
-  if self.lora then
+--- Adds what a program takes besides its activations: layer l's LoRA adapters (attention
+--- programs) and, with weights_as_inputs, its weights. group: "attn", "ffn" or "norm" (l = 0).
+function Methods:extra_inputs(group, l, inputs)
+  if self.lora and group == "attn" then
     for _, name in ipairs(M.LORA_INPUTS) do inputs[name] = self.adapters[name .. "." .. (l - 1)] end
+  end
+  if self.weight_feed then
+    for name, t in pairs(self.weight_feed[group][l]) do inputs[name] = t end
   end
   return inputs
 end
@@ -176,10 +180,10 @@ function Methods:loss(ids, targets)
     local attention_inputs, ffn_inputs = {}, {}
     for l = 1, self.n_layer do
       attention_inputs[l] = x
-      ffn_inputs[l] = self:program("attn_prefill", l, S):eval(self:adapter_inputs(l, { x = x })).y
-      x = self:program(self.ffn_kind, l, S):eval({ x = ffn_inputs[l] }).y
+      ffn_inputs[l] = self:program("attn_prefill", l, S):eval(self:extra_inputs("attn", l, { x = x })).y
+      x = self:program(self.ffn_kind, l, S):eval(self:extra_inputs("ffn", l, { x = ffn_inputs[l] })).y
     end
-    local h = self:program(self.norm_kind, nil, S):eval({ x = x }).y
+    local h = self:program(self.norm_kind, nil, S):eval(self:extra_inputs("norm", 0, { x = x })).y
     local columns = h:slice(4, 1, T):reshape(C, T):to("fp32")                    -- [C, T]
     local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
     local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
@@ -190,15 +194,15 @@ function Methods:loss(ids, targets)
     if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
     grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
-    local r = self:program(self.norm_kind .. "_grad", nil, S):eval({ x = x, grad_y = grad_h })
+    local r = self:program(self.norm_kind .. "_grad", nil, S):eval(self:extra_inputs("norm", 0, { x = x, grad_y = grad_h }))
     if not self.lora then
       for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
     end
     local dx = r.grad_x
     local zeros = ane.tensor({ 1, C, 1, S }, self.dtype)
     for l = self.n_layer, 1, -1 do
-      local f = self:program(self.ffn_kind .. "_grad", l, S):eval({ x = ffn_inputs[l], grad_y = dx })
-      local a = self:program("attn_prefill_grad", l, S):eval(self:adapter_inputs(l, { x = attention_inputs[l],
+      local f = self:program(self.ffn_kind .. "_grad", l, S):eval(self:extra_inputs("ffn", l, { x = ffn_inputs[l], grad_y = dx }))
+      local a = self:program("attn_prefill_grad", l, S):eval(self:extra_inputs("attn", l, { x = attention_inputs[l],
         grad_y = f.grad_x, grad_k = zeros, grad_v = zeros }))
       if self.lora then
         for _, name in ipairs(M.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
@@ -282,10 +286,10 @@ function Methods:generate(prompt, opts)
     inputs.mask = mask
     for l = 1, self.n_layer do
       inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
-      local r = attention[l]:eval(self:adapter_inputs(l, inputs))
+      local r = attention[l]:eval(self:extra_inputs("attn", l, inputs))
       caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
       caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = ffn[l]:eval({ x = r.y }).y
+      h = ffn[l]:eval(self:extra_inputs("ffn", l, { x = r.y })).y
     end
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1

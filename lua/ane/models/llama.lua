@@ -89,12 +89,51 @@ local function prepare(W, dtype)
   return P
 end
 
+-- With weights_as_inputs the weights are graph inputs named as their consts would be:
+-- matrices [1, out, 1, in] and norm weights [1, 1, 1, C] (device I/O is [1, C, 1, S], ANE-20,
+-- with the wide axis last, ANE-21), reshaped inside the graph for the conv and the per-channel multiply. Returns the table of
+-- nodes to build with, or L itself when weights are consts.
+local function weights_for(self, g, L, fields)
+  if not self.weights_as_inputs then return L end
+  local nodes = {}
+  for field, const in pairs(fields) do
+    local shape = L[field]:shape()
+    if #shape == 4 then -- [out, in, 1, 1]
+      nodes[field] = g:reshape(g:input(const, { 1, shape[1], 1, shape[2] }, self.dtype), shape, { name = const .. "_conv" })
+    else
+      nodes[field] = g:reshape(g:input(const, { 1, 1, 1, shape[1] }, self.dtype), { 1, shape[1], 1, 1 },
+        { name = const .. "_channels" })
+    end
+  end
+  return nodes
+end
+
+-- The tensors fed for weights_for's inputs, by program group and layer (0 = final norm).
+local function weight_feed(self, attention_fields, ffn_fields)
+  local function feed(L, fields)
+    local inputs = {}
+    for field, const in pairs(fields) do
+      local shape = L[field]:shape()
+      inputs[const] = #shape == 4 and L[field]:reshape(1, shape[1], 1, shape[2]) or L[field]:reshape(1, 1, 1, shape[1])
+    end
+    return inputs
+  end
+  local result = { attn = {}, ffn = {}, norm = { [0] = feed(self.P, { rms_final = "norm_weight" }) } }
+  for l, L in ipairs(self.P.layers) do
+    result.attn[l], result.ffn[l] = feed(L, attention_fields), feed(L, ffn_fields)
+  end
+  return result
+end
+
 -- LoRA on projection `which` ("q" or "v"): (alpha / rank) * B (A h), with A [rank, dim] and
--- B^T [rank, dim] graph inputs laid out [1, 1, rank, dim] (the wide axis last, ANE-21).
+-- B^T [rank, dim] graph inputs laid out [1, rank, 1, dim] (device I/O, ANE-20; the wide axis
+-- last, ANE-21) and viewed as [1, 1, rank, dim] for the matmuls.
 local function lora_delta(self, g, h, which, S)
   local rank, dim = self.lora.rank, self.config.dim
-  local a = g:input("lora_a_" .. which, { 1, 1, rank, dim }, self.dtype)
-  local b_t = g:input("lora_b_" .. which, { 1, 1, rank, dim }, self.dtype)
+  local function adapter(name)
+    return g:reshape(g:input(name, { 1, rank, 1, dim }, self.dtype), { 1, 1, rank, dim }, { name = name .. "_matrix" })
+  end
+  local a, b_t = adapter("lora_a_" .. which), adapter("lora_b_" .. which)
   local columns = g:reshape(h, { 1, 1, dim, S }, { name = "lora_in_" .. which })
   local down = g:matmul(a, columns, { name = "lora_down_" .. which })                      -- [1, 1, rank, S]
   local up = g:matmul(b_t, down, { transpose_x = true, name = "lora_up_" .. which })       -- [1, 1, dim, S]
@@ -127,6 +166,7 @@ end
 local function attention_prefill_graph(self, L, S)
   local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
   local g = ane.graph("llama_attn_prefill")
+  L = weights_for(self, g, L, self.attention_fields)
   local x = g:input("x", { 1, dim, 1, S }, dtype)
   local q, kh, k, v, head = project(self, g, L, x, S)
   local cos, sin = nn.rope_tables(S, head, { convention = "interleaved", dtype = dtype })
@@ -145,6 +185,7 @@ local function attention_decode_graph(self, L, W, Smax)
   local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
   local head = dim // H
   local g = ane.graph("llama_attn_decode")
+  L = weights_for(self, g, L, self.attention_fields)
   local x = g:input("x", { 1, dim, 1, W }, dtype)
   local k_cache = g:input("k_cache", { 1, dim, 1, Smax }, dtype)
   local v_cache = g:input("v_cache", { 1, dim, 1, Smax }, dtype)
@@ -174,6 +215,7 @@ end
 
 local function ffn_graph(self, L, S)
   local g = ane.graph("llama_ffn")
+  L = weights_for(self, g, L, self.ffn_fields)
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
   local h = nn.rms_norm(g, x, L.rms_ffn, { name = "ffn_norm", eps = EPS })
   g:output("y", g:add(x, nn.swiglu(g, h, L.w1, L.w3, L.w2, { name = "ffn" })))
@@ -183,7 +225,8 @@ end
 local function final_norm_graph(self, S)
   local g = ane.graph("llama_final_norm")
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
-  g:output("y", nn.rms_norm(g, x, self.P.rms_final, { name = "norm", eps = EPS }))
+  local weights = weights_for(self, g, self.P, { rms_final = "norm_weight" })
+  g:output("y", nn.rms_norm(g, x, weights.rms_final, { name = "norm", eps = EPS }))
   return g
 end
 
@@ -275,6 +318,11 @@ function M.from_weights(W, opts)
   self.shared_classifier = W.shared_classifier
   self.weights = W
   self.P = prepare(W, self.dtype)
+  self.attention_fields, self.ffn_fields = ATTENTION_WEIGHTS, FFN_WEIGHTS
+  if opts.weights_as_inputs then
+    self.weights_as_inputs = true
+    self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS)
+  end
   if opts.lora then self:enable_lora(opts.lora) end
   return self
 end
@@ -294,9 +342,9 @@ function Model:enable_lora(lora)
   for l = 0, self.config.n_layer - 1 do
     for _, which in ipairs({ "q", "v" }) do
       n = n + 1
-      self.adapters["lora_a_" .. which .. "." .. l] = ane.tensor.randn({ 1, 1, rank, self.config.dim },
+      self.adapters["lora_a_" .. which .. "." .. l] = ane.tensor.randn({ 1, rank, 1, self.config.dim },
         { seed = seed * 1000 + n, std = 1 / math.sqrt(self.config.dim) })
-      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, 1, rank, self.config.dim })
+      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, rank, 1, self.config.dim })
     end
   end
 end
@@ -343,7 +391,7 @@ function Model:embed(ids, S)
 end
 
 function Model:classify(x, T, S)
-  local h = self:program("norm", nil, S):eval({ x = x }).y
+  local h = self:program("norm", nil, S):eval(self:extra_inputs("norm", 0, { x = x })).y
   return self.P.wcls:matmul(h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")):transpose():copy() -- [T, V]
 end
 
@@ -353,9 +401,9 @@ function Model:forward(ids)
   local x = self:embed(ids, S)
   local caches = {}
   for l = 1, self.config.n_layer do
-    local r = self:program("attn_prefill", l, S):eval(self:adapter_inputs(l, { x = x }))
+    local r = self:program("attn_prefill", l, S):eval(self:extra_inputs("attn", l, { x = x }))
     caches[l] = r
-    x = self:program("ffn", l, S):eval({ x = r.y }).y
+    x = self:program("ffn", l, S):eval(self:extra_inputs("ffn", l, { x = r.y })).y
   end
   return x, caches, S
 end
@@ -391,14 +439,15 @@ end
 
 function Model:checkpoint_gradients(raw)
   local c, grads = self.config, {}
-  local function shaped(t, field)
-    if field == "rms_att" or field == "rms_ffn" then return t:reshape(c.dim) end
-    local s = t:shape()
-    return t:reshape(s[1], s[2])
-  end
   for l = 1, c.n_layer do
-    for field, const in pairs(ATTENTION_WEIGHTS) do grads[field .. "." .. (l - 1)] = shaped(raw.layers[l][const], field) end
-    for field, const in pairs(FFN_WEIGHTS) do grads[field .. "." .. (l - 1)] = shaped(raw.layers[l][const], field) end
+    -- each gradient in its weight's checkpoint shape (programs hold [out, in, 1, 1] consts, or
+    -- [1, 1, out, in] inputs with weights_as_inputs)
+    local weights = self.weights.layers[l]
+    for _, fields in ipairs({ ATTENTION_WEIGHTS, FFN_WEIGHTS }) do
+      for field, const in pairs(fields) do
+        grads[field .. "." .. (l - 1)] = raw.layers[l][const]:reshape(table.unpack(weights[field]:shape()))
+      end
+    end
   end
   grads.rms_final = raw.norm.norm_weight:reshape(c.dim)
   if self.shared_classifier then
@@ -434,7 +483,7 @@ function Model:load_parameters(params)
   params = params or self.master
   self.P.token_embedding = params.token_embedding
   self.P.wcls = params.wcls or params.token_embedding
-  for key, program in pairs(self.programs) do
+  for key, program in pairs(self.weights_as_inputs and {} or self.programs) do
     local kind, layer = key:match("^([%w_]+):L(%d+):")
     layer = tonumber(layer)
     local consts = kind:match("^attn") and ATTENTION_WEIGHTS or kind:match("^ffn") and FFN_WEIGHTS or nil
@@ -453,6 +502,7 @@ function Model:load_parameters(params)
     for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do L[field] = matrix(params[field .. "." .. (l - 1)]) end
   end
   self.P.rms_final = params.rms_final:to(self.dtype)
+  if self.weights_as_inputs then self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS) end
 end
 
 -- Hooks of decoder.generate: the cache holds rotated keys; the decoded position's rotary
