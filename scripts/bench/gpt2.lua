@@ -18,19 +18,7 @@ local C, L, V = config.n_embd, config.n_layer, config.vocab_size
 local layer_params = L * (4 * C * C + 2 * 4 * C * C + 9 * C + 4 * C)
 local classifier_params = V * C
 
--- Read bandwidth: y = A x with A 1 GB of fp32, best of 5.
-local side = 16384
-local A = ane.tensor.rand({ side, side }, { seed = 1 })
-local x = ane.tensor.rand({ side, 1 }, { seed = 2 })
-local best = math.huge
-for _ = 1, 5 do
-  local start = ane.clock()
-  A:matmul(x)
-  best = math.min(best, ane.clock() - start)
-end
-local bandwidth = side * side * 4 / best
-A = nil
-collectgarbage()
+local bandwidth = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/bandwidth.lua")()
 
 local weights = gpt2.random_weights(config, 7)
 local prompt = {}

@@ -1,0 +1,41 @@
+-- Benchmark: decode tokens/s of a Stories110M-shaped Llama (random weights: dim 768, 12
+-- layers, 12 heads, hidden 2048, vocab 32000) on the sim backend, cpu profile, against the
+-- memory-bandwidth bound measured in the same run (weight bytes read per token / the 1 GB
+-- sgemv bandwidth of bandwidth.lua). For scale: llama2.c's fp32 run.c reaches ~57 tokens/s
+-- on these machines (reference/peers.md).
+--   build/anelua scripts/bench/stories_decode.lua [--tokens N]
+local ane = require("ane")
+local llama = require("ane.models.llama")
+
+local tokens = 64
+for i = 1, #arg, 2 do
+  if arg[i] == "--tokens" then tokens = tonumber(arg[i + 1]) else error("usage: stories_decode.lua [--tokens N]") end
+end
+local config = { dim = 768, hidden = 2048, n_layer = 12, n_head = 12, vocab_size = 32000, seq_len = 1024 }
+local D, F, L, V = config.dim, config.hidden, config.n_layer, config.vocab_size
+local layer_params = L * (4 * D * D + 3 * F * D + 2 * D)
+local classifier_params = V * D
+
+ane.set_compile_budget(1000000) -- two precisions x (prefill + decode) programs exceed the ANE-05 default of 119
+local bandwidth = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/bandwidth.lua")()
+local weights = llama.random_weights(config, 11)
+local prompt = { 1 }
+for i = 2, 8 do prompt[i] = (i * 7919) % V end
+
+print(string.format("Stories110M shape: %d layers, dim %d, hidden %d, vocab %d; read bandwidth %.1f GB/s (1 GB sgemv)",
+  L, D, F, V, bandwidth / 1e9))
+print(string.format("%-10s %9s %9s %11s %9s %12s", "decode", "tok/s", "ms/tok", "bound tok/s", "of bound", "vs run.c 57"))
+-- fp16 precision: fp16 layer weights, the fp32 classifier on the CPU; fp32: everything fp32.
+local bytes_read = { fp16 = layer_params * 2 + classifier_params * 4, fp32 = (layer_params + classifier_params) * 4 }
+for _, precision in ipairs({ "fp16", "fp32" }) do
+  local model = llama.from_weights(weights, { precision = precision, profile = "cpu" })
+  for _ in model:generate(prompt, { max_tokens = 4, temperature = 0, stop_at_end = false }) do end -- compile, warm up
+  model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
+  for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_end = false }) do end
+  local s = model:stats()
+  local bound = bandwidth / bytes_read[precision]
+  print(string.format("%-10s %9.1f %9.1f %11.1f %8.0f%% %11.2fx", precision, s.decode_tokens_per_s, s.decode_ms_per_token,
+    bound, 100 * s.decode_tokens_per_s / bound, s.decode_tokens_per_s / 57))
+  model = nil
+  collectgarbage()
+end
