@@ -115,6 +115,53 @@ describe("AdamW sanitizing", function()
   end)
 end)
 
+describe("loss scaling", function()
+  local llama = require("ane.models.llama")
+  local train = require("ane.train")
+
+  local function reference()
+    local dir = helpers.require_data("reference/llama-tiny", pending)
+    if not dir then return nil end
+    local expected = assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
+    return dir .. "/model.bin", expected.input_ids:totable(), expected.targets:totable()
+  end
+
+  it("unscales fp16 gradients to the fp32 reference", function()
+    local path, ids, targets = reference()
+    if not path then return end
+    local _, want = assert(llama.load(path, { precision = "fp32" })):loss(ids, targets)
+    local model = assert(llama.load(path, { precision = "fp16", profile = "cpu" }))
+    local _, scaled = model:loss(ids, targets, { loss_scale = 1024 })
+    -- the largest gradient is ~0.25, whose fp16 ulp is 2^-13 ~ 1.2e-4; a few roundings per
+    -- backward op give up to ~8 ulps (unscaled fp16 gradients err by <= 6.4e-4 here)
+    local checked = 0
+    for name, g in pairs(want) do
+      assert.is_true(scaled[name]:scale(1 / 1024):max_abs_diff(g) < 1e-3, name)
+      checked = checked + 1
+    end
+    assert.are.equal(21, checked)
+  end)
+
+  it("backs off on overflow without touching the weights", function()
+    local path, ids, targets = reference()
+    if not path then return end
+    local model = assert(llama.load(path, { precision = "fp16", profile = "cpu" }))
+    local before = model:parameters()["wq.0"]:copy()
+    local batches = { position = 0, next = function(self) self.position = self.position + 1 return ids, targets end }
+    local trainer = train.new(model, { lr = 1e-3, loss_scale = 2 ^ 40 }) -- overflows fp16 at once
+    local r = trainer:step(batches)
+    assert.are.equal(1, r.nonfinite)
+    assert.are.equal(2 ^ 39, trainer.loss_scale)
+    assert.are.equal(0, model:parameters()["wq.0"]:max_abs_diff(before))
+    assert.are.equal(0, trainer.optimizer.steps)
+    trainer.loss_scale = 1024 -- a workable scale: the next step updates
+    r = trainer:step(batches)
+    assert.are.equal(1, r.nonfinite)
+    assert.are.equal(1, trainer.optimizer.steps)
+    assert.is_true(model:parameters()["wq.0"]:max_abs_diff(before) > 0)
+  end)
+end)
+
 describe("weights as inputs", function()
   local llama = require("ane.models.llama")
   local optim = require("ane.optim")

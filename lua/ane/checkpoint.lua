@@ -46,7 +46,7 @@ function M.save(dir, step, state, extra, opts)
   local metadata = {
     format = "anelua-checkpoint-1", step = tostring(step),
     data_position = tostring(extra.data_position or 0), rng = tostring(extra.rng or 0),
-    config = cjson.encode(extra.config or {}),
+    config = cjson.encode(extra.config or {}), trainer = cjson.encode(extra.trainer or {}),
   }
   local path = string.format("%s/ckpt-%08d.safetensors", dir, step)
   local ok, err = ane.io.save_safetensors(path, tensors, metadata)
@@ -63,7 +63,8 @@ function M.load(path)
   if not tensors then return nil, metadata end
   if metadata.format ~= "anelua-checkpoint-1" then return nil, path .. ": not an anelua checkpoint (format '" .. tostring(metadata.format) .. "')" end
   local state = { params = {}, m = {}, v = {}, step = tonumber(metadata.step), data_position = tonumber(metadata.data_position),
-    rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}") }
+    rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}"),
+    trainer = cjson.decode(metadata.trainer or "{}") or {} }
   for key, value in pairs(state.config) do -- JSON numbers come back as floats
     if math.type(value) == "float" then state.config[key] = math.tointeger(value) or value end
   end

@@ -17,7 +17,9 @@ local Trainer = {}
 Trainer.__index = Trainer
 
 --- opts: lr, min_lr, warmup, steps (for the cosine schedule), weight_decay, clip, accum,
---- beta1, beta2, eps.
+--- beta1, beta2, eps, loss_scale (dynamic loss scaling against fp16 underflow: the initial
+--- scale, default 1024 for fp16 models and none for fp32; halved on a non-finite step, doubled
+--- after loss_scale_interval (default 200) good steps).
 function M.new(model, opts)
   opts = opts or {}
   local steps = opts.steps or 100
@@ -27,8 +29,10 @@ function M.new(model, opts)
     beta1 = opts.beta1 or 0.9, beta2 = opts.beta2 or 0.95, eps = opts.eps or 1e-8,
     schedule = optim.cosine_schedule(lr, opts.warmup or 0, steps, opts.min_lr or lr / 10),
   })
-  return setmetatable({ model = model, optimizer = optimizer, accum = opts.accum or 1, nonfinite = 0, step_count = 0 },
-    Trainer)
+  local loss_scale = opts.loss_scale
+  if loss_scale == nil and model.precision == "fp16" then loss_scale = 1024 end
+  return setmetatable({ model = model, optimizer = optimizer, accum = opts.accum or 1, nonfinite = 0, step_count = 0,
+    loss_scale = loss_scale or nil, scale_interval = opts.loss_scale_interval or 200, good_steps = 0 }, Trainer)
 end
 
 -- Adds b * scale into the accumulator a (name -> fp32 tensor); a starts empty.
@@ -47,9 +51,9 @@ function Trainer:step(batches)
   local grads, loss, tokens = {}, 0, 0
   for _ = 1, self.accum do
     local ids, targets = batches:next()
-    local batch_loss, batch_grads = model:loss(ids, targets)
+    local batch_loss, batch_grads = model:loss(ids, targets, self.loss_scale and { loss_scale = self.loss_scale })
     loss = loss + batch_loss / self.accum
-    accumulate(grads, batch_grads, 1 / self.accum)
+    accumulate(grads, batch_grads, 1 / (self.accum * (self.loss_scale or 1)))
     for _, seq in ipairs(ids) do tokens = tokens + #seq end
   end
   self.step_count = self.step_count + 1
@@ -65,6 +69,15 @@ function Trainer:step(batches)
     record.grad_norm, record.lr, skipped = 0 / 0, 0, true
   end
   if skipped then self.nonfinite = self.nonfinite + 1 end
+  record.loss_scale = self.loss_scale
+  if self.loss_scale then -- dynamic loss scaling: back off on overflow, grow after a good run
+    if skipped then
+      self.loss_scale, self.good_steps = math.max(1, self.loss_scale / 2), 0
+    else
+      self.good_steps = self.good_steps + 1
+      if self.good_steps >= self.scale_interval then self.loss_scale, self.good_steps = self.loss_scale * 2, 0 end
+    end
+  end
   local patch_start = ane.clock()
   model:load_parameters()
   local finish = ane.clock()
@@ -84,7 +97,9 @@ end
 --- Writes a checkpoint of this step (weights, AdamW moments, data position, config).
 function Trainer:save(dir, batches, opts)
   return checkpoint.save(dir, self.step_count, { params = self.model:parameters(), m = self.optimizer.m,
-    v = self.optimizer.v }, { data_position = batches.position, config = self.model.config }, opts)
+    v = self.optimizer.v }, { data_position = batches.position, config = self.model.config, trainer = {
+      optimizer_steps = self.optimizer.steps, loss_scale = self.loss_scale, good_steps = self.good_steps,
+      nonfinite = self.nonfinite } }, opts)
 end
 
 --- Continues from a loaded checkpoint state: weights (patched into the programs), moments,
@@ -101,7 +116,11 @@ function Trainer:restore(state, batches)
     self.optimizer.m[name]:copy_from(state.m[name] or error("restore: the checkpoint has no AdamW moment for '" .. name .. "'"))
     self.optimizer.v[name]:copy_from(state.v[name] or error("restore: the checkpoint has no AdamW moment for '" .. name .. "'"))
   end
-  self.optimizer.steps, self.step_count = state.step, state.step
+  local saved = state.trainer or {}
+  self.step_count = state.step
+  self.optimizer.steps = math.tointeger(saved.optimizer_steps) or state.step
+  self.loss_scale = saved.loss_scale or self.loss_scale
+  self.good_steps, self.nonfinite = math.tointeger(saved.good_steps) or 0, math.tointeger(saved.nonfinite) or 0
   batches.position = state.data_position
 end
 

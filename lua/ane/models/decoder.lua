@@ -158,8 +158,10 @@ end
 --- checkpoint tensor (named and laid out by self:checkpoint_gradients). ids/targets: one
 --- sequence or an array of equal-length ones. Forward and backward run as programs (the
 --- backward ones derived by ane.grad, with this model's current weights); embeddings, the
---- classifier and the cross-entropy run on the CPU.
-function Methods:loss(ids, targets)
+--- classifier and the cross-entropy run on the CPU. opts.loss_scale multiplies the gradient
+--- that enters the backward programs (against fp16 underflow); the returned gradients carry it
+--- (divide by it before use), the returned loss does not.
+function Methods:loss(ids, targets, opts)
   if type(ids) ~= "table" or type(targets) ~= "table" or #ids == 0 or #ids ~= #targets then
     error("loss: ids and targets must be arrays of the same length", 2)
   end
@@ -186,7 +188,7 @@ function Methods:loss(ids, targets)
     local h = self:program(self.norm_kind, nil, S):eval(self:extra_inputs("norm", 0, { x = x })).y
     local columns = h:slice(4, 1, T):reshape(C, T):to("fp32")                    -- [C, T]
     local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
-    local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], 1 / total)
+    local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], (opts and opts.loss_scale or 1) / total)
     loss_sum = loss_sum + mean * T
     local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
     self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
