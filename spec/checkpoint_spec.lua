@@ -7,11 +7,7 @@ local llama = require("ane.models.llama")
 local optim = require("ane.optim")
 local checkpoint = require("ane.checkpoint")
 
-local function reference()
-  local dir = helpers.require_data("reference/llama-tiny", pending)
-  if not dir then return nil end
-  return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
-end
+local function reference() return helpers.reference("llama-tiny", pending) end
 
 -- `steps` AdamW steps on the reference batch from a model and optimizer; returns losses.
 local function train(model, opt, ids, targets, steps)

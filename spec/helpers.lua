@@ -27,6 +27,37 @@ function M.require_data(relative, pending)
   return nil
 end
 
+-- A reference model directory of the shared data (reference/<name>) and its PyTorch
+-- expectations, or nil when pending (see require_data).
+function M.reference(name, pending)
+  local dir = M.require_data("reference/" .. name, pending)
+  if not dir then return nil end
+  local ane = require("ane")
+  return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
+end
+
+-- The reference AdamW run (meta.json of the reference models: lr 1e-3, betas 0.9/0.999,
+-- eps 1e-8, no weight decay; the same batch every step): the loss before each of five
+-- steps and after the last, and how far the runtime's patch and compile counters moved
+-- after the first step.
+function M.adamw_losses(model, expected)
+  local ane, optim = require("ane"), require("ane.optim")
+  local ids, targets = expected.input_ids:totable(), expected.targets:totable()
+  local opt = optim.adamw(model:parameters(), { lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0 })
+  local losses, after_first = {}, nil
+  for step = 1, 6 do
+    local loss, grads = model:loss(ids, targets)
+    losses[step] = loss
+    if step <= 5 then
+      opt:step(grads)
+      model:load_parameters()
+    end
+    if step == 1 then after_first = ane.stats() end
+  end
+  local now = ane.stats()
+  return losses, { patches = now.patches - after_first.patches, compiles = now.compiles - after_first.compiles }
+end
+
 -- A fresh directory: os.tmpname reserves a unique name (busted seeds math.random with the
 -- time, so names built from it repeat across runs started in the same second).
 function M.tmpdir()

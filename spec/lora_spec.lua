@@ -10,9 +10,8 @@ local optim = require("ane.optim")
 local RANK, ALPHA = 4, 8
 
 local function reference()
-  local dir = helpers.require_data("reference/llama-tiny", pending)
+  local dir, expected = helpers.reference("llama-tiny", pending)
   if not dir then return nil end
-  local expected = assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
   return dir .. "/model.bin", expected.input_ids:totable(), expected.targets:totable()
 end
 

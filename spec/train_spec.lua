@@ -120,9 +120,8 @@ describe("loss scaling", function()
   local train = require("ane.train")
 
   local function reference()
-    local dir = helpers.require_data("reference/llama-tiny", pending)
+    local dir, expected = helpers.reference("llama-tiny", pending)
     if not dir then return nil end
-    local expected = assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
     return dir .. "/model.bin", expected.input_ids:totable(), expected.targets:totable()
   end
 
@@ -164,29 +163,13 @@ end)
 
 describe("weights as inputs", function()
   local llama = require("ane.models.llama")
-  local optim = require("ane.optim")
 
-  -- Five AdamW steps on reference/llama-tiny; returns the six losses and the patch and
-  -- compile counts that moved after the first step.
+  -- The reference AdamW run on reference/llama-tiny with these model options.
   local function run(options)
-    local dir = helpers.require_data("reference/llama-tiny", pending)
+    local dir, expected = helpers.reference("llama-tiny", pending)
     if not dir then return nil end
-    local expected = assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
-    local ids, targets = expected.input_ids:totable(), expected.targets:totable()
-    local model = assert(llama.load(dir .. "/model.bin", options))
-    local opt = optim.adamw(model:parameters(), { lr = 1e-3 })
-    local losses, after_first = {}, nil
-    for step = 1, 6 do
-      local loss, grads = model:loss(ids, targets)
-      losses[step] = loss
-      if step <= 5 then
-        opt:step(grads)
-        model:load_parameters()
-      end
-      if step == 1 then after_first = ane.stats() end
-    end
-    local now = ane.stats()
-    return losses, now.patches - after_first.patches, now.compiles - after_first.compiles
+    local losses, moved = helpers.adamw_losses(assert(llama.load(dir .. "/model.bin", options)), expected)
+    return losses, moved.patches, moved.compiles
   end
 
   it("give the same losses as patched consts, bit for bit, with no patch and no compile", function()

@@ -18,7 +18,8 @@ local C, L, V = config.n_embd, config.n_layer, config.vocab_size
 local layer_params = L * (4 * C * C + 2 * 4 * C * C + 9 * C + 4 * C)
 local classifier_params = V * C
 
-local bandwidth = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/bandwidth.lua")()
+local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
+local bandwidth = common.read_bandwidth()
 
 local weights = gpt2.random_weights(config, 7)
 local prompt = {}
@@ -48,11 +49,6 @@ print(string.format("%-26s %9s %9s", "prefill 256 tokens", "tok/s", "ms"))
 for _, setup in ipairs({ { "fp16", "ane" }, { "fp32", "cpu" } }) do
   local model = gpt2.from_weights(weights, { precision = setup[1], profile = setup[2] })
   model:logits(long) -- compile
-  local fastest = math.huge
-  for _ = 1, 3 do
-    local start = ane.clock()
-    model:logits(long)
-    fastest = math.min(fastest, ane.clock() - start)
-  end
+  local fastest = common.best_of(3, function() model:logits(long) end)
   print(string.format("%-26s %9.1f %9.1f", setup[1] .. ", profile " .. setup[2], 256 / fastest, fastest * 1000))
 end

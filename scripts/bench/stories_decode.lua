@@ -1,7 +1,7 @@
 -- Benchmark: decode tokens/s of a Stories110M-shaped Llama (random weights: dim 768, 12
 -- layers, 12 heads, hidden 2048, vocab 32000) on the sim backend, cpu profile, against the
 -- memory-bandwidth bound measured in the same run (weight bytes read per token / the 1 GB
--- sgemv bandwidth of bandwidth.lua). For scale: llama2.c's fp32 run.c reaches ~57 tokens/s
+-- sgemv bandwidth of common.lua). For scale: llama2.c's fp32 run.c reaches ~57 tokens/s
 -- on these machines (reference/peers.md).
 --   build/anelua scripts/bench/stories_decode.lua [--tokens N]
 local ane = require("ane")
@@ -17,7 +17,8 @@ local layer_params = L * (4 * D * D + 3 * F * D + 2 * D)
 local classifier_params = V * D
 
 ane.set_compile_budget(1000000) -- two precisions x (prefill + decode) programs exceed the ANE-05 default of 119
-local bandwidth = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/bandwidth.lua")()
+local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
+local bandwidth = common.read_bandwidth()
 local weights = llama.random_weights(config, 11)
 local prompt = { 1 }
 for i = 2, 8 do prompt[i] = (i * 7919) % V end

@@ -6,6 +6,7 @@
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local train = require("ane.train")
+local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 
 local layers, steps = 12, 3
 for i = 1, #arg, 2 do
@@ -26,13 +27,7 @@ local step_flops = 3 * forward_flops
 -- sgemm rate on the step's largest shapes, best of 3 each.
 local function rate(m, k, n)
   local a, b = ane.tensor.rand({ m, k }, { seed = 1 }), ane.tensor.rand({ k, n }, { seed = 2 })
-  local best = math.huge
-  for _ = 1, 3 do
-    local start = ane.clock()
-    a:matmul(b)
-    best = math.min(best, ane.clock() - start)
-  end
-  return 2 * m * k * n / best
+  return 2 * m * k * n / common.best_of(3, function() a:matmul(b) end)
 end
 local sgemm = (rate(F, D, T) + rate(D, D, T) + rate(V, D, T)) / 3
 
