@@ -731,6 +731,17 @@ static int m_sum_of_squares(lua_State *L) {
     return 1;
 }
 
+/* t:clamp_activations(limit) -> clamped, nans: in place, beyond +-limit -> +-limit, NaN -> 0 */
+static int m_clamp_activations(lua_State *L) {
+    int64_t clamped, nans;
+    ane_error err;
+    if (ane_clamp_activations(ane_lua_check_tensor(L, 1), luaL_checknumber(L, 2), &clamped, &nans, &err))
+        return ane_lua_raise(L, &err);
+    lua_pushinteger(L, (lua_Integer)clamped);
+    lua_pushinteger(L, (lua_Integer)nans);
+    return 2;
+}
+
 /* ------------------------------------------------------------------ registration */
 
 void ane_lua_open_tensor(lua_State *L) {
@@ -741,7 +752,8 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {"sum_of_squares", m_sum_of_squares}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {"sum_of_squares", m_sum_of_squares},
+        {"clamp_activations", m_clamp_activations}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},

@@ -131,8 +131,8 @@ for step = first_step, last_step do
   local elapsed = ane.clock() - started
   local eta = elapsed / (step - first_step + 1) * (opts.steps - step)
   print(string.format("step %4d/%d  loss %.4f  lr %.2e  |g| %.3f  %6.0f tok/s  ms fwd %.0f bwd %.0f opt %.0f patch %.0f" ..
-    "  nonfinite %d%s  compiles %d  eta %.0fs", step, opts.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.ms.forward,
-    r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.loss_scale and string.format("  scale %g", r.loss_scale) or "",
+    "  skipped %d clamped %d nan %d%s  compiles %d  eta %.0fs", step, opts.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
+    r.ms.forward, r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.clamped, r.nans, r.loss_scale and string.format("  scale %g", r.loss_scale) or "",
     r.compiles, eta))
   r.loss_hex = string.format("%a", r.loss) -- exact, for comparing runs bit for bit
   metrics:write(cjson.encode(r), "\n")

@@ -161,6 +161,39 @@ describe("loss scaling", function()
   end)
 end)
 
+describe("activation clamping", function()
+  it("clamps beyond the limit and zeroes NaN, in fp32 and fp16, counting both", function()
+    for _, dtype in ipairs({ "fp32", "fp16" }) do
+      local t = ane.tensor.from({ 1, -70000, 0 / 0, math.huge, -math.huge, 3, 60000, -5 }):to(dtype)
+      local clamped, nans = t:clamp_activations(1000)
+      assert.are.equal(4, clamped, dtype) -- -70000 (-inf once in fp16), inf, -inf, 60000
+      assert.are.equal(1, nans, dtype)
+      assert.are.same({ 1, -1000, 0, 1000, -1000, 3, 1000, -5 }, t:to("fp32"):totable())
+    end
+  end)
+
+  it("keeps an fp16 forward pass finite when a layer overflows, and says how often", function()
+    local dir = helpers.require_data("reference/llama-tiny", pending)
+    if not dir then return end
+    local ids = { 1, 450, 4996, 17354, 1701, 432, 29879 }
+    local function overflowing(options)
+      local model = assert(require("ane.models.llama").load(dir .. "/model.bin", options))
+      local params = model:parameters()
+      params["w2.0"]:copy_from(params["w2.0"]:scale(1e5)) -- the first FFN's output now overflows fp16
+      model:load_parameters()
+      return model, model:logits(ids)
+    end
+    local unclamped_model, unclamped = overflowing({ precision = "fp16", profile = "cpu", clamp = false })
+    assert.are.equal(0, unclamped_model.counters.clamped)
+    local logits_max = unclamped:abs():reshape(-1):topk(1)
+    assert.is_true(logits_max[1] ~= logits_max[1] or logits_max[1] == math.huge) -- NaN or Inf reached the logits
+    local model, logits = overflowing({ precision = "fp16", profile = "cpu" })
+    local finite_max = logits:abs():reshape(-1):topk(1)[1]
+    assert.is_true(finite_max == finite_max and finite_max < math.huge)
+    assert.is_true(model:stats().clamped > 0)
+  end)
+end)
+
 describe("weights as inputs", function()
   local llama = require("ane.models.llama")
 

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "../base/fp16.h"
+
 static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, int64_t numel, ane_error *err) {
     if (t->dtype != ANE_FP32 || !ane_tensor_is_contiguous(t) || ane_tensor_numel(t) != numel)
         return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: %s must be a contiguous fp32 tensor of %lld elements", what,
@@ -61,5 +63,36 @@ ane_status ane_sum_of_squares(const ane_tensor *t, double *out, ane_error *err) 
     }
     ane_tensor_release(&flat);
     *out = sum;
+    return ANE_OK;
+}
+
+ane_status ane_clamp_activations(ane_tensor *t, double limit, int64_t *clamped, int64_t *nans, ane_error *err) {
+    if (!ane_tensor_is_contiguous(t) || (t->dtype != ANE_FP32 && t->dtype != ANE_FP16))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the tensor must be contiguous fp32 or fp16");
+    if (t->storage->readonly) return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the tensor is read-only (copy it first)");
+    if (!(limit > 0)) return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the limit must be positive");
+    int64_t n = ane_tensor_numel(t), over = 0, bad = 0;
+    float hi = (float)limit;
+    if (t->dtype == ANE_FP32) {
+        float *x = (float *)ane_tensor_data(t);
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            if (v != v) { x[i] = 0; bad++; }
+            else if (v > hi || v < -hi) { over++; x[i] = v > 0 ? hi : -hi; }
+        }
+    } else {
+        uint16_t *x = (uint16_t *)ane_tensor_data(t);
+        uint16_t hi16 = ane_fp32_to_fp16(hi);
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t magnitude = x[i] & 0x7FFF, sign = x[i] & 0x8000;
+            if (magnitude > 0x7C00) { x[i] = 0; bad++; }                        /* NaN */
+            else if (magnitude > (hi16 & 0x7FFF)) {                                /* fp16 order = magnitude order */
+                over++;
+                x[i] = (uint16_t)(sign | (hi16 & 0x7FFF));
+            }
+        }
+    }
+    *clamped = over;
+    *nans = bad;
     return ANE_OK;
 }

@@ -20,4 +20,8 @@ ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor 
 /* The sum of squares of a tensor (fp64 accumulation), for global-norm clipping. */
 ane_status ane_sum_of_squares(const ane_tensor *t, double *out, ane_error *err);
 
+/* Training stability: in place on a contiguous fp32 or fp16 tensor, values beyond +-limit
+ * (infinities included) become +-limit and NaN becomes 0; counts both kinds. */
+ane_status ane_clamp_activations(ane_tensor *t, double limit, int64_t *clamped, int64_t *nans, ane_error *err);
+
 #endif

@@ -6,8 +6,9 @@
 --   local record = trainer:step(batches)      -- batches from ane.data.batches
 --   trainer:save(dir, batches, { keep = 3 })   -- and later: trainer:restore(checkpoint.load(path), batches)
 -- A record holds step, loss, lr, grad_norm, tokens, tokens_per_s, ms = {forward, backward,
--- optimizer, patch, total}, nonfinite (steps skipped because a gradient was NaN/Inf) and
--- compiles (the runtime's compile count after the step).
+-- optimizer, patch, total}, nonfinite (steps skipped because a gradient was NaN/Inf),
+-- clamped and nans (program outputs clamped / NaNs zeroed in this step, see decoder.eval)
+-- and compiles (the runtime's compile count after the step).
 local ane = require("ane")
 local optim = require("ane.optim")
 local checkpoint = require("ane.checkpoint")
@@ -47,6 +48,7 @@ end
 function Trainer:step(batches)
   local model, counters = self.model, self.model.counters
   local forward_then, backward_then = counters.loss_forward_seconds, counters.loss_backward_seconds
+  local clamped_then, nans_then = counters.clamped, counters.nans
   local start = ane.clock()
   local grads, loss, tokens = {}, 0, 0
   for _ = 1, self.accum do
@@ -89,6 +91,7 @@ function Trainer:step(batches)
   record.ms.total = (finish - start) * 1000
   record.tokens_per_s = tokens / (finish - start)
   record.nonfinite = self.nonfinite
+  record.clamped, record.nans = counters.clamped - clamped_then, counters.nans - nans_then -- in this step's programs
   record.compiles = ane.stats().compiles
   record.position = batches.position
   return record

@@ -45,7 +45,9 @@ function M.new_state(kind, opts, precision, profile)
     programs = {}, id = string.format("%s#%d", kind, M.instances),
     min_width = profile == "ane" and 32 or 1, -- ANE-21: device I/O at least 32 wide
     counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
-      decode_seconds = 0, loss_forward_seconds = 0, loss_backward_seconds = 0 },
+      decode_seconds = 0, loss_forward_seconds = 0, loss_backward_seconds = 0, clamped = 0, nans = 0 },
+    -- opts.clamp: a limit, or false for none; fp16 models clamp at the fp16 maximum by default
+    clamp_limit = opts.clamp == nil and (precision == "fp16" and 65504 or nil) or opts.clamp or nil,
   }
 end
 
@@ -100,6 +102,29 @@ function Methods:extra_inputs(group, l, inputs)
     for name, t in pairs(self.weight_feed[group][l]) do inputs[name] = t end
   end
   return inputs
+end
+
+--- Evaluates a forward program with its extra inputs (see extra_inputs). With a clamp limit (fp16
+--- models: 65504, the paper's stability fix, numerics.md) every output is clamped in place
+--- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
+--- become +-limit, NaN becomes 0, and both are counted in self.counters.
+function Methods:eval(program, group, l, inputs)
+  local outputs = self:eval_unclamped(program, group, l, inputs)
+  local limit = self.clamp_limit
+  if limit then
+    local counters = self.counters
+    for _, t in pairs(outputs) do
+      local clamped, nans = t:clamp_activations(limit)
+      counters.clamped, counters.nans = counters.clamped + clamped, counters.nans + nans
+    end
+  end
+  return outputs
+end
+
+--- Evaluates a program without clamping: the backward programs use it, so an fp16 overflow
+--- reaches the loss scaler as Inf/NaN (which skips the step) instead of being hidden.
+function Methods:eval_unclamped(program, group, l, inputs)
+  return program:eval(self:extra_inputs(group, l, inputs))
 end
 
 --- Patches the weights of `patch` (const name -> tensor) that `program` holds: a backward
@@ -182,10 +207,10 @@ function Methods:loss(ids, targets, opts)
     local attention_inputs, ffn_inputs = {}, {}
     for l = 1, self.n_layer do
       attention_inputs[l] = x
-      ffn_inputs[l] = self:program("attn_prefill", l, S):eval(self:extra_inputs("attn", l, { x = x })).y
-      x = self:program(self.ffn_kind, l, S):eval(self:extra_inputs("ffn", l, { x = ffn_inputs[l] })).y
+      ffn_inputs[l] = self:eval(self:program("attn_prefill", l, S), "attn", l, { x = x }).y
+      x = self:eval(self:program(self.ffn_kind, l, S), "ffn", l, { x = ffn_inputs[l] }).y
     end
-    local h = self:program(self.norm_kind, nil, S):eval(self:extra_inputs("norm", 0, { x = x })).y
+    local h = self:eval(self:program(self.norm_kind, nil, S), "norm", 0, { x = x }).y
     local columns = h:slice(4, 1, T):reshape(C, T):to("fp32")                    -- [C, T]
     local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
     local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], (opts and opts.loss_scale or 1) / total)
@@ -196,16 +221,16 @@ function Methods:loss(ids, targets, opts)
     if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
     grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
-    local r = self:program(self.norm_kind .. "_grad", nil, S):eval(self:extra_inputs("norm", 0, { x = x, grad_y = grad_h }))
+    local r = self:eval_unclamped(self:program(self.norm_kind .. "_grad", nil, S), "norm", 0, { x = x, grad_y = grad_h })
     if not self.lora then
       for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
     end
     local dx = r.grad_x
     local zeros = ane.tensor({ 1, C, 1, S }, self.dtype)
     for l = self.n_layer, 1, -1 do
-      local f = self:program(self.ffn_kind .. "_grad", l, S):eval(self:extra_inputs("ffn", l, { x = ffn_inputs[l], grad_y = dx }))
-      local a = self:program("attn_prefill_grad", l, S):eval(self:extra_inputs("attn", l, { x = attention_inputs[l],
-        grad_y = f.grad_x, grad_k = zeros, grad_v = zeros }))
+      local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, { x = ffn_inputs[l], grad_y = dx })
+      local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, { x = attention_inputs[l],
+        grad_y = f.grad_x, grad_k = zeros, grad_v = zeros })
       if self.lora then
         for _, name in ipairs(M.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
       else
@@ -231,6 +256,7 @@ function Methods:stats()
     decode_tokens = s.decode_tokens, decode_tokens_per_s = s.decode_seconds > 0 and s.decode_tokens / s.decode_seconds or 0,
     decode_ms_per_token = s.decode_tokens > 0 and s.decode_seconds * 1000 / s.decode_tokens or 0,
     loss_forward_ms = s.loss_forward_seconds * 1000, loss_backward_ms = s.loss_backward_seconds * 1000,
+    clamped = s.clamped, nans = s.nans,
   }
 end
 
@@ -288,10 +314,10 @@ function Methods:generate(prompt, opts)
     inputs.mask = mask
     for l = 1, self.n_layer do
       inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
-      local r = attention[l]:eval(self:extra_inputs("attn", l, inputs))
+      local r = self:eval(attention[l], "attn", l, inputs)
       caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
       caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = ffn[l]:eval(self:extra_inputs("ffn", l, { x = r.y })).y
+      h = self:eval(ffn[l], "ffn", l, { x = r.y }).y
     end
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1

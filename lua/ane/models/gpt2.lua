@@ -358,7 +358,7 @@ end
 
 -- logits [T, V] (fp32) of the first T columns of a final-norm input.
 function Model:classify(x, T, S)
-  local h = self:program("ln_f", nil, S):eval({ x = x }).y                 -- [1, C, 1, S]
+  local h = self:eval(self:program("ln_f", nil, S), "norm", 0, { x = x }).y                 -- [1, C, 1, S]
   local C = self.config.n_embd
   local columns = h:slice(4, 1, T):reshape(C, T)                           -- [C, T]
   return self.P.wte:matmul(columns:to("fp32")):transpose():copy()           -- [T, V]
@@ -371,9 +371,9 @@ function Model:forward(ids)
   local x = self:embed(ids, 0, S)
   local caches = {}
   for l = 1, self.config.n_layer do
-    local r = self:program("attn_prefill", l, S):eval({ x = x })
+    local r = self:eval(self:program("attn_prefill", l, S), "attn", l, { x = x })
     caches[l] = { k = r.k, v = r.v }
-    x = self:program("mlp", l, S):eval({ x = r.y }).y
+    x = self:eval(self:program("mlp", l, S), "ffn", l, { x = r.y }).y
   end
   return x, caches, S
 end

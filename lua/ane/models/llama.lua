@@ -391,7 +391,7 @@ function Model:embed(ids, S)
 end
 
 function Model:classify(x, T, S)
-  local h = self:program("norm", nil, S):eval(self:extra_inputs("norm", 0, { x = x })).y
+  local h = self:eval(self:program("norm", nil, S), "norm", 0, { x = x }).y
   return self.P.wcls:matmul(h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")):transpose():copy() -- [T, V]
 end
 
@@ -401,9 +401,9 @@ function Model:forward(ids)
   local x = self:embed(ids, S)
   local caches = {}
   for l = 1, self.config.n_layer do
-    local r = self:program("attn_prefill", l, S):eval(self:extra_inputs("attn", l, { x = x }))
+    local r = self:eval(self:program("attn_prefill", l, S), "attn", l, { x = x })
     caches[l] = r
-    x = self:program("ffn", l, S):eval(self:extra_inputs("ffn", l, { x = r.y })).y
+    x = self:eval(self:program("ffn", l, S), "ffn", l, { x = r.y }).y
   end
   return x, caches, S
 end
