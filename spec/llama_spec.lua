@@ -72,6 +72,24 @@ describe("Llama logits", function()
     assert.are.equal(0, moved.compiles) -- weights changed by patching only
   end)
 
+  it("builds programs compiled after an update from the updated weights", function()
+    local dir, expected = reference()
+    if not dir then return end
+    local optim = require("ane.optim")
+    local long = {}
+    for i = 1, 40 do long[i] = (i * 31) % 32000 end -- 40 tokens: a bucket not compiled before the update
+    for _, precision in ipairs({ "fp32", "fp16" }) do
+      local model = assert(llama.load(dir .. "/model.bin", { precision = precision, profile = "cpu" }))
+      local opt = optim.adamw(model:parameters(), { lr = 1e-2 })
+      local _, grads = model:loss(expected.input_ids:totable(), expected.targets:totable())
+      opt:step(grads)
+      model:load_parameters()
+      local fresh = llama.from_weights(llama.weights_from_parameters(model.config, model:parameters(), "copy"),
+        { precision = precision, profile = "cpu" })
+      assert.are.equal(0, model:logits(long):max_abs_diff(fresh:logits(long)), precision)
+    end
+  end)
+
   it("reports corrupt checkpoints by file and tensor", function()
     local dir = reference()
     if not dir then return end

@@ -305,6 +305,11 @@ end
 
 -- The graph of one program kind (decoder.lua compiles and caches it).
 function Model:build_graph(kind, layer, a, b)
+  if self.stale_weights then
+    self.P = prepare(self.stale_weights, self.dtype)
+    self.P.wte, self.P.wcls, self.P.wpe = self.stale_weights.wte, self.stale_weights.wte, self.stale_weights.wpe
+    self.stale_weights = nil
+  end
   local L = layer and self.P.layers[layer]
   if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
   if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
@@ -492,9 +497,9 @@ function Model:load_parameters(params)
     end
     decoder.patch_present(program, patch)
   end
-  local W = { config = self.config, layers = layers, wte = params["wte.weight"], wpe = params["wpe.weight"],
+  -- Programs compiled later start from these weights: converted when one is built.
+  self.stale_weights = { config = self.config, layers = layers, wte = params["wte.weight"], wpe = params["wpe.weight"],
     ln_f_g = params["ln_f.weight"], ln_f_b = params["ln_f.bias"] }
-  self.P = prepare(W, self.dtype)
   self.P.wte, self.P.wcls, self.P.wpe = params["wte.weight"], params["wte.weight"], params["wpe.weight"]
 end
 

@@ -245,6 +245,7 @@ end
 -- The graph of one program kind (decoder.lua compiles and caches it, and derives the
 -- "<kind>_grad" backward graphs from these).
 function Model:build_graph(kind, layer, a, b)
+  if self.stale_params then self:refresh_weights() end
   local L = layer and self.P.layers[layer]
   if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
   if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
@@ -495,13 +496,24 @@ function Model:load_parameters(params)
     end
     decoder.patch_present(program, patch)
   end
-  -- Programs compiled later start from these weights too.
+  -- Programs compiled later start from these weights too: converted when one is built (or
+  -- now, when the weights are fed as inputs), not at every step.
+  self.stale_params = params
+  if self.weights_as_inputs then self:refresh_weights() end
+end
+
+-- The program-layout weights (self.P) from the latest parameters; views when the dtype
+-- already matches (fp32), conversions otherwise.
+function Model:refresh_weights()
+  local params, dtype = self.stale_params, self.dtype
+  self.stale_params = nil
+  local function as_dtype(t) return t:dtype() == dtype and t or t:to(dtype) end
   for l, L in ipairs(self.P.layers) do
-    local function matrix(t) local s = t:shape(); return t:to(self.dtype):reshape(s[1], s[2], 1, 1) end
-    L.rms_att, L.rms_ffn = params["rms_att." .. (l - 1)]:to(self.dtype), params["rms_ffn." .. (l - 1)]:to(self.dtype)
+    local function matrix(t) local shape = t:shape(); return as_dtype(t):reshape(shape[1], shape[2], 1, 1) end
+    L.rms_att, L.rms_ffn = as_dtype(params["rms_att." .. (l - 1)]), as_dtype(params["rms_ffn." .. (l - 1)])
     for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do L[field] = matrix(params[field .. "." .. (l - 1)]) end
   end
-  self.P.rms_final = params.rms_final:to(self.dtype)
+  self.P.rms_final = as_dtype(params.rms_final)
   if self.weights_as_inputs then self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS) end
 end
 
