@@ -24,22 +24,24 @@ function M.adamw(params, opts)
   return self
 end
 
---- One step with grads (name -> tensor, each parameter's shape). Returns the global norm of
---- the gradients before clipping and the learning rate used. Sanitizing before weights are
+--- One step with grads (name -> tensor, each parameter's shape), each multiplied by
+--- grad_scale (default 1; unscaling after loss scaling costs no copy this way). Returns the
+--- global norm of the (scaled) gradients before clipping and the learning rate used. Sanitizing before weights are
 --- written: if any gradient holds NaN or Inf (the norm is not finite) nothing is updated,
 --- the step is not counted, and the third result is true (skipped).
-function AdamW:step(grads)
+function AdamW:step(grads, grad_scale)
   local o = self.opts
+  grad_scale = grad_scale or 1
   local sum = 0
   for name in pairs(self.params) do
     local g = grads[name]
     if not g then error("adamw: no gradient for parameter '" .. name .. "'", 2) end
     sum = sum + g:sum_of_squares()
   end
-  local norm = math.sqrt(sum)
+  local norm = math.sqrt(sum) * math.abs(grad_scale)
   if norm ~= norm or norm == math.huge then return norm, 0, true end
   self.steps = self.steps + 1
-  local scale = (o.clip and norm > o.clip) and o.clip / norm or 1
+  local scale = ((o.clip and norm > o.clip) and o.clip / norm or 1) * grad_scale
   local lr = o.schedule and o.schedule(self.steps) or (o.lr or 1e-3)
   local settings = { lr = lr, beta1 = o.beta1 or 0.9, beta2 = o.beta2 or 0.999, eps = o.eps or 1e-8,
     weight_decay = o.weight_decay or 0, step = self.steps, grad_scale = scale }

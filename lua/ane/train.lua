@@ -55,7 +55,7 @@ function Trainer:step(batches)
     local ids, targets = batches:next()
     local batch_loss, batch_grads = model:loss(ids, targets, self.loss_scale and { loss_scale = self.loss_scale })
     loss = loss + batch_loss / self.accum
-    accumulate(grads, batch_grads, 1 / (self.accum * (self.loss_scale or 1)))
+    accumulate(grads, batch_grads, 1 / self.accum)
     for _, seq in ipairs(ids) do tokens = tokens + #seq end
   end
   self.step_count = self.step_count + 1
@@ -66,7 +66,7 @@ function Trainer:step(batches)
   local optimizer_start = ane.clock()
   local skipped
   if loss == loss and math.abs(loss) ~= math.huge then
-    record.grad_norm, record.lr, skipped = self.optimizer:step(grads)
+    record.grad_norm, record.lr, skipped = self.optimizer:step(grads, 1 / (self.loss_scale or 1)) -- unscaled in the kernel
   else
     record.grad_norm, record.lr, skipped = 0 / 0, 0, true
   end
