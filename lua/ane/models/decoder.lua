@@ -1,7 +1,9 @@
 -- ane.models.decoder: what the decoder-only models (gpt2, llama) share: the per-model program
 -- cache with compile accounting, shape buckets, batched logits, KV-cached generation,
 -- sampling with a seeded generator, and statistics. A model mixes these in and provides:
---   build_graph(kind, layer, a, b)   graphs for "attn_prefill", "attn_decode", its FFN kind, the final norm
+--   graphs = { [kind] = function(self, layer weights, a, b) -> graph } for "attn_prefill",
+--            "attn_decode", its FFN kind and its final norm; refresh_weights() to bring
+--            self.P (program-layout weights) up to date before a graph is built
 --   forward(ids) -> x, per-layer prefill outputs {k =, v =}, bucket S
 --   classify(x, T, S) -> [T, V] logits
 --   embed_token(id, position, W) -> [1, C, 1, W] input of one decoded token
@@ -125,6 +127,13 @@ end
 --- reaches the loss scaler as Inf/NaN (which skips the step) instead of being hidden.
 function Methods:eval_unclamped(program, group, l, inputs)
   return program:eval(self:extra_inputs(group, l, inputs))
+end
+
+--- The graph of one program kind: self.graphs[kind](self, layer weights, a, b), after the
+--- model has brought its program-layout weights up to date (self:refresh_weights).
+function Methods:build_graph(kind, layer, a, b)
+  self:refresh_weights()
+  return self.graphs[kind](self, layer and self.P.layers[layer], a, b)
 end
 
 --- Patches the weights of `patch` (const name -> tensor) that `program` holds: a backward

@@ -295,7 +295,7 @@ local function mlp_graph(self, L, S)
   return g
 end
 
-local function final_norm_graph(self, S)
+local function final_norm_graph(self, _, S)
   local C = self.config.n_embd
   local g = ane.graph("gpt2_ln_f")
   local x = g:input("x", { 1, C, 1, S }, self.dtype)
@@ -303,18 +303,17 @@ local function final_norm_graph(self, S)
   return g
 end
 
--- The graph of one program kind (decoder.lua compiles and caches it).
-function Model:build_graph(kind, layer, a, b)
-  if self.stale_weights then
-    self.P = prepare(self.stale_weights, self.dtype)
-    self.P.wte, self.P.wcls, self.P.wpe = self.stale_weights.wte, self.stale_weights.wte, self.stale_weights.wpe
-    self.stale_weights = nil
-  end
-  local L = layer and self.P.layers[layer]
-  if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
-  if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
-  if kind == "mlp" then return mlp_graph(self, L, a) end
-  return final_norm_graph(self, a)
+-- The program kinds (decoder.lua builds, compiles and caches them).
+Model.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph, mlp = mlp_graph,
+  ln_f = final_norm_graph }
+
+-- Weights updated by load_parameters reach programs compiled later: converted here, once.
+function Model:refresh_weights()
+  local W = self.stale_weights
+  if not W then return end
+  self.P = prepare(W, self.dtype)
+  self.P.wte, self.P.wcls, self.P.wpe = W.wte, W.wte, W.wpe
+  self.stale_weights = nil
 end
 
 -- ------------------------------------------------------------------ the model

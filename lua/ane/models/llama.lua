@@ -222,7 +222,7 @@ local function ffn_graph(self, L, S)
   return g
 end
 
-local function final_norm_graph(self, S)
+local function final_norm_graph(self, _, S)
   local g = ane.graph("llama_final_norm")
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
   local weights = weights_for(self, g, self.P, { rms_final = "norm_weight" })
@@ -242,16 +242,10 @@ local function const_names(fields)
   return list
 end
 
--- The graph of one program kind (decoder.lua compiles and caches it, and derives the
+-- The program kinds (decoder.lua builds, compiles and caches them, and derives the
 -- "<kind>_grad" backward graphs from these).
-function Model:build_graph(kind, layer, a, b)
-  if self.stale_params then self:refresh_weights() end
-  local L = layer and self.P.layers[layer]
-  if kind == "attn_prefill" then return attention_prefill_graph(self, L, a) end
-  if kind == "attn_decode" then return attention_decode_graph(self, L, a, b) end
-  if kind == "ffn" then return ffn_graph(self, L, a) end
-  return final_norm_graph(self, a)
-end
+Model.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph, ffn = ffn_graph,
+  norm = final_norm_graph }
 
 -- ------------------------------------------------------------------ the model
 
@@ -499,13 +493,14 @@ function Model:load_parameters(params)
   -- Programs compiled later start from these weights too: converted when one is built (or
   -- now, when the weights are fed as inputs), not at every step.
   self.stale_params = params
-  if self.weights_as_inputs then self:refresh_weights() end
+  if self.weights_as_inputs then self:refresh_weights() end -- the inputs are fed from self.P
 end
 
 -- The program-layout weights (self.P) from the latest parameters; views when the dtype
 -- already matches (fp32), conversions otherwise.
 function Model:refresh_weights()
   local params, dtype = self.stale_params, self.dtype
+  if not params then return end
   self.stale_params = nil
   local function as_dtype(t) return t:dtype() == dtype and t or t:to(dtype) end
   for l, L in ipairs(self.P.layers) do
