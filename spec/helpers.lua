@@ -36,6 +36,24 @@ function M.reference(name, pending)
   return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
 end
 
+-- Checks every "grad.<name>" tensor of the PyTorch expectations against grads[name]: present,
+-- same shape, max |difference| below tolerance. Returns how many were checked.
+function M.assert_gradients(grads, expected, tolerance)
+  local checked = 0
+  for name, want in pairs(expected) do
+    local field = name:match("^grad%.(.+)$")
+    if field then
+      local got = grads[field]
+      assert(got ~= nil, "missing gradient " .. field)
+      assert(table.concat(want:shape(), "x") == table.concat(got:shape(), "x"), field .. ": shape differs")
+      local difference = got:max_abs_diff(want)
+      assert(difference < tolerance, field .. ": max |difference| " .. difference)
+      checked = checked + 1
+    end
+  end
+  return checked
+end
+
 -- The reference AdamW run (meta.json of the reference models: lr 1e-3, betas 0.9/0.999,
 -- eps 1e-8, no weight decay; the same batch every step): the loss before each of five
 -- steps and after the last, and how far the runtime's patch and compile counters moved

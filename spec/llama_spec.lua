@@ -45,17 +45,7 @@ describe("Llama logits", function()
     -- <= 192 terms per program plus CPU sums over 32 positions) to 1e-5 absolute: the
     -- differences from PyTorch are ~2e-7.
     assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4, "loss " .. loss)
-    local checked = 0
-    for name, want in pairs(expected) do
-      local field = name:match("^grad%.(.+)$")
-      if field then
-        local got = grads[field]
-        assert.is_not_nil(got, "missing gradient " .. field)
-        assert.are.same(want:shape(), got:shape(), field)
-        assert.is_true(got:max_abs_diff(want) < 1e-5, field .. ": " .. got:max_abs_diff(want))
-        checked = checked + 1
-      end
-    end
+    local checked = helpers.assert_gradients(grads, expected, 1e-5)
     assert.are.equal(21, checked) -- token_embedding, wcls, rms_final and 9 fields x 2 layers
   end)
 
