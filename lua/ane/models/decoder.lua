@@ -184,8 +184,13 @@ function Methods:logits(ids)
   return logits
 end
 
+-- Sums gradients in fp32. Program outputs are fresh tensors, so an fp32 one is kept as is.
 local function accumulate(into, name, value)
-  into[name] = into[name] and into[name]:add(value) or value:to("fp32")
+  if into[name] then
+    into[name] = into[name]:add(value)
+  else
+    into[name] = value:dtype() == "fp32" and value or value:to("fp32")
+  end
 end
 
 --- loss(ids, targets) -> mean cross-entropy over all positions and the gradient of every
