@@ -348,6 +348,25 @@ function M.mixin(methods)
   return methods
 end
 
+--- t in dtype: t itself when it already is (a view, no copy), a converted copy otherwise.
+function M.in_dtype(t, dtype) return t:dtype() == dtype and t or t:to(dtype) end
+
+--- A linear weight [out, in] as the [out, in, 1, 1] conv weight of the programs, in dtype.
+function M.conv_weight(t, dtype)
+  local shape = t:shape()
+  return M.in_dtype(t, dtype):reshape(shape[1], shape[2], 1, 1)
+end
+
+--- randn(shape, std) for random model weights: each call draws from its own seed derived
+--- from `seed` and the call count, so a model's weights depend only on seed and order.
+function M.seeded_randn(seed)
+  local calls = 0
+  return function(shape, std)
+    calls = calls + 1
+    return ane.tensor.randn(shape, { seed = seed * 1000 + calls, std = std })
+  end
+end
+
 --- xorshift64*: a small deterministic generator for sampling; returns uniforms in [0, 1).
 function M.rng(seed)
   local state = (seed or 1) ~ 0x9E3779B97F4A7C15

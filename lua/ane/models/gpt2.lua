@@ -182,11 +182,8 @@ end
 function M.random_weights(config, seed)
   local C, V, T = config.n_embd, config.vocab_size, config.n_positions
   seed = seed or 1
-  local n = 0
-  local function randn(shape, std)
-    n = n + 1
-    return ane.tensor.randn(shape, { seed = seed * 1000 + n, std = std or 0.02 })
-  end
+  local draw = decoder.seeded_randn(seed)
+  local function randn(shape, std) return draw(shape, std or 0.02) end
   local function ones(size) return ane.tensor({ size }):fill(1) end
   local W = { config = config, layers = {}, wte = randn({ V, C }), wpe = randn({ T, C }, 0.01), ln_f_g = ones(C),
     ln_f_b = ane.tensor({ C }), source = "random weights (seed " .. seed .. ")" }
@@ -206,8 +203,8 @@ end
 -- Weights converted once to the programs' layout: linear [out, in, 1, 1], vectors [C].
 local function prepare(W, dtype)
   local P = { layers = {} }
-  local function matrix(t) local s = t:shape(); return t:to(dtype):reshape(s[1], s[2], 1, 1) end
-  local function vector(t) return t:to(dtype) end
+  local function matrix(t) return decoder.conv_weight(t, dtype) end
+  local function vector(t) return decoder.in_dtype(t, dtype) end
   for l, L in ipairs(W.layers) do
     P.layers[l] = {
       ln1_g = vector(L.ln1_g), ln1_b = vector(L.ln1_b), ln2_g = vector(L.ln2_g), ln2_b = vector(L.ln2_b),
@@ -217,9 +214,9 @@ local function prepare(W, dtype)
     }
   end
   P.ln_f_g, P.ln_f_b = vector(W.ln_f_g), vector(W.ln_f_b)
-  P.wte = W.wte:to("fp32")  -- [V, C] for embeddings and the CPU classifier
+  P.wte = decoder.in_dtype(W.wte, "fp32") -- [V, C] for embeddings and the CPU classifier
   P.wcls = P.wte            -- tied
-  P.wpe = W.wpe:to("fp32")
+  P.wpe = decoder.in_dtype(W.wpe, "fp32")
   return P
 end
 

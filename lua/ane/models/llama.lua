@@ -78,14 +78,15 @@ end
 
 local function prepare(W, dtype)
   local P = { layers = {} }
-  local function matrix(t) local s = t:shape(); return t:to(dtype):reshape(s[1], s[2], 1, 1) end
+  local function matrix(t) return decoder.conv_weight(t, dtype) end
   for l, L in ipairs(W.layers) do
-    P.layers[l] = { rms_att = L.rms_att:to(dtype), rms_ffn = L.rms_ffn:to(dtype), wq = matrix(L.wq), wk = matrix(L.wk),
-      wv = matrix(L.wv), wo = matrix(L.wo), w1 = matrix(L.w1), w2 = matrix(L.w2), w3 = matrix(L.w3) }
+    P.layers[l] = { rms_att = decoder.in_dtype(L.rms_att, dtype), rms_ffn = decoder.in_dtype(L.rms_ffn, dtype),
+      wq = matrix(L.wq), wk = matrix(L.wk), wv = matrix(L.wv), wo = matrix(L.wo), w1 = matrix(L.w1), w2 = matrix(L.w2),
+      w3 = matrix(L.w3) }
   end
-  P.rms_final = W.rms_final:to(dtype)
-  P.token_embedding = W.token_embedding:to("fp32") -- [V, dim] for lookups
-  P.wcls = W.wcls:to("fp32")                        -- [V, dim] for the CPU classifier
+  P.rms_final = decoder.in_dtype(W.rms_final, dtype)
+  P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32") -- [V, dim] for lookups
+  P.wcls = decoder.in_dtype(W.wcls, "fp32")                        -- [V, dim] for the CPU classifier
   return P
 end
 
@@ -278,11 +279,7 @@ end
 --- a shared classifier. config: dim, hidden, n_layer, n_head, vocab_size, seq_len.
 function M.random_weights(config, seed)
   seed = seed or 1
-  local n = 0
-  local function randn(shape, std)
-    n = n + 1
-    return ane.tensor.randn(shape, { seed = seed * 1000 + n, std = std })
-  end
+  local randn = decoder.seeded_randn(seed)
   local dim, hidden = config.dim, config.hidden
   local residual_std = 0.02 / math.sqrt(2 * config.n_layer)
   local params = { token_embedding = randn({ config.vocab_size, dim }, 0.02), rms_final = ane.tensor({ dim }):fill(1) }
@@ -502,13 +499,14 @@ function Model:refresh_weights()
   local params, dtype = self.stale_params, self.dtype
   if not params then return end
   self.stale_params = nil
-  local function as_dtype(t) return t:dtype() == dtype and t or t:to(dtype) end
   for l, L in ipairs(self.P.layers) do
-    local function matrix(t) local shape = t:shape(); return as_dtype(t):reshape(shape[1], shape[2], 1, 1) end
-    L.rms_att, L.rms_ffn = as_dtype(params["rms_att." .. (l - 1)]), as_dtype(params["rms_ffn." .. (l - 1)])
-    for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do L[field] = matrix(params[field .. "." .. (l - 1)]) end
+    L.rms_att = decoder.in_dtype(params["rms_att." .. (l - 1)], dtype)
+    L.rms_ffn = decoder.in_dtype(params["rms_ffn." .. (l - 1)], dtype)
+    for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do
+      L[field] = decoder.conv_weight(params[field .. "." .. (l - 1)], dtype)
+    end
   end
-  self.P.rms_final = as_dtype(params.rms_final)
+  self.P.rms_final = decoder.in_dtype(params.rms_final, dtype)
   if self.weights_as_inputs then self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS) end
 end
 
