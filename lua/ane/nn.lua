@@ -45,15 +45,22 @@ end
 
 --- Mean of squares over channels, scaled before squaring so fp16 does not overflow:
 --- sum((x / sqrt(N))^2) instead of sum(x^2) / N (see reference/numerics.md).
-local function channel_mean_square(g, x, opts, suffix)
-  local n = channels(x)
+--- (axis: the 0-based axis to reduce, 1 = channels by default.)
+local function channel_mean_square(g, x, opts, suffix, axis)
+  axis = axis or 1
+  local n = x:shape()[axis + 1]
   local scaled = g:mul(x, 1 / math.sqrt(n), { name = prefixed(opts, suffix .. "_scaled") })
   local squared = g:mul(scaled, scaled, { name = prefixed(opts, suffix .. "_squared") })
-  return g:reduce_sum(squared, { 1 }, { keep_dims = true, name = prefixed(opts, suffix) })
+  return g:reduce_sum(squared, { axis }, { keep_dims = true, name = prefixed(opts, suffix) })
 end
 
-local function per_channel(g, value, name)
-  if ane.tensor.is(value) then value = value:reshape(1, value:numel(), 1, 1) end
+--- A weight vector broadcast along `axis` (0-based, default 1: [1, C, 1, 1]).
+local function per_channel(g, value, name, axis)
+  if ane.tensor.is(value) then
+    local shape = { 1, 1, 1, 1 }
+    shape[(axis or 1) + 1] = value:numel()
+    value = value:reshape(table.unpack(shape))
+  end
   return as_node(g, value, name)
 end
 
@@ -72,14 +79,16 @@ function nn.layer_norm(g, x, gamma, beta, opts)
   return g:add(scaled, per_channel(g, beta, prefixed(opts, "beta")), { name = opts and opts.name })
 end
 
---- RMSNorm over channels: x / sqrt(mean(x^2) + eps) * weight.
+--- RMSNorm over channels: x / sqrt(mean(x^2) + eps) * weight. opts.axis normalizes another
+--- (0-based) axis instead, e.g. 3 for the per-head q/k norms on [1, H, S, D].
 function nn.rms_norm(g, x, weight, opts)
   local eps = opts and opts.eps or 1e-5
-  local mean_square = channel_mean_square(g, x, opts, "mean_square")
+  local axis = opts and opts.axis or 1
+  local mean_square = channel_mean_square(g, x, opts, "mean_square", axis)
   local shifted = g:add(mean_square, eps, { name = prefixed(opts, "mean_square_eps") })
   local inv_rms = g:pow(shifted, -0.5, { name = prefixed(opts, "inv_rms") })
   local normalized = g:mul(x, inv_rms, { name = prefixed(opts, "normalized") })
-  return g:mul(normalized, per_channel(g, weight, prefixed(opts, "weight")), { name = opts and opts.name })
+  return g:mul(normalized, per_channel(g, weight, prefixed(opts, "weight"), axis), { name = opts and opts.name })
 end
 
 --- GELU, tanh form (gelu is not an ANE op, ANE-10):

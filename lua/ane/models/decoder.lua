@@ -19,6 +19,26 @@ local ane = require("ane")
 
 local M = {}
 
+local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+--- tensors[name] when it exists with `shape`; else nil and an error naming the source file,
+--- the tensor, the expected and the found shape.
+function M.expect_tensor(tensors, name, shape, source)
+  local t = tensors[name]
+  if not t then return nil, string.format("%s: tensor '%s' is missing (expected %s)", source, name, shape_string(shape)) end
+  if not same_shape(t:shape(), shape) then
+    return nil, string.format("%s: tensor '%s' has shape %s, expected %s", source, name, shape_string(t:shape()),
+      shape_string(shape))
+  end
+  return t
+end
+
 --- The smallest power of two >= n, starting from floor.
 function M.pow2_at_least(n, floor)
   local b = floor
@@ -240,7 +260,7 @@ function Methods:loss(ids, targets, opts)
       for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
     end
     local dx = r.grad_x
-    local zeros = ane.tensor({ 1, C, 1, S }, self.dtype)
+    local zeros = ane.tensor({ 1, self.cache_width or C, 1, S }, self.dtype) -- cotangents of the unused k, v outputs
     for l = self.n_layer, 1, -1 do
       local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, { x = ffn_inputs[l], grad_y = dx })
       local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, { x = attention_inputs[l],
@@ -286,7 +306,7 @@ function Methods:generate(prompt, opts)
   local budget = math.min(opts.max_tokens or 32, self.context_length - #prompt)
   if budget < 1 then error("generate: the prompt fills all " .. self.context_length .. " positions", 2) end
   local stop = opts.stop_at_end ~= false and opts.stop_at_eot ~= false and opts.stop_at_eos ~= false
-  local Smax, W, C = self:bucket(#prompt + budget, self.context_length), self.min_width, self.width
+  local Smax, W, C = self:bucket(#prompt + budget, self.context_length), self.min_width, self.cache_width or self.width
   local random = M.rng(opts.seed)
 
   -- Prefill: run the prompt, keep its keys and values in the caches.

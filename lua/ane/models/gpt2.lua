@@ -35,23 +35,7 @@ local LLMC_MAGIC = 20240326
 
 local function fail(format, ...) return nil, string.format(format, ...) end
 
-local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
-
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
-
--- Checks tensor `name` against its expected shape.
-local function expect(tensors, name, shape, source)
-  local t = tensors[name]
-  if not t then return fail("%s: tensor '%s' is missing (expected %s)", source, name, shape_string(shape)) end
-  if not same_shape(t:shape(), shape) then
-    return fail("%s: tensor '%s' has shape %s, expected %s", source, name, shape_string(t:shape()), shape_string(shape))
-  end
-  return t
-end
+local expect = decoder.expect_tensor
 
 local function read_config(dir)
   local file, err = io.open(dir .. "/config.json", "rb")

@@ -13,86 +13,293 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 local decoder = require("ane.models.decoder")
+local cjson = require("cjson.safe")
+local lfs = require("lfs")
 
 local M = {}
 local Model = decoder.mixin({})
 Model.__index = Model
 
 local MASK = decoder.MASK
-local EPS = 1e-5
 
 local function fail(format, ...) return nil, string.format(format, ...) end
 
 -- ------------------------------------------------------------------ loading
 
---- llama2.c legacy (v0) checkpoint: 7 int32 header fields, then fp32 tensors; a negative
---- vocab_size means an unshared classifier follows the (unused) freq_cis tables.
+-- The tensors of one transformer layer, by their llama2.c field names.
+local LAYER_FIELDS = { "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }
+local QK_NORM_FIELDS = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
+
+-- Hugging Face names of the layer fields (model.layers.<l>.<name>.weight) and of the rest.
+local HF_LAYER_NAMES = { rms_att = "input_layernorm", wq = "self_attn.q_proj", wk = "self_attn.k_proj",
+  wv = "self_attn.v_proj", wo = "self_attn.o_proj", q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm",
+  rms_ffn = "post_attention_layernorm", w1 = "mlp.gate_proj", w2 = "mlp.down_proj", w3 = "mlp.up_proj" }
+local HF_NAMES = { token_embedding = "model.embed_tokens.weight", rms_final = "model.norm.weight", wcls = "lm_head.weight" }
+
+--- The name a checkpoint gives a tensor: field (a LAYER_FIELDS entry or token_embedding,
+--- rms_final, wcls) of 0-based layer l (nil for the others), in llama2.c's naming
+--- ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
+local NAMINGS = {
+  llama2c = function(field, l) return l and field .. "." .. l or field end,
+  hf = function(field, l) return l and string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[field]) or HF_NAMES[field] end,
+}
+
+--- The layer fields of a configuration.
+local function layer_fields(config)
+  if not config.qk_norm then return LAYER_FIELDS end
+  local fields = { table.unpack(LAYER_FIELDS) }
+  for _, field in ipairs(QK_NORM_FIELDS) do fields[#fields + 1] = field end
+  return fields
+end
+
+--- Fills what llama2.c configurations leave implicit: head size dim / n_head, interleaved
+--- RoPE with theta 10000, RMSNorm eps 1e-5, no q/k norms. Returns config.
+local function complete_config(config)
+  config.n_kv_head = config.n_kv_head or config.n_head
+  if not config.head_dim and math.type(config.n_head) == "integer" and config.n_head > 0 then
+    config.head_dim = config.dim // config.n_head
+  end
+  config.rope = config.rope or "interleaved"
+  config.rope_theta = config.rope_theta or 10000
+  config.norm_eps = config.norm_eps or 1e-5
+  config.qk_norm = config.qk_norm or false
+  return config
+end
+
+local function check_config(config, source)
+  local c = config
+  for _, key in ipairs({ "dim", "hidden", "n_layer", "n_head", "n_kv_head", "head_dim", "vocab_size", "seq_len" }) do
+    if math.type(c[key]) ~= "integer" or c[key] <= 0 then
+      return fail("%s: configuration field '%s' is %s, expected a positive integer", source, key, tostring(c[key]))
+    end
+  end
+  if c.n_head % c.n_kv_head ~= 0 then
+    return fail("%s: %d query heads cannot share %d kv heads evenly", source, c.n_head, c.n_kv_head)
+  end
+  if c.head_dim % 2 ~= 0 then return fail("%s: head size %d is odd; rotary embeddings rotate pairs", source, c.head_dim) end
+  return config
+end
+
+--- The per-layer tensors of a checkpoint that stores each field for all layers together.
+local function split_layers(t, config, fields)
+  local layers = {}
+  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
+  for l = 1, config.n_layer do
+    layers[l] = {}
+    for _, field in ipairs(fields) do layers[l][field] = layer(t[field], l) end
+  end
+  return layers
+end
+
+local LLAMA2C_MAGIC = 0x616b3432 -- "ak42"
+
+--- llama2.c checkpoints. Legacy v0: 7 int32 header fields, then fp32 tensors field by field
+--- (each for all layers); a negative vocab_size means an unshared classifier follows the
+--- unused freq_cis tables. v1: a 256-byte header (magic "ak42", version 1, the 7 fields,
+--- a u8 shared-classifier flag), the norms first, no freq_cis tables.
 local function load_llama2c(path)
   local mapping, size = ane._io.map_file(path)
   if not mapping then return nil, size end
-  local header = ane.io.read_file(path)
+  local file = io.open(path, "rb")
+  local header = file and file:read(256)
+  if file then file:close() end
   if not header or #header < 28 then return fail("%s: too short for the 28-byte header", path) end
-  local dim, hidden, L, H, KV, V, T = string.unpack("<i4i4i4i4i4i4i4", header)
-  if dim == 0x616b3432 then return fail("%s: a llama2.c v1+ export (magic 'ak42'); only the legacy v0 format is read", path) end
-  local shared = V > 0
-  V = math.abs(V)
-  if dim <= 0 or hidden <= 0 or L <= 0 or H <= 0 or KV <= 0 or V <= 0 or T <= 0 or dim % H ~= 0 or H % KV ~= 0 then
-    return fail("%s: header holds an impossible configuration (dim %d, hidden %d, layers %d, heads %d, kv heads %d, vocab %d, seq %d)",
-      path, dim, hidden, L, H, KV, V, T)
+  local version, offset, shared = 0, 28, nil
+  local fields = { string.unpack("<i4i4i4i4i4i4i4", header) }
+  if string.unpack("<I4", header) == LLAMA2C_MAGIC then
+    if #header < 256 then return fail("%s: too short for the 256-byte v1 header", path) end
+    version = string.unpack("<i4", header, 5)
+    if version ~= 1 then
+      return fail("%s: llama2.c export version %d; versions 0 (legacy) and 1 (fp32) are read", path, version)
+    end
+    fields = { string.unpack("<i4i4i4i4i4i4i4", header, 9) }
+    shared = string.byte(header, 37) ~= 0
+    offset = 256
   end
-  local head = dim // H
+  local dim, hidden, L, H, KV, V, T = table.unpack(fields, 1, 7)
+  if shared == nil then shared = V > 0 end
+  local config, err = check_config(complete_config({ dim = dim, hidden = hidden, n_layer = L, n_head = H,
+    n_kv_head = KV, vocab_size = math.abs(V), seq_len = T }), path .. " (header)")
+  if not config then return nil, err end
+  if dim % H ~= 0 then return fail("%s (header): dim %d is not divisible by %d heads", path, dim, H) end
+  V = config.vocab_size
+  local head = config.head_dim
   local kv_dim = KV * head
-  local fields = {
-    { "token_embedding", { V, dim } }, { "rms_att", { L, dim } }, { "wq", { L, dim, dim } }, { "wk", { L, kv_dim, dim } },
-    { "wv", { L, kv_dim, dim } }, { "wo", { L, dim, dim } }, { "rms_ffn", { L, dim } }, { "w1", { L, hidden, dim } },
-    { "w2", { L, dim, hidden } }, { "w3", { L, hidden, dim } }, { "rms_final", { dim } },
-    { "freq_cis_real", { T, head // 2 } }, { "freq_cis_imag", { T, head // 2 } },
+  local layout = {
+    token_embedding = { V, dim }, rms_att = { L, dim }, wq = { L, dim, dim }, wk = { L, kv_dim, dim },
+    wv = { L, kv_dim, dim }, wo = { L, dim, dim }, rms_ffn = { L, dim }, w1 = { L, hidden, dim },
+    w2 = { L, dim, hidden }, w3 = { L, hidden, dim }, rms_final = { dim }, wcls = { V, dim },
+    freq_cis_real = { T, head // 2 }, freq_cis_imag = { T, head // 2 },
   }
-  if not shared then fields[#fields + 1] = { "wcls", { V, dim } } end
-  local t, offset = {}, 28
-  for _, field in ipairs(fields) do
+  local order = version == 0
+      and { "token_embedding", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3", "rms_final",
+        "freq_cis_real", "freq_cis_imag" }
+      or { "rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3" }
+  if not shared then order[#order + 1] = "wcls" end
+  local t = {}
+  for _, field in ipairs(order) do
     local n = 1
-    for _, d in ipairs(field[2]) do n = n * d end
-    local tensor, err = mapping:tensor(path, field[1], "F32", field[2], offset, offset + n * 4)
-    if not tensor then return nil, err end
-    t[field[1]] = tensor
+    for _, d in ipairs(layout[field]) do n = n * d end
+    t[field], err = mapping:tensor(path, field, "F32", layout[field], offset, offset + n * 4)
+    if not t[field] then return nil, err end
     offset = offset + n * 4
   end
   if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
-  local W = {
-    config = { dim = dim, hidden = hidden, n_layer = L, n_head = H, n_kv_head = KV, vocab_size = V, seq_len = T },
-    layers = {}, token_embedding = t.token_embedding, rms_final = t.rms_final, wcls = t.wcls or t.token_embedding,
-    source = path, shared_classifier = shared,
+  return {
+    config = config, layers = split_layers(t, config, LAYER_FIELDS), token_embedding = t.token_embedding,
+    rms_final = t.rms_final, wcls = t.wcls or t.token_embedding, source = path, shared_classifier = shared,
+    naming = "llama2c", format = "llama2.c v" .. version,
   }
-  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
-  for l = 1, L do
-    W.layers[l] = {
-      rms_att = layer(t.rms_att, l), wq = layer(t.wq, l), wk = layer(t.wk, l), wv = layer(t.wv, l), wo = layer(t.wo, l),
-      rms_ffn = layer(t.rms_ffn, l), w1 = layer(t.w1, l), w2 = layer(t.w2, l), w3 = layer(t.w3, l),
-    }
+end
+
+local function integer_field(config, key, source, default)
+  local value = config[key]
+  if value == nil or value == cjson.null then value = default end
+  if type(value) ~= "number" or value ~= math.floor(value) then
+    return nil, string.format("%s: '%s' is missing or not an integer", source, key)
+  end
+  return math.tointeger(value)
+end
+
+--- Hugging Face Llama-family directories (config.json + model.safetensors, or sharded):
+--- model_type "llama" (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms).
+local function load_hf(dir)
+  local source = dir .. "/config.json"
+  local file, err = io.open(source, "rb")
+  if not file then return nil, err end
+  local json, why = cjson.decode(file:read("a"))
+  file:close()
+  if type(json) ~= "table" then return fail("%s: not a JSON object (%s)", source, why or "?") end
+  local model_type = json.model_type
+  if model_type ~= "llama" and model_type ~= "qwen3" then
+    return fail("%s: model_type '%s'; the Llama loader reads 'llama' and 'qwen3'", source, tostring(model_type))
+  end
+  if json.rope_scaling ~= nil and json.rope_scaling ~= cjson.null then
+    return fail("%s: rope_scaling is set; scaled rotary embeddings are not supported", source)
+  end
+  if json.attention_bias == true or json.mlp_bias == true then
+    return fail("%s: attention or MLP biases are not supported", source)
+  end
+  if json.hidden_act ~= nil and json.hidden_act ~= "silu" then
+    return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
+  end
+  local config = { rope = "half", rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
+    qk_norm = model_type == "qwen3" }
+  local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
+    n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
+  for field, key in pairs(keys) do
+    config[field], err = integer_field(json, key, source)
+    if not config[field] then return nil, err end
+  end
+  config.n_kv_head, err = integer_field(json, "num_key_value_heads", source, config.n_head)
+  if not config.n_kv_head then return nil, err end
+  config.head_dim, err = integer_field(json, "head_dim", source, config.n_head > 0 and config.dim // config.n_head or 0)
+  if not config.head_dim then return nil, err end
+  config, err = check_config(complete_config(config), source)
+  if not config then return nil, err end
+
+  local tensors, meta = ane.io.load_safetensors(dir)
+  if not tensors then return nil, meta end
+  local tied = json.tie_word_embeddings == true or (json.tie_word_embeddings == nil and tensors["lm_head.weight"] == nil)
+  local name = NAMINGS.hf
+  local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
+  local shapes = { rms_att = { c.dim }, wq = { q_width, c.dim }, wk = { kv_width, c.dim }, wv = { kv_width, c.dim },
+    wo = { c.dim, q_width }, rms_ffn = { c.dim }, w1 = { c.hidden, c.dim }, w2 = { c.dim, c.hidden },
+    w3 = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
+  local function tensor(field, l, shape)
+    local t, problem = decoder.expect_tensor(tensors, name(field, l), shape, dir)
+    if not t then return nil, problem end
+    return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
+  end
+  local W = { config = config, layers = {}, source = dir, shared_classifier = tied, naming = "hf",
+    format = "Hugging Face " .. model_type }
+  W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
+  if not W.token_embedding then return nil, err end
+  W.rms_final, err = tensor("rms_final", nil, { c.dim })
+  if not W.rms_final then return nil, err end
+  if tied then
+    W.wcls = W.token_embedding
+  else
+    W.wcls, err = tensor("wcls", nil, { c.vocab_size, c.dim })
+    if not W.wcls then return nil, err end
+  end
+  for l = 1, c.n_layer do
+    W.layers[l] = {}
+    for _, field in ipairs(layer_fields(config)) do
+      W.layers[l][field], err = tensor(field, l - 1, shapes[field])
+      if not W.layers[l][field] then return nil, err end
+    end
   end
   return W
 end
 
 -- ------------------------------------------------------------------ programs
 
+-- Grouped-query attention: query head h reads kv head h // group. The device has neither
+-- tile nor concat (ANE-01), so the programs get wk and wv with each kv head's rows repeated
+-- group times ([n_head * head_dim, dim]): k and v then come out with one head per query
+-- head, exactly, for group x the k/v projection work and cache. The checkpoint keeps the
+-- [n_kv_head * head_dim, dim] originals; their gradients sum over the copies.
+local function repeat_kv_rows(t, config) -- [KV * head, dim] -> [H * head, dim]
+  local group, head = config.n_head // config.n_kv_head, config.head_dim
+  if group == 1 then return t end
+  local out = ane.tensor({ config.n_head * head, t:shape()[2] }, t:dtype())
+  for kv = 0, config.n_kv_head - 1 do
+    local rows = t:slice(1, kv * head + 1, (kv + 1) * head)
+    for copy = 0, group - 1 do
+      local h = kv * group + copy
+      out:slice(1, h * head + 1, (h + 1) * head):copy_from(rows)
+    end
+  end
+  return out
+end
+
+local function sum_kv_rows(grad, config) -- [H * head, dim] -> [KV * head, dim]
+  local group, head = config.n_head // config.n_kv_head, config.head_dim
+  if group == 1 then return grad end
+  local out = ane.tensor({ config.n_kv_head * head, grad:shape()[2] })
+  for kv = 0, config.n_kv_head - 1 do
+    local sum = out:slice(1, kv * head + 1, (kv + 1) * head)
+    for copy = 0, group - 1 do
+      local h = kv * group + copy
+      sum:copy_from(sum:add(grad:slice(1, h * head + 1, (h + 1) * head)))
+    end
+  end
+  return out
+end
+
+local KV_FIELDS = { wk = true, wv = true }
+
+-- One layer's weights in program layout: conv weights [out, in, 1, 1] (wk/wv repeated for
+-- GQA), norm vectors, in dtype.
+local function program_layer(L, config, dtype)
+  local P = {}
+  for field, t in pairs(L) do
+    if t:ndim() == 2 then
+      P[field] = decoder.conv_weight(KV_FIELDS[field] and repeat_kv_rows(t, config) or t, dtype)
+    else
+      P[field] = decoder.in_dtype(t, dtype)
+    end
+  end
+  return P
+end
+
 local function prepare(W, dtype)
   local P = { layers = {} }
-  local function matrix(t) return decoder.conv_weight(t, dtype) end
-  for l, L in ipairs(W.layers) do
-    P.layers[l] = { rms_att = decoder.in_dtype(L.rms_att, dtype), rms_ffn = decoder.in_dtype(L.rms_ffn, dtype),
-      wq = matrix(L.wq), wk = matrix(L.wk), wv = matrix(L.wv), wo = matrix(L.wo), w1 = matrix(L.w1), w2 = matrix(L.w2),
-      w3 = matrix(L.w3) }
-  end
+  for l, L in ipairs(W.layers) do P.layers[l] = program_layer(L, W.config, dtype) end
   P.rms_final = decoder.in_dtype(W.rms_final, dtype)
   P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32") -- [V, dim] for lookups
   P.wcls = decoder.in_dtype(W.wcls, "fp32")                        -- [V, dim] for the CPU classifier
   return P
 end
 
+-- Norm weights applied per head (over head_dim, on [1, H, S, head]) rather than per channel.
+local PER_HEAD = { q_norm = true, k_norm = true }
+
 -- With weights_as_inputs the weights are graph inputs named as their consts would be:
 -- matrices [1, out, 1, in] and norm weights [1, 1, 1, C] (device I/O is [1, C, 1, S], ANE-20,
--- with the wide axis last, ANE-21), reshaped inside the graph for the conv and the per-channel multiply. Returns the table of
+-- with the wide axis last, ANE-21), reshaped inside the graph for the conv and the
+-- per-channel multiply (per-head norm weights are used as they come). Returns the table of
 -- nodes to build with, or L itself when weights are consts.
 local function weights_for(self, g, L, fields)
   if not self.weights_as_inputs then return L end
@@ -101,6 +308,8 @@ local function weights_for(self, g, L, fields)
     local shape = L[field]:shape()
     if #shape == 4 then -- [out, in, 1, 1]
       nodes[field] = g:reshape(g:input(const, { 1, shape[1], 1, shape[2] }, self.dtype), shape, { name = const .. "_conv" })
+    elseif PER_HEAD[field] then
+      nodes[field] = g:input(const, { 1, 1, 1, shape[1] }, self.dtype)
     else
       nodes[field] = g:reshape(g:input(const, { 1, 1, 1, shape[1] }, self.dtype), { 1, shape[1], 1, 1 },
         { name = const .. "_channels" })
@@ -127,77 +336,83 @@ local function weight_feed(self, attention_fields, ffn_fields)
 end
 
 -- LoRA on projection `which` ("q" or "v"): (alpha / rank) * B (A h), with A [rank, dim] and
--- B^T [rank, dim] graph inputs laid out [1, rank, 1, dim] (device I/O, ANE-20; the wide axis
--- last, ANE-21) and viewed as [1, 1, rank, dim] for the matmuls.
+-- B^T [rank, width] graph inputs laid out [1, rank, 1, *] (device I/O, ANE-20; the wide axis
+-- last, ANE-21) and viewed as [1, 1, rank, *] for the matmuls.
 local function lora_delta(self, g, h, which, S)
-  local rank, dim = self.lora.rank, self.config.dim
-  local function adapter(name)
-    return g:reshape(g:input(name, { 1, rank, 1, dim }, self.dtype), { 1, 1, rank, dim }, { name = name .. "_matrix" })
+  local rank, dim, width = self.lora.rank, self.config.dim, self.cache_width
+  local function adapter(name, columns)
+    return g:reshape(g:input(name, { 1, rank, 1, columns }, self.dtype), { 1, 1, rank, columns }, { name = name .. "_matrix" })
   end
-  local a, b_t = adapter("lora_a_" .. which), adapter("lora_b_" .. which)
+  local a, b_t = adapter("lora_a_" .. which, dim), adapter("lora_b_" .. which, width)
   local columns = g:reshape(h, { 1, 1, dim, S }, { name = "lora_in_" .. which })
   local down = g:matmul(a, columns, { name = "lora_down_" .. which })                      -- [1, 1, rank, S]
-  local up = g:matmul(b_t, down, { transpose_x = true, name = "lora_up_" .. which })       -- [1, 1, dim, S]
+  local up = g:matmul(b_t, down, { transpose_x = true, name = "lora_up_" .. which })       -- [1, 1, width, S]
   local scaled = g:mul(up, self.lora.alpha / rank, { name = "lora_scaled_" .. which })
-  return g:reshape(scaled, { 1, dim, 1, S }, { name = "lora_" .. which })
+  return g:reshape(scaled, { 1, width, 1, S }, { name = "lora_" .. which })
 end
 
-local function project(self, g, L, x, W)
-  local H, head = self.config.n_head, self.config.dim // self.config.n_head
-  local h = nn.rms_norm(g, x, L.rms_att, { name = "attention_norm", eps = EPS })
+-- RMSNorm, q/k/v projections (with LoRA deltas), heads split [1, H, S, head], q/k norms
+-- per head (Qwen3) and rotary embedding with the given cos/sin tables [S, head].
+-- Returns q and k heads (rotated) and v [1, H * head, 1, S].
+local function project(self, g, L, x, S, cos, sin)
+  local c = self.config
+  local h = nn.rms_norm(g, x, L.rms_att, { name = "attention_norm", eps = c.norm_eps })
   local q = nn.linear(g, h, L.wq, nil, { name = "wq" })
   local k = nn.linear(g, h, L.wk, nil, { name = "wk" })
   local v = nn.linear(g, h, L.wv, nil, { name = "wv" })
   if self.lora then
-    q = g:add(q, lora_delta(self, g, h, "q", W), { name = "wq_adapted" })
-    v = g:add(v, lora_delta(self, g, h, "v", W), { name = "wv_adapted" })
+    q = g:add(q, lora_delta(self, g, h, "q", S), { name = "wq_adapted" })
+    v = g:add(v, lora_delta(self, g, h, "v", S), { name = "wv_adapted" })
   end
-  return nn.split_heads(g, q, H, { name = "q_heads" }), nn.split_heads(g, k, H, { name = "k_heads" }), k, v, head, W
+  local qh, kh = nn.split_heads(g, q, c.n_head, { name = "q_heads" }), nn.split_heads(g, k, c.n_head, { name = "k_heads" })
+  if c.qk_norm then
+    qh = nn.rms_norm(g, qh, L.q_norm, { name = "q_norm", eps = c.norm_eps, axis = 3 })
+    kh = nn.rms_norm(g, kh, L.k_norm, { name = "k_norm", eps = c.norm_eps, axis = 3 })
+  end
+  qh = nn.rope(g, qh, cos, sin, { name = "q_rope", convention = c.rope })
+  kh = nn.rope(g, kh, cos, sin, { name = "k_rope", convention = c.rope })
+  return qh, kh, v
 end
 
-local function finish(g, L, x, attended, k, v)
+-- wo and the residual; outputs y, the block's rotated keys k and its values v, as cached.
+local function finish(g, L, x, attended, kh, v)
   local out = nn.linear(g, nn.merge_heads(g, attended, { name = "merged" }), L.wo, nil, { name = "wo" })
   g:output("y", g:add(x, out))
-  g:output("k", k) -- the un-rotated projections are cached; rotation happens per use
+  g:output("k", nn.merge_heads(g, kh, { name = "k_rot" })) -- [1, H * head, 1, S]
   g:output("v", v)
   return g
 end
 
 -- Prefill over S positions from 0: rotary tables as consts.
 local function attention_prefill_graph(self, L, S)
-  local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
+  local c, dtype = self.config, self.dtype
   local g = ane.graph("llama_attn_prefill")
   L = weights_for(self, g, L, self.attention_fields)
-  local x = g:input("x", { 1, dim, 1, S }, dtype)
-  local q, kh, k, v, head = project(self, g, L, x, S)
-  local cos, sin = nn.rope_tables(S, head, { convention = "interleaved", dtype = dtype })
-  local cos_node, sin_node = g:const("rope_cos", cos), g:const("rope_sin", sin)
-  q = nn.rope(g, q, cos_node, sin_node, { name = "q_rope" })
-  kh = nn.rope(g, kh, cos_node, sin_node, { name = "k_rope" })
-  local attended = nn.causal_attention(g, q, kh, nn.split_heads(g, v, H, { name = "v_heads" }),
+  local x = g:input("x", { 1, c.dim, 1, S }, dtype)
+  local cos, sin = nn.rope_tables(S, c.head_dim, { convention = c.rope, theta = c.rope_theta, dtype = dtype })
+  local q, kh, v = project(self, g, L, x, S, g:const("rope_cos", cos), g:const("rope_sin", sin))
+  local attended = nn.causal_attention(g, q, kh, nn.split_heads(g, v, c.n_head, { name = "v_heads" }),
     { name = "attn", mask_value = MASK })
-  return finish(g, L, x, attended, k, v)
+  return finish(g, L, x, attended, kh, v)
 end
 
 -- Decode W positions (the first real) against Smax cached positions. The cache holds
--- rotated keys (`k_rot` output) so old positions are not rotated again; the new position's
--- angles come in as inputs.
+-- rotated keys so old positions are not rotated again; the new position's angles come in
+-- as inputs.
 local function attention_decode_graph(self, L, W, Smax)
-  local dim, H, dtype = self.config.dim, self.config.n_head, self.dtype
-  local head = dim // H
+  local c, dtype = self.config, self.dtype
+  local H, head, width = c.n_head, c.head_dim, self.cache_width
   local g = ane.graph("llama_attn_decode")
   L = weights_for(self, g, L, self.attention_fields)
-  local x = g:input("x", { 1, dim, 1, W }, dtype)
-  local k_cache = g:input("k_cache", { 1, dim, 1, Smax }, dtype)
-  local v_cache = g:input("v_cache", { 1, dim, 1, Smax }, dtype)
+  local x = g:input("x", { 1, c.dim, 1, W }, dtype)
+  local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
+  local v_cache = g:input("v_cache", { 1, width, 1, Smax }, dtype)
   local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
   local cos_in = g:input("rope_cos", { 1, head, 1, W }, dtype)
   local sin_in = g:input("rope_sin", { 1, head, 1, W }, dtype)
   local cos = g:transpose(g:reshape(cos_in, { head, W }), { 1, 0 }, { name = "cos_rows" }) -- [W, head]
   local sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
-  local q, kh, _, v = project(self, g, L, x, W)
-  q = nn.rope(g, q, cos, sin, { name = "q_rope" })
-  kh = nn.rope(g, kh, cos, sin, { name = "k_rope" })                               -- [1, H, W, head]
+  local q, kh, v = project(self, g, L, x, W, cos, sin)                            -- [1, H, W, head]
   local scale = 1 / math.sqrt(head)
   local kc = g:reshape(k_cache, { 1, H, head, Smax })
   local vc = g:reshape(v_cache, { 1, H, head, Smax })
@@ -209,16 +424,14 @@ local function attention_decode_graph(self, L, W, Smax)
   local vn = nn.split_heads(g, v, H, { name = "v_heads" })                           -- [1, H, W, head]
   local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn))
   local attended = g:real_div(weighted, total)
-  -- the rotated keys of the block, back in the cache layout [1, dim, 1, W]
-  local k_rot = nn.merge_heads(g, kh, { name = "k_rot" })
-  return finish(g, L, x, attended, k_rot, v)
+  return finish(g, L, x, attended, kh, v)
 end
 
 local function ffn_graph(self, L, S)
   local g = ane.graph("llama_ffn")
   L = weights_for(self, g, L, self.ffn_fields)
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
-  local h = nn.rms_norm(g, x, L.rms_ffn, { name = "ffn_norm", eps = EPS })
+  local h = nn.rms_norm(g, x, L.rms_ffn, { name = "ffn_norm", eps = self.config.norm_eps })
   g:output("y", g:add(x, nn.swiglu(g, h, L.w1, L.w3, L.w2, { name = "ffn" })))
   return g
 end
@@ -227,14 +440,23 @@ local function final_norm_graph(self, _, S)
   local g = ane.graph("llama_final_norm")
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
   local weights = weights_for(self, g, self.P, { rms_final = "norm_weight" })
-  g:output("y", nn.rms_norm(g, x, weights.rms_final, { name = "norm", eps = EPS }))
+  g:output("y", nn.rms_norm(g, x, weights.rms_final, { name = "norm", eps = self.config.norm_eps }))
   return g
 end
 
--- Checkpoint field -> the const it became in each program (nn names consts <name>_weight).
+-- Layer field -> the const it became in each program (nn names consts <name>_weight).
 local ATTENTION_WEIGHTS = { rms_att = "attention_norm_weight", wq = "wq_weight", wk = "wk_weight", wv = "wv_weight",
   wo = "wo_weight" }
+local QK_NORM_WEIGHTS = { q_norm = "q_norm_weight", k_norm = "k_norm_weight" }
 local FFN_WEIGHTS = { rms_ffn = "ffn_norm_weight", w1 = "ffn_gate_weight", w3 = "ffn_up_weight", w2 = "ffn_down_weight" }
+
+local function attention_weights(config)
+  if not config.qk_norm then return ATTENTION_WEIGHTS end
+  local fields = {}
+  for field, const in pairs(ATTENTION_WEIGHTS) do fields[field] = const end
+  for field, const in pairs(QK_NORM_WEIGHTS) do fields[field] = const end
+  return fields
+end
 
 local function const_names(fields)
   local list = {}
@@ -250,26 +472,35 @@ Model.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention
 
 -- ------------------------------------------------------------------ the model
 
---- Loads a llama2.c checkpoint. opts: backend, precision ("fp16" | "fp32"), profile.
+--- Loads a llama2.c checkpoint (v0 or v1 .bin) or a Hugging Face Llama / Qwen3 directory.
+--- opts: backend, precision ("fp16" | "fp32"), profile, weights_as_inputs, lora.
 function M.load(path, opts)
   if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
-  local W, err = load_llama2c(path)
+  local is_directory = lfs.attributes(path, "mode") == "directory"
+  local W, err = (is_directory and load_hf or load_llama2c)(path)
   if not W then return nil, err end
   return M.from_weights(W, opts)
 end
 
---- Weights in checkpoint layout (name -> fp32 tensor: token_embedding, wq.0, ..., optional
---- wcls) as the W table of from_weights; `source` says where they came from.
-function M.weights_from_parameters(config, params, source)
-  local W = { config = config, layers = {}, token_embedding = params.token_embedding, rms_final = params.rms_final,
-    wcls = params.wcls or params.token_embedding, shared_classifier = params.wcls == nil, source = source }
+--- Weights in checkpoint layout (name -> fp32 tensor, named as `naming` says: "llama2c",
+--- the default, for token_embedding, wq.0, ..., optional wcls; "hf" for Hugging Face names)
+--- as the W table of from_weights; `source` says where they came from.
+function M.weights_from_parameters(config, params, source, naming)
+  naming = naming or "llama2c"
+  config = complete_config(config)
+  local name = NAMINGS[naming]
+  local function get(field, l)
+    local t = params[name(field, l)]
+    if not t then error(string.format("%s: no parameter '%s'", tostring(source), name(field, l)), 3) end
+    return t
+  end
+  local wcls = params[name("wcls")]
+  local W = { config = config, layers = {}, token_embedding = get("token_embedding"), rms_final = get("rms_final"),
+    shared_classifier = wcls == nil, source = source, naming = naming }
+  W.wcls = wcls or W.token_embedding
   for l = 1, config.n_layer do
     W.layers[l] = {}
-    for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
-      local t = params[field .. "." .. (l - 1)]
-      if not t then error(string.format("%s: no parameter '%s.%d'", tostring(source), field, l - 1), 2) end
-      W.layers[l][field] = t
-    end
+    for _, field in ipairs(layer_fields(config)) do W.layers[l][field] = get(field, l - 1) end
   end
   return W
 end
@@ -295,25 +526,41 @@ function M.random_weights(config, seed)
   return M.weights_from_parameters(config, params, "random weights (seed " .. seed .. ")")
 end
 
+-- fp16 programs hold weights in fp16: a value past its range (bf16 files can hold them)
+-- would become infinite. Each converted weight is checked; the error names the tensor.
+local function check_fp16_range(self)
+  local function check(t, field, l)
+    local sum = t:sum_of_squares()
+    if sum ~= sum or sum == math.huge then
+      error(string.format("%s: tensor '%s' holds values outside the fp16 range (|x| > 65504) or NaN; use precision 'fp32'",
+        self.source, self.name(field, l)), 4)
+    end
+  end
+  for l, L in ipairs(self.P.layers) do
+    for field, t in pairs(L) do check(t, field, l - 1) end
+  end
+  check(self.P.rms_final, "rms_final")
+end
+
 function M.from_weights(W, opts)
   opts = opts or {}
   local precision, profile = decoder.check_options(opts, 2)
-  if W.config.n_kv_head ~= W.config.n_head then
-    error("grouped-query attention (n_kv_heads < n_heads) is not supported yet", 2)
-  end
   local self = setmetatable(decoder.new_state("llama", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
   self.ffn_kind, self.norm_kind, self.stop_token = "ffn", "norm", 2 -- </s>
-  self.weight_consts = { attn_prefill = const_names(ATTENTION_WEIGHTS), ffn = const_names(FFN_WEIGHTS),
+  self.cache_width = W.config.n_head * W.config.head_dim -- q, k, v (GQA-repeated) and the caches
+  self.attention_fields, self.ffn_fields = attention_weights(W.config), FFN_WEIGHTS
+  self.weight_consts = { attn_prefill = const_names(self.attention_fields), ffn = const_names(FFN_WEIGHTS),
     norm = { "norm_weight" } }
   self.shared_classifier = W.shared_classifier
   self.weights = W
+  self.name = NAMINGS[W.naming or "llama2c"]
   self.P = prepare(W, self.dtype)
-  self.attention_fields, self.ffn_fields = ATTENTION_WEIGHTS, FFN_WEIGHTS
+  if self.dtype == "fp16" then check_fp16_range(self) end
   if opts.weights_as_inputs then
     self.weights_as_inputs = true
-    self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS)
+    self.weight_feed = weight_feed(self, self.attention_fields, FFN_WEIGHTS)
   end
   if opts.lora then self:enable_lora(opts.lora) end
   return self
@@ -336,7 +583,7 @@ function Model:enable_lora(lora)
       n = n + 1
       self.adapters["lora_a_" .. which .. "." .. l] = ane.tensor.randn({ 1, rank, 1, self.config.dim },
         { seed = seed * 1000 + n, std = 1 / math.sqrt(self.config.dim) })
-      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, rank, 1, self.config.dim })
+      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, rank, 1, self.cache_width })
     end
   end
 end
@@ -346,7 +593,7 @@ end
 function Model:save_adapters(path)
   if not self.lora then error("save_adapters: LoRA is not enabled on this model", 2) end
   local tensors = {}
-  for name, t in pairs(self.adapters) do tensors[name] = t:reshape(self.lora.rank, self.config.dim) end
+  for name, t in pairs(self.adapters) do tensors[name] = t:reshape(self.lora.rank, t:numel() // self.lora.rank) end
   return ane.io.save_safetensors(path, tensors, { format = "anelua-lora-1", rank = tostring(self.lora.rank),
     alpha = tostring(self.lora.alpha) })
 end
@@ -400,24 +647,6 @@ function Model:forward(ids)
   return x, caches, S
 end
 
--- The rotated keys of the prefilled positions, for the cache: rope applied to k in fp32 on
--- the CPU side would duplicate the graph; instead run k through the same rotation as the
--- prefill program did, position by position, with host tensor ops.
-local function rotate_columns(k, T, head, dtype)
-  local dim = k:shape()[2]
-  local cos, sin = nn.rope_tables(T, head, { convention = "interleaved", dtype = "fp32" })
-  local R = nn.rope_rotation(head, "interleaved", "fp32")                -- [head, head]
-  local out = ane.tensor({ 1, dim, 1, T }, dtype)
-  local rows = k:slice(4, 1, T):reshape(dim // head, head, T):to("fp32")  -- [H, head, T]
-  for t = 1, T do
-    local column = rows:slice(3, t, t):reshape(dim // head, head)          -- [H, head]
-    local c, s = cos:slice(1, t, t):reshape(1, head), sin:slice(1, t, t):reshape(1, head)
-    local rotated = column:mul(c):add(column:matmul(R):mul(s))             -- [H, head]
-    out:slice(4, t, t):copy_from(rotated:reshape(1, dim, 1, 1))
-  end
-  return out
-end
-
 -- Hooks of decoder's loss.
 function Model:embed_sequence(ids, S) return self:embed(ids, S) end
 
@@ -430,42 +659,54 @@ function Model:embedding_gradients(ids, dx, raw) -- dx [T, dim]: each position a
 end
 
 function Model:checkpoint_gradients(raw)
-  local c, grads = self.config, {}
+  local c, grads, name = self.config, {}, self.name
   for l = 1, c.n_layer do
     -- each gradient in its weight's checkpoint shape (programs hold [out, in, 1, 1] consts, or
-    -- [1, 1, out, in] inputs with weights_as_inputs)
+    -- [1, 1, out, in] inputs with weights_as_inputs; GQA's repeated k/v rows are summed)
     local weights = self.weights.layers[l]
-    for _, fields in ipairs({ ATTENTION_WEIGHTS, FFN_WEIGHTS }) do
+    for _, fields in ipairs({ self.attention_fields, FFN_WEIGHTS }) do
       for field, const in pairs(fields) do
-        grads[field .. "." .. (l - 1)] = raw.layers[l][const]:reshape(table.unpack(weights[field]:shape()))
+        local grad = raw.layers[l][const]
+        if KV_FIELDS[field] then grad = sum_kv_rows(grad:reshape(self.cache_width, c.dim), c) end
+        grads[name(field, l - 1)] = grad:reshape(table.unpack(weights[field]:shape()))
       end
     end
   end
-  grads.rms_final = raw.norm.norm_weight:reshape(c.dim)
+  grads[name("rms_final")] = raw.norm.norm_weight:reshape(c.dim)
   if self.shared_classifier then
-    grads.token_embedding = raw.embedding:add(raw.classifier)
+    grads[name("token_embedding")] = raw.embedding:add(raw.classifier)
   else
-    grads.token_embedding, grads.wcls = raw.embedding, raw.classifier
+    grads[name("token_embedding")], grads[name("wcls")] = raw.embedding, raw.classifier
   end
   return grads
 end
 
---- The weights as fp32 master copies in the checkpoint's layout ("wq.0", "token_embedding",
---- "wcls" when not shared, "rms_final", ...), for an optimizer to update in place.
+--- The weights as fp32 master copies in the checkpoint's layout and naming ("wq.0",
+--- "token_embedding", "wcls" when not shared, "rms_final", ... for llama2.c files; Hugging
+--- Face names for those), for an optimizer to update in place.
 function Model:parameters()
   if self.lora then return self.adapters end -- LoRA trains the adapters only
   if self.master then return self.master end
-  local W, master = self.weights, {}
-  master.token_embedding = W.token_embedding:to("fp32")
-  if not self.shared_classifier then master.wcls = W.wcls:to("fp32") end
-  master.rms_final = W.rms_final:to("fp32")
+  local W, master, name = self.weights, {}, self.name
+  master[name("token_embedding")] = W.token_embedding:to("fp32")
+  if not self.shared_classifier then master[name("wcls")] = W.wcls:to("fp32") end
+  master[name("rms_final")] = W.rms_final:to("fp32")
   for l, L in ipairs(W.layers) do
-    for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
-      master[field .. "." .. (l - 1)] = L[field]:to("fp32")
-    end
+    for field, t in pairs(L) do master[name(field, l - 1)] = t:to("fp32") end
   end
   self.master = master
   return master
+end
+
+-- The layer-l (1-based) fields of a parameter table, in program layout but not yet converted
+-- to the program dtype (GQA's k/v rows repeated).
+local function layer_parameters(self, params, l)
+  local L = {}
+  for _, field in ipairs(layer_fields(self.config)) do
+    local t = params[self.name(field, l - 1)]
+    L[field] = KV_FIELDS[field] and repeat_kv_rows(t, self.config) or t
+  end
+  return L
 end
 
 --- Writes the master weights into every loaded program by patching (no compile) and into
@@ -473,17 +714,18 @@ end
 function Model:load_parameters(params)
   if self.lora then return end -- adapters are program inputs: nothing to write
   params = params or self.master
-  self.P.token_embedding = params.token_embedding
-  self.P.wcls = params.wcls or params.token_embedding
+  local name = self.name
+  self.P.token_embedding = params[name("token_embedding")]
+  self.P.wcls = params[name("wcls")] or self.P.token_embedding
   for key, program in pairs(self.weights_as_inputs and {} or self.programs) do
     local kind, layer = key:match("^([%w_]+):L(%d+):")
-    layer = tonumber(layer)
-    local consts = kind:match("^attn") and ATTENTION_WEIGHTS or kind:match("^ffn") and FFN_WEIGHTS or nil
+    local consts = kind:match("^attn") and self.attention_fields or kind:match("^ffn") and FFN_WEIGHTS or nil
     local patch = {}
     if consts then
-      for field, const in pairs(consts) do patch[const] = params[field .. "." .. (layer - 1)] end
+      local L = layer_parameters(self, params, tonumber(layer))
+      for field, const in pairs(consts) do patch[const] = L[field] end
     else
-      patch.norm_weight = params.rms_final
+      patch.norm_weight = params[name("rms_final")]
     end
     decoder.patch_present(program, patch)
   end
@@ -496,28 +738,26 @@ end
 -- The program-layout weights (self.P) from the latest parameters; views when the dtype
 -- already matches (fp32), conversions otherwise.
 function Model:refresh_weights()
-  local params, dtype = self.stale_params, self.dtype
+  local params = self.stale_params
   if not params then return end
   self.stale_params = nil
-  for l, L in ipairs(self.P.layers) do
-    L.rms_att = decoder.in_dtype(params["rms_att." .. (l - 1)], dtype)
-    L.rms_ffn = decoder.in_dtype(params["rms_ffn." .. (l - 1)], dtype)
-    for _, field in ipairs({ "wq", "wk", "wv", "wo", "w1", "w2", "w3" }) do
-      L[field] = decoder.conv_weight(params[field .. "." .. (l - 1)], dtype)
-    end
+  for l = 1, self.config.n_layer do
+    self.P.layers[l] = program_layer(layer_parameters(self, params, l), self.config, self.dtype)
   end
-  self.P.rms_final = decoder.in_dtype(params.rms_final, dtype)
-  if self.weights_as_inputs then self.weight_feed = weight_feed(self, ATTENTION_WEIGHTS, FFN_WEIGHTS) end
+  self.P.rms_final = decoder.in_dtype(params[self.name("rms_final")], self.dtype)
+  if self.weights_as_inputs then self.weight_feed = weight_feed(self, self.attention_fields, FFN_WEIGHTS) end
 end
 
--- Hooks of decoder.generate: the cache holds rotated keys; the decoded position's rotary
--- angles go in as inputs.
+-- Hooks of decoder.generate: the cache holds the rotated keys the prefill and decode
+-- programs output; the decoded position's rotary angles go in as inputs.
 function Model:embed_token(id, _, W) return self:embed({ id }, W) end
-function Model:cache_keys(k, T) return rotate_columns(k, T, self.config.dim // self.config.n_head, self.dtype) end
+function Model:cache_keys(k, T) return k:slice(4, 1, T) end
 
 function Model:decode_inputs(position, W)
-  local head = self.config.dim // self.config.n_head
-  local cos_t, sin_t = nn.rope_tables(1, head, { convention = "interleaved", offset = position, dtype = self.dtype })
+  local c = self.config
+  local head = c.head_dim
+  local cos_t, sin_t = nn.rope_tables(1, head, { convention = c.rope, theta = c.rope_theta, offset = position,
+    dtype = self.dtype })
   local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
   cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
   sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
@@ -527,8 +767,9 @@ end
 function Model:__tostring()
   local c = self.config
   local lora = self.lora and string.format(", LoRA rank %d alpha %g on wq/wv", self.lora.rank, self.lora.alpha) or ""
-  return string.format("llama (%d layers, %d heads, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s", c.n_layer,
-    c.n_head, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
+  local heads = c.n_kv_head == c.n_head and tostring(c.n_head) or string.format("%d (%d kv)", c.n_head, c.n_kv_head)
+  return string.format("llama (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s",
+    c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
 end
 
 return M

@@ -1,0 +1,287 @@
+-- The other Llama-family formats against PyTorch: llama2.c v1 exports and Hugging Face
+-- Llama directories (rotate-half RoPE) rebuilt from reference/llama-tiny, and the real
+-- Hugging Face Qwen3 checkpoint reference/qwen3-tiny (bf16 weights, grouped-query attention
+-- with 4 query heads on 2 kv heads, per-head q/k RMSNorms, rotate-half RoPE with theta 1e6,
+-- head_dim 32 with dim 64, tied embeddings).
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local cjson = require("cjson")
+local helpers = require("spec.helpers")
+
+local function llama_reference() return helpers.reference("llama-tiny", pending) end
+local function qwen3_reference() return helpers.reference("qwen3-tiny", pending) end
+
+-- llama-tiny's shape (meta.json / the v0 header): dim 64, hidden 192, 2 layers, 4 heads.
+local DIM, HIDDEN, LAYERS, HEADS, VOCAB, SEQ = 64, 192, 2, 4, 32000, 64
+local HEAD = DIM // HEADS
+
+-- The v0 file's tensors as fp32 byte strings, by field (all layers together).
+local function v0_fields(bytes)
+  local order = {
+    { "token_embedding", VOCAB * DIM }, { "rms_att", LAYERS * DIM }, { "wq", LAYERS * DIM * DIM },
+    { "wk", LAYERS * DIM * DIM }, { "wv", LAYERS * DIM * DIM }, { "wo", LAYERS * DIM * DIM },
+    { "rms_ffn", LAYERS * DIM }, { "w1", LAYERS * HIDDEN * DIM }, { "w2", LAYERS * DIM * HIDDEN },
+    { "w3", LAYERS * HIDDEN * DIM }, { "rms_final", DIM }, { "freq_cis_real", SEQ * HEAD // 2 },
+    { "freq_cis_imag", SEQ * HEAD // 2 }, { "wcls", VOCAB * DIM },
+  }
+  local fields, offset = {}, 28
+  for _, field in ipairs(order) do
+    fields[field[1]] = bytes:sub(offset + 1, offset + field[2] * 4)
+    offset = offset + field[2] * 4
+  end
+  assert(offset == #bytes, "llama-tiny's model.bin is not the expected v0 layout")
+  return fields
+end
+
+-- Hugging Face stores wq/wk rows per head as (first halves of the pairs, second halves), so
+-- that rotate-half pairs i with i + head/2 what llama2.c pairs as 2i, 2i + 1:
+-- new row h*head + j*head/2 + i <- old row h*head + 2i + j.
+local function to_rotate_half(w, heads) -- [heads * head, in]
+  local rows = w:shape()[1]
+  local head = rows // heads
+  local out = ane.tensor(w:shape())
+  for h = 0, heads - 1 do
+    for i = 0, head // 2 - 1 do
+      for j = 0, 1 do
+        local new, old = h * head + j * head // 2 + i, h * head + 2 * i + j
+        out:slice(1, new + 1, new + 1):copy_from(w:slice(1, old + 1, old + 1))
+      end
+    end
+  end
+  return out
+end
+
+describe("llama2.c v1 exports", function()
+  it("give PyTorch's logits (the v0 reference rewritten in v1 order)", function()
+    local dir, expected = llama_reference()
+    if not dir then return end
+    local f = v0_fields(helpers.read_file(dir .. "/model.bin"))
+    -- 256-byte header: magic "ak42", version 1, the 7 fields (vocab positive), u8 shared = 0
+    local header = string.pack("<I4i4i4i4i4i4i4i4i4B", 0x616b3432, 1, DIM, HIDDEN, LAYERS, HEADS, HEADS, VOCAB, SEQ, 0)
+    header = header .. string.rep("\0", 256 - #header)
+    local body = { header }
+    for _, field in ipairs({ "rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk", "wv", "wo", "w1", "w2",
+      "w3", "wcls" }) do
+      body[#body + 1] = f[field]
+    end
+    local path = helpers.tmpdir() .. "/tiny_v1.bin"
+    helpers.write_file(path, table.concat(body))
+    local model = assert(llama.load(path, { precision = "fp32" }))
+    local logits = model:logits(expected.input_ids:totable())
+    -- the same fp32 computation as the v0 file (llama_spec: ~1e-6 from PyTorch; bar 1e-4)
+    assert.is_true(logits:max_abs_diff(expected.logits) < 1e-4)
+    assert.is_false(model.shared_classifier)
+    -- and a v1 file cut short names the tensor that does not fit
+    helpers.write_file(path, table.concat(body):sub(1, -100))
+    local ok, err = llama.load(path)
+    assert.is_nil(ok)
+    assert.matches("tiny_v1%.bin: tensor 'wcls'", err)
+  end)
+end)
+
+-- llama-tiny as a Hugging Face Llama directory (fp32 safetensors, rotate-half row order).
+local function write_hf_llama(dir, fields, extra_config)
+  local function matrices(field, rows, cols)
+    local all = ane.tensor.from_bytes(fields[field], { LAYERS, rows, cols }, "fp32")
+    local list = {}
+    for l = 1, LAYERS do list[l] = all:slice(1, l, l):reshape(rows, cols):copy() end
+    return list
+  end
+  local function vectors(field)
+    local all = ane.tensor.from_bytes(fields[field], { LAYERS, DIM }, "fp32")
+    local list = {}
+    for l = 1, LAYERS do list[l] = all:slice(1, l, l):reshape(DIM):copy() end
+    return list
+  end
+  local wq, wk, wv, wo = matrices("wq", DIM, DIM), matrices("wk", DIM, DIM), matrices("wv", DIM, DIM), matrices("wo", DIM, DIM)
+  local w1, w2, w3 = matrices("w1", HIDDEN, DIM), matrices("w2", DIM, HIDDEN), matrices("w3", HIDDEN, DIM)
+  local rms_att, rms_ffn = vectors("rms_att"), vectors("rms_ffn")
+  local tensors = {
+    ["model.embed_tokens.weight"] = ane.tensor.from_bytes(fields.token_embedding, { VOCAB, DIM }, "fp32"),
+    ["model.norm.weight"] = ane.tensor.from_bytes(fields.rms_final, { DIM }, "fp32"),
+    ["lm_head.weight"] = ane.tensor.from_bytes(fields.wcls, { VOCAB, DIM }, "fp32"),
+  }
+  for l = 1, LAYERS do
+    local p = "model.layers." .. (l - 1) .. "."
+    tensors[p .. "input_layernorm.weight"], tensors[p .. "post_attention_layernorm.weight"] = rms_att[l], rms_ffn[l]
+    tensors[p .. "self_attn.q_proj.weight"] = to_rotate_half(wq[l], HEADS)
+    tensors[p .. "self_attn.k_proj.weight"] = to_rotate_half(wk[l], HEADS)
+    tensors[p .. "self_attn.v_proj.weight"], tensors[p .. "self_attn.o_proj.weight"] = wv[l], wo[l]
+    tensors[p .. "mlp.gate_proj.weight"], tensors[p .. "mlp.down_proj.weight"] = w1[l], w2[l]
+    tensors[p .. "mlp.up_proj.weight"] = w3[l]
+  end
+  assert(ane.io.save_safetensors(dir .. "/model.safetensors", tensors))
+  local config = { model_type = "llama", hidden_size = DIM, intermediate_size = HIDDEN, num_hidden_layers = LAYERS,
+    num_attention_heads = HEADS, num_key_value_heads = HEADS, vocab_size = VOCAB, max_position_embeddings = SEQ,
+    rms_norm_eps = 1e-5, rope_theta = 10000.0, tie_word_embeddings = false, hidden_act = "silu" }
+  for key, value in pairs(extra_config or {}) do config[key] = value end
+  helpers.write_file(dir .. "/config.json", cjson.encode(config))
+  return tensors
+end
+
+describe("Hugging Face Llama directories", function()
+  it("give PyTorch's logits and gradients, in Hugging Face names and row order", function()
+    local dir, expected = llama_reference()
+    if not dir then return end
+    local hf = helpers.tmpdir()
+    write_hf_llama(hf, v0_fields(helpers.read_file(dir .. "/model.bin")))
+    local model = assert(llama.load(hf, { precision = "fp32" }))
+    assert.are.equal("half", model.config.rope)
+    -- the same fp32 arithmetic as the llama2.c file up to the order of a head's columns
+    -- (~1e-6 from PyTorch; bar 1e-4)
+    local logits = model:logits(expected.input_ids:totable())
+    assert.is_true(logits:max_abs_diff(expected.logits) < 1e-4)
+    local loss, grads = model:loss(expected.input_ids:totable(), expected.targets:totable())
+    assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4)
+    -- The gradients carry Hugging Face names; q/k ones come in the rotate-half row order.
+    -- fp32 throughout, as in llama_spec: differences ~2e-7 (bar 1e-5)
+    local checks = {
+      { "model.layers.0.self_attn.q_proj.weight", "grad.wq.0", true },
+      { "model.layers.1.self_attn.k_proj.weight", "grad.wk.1", true },
+      { "model.layers.1.self_attn.v_proj.weight", "grad.wv.1" },
+      { "model.layers.0.mlp.gate_proj.weight", "grad.w1.0" },
+      { "model.layers.0.mlp.down_proj.weight", "grad.w2.0" },
+      { "model.layers.1.post_attention_layernorm.weight", "grad.rms_ffn.1" },
+      { "model.norm.weight", "grad.rms_final" },
+      { "model.embed_tokens.weight", "grad.token_embedding" },
+      { "lm_head.weight", "grad.wcls" },
+    }
+    for _, check in ipairs(checks) do
+      local want = expected[check[2]]
+      if check[3] then want = to_rotate_half(want, HEADS) end
+      assert.is_truthy(grads[check[1]], check[1])
+      local diff = grads[check[1]]:max_abs_diff(want)
+      assert.is_true(diff < 1e-5, check[1] .. ": " .. diff)
+    end
+  end)
+
+  it("refuse what they cannot run, naming the file and the field", function()
+    local dir = llama_reference()
+    if not dir then return end
+    local fields = v0_fields(helpers.read_file(dir .. "/model.bin"))
+    local hf = helpers.tmpdir()
+    write_hf_llama(hf, fields, { rope_scaling = { type = "linear", factor = 2 } })
+    local ok, err = llama.load(hf)
+    assert.is_nil(ok)
+    assert.matches("config%.json: rope_scaling is set", err)
+    write_hf_llama(hf, fields, { num_hidden_layers = 3 })
+    ok, err = llama.load(hf)
+    assert.is_nil(ok)
+    assert.matches("tensor 'model%.layers%.2%.input_layernorm%.weight' is missing", err)
+    write_hf_llama(hf, fields, { intermediate_size = 128 })
+    ok, err = llama.load(hf)
+    assert.matches("tensor 'model%.layers%.0%.mlp%.gate_proj%.weight' has shape %[192, 64%], expected %[128, 64%]", err)
+    write_hf_llama(hf, fields, { model_type = "mistral" })
+    ok, err = llama.load(hf)
+    assert.matches("model_type 'mistral'", err)
+  end)
+
+  it("refuse bf16 weights beyond the fp16 range in fp16, naming the tensor", function()
+    local dir = llama_reference()
+    if not dir then return end
+    local hf = helpers.tmpdir()
+    local tensors = write_hf_llama(hf, v0_fields(helpers.read_file(dir .. "/model.bin")))
+    local name = "model.layers.1.mlp.up_proj.weight"
+    tensors[name] = tensors[name]:to("bf16")
+    tensors[name]:set(1e5, 3, 7) -- representable in bf16, infinite in fp16
+    assert(ane.io.save_safetensors(hf .. "/model.safetensors", tensors))
+    local ok, err = pcall(llama.load, hf, { precision = "fp16" })
+    assert.is_false(ok)
+    assert.matches("tensor 'model%.layers%.1%.mlp%.up_proj%.weight' holds values outside the fp16 range", err)
+    assert.is_truthy(llama.load(hf, { precision = "fp32" })) -- fp32 holds it
+  end)
+end)
+
+describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)", function()
+  it("gives PyTorch's logits and loss in fp32", function()
+    local dir, expected = qwen3_reference()
+    if not dir then return end
+    local model = assert(llama.load(dir, { precision = "fp32" }))
+    assert.are.same({ 4, 2, 32, "half", 1e6 }, { model.config.n_head, model.config.n_kv_head, model.config.head_dim,
+      model.config.rope, model.config.rope_theta })
+    local ids, targets = expected.input_ids:totable()[1], expected.targets:totable()[1]
+    local logits = model:logits(ids)
+    -- The reference ran in fp32 from the same bf16 weights (bf16 -> fp32 is exact): only
+    -- summation order differs, ~2e-6 here (bar 1e-4, logits up to ~10).
+    local diff = logits:max_abs_diff(expected.logits:reshape(#ids, 151936))
+    assert.is_true(diff < 1e-4, "max |diff| = " .. diff)
+    local loss = model:loss(ids, targets)
+    assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4, "loss " .. loss)
+  end)
+
+  it("stays within the derived fp16 bound", function()
+    local dir, expected = qwen3_reference()
+    if not dir then return end
+    local ids = expected.input_ids:totable()[1]
+    local m16 = assert(llama.load(dir, { precision = "fp16" }))
+    local m32 = assert(llama.load(dir, { precision = "fp32" }))
+    local function final_h(model) -- the final RMSNorm's output [dim, T], what the classifier reads
+      local x, _, S = model:forward(ids)
+      return model:program("norm", nil, S):eval({ x = x }).y:slice(4, 1, #ids):reshape(64, #ids):to("fp32")
+    end
+    local h16, h32 = final_h(m16), final_h(m32)
+    local dh = h16:sub(h32):abs()
+    local h_max = select(1, h32:abs():topk(1))[1]
+    -- Bound on dh: the final RMSNorm rounds ~5 times (scaled, squared, sum, inv_rms,
+    -- normalized, weight: 2^-11 relative each); each of the 2 layers adds ~15 roundings to
+    -- the residual stream (projections, two per-head norms, rotations, softmax, SwiGLU),
+    -- which the norm passes on with gain max|w| / rms(x) ~ 1: ~35 roundings of 2^-11,
+    -- rounded up to 2^-5 of max|h|.
+    local dh_max = select(1, dh:topk(1))[1]
+    assert.is_true(dh_max <= 2 ^ -5 * h_max, string.format("max|dh| %.3g > 2^-5 * %.3g", dh_max, h_max))
+    -- The classifier is exact fp32 on the CPU: |dz_v| <= sum_c |wte[v, c]| |dh_c| (Hoelder)
+    -- for every logit.
+    local dz = m16:logits(ids):sub(m32:logits(ids)):abs()                        -- [T, V]
+    local bound = m32.P.wcls:abs():matmul(dh):transpose()                      -- [T, V]
+    local slack = bound:add(1e-5):sub(dz)
+    assert.is_true(select(1, slack:scale(-1):topk(1))[1] <= 0, "a logit error exceeds its Hoelder bound")
+  end)
+
+  for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do
+    it("decodes with the KV cache like a full prefill (" .. setup[1] .. ", profile " .. setup[2] .. ")", function()
+      local dir = qwen3_reference()
+      if not dir then return end
+      local model = assert(llama.load(dir, { precision = setup[1], profile = setup[2] }))
+      local prompt = { 785, 3974, 13876, 38835 }
+      local produced = {}
+      for id in model:generate(prompt, { max_tokens = 16, temperature = 0, stop_at_eos = false }) do produced[#produced + 1] = id end
+      assert.are.equal(16, #produced)
+      local full = { table.unpack(prompt) }
+      for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
+      local logits = model:logits(full)
+      for i, id in ipairs(produced) do
+        assert.are.equal(logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1):argmax() - 1, id, "token " .. i)
+      end
+    end)
+  end
+
+  it("differentiates through GQA and the q/k norms (directional finite differences, fp32)", function()
+    local dir, expected = qwen3_reference()
+    if not dir then return end
+    local ids, targets = expected.input_ids:totable()[1], expected.targets:totable()[1]
+    local model = assert(llama.load(dir, { precision = "fp32" }))
+    local _, grads = model:loss(ids, targets)
+    local params = model:parameters()
+    -- Along d = g / |g| the loss changes at rate |g|. Central differences with step 1e-2:
+    -- truncation ~ h^2 |third derivative| and the fp32 loss's rounding (~1e-6 / h) stay
+    -- within 0.1% of the slopes here (|g| ~ 0.06 - 1.9): a 2% bar leaves room and still fails
+    -- a gradient that misses a kv copy (half the slope) or the norm's weight path.
+    for _, name in ipairs({ "model.layers.0.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight" }) do
+      local g, w = grads[name], params[name]
+      assert.are.same(w:shape(), g:shape())
+      local norm = math.sqrt(g:sum_of_squares())
+      local direction = g:scale(1 / norm)
+      local saved, h = w:copy(), 1e-2
+      local function loss_at(t)
+        w:copy_from(saved:add(direction:scale(t)))
+        model:load_parameters()
+        return (model:loss(ids, targets))
+      end
+      local slope = (loss_at(h) - loss_at(-h)) / (2 * h)
+      w:copy_from(saved)
+      model:load_parameters()
+      assert.is_true(math.abs(slope - norm) < 0.02 * norm, string.format("%s: |g| %.6g, finite differences %.6g", name, norm, slope))
+    end
+  end)
+end)
