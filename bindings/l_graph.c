@@ -455,6 +455,17 @@ static int g_node(lua_State *L) {
     return 1;
 }
 
+/* g:outputs() -> { [output name] = name of the node it outputs } */
+static int g_outputs(lua_State *L) {
+    ane_graph *g = check_graph(L, 1);
+    lua_createtable(L, 0, g->noutputs);
+    for (int i = 0; i < g->noutputs; i++) {
+        lua_pushstring(L, g->outputs[i].node->name);
+        lua_setfield(L, -2, g->outputs[i].name);
+    }
+    return 1;
+}
+
 static int g_name(lua_State *L) {
     lua_pushstring(L, check_graph(L, 1)->name);
     return 1;
@@ -568,27 +579,38 @@ static int graph_parse(lua_State *L) {
     return 1;
 }
 
-/* ane.grad(graph, {wrt = {"x", "w", ...}}) -> the backward graph (see ir/autodiff.h):
- * inputs = the forward inputs + "grad_<output>" cotangents; outputs = "grad_<name>". */
+/* The strings of list field `field` of the options table at index 2 (at most 256; the
+ * table stays on the stack and anchors them); returns the count, 0 when absent. */
+static int string_list(lua_State *L, const char *field, const char **names) {
+    lua_getfield(L, 2, field);
+    if (lua_isnil(L, -1)) return 0;
+    luaL_argcheck(L, lua_istable(L, -1), 2, "a list of names expected");
+    int list = lua_gettop(L);
+    int count = (int)luaL_len(L, list);
+    if (count > 256) return luaL_error(L, "grad: %s takes at most 256 names", field);
+    for (int i = 0; i < count; i++) {
+        lua_geti(L, list, i + 1);
+        names[i] = luaL_checkstring(L, -1); /* anchored by the list */
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+/* ane.grad(graph, {wrt = {"x", "w", ...}, saved = {"node", ...}}) -> the backward graph
+ * (see ir/autodiff.h): inputs = the forward inputs + the saved activations +
+ * "grad_<output>" cotangents; outputs = "grad_<name>". */
 static int l_grad(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_getfield(L, 2, "wrt");
-    luaL_argcheck(L, lua_istable(L, -1), 2, "{wrt = {names...}} expected");
-    int wrt_index = lua_gettop(L);
-    int count = (int)luaL_len(L, wrt_index);
-    if (count < 1 || count > 256) return luaL_error(L, "grad: wrt needs 1 to 256 names");
-    const char *names[256];
-    for (int i = 0; i < count; i++) {
-        lua_geti(L, wrt_index, i + 1);
-        names[i] = luaL_checkstring(L, -1); /* anchored by the wrt table */
-        lua_pop(L, 1);
-    }
+    const char *wrt[256], *saved[256];
+    int nwrt = string_list(L, "wrt", wrt);
+    if (nwrt < 1) return luaL_error(L, "grad: wrt needs 1 to 256 names");
+    int nsaved = string_list(L, "saved", saved);
     graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->graph = NULL;
     luaL_setmetatable(L, ANE_GRAPH_TYPE);
     ane_error err;
-    if (ane_autodiff(g, names, count, &box->graph, &err)) return ane_lua_raise(L, &err);
+    if (ane_autodiff(g, wrt, nwrt, saved, nsaved, &box->graph, &err)) return ane_lua_raise(L, &err);
     return 1;
 }
 
@@ -601,7 +623,7 @@ void ane_lua_open_graph(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"input", g_input}, {"const", g_const}, {"output", g_output}, {"optimize", g_optimize},
         {"validate", g_validate}, {"mil", g_mil}, {"dump", g_dump}, {"stats", g_stats},
-        {"node", g_node}, {"name", g_name}, {"close", graph_release}, {NULL, NULL},
+        {"node", g_node}, {"outputs", g_outputs}, {"name", g_name}, {"close", graph_release}, {NULL, NULL},
     };
     static const luaL_Reg meta[] = {
         {"__gc", graph_release}, {"__close", graph_release}, {"__tostring", g_tostring}, {NULL, NULL},

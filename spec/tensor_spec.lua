@@ -212,6 +212,23 @@ describe("ane.tensor arithmetic", function()
     assert.is_true(x:matmul(y):max_abs_diff(expected) < 1e-4)
     local xt = x:transpose():copy():transpose() -- a strided operand
     assert.is_true(xt:matmul(y):max_abs_diff(expected) < 1e-4)
+    -- transposed views on either side and both (read in place through BLAS's Trans flags),
+    -- a row-sliced view (leading dimension wider than the row), a vector and an fp16 operand
+    local yt = y:transpose():copy():transpose()
+    assert.is_true(x:matmul(yt):max_abs_diff(expected) < 1e-4)
+    assert.is_true(xt:matmul(yt):max_abs_diff(expected) < 1e-4)
+    local wide = ane.tensor.randn({ 17, 40 }, { seed = 5 })
+    wide:slice(2, 1, 31):copy_from(x)
+    assert.is_true(wide:slice(2, 1, 31):matmul(y):max_abs_diff(expected) < 1e-4)
+    local column = y:slice(2, 4, 4)                                    -- [31, 1], strided
+    local expected_column = ane.tensor.from(naive_matmul(x:totable(), column:totable()))
+    assert.is_true(xt:matmul(column):max_abs_diff(expected_column) < 1e-4)
+    local row = x:slice(1, 5, 5)                                       -- [1, 31]
+    assert.is_true(row:matmul(yt):max_abs_diff(expected:slice(1, 5, 5)) < 1e-4)
+    -- an fp16 operand is converted exactly to fp32 first: the reference uses the rounded x
+    local x16 = x:to("fp16")
+    local expected16 = ane.tensor.from(naive_matmul(x16:to("fp32"):totable(), y:totable()))
+    assert.is_true(x16:matmul(yt):max_abs_diff(expected16) < 1e-4)
     local batched = ane.tensor.randn({ 3, 4, 5 }, { seed = 3 }):matmul(ane.tensor.randn({ 3, 5, 2 }, { seed = 4 }))
     assert.are.same({ 3, 4, 2 }, batched:shape())
     assert.error_matches(function() x:matmul(x) end, "matmul needs %[m, k%] x %[k, n%]")

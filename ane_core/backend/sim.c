@@ -192,6 +192,9 @@ static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin)
     return view;
 }
 
+/* A reshape moves no data in row-major order: its value buffer is its operand's. */
+static int is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
+
 static void load_const(sim_loaded *instance, const ane_node *node) {
     ane_storage pin;
     ane_tensor view = fp32_view(instance->values[node->id], node, &pin);
@@ -204,7 +207,7 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
     sim_loaded *instance = calloc(1, sizeof *instance);
     size_t total = 0;
     for (int i = 0; i < g->count; i++)
-        if (!p->half_weight[i]) total += (size_t)ane_node_numel(g->nodes[i]);
+        if (!p->half_weight[i] && !is_view(g->nodes[i])) total += (size_t)ane_node_numel(g->nodes[i]);
     if (instance) {
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
@@ -221,6 +224,10 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
             instance->halves[i] = malloc(bytes ? bytes : 2);
             if (!instance->halves[i]) ok = 0;
             else memcpy(instance->halves[i], ane_tensor_data(&node->value), bytes);
+            continue;
+        }
+        if (is_view(node)) { /* the operand's values, read in the new shape */
+            instance->values[i] = instance->values[node->operands[0]->id];
             continue;
         }
         instance->values[i] = instance->slab + offset;
@@ -312,6 +319,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     };
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
+        if (is_view(node)) continue;
         ane_status status = sim_run_node(&context, node, instance->values, instance->values[i], err);
         if (!status) status = ane_interrupt_check(err, "a program evaluation");
         if (status) return status;

@@ -367,23 +367,66 @@ static void row_major_strides(const int64_t *shape, int rank, int64_t *strides) 
 }
 
 /* out[i...] = in[offset + sum(i_k * in_strides[k])] over out's shape. */
+/* Drops unit axes and merges axes that are contiguous in the input, so that a transpose
+ * of [out, in, 1, 1] weights becomes a plain 2-D one. Returns the new rank. */
+static int simplify_strided(const int64_t *shape, const int64_t *strides, int rank, int64_t *out_shape,
+                            int64_t *out_strides) {
+    int n = 0;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] == 1) continue;
+        if (n > 0 && out_strides[n - 1] == strides[i] * shape[i]) {
+            out_shape[n - 1] *= shape[i];
+            out_strides[n - 1] = strides[i];
+        } else {
+            out_shape[n] = shape[i];
+            out_strides[n] = strides[i];
+            n++;
+        }
+    }
+    return n;
+}
+
+/* out (row-major, `shape`) = the elements of `in` at offset + sum(index[i] * in_strides[i]).
+ * Rows whose last axis is contiguous are copied whole; otherwise the last two axes are
+ * copied in square tiles, so a transpose reads and writes whole cache lines. */
 static void gather_strided(const float *in, int64_t offset, const int64_t *in_strides, const int64_t *shape, int rank,
                            float *out) {
+    int64_t dims[ANE_IR_MAX_RANK], steps[ANE_IR_MAX_RANK];
+    rank = simplify_strided(shape, in_strides, rank, dims, steps);
     if (rank == 0) {
         out[0] = in[offset];
         return;
     }
-    int64_t index[ANE_IR_MAX_RANK] = {0}, numel = 1;
-    for (int i = 0; i < rank; i++) numel *= shape[i];
     int last = rank - 1;
-    int64_t inner = shape[last], step = in_strides[last];
-    for (int64_t done = 0; done < numel; done += inner) {
+    int64_t inner = dims[last], step = steps[last];
+    if (step == 1 || rank == 1) {
+        int64_t index[ANE_IR_MAX_RANK] = {0}, numel = 1;
+        for (int i = 0; i < rank; i++) numel *= dims[i];
+        for (int64_t done = 0; done < numel; done += inner) {
+            int64_t o = offset;
+            for (int i = 0; i < last; i++) o += index[i] * steps[i];
+            if (step == 1) memcpy(out + done, in + o, (size_t)inner * sizeof *out);
+            else
+                for (int64_t i = 0; i < inner; i++) out[done + i] = in[o + i * step];
+            for (int i = last - 1; i >= 0 && ++index[i] == dims[i]; i--) index[i] = 0;
+        }
+        return;
+    }
+    enum { TILE = 32 };
+    int64_t rows = dims[last - 1], row_step = steps[last - 1], plane = rows * inner, outer = 1;
+    for (int i = 0; i < last - 1; i++) outer *= dims[i];
+    int64_t index[ANE_IR_MAX_RANK] = {0};
+    for (int64_t p = 0; p < outer; p++) {
         int64_t o = offset;
-        for (int i = 0; i < last; i++) o += index[i] * in_strides[i];
-        if (step == 1) memcpy(out + done, in + o, (size_t)inner * sizeof *out);
-        else
-            for (int64_t i = 0; i < inner; i++) out[done + i] = in[o + i * step];
-        for (int i = last - 1; i >= 0 && ++index[i] == shape[i]; i--) index[i] = 0;
+        for (int i = 0; i < last - 1; i++) o += index[i] * steps[i];
+        float *dst = out + p * plane;
+        for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+            for (int64_t c0 = 0; c0 < inner; c0 += TILE) {
+                int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < inner ? c0 + TILE : inner;
+                for (int64_t r = r0; r < r1; r++)
+                    for (int64_t c = c0; c < c1; c++) dst[r * inner + c] = in[o + r * row_step + c * step];
+            }
+        for (int i = last - 2; i >= 0 && ++index[i] == dims[i]; i--) index[i] = 0;
     }
 }
 

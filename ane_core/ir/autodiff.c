@@ -1,7 +1,9 @@
 /* Reverse-mode differentiation on the graph IR (see autodiff.h).
  *
- * The backward graph replays the forward computation (so it needs only the forward inputs,
- * no saved activations), takes one cotangent input per forward output, walks the nodes in
+ * The backward graph replays the forward computation (so it needs only the forward inputs),
+ * except for saved activations, which it takes as inputs instead (their producers are
+ * then dropped by dead-code elimination unless something else needs them), takes one
+ * cotangent input per forward output, walks the nodes in
  * reverse order applying each op's vector-Jacobian product, and outputs the accumulated
  * adjoints of the requested nodes. Only nodes on a path from a requested node get rules
  * applied. Broadcast operands get their gradient summed back to their shape. */
@@ -96,13 +98,16 @@ static ane_status no_rule(builder *b, const ane_node *node, const char *why) {
     return b->status;
 }
 
-/* The contributions of output adjoint g to each operand of `y` (the replayed node).
- * contributions[k] stays NULL for operands that need none. */
-static ane_status vjp(builder *b, ane_node *y, ane_node *g, const unsigned char *needs, ane_node **contributions) {
-    ane_node *x = y->noperands > 0 ? y->operands[0] : NULL, *w = y->noperands > 1 ? y->operands[1] : NULL;
+/* The contributions of output adjoint g to each operand of forward node `node`, whose value
+ * in the backward graph is `y` (its replay, or the saved activation fed as an input) and
+ * whose operands' values are operands[k] (their replays). contributions[k] stays NULL for
+ * operands that need none. */
+static ane_status vjp(builder *b, const ane_node *node, ane_node *y, ane_node *const *operands, ane_node *g,
+                      const unsigned char *needs, ane_node **contributions) {
+    ane_node *x = node->noperands > 0 ? operands[0] : NULL, *w = node->noperands > 1 ? operands[1] : NULL;
     int need0 = x && needs[x->id], need1 = w && needs[w->id];
-    const ane_node_attrs *a = &y->attrs;
-    switch (y->op) {
+    const ane_node_attrs *a = &node->attrs;
+    switch (node->op) {
     case ANE_OP_ADD:
         if (need0) contributions[0] = unbroadcast(b, g, x);
         if (need1) contributions[1] = unbroadcast(b, g, w);
@@ -176,7 +181,7 @@ static ane_status vjp(builder *b, ane_node *y, ane_node *g, const unsigned char 
         memcpy(keep, x->shape, sizeof keep);
         for (int i = 0; i < a->axes.count; i++) keep[a->axes.values[i]] = 1;
         ane_node *spread = binary(b, ANE_OP_ADD, reshape(b, g, x->rank, keep), zeros_like(b, x));
-        if (y->op == ANE_OP_REDUCE_MEAN) {
+        if (node->op == ANE_OP_REDUCE_MEAN) {
             int64_t count = 1;
             for (int i = 0; i < a->axes.count; i++) count *= x->shape[a->axes.values[i]];
             spread = binary(b, ANE_OP_MUL, spread, scalar(b, 1.0 / (double)count, x));
@@ -217,20 +222,11 @@ static ane_status vjp(builder *b, ane_node *y, ane_node *g, const unsigned char 
     case ANE_OP_CONV: {
         int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 && a->groups == 1 &&
                         !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
-        if (!pointwise || x->shape[0] != 1) return no_rule(b, y, "has a gradient rule only for 1x1 convs with batch 1, yet");
+        if (!pointwise || x->shape[0] != 1) return no_rule(b, node, "has a gradient rule only for 1x1 convs with batch 1, yet");
         int64_t cin = x->shape[1], cout = w->shape[0], pixels = x->shape[2] * x->shape[3];
-        if (need0) { /* dx = W^T g, as a 1x1 conv by the transposed weight */
-            ane_node_attrs swap;
-            memset(&swap, 0, sizeof swap);
-            swap.perm.count = 4;
-            int64_t perm[4] = {1, 0, 2, 3};
-            memcpy(swap.perm.values, perm, sizeof perm);
-            ane_node *wt = op(b, ANE_OP_TRANSPOSE, &w, 1, &swap);
-            ane_node_attrs conv;
-            memset(&conv, 0, sizeof conv);
-            conv.groups = 1;
-            ane_node *operands[2] = {g, wt};
-            contributions[0] = op(b, ANE_OP_CONV, operands, 2, &conv);
+        if (need0) { /* dx = W^T g: a matmul reading W transposed, so W is never transposed in memory */
+            int64_t wshape[2] = {cout, cin}, gshape[2] = {cout, pixels};
+            contributions[0] = reshape(b, matmul(b, reshape(b, w, 2, wshape), reshape(b, g, 2, gshape), 1, 0), x->rank, x->shape);
         }
         if (need1) { /* dW[co, ci] = sum over positions of g[co, p] x[ci, p] */
             int64_t gshape[2] = {cout, pixels}, xshape[2] = {cin, pixels}, wshape[4] = {cout, cin, 1, 1};
@@ -238,12 +234,20 @@ static ane_status vjp(builder *b, ane_node *y, ane_node *g, const unsigned char 
         }
         break;
     }
-    default: return no_rule(b, y, "has no gradient rule yet");
+    default: return no_rule(b, node, "has no gradient rule yet");
     }
     return b->status;
 }
 
-ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, ane_graph **out, ane_error *err) {
+/* Whether `name` is one of the saved activations. */
+static int is_saved(const char *name, const char *const *saved, int nsaved) {
+    for (int k = 0; k < nsaved; k++)
+        if (strcmp(name, saved[k]) == 0) return 1;
+    return 0;
+}
+
+ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, const char *const *saved, int nsaved,
+                        ane_graph **out, ane_error *err) {
     char name[ANE_NAME_MAX];
     snprintf(name, sizeof name, "%.*s_grad", ANE_NAME_MAX - 6, forward->name);
     builder b = {NULL, err, ANE_OK};
@@ -266,10 +270,17 @@ ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nw
         for (int k = 0; k < forward->nodes[i]->noperands; k++)
             if (needs[forward->nodes[i]->operands[k]->id]) needs[i] = 1;
 
-    /* Replay the forward graph under the same names. */
+    for (int k = 0; k < nsaved && !b.status; k++) {
+        ane_node *activation = ane_graph_find(forward, saved[k]);
+        if (!activation || activation->op == ANE_OP_INPUT || activation->op == ANE_OP_CONST)
+            b.status = ane_fail(err, ANE_ERR_ARGUMENT, "autodiff: saved activation '%s' is not a computed node of graph '%s'",
+                                saved[k], forward->name);
+    }
+
+    /* Replay the forward graph under the same names; saved activations become inputs. */
     for (int i = 0; i < count && !b.status; i++) {
         const ane_node *node = forward->nodes[i];
-        if (node->op == ANE_OP_INPUT) {
+        if (node->op == ANE_OP_INPUT || is_saved(node->name, saved, nsaved)) {
             b.status = ane_graph_input(b.g, node->name, node->dtype, node->rank, node->shape, &replay[i], err);
         } else if (node->op == ANE_OP_CONST) {
             b.status = ane_graph_const(b.g, node->name, &node->value, &replay[i], err);
@@ -300,8 +311,9 @@ ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nw
             no_rule(&b, node, "is not differentiable");
             break;
         }
-        ane_node *contributions[64] = {0};
-        if (vjp(&b, replay[i], adjoint[i], needs_replayed, contributions)) break;
+        ane_node *contributions[64] = {0}, *operands[64];
+        for (int k = 0; k < node->noperands; k++) operands[k] = replay[node->operands[k]->id];
+        if (vjp(&b, node, replay[i], operands, adjoint[i], needs_replayed, contributions)) break;
         for (int k = 0; k < node->noperands && !b.status; k++) {
             if (!contributions[k]) continue;
             int operand = node->operands[k]->id;

@@ -3,7 +3,8 @@
  * ane_autodiff(forward, wrt) builds a backward graph that
  *   takes every forward input (same names) and one cotangent per forward output, named
  *     "grad_<output>" (MIL names cannot contain '.'),
- *   replays the forward computation (no saved activations needed),
+ *   replays the forward computation, except the nodes named in `saved` (activations the
+ *     forward program also outputs): those become inputs of the same name and shape,
  *   outputs "grad_<name>" for every name in wrt (forward inputs or consts).
  * Rules exist for add, sub, mul, real_div, pow, neg, exp, log, sqrt, rsqrt, tanh,
  * sigmoid, identity, cast, reshape, transpose, slices, reduce_sum, reduce_mean, softmax,
@@ -15,6 +16,7 @@
 
 #include "graph.h"
 
-ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, ane_graph **out, ane_error *err);
+ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, const char *const *saved, int nsaved,
+                        ane_graph **out, ane_error *err);
 
 #endif

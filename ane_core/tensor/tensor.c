@@ -525,6 +525,32 @@ static ane_status as_contiguous_fp32(ane_tensor *out, const ane_tensor *t, ane_e
     return ane_tensor_to(out, t, ANE_FP32, err);
 }
 
+/* Rows of the output per sgemm call: blocks of about 2^31 multiply-adds (~10 ms here), so
+ * Ctrl-C is noticed between them, but never fewer than 512 rows: thin calls waste most of
+ * sgemm's speed (5-row blocks of a [256, 32000] x [32000, 768] product ran 5x slower). */
+static int64_t matmul_rows_per_block(int64_t m, int64_t k, int64_t n) {
+    int64_t rows = k * n > 0 ? ((int64_t)1 << 31) / (k * n) : m;
+    return rows < 512 ? 512 : rows;
+}
+
+/* How BLAS can read a 2-D fp32 operand [rows, cols] where it lies: row-major with leading
+ * dimension *ld (NoTrans), or as the transpose of a row-major matrix (a transposed view,
+ * Trans); returns 0 when it must be copied first. Transposed views then cost no copy. */
+static int blas_layout(const ane_tensor *t, int64_t rows, int64_t cols, CBLAS_TRANSPOSE *trans, int64_t *ld,
+                       int64_t *row_step) {
+    if (t->dtype != ANE_FP32 || t->ndim != 2 || ((uintptr_t)ane_tensor_data(t) % 4) != 0) return 0;
+    int64_t s0 = t->strides[0], s1 = t->strides[1];
+    if ((s1 == 1 || cols == 1) && s0 >= (cols > 1 ? cols : 1) && s0 <= INT32_MAX) {
+        *trans = CblasNoTrans, *ld = s0, *row_step = s0;
+        return 1;
+    }
+    if ((s0 == 1 || rows == 1) && s1 >= (rows > 1 ? rows : 1) && s1 <= INT32_MAX) {
+        *trans = CblasTrans, *ld = s1, *row_step = 1;
+        return 1;
+    }
+    return 0;
+}
+
 ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
                              ane_error *err) {
     char sa[128], sb[128];
@@ -543,6 +569,26 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         return ane_fail(err, ANE_ERR_ARGUMENT, "matmul dimensions must fit BLAS's 32-bit sizes");
 
     ane_tensor a32, b32, c32;
+    CBLAS_TRANSPOSE trans_a, trans_b;
+    int64_t lda, ldb, a_row_step, b_row_step;
+    if (!batched && n > 1 && blas_layout(a, m, k, &trans_a, &lda, &a_row_step) &&
+        blas_layout(b, k, n, &trans_b, &ldb, &b_row_step)) {
+        /* 2-D, possibly transposed views: straight to sgemm, no copies */
+        ane_status status = ane_tensor_empty(&c32, 2, (int64_t[]){m, n}, ANE_FP32, err);
+        if (status) return status;
+        int64_t rows_per_block = matmul_rows_per_block(m, k, n);
+        const float *pa = (const float *)ane_tensor_data(a), *pb = (const float *)ane_tensor_data(b);
+        float *pc = (float *)ane_tensor_data(&c32);
+        for (int64_t row = 0; row < m && !status; row += rows_per_block) {
+            int64_t rows = m - row < rows_per_block ? m - row : rows_per_block;
+            cblas_sgemm(CblasRowMajor, trans_a, trans_b, (int)rows, (int)n, (int)k, 1.0f, pa + row * a_row_step, (int)lda,
+                        pb, (int)ldb, 0.0f, pc + row * n, (int)n);
+            status = ane_interrupt_check(err, "matmul");
+        }
+        if (status) ane_tensor_release(&c32);
+        else *out = c32;
+        return status;
+    }
     ane_status status = as_contiguous_fp32(&a32, a, err);
     if (status) return status;
     status = as_contiguous_fp32(&b32, b, err);
@@ -553,10 +599,7 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
     int64_t out_shape[3] = {batches, m, n};
     status = ane_tensor_empty(&c32, batched ? 3 : 2, batched ? out_shape : out_shape + 1, ANE_FP32, err); /* beta = 0 */
     if (!status) {
-        /* Row blocks of about 2^27 multiply-adds, so Ctrl-C is noticed within ~0.1 s. */
-        int64_t rows_per_block = (int64_t)1 << 27;
-        rows_per_block = k * n > 0 ? rows_per_block / (k * n) : m;
-        if (rows_per_block < 1) rows_per_block = 1;
+        int64_t rows_per_block = n == 1 ? m : matmul_rows_per_block(m, k, n);
         const float *pa = (const float *)ane_tensor_data(&a32), *pb = (const float *)ane_tensor_data(&b32);
         float *pc = (float *)ane_tensor_data(&c32);
         for (int64_t batch = 0; batch < batches && !status; batch++) {

@@ -13,8 +13,11 @@
 -- Training adds loss(ids, targets) on top of the hooks
 --   embed_sequence(ids, S) -> [1, C, 1, S];  embedding_gradients(ids, dx [T, C], raw)
 --   checkpoint_gradients(raw) -> gradients named and laid out as the checkpoint stores them
--- and the field weight_consts = { [program kind] = { const names } }: "<kind>_grad"
--- programs are the backward graphs ane.grad derives for those consts and the input x.
+-- and the fields weight_consts = { [program kind] = { const names } } and saved = {
+-- [program kind] = { node names } }: "<kind>_grad" programs are the backward graphs ane.grad
+-- derives for those consts and the input x, taking the saved nodes' values (output by the
+-- "<kind>_train" forward programs) instead of recomputing them. Saving the projections'
+-- outputs leaves the backward only cheap elementwise work to redo.
 local ane = require("ane")
 
 local M = {}
@@ -75,15 +78,29 @@ end
 
 local Methods = {}
 
---- The program for (kind, layer, shapes), built by self:build_graph and compiled once;
---- "<kind>_grad" is the backward graph of <kind> for its weight consts and its input x.
+--- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
+--- "<kind>_train" is <kind> that also outputs its saved activations (self.saved[kind]:
+--- node names, typically the projections' outputs); "<kind>_grad" is the backward graph of
+--- <kind> for its weight consts and its input x, taking those activations as inputs
+--- instead of recomputing them.
 function Methods:program(kind, layer, a, b)
   local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
   local program = self.programs[key]
   if program then return program end
   local g
   local forward_kind = kind:match("^(.+)_grad$")
-  if forward_kind then
+  local training_kind = kind:match("^(.+)_train$")
+  if training_kind then
+    g = self:build_graph(training_kind, layer, a, b)
+    local outputs = g:outputs() -- a node the program outputs already (a cached k, v) keeps its output
+    for _, name in ipairs(self.saved[training_kind]) do
+      if outputs[name] == nil then
+        g:output(name, g:node(name))
+      elseif outputs[name] ~= name then
+        error(string.format("%s: output '%s' is node '%s', not the saved node of that name", kind, name, outputs[name]))
+      end
+    end
+  elseif forward_kind then
     local wrt = { "x" }
     if self.lora then -- the base weights are frozen: gradients for the adapters only
       if forward_kind:match("^attn") then
@@ -92,7 +109,7 @@ function Methods:program(kind, layer, a, b)
     else
       for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
     end
-    g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt })
+    g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt, saved = self.saved[forward_kind] })
   else
     g = self:build_graph(kind, layer, a, b)
   end
@@ -204,6 +221,13 @@ function Methods:logits(ids)
   return logits
 end
 
+-- The backward program's inputs from a training forward's outputs: `inputs` plus each
+-- saved activation under its node name.
+local function saved_inputs(names, outputs, inputs)
+  for _, name in ipairs(names) do inputs[name] = outputs[name] end
+  return inputs
+end
+
 -- Sums gradients in fp32. Program outputs are fresh tensors, so an fp32 one is kept as is.
 local function accumulate(into, name, value)
   if into[name] then
@@ -238,15 +262,18 @@ function Methods:loss(ids, targets, opts)
     local T = #seq
     local S = self:bucket(T, self.context_length)
     local x = self:embed_sequence(seq, S)
-    local attention_inputs, ffn_inputs = {}, {}
+    -- per layer: the inputs of the backward programs (x and the saved activations)
+    local attention_saved, ffn_saved = {}, {}
     for l = 1, self.n_layer do
-      attention_inputs[l] = x
-      ffn_inputs[l] = self:eval(self:program("attn_prefill", l, S), "attn", l, { x = x }).y
-      x = self:eval(self:program(self.ffn_kind, l, S), "ffn", l, { x = ffn_inputs[l] }).y
+      local attention = self:eval(self:program("attn_prefill_train", l, S), "attn", l, { x = x })
+      attention_saved[l] = saved_inputs(self.saved.attn_prefill, attention, { x = x })
+      local ffn = self:eval(self:program(self.ffn_kind .. "_train", l, S), "ffn", l, { x = attention.y })
+      ffn_saved[l] = saved_inputs(self.saved[self.ffn_kind], ffn, { x = attention.y })
+      x = ffn.y
     end
     local h = self:eval(self:program(self.norm_kind, nil, S), "norm", 0, { x = x }).y
     local columns = h:slice(4, 1, T):reshape(C, T):to("fp32")                    -- [C, T]
-    local logits = self.P.wcls:matmul(columns):transpose():copy()                -- [T, V]
+    local logits = M.classifier_logits(self.P.wcls, columns)                     -- [T, V]
     local mean, dlogits = ane.tensor.cross_entropy(logits, batch_targets[b], (opts and opts.loss_scale or 1) / total)
     loss_sum = loss_sum + mean * T
     local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
@@ -254,7 +281,7 @@ function Methods:loss(ids, targets, opts)
         self:elapsed_without_compiling(forward_start, compiling)
     if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
-    grad_h:slice(4, 1, T):copy_from(self.P.wcls:transpose():matmul(dlogits:transpose()):reshape(1, C, 1, T))
+    grad_h:slice(4, 1, T):copy_from(dlogits:matmul(self.P.wcls):transpose():reshape(1, C, 1, T)) -- (dz W)^T
     local r = self:eval_unclamped(self:program(self.norm_kind .. "_grad", nil, S), "norm", 0, { x = x, grad_y = grad_h })
     if not self.lora then
       for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
@@ -262,9 +289,11 @@ function Methods:loss(ids, targets, opts)
     local dx = r.grad_x
     local zeros = ane.tensor({ 1, self.cache_width or C, 1, S }, self.dtype) -- cotangents of the unused k, v outputs
     for l = self.n_layer, 1, -1 do
-      local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, { x = ffn_inputs[l], grad_y = dx })
-      local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, { x = attention_inputs[l],
-        grad_y = f.grad_x, grad_k = zeros, grad_v = zeros })
+      local ffn_inputs, attention_inputs = ffn_saved[l], attention_saved[l]
+      ffn_inputs.grad_y = dx
+      local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, ffn_inputs)
+      attention_inputs.grad_y, attention_inputs.grad_k, attention_inputs.grad_v = f.grad_x, zeros, zeros
+      local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, attention_inputs)
       if self.lora then
         for _, name in ipairs(M.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
       else
@@ -366,6 +395,15 @@ end
 function M.mixin(methods)
   for name, f in pairs(Methods) do methods[name] = f end
   return methods
+end
+
+--- Logits [T, V] of the classifier wcls [V, C] (fp32) for final-norm columns [C, T] (fp32):
+--- h^T W^T through transposed views (no copies); one column goes through the
+--- matrix-vector product, which streams wcls at memory speed.
+function M.classifier_logits(wcls, columns)
+  local T = columns:shape()[2]
+  if T == 1 then return wcls:matmul(columns):reshape(1, wcls:shape()[1]) end
+  return columns:transpose():matmul(wcls:transpose())
 end
 
 --- t in dtype: t itself when it already is (a view, no copy), a converted copy otherwise.

@@ -324,6 +324,8 @@ function M.from_weights(W, opts)
     mlp = { "c_fc_bias", "c_fc_weight", "ln_2_beta", "ln_2_gamma", "mlp_c_proj_bias", "mlp_c_proj_weight" },
     ln_f = { "ln_f_beta", "ln_f_gamma" },
   }
+  -- activations the training forward outputs for the backward: the projections' outputs
+  self.saved = { attn_prefill = { "q", "k", "v" }, mlp = { "c_fc" } }
   self.weights = W
   self.P = prepare(W, self.dtype)
   return self
@@ -346,7 +348,7 @@ function Model:classify(x, T, S)
   local h = self:eval(self:program("ln_f", nil, S), "norm", 0, { x = x }).y                 -- [1, C, 1, S]
   local C = self.config.n_embd
   local columns = h:slice(4, 1, T):reshape(C, T)                           -- [C, T]
-  return self.P.wte:matmul(columns:to("fp32")):transpose():copy()           -- [T, V]
+  return decoder.classifier_logits(self.P.wte, columns:to("fp32"))          -- [T, V]
 end
 
 -- Runs all layers over a padded sequence; returns the residual stream and per-layer k, v.

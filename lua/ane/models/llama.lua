@@ -553,6 +553,8 @@ function M.from_weights(W, opts)
   self.attention_fields, self.ffn_fields = attention_weights(W.config), FFN_WEIGHTS
   self.weight_consts = { attn_prefill = const_names(self.attention_fields), ffn = const_names(FFN_WEIGHTS),
     norm = { "norm_weight" } }
+  -- activations the training forward outputs for the backward: the projections' outputs
+  self.saved = { attn_prefill = { "wk", "wq", "wv" }, ffn = { "ffn_gate", "ffn_up" } }
   self.shared_classifier = W.shared_classifier
   self.weights = W
   self.name = NAMINGS[W.naming or "llama2c"]
@@ -631,7 +633,7 @@ end
 
 function Model:classify(x, T, S)
   local h = self:eval(self:program("norm", nil, S), "norm", 0, { x = x }).y
-  return self.P.wcls:matmul(h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")):transpose():copy() -- [T, V]
+  return decoder.classifier_logits(self.P.wcls, h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")) -- [T, V]
 end
 
 function Model:forward(ids)
