@@ -109,13 +109,17 @@ static void run_binary(const ane_node *node, float *const *values, float *out) {
     broadcast_binary(node, IN(node, 0), IN(node, 1), out, row);
 }
 
+/* expf(x), skipping the call where it is exactly 0: below -104, e^x < 2^-150 rounds to 0
+ * in fp32. Masked attention scores (about half of a causal softmax) take this path. */
+static inline float exp_or_zero(float x) { return x < -104.0f ? 0.0f : expf(x); }
+
 static void run_unary(const ane_node *node, const float *x, float *out) {
     int64_t n = ane_node_numel(node);
     const ane_node_attrs *a = &node->attrs;
     switch (node->op) {
     case ANE_OP_NEG: for (int64_t i = 0; i < n; i++) out[i] = -x[i]; break;
     case ANE_OP_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(x[i]); break;
-    case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = expf(x[i]); break;
+    case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = exp_or_zero(x[i]); break;
     case ANE_OP_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(x[i]); break;
     case ANE_OP_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(x[i]); break;
     case ANE_OP_RSQRT: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i]); break;
@@ -235,7 +239,7 @@ static void run_softmax(const ane_node *node, const float *x, float *out) {
             for (int64_t c = 0; c < count; c++) peak = src[c * inner] > peak ? src[c * inner] : peak;
             float sum = 0.0f;
             for (int64_t c = 0; c < count; c++) {
-                float e = expf(src[c * inner] - peak);
+                float e = exp_or_zero(src[c * inner] - peak);
                 dst[c * inner] = e;
                 sum += e;
             }
@@ -554,7 +558,7 @@ static ane_status run_sdpa(const sim_context *context, const ane_node *node, flo
         for (int64_t i = 0; i < l; i++) {
             float *row = scores + i * s, peak = -INFINITY, sum = 0.0f;
             for (int64_t j = 0; j < s; j++) peak = row[j] > peak ? row[j] : peak;
-            for (int64_t j = 0; j < s; j++) sum += row[j] = expf(row[j] - peak);
+            for (int64_t j = 0; j < s; j++) sum += row[j] = exp_or_zero(row[j] - peak);
             for (int64_t j = 0; j < s; j++) row[j] /= sum;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f, scores, (int)s,

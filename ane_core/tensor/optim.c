@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "../base/fp16.h"
+#include "../base/parallel.h"
 
 static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, int64_t numel, ane_error *err) {
     if (t->dtype != ANE_FP32 || !ane_tensor_is_contiguous(t) || ane_tensor_numel(t) != numel)
@@ -11,6 +12,26 @@ static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, i
                         (long long)numel);
     if (t->storage->readonly) return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: %s is read-only (copy it first)", what);
     return ANE_OK;
+}
+
+typedef struct adamw_job {
+    float *p, *m, *v;
+    const float *g;
+    float b1, b2, lr, eps, wd, inv_c1, inv_c2, scale;
+} adamw_job;
+
+/* The update of elements first..last-1 (each element's arithmetic is independent). */
+static void adamw_range(void *context, int64_t first, int64_t last) {
+    const adamw_job *j = context;
+    float *p = j->p, *mm = j->m, *vv = j->v;
+    const float *g = j->g;
+    for (int64_t i = first; i < last; i++) {
+        float gi = g[i] * j->scale;
+        mm[i] = j->b1 * mm[i] + (1.0f - j->b1) * gi;
+        vv[i] = j->b2 * vv[i] + (1.0f - j->b2) * gi * gi;
+        float m_hat = mm[i] * j->inv_c1, v_hat = vv[i] * j->inv_c2;
+        p[i] -= j->lr * (m_hat / (sqrtf(v_hat) + j->eps) + j->wd * p[i]);
+    }
 }
 
 ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor *m, ane_tensor *v,
@@ -24,19 +45,14 @@ ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor 
     ane_tensor g32;
     if (grad->dtype == ANE_FP32 && ane_tensor_is_contiguous(grad)) ane_tensor_share(&g32, grad);
     else if ((status = ane_tensor_to(&g32, grad, ANE_FP32, err))) return status;
-    float *p = (float *)ane_tensor_data(param), *mm = (float *)ane_tensor_data(m), *vv = (float *)ane_tensor_data(v);
-    const float *g = (const float *)ane_tensor_data(&g32);
     double c1 = 1.0 - pow(o->beta1, (double)o->step), c2 = 1.0 - pow(o->beta2, (double)o->step);
-    float b1 = (float)o->beta1, b2 = (float)o->beta2, lr = (float)o->lr, eps = (float)o->eps, wd = (float)o->weight_decay;
-    float inv_c1 = (float)(1.0 / c1), inv_c2 = (float)(1.0 / c2);
-    float scale = o->grad_scale != 0 ? (float)o->grad_scale : 1.0f;
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] * scale;
-        mm[i] = b1 * mm[i] + (1.0f - b1) * gi;
-        vv[i] = b2 * vv[i] + (1.0f - b2) * gi * gi;
-        float m_hat = mm[i] * inv_c1, v_hat = vv[i] * inv_c2;
-        p[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p[i]);
-    }
+    adamw_job job = {
+        .p = (float *)ane_tensor_data(param), .m = (float *)ane_tensor_data(m), .v = (float *)ane_tensor_data(v),
+        .g = (const float *)ane_tensor_data(&g32), .b1 = (float)o->beta1, .b2 = (float)o->beta2, .lr = (float)o->lr,
+        .eps = (float)o->eps, .wd = (float)o->weight_decay, .inv_c1 = (float)(1.0 / c1), .inv_c2 = (float)(1.0 / c2),
+        .scale = o->grad_scale != 0 ? (float)o->grad_scale : 1.0f,
+    };
+    ane_parallel_for(n, 1 << 16, adamw_range, &job); /* memory-bound: every core's share of the bandwidth */
     ane_tensor_release(&g32);
     return ANE_OK;
 }

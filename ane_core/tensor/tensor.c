@@ -795,11 +795,13 @@ ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, d
         float *gr = g + row * v;
         double peak = zr[0];
         for (int64_t j = 1; j < v; j++) peak = zr[j] > peak ? zr[j] : peak;
+        /* e_j = exp(z_j - peak) once, kept in the gradient row; the sum in double */
         double sum = 0;
-        for (int64_t j = 0; j < v; j++) sum += exp((double)zr[j] - peak);
+        for (int64_t j = 0; j < v; j++) sum += gr[j] = expf((float)(zr[j] - peak));
         double log_sum = log(sum) + peak;
         total += log_sum - zr[target];
-        for (int64_t j = 0; j < v; j++) gr[j] = (float)(exp((double)zr[j] - log_sum) * scale);
+        float softmax_scale = (float)(scale / sum); /* dz_j = (softmax_j - [j == target]) * scale */
+        for (int64_t j = 0; j < v; j++) gr[j] *= softmax_scale;
         gr[target] -= (float)scale;
     }
     ane_tensor_release(&flat);

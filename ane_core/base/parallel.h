@@ -1,0 +1,18 @@
+/* A small pool of helper threads for memory-bound loops (AdamW, fp16 matrix-vector
+ * products, large elementwise kernels). Helpers sleep between calls: a spinning pool would
+ * take the CPU from the BLAS threads on small machines.
+ *
+ * ane_parallel_for(n, grain, body, context) runs body(context, first, last) over disjoint
+ * ranges covering 0..n-1, one per thread (the caller works on one too), and returns when
+ * all are done. Loops shorter than `grain` elements per thread, and calls made from inside
+ * a body, run on the caller alone. */
+#ifndef ANE_BASE_PARALLEL_H
+#define ANE_BASE_PARALLEL_H
+
+#include <stdint.h>
+
+typedef void (*ane_range_body)(void *context, int64_t first, int64_t last);
+
+void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *context);
+
+#endif
