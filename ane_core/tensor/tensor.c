@@ -345,6 +345,26 @@ static void copy_row(void *context, char *const *rows, const int64_t *stride, in
         ane_dtype_convert_row(rows[0] + i * stride[0], c->dst_dtype, rows[1] + i * stride[1], c->src_dtype, 1);
 }
 
+/* A contiguous 2-D destination filled from a transposed view of the same 4-byte dtype
+ * (e.g. Conv1D [in, out] weights into [out, in]), copied in square tiles so that reads and
+ * writes use whole cache lines; returns 0 (nothing done) for any other case. */
+static int copy_transposed_2d(ane_tensor *dst, const ane_tensor *src) {
+    if (dst->ndim != 2 || dst->dtype != src->dtype || ane_dtype_size(dst->dtype) != 4 || !ane_tensor_is_contiguous(dst) ||
+        src->strides[0] != 1 || src->strides[1] < src->shape[0] || dst->shape[0] < 2 || dst->shape[1] < 2)
+        return 0;
+    enum { TILE = 32 };
+    int64_t rows = dst->shape[0], cols = dst->shape[1], column_step = src->strides[1];
+    uint32_t *out = (uint32_t *)ane_tensor_data(dst);
+    const uint32_t *in = (const uint32_t *)ane_tensor_data(src);
+    for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE) {
+            int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < cols ? c0 + TILE : cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) out[r * cols + c] = in[r + c * column_step];
+        }
+    return 1;
+}
+
 ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
     char a[128], b[128];
     if (!ane_shapes_equal(dst, src))
@@ -353,6 +373,7 @@ ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_erro
                         ane_shape_string(a, sizeof a, dst->ndim, dst->shape));
     ane_status status = check_writable(dst, err);
     if (status) return status;
+    if (copy_transposed_2d(dst, src)) return ANE_OK;
     row_walk walk = {.ndim = dst->ndim};
     memcpy(walk.shape, dst->shape, sizeof walk.shape);
     walk_add_operand(&walk, dst);

@@ -71,3 +71,36 @@ for _, setup in ipairs(setups) do
   model, trainer = nil, nil
   collectgarbage()
 end
+
+-- GPT-2 124M (12 layers, C 768, vocab 50257, random weights), batch 4 x 64 tokens, fp32:
+-- the step llm.c's train_gpt2.c takes ~6.7 s for on these machines (peers.md; not rebuilt
+-- here), against the same kind of bound (its matmul FLOPs over the sgemm rate above).
+do
+  local gpt2 = require("ane.models.gpt2")
+  local C, L, GV, B, GT = 768, 12, 50257, 4, 64
+  local gpt2_config = { n_embd = C, n_layer = L, n_head = 12, n_positions = 1024, vocab_size = GV }
+  -- per token per layer: q, k, v, o (4 C^2), MLP (8 C^2); attention 2 * 2 * T * C; classifier V * C
+  local gpt2_forward = B * (2 * GT * L * 12 * C * C + 2 * 2 * GT * GT * C * L + 2 * GT * GV * C)
+  local gpt2_bound = 3 * gpt2_forward / sgemm
+  local model = gpt2.from_weights(gpt2.random_weights(gpt2_config, 3), { precision = "fp32", profile = "cpu" })
+  local trainer = train.new(model, { lr = 1e-4, warmup = 0, steps = 1000 })
+  local rows, next_rows = {}, {}
+  for b = 1, B do
+    rows[b], next_rows[b] = {}, {}
+    for t = 1, GT do rows[b][t], next_rows[b][t] = (b * 131 + t * 7919) % GV, (b * 131 + (t + 1) * 7919) % GV end
+  end
+  local gpt2_batches = { position = 0, next = function(self) self.position = self.position + 1 return rows, next_rows end }
+  trainer:step(gpt2_batches)
+  local compiles_after_first = ane.stats().compiles
+  local best
+  for _ = 1, steps do
+    local r = trainer:step(gpt2_batches)
+    if not best or r.ms.total < best.ms.total then best = r end
+  end
+  print(string.format("\nGPT-2 124M shape, batch %d x %d tokens, fp32: %.1f GFLOP, bound %.2f s", B, GT, 3 * gpt2_forward / 1e9,
+    gpt2_bound))
+  print(string.format("%-8s %9.2f %9.2f %9.2f %9.2f %9.2f %8.0f%% %9s   llm.c ~6.7 s: %.1fx faster", "fp32",
+    best.ms.total / 1000, best.ms.forward / 1000, best.ms.backward / 1000, best.ms.optimizer / 1000, best.ms.patch / 1000,
+    100 * gpt2_bound / (best.ms.total / 1000), ane.stats().compiles == compiles_after_first and "+0" or "MOVED",
+    6.7 / (best.ms.total / 1000)))
+end
