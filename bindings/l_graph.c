@@ -596,9 +596,9 @@ static int string_list(lua_State *L, const char *field, const char **names) {
     return count;
 }
 
-/* ane.grad(graph, {wrt = {"x", "w", ...}, saved = {"node", ...}}) -> the backward graph
- * (see ir/autodiff.h): inputs = the forward inputs + the saved activations +
- * "grad_<output>" cotangents; outputs = "grad_<name>". */
+/* ane.grad(graph, {wrt = {"x", "w", ...}, saved = {"node", ...}, device_layout = bool})
+ * -> the backward graph (see ir/autodiff.h): inputs = the forward inputs + the saved
+ * activations + "grad_<output>" cotangents; outputs = "grad_<name>". */
 static int l_grad(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -606,11 +606,13 @@ static int l_grad(lua_State *L) {
     int nwrt = string_list(L, "wrt", wrt);
     if (nwrt < 1) return luaL_error(L, "grad: wrt needs 1 to 256 names");
     int nsaved = string_list(L, "saved", saved);
+    lua_getfield(L, 2, "device_layout");
+    ane_autodiff_options options = {wrt, nwrt, saved, nsaved, lua_toboolean(L, -1)};
     graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->graph = NULL;
     luaL_setmetatable(L, ANE_GRAPH_TYPE);
     ane_error err;
-    if (ane_autodiff(g, wrt, nwrt, saved, nsaved, &box->graph, &err)) return ane_lua_raise(L, &err);
+    if (ane_autodiff(g, &options, &box->graph, &err)) return ane_lua_raise(L, &err);
     return 1;
 }
 

@@ -155,6 +155,24 @@ describe("autodiff matches finite differences", function()
       "saved activation 'nope' is not a computed node")
   end)
 
+  it("outputs weight gradients in the device's I/O layout on request", function()
+    local g = ane.graph("layer")
+    local x = g:input("x", { 1, 8, 1, 32 }, "fp32")
+    local w = g:const("w", ane.tensor.randn({ 16, 8, 1, 1 }, { seed = 1 }))
+    local gamma = g:const("gamma", ane.tensor.randn({ 1, 16, 1, 1 }, { seed = 2 }))
+    g:output("y", g:mul(g:conv(x, w), gamma))
+    local plain = ane.grad(g, { wrt = { "w", "gamma" } })
+    local device = ane.grad(g, { wrt = { "w", "gamma" }, device_layout = true })
+    local feed = { x = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 3 }), grad_y = ane.tensor.randn({ 1, 16, 1, 32 }, { seed = 4 }) }
+    local a = ane.compile(plain, { profile = "cpu", precision = "fp32" }):eval(feed)
+    local b = ane.compile(device, { profile = "cpu", precision = "fp32" }):eval(feed)
+    assert.are.same({ 16, 8, 1, 1 }, a.grad_w:shape())
+    assert.are.same({ 1, 16, 1, 8 }, b.grad_w:shape())    -- [out, in, 1, 1] -> [1, out, 1, in]
+    assert.are.same({ 1, 1, 1, 16 }, b.grad_gamma:shape()) -- [1, C, 1, 1] -> [1, 1, 1, C]
+    assert.are.equal(0, a.grad_w:reshape(1, 16, 1, 8):max_abs_diff(b.grad_w))
+    assert.are.equal(0, a.grad_gamma:reshape(1, 1, 1, 16):max_abs_diff(b.grad_gamma))
+  end)
+
   it("names what it cannot differentiate", function()
     local g = ane.graph("f")
     local x = g:input("x", { 2, 3 }, "fp32")

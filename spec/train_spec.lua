@@ -216,10 +216,22 @@ describe("weights as inputs", function()
     end
   end)
 
-  it("let fp16 training pass the device profile's I/O rules (ANE-20, ANE-21)", function()
-    local losses = run({ precision = "fp16", profile = "ane", weights_as_inputs = true })
-    if not losses then return end
-    assert.is_true(losses[6] < losses[1])
+  it("let fp16 training pass the device profile's I/O rules (ANE-20, ANE-21), patched or fed", function()
+    -- On the device profile the backward programs output weight gradients in its I/O layout
+    -- ([1, out, 1, in], [1, 1, 1, C]). Patched and fed weights agree bit for bit there.
+    local patched = run({ precision = "fp16", profile = "ane" })
+    if not patched then return end
+    local fed = run({ precision = "fp16", profile = "ane", weights_as_inputs = true })
+    for i = 1, 6 do assert.are.equal(patched[i], fed[i], "loss " .. i) end
+    -- Against the cpu profile: the device pads the 16 positions to 32 (ANE-21), so BLAS sums
+    -- the weight gradients in another order (fp32 rounding, ~1e-7 relative) and AdamW
+    -- carries that into later losses; the fp16 drift itself is ~4e-5 relative
+    -- (scripts/fp16_drift.lua), so 1e-3 relative separates the two from a real error.
+    local cpu = run({ precision = "fp16", profile = "cpu" })
+    for i = 1, 6 do
+      assert.is_true(math.abs(patched[i] - cpu[i]) < 1e-3 * cpu[i], string.format("loss %d: %.7f vs %.7f", i, patched[i], cpu[i]))
+    end
+    assert.is_true(patched[6] < patched[1])
   end)
 end)
 

@@ -246,8 +246,18 @@ static int is_saved(const char *name, const char *const *saved, int nsaved) {
     return 0;
 }
 
-ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, const char *const *saved, int nsaved,
-                        ane_graph **out, ane_error *err) {
+/* A weight gradient [a, b, 1, 1] (conv weight, per-channel vector with a = 1) in the
+ * device's I/O layout [1, a, 1, b]: the wide axis last (ANE-20/21). Others stay as they are. */
+static ane_node *in_device_layout(builder *b, ane_node *gradient) {
+    if (!gradient || gradient->rank != 4 || gradient->shape[2] != 1 || gradient->shape[3] != 1) return gradient;
+    if (gradient->shape[0] == 1 && gradient->shape[1] == 1) return gradient;
+    int64_t shape[4] = {1, gradient->shape[0], 1, gradient->shape[1]};
+    return reshape(b, gradient, 4, shape);
+}
+
+ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *options, ane_graph **out, ane_error *err) {
+    const char *const *wrt = options->wrt, *const *saved = options->saved;
+    int nwrt = options->nwrt, nsaved = options->nsaved;
     char name[ANE_NAME_MAX];
     snprintf(name, sizeof name, "%.*s_grad", ANE_NAME_MAX - 6, forward->name);
     builder b = {NULL, err, ANE_OK};
@@ -325,6 +335,7 @@ ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nw
     for (int k = 0; k < nwrt && !b.status; k++) {
         ane_node *target = ane_graph_find(forward, wrt[k]);
         ane_node *gradient = adjoint[target->id] ? adjoint[target->id] : zeros_like(&b, replay[target->id]);
+        if (options->device_layout) gradient = in_device_layout(&b, gradient);
         char output[ANE_NAME_MAX + 8];
         snprintf(output, sizeof output, "grad_%s", wrt[k]);
         if (!b.status) b.status = ane_graph_output_node(b.g, output, gradient, err);

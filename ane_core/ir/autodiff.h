@@ -5,7 +5,8 @@
  *     "grad_<output>" (MIL names cannot contain '.'),
  *   replays the forward computation, except the nodes named in `saved` (activations the
  *     forward program also outputs): those become inputs of the same name and shape,
- *   outputs "grad_<name>" for every name in wrt (forward inputs or consts).
+ *   outputs "grad_<name>" for every name in wrt (forward inputs or consts), in the shape of
+ *     <name>, or with device_layout the device's I/O layout for [a, b, 1, 1] weights.
  * Rules exist for add, sub, mul, real_div, pow, neg, exp, log, sqrt, rsqrt, tanh,
  * sigmoid, identity, cast, reshape, transpose, slices, reduce_sum, reduce_mean, softmax,
  * matmul and 1x1 conv; other ops on a path to a requested node are errors naming the node.
@@ -16,7 +17,14 @@
 
 #include "graph.h"
 
-ane_status ane_autodiff(const ane_graph *forward, const char *const *wrt, int nwrt, const char *const *saved, int nsaved,
-                        ane_graph **out, ane_error *err);
+typedef struct ane_autodiff_options {
+    const char *const *wrt; /* [nwrt] inputs or consts to differentiate with respect to */
+    int nwrt;
+    const char *const *saved; /* [nsaved] computed nodes the backward takes as inputs */
+    int nsaved;
+    int device_layout; /* weight gradients [a, b, 1, 1] output as [1, a, 1, b] (ANE-20/21) */
+} ane_autodiff_options;
+
+ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *options, ane_graph **out, ane_error *err);
 
 #endif

@@ -109,7 +109,9 @@ function Methods:program(kind, layer, a, b)
     else
       for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
     end
-    g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt, saved = self.saved[forward_kind] })
+    -- on the device profile, weight gradients come out in its I/O layout (ANE-20/21)
+    g = ane.grad(self:build_graph(forward_kind, layer, a, b), { wrt = wrt, saved = self.saved[forward_kind],
+      device_layout = self.profile == "ane" })
   else
     g = self:build_graph(kind, layer, a, b)
   end

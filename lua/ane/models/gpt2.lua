@@ -384,20 +384,21 @@ end
 function Model:checkpoint_gradients(raw)
   local C, grads = self.config.n_embd, {}
   local function vector(t) return t:reshape(-1) end
-  local function conv1d(t) local s = t:shape(); return t:reshape(s[1], s[2]):transpose():copy() end -- [out, in] -> [in, out]
+  -- program layout [out, in, 1, 1] (or the device's [1, out, 1, in]) -> Conv1D [in, out]
+  local function conv1d(t, out, inputs) return t:reshape(out, inputs or C):transpose():copy() end
   for l = 1, self.config.n_layer do
     local r, p = raw.layers[l], "h." .. (l - 1) .. "."
     grads[p .. "ln_1.weight"], grads[p .. "ln_1.bias"] = vector(r.ln_1_gamma), vector(r.ln_1_beta)
     local c_attn, c_attn_bias = ane.tensor({ C, 3 * C }), ane.tensor({ 3 * C })
     for i, part in ipairs({ "q", "k", "v" }) do
-      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(r[part .. "_weight"]))
+      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(r[part .. "_weight"], C))
       c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy_from(vector(r[part .. "_bias"]))
     end
     grads[p .. "attn.c_attn.weight"], grads[p .. "attn.c_attn.bias"] = c_attn, c_attn_bias
-    grads[p .. "attn.c_proj.weight"], grads[p .. "attn.c_proj.bias"] = conv1d(r.attn_c_proj_weight), vector(r.attn_c_proj_bias)
+    grads[p .. "attn.c_proj.weight"], grads[p .. "attn.c_proj.bias"] = conv1d(r.attn_c_proj_weight, C), vector(r.attn_c_proj_bias)
     grads[p .. "ln_2.weight"], grads[p .. "ln_2.bias"] = vector(r.ln_2_gamma), vector(r.ln_2_beta)
-    grads[p .. "mlp.c_fc.weight"], grads[p .. "mlp.c_fc.bias"] = conv1d(r.c_fc_weight), vector(r.c_fc_bias)
-    grads[p .. "mlp.c_proj.weight"], grads[p .. "mlp.c_proj.bias"] = conv1d(r.mlp_c_proj_weight), vector(r.mlp_c_proj_bias)
+    grads[p .. "mlp.c_fc.weight"], grads[p .. "mlp.c_fc.bias"] = conv1d(r.c_fc_weight, 4 * C), vector(r.c_fc_bias)
+    grads[p .. "mlp.c_proj.weight"], grads[p .. "mlp.c_proj.bias"] = conv1d(r.mlp_c_proj_weight, C, 4 * C), vector(r.mlp_c_proj_bias)
   end
   grads["ln_f.weight"], grads["ln_f.bias"] = vector(raw.norm.ln_f_gamma), vector(raw.norm.ln_f_beta)
   grads["wte.weight"] = raw.wte:add(raw.classifier) -- tied: embedding and classifier
