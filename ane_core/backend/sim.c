@@ -308,7 +308,9 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         ane_tensor target = fp32_view(instance->values[node->id], node, &pin);
         ane_status status = ane_tensor_copy_into(&target, view, err);
         if (status) return status;
-        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16)
+        /* fp32 data bound to an fp16 input is rounded as the device would read it (fp16 data
+         * converts exactly: nothing to round) */
+        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16)
             ane_round_fp32_through_fp16_n(instance->values[node->id], (size_t)ane_node_numel(node));
     }
     sim_context context = {

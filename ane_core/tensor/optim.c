@@ -14,9 +14,22 @@ static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, i
     return ANE_OK;
 }
 
+/* Gradients are read in blocks of this many elements (fp16 ones converted into a stack
+ * buffer, so an fp16 gradient never needs an fp32 copy of its own). */
+enum { GRADIENT_BLOCK = 1024 };
+
+/* count elements of contiguous t from `start` as fp32: in place for fp32, converted into
+ * `block` for fp16 (half != 0). */
+static const float *fp32_block(const ane_tensor *t, int half, int64_t start, int64_t count, float *block) {
+    if (!half) return (const float *)ane_tensor_data(t) + start;
+    ane_fp16_to_fp32_n(block, (const uint16_t *)ane_tensor_data(t) + start, (size_t)count);
+    return block;
+}
+
 typedef struct adamw_job {
     float *p, *m, *v;
-    const float *g;
+    const ane_tensor *g; /* contiguous fp32 or fp16 */
+    int half;
     float b1, b2, lr, eps, wd, inv_c1, inv_c2, scale;
 } adamw_job;
 
@@ -24,13 +37,18 @@ typedef struct adamw_job {
 static void adamw_range(void *context, int64_t first, int64_t last) {
     const adamw_job *j = context;
     float *p = j->p, *mm = j->m, *vv = j->v;
-    const float *g = j->g;
-    for (int64_t i = first; i < last; i++) {
-        float gi = g[i] * j->scale;
-        mm[i] = j->b1 * mm[i] + (1.0f - j->b1) * gi;
-        vv[i] = j->b2 * vv[i] + (1.0f - j->b2) * gi * gi;
-        float m_hat = mm[i] * j->inv_c1, v_hat = vv[i] * j->inv_c2;
-        p[i] -= j->lr * (m_hat / (sqrtf(v_hat) + j->eps) + j->wd * p[i]);
+    float block[GRADIENT_BLOCK];
+    for (int64_t start = first; start < last; start += GRADIENT_BLOCK) {
+        int64_t count = start + GRADIENT_BLOCK < last ? GRADIENT_BLOCK : last - start;
+        const float *g = fp32_block(j->g, j->half, start, count, block);
+        for (int64_t k = 0; k < count; k++) {
+            int64_t i = start + k;
+            float gi = g[k] * j->scale;
+            mm[i] = j->b1 * mm[i] + (1.0f - j->b1) * gi;
+            vv[i] = j->b2 * vv[i] + (1.0f - j->b2) * gi * gi;
+            float m_hat = mm[i] * j->inv_c1, v_hat = vv[i] * j->inv_c2;
+            p[i] -= j->lr * (m_hat / (sqrtf(v_hat) + j->eps) + j->wd * p[i]);
+        }
     }
 }
 
@@ -43,12 +61,13 @@ ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor 
     if (status) return status;
     if (o->step < 1) return ane_fail(err, ANE_ERR_ARGUMENT, "adamw: step must start at 1");
     ane_tensor g32;
-    if (grad->dtype == ANE_FP32 && ane_tensor_is_contiguous(grad)) ane_tensor_share(&g32, grad);
+    int half = grad->dtype == ANE_FP16 && ane_tensor_is_contiguous(grad);
+    if (half || (grad->dtype == ANE_FP32 && ane_tensor_is_contiguous(grad))) ane_tensor_share(&g32, grad);
     else if ((status = ane_tensor_to(&g32, grad, ANE_FP32, err))) return status;
     double c1 = 1.0 - pow(o->beta1, (double)o->step), c2 = 1.0 - pow(o->beta2, (double)o->step);
     adamw_job job = {
         .p = (float *)ane_tensor_data(param), .m = (float *)ane_tensor_data(m), .v = (float *)ane_tensor_data(v),
-        .g = (const float *)ane_tensor_data(&g32), .b1 = (float)o->beta1, .b2 = (float)o->beta2, .lr = (float)o->lr,
+        .g = &g32, .half = half, .b1 = (float)o->beta1, .b2 = (float)o->beta2, .lr = (float)o->lr,
         .eps = (float)o->eps, .wd = (float)o->weight_decay, .inv_c1 = (float)(1.0 / c1), .inv_c2 = (float)(1.0 / c2),
         .scale = o->grad_scale != 0 ? (float)o->grad_scale : 1.0f,
     };
@@ -60,21 +79,23 @@ ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor 
 ane_status ane_sum_of_squares(const ane_tensor *t, double *out, ane_error *err) {
     ane_tensor flat;
     ane_status status = ANE_OK;
-    if (t->dtype == ANE_FP32 && ane_tensor_is_contiguous(t)) ane_tensor_share(&flat, t);
+    int half = t->dtype == ANE_FP16 && ane_tensor_is_contiguous(t); /* read in blocks, no fp32 copy */
+    if (half || (t->dtype == ANE_FP32 && ane_tensor_is_contiguous(t))) ane_tensor_share(&flat, t);
     else if ((status = ane_tensor_to(&flat, t, ANE_FP32, err))) return status;
-    const float *x = (const float *)ane_tensor_data(&flat);
-    /* Eight fp32 lanes over blocks of 1024 elements (128 terms per lane: relative rounding
-     * error ~1e-5 at worst, far below what clipping needs; the lanes vectorize), each block
-     * added up in double. */
+    /* Eight fp32 lanes over blocks of GRADIENT_BLOCK elements (128 terms per lane: relative
+     * rounding error ~1e-5 at worst, far below what clipping needs; the lanes vectorize),
+     * each block added up in double. */
     double sum = 0;
     int64_t n = ane_tensor_numel(&flat);
-    for (int64_t start = 0; start < n; start += 1024) {
-        int64_t end = start + 1024 < n ? start + 1024 : n;
+    float block[GRADIENT_BLOCK];
+    for (int64_t start = 0; start < n; start += GRADIENT_BLOCK) {
+        int64_t count = start + GRADIENT_BLOCK < n ? GRADIENT_BLOCK : n - start;
+        const float *x = fp32_block(&flat, half, start, count, block);
         float lanes[8] = {0};
-        int64_t i = start;
-        for (; i + 8 <= end; i += 8)
+        int64_t i = 0;
+        for (; i + 8 <= count; i += 8)
             for (int lane = 0; lane < 8; lane++) lanes[lane] += x[i + lane] * x[i + lane];
-        for (; i < end; i++) lanes[0] += x[i] * x[i];
+        for (; i < count; i++) lanes[0] += x[i] * x[i];
         for (int lane = 0; lane < 8; lane++) sum += lanes[lane];
     }
     ane_tensor_release(&flat);

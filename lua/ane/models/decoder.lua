@@ -230,12 +230,15 @@ local function saved_inputs(names, outputs, inputs)
   return inputs
 end
 
--- Sums gradients in fp32. Program outputs are fresh tensors, so an fp32 one is kept as is.
+-- Sums gradients. Program outputs are fresh tensors, so the first contribution is kept as
+-- it comes (an fp16 one too: AdamW and the norm read fp16 gradients directly); a second one
+-- makes an fp32 sum.
 local function accumulate(into, name, value)
   if into[name] then
-    into[name] = into[name]:add(value)
+    local sum = into[name]:dtype() == "fp32" and into[name] or into[name]:to("fp32")
+    into[name] = sum:add(value)
   else
-    into[name] = value:dtype() == "fp32" and value or value:to("fp32")
+    into[name] = value
   end
 end
 
