@@ -99,11 +99,8 @@ local function load_hf(dir)
       if not t then return nil, err end
       L[spec[3]] = t
     end
-    -- Conv1D [in, out] -> [out, in]; c_attn's output axis holds q | k | v.
-    L.wq = L.c_attn:slice(2, 1, C):transpose()
-    L.wk = L.c_attn:slice(2, C + 1, 2 * C):transpose()
-    L.wv = L.c_attn:slice(2, 2 * C + 1, 3 * C):transpose()
-    L.bq, L.bk, L.bv = L.c_attn_b:slice(1, 1, C), L.c_attn_b:slice(1, C + 1, 2 * C), L.c_attn_b:slice(1, 2 * C + 1, 3 * C)
+    -- Conv1D [in, out] -> [out, in]; c_attn's output axis holds q | k | v (one product).
+    L.qkv, L.qkv_b = L.c_attn:transpose(), L.c_attn_b
     L.wo = L.c_proj:transpose()
     L.fc = L.c_fc:transpose()
     L.proj = L.mlp_proj:transpose()
@@ -152,8 +149,7 @@ local function load_llmc(path)
     local qkv, qkvb = layer(t.qkvw, l), layer(t.qkvb, l)
     W.layers[l] = {
       ln1_g = layer(t.ln1w, l), ln1_b = layer(t.ln1b, l), ln2_g = layer(t.ln2w, l), ln2_b = layer(t.ln2b, l),
-      wq = qkv:slice(1, 1, C), wk = qkv:slice(1, C + 1, 2 * C), wv = qkv:slice(1, 2 * C + 1, 3 * C),
-      bq = qkvb:slice(1, 1, C), bk = qkvb:slice(1, C + 1, 2 * C), bv = qkvb:slice(1, 2 * C + 1, 3 * C),
+      qkv = qkv, qkv_b = qkvb,
       wo = layer(t.attprojw, l), bo = layer(t.attprojb, l), fc = layer(t.fcw, l), fc_b = layer(t.fcb, l),
       proj = layer(t.fcprojw, l), proj_b = layer(t.fcprojb, l),
     }
@@ -174,8 +170,8 @@ function M.random_weights(config, seed)
   for l = 1, config.n_layer do
     W.layers[l] = {
       ln1_g = ones(C), ln1_b = ane.tensor({ C }), ln2_g = ones(C), ln2_b = ane.tensor({ C }),
-      wq = randn({ C, C }), wk = randn({ C, C }), wv = randn({ C, C }), bq = ane.tensor({ C }), bk = ane.tensor({ C }),
-      bv = ane.tensor({ C }), wo = randn({ C, C }), bo = ane.tensor({ C }), fc = randn({ 4 * C, C }),
+      qkv = randn({ 3 * C, C }), qkv_b = ane.tensor({ 3 * C }), wo = randn({ C, C }), bo = ane.tensor({ C }),
+      fc = randn({ 4 * C, C }),
       fc_b = ane.tensor({ 4 * C }), proj = randn({ C, 4 * C }), proj_b = ane.tensor({ C }),
     }
   end
@@ -192,8 +188,7 @@ local function prepare(W, dtype)
   for l, L in ipairs(W.layers) do
     P.layers[l] = {
       ln1_g = vector(L.ln1_g), ln1_b = vector(L.ln1_b), ln2_g = vector(L.ln2_g), ln2_b = vector(L.ln2_b),
-      wq = matrix(L.wq), wk = matrix(L.wk), wv = matrix(L.wv), bq = vector(L.bq), bk = vector(L.bk), bv = vector(L.bv),
-      wo = matrix(L.wo), bo = vector(L.bo), fc = matrix(L.fc), fc_b = vector(L.fc_b), proj = matrix(L.proj),
+      qkv = matrix(L.qkv), qkv_b = vector(L.qkv_b), wo = matrix(L.wo), bo = vector(L.bo), fc = matrix(L.fc), fc_b = vector(L.fc_b), proj = matrix(L.proj),
       proj_b = vector(L.proj_b),
     }
   end
@@ -204,11 +199,14 @@ local function prepare(W, dtype)
   return P
 end
 
--- ln_1 and the q, k, v projections shared by both attention programs.
+-- ln_1 and the q, k, v projections shared by both attention programs: one product by
+-- c_attn's [3C, C] weight (decoding reads it as one matrix), then q, k, v sliced off.
 local function project_qkv(self, g, L, x)
+  local C = self.config.n_embd
   local h = nn.layer_norm(g, x, L.ln1_g, L.ln1_b, { name = "ln_1", eps = self.config.eps })
-  return nn.linear(g, h, L.wq, L.bq, { name = "q" }), nn.linear(g, h, L.wk, L.bk, { name = "k" }),
-      nn.linear(g, h, L.wv, L.bv, { name = "v" })
+  local qkv = nn.linear(g, h, L.qkv, L.qkv_b, { name = "c_attn" })                -- [1, 3C, 1, S]
+  local function part(i, name) return g:slice_by_size(qkv, { 0, i * C, 0, 0 }, { -1, C, -1, -1 }, { name = name }) end
+  return part(0, "q"), part(1, "k"), part(2, "v")
 end
 
 -- The end of both attention programs: output projection, residual, and the outputs y, k, v.
@@ -319,8 +317,7 @@ function M.from_weights(W, opts)
   self.context_length, self.width, self.n_layer = W.config.n_positions, W.config.n_embd, W.config.n_layer
   self.ffn_kind, self.norm_kind, self.stop_token = "mlp", "ln_f", W.config.vocab_size - 1 -- <|endoftext|>
   self.weight_consts = {
-    attn_prefill = { "attn_c_proj_bias", "attn_c_proj_weight", "k_bias", "k_weight", "ln_1_beta", "ln_1_gamma", "q_bias",
-      "q_weight", "v_bias", "v_weight" },
+    attn_prefill = { "attn_c_proj_bias", "attn_c_proj_weight", "c_attn_bias", "c_attn_weight", "ln_1_beta", "ln_1_gamma" },
     mlp = { "c_fc_bias", "c_fc_weight", "ln_2_beta", "ln_2_gamma", "mlp_c_proj_bias", "mlp_c_proj_weight" },
     ln_f = { "ln_f_beta", "ln_f_gamma" },
   }
@@ -389,12 +386,7 @@ function Model:checkpoint_gradients(raw)
   for l = 1, self.config.n_layer do
     local r, p = raw.layers[l], "h." .. (l - 1) .. "."
     grads[p .. "ln_1.weight"], grads[p .. "ln_1.bias"] = vector(r.ln_1_gamma), vector(r.ln_1_beta)
-    local c_attn, c_attn_bias = ane.tensor({ C, 3 * C }), ane.tensor({ 3 * C })
-    for i, part in ipairs({ "q", "k", "v" }) do
-      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(r[part .. "_weight"], C))
-      c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy_from(vector(r[part .. "_bias"]))
-    end
-    grads[p .. "attn.c_attn.weight"], grads[p .. "attn.c_attn.bias"] = c_attn, c_attn_bias
+    grads[p .. "attn.c_attn.weight"], grads[p .. "attn.c_attn.bias"] = conv1d(r.c_attn_weight, 3 * C), vector(r.c_attn_bias)
     grads[p .. "attn.c_proj.weight"], grads[p .. "attn.c_proj.bias"] = conv1d(r.attn_c_proj_weight, C), vector(r.attn_c_proj_bias)
     grads[p .. "ln_2.weight"], grads[p .. "ln_2.bias"] = vector(r.ln_2_gamma), vector(r.ln_2_beta)
     grads[p .. "mlp.c_fc.weight"], grads[p .. "mlp.c_fc.bias"] = conv1d(r.c_fc_weight, 4 * C), vector(r.c_fc_bias)
@@ -413,17 +405,12 @@ end
 --- in place and load_parameters writes them into the programs.
 function Model:parameters()
   if self.master then return self.master end
-  local W, C, master = self.weights, self.config.n_embd, {}
+  local W, master = self.weights, {}
   local function conv1d(t) return t:to("fp32"):transpose():copy() end -- [out, in] -> [in, out]
   for l, L in ipairs(W.layers) do
     local p = "h." .. (l - 1) .. "."
     master[p .. "ln_1.weight"], master[p .. "ln_1.bias"] = L.ln1_g:to("fp32"), L.ln1_b:to("fp32")
-    local c_attn, c_attn_bias = ane.tensor({ C, 3 * C }), ane.tensor({ 3 * C })
-    for i, part in ipairs({ "q", "k", "v" }) do
-      c_attn:slice(2, (i - 1) * C + 1, i * C):copy_from(conv1d(L["w" .. part]))
-      c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy_from(L["b" .. part])
-    end
-    master[p .. "attn.c_attn.weight"], master[p .. "attn.c_attn.bias"] = c_attn, c_attn_bias
+    master[p .. "attn.c_attn.weight"], master[p .. "attn.c_attn.bias"] = conv1d(L.qkv), L.qkv_b:to("fp32")
     master[p .. "attn.c_proj.weight"], master[p .. "attn.c_proj.bias"] = conv1d(L.wo), L.bo:to("fp32")
     master[p .. "ln_2.weight"], master[p .. "ln_2.bias"] = L.ln2_g:to("fp32"), L.ln2_b:to("fp32")
     master[p .. "mlp.c_fc.weight"], master[p .. "mlp.c_fc.bias"] = conv1d(L.fc), L.fc_b:to("fp32")
@@ -436,28 +423,23 @@ function Model:parameters()
 end
 
 -- Checkpoint-layout parameters -> the loaders' per-layer layout ([out, in] matrices).
-local function layer_weights(params, l, C)
+local function layer_weights(params, l)
   local p = "h." .. (l - 1) .. "."
   local function linear(t) return t:transpose():copy() end -- [in, out] -> [out, in]
-  local c_attn, c_attn_bias = params[p .. "attn.c_attn.weight"], params[p .. "attn.c_attn.bias"]
   local L = {
+    qkv = linear(params[p .. "attn.c_attn.weight"]), qkv_b = params[p .. "attn.c_attn.bias"],
     ln1_g = params[p .. "ln_1.weight"], ln1_b = params[p .. "ln_1.bias"],
     ln2_g = params[p .. "ln_2.weight"], ln2_b = params[p .. "ln_2.bias"],
     wo = linear(params[p .. "attn.c_proj.weight"]), bo = params[p .. "attn.c_proj.bias"],
     fc = linear(params[p .. "mlp.c_fc.weight"]), fc_b = params[p .. "mlp.c_fc.bias"],
     proj = linear(params[p .. "mlp.c_proj.weight"]), proj_b = params[p .. "mlp.c_proj.bias"],
   }
-  for i, part in ipairs({ "q", "k", "v" }) do
-    L["w" .. part] = linear(c_attn:slice(2, (i - 1) * C + 1, i * C))
-    L["b" .. part] = c_attn_bias:slice(1, (i - 1) * C + 1, i * C):copy()
-  end
   return L
 end
 
 -- Program const name -> field of the per-layer weights, by program kind.
 local LAYER_CONSTS = {
-  attn = { q_weight = "wq", q_bias = "bq", k_weight = "wk", k_bias = "bk", v_weight = "wv", v_bias = "bv",
-    attn_c_proj_weight = "wo", attn_c_proj_bias = "bo", ln_1_gamma = "ln1_g", ln_1_beta = "ln1_b" },
+  attn = { c_attn_weight = "qkv", c_attn_bias = "qkv_b", attn_c_proj_weight = "wo", attn_c_proj_bias = "bo", ln_1_gamma = "ln1_g", ln_1_beta = "ln1_b" },
   mlp = { c_fc_weight = "fc", c_fc_bias = "fc_b", mlp_c_proj_weight = "proj", mlp_c_proj_bias = "proj_b",
     ln_2_gamma = "ln2_g", ln_2_beta = "ln2_b" },
 }
@@ -466,9 +448,8 @@ local LAYER_CONSTS = {
 --- and into the weights later programs are built from. No compiling.
 function Model:load_parameters(params)
   params = params or self.master
-  local C = self.config.n_embd
   local layers = {}
-  for l = 1, self.config.n_layer do layers[l] = layer_weights(params, l, C) end
+  for l = 1, self.config.n_layer do layers[l] = layer_weights(params, l) end
   for key, program in pairs(self.programs) do
     local kind, layer = key:match("^([%w_]+):L(%d+):")
     local patch = {}
