@@ -19,25 +19,33 @@ local layer_params = L * (4 * C * C + 2 * 4 * C * C + 9 * C + 4 * C)
 local classifier_params = V * C
 
 local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local bandwidth = common.read_bandwidth()
+local probe = common.bandwidth_probe()
+local ROUNDS = 3 -- each decode timing paired with a bandwidth measured just before it
 
 local weights = gpt2.random_weights(config, 7)
 local prompt = {}
 for i = 1, 16 do prompt[i] = (i * 7919) % V end
 
-print(string.format("GPT-2 124M shape: %d layers, C=%d, vocab %d; read bandwidth %.1f GB/s (1 GB sgemv)", L, C, V, bandwidth / 1e9))
-print(string.format("%-26s %9s %9s %11s %9s", "decode", "tok/s", "ms/tok", "bound tok/s", "of bound"))
+print(string.format("GPT-2 124M shape: %d layers, C=%d, vocab %d; %d rounds per row, each: read bandwidth (1 GB sgemv,", L,
+  C, V, ROUNDS))
+print("best of 3) then a decode of " .. tokens .. " tokens; the row shows the round with the median ratio and the range")
+print(string.format("%-22s %9s %9s %9s %11s %9s %12s", "decode", "GB/s", "tok/s", "ms/tok", "bound tok/s", "of bound",
+  "range"))
 local bytes_read = { fp16 = layer_params * 2 + classifier_params * 4, fp32 = (layer_params + classifier_params) * 4 }
 for _, setup in ipairs({ { "fp16", "cpu" }, { "fp16", "ane" }, { "fp32", "cpu" } }) do
   local model = gpt2.from_weights(weights, { precision = setup[1], profile = setup[2] })
   for _ in model:generate(prompt, { max_tokens = 4, temperature = 0, stop_at_eot = false }) do end -- compile, warm up
-  model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
-  for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_eot = false }) do end
-  local s = model:stats()
-  local bound = bandwidth / bytes_read[setup[1]]
-  print(string.format("%-26s %9.1f %9.1f %11.1f %8.0f%%", setup[1] .. ", profile " .. setup[2], s.decode_tokens_per_s,
-    s.decode_ms_per_token, bound, 100 * s.decode_tokens_per_s / bound))
+  local median, lowest, highest = common.paired_decode_rounds(probe, ROUNDS, bytes_read[setup[1]], function()
+    model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
+    for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_eot = false }) do end
+    local s = model:stats()
+    return s.decode_tokens_per_s, s.decode_ms_per_token
+  end)
+  print(string.format("%-22s %9.1f %9.1f %9.1f %11.1f %8.0f%% %5.0f-%3.0f%%", setup[1] .. ", profile " .. setup[2],
+    median.bandwidth / 1e9, median.rate, median.ms, median.bound, 100 * median.ratio, 100 * lowest, 100 * highest))
 end
+probe = nil
+collectgarbage()
 print(string.format("bound = weight bytes read per token / bandwidth: %.0f MB in fp16 precision (fp16 layers, fp32",
   bytes_read.fp16 / 2 ^ 20))
 print(string.format("classifier), %.0f MB in fp32. The ane profile pads each decoded token to 32 positions (ANE-21).",

@@ -18,25 +18,30 @@ local classifier_params = V * D
 
 ane.set_compile_budget(1000000) -- two precisions x (prefill + decode) programs exceed the ANE-05 default of 119
 local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
-local bandwidth = common.read_bandwidth()
+local probe = common.bandwidth_probe()
+local ROUNDS = 3 -- each decode timing paired with a bandwidth measured just before it
 local weights = llama.random_weights(config, 11)
 local prompt = { 1 }
 for i = 2, 8 do prompt[i] = (i * 7919) % V end
 
-print(string.format("Stories110M shape: %d layers, dim %d, hidden %d, vocab %d; read bandwidth %.1f GB/s (1 GB sgemv)",
-  L, D, F, V, bandwidth / 1e9))
-print(string.format("%-10s %9s %9s %11s %9s %12s", "decode", "tok/s", "ms/tok", "bound tok/s", "of bound", "vs run.c 57"))
+print(string.format("Stories110M shape: %d layers, dim %d, hidden %d, vocab %d; %d rounds per row, each: read", L, D, F, V,
+  ROUNDS))
+print("bandwidth (1 GB sgemv, best of 3) then a decode; the row shows the round with the median ratio and the range")
+print(string.format("%-10s %9s %9s %9s %11s %9s %12s %12s", "decode", "GB/s", "tok/s", "ms/tok", "bound tok/s", "of bound",
+  "range", "vs run.c 57"))
 -- fp16 precision: fp16 layer weights, the fp32 classifier on the CPU; fp32: everything fp32.
 local bytes_read = { fp16 = layer_params * 2 + classifier_params * 4, fp32 = (layer_params + classifier_params) * 4 }
 for _, precision in ipairs({ "fp16", "fp32" }) do
   local model = llama.from_weights(weights, { precision = precision, profile = "cpu" })
   for _ in model:generate(prompt, { max_tokens = 4, temperature = 0, stop_at_end = false }) do end -- compile, warm up
-  model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
-  for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_end = false }) do end
-  local s = model:stats()
-  local bound = bandwidth / bytes_read[precision]
-  print(string.format("%-10s %9.1f %9.1f %11.1f %8.0f%% %11.2fx", precision, s.decode_tokens_per_s, s.decode_ms_per_token,
-    bound, 100 * s.decode_tokens_per_s / bound, s.decode_tokens_per_s / 57))
+  local median, lowest, highest = common.paired_decode_rounds(probe, ROUNDS, bytes_read[precision], function()
+    model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
+    for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_end = false }) do end
+    local s = model:stats()
+    return s.decode_tokens_per_s, s.decode_ms_per_token
+  end)
+  print(string.format("%-10s %9.1f %9.1f %9.1f %11.1f %8.0f%% %5.0f-%3.0f%% %11.2fx", precision, median.bandwidth / 1e9,
+    median.rate, median.ms, median.bound, 100 * median.ratio, 100 * lowest, 100 * highest, median.rate / 57))
   model = nil
   collectgarbage()
 end
