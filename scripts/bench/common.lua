@@ -15,10 +15,9 @@ function M.best_of(n, fn)
   return best
 end
 
---- Read bandwidth in bytes/s: y = A x through BLAS with A 1 GB of fp32 (the access pattern
---- of a decode step), best of 5.
---- A probe that keeps its 1 GB matrix: probe(n) -> bytes/s, best of n matrix-vector
---- products. For measuring the bandwidth right next to each timing on a shared machine.
+--- Read bandwidth in bytes/s: probe(n) runs y = A x through BLAS with A 1 GB of fp32 (the
+--- access pattern of a decode step), best of n. The probe keeps its matrix, so it can
+--- measure right next to each timing on a shared machine.
 function M.bandwidth_probe()
   local side = 16384
   local A = ane.tensor.rand({ side, side }, { seed = 1 })
