@@ -9,7 +9,7 @@
 
 #include "../base/fp16.h"
 #include "../tensor/blas.h"
-#include "../tensor/gemv_fp16.h"
+#include "../tensor/gemv.h"
 
 #define IN(node, k) (values[(node)->operands[k]->id])
 
@@ -277,7 +277,7 @@ size_t sim_scratch_floats(const ane_node *node, int half_weight) {
 /* o[rows, pixels] = W[rows, k] x columns[k, pixels]; one position is a matrix-vector product. */
 static void multiply(const float *w, const float *columns, float *o, int64_t rows, int64_t k, int64_t pixels) {
     if (pixels == 1)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, w, (int)k, columns, 1, 0.0f, o, 1);
+        ane_gemv_fp32(o, w, columns, rows, k);
     else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)pixels, (int)k, 1.0f, w, (int)k, columns,
                     (int)pixels, 0.0f, o, (int)pixels);

@@ -9,6 +9,7 @@
 
 #include "../base/interrupt.h"
 #include "blas.h"
+#include "gemv.h"
 
 /* Long loops poll the interrupt flag after about this many elements. */
 enum { POLL_EVERY_ELEMENTS = 1 << 20 };
@@ -626,9 +627,8 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         for (int64_t batch = 0; batch < batches && !status; batch++) {
             for (int64_t row = 0; row < m && !status; row += rows_per_block) {
                 int64_t rows = m - row < rows_per_block ? m - row : rows_per_block;
-                if (n == 1) /* matrix-vector: sgemv streams the matrix without packing it */
-                    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, pa + (batch * m + row) * k,
-                                (int)k, pb + batch * k, 1, 0.0f, pc + (batch * m + row), 1);
+                if (n == 1) /* matrix-vector: streams the matrix without packing it (gemv.h) */
+                    ane_gemv_fp32(pc + (batch * m + row), pa + (batch * m + row) * k, pb + batch * k, rows, k);
                 else
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)n, (int)k, 1.0f,
                                 pa + (batch * m + row) * k, (int)k, pb + batch * k * n, (int)n, 0.0f,
