@@ -256,6 +256,8 @@ describe("sim conv and matmul match plain Lua", function()
     { "strided dilated", { 2, 4, 9, 9 }, { 3, 4, 3, 2 }, { strides = { 2, 1 }, dilations = { 2, 1 }, pads = { 0, 1, 2, 0 } } },
     { "grouped", { 1, 6, 5, 5 }, { 9, 2, 3, 3 }, { groups = 3 } },
     { "depthwise 1xk", { 1, 8, 1, 20 }, { 8, 1, 1, 5 }, { groups = 8, pads = { 0, 0, 2, 2 } } },
+    -- one position (decoding): a matrix-vector product, split over the helper threads
+    { "1x1 one position", { 1, 64, 1, 1 }, { 4500, 64, 1, 1 }, {} },
   }
   for k, case in ipairs(cases) do
     it("conv " .. case[1], function()
@@ -423,6 +425,9 @@ describe("sim fp16 precision", function()
   local cases = {
     { "conv", { { 1, 32, 1, 32 } }, function(g, x)
       return g:conv(x, g:const("w", ane.tensor.randn({ 48, 32, 1, 1 }, { seed = 1, std = 0.2, dtype = "fp16" })))
+    end },
+    { "conv at one position", { { 1, 256, 1, 1 } }, function(g, x) -- the decode kernels, over the helper threads
+      return g:conv(x, g:const("w", ane.tensor.randn({ 2000, 256, 1, 1 }, { seed = 2, std = 0.05, dtype = "fp16" })))
     end },
     { "matmul", { { 1, 2, 32, 16 }, { 1, 2, 16, 32 } }, function(g, x, y) return g:matmul(x, y) end },
     { "softmax", { { 1, 4, 1, 32 } }, function(g, x) return g:softmax(x, 3) end },

@@ -225,6 +225,11 @@ describe("ane.tensor arithmetic", function()
     assert.is_true(xt:matmul(column):max_abs_diff(expected_column) < 1e-4)
     local row = x:slice(1, 5, 5)                                       -- [1, 31]
     assert.is_true(row:matmul(yt):max_abs_diff(expected:slice(1, 5, 5)) < 1e-4)
+    -- a matrix-vector product large enough to be split over the helper threads (rows by
+    -- share, each row one fp32 dot product of 64 terms: a few ulps of |sum| < ~25)
+    local tall, vector = ane.tensor.randn({ 5000, 64 }, { seed = 7 }), ane.tensor.randn({ 64, 1 }, { seed = 8 })
+    local expected_tall = ane.tensor.from(naive_matmul(tall:totable(), vector:totable()))
+    assert.is_true(tall:matmul(vector):max_abs_diff(expected_tall) < 1e-4)
     -- an fp16 operand is converted exactly to fp32 first: the reference uses the rounded x
     local x16 = x:to("fp16")
     local expected16 = ane.tensor.from(naive_matmul(x16:to("fp32"):totable(), y:totable()))
