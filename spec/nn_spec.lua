@@ -184,4 +184,21 @@ describe("nn composites", function()
       end
     end
   end)
+
+  it("causal attention with clip saturates overflowing fp16 scores instead of making NaN", function()
+    -- q . k / sqrt(8) = 300 * 300 * 8 / 2.83 ~ 2.5e5: beyond fp16 (+-inf). Key 1 points with
+    -- q, key 2 against it; every row sees key 1, so every output is v's first row.
+    local q = ane.tensor({ 1, 1, 2, 8 }, "fp16"):fill(300)
+    local k = ane.tensor({ 1, 1, 2, 8 }, "fp16"):fill(300)
+    k:slice(3, 2, 2):fill(-300)
+    local v = ane.tensor.randn({ 1, 1, 2, 8 }, { seed = 3, dtype = "fp16" })
+    local function attend(clip)
+      return run(function(g, qn, kn, vn) return nn.causal_attention(g, qn, kn, vn, { clip = clip }) end, { q, k, v }, "fp16")
+    end
+    local unclipped = attend(nil):to("fp32"):totable()[1][1]
+    assert.is_true(unclipped[1][1] ~= unclipped[1][1], "without the clip the first row is NaN (inf - inf)")
+    local clipped = attend(65504):to("fp32")
+    local first_value = v:slice(3, 1, 1):to("fp32")
+    for row = 1, 2 do assert.are.equal(0, clipped:slice(3, row, row):max_abs_diff(first_value), "row " .. row) end
+  end)
 end)

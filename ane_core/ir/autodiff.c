@@ -146,6 +146,12 @@ static ane_status vjp(builder *b, const ane_node *node, ane_node *y, ane_node *c
         contributions[0] = binary(b, ANE_OP_MUL, g, binary(b, ANE_OP_MUL, y, binary(b, ANE_OP_SUB, scalar(b, 1, y), y)));
         break;
     case ANE_OP_IDENTITY: contributions[0] = g; break;
+    case ANE_OP_CLIP: /* only as a saturation at the fp16 range: the identity on every finite fp16 value */
+        if (a->alpha > -65504.0 || a->beta < 65504.0)
+            return no_rule(b, node, "has a gradient rule only as a saturation at the fp16 range (bounds beyond +-65504): "
+                                    "other bounds need a comparison the op set lacks");
+        contributions[0] = g;
+        break;
     case ANE_OP_CAST: {
         ane_node_attrs back;
         memset(&back, 0, sizeof back);

@@ -196,6 +196,8 @@ end
 --- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D).
 --- The scale multiplies q ([S, D]) rather than the scores ([S, S]): S/D times fewer
 --- multiplies, and for D = 64 the scale 1/8 is exact, so nothing rounds differently.
+--- opts.clip = L saturates the masked scores to [-L, L] before the softmax (fp16 models pass
+--- 65504: an overflow to +-inf then stays finite instead of turning the softmax into NaN).
 function nn.causal_attention(g, q, k, v, opts)
   local shape = q:shape()
   local s, d = shape[3], shape[4]
@@ -204,6 +206,7 @@ function nn.causal_attention(g, q, k, v, opts)
   local scaled = g:matmul(q_scaled, k, { transpose_y = true, name = prefixed(opts, "scores") })
   local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype()))
   local masked = g:add(scaled, mask, { name = prefixed(opts, "masked") })
+  if opts and opts.clip then masked = g:clip(masked, -opts.clip, opts.clip, { name = prefixed(opts, "clipped") }) end
   local probs = g:softmax(masked, -1, { name = prefixed(opts, "probs") })
   return g:matmul(probs, v, { name = opts and opts.name })
 end

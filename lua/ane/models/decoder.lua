@@ -73,7 +73,16 @@ function M.new_state(kind, opts, precision, profile)
       decode_seconds = 0, loss_forward_seconds = 0, loss_backward_seconds = 0, clamped = 0, nans = 0 },
     -- opts.clamp: a limit, or false for none; fp16 models clamp at the fp16 maximum by default
     clamp_limit = opts.clamp == nil and (precision == "fp16" and 65504 or nil) or opts.clamp or nil,
+    -- fp16 models with clamping also saturate attention scores at the fp16 range before the
+    -- softmax, inside the programs (not counted: a program has no counter to report)
+    softmax_clip = precision == "fp16" and opts.clamp ~= false and 65504 or nil,
   }
+end
+
+--- scores saturated to the fp16 range when the model clips softmax inputs (see new_state).
+function M.saturate(model, g, scores, name)
+  if not model.softmax_clip then return scores end
+  return g:clip(scores, -model.softmax_clip, model.softmax_clip, { name = name })
 end
 
 local Methods = {}

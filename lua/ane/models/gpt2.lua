@@ -226,7 +226,7 @@ local function attention_prefill_graph(self, L, S)
   local q, k, v = project_qkv(self, g, L, x)
   local attended = nn.causal_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }),
     nn.split_heads(g, k, H, { name = "k_heads" }), nn.split_heads(g, v, H, { name = "v_heads" }),
-    { name = "attn", mask_value = MASK })
+    { name = "attn", mask_value = MASK, clip = self.softmax_clip })
   return finish_attention(g, L, x, attended, k, v)
 end
 
@@ -246,12 +246,13 @@ local function attention_decode_graph(self, L, W, Smax)
   -- cached part: q [W, D] x K [D, Smax] per head, K read as [1, H, D, Smax] straight from the cache layout
   local kc = g:reshape(k_cache, { 1, H, D, Smax }, { name = "k_cache_heads" })
   local vc = g:reshape(v_cache, { 1, H, D, Smax }, { name = "v_cache_heads" })
-  local cached = g:add(g:mul(g:matmul(q, kc, { name = "cached_scores" }), scale), mask, { name = "cached_masked" })
+  local cached = decoder.saturate(self, g,
+    g:add(g:mul(g:matmul(q, kc, { name = "cached_scores" }), scale), mask, { name = "cached_masked" }), "cached_clipped")
   -- own part: the block's keys, causal inside the block
   local kn = g:reshape(k, { 1, H, D, W }, { name = "k_new_heads" })
   local vn = g:reshape(v, { 1, H, D, W }, { name = "v_new_heads" })
-  local own = g:add(g:mul(g:matmul(q, kn, { name = "own_scores" }), scale),
-    g:const("own_mask", nn.causal_mask(W, MASK, dtype)), { name = "own_masked" })
+  local own = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kn, { name = "own_scores" }), scale),
+    g:const("own_mask", nn.causal_mask(W, MASK, dtype)), { name = "own_masked" }), "own_clipped")
   local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),
     { name = "peak" })
   local e_cached = g:exp(g:sub(cached, peak), { name = "e_cached" })

@@ -392,7 +392,7 @@ local function attention_prefill_graph(self, L, S)
   local cos, sin = nn.rope_tables(S, c.head_dim, { convention = c.rope, theta = c.rope_theta, dtype = dtype })
   local q, kh, v = project(self, g, L, x, S, g:const("rope_cos", cos), g:const("rope_sin", sin))
   local attended = nn.causal_attention(g, q, kh, nn.split_heads(g, v, c.n_head, { name = "v_heads" }),
-    { name = "attn", mask_value = MASK })
+    { name = "attn", mask_value = MASK, clip = self.softmax_clip })
   return finish(g, L, x, attended, kh, v)
 end
 
@@ -416,8 +416,9 @@ local function attention_decode_graph(self, L, W, Smax)
   local scale = 1 / math.sqrt(head)
   local kc = g:reshape(k_cache, { 1, H, head, Smax })
   local vc = g:reshape(v_cache, { 1, H, head, Smax })
-  local cached = g:add(g:mul(g:matmul(q, kc), scale), mask)
-  local own = g:add(g:mul(g:matmul(q, kh, { transpose_y = true }), scale), g:const("own_mask", nn.causal_mask(W, MASK, dtype)))
+  local cached = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kc), scale), mask), "cached_clipped")
+  local own = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kh, { transpose_y = true }), scale),
+    g:const("own_mask", nn.causal_mask(W, MASK, dtype))), "own_clipped")
   local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }))
   local e_cached, e_own = g:exp(g:sub(cached, peak)), g:exp(g:sub(own, peak))
   local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }))
