@@ -26,27 +26,11 @@ describe("GPT-2 logits", function()
     local ids = expected.input_ids:totable()[1]
     local m16 = assert(gpt2.load(dir, { precision = "fp16" }))
     local m32 = assert(gpt2.load(dir, { precision = "fp32" }))
-    -- The final-norm outputs h (what the CPU classifier reads), in both precisions.
-    local function final_h(model)
-      local x, _, S = model:forward(ids)
-      return model:program("ln_f", nil, S):eval({ x = x }).y:slice(4, 1, #ids):reshape(64, #ids):to("fp32")
-    end
-    local h16, h32 = final_h(m16), final_h(m32)
-    local dh = h16:sub(h32):abs()
-    local h_max = select(1, h32:abs():topk(1))[1]
-    -- Bound on dh: the last LayerNorm rounds ~5 times (centered, variance chain, inv_std,
-    -- normalized, gamma, beta: each 2^-11 relative), and each of the 2 layers adds ~10
-    -- roundings to the residual stream that LayerNorm passes on with gain ~1: ~25 roundings
-    -- of 2^-11, rounded up to 2^-6 of max|h|.
-    local dh_max = select(1, dh:topk(1))[1]
-    assert.is_true(dh_max <= 2 ^ -6 * h_max, string.format("max|dh| %.3g > 2^-6 * %.3g", dh_max, h_max))
-    -- The classifier is exact fp32 on the CPU, so each logit's error obeys Hoelder's
-    -- inequality: |dz_v| <= sum_c |wte[v, c]| |dh_c|, checked for every logit.
-    local z16, z32 = m16:logits(ids), m32:logits(ids)
-    local dz = z16:sub(z32):abs()                                      -- [T, V]
-    local bound = m32.P.wte:abs():matmul(dh):transpose()             -- [T, V]
-    local slack = bound:add(1e-5):sub(dz)                              -- fp32 evaluation slack
-    assert.is_true(select(1, slack:scale(-1):topk(1))[1] <= 0, "a logit error exceeds its Hoelder bound")
+    -- Bound on the final-norm outputs h: the last LayerNorm rounds ~5 times (centered,
+    -- variance chain, inv_std, normalized, gamma, beta: each 2^-11 relative), and each of the
+    -- 2 layers adds ~10 roundings to the residual stream that LayerNorm passes on with gain
+    -- ~1: ~25 roundings of 2^-11, rounded up to 2^-6 of max|h|. The classifier is exact fp32.
+    local z16, bound = helpers.assert_fp16_logits_bound(m16, m32, ids, "ln_f", m32.P.wte, 2 ^ -6)
     -- Against PyTorch: fp16 error plus the fp32 difference.
     local vs_torch = z16:max_abs_diff(expected.logits:slice(1, 1, 1):reshape(16, 50257))
     local worst = select(1, bound:topk(1))[1]
@@ -114,17 +98,7 @@ describe("GPT-2 decoding", function()
       local dir = reference()
       if not dir then return end
       local model = assert(gpt2.load(dir, { precision = setup[1], profile = setup[2] }))
-      local prompt = { 15496, 995, 0, 464 }
-      local produced = {}
-      for id in model:generate(prompt, { max_tokens = 20, temperature = 0, stop_at_eot = false }) do produced[#produced + 1] = id end
-      assert.are.equal(20, #produced)
-      local full = { table.unpack(prompt) }
-      for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
-      local logits = model:logits(full)
-      for i, id in ipairs(produced) do
-        local row = logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1)
-        assert.are.equal(row:argmax() - 1, id, "token " .. i)
-      end
+      helpers.assert_decode_matches_prefill(model, { 15496, 995, 0, 464 }, 20)
       local stats = model:stats()
       assert.are.equal(19, stats.decode_tokens)
       assert.is_true(stats.programs > 0)

@@ -54,6 +54,48 @@ function M.assert_gradients(grads, expected, tolerance)
   return checked
 end
 
+-- Greedy decoding with the KV cache against full prefills: generates `count` tokens after
+-- `prompt` and checks each is the argmax of the logits a full prefill of everything before it
+-- gives. Returns the produced ids.
+function M.assert_decode_matches_prefill(model, prompt, count)
+  local produced = {}
+  for id in model:generate(prompt, { max_tokens = count, temperature = 0, stop_at_end = false }) do
+    produced[#produced + 1] = id
+  end
+  assert(#produced == count, "generated " .. #produced .. " of " .. count .. " tokens")
+  local full = { table.unpack(prompt) }
+  for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
+  local logits = model:logits(full)
+  for i, id in ipairs(produced) do
+    local row = logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1)
+    assert(row:argmax() - 1 == id, string.format("token %d: decoded %d, prefill's argmax %d", i, id, row:argmax() - 1))
+  end
+  return produced
+end
+
+-- fp16 against fp32 logits for `ids`, through the final norm's outputs h [C, T] (the program
+-- `norm_kind`) that the exact fp32 classifier `wcls` [V, C] (of m32) reads: asserts
+-- max|h16 - h32| <= bound * max|h32| (the bound the caller derives) and, for every logit,
+-- Hoelder's |dz_v| <= sum_c |wcls[v, c]| |dh_c| (+1e-5 of fp32 evaluation slack). Returns the
+-- fp16 logits and the per-logit bounds [T, V].
+function M.assert_fp16_logits_bound(m16, m32, ids, norm_kind, wcls, bound)
+  local function final_h(model)
+    local x, _, S = model:forward(ids)
+    local h = model:program(norm_kind, nil, S):eval({ x = x }).y
+    return h:slice(4, 1, #ids):reshape(h:shape()[2], #ids):to("fp32")
+  end
+  local h16, h32 = final_h(m16), final_h(m32)
+  local dh = h16:sub(h32):abs()
+  local h_max, dh_max = select(1, h32:abs():topk(1))[1], select(1, dh:topk(1))[1]
+  assert(dh_max <= bound * h_max, string.format("max|dh| %.3g > %.3g * max|h| %.3g", dh_max, bound, h_max))
+  local z16 = m16:logits(ids)
+  local dz = z16:sub(m32:logits(ids)):abs()                          -- [T, V]
+  local logit_bounds = wcls:abs():matmul(dh):transpose()             -- [T, V]
+  local slack = logit_bounds:add(1e-5):sub(dz)
+  assert(select(1, slack:scale(-1):topk(1))[1] <= 0, "a logit error exceeds its Hoelder bound")
+  return z16, logit_bounds
+end
+
 -- The reference AdamW run (meta.json of the reference models: lr 1e-3, betas 0.9/0.999,
 -- eps 1e-8, no weight decay; the same batch every step): the loss before each of five
 -- steps and after the last, and how far the runtime's patch and compile counters moved

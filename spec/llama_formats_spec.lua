@@ -215,26 +215,12 @@ describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)", function()
     local ids = expected.input_ids:totable()[1]
     local m16 = assert(llama.load(dir, { precision = "fp16" }))
     local m32 = assert(llama.load(dir, { precision = "fp32" }))
-    local function final_h(model) -- the final RMSNorm's output [dim, T], what the classifier reads
-      local x, _, S = model:forward(ids)
-      return model:program("norm", nil, S):eval({ x = x }).y:slice(4, 1, #ids):reshape(64, #ids):to("fp32")
-    end
-    local h16, h32 = final_h(m16), final_h(m32)
-    local dh = h16:sub(h32):abs()
-    local h_max = select(1, h32:abs():topk(1))[1]
-    -- Bound on dh: the final RMSNorm rounds ~5 times (scaled, squared, sum, inv_rms,
-    -- normalized, weight: 2^-11 relative each); each of the 2 layers adds ~15 roundings to
-    -- the residual stream (projections, two per-head norms, rotations, softmax, SwiGLU),
-    -- which the norm passes on with gain max|w| / rms(x) ~ 1: ~35 roundings of 2^-11,
-    -- rounded up to 2^-5 of max|h|.
-    local dh_max = select(1, dh:topk(1))[1]
-    assert.is_true(dh_max <= 2 ^ -5 * h_max, string.format("max|dh| %.3g > 2^-5 * %.3g", dh_max, h_max))
-    -- The classifier is exact fp32 on the CPU: |dz_v| <= sum_c |wte[v, c]| |dh_c| (Hoelder)
-    -- for every logit.
-    local dz = m16:logits(ids):sub(m32:logits(ids)):abs()                        -- [T, V]
-    local bound = m32.P.wcls:abs():matmul(dh):transpose()                      -- [T, V]
-    local slack = bound:add(1e-5):sub(dz)
-    assert.is_true(select(1, slack:scale(-1):topk(1))[1] <= 0, "a logit error exceeds its Hoelder bound")
+    -- Bound on the final RMSNorm's outputs h: the norm rounds ~5 times (scaled, squared,
+    -- sum, inv_rms, normalized, weight: 2^-11 relative each); each of the 2 layers adds ~15
+    -- roundings to the residual stream (projections, two per-head norms, rotations,
+    -- softmax, SwiGLU), which the norm passes on with gain max|w| / rms(x) ~ 1: ~35
+    -- roundings of 2^-11, rounded up to 2^-5 of max|h|. The classifier is exact fp32.
+    helpers.assert_fp16_logits_bound(m16, m32, ids, "norm", m32.P.wcls, 2 ^ -5)
   end)
 
   for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do
@@ -242,16 +228,7 @@ describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)", function()
       local dir = qwen3_reference()
       if not dir then return end
       local model = assert(llama.load(dir, { precision = setup[1], profile = setup[2] }))
-      local prompt = { 785, 3974, 13876, 38835 }
-      local produced = {}
-      for id in model:generate(prompt, { max_tokens = 16, temperature = 0, stop_at_eos = false }) do produced[#produced + 1] = id end
-      assert.are.equal(16, #produced)
-      local full = { table.unpack(prompt) }
-      for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
-      local logits = model:logits(full)
-      for i, id in ipairs(produced) do
-        assert.are.equal(logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1):argmax() - 1, id, "token " .. i)
-      end
+      helpers.assert_decode_matches_prefill(model, { 785, 3974, 13876, 38835 }, 16)
     end)
   end
 

@@ -24,15 +24,7 @@ describe("Llama logits", function()
       local dir = reference()
       if not dir then return end
       local model = assert(llama.load(dir .. "/model.bin", { precision = setup[1], profile = setup[2] }))
-      local prompt = { 1, 9038, 2501, 263 }
-      local produced = {}
-      for id in model:generate(prompt, { max_tokens = 16, temperature = 0, stop_at_eos = false }) do produced[#produced + 1] = id end
-      local full = { table.unpack(prompt) }
-      for i = 1, #produced - 1 do full[#full + 1] = produced[i] end
-      local logits = model:logits(full)
-      for i, id in ipairs(produced) do
-        assert.are.equal(logits:slice(1, #prompt + i - 1, #prompt + i - 1):reshape(-1):argmax() - 1, id, "token " .. i)
-      end
+      helpers.assert_decode_matches_prefill(model, { 1, 9038, 2501, 263 }, 16)
     end)
   end
 

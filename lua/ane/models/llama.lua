@@ -240,31 +240,27 @@ end
 -- group times ([n_head * head_dim, dim]): k and v then come out with one head per query
 -- head, exactly, for group x the k/v projection work and cache. The checkpoint keeps the
 -- [n_kv_head * head_dim, dim] originals; their gradients sum over the copies.
-local function repeat_kv_rows(t, config) -- [KV * head, dim] -> [H * head, dim]
+-- Calls visit(kv rows, query-head rows) for every query head h, kv = h // group: the row
+-- views of kv head kv in `kv_side` [KV * head, dim] and of head h in `head_side` [H * head, dim].
+local function for_each_copy(config, kv_side, head_side, visit)
   local group, head = config.n_head // config.n_kv_head, config.head_dim
-  if group == 1 then return t end
-  local out = ane.tensor({ config.n_head * head, t:shape()[2] }, t:dtype())
-  for kv = 0, config.n_kv_head - 1 do
-    local rows = t:slice(1, kv * head + 1, (kv + 1) * head)
-    for copy = 0, group - 1 do
-      local h = kv * group + copy
-      out:slice(1, h * head + 1, (h + 1) * head):copy_from(rows)
-    end
+  for h = 0, config.n_head - 1 do
+    local kv = h // group
+    visit(kv_side:slice(1, kv * head + 1, (kv + 1) * head), head_side:slice(1, h * head + 1, (h + 1) * head))
   end
+end
+
+local function repeat_kv_rows(t, config) -- [KV * head, dim] -> [H * head, dim]
+  if config.n_kv_head == config.n_head then return t end
+  local out = ane.tensor({ config.n_head * config.head_dim, t:shape()[2] }, t:dtype())
+  for_each_copy(config, t, out, function(rows, copy) copy:copy_from(rows) end)
   return out
 end
 
 local function sum_kv_rows(grad, config) -- [H * head, dim] -> [KV * head, dim]
-  local group, head = config.n_head // config.n_kv_head, config.head_dim
-  if group == 1 then return grad end
-  local out = ane.tensor({ config.n_kv_head * head, grad:shape()[2] })
-  for kv = 0, config.n_kv_head - 1 do
-    local sum = out:slice(1, kv * head + 1, (kv + 1) * head)
-    for copy = 0, group - 1 do
-      local h = kv * group + copy
-      sum:copy_from(sum:add(grad:slice(1, h * head + 1, (h + 1) * head)))
-    end
-  end
+  if config.n_kv_head == config.n_head then return grad end
+  local out = ane.tensor({ config.n_kv_head * config.head_dim, grad:shape()[2] })
+  for_each_copy(config, out, grad, function(sum, copy) sum:copy_from(sum:add(copy)) end)
   return out
 end
 
