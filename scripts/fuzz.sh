@@ -15,7 +15,7 @@ sources=$(find "$root/ane_core" -name '*.c' | sort)
 echo "==> building $out/fuzz_mil_parser (clang, -fsanitize=fuzzer,address,undefined)"
 clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_mil_parser.c" \
-  -o "$out/fuzz_mil_parser" -lopenblas -lm -ldl
+  -o "$out/fuzz_mil_parser" -lopenblas $(pkg-config --libs libpcre2-8 libutf8proc) -lm -ldl -lpthread
 echo "==> fuzzing for ${seconds}s"
 cd "$out"
 status=0
