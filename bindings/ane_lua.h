@@ -49,6 +49,7 @@ void ane_lua_open_graph(lua_State *L);        /* pushes the ane.graph constructo
 void ane_lua_open_milblob(lua_State *L);      /* pushes the ane.milblob table */
 void ane_lua_open_bpe(lua_State *L);          /* pushes the constructor of ane._bpe tokenizers */
 void ane_lua_open_spm(lua_State *L);          /* pushes the constructor of ane._spm tokenizers */
+void ane_lua_open_nfc(lua_State *L);  /* ane._nfc: Unicode NFC */
 
 struct ane_surface;
 /* The surface at index, or NULL when it is not one (raises for a closed surface). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "../ane_core/text/bpe.h"
+#include "../ane_core/text/normalize.h"
 #include "../ane_core/text/sentencepiece.h"
 #include "ane_lua.h"
 
@@ -228,6 +229,21 @@ void ane_lua_open_spm(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, spm_new);
 }
+
+/* ane._nfc(text) -> text in Unicode NFC (invalid UTF-8 bytes kept as they are) */
+static int l_nfc(lua_State *L) {
+    size_t length;
+    const char *text = luaL_checklstring(L, 1, &length);
+    char *normalized;
+    size_t normalized_length;
+    ane_error err;
+    if (ane_text_nfc(text, length, &normalized, &normalized_length, &err)) return ane_lua_raise(L, &err);
+    lua_pushlstring(L, normalized, normalized_length);
+    free(normalized);
+    return 1;
+}
+
+void ane_lua_open_nfc(lua_State *L) { lua_pushcfunction(L, l_nfc); }
 
 void ane_lua_open_bpe(lua_State *L) {
     static const luaL_Reg methods[] = {

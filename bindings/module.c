@@ -198,6 +198,8 @@ int luaopen_ane(lua_State *L) {
     lua_setfield(L, -2, "_bpe");
     ane_lua_open_spm(L);
     lua_setfield(L, -2, "_spm");
+    ane_lua_open_nfc(L);
+    lua_setfield(L, -2, "_nfc");
     ane_lua_open_io_internal(L);
     lua_setfield(L, -2, "_io");
     lua_newtable(L);

@@ -262,3 +262,22 @@ describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)", function()
     end
   end)
 end)
+
+describe("examples/stories.lua on a Hugging Face directory", function()
+  it("generates with the directory's tokenizer.json and stops at config.json's eos", function()
+    local dir = qwen3_reference()
+    local tokenizers = helpers.require_data("tokenizers/qwen3", pending)
+    if not dir or not tokenizers then return end
+    local model_dir = helpers.tmpdir()
+    for _, file in ipairs({ dir .. "/config.json", dir .. "/model.safetensors", tokenizers .. "/tokenizer.json" }) do
+      assert(os.execute("ln -s " .. helpers.quote(file) .. " " .. helpers.quote(model_dir)))
+    end
+    assert.are.equal(151645, assert(llama.load(model_dir)).stop_token) -- <|im_end|>
+    local out, err, code = helpers.run_anelua(helpers.quote(helpers.root .. "/examples/stories.lua") .. " " ..
+      helpers.quote(model_dir) .. " --max-tokens 8 --profile cpu --prompt 'Hello there'")
+    assert.are.equal(0, code, err)
+    assert.matches("heads of 32", out)                       -- the Qwen3 model
+    assert.matches("\nHello there", out)                     -- the prompt, then generated text
+    assert.matches("decode [%d.]+ tok/s", out)
+  end)
+end)

@@ -1,5 +1,6 @@
--- GPT-2's byte-level BPE: every line of the golden file (produced by gpt-3-encoder), exact
--- round trips including random byte strings, llm.c's tokenizer.bin, and malformed files.
+-- Byte-level BPE: GPT-2 (every line of the golden file, produced by gpt-3-encoder, exact
+-- round trips including random byte strings, llm.c's tokenizer.bin, malformed files) and Qwen3's
+-- tokenizer.json (its golden lines, added tokens, NFC, random bytes, unsupported files).
 local ane = require("ane")
 local cjson = require("cjson")
 local helpers = require("spec.helpers")
@@ -87,6 +88,66 @@ describe("GPT-2 tokenizer", function()
     ok, err = tokenizer.load(tmp)
     assert.matches("outside GPT%-2's byte alphabet", err)
     ok, err = tokenizer.load(helpers.tmpdir())
-    assert.matches("no vocab%.json %+ merges%.txt or gpt2_tokenizer%.bin here", err)
+    assert.matches("no vocab%.json %+ merges%.txt, tokenizer%.json or gpt2_tokenizer%.bin here", err)
+  end)
+end)
+
+describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
+  local dir, tok
+
+  before_each(function()
+    dir = helpers.require_data("tokenizers/qwen3", pending)
+    if dir and not tok then tok = assert(tokenizer.load(dir)) end
+  end)
+
+  it("reproduces every golden encoding exactly and decodes to the NFC text", function()
+    if not dir then return end
+    local lines = 0
+    for line in io.lines(dir .. "/golden.jsonl") do
+      local case = cjson.decode(line)
+      local ids = tok:encode(case.text)
+      assert.are.same(case.ids, ids, case.text)
+      assert.are.equal(ane._nfc(case.text), tok:decode(ids))
+      lines = lines + 1
+    end
+    assert.are.equal(50, lines)
+  end)
+
+  it("finds added tokens in the raw text and normalizes the rest to NFC", function()
+    if not dir then return end
+    assert.are.same({ 151644, 872, 198 }, tok:encode("<|im_start|>user\n"))
+    assert.are.equal("<|im_start|>user\n", tok:decode({ 151644, 872, 198 }))
+    -- e + combining acute (U+0301) is NFC's single e-acute: the same ids
+    assert.are.same(tok:encode("caf\u{e9}"), tok:encode("cafe\u{301}"))
+    assert.are.equal(151643, tok.eot)
+  end)
+
+  it("round-trips random byte strings through NFC, invalid UTF-8 included", function()
+    if not dir then return end
+    local random = ane.tensor.rand({ 4000 }, { seed = 5, low = 0, high = 256 }):totable()
+    for start = 1, 4000, 400 do
+      local bytes = {}
+      for i = start, start + 399 do bytes[#bytes + 1] = string.char(math.floor(random[i]) % 256) end
+      local text = table.concat(bytes)
+      assert.are.equal(ane._nfc(text), tok:decode(tok:encode(text)))
+    end
+  end)
+
+  it("refuses what it cannot read, naming the file", function()
+    if not dir then return end
+    local tmp = helpers.tmpdir()
+    local function write(json) helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json)) end
+    write({ model = { type = "WordPiece", vocab = {} } })
+    local ok, err = tokenizer.load(tmp)
+    assert.is_nil(ok)
+    assert.matches("tokenizer%.json: model type WordPiece", err)
+    write({ model = { type = "BPE", vocab = { a = 0 }, merges = {} }, normalizer = { type = "NFKC" },
+      pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
+    ok, err = tokenizer.load(tmp)
+    assert.matches("normalizer NFKC is not supported", err)
+    write({ model = { type = "BPE", vocab = { a = 0 }, merges = { { "a", "b" } } },
+      pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
+    ok, err = tokenizer.load(tmp)
+    assert.matches("tokenizer%.json: merge 1: ", err)
   end)
 end)

@@ -1,6 +1,7 @@
--- ane.tokenizer: GPT-2's byte-level BPE.
+-- ane.tokenizer: byte-level BPE (GPT-2's, and Hugging Face tokenizer.json files such as
+-- Qwen3's).
 --
---   local tok = require("ane.tokenizer").load("path/to/dir")   -- vocab.json + merges.txt
+--   local tok = require("ane.tokenizer").load("path/to/dir")   -- vocab.json + merges.txt, or tokenizer.json
 --   local tok = require("ane.tokenizer").load{ vocab = "vocab.json", merges = "merges.txt" }
 --   local tok = require("ane.tokenizer").load("gpt2_tokenizer.bin")  -- llm.c's file: decode only
 --   tok:encode("Hello world!")  --> { 15496, 995, 0 }
@@ -58,6 +59,82 @@ local function load_vocab_and_merges(vocab_path, merges_path)
     source = vocab_path, tokens = count }, Tokenizer)
 end
 
+-- Hugging Face tokenizer.json of a byte-level BPE (Qwen3, GPT-2 and alike): vocabulary and
+-- merges from "model", the split regex from "pre_tokenizer" (a Split by regex then a
+-- ByteLevel, or a ByteLevel that splits with GPT-2's own regex), NFC when "normalizer" asks
+-- for it, and the added tokens, found in the raw text before anything else.
+local function load_tokenizer_json(path)
+  local text, err = read_file(path)
+  if not text then return nil, err end
+  local json, why = cjson.decode(text)
+  if type(json) ~= "table" or type(json.model) ~= "table" then
+    return fail(path, "not a tokenizer.json (%s)", why or "no \"model\" object")
+  end
+  local model = json.model
+  if model.type ~= "BPE" or type(model.vocab) ~= "table" or type(model.merges) ~= "table" then
+    return fail(path, "model type %s: only byte-level BPE with vocab and merges is read", tostring(model.type))
+  end
+  -- normalizer: none or NFC
+  local normalizer = json.normalizer
+  local nfc = false
+  if type(normalizer) == "table" then
+    if normalizer.type ~= "NFC" then return fail(path, "normalizer %s is not supported (NFC is)", tostring(normalizer.type)) end
+    nfc = true
+  end
+  -- pre_tokenizer: the split pattern
+  local pattern
+  local steps = json.pre_tokenizer
+  steps = type(steps) == "table" and (steps.type == "Sequence" and steps.pretokenizers or { steps }) or {}
+  for _, step in ipairs(steps) do
+    if step.type == "Split" and type(step.pattern) == "table" and step.pattern.Regex then
+      if step.behavior ~= "Isolated" or step.invert then return fail(path, "only Split with behavior Isolated is read") end
+      pattern = step.pattern.Regex
+    elseif step.type == "ByteLevel" then
+      if step.add_prefix_space then return fail(path, "ByteLevel with add_prefix_space is not supported") end
+      if step.use_regex ~= false then pattern = pattern or false end -- false: the ByteLevel's own (GPT-2's) regex
+    else
+      return fail(path, "pre-tokenizer %s is not supported", tostring(step.type))
+    end
+  end
+  if pattern == nil then return fail(path, "no split pattern in pre_tokenizer") end
+
+  local bpe = ane._bpe()
+  local count = 0
+  for token, id in pairs(model.vocab) do
+    if type(token) ~= "string" or math.type(id) == nil or id ~= math.floor(id) then
+      return fail(path, "vocab entry %s is not a token -> integer id", tostring(token))
+    end
+    local ok, message = bpe:add_token(token, math.tointeger(id))
+    if not ok then return fail(path, "vocab: %s", message) end
+    count = count + 1
+  end
+  for rank, merge in ipairs(model.merges) do
+    local left, right
+    if type(merge) == "table" then left, right = merge[1], merge[2] else left, right = tostring(merge):match("^(%S+) (%S+)$") end
+    if type(left) ~= "string" or type(right) ~= "string" then return fail(path, "merge %d is not a pair of tokens", rank) end
+    local ok, message = bpe:add_merge(left, right, rank - 1)
+    if not ok then return fail(path, "merge %d: %s", rank, message) end
+  end
+  local added = {}
+  for _, token in ipairs(type(json.added_tokens) == "table" and json.added_tokens or {}) do
+    local content, id = token.content, math.tointeger(token.id)
+    if type(content) ~= "string" or content == "" or not id then return fail(path, "an added token lacks content or id") end
+    if model.vocab[content] == nil then
+      local ok, message = bpe:add_token_bytes(content, id) -- decodes to its text as written
+      if not ok then return fail(path, "added token %q: %s", content, message) end
+      count = count + 1
+    end
+    added[#added + 1] = { text = content, id = id }
+  end
+  table.sort(added, function(a, b) return #a.text > #b.text end) -- longest first where two start together
+  local ok, message = bpe:finish(pattern or nil)
+  if not ok then return fail(path, "%s", message) end
+  local eot
+  for _, token in ipairs(added) do if token.text == "<|endoftext|>" then eot = token.id end end
+  return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = eot, merges = #model.merges, source = path,
+    tokens = count, added = added, nfc = nfc }, Tokenizer)
+end
+
 -- llm.c's gpt2_tokenizer.bin: u32[256] header (magic, version, vocab size, EOT), then per
 -- token a u8 length and the bytes.
 local function load_llmc(path)
@@ -94,17 +171,42 @@ function M.load(source)
   if lfs.attributes(source, "mode") == "directory" then
     local vocab, merges = source .. "/vocab.json", source .. "/merges.txt"
     if lfs.attributes(vocab) and lfs.attributes(merges) then return load_vocab_and_merges(vocab, merges) end
+    local json = source .. "/tokenizer.json"
+    if lfs.attributes(json) then return load_tokenizer_json(json) end
     local bin = source .. "/gpt2_tokenizer.bin"
     if lfs.attributes(bin) then return load_llmc(bin) end
-    return fail(source, "no vocab.json + merges.txt or gpt2_tokenizer.bin here")
+    return fail(source, "no vocab.json + merges.txt, tokenizer.json or gpt2_tokenizer.bin here")
   end
+  if source:match("%.json$") then return load_tokenizer_json(source) end
   return load_llmc(source)
 end
 
---- text -> array of ids (byte-exact: invalid UTF-8 is kept byte by byte).
+-- The ids of a text segment without added tokens: NFC first when the tokenizer asks for it.
+local function encode_plain(self, text, ids)
+  if text == "" then return end
+  for _, id in ipairs(self.bpe:encode(self.nfc and ane._nfc(text) or text)) do ids[#ids + 1] = id end
+end
+
+--- text -> array of ids (byte-exact: invalid UTF-8 is kept byte by byte). Added tokens
+--- of a tokenizer.json ("<|endoftext|>", ...) are found in the text first and become their
+--- ids; the text between them is normalized (NFC where the file says so) and split.
 function Tokenizer:encode(text)
   if type(text) ~= "string" then error("encode: text must be a string", 2) end
-  return self.bpe:encode(text)
+  if not self.added then return self.bpe:encode(text) end
+  local ids, position = {}, 1
+  while true do
+    local first, token -- the earliest added token from `position` (the longest of those starting there)
+    for _, candidate in ipairs(self.added) do
+      local at = text:find(candidate.text, position, true)
+      if at and (not first or at < first) then first, token = at, candidate end
+    end
+    if not first then break end
+    encode_plain(self, text:sub(position, first - 1), ids)
+    ids[#ids + 1] = token.id
+    position = first + #token.text
+  end
+  encode_plain(self, text:sub(position), ids)
+  return ids
 end
 
 --- array of ids -> the exact bytes they stand for.

@@ -211,8 +211,9 @@ local function load_hf(dir)
     if not t then return nil, problem end
     return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
   end
+  local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
   local W = { config = config, layers = {}, source = dir, shared_classifier = tied, naming = "hf",
-    format = "Hugging Face " .. model_type }
+    format = "Hugging Face " .. model_type, stop_token = math.type(eos) and math.tointeger(eos) or nil }
   W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
   if not W.token_embedding then return nil, err end
   W.rms_final, err = tensor("rms_final", nil, { c.dim })
@@ -545,7 +546,8 @@ function M.from_weights(W, opts)
   local self = setmetatable(decoder.new_state("llama", opts, precision, profile), Model)
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.seq_len, W.config.dim, W.config.n_layer
-  self.ffn_kind, self.norm_kind, self.stop_token = "ffn", "norm", 2 -- </s>
+  self.ffn_kind, self.norm_kind = "ffn", "norm"
+  self.stop_token = W.stop_token or 2 -- config.json's eos_token_id, or llama2.c's </s>
   self.cache_width = W.config.n_head * W.config.head_dim -- q, k, v (GQA-repeated) and the caches
   self.attention_fields, self.ffn_fields = attention_weights(W.config), FFN_WEIGHTS
   self.weight_consts = { attn_prefill = const_names(self.attention_fields), ffn = const_names(FFN_WEIGHTS),
