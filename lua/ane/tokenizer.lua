@@ -24,21 +24,29 @@ local function fail(path, format, ...)
   return nil, path .. ": " .. string.format(format, ...)
 end
 
+-- Adds every token -> id entry of a decoded vocabulary to bpe; returns how many, or nil and
+-- an error naming the file.
+local function add_vocabulary(bpe, vocab, path)
+  local count = 0
+  for token, id in pairs(vocab) do
+    if type(token) ~= "string" or math.type(id) == nil or id ~= math.floor(id) then
+      return fail(path, "vocabulary entry %s is not a token -> integer id", tostring(token))
+    end
+    local ok, message = bpe:add_token(token, math.tointeger(id))
+    if not ok then return fail(path, "%s", message) end
+    count = count + 1
+  end
+  return count
+end
+
 local function load_vocab_and_merges(vocab_path, merges_path)
   local bpe = ane._bpe()
   local text, err = read_file(vocab_path)
   if not text then return nil, err end
   local vocab, why = cjson.decode(text)
   if type(vocab) ~= "table" then return fail(vocab_path, "not a JSON object (%s)", why or "wrong type") end
-  local count = 0
-  for token, id in pairs(vocab) do
-    if type(token) ~= "string" or math.type(id) == nil or id ~= math.floor(id) then
-      return fail(vocab_path, "entry %s is not a token -> integer id", tostring(token))
-    end
-    local ok, message = bpe:add_token(token, math.tointeger(id))
-    if not ok then return fail(vocab_path, "%s", message) end
-    count = count + 1
-  end
+  local count, verr = add_vocabulary(bpe, vocab, vocab_path)
+  if not count then return nil, verr end
   local merges, merr = read_file(merges_path)
   if not merges then return nil, merr end
   local rank, line_number = 0, 0
@@ -99,15 +107,8 @@ local function load_tokenizer_json(path)
   if pattern == nil then return fail(path, "no split pattern in pre_tokenizer") end
 
   local bpe = ane._bpe()
-  local count = 0
-  for token, id in pairs(model.vocab) do
-    if type(token) ~= "string" or math.type(id) == nil or id ~= math.floor(id) then
-      return fail(path, "vocab entry %s is not a token -> integer id", tostring(token))
-    end
-    local ok, message = bpe:add_token(token, math.tointeger(id))
-    if not ok then return fail(path, "vocab: %s", message) end
-    count = count + 1
-  end
+  local count, verr = add_vocabulary(bpe, model.vocab, path)
+  if not count then return nil, verr end
   for rank, merge in ipairs(model.merges) do
     local left, right
     if type(merge) == "table" then left, right = merge[1], merge[2] else left, right = tostring(merge):match("^(%S+) (%S+)$") end
