@@ -6,6 +6,20 @@ local cjson = require("cjson")
 local helpers = require("spec.helpers")
 local tokenizer = require("ane.tokenizer")
 
+-- Checks every line of <dir>/golden.jsonl: encode gives its ids exactly and decode gives
+-- back expected_text(text). Returns the number of lines.
+local function check_golden(tok, dir, expected_text)
+  local lines = 0
+  for line in io.lines(dir .. "/golden.jsonl") do
+    local case = cjson.decode(line)
+    local ids = tok:encode(case.text)
+    assert.are.same(case.ids, ids, case.text)
+    assert.are.equal(expected_text(case.text), tok:decode(ids))
+    lines = lines + 1
+  end
+  return lines
+end
+
 describe("GPT-2 tokenizer", function()
   local dir, tok
 
@@ -16,15 +30,7 @@ describe("GPT-2 tokenizer", function()
 
   it("reproduces every golden encoding exactly and round-trips it", function()
     if not dir then return end
-    local lines = 0
-    for line in io.lines(dir .. "/golden.jsonl") do
-      local case = cjson.decode(line)
-      local ids = tok:encode(case.text)
-      assert.are.same(case.ids, ids, case.text)
-      assert.are.equal(case.text, tok:decode(ids))
-      lines = lines + 1
-    end
-    assert.are.equal(49, lines)
+    assert.are.equal(49, check_golden(tok, dir, function(text) return text end))
   end)
 
   it("round-trips random byte strings, invalid UTF-8 included", function()
@@ -102,15 +108,7 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
 
   it("reproduces every golden encoding exactly and decodes to the NFC text", function()
     if not dir then return end
-    local lines = 0
-    for line in io.lines(dir .. "/golden.jsonl") do
-      local case = cjson.decode(line)
-      local ids = tok:encode(case.text)
-      assert.are.same(case.ids, ids, case.text)
-      assert.are.equal(ane._nfc(case.text), tok:decode(ids))
-      lines = lines + 1
-    end
-    assert.are.equal(50, lines)
+    assert.are.equal(50, check_golden(tok, dir, ane._nfc))
   end)
 
   it("finds added tokens in the raw text and normalizes the rest to NFC", function()
