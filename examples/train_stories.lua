@@ -49,10 +49,18 @@ end
 local function die(message) io.stderr:write("train_stories.lua: " .. message .. "\n") os.exit(1) end
 local here = (arg[0]:match("^(.*)/examples/[^/]*$")) or "."
 
--- The tokenizer: --tokenizer, else the Llama-2 one from the shared data (only needed to
--- write the synthetic corpus and to show a sample).
+-- The tokenizer: --tokenizer, else the tokenizer.json of an --init directory (Hugging
+-- Face Llama / Qwen3), else the Llama-2 one from the shared data (only needed to write the
+-- synthetic corpus and to show a sample). A tokenizer.json is byte-level BPE: no BOS.
 local function find_tokenizer()
-  if opts.tokenizer then return assert(sentencepiece.load(opts.tokenizer)) end
+  local path = opts.tokenizer
+  if not path and opts.init and lfs.attributes(opts.init .. "/tokenizer.json") then path = opts.init .. "/tokenizer.json" end
+  if path and path:match("%.json$") then
+    local bpe = require("ane.tokenizer").load(path) or die(select(2, require("ane.tokenizer").load(path)))
+    return { vocab_size = bpe.vocab_size, encode = function(_, text) return bpe:encode(text) end,
+      decode = function(_, ids) return bpe:decode(ids) end, byte_level = true }
+  end
+  if path then return sentencepiece.load(path) or die(select(2, sentencepiece.load(path))) end
   for _, candidate in ipairs({ here .. "/../shared/data/tokenizers/llama2/tokenizer.bin", "tokenizer.bin" }) do
     if lfs.attributes(candidate) then return assert(sentencepiece.load(candidate)) end
   end
@@ -61,7 +69,7 @@ local tok = find_tokenizer()
 
 lfs.mkdir(opts["ckpt-dir"]:match("^(.*)/[^/]*$") or ".")
 lfs.mkdir(opts["ckpt-dir"])
-local shard_paths = {}
+local shard_paths, synthetic_shard = {}, nil
 if opts.data then
   for path in tostring(opts.data):gmatch("[^,]+") do shard_paths[#shard_paths + 1] = path end
 else
@@ -71,12 +79,16 @@ else
   for _, story in ipairs(data.synthetic_stories(2000, 1)) do
     for _, id in ipairs(tok:encode(story, { bos = true })) do ids[#ids + 1] = id end
   end
-  assert(data.write(path, ids))
+  if tok.vocab_size > 65536 then -- ids beyond uint16: kept in memory (it is regenerated the same on --resume)
+    synthetic_shard, path = data.from_ids(ids, "synthetic corpus"), "in memory"
+  else
+    assert(data.write(path, ids))
+    shard_paths[1] = path
+  end
   print(string.format("No --data given: training on a SYNTHETIC corpus of 2000 template stories (%d tokens, %s).",
     #ids, path))
-  shard_paths[1] = path
 end
-local shards = {}
+local shards = { synthetic_shard }
 for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or die(select(2, data.open(path))) end
 
 -- The model: resumed, initialized from a file, or fresh.
@@ -108,6 +120,7 @@ else
     n_head = opts.heads, vocab_size = vocab, seq_len = opts.seq }, opts.seed), model_opts)
 end
 if opts.seq > model.config.seq_len then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.config.seq_len)) end
+if opts.export and model.config.naming == "hf" then die("--export writes llama2.c files; this model uses Hugging Face names") end
 
 local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
 local trainer = train.new(model, { lr = opts.lr, warmup = opts.warmup, steps = opts.steps, accum = opts.accum,
@@ -160,5 +173,6 @@ if tok then
   for id in model:generate(prompt, { max_tokens = math.min(40, model.config.seq_len - #prompt), temperature = 0 }) do
     pieces[#pieces + 1] = id
   end
-  print("sample: Once upon a time" .. tok:decode({ 29871, table.unpack(pieces) }))
+  -- (SentencePiece: after a lone space piece the first token keeps its own leading space)
+  print("sample: Once upon a time" .. (tok.byte_level and tok:decode(pieces) or tok:decode({ 29871, table.unpack(pieces) })))
 end

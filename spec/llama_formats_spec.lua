@@ -263,15 +263,68 @@ describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)", function()
   end)
 end)
 
-describe("examples/stories.lua on a Hugging Face directory", function()
-  it("generates with the directory's tokenizer.json and stops at config.json's eos", function()
-    local dir = qwen3_reference()
-    local tokenizers = helpers.require_data("tokenizers/qwen3", pending)
-    if not dir or not tokenizers then return end
-    local model_dir = helpers.tmpdir()
-    for _, file in ipairs({ dir .. "/config.json", dir .. "/model.safetensors", tokenizers .. "/tokenizer.json" }) do
-      assert(os.execute("ln -s " .. helpers.quote(file) .. " " .. helpers.quote(model_dir)))
+describe("Qwen3 weight updates", function()
+  it("reach programs compiled after the update (GQA's repeated k/v rows included)", function()
+    local dir, expected = qwen3_reference()
+    if not dir then return end
+    local ids, targets = expected.input_ids:totable()[1], expected.targets:totable()[1]
+    local long = {}
+    for i = 1, 40 do long[i] = (i * 7919) % 151936 end -- a bucket not compiled before the update
+    local model = assert(llama.load(dir, { precision = "fp32" }))
+    local opt = require("ane.optim").adamw(model:parameters(), { lr = 1e-2 })
+    local _, grads = model:loss(ids, targets)
+    opt:step(grads)
+    model:load_parameters()
+    local fresh = llama.from_weights(llama.weights_from_parameters(model.config, model:parameters(), "copy"), { precision = "fp32" })
+    assert.are.equal("hf", fresh.config.naming)
+    assert.are.equal(0, model:logits(long):max_abs_diff(fresh:logits(long)))
+    -- and updates written before any program exists are the ones the first programs use
+    local unused = assert(llama.load(dir, { precision = "fp32" }))
+    for name, t in pairs(unused:parameters()) do t:copy_from(model:parameters()[name]) end
+    unused:load_parameters()
+    assert.are.equal(0, unused:logits(long):max_abs_diff(fresh:logits(long)))
+  end)
+end)
+
+-- A Hugging Face directory as users have them: qwen3-tiny's config and weights with the
+-- Qwen3 tokenizer.json beside them (links in a fresh directory); nil when the data is absent.
+local function qwen3_directory()
+  local dir = qwen3_reference()
+  local tokenizers = helpers.require_data("tokenizers/qwen3", pending)
+  if not dir or not tokenizers then return nil end
+  local model_dir = helpers.tmpdir()
+  for _, file in ipairs({ dir .. "/config.json", dir .. "/model.safetensors", tokenizers .. "/tokenizer.json" }) do
+    assert(os.execute("ln -s " .. helpers.quote(file) .. " " .. helpers.quote(model_dir)))
+  end
+  return model_dir
+end
+
+describe("examples on a Hugging Face directory", function()
+  it("train_stories.lua fine-tunes it with its tokenizer.json and resumes bit for bit", function()
+    local model_dir = qwen3_directory()
+    if not model_dir then return end
+    local script = helpers.quote(helpers.root .. "/examples/train_stories.lua") .. " --init " .. helpers.quote(model_dir) ..
+        " --steps 4 --batch 2 --seq 32"
+    local straight, split = helpers.tmpdir(), helpers.tmpdir()
+    local out, err, code = helpers.run_anelua(script .. " --ckpt-dir " .. straight)
+    assert.are.equal(0, code, err)
+    assert.matches("SYNTHETIC corpus of 2000 template stories %(%d+ tokens, in memory%)", out) -- ids beyond uint16
+    _, err, code = helpers.run_anelua(script .. " --stop-after 2 --ckpt-every 2 --ckpt-dir " .. split)
+    assert.are.equal(0, code, err)
+    _, err, code = helpers.run_anelua(script .. " --resume latest --ckpt-dir " .. split)
+    assert.are.equal(0, code, err)
+    local function losses(path)
+      local list = {}
+      for line in io.lines(path .. "/metrics.jsonl") do list[#list + 1] = cjson.decode(line).loss_hex end
+      return list
     end
+    assert.are.same(losses(straight), losses(split))
+    assert.are.equal(4, #losses(split))
+  end)
+
+  it("stories.lua generates with the directory's tokenizer.json and stops at config.json's eos", function()
+    local model_dir = qwen3_directory()
+    if not model_dir then return end
     assert.are.equal(151645, assert(llama.load(model_dir)).stop_token) -- <|im_end|>
     local out, err, code = helpers.run_anelua(helpers.quote(helpers.root .. "/examples/stories.lua") .. " " ..
       helpers.quote(model_dir) .. " --max-tokens 8 --profile cpu --prompt 'Hello there'")

@@ -61,6 +61,19 @@ function Shard:tokens(first, n)
   return self.ids:slice(1, first, first + n - 1):totable()
 end
 
+--- An in-memory shard over a Lua array of ids (any non-negative integers: vocabularies
+--- beyond uint16, such as Qwen3's, cannot be written as llama2.c or llm.c shards).
+function M.from_ids(ids, label)
+  for i, id in ipairs(ids) do
+    if math.type(id) ~= "integer" or id < 0 or id > 0x7fffffff then
+      error(string.format("data.from_ids: token %d (%s) is not an id", i, tostring(id)), 2)
+    end
+  end
+  if #ids == 0 then error("data.from_ids: no tokens", 2) end
+  return setmetatable({ path = label or "(in memory)", format = "memory", count = #ids,
+    ids = ane.tensor.from(ids, { #ids }, "int32") }, Shard)
+end
+
 --- Writes ids (a Lua array of integers in [0, 65535]) as a shard, atomically.
 function M.write(path, ids, opts)
   local format = (opts and opts.format) or "llama2c"

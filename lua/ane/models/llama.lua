@@ -184,7 +184,7 @@ local function load_hf(dir)
     return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
   end
   local config = { rope = "half", rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
-    qk_norm = model_type == "qwen3" }
+    qk_norm = model_type == "qwen3", naming = "hf" }
   local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
     n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
   for field, key in pairs(keys) do
@@ -480,11 +480,12 @@ function M.load(path, opts)
   return M.from_weights(W, opts)
 end
 
---- Weights in checkpoint layout (name -> fp32 tensor, named as `naming` says: "llama2c",
---- the default, for token_embedding, wq.0, ..., optional wcls; "hf" for Hugging Face names)
+--- Weights in checkpoint layout (name -> fp32 tensor, named as `naming` (or config.naming)
+--- says: "llama2c", the default, for token_embedding, wq.0, ..., optional wcls; "hf" for
+--- Hugging Face names)
 --- as the W table of from_weights; `source` says where they came from.
 function M.weights_from_parameters(config, params, source, naming)
-  naming = naming or "llama2c"
+  naming = naming or config.naming or "llama2c" -- checkpoints keep the naming in their config
   config = complete_config(config)
   local name = NAMINGS[naming]
   local function get(field, l)
@@ -699,14 +700,10 @@ function Model:parameters()
   return master
 end
 
--- The layer-l (1-based) fields of a parameter table, in program layout but not yet converted
--- to the program dtype (GQA's k/v rows repeated).
+-- The layer-l (1-based) fields of a parameter table, in checkpoint layout.
 local function layer_parameters(self, params, l)
   local L = {}
-  for _, field in ipairs(layer_fields(self.config)) do
-    local t = params[self.name(field, l - 1)]
-    L[field] = KV_FIELDS[field] and repeat_kv_rows(t, self.config) or t
-  end
+  for _, field in ipairs(layer_fields(self.config)) do L[field] = params[self.name(field, l - 1)] end
   return L
 end
 
@@ -724,7 +721,9 @@ function Model:load_parameters(params)
     local patch = {}
     if consts then
       local L = layer_parameters(self, params, tonumber(layer))
-      for field, const in pairs(consts) do patch[const] = L[field] end
+      for field, const in pairs(consts) do -- (GQA: the programs hold k/v rows repeated per query head)
+        patch[const] = KV_FIELDS[field] and repeat_kv_rows(L[field], self.config) or L[field]
+      end
     else
       patch.norm_weight = params[name("rms_final")]
     end
