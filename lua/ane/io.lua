@@ -94,6 +94,15 @@ function M.read_file(path)
 end
 local read_text = M.read_file
 
+--- The JSON object in a file (decoded with lua-cjson), or nil and "<path>: <problem>".
+function M.read_json(path)
+  local text, err = read_text(path)
+  if not text then return nil, err end
+  local value, why = cjson.decode(text)
+  if type(value) ~= "table" then return nil, string.format("%s: not a JSON object (%s)", path, why or "wrong type") end
+  return value
+end
+
 --- Writes `bytes` and then each tensor's bytes (optional array) to path atomically:
 --- temporary file, fsync, rename. Returns true or nil, msg; on failure path is untouched.
 function M.write_file_atomic(path, bytes, tensors)
@@ -102,12 +111,9 @@ end
 
 -- Loads a sharded model from its index (weight_map: tensor name -> shard file).
 local function load_sharded(index_path)
-  local text, err = read_text(index_path)
-  if not text then return nil, err end
-  local index, why = cjson.decode(text)
-  if type(index) ~= "table" or type(index.weight_map) ~= "table" then
-    return fail(index_path, "not a safetensors index (%s)", why or "no weight_map object")
-  end
+  local index, err = M.read_json(index_path)
+  if not index then return nil, err end
+  if type(index.weight_map) ~= "table" then return fail(index_path, "not a safetensors index (no weight_map object)") end
   local directory = index_path:match("^(.*)/[^/]*$") or "."
   local shards, tensors, metadata = {}, {}, {}
   for name, shard in pairs(index.weight_map) do

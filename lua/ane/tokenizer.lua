@@ -9,7 +9,6 @@
 -- Files are read here (vocab.json with lua-cjson); the pre-split regex (PCRE2) and the
 -- merges run in C (ane_core/text/bpe.c). Malformed files give nil, "<file>: <problem>".
 local ane = require("ane")
-local cjson = require("cjson.safe")
 local lfs = require("lfs")
 
 local M = {}
@@ -41,10 +40,8 @@ end
 
 local function load_vocab_and_merges(vocab_path, merges_path)
   local bpe = ane._bpe()
-  local text, err = read_file(vocab_path)
-  if not text then return nil, err end
-  local vocab, why = cjson.decode(text)
-  if type(vocab) ~= "table" then return fail(vocab_path, "not a JSON object (%s)", why or "wrong type") end
+  local vocab, err = ane.io.read_json(vocab_path)
+  if not vocab then return nil, err end
   local count, verr = add_vocabulary(bpe, vocab, vocab_path)
   if not count then return nil, verr end
   local merges, merr = read_file(merges_path)
@@ -72,12 +69,9 @@ end
 -- ByteLevel, or a ByteLevel that splits with GPT-2's own regex), NFC when "normalizer" asks
 -- for it, and the added tokens, found in the raw text before anything else.
 local function load_tokenizer_json(path)
-  local text, err = read_file(path)
-  if not text then return nil, err end
-  local json, why = cjson.decode(text)
-  if type(json) ~= "table" or type(json.model) ~= "table" then
-    return fail(path, "not a tokenizer.json (%s)", why or "no \"model\" object")
-  end
+  local json, err = ane.io.read_json(path)
+  if not json then return nil, err end
+  if type(json.model) ~= "table" then return fail(path, "not a tokenizer.json (no \"model\" object)") end
   local model = json.model
   if model.type ~= "BPE" or type(model.vocab) ~= "table" or type(model.merges) ~= "table" then
     return fail(path, "model type %s: only byte-level BPE with vocab and merges is read", tostring(model.type))

@@ -21,7 +21,6 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 local decoder = require("ane.models.decoder")
-local cjson = require("cjson.safe")
 local lfs = require("lfs")
 
 local M = {}
@@ -38,11 +37,8 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 local expect = decoder.expect_tensor
 
 local function read_config(dir)
-  local file, err = io.open(dir .. "/config.json", "rb")
-  if not file then return nil, err end
-  local config, why = cjson.decode(file:read("a"))
-  file:close()
-  if type(config) ~= "table" then return fail("%s/config.json: not a JSON object (%s)", dir, why or "?") end
+  local config, err = ane.io.read_json(dir .. "/config.json")
+  if not config then return nil, err end
   local out = {
     n_embd = config.n_embd, n_layer = config.n_layer, n_head = config.n_head,
     n_positions = config.n_positions or config.n_ctx, vocab_size = config.vocab_size,

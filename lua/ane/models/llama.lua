@@ -165,11 +165,8 @@ end
 --- model_type "llama" (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms).
 local function load_hf(dir)
   local source = dir .. "/config.json"
-  local file, err = io.open(source, "rb")
-  if not file then return nil, err end
-  local json, why = cjson.decode(file:read("a"))
-  file:close()
-  if type(json) ~= "table" then return fail("%s: not a JSON object (%s)", source, why or "?") end
+  local json, err = ane.io.read_json(source)
+  if not json then return nil, err end
   local model_type = json.model_type
   if model_type ~= "llama" and model_type ~= "qwen3" then
     return fail("%s: model_type '%s'; the Llama loader reads 'llama' and 'qwen3'", source, tostring(model_type))
