@@ -1,9 +1,10 @@
--- Train a Llama-2-architecture model (Stories15M/42M/110M family) on anelua.
+-- Train a Llama-2-architecture model (Stories15M/42M/110M family, Hugging Face Llama /
+-- Qwen3) or a GPT-2 (--arch gpt2, or an --init GPT-2 directory / llm.c file) on anelua.
 --   anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
 --          [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
 --          [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
 --          [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--weights-as-inputs] [--tokenizer FILE]
---          [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+--          [--arch llama|gpt2] [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
 --          [--lora-rank R [--lora-alpha A] [--adapters FILE]]
 -- With --lora-rank only low-rank adapters on wq and wv train (fed to the programs as inputs;
 -- the base model from --init stays frozen); they are saved to <ckpt-dir>/adapters.safetensors.
@@ -12,6 +13,7 @@
 -- the same records as JSON lines in --metrics (default <ckpt-dir>/metrics.jsonl).
 local ane = require("ane")
 local llama = require("ane.models.llama")
+local gpt2 = require("ane.models.gpt2")
 local data = require("ane.data")
 local train = require("ane.train")
 local checkpoint = require("ane.checkpoint")
@@ -23,12 +25,12 @@ local usage = [==[usage: anelua examples/train_stories.lua [--init MODEL.bin|CKP
        [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
        [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
        [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--weights-as-inputs] [--tokenizer FILE]
-       [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
+       [--arch llama|gpt2] [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
        [--lora-rank R [--lora-alpha A] [--adapters FILE]]
 ]==]
 local opts = { steps = 100, batch = 4, seq = 64, accum = 1, lr = 3e-3, warmup = 10, ["weight-decay"] = 0.0,
   ["ckpt-dir"] = "runs/stories", ["ckpt-every"] = 50, keep = 3, precision = "fp32", dim = 64, layers = 2, heads = 4,
-  hidden = 176, seed = 1, ["stop-after"] = 0 }
+  hidden = 176, seed = 1, ["stop-after"] = 0, arch = "llama" }
 local i = 1
 while i <= #arg do
   local name = arg[i]:match("^%-%-([%w-]+)$")
@@ -49,18 +51,62 @@ end
 local function die(message) io.stderr:write("train_stories.lua: " .. message .. "\n") os.exit(1) end
 local here = (arg[0]:match("^(.*)/examples/[^/]*$")) or "."
 
--- The tokenizer: --tokenizer, else the tokenizer.json of an --init directory (Hugging
--- Face Llama / Qwen3), else the Llama-2 one from the shared data (only needed to write the
--- synthetic corpus and to show a sample). A tokenizer.json is byte-level BPE: no BOS.
+-- A resumed run's checkpoint (its config says which architecture it is).
+local resume_state
+if opts.resume then
+  local path = opts.resume == "latest" and checkpoint.latest(opts["ckpt-dir"]) or opts.resume
+  if not path then die("--resume latest: no checkpoint in " .. opts["ckpt-dir"]) end
+  resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
+  print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
+end
+
+-- The architecture: "gpt2" or "llama", from the checkpoint, the --init file (a GPT-2
+-- directory's config.json, llm.c's magic) or --arch.
+local LLMC_GPT2_MAGIC = 20240326
+local function architecture_of(path)
+  if lfs.attributes(path, "mode") == "directory" then
+    local config = ane.io.read_json(path .. "/config.json")
+    return config and config.model_type == "gpt2" and "gpt2" or "llama"
+  end
+  if path:match("%.safetensors$") then
+    local state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
+    return state.config.model_type == "gpt2" and "gpt2" or "llama"
+  end
+  local head = ane.io.read_file(path)
+  return head and #head >= 4 and string.unpack("<i4", head) == LLMC_GPT2_MAGIC and "gpt2" or "llama"
+end
+local arch = resume_state and (resume_state.config.model_type == "gpt2" and "gpt2" or "llama")
+    or opts.init and architecture_of(opts.init) or opts.arch
+if arch ~= "llama" and arch ~= "gpt2" then die("--arch must be llama or gpt2") end
+if arch == "gpt2" then
+  for _, flag in ipairs({ "lora-rank", "export" }) do
+    if opts[flag] then die("--" .. flag .. " is for Llama models; this run trains GPT-2") end
+  end
+  if opts.weights_as_inputs then die("--weights-as-inputs is for Llama models; this run trains GPT-2") end
+end
+
+-- The tokenizer: --tokenizer, else the one of an --init directory (tokenizer.json, or
+-- GPT-2's vocab.json + merges.txt), else the shared data's (Llama-2's SentencePiece, or
+-- GPT-2's BPE). Only needed to write the synthetic corpus and to show a sample. Byte-level
+-- BPE takes no BOS.
+local function byte_level(source)
+  local bpe = require("ane.tokenizer").load(source) or die(select(2, require("ane.tokenizer").load(source)))
+  return { vocab_size = bpe.vocab_size, encode = function(_, text) return bpe:encode(text) end,
+    decode = function(_, ids) return bpe:decode(ids) end, byte_level = true }
+end
 local function find_tokenizer()
   local path = opts.tokenizer
-  if not path and opts.init and lfs.attributes(opts.init .. "/tokenizer.json") then path = opts.init .. "/tokenizer.json" end
-  if path and path:match("%.json$") then
-    local bpe = require("ane.tokenizer").load(path) or die(select(2, require("ane.tokenizer").load(path)))
-    return { vocab_size = bpe.vocab_size, encode = function(_, text) return bpe:encode(text) end,
-      decode = function(_, ids) return bpe:decode(ids) end, byte_level = true }
+  if not path and opts.init and lfs.attributes(opts.init, "mode") == "directory" then
+    if lfs.attributes(opts.init .. "/tokenizer.json") or lfs.attributes(opts.init .. "/vocab.json") then
+      return byte_level(opts.init)
+    end
   end
+  if path and (path:match("%.json$") or arch == "gpt2") then return byte_level(path) end
   if path then return sentencepiece.load(path) or die(select(2, sentencepiece.load(path))) end
+  if arch == "gpt2" then
+    local shared = here .. "/../shared/data/tokenizers/gpt2"
+    return lfs.attributes(shared .. "/vocab.json") and byte_level(shared) or nil
+  end
   for _, candidate in ipairs({ here .. "/../shared/data/tokenizers/llama2/tokenizer.bin", "tokenizer.bin" }) do
     if lfs.attributes(candidate) then return assert(sentencepiece.load(candidate)) end
   end
@@ -99,27 +145,25 @@ if opts["lora-rank"] then
 elseif opts["lora-alpha"] or opts.adapters then
   die("--lora-alpha and --adapters need --lora-rank")
 end
-local resume_state
-if opts.resume then
-  local path = opts.resume == "latest" and checkpoint.latest(opts["ckpt-dir"]) or opts.resume
-  if not path then die("--resume latest: no checkpoint in " .. opts["ckpt-dir"]) end
-  resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
-  print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
-end
 local model
+local family = arch == "gpt2" and gpt2 or llama
 if resume_state and not model_opts.lora then -- (a LoRA checkpoint holds adapters: the base comes from --init)
-  model = llama.from_weights(llama.weights_from_parameters(resume_state.config, resume_state.params, opts.resume), model_opts)
+  model = family.from_weights(family.weights_from_parameters(resume_state.config, resume_state.params, opts.resume),
+    model_opts)
 elseif opts.init and opts.init:match("%.safetensors$") then
   local state = checkpoint.load(opts.init) or die(select(2, checkpoint.load(opts.init)))
-  model = llama.from_weights(llama.weights_from_parameters(state.config, state.params, opts.init), model_opts)
+  model = family.from_weights(family.weights_from_parameters(state.config, state.params, opts.init), model_opts)
 elseif opts.init then
-  model = llama.load(opts.init, model_opts) or die(select(2, llama.load(opts.init, model_opts)))
+  model = family.load(opts.init, model_opts) or die(select(2, family.load(opts.init, model_opts)))
+elseif arch == "gpt2" then
+  model = gpt2.from_weights(gpt2.random_weights({ n_embd = opts.dim, n_layer = opts.layers, n_head = opts.heads,
+    n_positions = opts.seq, vocab_size = tok and tok.vocab_size or 50257, eps = 1e-5 }, opts.seed), model_opts)
 else
   local vocab = tok and tok.vocab_size or 32000
   model = llama.from_weights(llama.random_weights({ dim = opts.dim, hidden = opts.hidden, n_layer = opts.layers,
     n_head = opts.heads, vocab_size = vocab, seq_len = opts.seq }, opts.seed), model_opts)
 end
-if opts.seq > model.config.seq_len then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.config.seq_len)) end
+if opts.seq > model.context_length then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.context_length)) end
 if opts.export and model.config.naming == "hf" then die("--export writes llama2.c files; this model uses Hugging Face names") end
 
 local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
@@ -170,7 +214,7 @@ end
 if tok then
   local prompt = tok:encode("Once upon a time", { bos = true })
   local pieces = {}
-  for id in model:generate(prompt, { max_tokens = math.min(40, model.config.seq_len - #prompt), temperature = 0 }) do
+  for id in model:generate(prompt, { max_tokens = math.min(40, model.context_length - #prompt), temperature = 0 }) do
     pieces[#pieces + 1] = id
   end
   -- (SentencePiece: after a lone space piece the first token keeps its own leading space)

@@ -310,6 +310,7 @@ function M.from_weights(W, opts)
   opts = opts or {}
   local precision, profile = decoder.check_options(opts, 2)
   local self = setmetatable(decoder.new_state("gpt2", opts, precision, profile), Model)
+  W.config.model_type = "gpt2" -- kept in checkpoints, which then know what they hold
   self.config, self.source, self.vocab_size = W.config, W.source, W.config.vocab_size
   self.context_length, self.width, self.n_layer = W.config.n_positions, W.config.n_embd, W.config.n_layer
   self.ffn_kind, self.norm_kind, self.stop_token = "mlp", "ln_f", W.config.vocab_size - 1 -- <|endoftext|>
@@ -443,6 +444,15 @@ local LAYER_CONSTS = {
 
 --- Writes parameters (default: the master weights) into every loaded program by patching,
 --- and into the weights later programs are built from. No compiling.
+--- Weights in the loaders' layout from parameters in checkpoint layout (Hugging Face names,
+--- Conv1D [in, out]; what model:parameters() returns and checkpoints store), for from_weights.
+function M.weights_from_parameters(config, params, source)
+  local W = { config = config, layers = {}, wte = params["wte.weight"], wpe = params["wpe.weight"],
+    ln_f_g = params["ln_f.weight"], ln_f_b = params["ln_f.bias"], source = source }
+  for l = 1, config.n_layer do W.layers[l] = layer_weights(params, l) end
+  return W
+end
+
 function Model:load_parameters(params)
   params = params or self.master
   local layers = {}
