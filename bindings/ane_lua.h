@@ -12,6 +12,7 @@
 #define ANE_TENSOR_TYPE "ane.Tensor"
 #define ANE_SURFACE_TYPE "ane.Surface"
 #define ANE_MAPPING_TYPE "ane.Mapping"
+#define ANE_GRAPH_TYPE "ane.Graph"
 
 #define ANELUA_VERSION "0.1.0"
 

@@ -16,7 +16,6 @@
 #include "../ane_core/passes/passes.h"
 #include "ane_lua.h"
 
-#define ANE_GRAPH_TYPE "ane.Graph"
 #define ANE_NODE_TYPE "ane.Node"
 
 typedef struct graph_box {

@@ -10,7 +10,6 @@
 #include "ane_lua.h"
 
 #define ANE_PROGRAM_TYPE "ane.Program"
-#define ANE_GRAPH_TYPE "ane.Graph"
 
 typedef struct program_box {
     ane_program *program; /* NULL once closed */
