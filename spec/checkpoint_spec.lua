@@ -7,7 +7,7 @@ local llama = require("ane.models.llama")
 local optim = require("ane.optim")
 local checkpoint = require("ane.checkpoint")
 
-local function reference() return helpers.reference("llama-tiny", pending) end
+local function reference() return helpers.repo_data():reference("llama-tiny") end
 
 -- `steps` AdamW steps on the reference batch from a model and optimizer; returns losses.
 local function train(model, opt, ids, targets, steps)
@@ -24,7 +24,6 @@ end
 describe("checkpoints", function()
   it("resume to the same losses as an uninterrupted run (fp32, bit for bit)", function()
     local dir, expected = reference()
-    if not dir then return end
     local ids, targets = expected.input_ids:totable(), expected.targets:totable()
     local options = { lr = 1e-3, weight_decay = 0.01 }
     local straight = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
@@ -76,7 +75,6 @@ describe("checkpoints", function()
 
   it("export llama2.c files that load back to the same logits", function()
     local dir, expected = reference()
-    if not dir then return end
     local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
     local path = helpers.tmpdir() .. "/export.bin"
     assert(checkpoint.export_llama2c(path, model.config, model:parameters()))

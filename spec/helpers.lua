@@ -8,33 +8,48 @@ M.root = lfs.currentdir() -- ctest and the README run busted from the project ro
 M.build = os.getenv("ANELUA_BUILD_DIR") or (M.root .. "/build")
 M.anelua = M.build .. "/anelua"
 
--- The shared test data: $ANELUA_TEST_DATA or ../shared/data beside the project.
-function M.data_dir()
+-- The data sets the reference specs run on: the repository's own fixtures (spec/data and
+-- the shipped tokenizers in data/tokenizers; always there) and, as an extra check where it
+-- is present, the shared data ($ANELUA_TEST_DATA or ../shared/data beside the project),
+-- whose models have full-size vocabularies. Each set:
+--   set.label                      "spec/data" or the shared directory
+--   set:reference(name)            dir, expected tensors (PyTorch), and the vocabulary size
+--   set:tokenizer(name)            the directory of a tokenizer's files ("gpt2", "llama2", "qwen3")
+--   set:golden(name)               that tokenizer's golden.jsonl
+local DataSet = {}
+DataSet.__index = DataSet
+
+function DataSet:reference(name)
+  local dir = self.reference_root .. "/" .. name
+  local ane = require("ane")
+  local expected = assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
+  local shape = expected.logits:shape()
+  return dir, expected, shape[#shape]
+end
+
+function DataSet:tokenizer(name) return self.tokenizer_root .. "/" .. name end
+function DataSet:golden(name) return self.golden_root .. "/" .. name .. "/golden.jsonl" end
+
+function M.shared_data_dir()
   for _, dir in ipairs({ os.getenv("ANELUA_TEST_DATA") or "", M.root .. "/../shared/data" }) do
-    if dir ~= "" and lfs.attributes(dir, "mode") == "directory" then return dir end
+    if dir ~= "" and lfs.attributes(dir .. "/reference", "mode") == "directory" then return dir end
   end
   return nil
 end
 
--- Returns the data path, or marks the test pending (skipped, by name) when the data is
--- absent on a developer machine; `pending` is busted's, passed in by the spec. In CI
--- (CI=true) absence is a failure.
-function M.require_data(relative, pending)
-  local dir = M.data_dir()
-  if dir then return dir .. "/" .. relative end
-  if os.getenv("CI") == "true" then error("test data missing: " .. relative .. " (CI must have ../shared/data)") end
-  pending("test data missing: " .. relative)
-  return nil
+function M.data_sets()
+  local sets = { setmetatable({ label = "spec/data", reference_root = M.root .. "/spec/data/reference",
+    tokenizer_root = M.root .. "/data/tokenizers", golden_root = M.root .. "/spec/data/tokenizers" }, DataSet) }
+  local shared = M.shared_data_dir()
+  if shared then
+    sets[2] = setmetatable({ label = "shared data", reference_root = shared .. "/reference",
+      tokenizer_root = shared .. "/tokenizers", golden_root = shared .. "/tokenizers" }, DataSet)
+  end
+  return sets
 end
 
--- A reference model directory of the shared data (reference/<name>) and its PyTorch
--- expectations, or nil when pending (see require_data).
-function M.reference(name, pending)
-  local dir = M.require_data("reference/" .. name, pending)
-  if not dir then return nil end
-  local ane = require("ane")
-  return dir, assert(ane.io.load_safetensors(dir .. "/expected.safetensors"))
-end
+-- The repository's own set alone (for specs whose checks do not depend on vocabulary size).
+function M.repo_data() return M.data_sets()[1] end
 
 -- Checks every "grad.<name>" tensor of the PyTorch expectations against grads[name]: present,
 -- same shape, max |difference| below tolerance. Returns how many were checked.

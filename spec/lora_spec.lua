@@ -10,8 +10,7 @@ local optim = require("ane.optim")
 local RANK, ALPHA = 4, 8
 
 local function reference()
-  local dir, expected = helpers.reference("llama-tiny", pending)
-  if not dir then return nil end
+  local dir, expected = helpers.repo_data():reference("llama-tiny")
   return dir .. "/model.bin", expected.input_ids:totable(), expected.targets:totable()
 end
 
@@ -41,7 +40,6 @@ end
 describe("LoRA", function()
   it("starts as the base model (B = 0)", function()
     local path, ids = reference()
-    if not path then return end
     local base = assert(llama.load(path, { precision = "fp32" }))
     local adapted = assert(llama.load(path, { precision = "fp32", lora = { rank = RANK, alpha = ALPHA } }))
     assert.are.equal(0, base:logits(ids[1]):max_abs_diff(adapted:logits(ids[1])))
@@ -49,7 +47,6 @@ describe("LoRA", function()
 
   it("gives the adapters' gradients the merged model implies", function()
     local path, ids, targets = reference()
-    if not path then return end
     local adapted = assert(llama.load(path, { precision = "fp32", lora = { rank = RANK, alpha = ALPHA } }))
     randomize_b(adapted, 3)
     local loss, grads = adapted:loss(ids, targets)
@@ -75,7 +72,6 @@ describe("LoRA", function()
 
   it("trains only the adapters and swaps them at runtime with zero compiles", function()
     local path, ids, targets = reference()
-    if not path then return end
     local adapted = assert(llama.load(path, { precision = "fp32", lora = { rank = RANK, alpha = ALPHA } }))
     local frozen = adapted.P.layers[1].wq:copy()
     local opt = optim.adamw(adapted:parameters(), { lr = 1e-2 })
@@ -106,7 +102,6 @@ describe("LoRA", function()
 
   it("refuses adapters of another rank or alpha, by file", function()
     local path = reference()
-    if not path then return end
     local dir = helpers.tmpdir()
     local rank2 = assert(llama.load(path, { precision = "fp32", lora = { rank = 2, alpha = ALPHA } }))
     assert(rank2:save_adapters(dir .. "/rank2.safetensors"))

@@ -5,15 +5,15 @@ local cjson = require("cjson")
 local helpers = require("spec.helpers")
 local sentencepiece = require("ane.sentencepiece")
 
-describe("Llama-2 tokenizer", function()
+for _, data in ipairs(helpers.data_sets()) do
+describe("Llama-2 tokenizer [" .. data.label .. "]", function()
   for _, file in ipairs({ "tokenizer.model", "tokenizer.bin" }) do
     it("reproduces the golden encodings from " .. file, function()
-      local dir = helpers.require_data("tokenizers/llama2", pending)
-      if not dir then return end
+      local dir = data:tokenizer("llama2")
       local tok = assert(sentencepiece.load(dir .. "/" .. file))
       assert.are.equal(32000, tok.vocab_size)
       local lines = 0
-      for line in io.lines(dir .. "/golden.jsonl") do
+      for line in io.lines(data:golden("llama2")) do
         local case = cjson.decode(line)
         assert.are.same(case.ids, tok:encode(case.text), case.text)
         assert.are.same(case.ids_with_bos, tok:encode(case.text, { bos = true }), case.text)
@@ -26,13 +26,16 @@ describe("Llama-2 tokenizer", function()
   end
 
   it("falls back to bytes for characters outside the vocabulary", function()
-    local dir = helpers.require_data("tokenizers/llama2", pending)
-    if not dir then return end
+    local dir = data:tokenizer("llama2")
     local tok = assert(sentencepiece.load(dir .. "/tokenizer.model"))
     local text = "\u{1F9EC} and \u{E000}" -- characters without pieces
     assert.are.equal(text, tok:decode(tok:encode(text)))
     assert.error_matches(function() tok:decode({ 32000 }) end, "id 32000 at position 1 is not in the vocabulary")
   end)
+end)
+end
+
+describe("Llama-2 tokenizer files", function()
 
   it("reports truncated and foreign files by offset", function()
     local tmp = helpers.tmpdir()

@@ -6,11 +6,11 @@ local cjson = require("cjson")
 local helpers = require("spec.helpers")
 local tokenizer = require("ane.tokenizer")
 
--- Checks every line of <dir>/golden.jsonl: encode gives its ids exactly and decode gives
--- back expected_text(text). Returns the number of lines.
-local function check_golden(tok, dir, expected_text)
+-- Checks every line of a golden.jsonl: encode gives its ids exactly and decode gives back
+-- expected_text(text). Returns the number of lines.
+local function check_golden(tok, golden, expected_text)
   local lines = 0
-  for line in io.lines(dir .. "/golden.jsonl") do
+  for line in io.lines(golden) do
     local case = cjson.decode(line)
     local ids = tok:encode(case.text)
     assert.are.same(case.ids, ids, case.text)
@@ -20,21 +20,24 @@ local function check_golden(tok, dir, expected_text)
   return lines
 end
 
-describe("GPT-2 tokenizer", function()
+-- The tokenizer files shipped in data/tokenizers (golden lines in spec/data) and, where present,
+-- the shared data's copies.
+for _, data in ipairs(helpers.data_sets()) do
+local label = " [" .. data.label .. "]"
+
+describe("GPT-2 tokenizer" .. label, function()
   local dir, tok
 
   before_each(function()
-    dir = helpers.require_data("tokenizers/gpt2", pending)
-    if dir and not tok then tok = assert(tokenizer.load(dir)) end
+    dir = data:tokenizer("gpt2")
+    if not tok then tok = assert(tokenizer.load(dir)) end
   end)
 
   it("reproduces every golden encoding exactly and round-trips it", function()
-    if not dir then return end
-    assert.are.equal(49, check_golden(tok, dir, function(text) return text end))
+    assert.are.equal(49, check_golden(tok, data:golden("gpt2"), function(text) return text end))
   end)
 
   it("round-trips random byte strings, invalid UTF-8 included", function()
-    if not dir then return end
     math.randomseed(1234)
     for _ = 1, 300 do
       local length = math.random(0, 64)
@@ -46,7 +49,6 @@ describe("GPT-2 tokenizer", function()
   end)
 
   it("knows its vocabulary", function()
-    if not dir then return end
     assert.are.equal(50257, tok.vocab_size)
     assert.are.equal(50256, tok.eot)
     assert.are.equal("<|endoftext|>", tok:decode({ 50256 }))
@@ -55,7 +57,6 @@ describe("GPT-2 tokenizer", function()
   end)
 
   it("decodes with llm.c's gpt2_tokenizer.bin", function()
-    if not dir then return end
     -- Write the llm.c file from the vocabulary (its documented layout), then load it.
     local tmp = helpers.tmpdir()
     local parts = { string.pack("<I4I4I4I4", 20240328, 2, 50257, 50256) .. string.rep("\0", 1024 - 16) }
@@ -98,21 +99,19 @@ describe("GPT-2 tokenizer", function()
   end)
 end)
 
-describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
+describe("Qwen3 tokenizer (Hugging Face tokenizer.json)" .. label, function()
   local dir, tok
 
   before_each(function()
-    dir = helpers.require_data("tokenizers/qwen3", pending)
-    if dir and not tok then tok = assert(tokenizer.load(dir)) end
+    dir = data:tokenizer("qwen3")
+    if not tok then tok = assert(tokenizer.load(dir)) end
   end)
 
   it("reproduces every golden encoding exactly and decodes to the NFC text", function()
-    if not dir then return end
-    assert.are.equal(50, check_golden(tok, dir, ane._nfc))
+    assert.are.equal(50, check_golden(tok, data:golden("qwen3"), ane._nfc))
   end)
 
   it("finds added tokens in the raw text and normalizes the rest to NFC", function()
-    if not dir then return end
     assert.are.same({ 151644, 872, 198 }, tok:encode("<|im_start|>user\n"))
     assert.are.equal("<|im_start|>user\n", tok:decode({ 151644, 872, 198 }))
     -- e + combining acute (U+0301) is NFC's single e-acute: the same ids
@@ -121,7 +120,6 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
   end)
 
   it("round-trips random byte strings through NFC, invalid UTF-8 included", function()
-    if not dir then return end
     local random = ane.tensor.rand({ 4000 }, { seed = 5, low = 0, high = 256 }):totable()
     for start = 1, 4000, 400 do
       local bytes = {}
@@ -132,7 +130,6 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
   end)
 
   it("refuses what it cannot read, naming the file", function()
-    if not dir then return end
     local tmp = helpers.tmpdir()
     local function write(json) helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json)) end
     write({ model = { type = "WordPiece", vocab = {} } })
@@ -149,3 +146,4 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)", function()
     assert.matches("tokenizer%.json: merge 1: ", err)
   end)
 end)
+end
