@@ -26,6 +26,8 @@ void ane_lua_add_library_path(lua_State *L);
  * Setting an unknown or unavailable backend fails with a message. */
 const char *ane_lua_default_backend(void);
 int ane_lua_set_default_backend(const char *name, char *message, size_t message_size);
+/* Applies ANELUA_BACKEND when set; -1 with a message naming the variable when it is unusable. */
+int ane_lua_backend_from_environment(char *message, size_t message_size);
 
 /* Raises a Lua error for a failed status: programming errors as they are, environmental
  * ones too (used where the caller has no `nil, msg` contract). Interrupts clear the flag. */

@@ -48,15 +48,22 @@ static const backend_entry backends[] = {
 
 static const char *default_backend = NULL;
 
+/* Applies ANELUA_BACKEND (when set and not empty). Returns -1 with the reason, naming the
+ * variable, when it names a backend that is unknown or unavailable: never a fallback. */
+int ane_lua_backend_from_environment(char *message, size_t size) {
+    const char *from_env = getenv("ANELUA_BACKEND");
+    if (!from_env || !*from_env) return 0;
+    char why[256];
+    if (ane_lua_set_default_backend(from_env, why, sizeof why) == 0) return 0;
+    snprintf(message, size, "ANELUA_BACKEND=%s: %s", from_env, why);
+    return -1;
+}
+
 const char *ane_lua_default_backend(void) {
     if (!default_backend) {
-        const char *from_env = getenv("ANELUA_BACKEND");
+        char message[320];
         default_backend = "sim";
-        if (from_env && *from_env) {
-            char message[256];
-            if (ane_lua_set_default_backend(from_env, message, sizeof message) != 0)
-                fprintf(stderr, "anelua: ANELUA_BACKEND ignored: %s\n", message);
-        }
+        (void)ane_lua_backend_from_environment(message, sizeof message); /* checked at load */
     }
     return default_backend;
 }
@@ -105,6 +112,10 @@ static int is_directory(const char *path) {
     return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
 }
 
+/* The project's share directory (the checkout's root, or <prefix>/share/anelua when
+ * installed): the parent of the Lua library directory found below. */
+static char share_dir[4096];
+
 void ane_lua_add_library_path(lua_State *L) {
     Dl_info info;
     if (!dladdr((void *)&ane_lua_add_library_path, &info) || !info.dli_fname) return;
@@ -120,6 +131,9 @@ void ane_lua_add_library_path(lua_State *L) {
         snprintf(dir, sizeof dir, "%s%s", here, candidates[i]);
         snprintf(probe, sizeof probe, "%s/ane", dir);
         if (!is_directory(probe) || !realpath(dir, resolved)) continue;
+        snprintf(share_dir, sizeof share_dir, "%s", resolved);
+        char *parent = strrchr(share_dir, '/');
+        if (parent) *parent = '\0';
         lua_getglobal(L, "package");
         if (!lua_istable(L, -1)) {
             lua_pop(L, 1);
@@ -148,6 +162,27 @@ static int l_clock(lua_State *L) {
     return 1;
 }
 
+/* ane.data_dir() -> the directory of the data shipped with anelua (tokenizers): <root>/data
+ * in a checkout, <prefix>/share/anelua/data when installed; nil if the library was not found. */
+static int l_data_dir(lua_State *L) {
+    if (!share_dir[0]) return 0;
+    lua_pushfstring(L, "%s/data", share_dir);
+    return 1;
+}
+
+/* ane.set_graceful_interrupts(on): the first Ctrl-C becomes a stop request the script
+ * polls with ane.stop_requested(); a second one interrupts (in the host; stock lua5.4
+ * keeps its own handler, which always interrupts). */
+static int l_set_graceful_interrupts(lua_State *L) {
+    ane_interrupt_set_graceful(lua_toboolean(L, 1));
+    return 0;
+}
+
+static int l_stop_requested(lua_State *L) {
+    lua_pushboolean(L, ane_interrupt_stop_requested());
+    return 1;
+}
+
 static int l_simd(lua_State *L) {
     lua_pushstring(L, ane_fp16_simd_name());
     return 1;
@@ -171,6 +206,9 @@ static int module_index(lua_State *L) {
 }
 
 int luaopen_ane(lua_State *L) {
+    char backend_problem[320];
+    if (!default_backend && ane_lua_backend_from_environment(backend_problem, sizeof backend_problem) != 0)
+        return luaL_error(L, "%s", backend_problem);
     ane_lua_add_library_path(L);
     static const luaL_Reg functions[] = {
         {"default_backend", l_default_backend},
@@ -178,6 +216,9 @@ int luaopen_ane(lua_State *L) {
         {"backends", l_backends},
         {"simd", l_simd},
         {"clock", l_clock},
+        {"data_dir", l_data_dir},
+        {"set_graceful_interrupts", l_set_graceful_interrupts},
+        {"stop_requested", l_stop_requested},
         {NULL, NULL},
     };
     luaL_newlib(L, functions);

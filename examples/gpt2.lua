@@ -2,7 +2,7 @@
 --
 --   anelua examples/gpt2.lua [--model PATH] [--prompt TEXT] [--max-tokens N] [--temperature T]
 --                            [--top-k K] [--top-p P] [--seed S] [--backend sim|ane]
---                            [--precision fp16|fp32] [--profile ane|cpu]
+--                            [--precision fp16|fp32] [--profile ane|cpu]   (--help: all options)
 --
 -- Weights: --model (a Hugging Face GPT-2 directory or an llm.c gpt2_124M.bin), else
 -- $ANELUA_MODELS/gpt2, else models/gpt2. Without weights it says how to get them and runs a
@@ -12,67 +12,47 @@ local ane = require("ane")
 local gpt2 = require("ane.models.gpt2")
 local tokenizer = require("ane.tokenizer")
 local lfs = require("lfs")
+local cli = require("ane.cli")
 
-local usage = [[
-usage: anelua examples/gpt2.lua [options]
-  --model PATH         Hugging Face GPT-2 directory or llm.c gpt2_124M.bin
-                       (default: $ANELUA_MODELS/gpt2, else models/gpt2)
-  --prompt TEXT        text to continue (default: "Once upon a time")
-  --max-tokens N       tokens to generate (default 32)
-  --temperature T      0 = greedy (default 0.8)
-  --top-k K            sample among the K most likely tokens (default 40; 0 = all)
-  --top-p P            nucleus sampling mass (default 1 = off)
-  --seed S             sampling seed (default 1)
-  --backend NAME       sim (CPU, everywhere) or ane (the device, macOS); default: ane.default_backend()
-  --precision P        fp16 (the device's numerics, default) or fp32 (the CPU reference)
-  --profile P          ane (the device's rules, default for fp16) or cpu (single-token decode
-                       without padding; the default for fp32)
-  --help               this text
-]]
+local command = cli.command{
+  name = "examples/gpt2.lua",
+  summary = "GPT-2 text generation (without weights: a labelled demo on a random GPT-2-shaped model).",
+  options = {
+    { "model", "path", nil, "Hugging Face GPT-2 directory or llm.c gpt2_124M.bin (default: $ANELUA_MODELS/gpt2, else models/gpt2)" },
+    { "prompt", "string", "Once upon a time", "text to continue" },
+    { "max-tokens", "integer", 32, "tokens to generate", min = 1 },
+    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
+    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
+    { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
+    { "seed", "integer", 1, "sampling seed (and the demo model's weights)" },
+    { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
+      choices = { "sim", "ane" } },
+    { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
+    { "profile", "choice", nil, "ane (the device's rules; default for fp16) or cpu (no padding; default for fp32)",
+      choices = { "ane", "cpu" } },
+  },
+  epilog = "Ctrl-C stops after the current token and prints the statistics.",
+}
+local options = command:parse(arg)
+command:use_backend(options.backend)
 
-local options = { prompt = "Once upon a time", ["max-tokens"] = 32, temperature = 0.8, ["top-k"] = 40, ["top-p"] = 1,
-  seed = 1 }
-local numeric = { ["max-tokens"] = true, temperature = true, ["top-k"] = true, ["top-p"] = true, seed = true }
-local known = { model = true, prompt = true, backend = true, precision = true, profile = true }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-([%w-]+)$")
-  if name == "help" then io.write(usage) os.exit(0) end
-  if not name or not (numeric[name] or known[name]) or arg[i + 1] == nil then
-    io.stderr:write("gpt2.lua: bad argument '" .. tostring(arg[i]) .. "'\n" .. usage)
-    os.exit(1)
-  end
-  local value = arg[i + 1]
-  if numeric[name] then
-    value = tonumber(value)
-    if not value then io.stderr:write("gpt2.lua: --" .. name .. " needs a number\n") os.exit(1) end
-  end
-  options[name] = value
-  i = i + 2
-end
-if options.backend then
-  local ok, err = pcall(ane.set_default_backend, options.backend)
-  if not ok then io.stderr:write("gpt2.lua: " .. err .. "\n") os.exit(1) end
-end
-
-local here = (arg[0]:match("^(.*)/[^/]*$") or ".") .. "/.."
 local function exists(path) return path and lfs.attributes(path) ~= nil end
 local model_path = options.model
 if not model_path then
-  local candidates = { os.getenv("ANELUA_MODELS") and (os.getenv("ANELUA_MODELS") .. "/gpt2"), "models/gpt2", here .. "/models/gpt2" }
+  local candidates = { os.getenv("ANELUA_MODELS") and (os.getenv("ANELUA_MODELS") .. "/gpt2"), "models/gpt2",
+    ane.data_dir() and (ane.data_dir() .. "/../models/gpt2") }
   for _, candidate in ipairs(candidates) do
     if exists(candidate) then model_path = candidate break end
   end
 elseif not exists(model_path) then
-  io.stderr:write("gpt2.lua: --model " .. model_path .. " does not exist\n")
-  os.exit(1)
+  command:fail("--model " .. model_path .. " does not exist")
 end
 
 local model_opts = { precision = options.precision, profile = options.profile }
 local model, tok, err
 if model_path then
   model, err = gpt2.load(model_path, model_opts)
-  if not model then io.stderr:write("gpt2.lua: " .. err .. "\n") os.exit(1) end
+  if not model then command:fail(err) end
   local dir = lfs.attributes(model_path, "mode") == "directory" and model_path or model_path:match("^(.*)/[^/]*$") or "."
   tok = tokenizer.load(dir)
 else
@@ -85,28 +65,30 @@ else
   model = gpt2.from_weights(gpt2.random_weights(config, options.seed), model_opts)
 end
 if not tok or not tok.can_encode or not tok:can_encode() then
-  local shipped = here .. "/data/tokenizers/gpt2"
+  local shipped = (ane.data_dir() or "data") .. "/tokenizers/gpt2"
   tok, err = tokenizer.load(shipped)
-  if not tok then io.stderr:write("gpt2.lua: no tokenizer: " .. err .. "\n") os.exit(1) end
+  if not tok then command:fail("no tokenizer: " .. err) end
 end
 
 print(tostring(model))
 local prompt = tok:encode(options.prompt)
-if #prompt == 0 then io.stderr:write("gpt2.lua: the prompt is empty\n") os.exit(1) end
+if #prompt == 0 then command:fail("the prompt is empty") end
 io.write(options.prompt)
 io.flush()
 local generate_opts = {
-  max_tokens = math.tointeger(options["max-tokens"]), temperature = options.temperature,
-  top_k = options["top-k"] > 0 and math.tointeger(options["top-k"]) or nil,
-  top_p = options["top-p"] < 1 and options["top-p"] or nil, seed = math.tointeger(options.seed),
+  max_tokens = options.max_tokens, temperature = options.temperature,
+  top_k = options.top_k > 0 and options.top_k or nil,
+  top_p = options.top_p < 1 and options.top_p or nil, seed = options.seed,
 }
-local count = 0
+command:graceful_interrupts()
+local interrupted = false
 for id in model:generate(prompt, generate_opts) do
   io.write(tok:decode({ id }))
   io.flush()
-  count = count + 1
+  if cli.stop_requested() then interrupted = true break end
 end
 io.write("\n")
+if interrupted then print("(interrupted: stopped after the current token)") end
 
 local s = model:stats()
 local runtime = ane.stats()
@@ -118,3 +100,4 @@ prefill            %d tokens, %.1f tokens/s
 decode             %d tokens, %.1f tokens/s, %.1f ms/token]], s.backend, s.precision, s.profile, s.programs, s.compile_ms,
   runtime.compiles, runtime.cache_hits, runtime.budget_left, s.prefill_tokens, s.prefill_tokens_per_s, s.decode_tokens,
   s.decode_tokens_per_s, s.decode_ms_per_token))
+if interrupted then os.exit(cli.INTERRUPTED_EXIT) end

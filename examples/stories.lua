@@ -9,19 +9,32 @@
 local llama = require("ane.models.llama")
 local sentencepiece = require("ane.sentencepiece")
 local lfs = require("lfs")
+local cli = require("ane.cli")
 
-local usage = "usage: anelua examples/stories.lua MODEL.bin|MODEL_DIR [--tokenizer FILE] [--prompt TEXT] [--max-tokens N]\n" ..
-    "       [--temperature T] [--top-k K] [--seed S] [--precision fp16|fp32] [--profile ane|cpu]\n"
-local model_path = arg[1]
-if not model_path or model_path == "--help" then io.write(usage) os.exit(model_path and 0 or 1) end
-local opts = { prompt = "Once upon a time", ["max-tokens"] = 64, temperature = 0.8, ["top-k"] = 40, seed = 1 }
-for i = 2, #arg, 2 do
-  local name = arg[i]:match("^%-%-([%w-]+)$")
-  if not name or arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
-  opts[name] = tonumber(arg[i + 1]) or arg[i + 1]
-end
+local command = cli.command{
+  name = "examples/stories.lua",
+  usage = "MODEL.bin|MODEL_DIR [options]",
+  summary = "Generate a story from a llama2.c checkpoint or a Hugging Face Llama / Qwen3 directory.",
+  positional = { { "MODEL.bin|MODEL_DIR", "llama2.c checkpoint (v0 or v1), or a Hugging Face directory" } },
+  options = {
+    { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
+    { "prompt", "string", "Once upon a time", "text to continue" },
+    { "max-tokens", "integer", 64, "tokens to generate", min = 1 },
+    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
+    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
+    { "seed", "integer", 1, "sampling seed" },
+    { "backend", "choice", nil, "sim or ane; default ane.default_backend()", choices = { "sim", "ane" } },
+    { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
+    { "profile", "choice", nil, "ane (the device's rules) or cpu (no padding)", choices = { "ane", "cpu" } },
+  },
+  epilog = "Ctrl-C stops after the current token and prints the statistics.",
+}
+local opts, positional = command:parse(arg)
+local model_path = positional[1]
+command:use_backend(opts.backend)
+if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
 local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile })
-if not model then io.stderr:write("stories.lua: " .. err .. "\n") os.exit(1) end
+if not model then command:fail(err) end
 local is_directory = lfs.attributes(model_path, "mode") == "directory"
 local dir = is_directory and model_path or model_path:match("^(.*)/[^/]*$") or "."
 local tokenizer_path = opts.tokenizer
@@ -30,19 +43,18 @@ if not tokenizer_path then
     if lfs.attributes(dir .. "/" .. name) then tokenizer_path = dir .. "/" .. name break end
   end
 end
-if not tokenizer_path then
-  io.stderr:write("stories.lua: no tokenizer.bin, tokenizer.model or tokenizer.json by the model; use --tokenizer\n")
-  os.exit(1)
-end
+if not tokenizer_path then command:fail("no tokenizer.bin, tokenizer.model or tokenizer.json by the model; use --tokenizer") end
 local byte_level = tokenizer_path:match("%.json$") ~= nil
 local tok, terr = (byte_level and require("ane.tokenizer") or sentencepiece).load(tokenizer_path)
-if not tok then io.stderr:write("stories.lua: " .. terr .. "\n") os.exit(1) end
+if not tok then command:fail(terr) end
 print(tostring(model))
 io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
-for id in model:generate(prompt_ids, { max_tokens = math.tointeger(opts["max-tokens"]), temperature = opts.temperature,
-  top_k = math.tointeger(opts["top-k"]), seed = math.tointeger(opts.seed) }) do
+command:graceful_interrupts()
+local interrupted = false
+for id in model:generate(prompt_ids, { max_tokens = opts.max_tokens, temperature = opts.temperature,
+  top_k = opts.top_k > 0 and opts.top_k or nil, seed = opts.seed }) do
   if id == model.stop_token then break end
   if byte_level then -- a token may end inside a UTF-8 character: print what the whole text adds
     produced[#produced + 1] = id
@@ -53,9 +65,12 @@ for id in model:generate(prompt_ids, { max_tokens = math.tointeger(opts["max-tok
     io.write(tok:decode({ 29871, id })) -- after a lone space piece, the token keeps its own leading space
   end
   io.flush()
+  if cli.stop_requested() then interrupted = true break end
 end
 io.write("\n")
+if interrupted then print("(interrupted: stopped after the current token)") end
 local s = model:stats()
 print(string.format("--- %s, %s, profile %s: %d programs in %.0f ms; prefill %.1f tok/s; decode %.1f tok/s (%.1f ms/token)",
   s.backend, s.precision, s.profile, s.programs, s.compile_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s,
   s.decode_ms_per_token))
+if interrupted then os.exit(cli.INTERRUPTED_EXIT) end

@@ -18,44 +18,59 @@ local data = require("ane.data")
 local train = require("ane.train")
 local checkpoint = require("ane.checkpoint")
 local sentencepiece = require("ane.sentencepiece")
-local cjson = require("cjson")
+local cli = require("ane.cli")
 local lfs = require("lfs")
+-- Metrics are JSON lines; a skipped step's NaN loss is written as null (never an error).
+local json = require("cjson").new()
+json.encode_invalid_numbers("null")
 
-local usage = [==[usage: anelua examples/train_stories.lua [--init MODEL.bin|CKPT.safetensors] [--data SHARD[,SHARD...]]
-       [--steps N] [--stop-after N] [--batch B] [--seq T] [--accum A] [--lr LR] [--warmup W] [--weight-decay D]
-       [--ckpt-dir DIR] [--ckpt-every N] [--keep N] [--resume latest|CKPT] [--metrics FILE]
-       [--export OUT.bin] [--backend sim|ane] [--precision fp32|fp16] [--weights-as-inputs] [--tokenizer FILE]
-       [--arch llama|gpt2] [--dim D] [--layers L] [--heads H] [--hidden F] [--seed S]
-       [--lora-rank R [--lora-alpha A] [--adapters FILE]]
-]==]
-local opts = { steps = 100, batch = 4, seq = 64, accum = 1, lr = 3e-3, warmup = 10, ["weight-decay"] = 0.0,
-  ["ckpt-dir"] = "runs/stories", ["ckpt-every"] = 50, keep = 3, precision = "fp32", dim = 64, layers = 2, heads = 4,
-  hidden = 176, seed = 1, ["stop-after"] = 0, arch = "llama" }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-([%w-]+)$")
-  if arg[i] == "--help" then io.write(usage) os.exit(0) end
-  if name == "weights-as-inputs" then -- a flag: weights fed as program inputs, never patched
-    opts.weights_as_inputs, i = true, i + 1
-    goto continue
-  end
-  if not name or arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
-  if opts[name] == nil and not ({ init = 1, data = 1, resume = 1, metrics = 1, export = 1, backend = 1, tokenizer = 1, ["lora-rank"] = 1,
-    ["lora-alpha"] = 1, adapters = 1 })[name] then
-    io.stderr:write("train_stories.lua: unknown option --" .. name .. "\n" .. usage) os.exit(1)
-  end
-  opts[name] = math.tointeger(tonumber(arg[i + 1])) or tonumber(arg[i + 1]) or arg[i + 1]
-  i = i + 2
-  ::continue::
-end
-local function die(message) io.stderr:write("train_stories.lua: " .. message .. "\n") os.exit(1) end
-local here = (arg[0]:match("^(.*)/examples/[^/]*$")) or "."
+local command = cli.command{
+  name = "examples/train_stories.lua",
+  summary = "Train a Llama-2-architecture model (Stories family, Hugging Face Llama / Qwen3) or GPT-2.\n" ..
+    "Without --data: a synthetic story corpus and a tiny model from scratch.",
+  options = {
+    { "init", "path", nil, "start from MODEL.bin, CKPT.safetensors, a Hugging Face directory or an llm.c file" },
+    { "data", "string", nil, "token shards, comma-separated (llama2.c or llm.c format)", metavar = "SHARD[,SHARD...]" },
+    { "steps", "integer", 100, "steps the learning-rate schedule plans for", min = 1 },
+    { "stop-after", "integer", 0, "end the run at this step (0 = at --steps); --resume continues it", min = 0 },
+    { "batch", "integer", 4, "sequences per step", min = 1 },
+    { "seq", "integer", 64, "tokens per sequence", min = 2 },
+    { "accum", "integer", 1, "gradient accumulation micro-steps", min = 1 },
+    { "lr", "number", 3e-3, "peak learning rate", min = 0, open_min = true },
+    { "warmup", "integer", 10, "warm-up steps", min = 0 },
+    { "weight-decay", "number", 0.0, "AdamW weight decay", min = 0 },
+    { "ckpt-dir", "string", "runs/stories", "checkpoint directory", metavar = "DIR" },
+    { "ckpt-every", "integer", 50, "write a checkpoint every N steps", min = 1 },
+    { "keep", "integer", 3, "checkpoints kept", min = 1 },
+    { "resume", "string", nil, "latest, or a checkpoint file", metavar = "latest|CKPT" },
+    { "metrics", "string", nil, "JSON-lines metrics file (default <ckpt-dir>/metrics.jsonl)", metavar = "FILE" },
+    { "export", "string", nil, "write the trained model as a llama2.c file", metavar = "OUT.bin" },
+    { "backend", "choice", nil, "sim or ane; default ane.default_backend()", choices = { "sim", "ane" } },
+    { "precision", "choice", "fp32", "fp32 or fp16 (the device's numerics, with loss scaling)", choices = { "fp32", "fp16" } },
+    { "weights-as-inputs", "flag", false, "feed weights to the programs as inputs instead of patching them" },
+    { "tokenizer", "path", nil, "tokenizer for the synthetic corpus and the sample (default: the shipped one)" },
+    { "arch", "choice", "llama", "architecture of a model trained from scratch", choices = { "llama", "gpt2" } },
+    { "dim", "integer", 64, "model width (from scratch)", min = 1 },
+    { "layers", "integer", 2, "layers (from scratch)", min = 1 },
+    { "heads", "integer", 4, "attention heads (from scratch)", min = 1 },
+    { "hidden", "integer", 176, "FFN width (from scratch, Llama)", min = 1 },
+    { "seed", "integer", 1, "seed of the initial weights" },
+    { "lora-rank", "integer", nil, "train only LoRA adapters of this rank on wq and wv", min = 1 },
+    { "lora-alpha", "number", nil, "LoRA scale numerator (default: the rank)", min = 0, open_min = true },
+    { "adapters", "path", nil, "start the LoRA adapters from this file" },
+  },
+  epilog = "Ctrl-C finishes the current step, writes a checkpoint and prints how to resume (exit 130);\n" ..
+    "a second Ctrl-C stops at once without writing one.",
+}
+local opts = command:parse(arg)
+local function die(message) command:fail(message) end
+command:use_backend(opts.backend)
 
 -- A resumed run's checkpoint (its config says which architecture it is).
 local resume_state
 if opts.resume then
-  local path = opts.resume == "latest" and checkpoint.latest(opts["ckpt-dir"]) or opts.resume
-  if not path then die("--resume latest: no checkpoint in " .. opts["ckpt-dir"]) end
+  local path = opts.resume == "latest" and checkpoint.latest(opts.ckpt_dir) or opts.resume
+  if not path then die("--resume latest: no checkpoint in " .. opts.ckpt_dir) end
   resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
   print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
 end
@@ -80,7 +95,7 @@ local arch = resume_state and (resume_state.config.model_type == "gpt2" and "gpt
 if arch ~= "llama" and arch ~= "gpt2" then die("--arch must be llama or gpt2") end
 if arch == "gpt2" then
   for _, flag in ipairs({ "lora-rank", "export" }) do
-    if opts[flag] then die("--" .. flag .. " is for Llama models; this run trains GPT-2") end
+    if opts[flag:gsub("-", "_")] then die("--" .. flag .. " is for Llama models; this run trains GPT-2") end
   end
   if opts.weights_as_inputs then die("--weights-as-inputs is for Llama models; this run trains GPT-2") end
 end
@@ -103,24 +118,24 @@ local function find_tokenizer()
   end
   if path and (path:match("%.json$") or arch == "gpt2") then return byte_level(path) end
   if path then return sentencepiece.load(path) or die(select(2, sentencepiece.load(path))) end
+  -- the tokenizers shipped with anelua (data/tokenizers in a checkout, share/anelua/data when installed)
+  local shipped = (ane.data_dir() or "data") .. "/tokenizers"
   if arch == "gpt2" then
-    local shared = here .. "/../shared/data/tokenizers/gpt2"
-    return lfs.attributes(shared .. "/vocab.json") and byte_level(shared) or nil
+    return lfs.attributes(shipped .. "/gpt2/vocab.json") and byte_level(shipped .. "/gpt2") or nil
   end
-  for _, candidate in ipairs({ here .. "/../shared/data/tokenizers/llama2/tokenizer.bin", "tokenizer.bin" }) do
-    if lfs.attributes(candidate) then return assert(sentencepiece.load(candidate)) end
-  end
+  local candidate = shipped .. "/llama2/tokenizer.bin"
+  if lfs.attributes(candidate) then return sentencepiece.load(candidate) or die(select(2, sentencepiece.load(candidate))) end
 end
 local tok = find_tokenizer()
 
-lfs.mkdir(opts["ckpt-dir"]:match("^(.*)/[^/]*$") or ".")
-lfs.mkdir(opts["ckpt-dir"])
+lfs.mkdir(opts.ckpt_dir:match("^(.*)/[^/]*$") or ".")
+lfs.mkdir(opts.ckpt_dir)
 local shard_paths, synthetic_shard = {}, nil
 if opts.data then
   for path in tostring(opts.data):gmatch("[^,]+") do shard_paths[#shard_paths + 1] = path end
 else
   if not tok then die("no --data and no tokenizer to write the synthetic corpus with (give --tokenizer tokenizer.bin)") end
-  local path = opts["ckpt-dir"] .. "/synthetic.bin"
+  local path = opts.ckpt_dir .. "/synthetic.bin"
   local ids = {}
   for _, story in ipairs(data.synthetic_stories(2000, 1)) do
     for _, id in ipairs(tok:encode(story, { bos = true })) do ids[#ids + 1] = id end
@@ -139,10 +154,10 @@ for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or d
 
 -- The model: resumed, initialized from a file, or fresh.
 local model_opts = { backend = opts.backend, precision = opts.precision, weights_as_inputs = opts.weights_as_inputs }
-if opts["lora-rank"] then
-  model_opts.lora = { rank = opts["lora-rank"], alpha = opts["lora-alpha"] or opts["lora-rank"], seed = opts.seed }
+if opts.lora_rank then
+  model_opts.lora = { rank = opts.lora_rank, alpha = opts.lora_alpha or opts.lora_rank, seed = opts.seed }
   if opts.export then die("--export writes full weights; with --lora-rank the adapters are saved instead") end
-elseif opts["lora-alpha"] or opts.adapters then
+elseif opts.lora_alpha or opts.adapters then
   die("--lora-alpha and --adapters need --lora-rank")
 end
 local model
@@ -168,7 +183,7 @@ if opts.export and model.config.naming == "hf" then die("--export writes llama2.
 
 local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
 local trainer = train.new(model, { lr = opts.lr, warmup = opts.warmup, steps = opts.steps, accum = opts.accum,
-  weight_decay = opts["weight-decay"] })
+  weight_decay = opts.weight_decay })
 if opts.adapters then
   local ok, err = model:load_adapters(opts.adapters)
   if not ok then die(err) end
@@ -176,13 +191,48 @@ end
 if resume_state then trainer:restore(resume_state, batches) end
 print(tostring(model))
 
-local metrics_path = opts.metrics or (opts["ckpt-dir"] .. "/metrics.jsonl")
-local metrics = assert(io.open(metrics_path, resume_state and "a" or "w"))
+local metrics_path = opts.metrics or (opts.ckpt_dir .. "/metrics.jsonl")
+-- A resumed run continues the metrics of the checkpoint's step: records of steps after it
+-- (written before an interruption or a kill) are dropped, so no step appears twice.
+local kept_records = {}
+if resume_state then
+  local old = io.open(metrics_path, "r")
+  if old then
+    for line in old:lines() do
+      local ok, record = pcall(json.decode, line)
+      if ok and type(record) == "table" and math.tointeger(record.step) and record.step <= resume_state.step then
+        kept_records[#kept_records + 1] = line
+      end
+    end
+    old:close()
+  end
+end
+local metrics, metrics_err = io.open(metrics_path, "w")
+if not metrics then die("cannot write the metrics file: " .. tostring(metrics_err)) end
+for _, line in ipairs(kept_records) do metrics:write(line, "\n") end
+
+-- The command that continues this run: the same arguments with --resume latest.
+local function resume_command()
+  local words = { "anelua", arg[0] }
+  local i = 1
+  while i <= #arg do
+    if arg[i] == "--resume" then i = i + 1
+    elseif not arg[i]:match("^%-%-resume=") then
+      words[#words + 1] = arg[i]:match("^[%w%-%./_,=:]+$") and arg[i] or ("'" .. arg[i]:gsub("'", "'\\''") .. "'")
+    end
+    i = i + 1
+  end
+  words[#words + 1] = "--resume latest"
+  return table.concat(words, " ")
+end
+
 local first_step = trainer.step_count + 1
 local started = ane.clock()
 -- --stop-after N ends the run at step N (a checkpoint is written) while the learning-rate
 -- schedule still plans for --steps; --resume continues it.
-local last_step = opts["stop-after"] > 0 and math.min(opts["stop-after"], opts.steps) or opts.steps
+local last_step = opts.stop_after > 0 and math.min(opts.stop_after, opts.steps) or opts.steps
+command:graceful_interrupts()
+local interrupted_at
 for step = first_step, last_step do
   local r = trainer:step(batches)
   local elapsed = ane.clock() - started
@@ -192,16 +242,25 @@ for step = first_step, last_step do
     r.ms.forward, r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.clamped, r.nans, r.loss_scale and string.format("  scale %g", r.loss_scale) or "",
     r.compiles, eta))
   r.loss_hex = string.format("%a", r.loss) -- exact, for comparing runs bit for bit
-  metrics:write(cjson.encode(r), "\n")
+  r.skipped = r.loss ~= r.loss or r.grad_norm ~= r.grad_norm or nil -- a step the loss scaler or AdamW skipped
+  metrics:write(json.encode(r), "\n")
   metrics:flush()
-  if step % opts["ckpt-every"] == 0 or step == last_step then
-    local path = trainer:save(opts["ckpt-dir"], batches, { keep = opts.keep }) or die(select(2, trainer:save(opts["ckpt-dir"], batches)))
+  if cli.stop_requested() then interrupted_at = step end
+  if interrupted_at or step % opts.ckpt_every == 0 or step == last_step then
+    local path, save_err = trainer:save(opts.ckpt_dir, batches, { keep = opts.keep })
+    if not path then die(save_err) end
     print("checkpoint " .. path)
   end
+  if interrupted_at then break end
 end
 metrics:close()
+if interrupted_at then
+  print(string.format("interrupted: stopped after step %d of %d (%.1f s)", interrupted_at, last_step, ane.clock() - started))
+  print("resume with: " .. resume_command())
+  os.exit(cli.INTERRUPTED_EXIT)
+end
 if model.lora then
-  local path = opts["ckpt-dir"] .. "/adapters.safetensors"
+  local path = opts.ckpt_dir .. "/adapters.safetensors"
   local ok, err = model:save_adapters(path)
   if not ok then die(err) end
   print(string.format("saved LoRA adapters (rank %d, alpha %g) to %s", model.lora.rank, model.lora.alpha, path))

@@ -89,9 +89,10 @@ static void interrupt_hook(lua_State *L, lua_Debug *ar) {
 static void on_sigint(int signal_number) {
     (void)signal_number;
     if (running_state) {
-        /* lua_sethook is the one Lua call that is safe from a signal handler. */
-        lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-        ane_interrupt_request();
+        /* A script in graceful mode polls the stop request; otherwise stop the chunk.
+         * lua_sethook is the one Lua call that is safe from a signal handler. */
+        if (ane_interrupt_request())
+            lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
     } else {
         prompt_interrupted = 1;
     }
@@ -458,6 +459,13 @@ static int protected_main(lua_State *L) {
     if (opts.backend) {
         char message[256];
         if (ane_lua_set_default_backend(opts.backend, message, sizeof message) != 0) {
+            print_message(message);
+            lua_pushboolean(L, 0);
+            return 1;
+        }
+    } else {
+        char message[320];
+        if (ane_lua_backend_from_environment(message, sizeof message) != 0) {
             print_message(message);
             lua_pushboolean(L, 0);
             return 1;

@@ -7,27 +7,23 @@ local sentencepiece = require("ane.sentencepiece")
 local data = require("ane.data")
 local ane = require("ane")
 
-local usage = "usage: anelua scripts/pretokenize.lua --tokenizer FILE --out SHARD [--format llama2c|llmc] [--split-lines] FILE...\n"
-local opts, inputs = { format = "llama2c" }, {}
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-([%w-]+)$")
-  if name == "split-lines" then
-    opts.split_lines = true
-    i = i + 1
-  elseif name == "help" then
-    io.write(usage) os.exit(0)
-  elseif name then
-    if arg[i + 1] == nil then io.stderr:write(usage) os.exit(1) end
-    opts[name] = arg[i + 1]
-    i = i + 2
-  else
-    inputs[#inputs + 1] = arg[i]
-    i = i + 1
-  end
-end
-local function die(message) io.stderr:write("pretokenize.lua: " .. message .. "\n") os.exit(1) end
-if not opts.tokenizer or not opts.out or #inputs == 0 then io.stderr:write(usage) os.exit(1) end
+local command = require("ane.cli").command{
+  name = "scripts/pretokenize.lua",
+  usage = "--tokenizer FILE --out SHARD [--format llama2c|llmc] [--split-lines] FILE...",
+  summary = "Turns text files into a token shard (each file, or each line, one document with BOS).",
+  positional = { { "FILE...", "text files to encode" } },
+  rest = true,
+  options = {
+    { "tokenizer", "path", nil, "SentencePiece tokenizer.model or llama2.c tokenizer.bin" },
+    { "out", "path", nil, "the shard to write" },
+    { "format", "choice", "llama2c", "llama2c (headerless uint16) or llmc (header + uint16)", choices = { "llama2c", "llmc" } },
+    { "split-lines", "flag", false, "each non-empty line is a document" },
+  },
+}
+local opts, inputs = command:parse(arg)
+local function die(message) command:fail(message) end
+if not opts.tokenizer then command:usage_error("--tokenizer is required") end
+if not opts.out then command:usage_error("--out is required") end
 local tok, err = sentencepiece.load(opts.tokenizer)
 if not tok then die(err) end
 

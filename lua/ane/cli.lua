@@ -1,0 +1,204 @@
+-- ane.cli: the one command-line parser of the examples and scripts.
+--
+--   local cli = require("ane.cli")
+--   local command = cli.command{
+--     name = "gpt2.lua", summary = "GPT-2 text generation",
+--     usage = "[options]",                         -- after "usage: anelua <script>"
+--     options = {
+--       { "prompt", "string", "Once upon a time", "text to continue" },
+--       { "max-tokens", "integer", 32, "tokens to generate", min = 1 },
+--       { "top-p", "number", 1, "nucleus sampling mass", min = 0, max = 1, open_min = true },
+--       { "precision", "choice", "fp16", "numerics", choices = { "fp16", "fp32" } },
+--       { "weights-as-inputs", "flag", false, "feed weights as program inputs" },
+--     },
+--     positional = { { "MODEL", "a checkpoint file or directory" } },   -- optional
+--   }
+--   local opts, positional = command:parse(arg)  -- opts.max_tokens, opts.weights_as_inputs, ...
+--
+-- Option kinds: string, path (a string that names a file), integer, number, choice, flag.
+-- A default of nil means "not given" (the script decides). --help prints the usage with each
+-- option, its kind and default, and exits 0. A user's mistake (unknown flag, missing or bad
+-- value, a value out of range) is one line naming the flag, then the usage line, and exit
+-- code 2; command:fail(message) is the same for mistakes found later (exit 1, no usage).
+-- Programming errors in the script itself still raise Lua errors with a traceback.
+--
+-- Interrupts: command:graceful_interrupts() makes the first Ctrl-C a request that the
+-- script polls with cli.stop_requested() (so a decode loop ends after its token, a training
+-- loop after its step and checkpoint); a second Ctrl-C interrupts at once. Scripts exit
+-- with cli.INTERRUPTED_EXIT (130, as shells report SIGINT).
+local ane = require("ane")
+
+local M = { INTERRUPTED_EXIT = 130, USAGE_EXIT = 2 }
+
+local Command = {}
+Command.__index = Command
+
+local function option_key(name) return (name:gsub("-", "_")) end
+
+-- Converts a value string by the option's kind; returns the value or nil and why not.
+local function convert(option, text)
+  local kind = option.kind
+  if kind == "string" or kind == "path" then return text end
+  if kind == "choice" then
+    for _, choice in ipairs(option.choices) do
+      if choice == text then return text end
+    end
+    return nil, "must be one of " .. table.concat(option.choices, ", ") .. ", got '" .. text .. "'"
+  end
+  local number = tonumber(text)
+  if kind == "integer" then
+    number = number and math.tointeger(number)
+    if not number then return nil, "needs a whole number, got '" .. text .. "'" end
+  elseif kind == "number" then
+    if not number or number ~= number then return nil, "needs a number, got '" .. text .. "'" end
+  else
+    error("option --" .. option.name .. " has an unknown kind '" .. tostring(kind) .. "'")
+  end
+  local low_ok = option.min == nil or (option.open_min and number > option.min or not option.open_min and number >= option.min)
+  local high_ok = option.max == nil or number <= option.max
+  if not (low_ok and high_ok) then
+    local range
+    if option.min and option.max then
+      range = string.format("in %s%s, %s]", option.open_min and "(" or "[", option.min, option.max)
+    elseif option.min then
+      range = (option.open_min and "> " or ">= ") .. option.min
+    else
+      range = "<= " .. option.max
+    end
+    return nil, "must be " .. range .. ", got " .. text
+  end
+  return number
+end
+
+function M.command(spec)
+  local command = setmetatable({ name = spec.name, summary = spec.summary, usage_line = spec.usage or "[options]",
+    options = {}, by_name = {}, positional = spec.positional or {}, rest = spec.rest, epilog = spec.epilog }, Command)
+  for _, row in ipairs(spec.options or {}) do
+    local option = { name = row[1], kind = row[2], default = row[3], help = row[4], min = row.min, max = row.max,
+      open_min = row.open_min, choices = row.choices, metavar = row.metavar }
+    assert(option.kind ~= "choice" or option.choices, "choice option --" .. option.name .. " needs choices")
+    command.options[#command.options + 1] = option
+    command.by_name[option.name] = option
+  end
+  command.options[#command.options + 1] = { name = "help", kind = "flag", help = "this text" }
+  command.by_name.help = command.options[#command.options]
+  return command
+end
+
+function Command:usage()
+  local lines = { "usage: anelua " .. self.name .. " " .. self.usage_line }
+  if self.summary then lines[#lines + 1] = self.summary end
+  if #self.positional > 0 then
+    lines[#lines + 1] = ""
+    for _, p in ipairs(self.positional) do lines[#lines + 1] = string.format("  %-24s %s", p[1], p[2]) end
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "options:"
+  for _, option in ipairs(self.options) do
+    local left = "--" .. option.name
+    if option.kind ~= "flag" then
+      left = left .. " " .. (option.metavar or (option.kind == "choice" and table.concat(option.choices, "|")) or
+        option.kind:upper())
+    end
+    local help = option.help or ""
+    if option.default ~= nil and option.kind ~= "flag" then help = help .. " (default " .. tostring(option.default) .. ")" end
+    if #left > 24 then
+      lines[#lines + 1] = "  " .. left
+      lines[#lines + 1] = string.rep(" ", 27) .. help
+    else
+      lines[#lines + 1] = string.format("  %-24s %s", left, help)
+    end
+  end
+  if self.epilog then
+    lines[#lines + 1] = ""
+    lines[#lines + 1] = self.epilog
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+
+-- One line naming the mistake, the usage line, exit 2.
+function Command:usage_error(message)
+  io.stderr:write(self.name .. ": " .. message .. "\n" .. "usage: anelua " .. self.name .. " " .. self.usage_line ..
+    "\n(--help lists the options)\n")
+  os.exit(M.USAGE_EXIT)
+end
+
+-- A user's mistake found after parsing (a missing file, an unusable value): one line, exit 1.
+function Command:fail(message)
+  io.stderr:write(self.name .. ": " .. tostring(message) .. "\n")
+  os.exit(1)
+end
+
+-- Parses argv (a script's `arg`): returns opts (keys with underscores, defaults filled in)
+-- and the list of positional arguments.
+function Command:parse(argv)
+  local opts, positional = {}, {}
+  for _, option in ipairs(self.options) do
+    if option.kind == "flag" then opts[option_key(option.name)] = false
+    else opts[option_key(option.name)] = option.default end
+  end
+  local i = 1
+  while i <= #argv do
+    local word = argv[i]
+    if word == "--" then
+      for j = i + 1, #argv do positional[#positional + 1] = argv[j] end
+      break
+    end
+    local name, inline = word:match("^%-%-([^=]+)=(.*)$")
+    name = name or word:match("^%-%-(.+)$")
+    if name then
+      local option = self.by_name[name]
+      if not option then self:usage_error("unknown option --" .. name) end
+      if option.name == "help" then
+        io.write(self:usage())
+        os.exit(0)
+      end
+      if option.kind == "flag" then
+        if inline then self:usage_error("--" .. name .. " takes no value") end
+        opts[option_key(name)] = true
+      else
+        local text = inline
+        if not text then
+          i = i + 1
+          text = argv[i]
+          if text == nil then self:usage_error("--" .. name .. " needs a value") end
+        end
+        local value, why = convert(option, text)
+        if value == nil then self:usage_error("--" .. name .. " " .. why) end
+        opts[option_key(name)] = value
+      end
+    elseif word:match("^%-.") and not tonumber(word) then
+      self:usage_error("unknown option " .. word)
+    else
+      positional[#positional + 1] = word
+    end
+    i = i + 1
+  end
+  local required = 0
+  for _, p in ipairs(self.positional) do if not p.optional then required = required + 1 end end
+  if #positional < required then self:usage_error("missing " .. self.positional[#positional + 1][1]) end
+  if #positional > #self.positional and not self.rest then
+    self:usage_error("unexpected argument '" .. positional[#self.positional + 1] .. "'")
+  end
+  return opts, positional
+end
+
+-- Selects the default backend, or fails with the backend's own message (no traceback).
+function Command:use_backend(name)
+  if not name then return end
+  local ok, err = pcall(ane.set_default_backend, name)
+  if not ok then self:fail((tostring(err):gsub("^[^:]*:%d+: ", ""))) end
+end
+
+function Command:graceful_interrupts()
+  ane.set_graceful_interrupts(true)
+end
+
+function M.stop_requested() return ane.stop_requested() end
+
+-- Whether an error value is an interrupt (a hard Ctrl-C raised inside Lua or C code).
+function M.is_interrupt(err)
+  return type(err) == "string" and (err:match("interrupted!$") ~= nil or err:match("interrupted during ") ~= nil)
+end
+
+return M
