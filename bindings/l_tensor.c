@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../ane_core/tensor/optim.h"
+#include "../ane_core/base/hash.h"
 #include "ane_lua.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -358,6 +359,28 @@ static int m_len(lua_State *L) {
 static int push_converted(lua_State *L, const ane_tensor *t, ane_dtype dtype);
 
 /* The contiguous bytes of the tensor in its dtype (native byte order). */
+/* t:checksum() -> 16 hex digits over the dtype, the shape and the values (row-major), so a
+ * flipped byte in a checkpoint's data or a changed shape or dtype gives another checksum. */
+static int m_checksum(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    const char *dtype = ane_dtype_name(t->dtype);
+    uint64_t h = ane_hash64(ANE_HASH_SEED, dtype, strlen(dtype));
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t extent = t->shape[d];
+        h = ane_hash64(h, &extent, sizeof extent);
+    }
+    const ane_tensor *source = t;
+    if (!ane_tensor_is_contiguous(t)) {
+        push_converted(L, t, t->dtype);
+        source = lua_touserdata(L, -1);
+    }
+    h = ane_hash64(h, ane_tensor_data((ane_tensor *)source), (size_t)ane_tensor_numel(source) * ane_dtype_size(source->dtype));
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 static int m_bytes(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     if (ane_tensor_is_contiguous(t)) {
@@ -747,7 +770,7 @@ static int m_clamp_activations(lua_State *L) {
 void ane_lua_open_tensor(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"shape", m_shape}, {"strides", m_strides}, {"dtype", m_dtype}, {"numel", m_numel}, {"element_size", m_element_size},
-        {"ndim", m_ndim}, {"is_contiguous", m_is_contiguous}, {"bytes", m_bytes}, {"get", m_get},
+        {"ndim", m_ndim}, {"is_contiguous", m_is_contiguous}, {"bytes", m_bytes}, {"checksum", m_checksum}, {"get", m_get},
         {"set", m_set}, {"totable", m_totable}, {"slice", m_slice}, {"transpose", m_transpose},
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},

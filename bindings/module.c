@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../ane_core/base/fp16.h"
+#include "../ane_core/base/hash.h"
 #include "../ane_core/base/interrupt.h"
 #include "ane_lua.h"
 
@@ -183,6 +184,16 @@ static int l_stop_requested(lua_State *L) {
     return 1;
 }
 
+/* ane.checksum(string) -> 16 hex digits (the hash of t:checksum(); for metadata) */
+static int l_checksum(lua_State *L) {
+    size_t length;
+    const char *bytes = luaL_checklstring(L, 1, &length);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)ane_hash64(ANE_HASH_SEED, bytes, length));
+    lua_pushstring(L, hex);
+    return 1;
+}
+
 static int l_simd(lua_State *L) {
     lua_pushstring(L, ane_fp16_simd_name());
     return 1;
@@ -217,6 +228,7 @@ int luaopen_ane(lua_State *L) {
         {"simd", l_simd},
         {"clock", l_clock},
         {"data_dir", l_data_dir},
+        {"checksum", l_checksum},
         {"set_graceful_interrupts", l_set_graceful_interrupts},
         {"stop_requested", l_stop_requested},
         {NULL, NULL},

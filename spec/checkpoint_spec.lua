@@ -84,3 +84,63 @@ describe("checkpoints", function()
     assert.are.equal(model:logits(ids):bytes(), again:logits(ids):bytes())
   end)
 end)
+
+describe("checkpoint integrity", function()
+  -- A small checkpoint: two tensors and an optimizer moment, with a config.
+  local function write_one(dir)
+    local params = { ["wq.0"] = ane.tensor.randn({ 8, 8 }, { seed = 1 }), ["rms_final"] = ane.tensor.from({ 1, 2, 3, 4 }) }
+    local m = { ["wq.0"] = ane.tensor.randn({ 8, 8 }, { seed = 2 }) }
+    return assert(checkpoint.save(dir, 7, { params = params, m = m }, { config = { dim = 8 } })), params
+  end
+
+  -- Rewrites one byte of a file at a 1-based position.
+  local function flip(path, position)
+    local bytes = helpers.read_file(path)
+    local flipped = string.char(bytes:byte(position) ~ 0x01)
+    helpers.write_file(path, bytes:sub(1, position - 1) .. flipped .. bytes:sub(position + 1))
+  end
+
+  it("load back what was saved when nothing changed", function()
+    local path, params = write_one(helpers.tmpdir())
+    local state = assert(checkpoint.load(path))
+    assert.are.equal(0, state.params["wq.0"]:max_abs_diff(params["wq.0"]))
+    assert.are.equal(7, state.step)
+  end)
+
+  it("name the tensor whose data holds a flipped byte", function()
+    local path = write_one(helpers.tmpdir())
+    local header_length = string.unpack("<I8", helpers.read_file(path))
+    local tensors = assert(ane.io.load_safetensors(path))
+    -- the data section is tensors in header order; flip a byte in every tensor in turn
+    local header = require("cjson").decode(helpers.read_file(path):sub(9, 8 + header_length))
+    for name, entry in pairs(header) do
+      if name ~= "__metadata__" then
+        local fresh = write_one(helpers.tmpdir())
+        flip(fresh, 8 + header_length + entry.data_offsets[1] + 2)
+        local state, err = checkpoint.load(fresh)
+        assert.is_nil(state, name)
+        assert.matches("tensor '" .. name:gsub("%p", "%%%0") .. "' does not match its checksum", err)
+      end
+    end
+    assert.is_not_nil(tensors["param.wq.0"])
+  end)
+
+  it("refuse a header whose metadata changed (a digit of the step)", function()
+    local path = write_one(helpers.tmpdir())
+    local bytes = helpers.read_file(path)
+    local at = bytes:find('"step":"7"', 1, true)
+    assert.is_truthy(at, "the step is in the header")
+    helpers.write_file(path, bytes:sub(1, at + 7) .. "6" .. bytes:sub(at + 9))
+    local state, err = checkpoint.load(path)
+    assert.is_nil(state)
+    assert.matches("metadata does not match its checksum", err)
+  end)
+
+  it("refuse a header whose JSON a flipped byte broke, naming the file", function()
+    local path = write_one(helpers.tmpdir())
+    flip(path, 9) -- the opening brace of the header JSON
+    local state, err = checkpoint.load(path)
+    assert.is_nil(state)
+    assert.matches("ckpt%-00000007%.safetensors", err)
+  end)
+end)

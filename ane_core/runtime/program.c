@@ -3,6 +3,8 @@
  * one Lua state drives it. */
 #include "program.h"
 
+#include "../base/hash.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,44 +61,26 @@ void ane_runtime_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
 void ane_runtime_set_compile_budget(int64_t budget) { compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET; }
 
-/* A 64-bit hash of the bytes that make a program (backend, options, MIL, weight files),
- * eight bytes at a step (weights run to hundreds of MB), with a final avalanche. */
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t size) {
-    const unsigned char *p = data;
-    size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-        uint64_t word;
-        memcpy(&word, p + i, 8);
-        h = (h ^ word) * 0x9E3779B97F4A7C15ull;
-        h ^= h >> 32;
-    }
-    for (; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= (uint64_t)size;
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    return h ^ (h >> 33);
-}
-
 static int by_path(const void *a, const void *b) {
     return strcmp(((const ane_mil_file *)a)->path, ((const ane_mil_file *)b)->path);
 }
 
 static uint64_t content_hash(const ane_backend *backend, const ane_compile_options *options, const char *mil, size_t length,
                              const ane_mil_file *files, int nfiles) {
-    uint64_t h = 1469598103934665603ull;
-    h = hash_bytes(h, backend->name, strlen(backend->name));
-    h = hash_bytes(h, &options->precision, sizeof options->precision);
-    h = hash_bytes(h, &options->profile, sizeof options->profile);
-    h = hash_bytes(h, &options->max_conv_channels, sizeof options->max_conv_channels);
-    h = hash_bytes(h, options->name, strlen(options->name));
-    h = hash_bytes(h, mil, length);
+    uint64_t h = ANE_HASH_SEED;
+    h = ane_hash64(h, backend->name, strlen(backend->name));
+    h = ane_hash64(h, &options->precision, sizeof options->precision);
+    h = ane_hash64(h, &options->profile, sizeof options->profile);
+    h = ane_hash64(h, &options->max_conv_channels, sizeof options->max_conv_channels);
+    h = ane_hash64(h, options->name, strlen(options->name));
+    h = ane_hash64(h, mil, length);
     ane_mil_file sorted[16];
     int n = nfiles < 16 ? nfiles : 16;
     memcpy(sorted, files, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_path);
     for (int i = 0; i < n; i++) {
-        h = hash_bytes(h, sorted[i].path, strlen(sorted[i].path) + 1);
-        h = hash_bytes(h, sorted[i].bytes, sorted[i].size);
+        h = ane_hash64(h, sorted[i].path, strlen(sorted[i].path) + 1);
+        h = ane_hash64(h, sorted[i].bytes, sorted[i].size);
     }
     return h;
 }

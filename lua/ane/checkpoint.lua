@@ -6,7 +6,9 @@
 --   checkpoint.load(path) -> { params, m, v, step, data_position, rng, config } | nil, msg
 --   checkpoint.latest(dir) -> path of the newest checkpoint, or nil
 -- Tensors are stored as fp32 under "param.<name>", "adam_m.<name>", "adam_v.<name>"; the
--- scalars and the config go in the metadata.
+-- scalars and the config go in the metadata, with a checksum per tensor (t:checksum(): dtype,
+-- shape and values) and one over the whole metadata, both verified on load: a flipped byte
+-- anywhere is an error naming the tensor or the metadata, never a silently different state.
 local ane = require("ane")
 local cjson = require("cjson.safe")
 local lfs = require("lfs")
@@ -32,6 +34,36 @@ function M.latest(dir)
   return all[#all] and all[#all].path or nil
 end
 
+-- The checksum of every metadata entry but itself, in name order.
+local function metadata_checksum(metadata)
+  local names, parts = {}, {}
+  for name in pairs(metadata) do if name ~= "metadata_checksum" then names[#names + 1] = name end end
+  table.sort(names)
+  for _, name in ipairs(names) do parts[#parts + 1] = name .. "\0" .. tostring(metadata[name]) .. "\0" end
+  return ane.checksum(table.concat(parts))
+end
+
+-- Verifies what save wrote; returns true or nil and a message naming what differs.
+local function verify(path, tensors, metadata)
+  if metadata.metadata_checksum == nil then return true end -- written before checksums existed
+  if metadata_checksum(metadata) ~= metadata.metadata_checksum then
+    return nil, path .. ": the checkpoint's metadata does not match its checksum (the header is corrupt)"
+  end
+  local checksums = cjson.decode(metadata.checksums or "")
+  if type(checksums) ~= "table" then return nil, path .. ": the checkpoint's tensor checksums are unreadable" end
+  for name, want in pairs(checksums) do
+    local t = tensors[name]
+    if not t then return nil, path .. ": tensor '" .. name .. "' is missing" end
+    if t:checksum() ~= want then
+      return nil, path .. ": tensor '" .. name .. "' does not match its checksum (its data is corrupt)"
+    end
+  end
+  for name in pairs(tensors) do
+    if not checksums[name] then return nil, path .. ": tensor '" .. name .. "' has no checksum" end
+  end
+  return true
+end
+
 --- Saves state; returns the path, or nil and a message (the previous files stay intact).
 function M.save(dir, step, state, extra, opts)
   extra, opts = extra or {}, opts or {}
@@ -48,6 +80,10 @@ function M.save(dir, step, state, extra, opts)
     data_position = tostring(extra.data_position or 0), rng = tostring(extra.rng or 0),
     config = cjson.encode(extra.config or {}), trainer = cjson.encode(extra.trainer or {}),
   }
+  local checksums = {}
+  for name, t in pairs(tensors) do checksums[name] = t:checksum() end
+  metadata.checksums = cjson.encode(checksums)
+  metadata.metadata_checksum = metadata_checksum(metadata)
   local path = string.format("%s/ckpt-%08d.safetensors", dir, step)
   local ok, err = ane.io.save_safetensors(path, tensors, metadata)
   if not ok then return nil, err end
@@ -62,6 +98,8 @@ function M.load(path)
   local tensors, metadata = ane.io.load_safetensors(path)
   if not tensors then return nil, metadata end
   if metadata.format ~= "anelua-checkpoint-1" then return nil, path .. ": not an anelua checkpoint (format '" .. tostring(metadata.format) .. "')" end
+  local intact, why = verify(path, tensors, metadata)
+  if not intact then return nil, why end
   local state = { params = {}, m = {}, v = {}, step = tonumber(metadata.step), data_position = tonumber(metadata.data_position),
     rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}"),
     trainer = cjson.decode(metadata.trainer or "{}") or {} }
