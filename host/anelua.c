@@ -28,14 +28,14 @@ static const char *program_name = "anelua";
 
 /* ------------------------------------------------------------------ messages */
 
-static void print_usage(const char *bad_option) {
+static void print_usage_to(FILE *out, const char *bad_option) {
     if (bad_option) {
         if (bad_option[1] == 'e' || bad_option[1] == 'l' || strcmp(bad_option, "--backend") == 0)
             fprintf(stderr, "%s: '%s' needs an argument\n", program_name, bad_option);
         else
             fprintf(stderr, "%s: unrecognized option '%s'\n", program_name, bad_option);
     }
-    fprintf(stderr,
+    fprintf(out,
             "usage: %s [options] [script [args]]\n"
             "Available options are:\n"
             "  -e stat         execute string 'stat'\n"
@@ -48,9 +48,14 @@ static void print_usage(const char *bad_option) {
             "  --backend NAME  default backend: sim (CPU simulator) or ane (the device);\n"
             "                  also set by ANELUA_BACKEND\n"
             "  --              stop handling options\n"
-            "  -               stop handling options and execute stdin\n",
+            "  -               stop handling options and execute stdin\n"
+            "  -h, --help      this text\n"
+            "With no script (and a terminal): the REPL, with `ane` as a global (docs/repl.md).\n"
+            "Examples and the shipped data: share/anelua (installed) or the checkout; man anelua.\n",
             program_name);
 }
+
+static void print_usage(const char *bad_option) { print_usage_to(stderr, bad_option); }
 
 static void print_message(const char *message) {
     if (program_name) fprintf(stderr, "%s: ", program_name);
@@ -398,6 +403,10 @@ static int parse_options(int argc, char **argv, options *opts) {
         if (strcmp(a, "-") == 0) {
             opts->script_index = i;
             return 1;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_usage_to(stdout, NULL);
+            exit(EXIT_SUCCESS);
         }
         if (strcmp(a, "--backend") == 0) {
             if (++i >= argc) return print_usage(a), 0;

@@ -2,6 +2,7 @@
 -- session is shown in docs/repl.md), interrupts, backends, and the `ane` module loaded
 -- from stock lua5.4 and from an installed tree.
 local helpers = require("spec.helpers")
+local lfs = require("lfs")
 
 local run, q = helpers.run_anelua, helpers.quote
 
@@ -137,18 +138,39 @@ describe("the ane module outside the host", function()
     assert.matches("^%d+%.%d+%.%d+\tfunction\t3%.0\n$", out)
   end)
 
-  it("works from an installed prefix", function()
+  it("works from an installed prefix: host, module, examples with their data, docs, libanecore", function()
     if sanitized then return pending("sanitizer build: stock lua5.4 cannot load an ASan module") end
     local prefix = helpers.tmpdir()
     local _, err, code = helpers.run("cmake --install " .. q(helpers.build) .. " --prefix " .. q(prefix))
     assert.are.equal(0, code, err)
     local out = helpers.run("cd / && " .. q(prefix .. "/bin/anelua") .. " -e " ..
-      q("print(package.searchpath('ane.io', package.path))"))
-    assert.are.equal(prefix .. "/share/anelua/lua/ane/io.lua\n", out)
+      q("print(package.searchpath('ane.io', package.path)); print(require('ane').data_dir())"))
+    assert.are.equal(prefix .. "/share/anelua/lua/ane/io.lua\n" .. prefix .. "/share/anelua/data\n", out)
     local script = "package.cpath = " .. string.format("%q", prefix .. "/lib/lua/5.4/?.so;") ..
         " .. package.cpath; print(type(require('ane').io))"
     out = helpers.run("cd / && lua5.4 -e " .. q(script))
     assert.are.equal("table\n", out)
-    os.execute("rm -rf " .. q(prefix))
+    -- an installed example finds the installed tokenizer (from any working directory)
+    local tokens = helpers.tmpdir()
+    out, err, code = helpers.run("cd " .. q(tokens) .. " && " .. q(prefix .. "/bin/anelua") .. " " ..
+      q(prefix .. "/share/anelua/examples/train_stories.lua") .. " --arch gpt2 --steps 2 --batch 1 --seq 16 --dim 16" ..
+      " --layers 1 --heads 2 --ckpt-dir " .. q(tokens .. "/run"))
+    assert.are.equal(0, code, err)
+    assert.matches("vocab 50257", out) -- the shipped GPT-2 tokenizer's
+    for _, file in ipairs({ "share/doc/anelua/README.md", "share/doc/anelua/api.md", "share/man/man1/anelua.1",
+      "share/anelua/data/tokenizers/llama2/tokenizer.bin", "share/anelua/data/tokenizers/qwen3/tokenizer.json",
+      "include/anelua/ane_core/runtime/program.h", "lib/libanecore.a" }) do
+      assert.is_truthy(lfs.attributes(prefix .. "/" .. file), file)
+    end
+    -- a C program against libanecore through its pkg-config file
+    local source = tokens .. "/use_core.c"
+    helpers.write_file(source, "#include <stdio.h>\n#include <ane_core/base/fp16.h>\n" ..
+      "int main(void) { printf(\"%g\\n\", ane_fp16_to_fp32(ane_fp32_to_fp16(0.1f))); return 0; }\n")
+    local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig")
+    out, err, code = helpers.run("cc " .. q(source) .. " -o " .. q(tokens .. "/use_core") ..
+      " $(" .. pc .. " pkg-config --cflags --libs --static anecore) && " .. q(tokens .. "/use_core"))
+    assert.are.equal(0, code, err)
+    assert.are.equal("0.0999756\n", out) -- 0.1 rounded to fp16
+    os.execute("rm -rf " .. q(prefix) .. " " .. q(tokens))
   end)
 end)

@@ -181,7 +181,7 @@ local function load_hf(dir)
     return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
   end
   local config = { rope = "half", rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
-    qk_norm = model_type == "qwen3", naming = "hf" }
+    qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
   local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
     n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
   for field, key in pairs(keys) do
@@ -765,8 +765,8 @@ function Model:__tostring()
   local c = self.config
   local lora = self.lora and string.format(", LoRA rank %d alpha %g on wq/wv", self.lora.rank, self.lora.alpha) or ""
   local heads = c.n_kv_head == c.n_head and tostring(c.n_head) or string.format("%d (%d kv)", c.n_head, c.n_kv_head)
-  return string.format("llama (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s",
-    c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
+  return string.format("%s (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s",
+    c.model_type or "llama", c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
 end
 
 return M
