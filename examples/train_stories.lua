@@ -254,6 +254,17 @@ for step = first_step, last_step do
   if interrupted_at then break end
 end
 metrics:close()
+do -- the loss curve and tokens/s, for a browser
+  local plot = require("ane.plot")
+  local records = plot.read_metrics(metrics_path)
+  local svg_path = metrics_path:gsub("%.jsonl?$", "") .. ".svg"
+  local file = records and io.open(svg_path, "w")
+  if file then
+    file:write(plot.training_svg(records, { title = metrics_path }))
+    file:close()
+    print("loss curve " .. svg_path)
+  end
+end
 if interrupted_at then
   print(string.format("interrupted: stopped after step %d of %d (%.1f s)", interrupted_at, last_step, ane.clock() - started))
   print("resume with: " .. resume_command())
