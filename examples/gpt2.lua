@@ -35,6 +35,7 @@ local command = cli.command{
 }
 local options = command:parse(arg)
 command:use_backend(options.backend)
+command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
 local function exists(path) return path and lfs.attributes(path) ~= nil end
 local model_path = options.model
@@ -80,7 +81,6 @@ local generate_opts = {
   top_k = options.top_k > 0 and options.top_k or nil,
   top_p = options.top_p < 1 and options.top_p or nil, seed = options.seed,
 }
-command:graceful_interrupts()
 local interrupted = false
 for id in model:generate(prompt, generate_opts) do
   io.write(tok:decode({ id }))

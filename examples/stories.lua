@@ -32,6 +32,7 @@ local command = cli.command{
 local opts, positional = command:parse(arg)
 local model_path = positional[1]
 command:use_backend(opts.backend)
+command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
 local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile })
 if not model then command:fail(err) end
@@ -51,7 +52,6 @@ print(tostring(model))
 io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
-command:graceful_interrupts()
 local interrupted = false
 for id in model:generate(prompt_ids, { max_tokens = opts.max_tokens, temperature = opts.temperature,
   top_k = opts.top_k > 0 and opts.top_k or nil, seed = opts.seed }) do

@@ -65,12 +65,16 @@ local command = cli.command{
 local opts = command:parse(arg)
 local function die(message) command:fail(message) end
 command:use_backend(opts.backend)
+command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
 -- A resumed run's checkpoint (its config says which architecture it is).
 local resume_state
 if opts.resume then
-  local path = opts.resume == "latest" and checkpoint.latest(opts.ckpt_dir) or opts.resume
-  if not path then die("--resume latest: no checkpoint in " .. opts.ckpt_dir) end
+  local path = opts.resume
+  if path == "latest" then
+    path = checkpoint.latest(opts.ckpt_dir)
+    if not path then die("--resume latest: no checkpoint in " .. opts.ckpt_dir .. " yet") end
+  end
   resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
   print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
 end
@@ -181,7 +185,8 @@ end
 if opts.seq > model.context_length then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.context_length)) end
 if opts.export and model.config.naming == "hf" then die("--export writes llama2.c files; this model uses Hugging Face names") end
 
-local batches = data.batches(shards, { batch = opts.batch, seq = opts.seq })
+local batches, batches_err = data.batches(shards, { batch = opts.batch, seq = opts.seq })
+if not batches then die(batches_err) end
 local trainer = train.new(model, { lr = opts.lr, warmup = opts.warmup, steps = opts.steps, accum = opts.accum,
   weight_decay = opts.weight_decay })
 if opts.adapters then
@@ -231,7 +236,6 @@ local started = ane.clock()
 -- --stop-after N ends the run at step N (a checkpoint is written) while the learning-rate
 -- schedule still plans for --steps; --resume continues it.
 local last_step = opts.stop_after > 0 and math.min(opts.stop_after, opts.steps) or opts.steps
-command:graceful_interrupts()
 local interrupted_at
 for step = first_step, last_step do
   local r = trainer:step(batches)

@@ -13,7 +13,8 @@ build=${1:-$root/build}
 step() { printf '==> %s\n' "$*"; }
 
 debian_packages=(build-essential cmake pkg-config lua5.4 liblua5.4-dev lua-filesystem lua-cjson lua-busted
-                 libopenblas-dev libpcre2-dev libutf8proc-dev libreadline-dev)
+                 libopenblas-dev libpcre2-dev libutf8proc-dev libreadline-dev
+                 curl python3) # curl: scripts/get_models.sh; python3: the stand-in hub its spec serves on 127.0.0.1
 brew_packages=(cmake pkg-config lua luarocks pcre2 utf8proc readline)
 
 install_debian() {

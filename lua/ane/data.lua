@@ -100,6 +100,7 @@ local Batches = {}
 Batches.__index = Batches
 
 --- A sequential batch source over shards. opts: batch, seq, position (windows already used).
+--- Too little data for one batch (a user's data, not a programming error) is nil, message.
 function M.batches(shards, opts)
   local seq, batch = opts.seq, opts.batch or 1
   local windows = {}
@@ -109,7 +110,10 @@ function M.batches(shards, opts)
   local total = 0
   for _, n in ipairs(windows) do total = total + n end
   if total < batch then
-    error(string.format("data.batches: the shards hold %d windows of %d tokens, fewer than one batch of %d", total, seq + 1, batch), 2)
+    local tokens = 0
+    for _, shard in ipairs(shards) do tokens = tokens + shard.count end
+    return nil, string.format("the data holds %d tokens: %d windows of %d tokens (seq + 1), fewer than one batch of %d; " ..
+      "give more data or a smaller --seq / --batch", tokens, total, seq + 1, batch)
   end
   return setmetatable({ shards = shards, windows = windows, total = total, seq = seq, batch = batch,
     position = opts.position or 0 }, Batches)

@@ -1,0 +1,140 @@
+-- The examples' and scripts' command lines (ane.cli): every mistake a user makes is one line
+-- naming the flag and exit code 2 (or 1 for a problem found later), never a traceback;
+-- --help everywhere; Ctrl-C ends generation and training cleanly.
+local helpers = require("spec.helpers")
+local cjson = require("cjson")
+local q = helpers.quote
+
+local function script(path) return q(helpers.root .. "/" .. path) end
+
+-- Runs the host with args and sends it one SIGINT after `seconds` (as one Ctrl-C does;
+-- timeout(1) would signal the process group too, i.e. twice).
+local function run_interrupted(seconds, args)
+  return helpers.run("bash -c " .. q(q(helpers.anelua) .. " " .. args .. " & pid=$!; sleep " .. seconds ..
+    "; kill -INT $pid; wait $pid"))
+end
+local llama_tiny = q(helpers.root .. "/spec/data/reference/llama-tiny/model.bin")
+local llama_tokenizer = q(helpers.root .. "/data/tokenizers/llama2/tokenizer.bin")
+
+-- { command line, exit code, message pattern }
+local bad_inputs = {
+  { "examples/gpt2.lua --precision fp8", 2, "%-%-precision must be one of fp16, fp32, got 'fp8'" },
+  { "examples/gpt2.lua --max-tokens 0", 2, "%-%-max%-tokens must be >= 1, got 0" },
+  { "examples/gpt2.lua --temperature -1", 2, "%-%-temperature must be >= 0, got %-1" },
+  { "examples/gpt2.lua --top-p 5", 2, "%-%-top%-p must be in %(0, 1%], got 5" },
+  { "examples/gpt2.lua --top-k -3", 2, "%-%-top%-k must be >= 0, got %-3" },
+  { "examples/gpt2.lua --seed 1.5", 2, "%-%-seed needs a whole number, got '1%.5'" },
+  { "examples/gpt2.lua --prompt", 2, "%-%-prompt needs a value" },
+  { "examples/gpt2.lua --colour red", 2, "unknown option %-%-colour" },
+  { "examples/gpt2.lua --backend tpu", 2, "%-%-backend must be one of sim, ane, got 'tpu'" },
+  { "examples/gpt2.lua --backend ane", 1, "backend 'ane' is not available" },
+  { "examples/gpt2.lua --model /nonexistent", 1, "%-%-model /nonexistent does not exist" },
+  { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
+  { "examples/stories.lua /nonexistent.bin", 1, "/nonexistent%.bin does not exist" },
+  { "examples/stories.lua " .. llama_tiny .. " --backend ane", 1, "backend 'ane' is not available" },
+  { "examples/stories.lua " .. llama_tiny .. " --verbose", 2, "unknown option %-%-verbose" },
+  { "examples/stories.lua " .. llama_tiny .. " extra", 2, "unexpected argument 'extra'" },
+  { "examples/train_stories.lua --steps five", 2, "%-%-steps needs a whole number, got 'five'" },
+  { "examples/train_stories.lua --precision bf16", 2, "%-%-precision must be one of fp32, fp16, got 'bf16'" },
+  { "examples/train_stories.lua --lr 0", 2, "%-%-lr must be > 0, got 0" },
+  { "examples/train_stories.lua --weights-as-inputs=yes", 2, "%-%-weights%-as%-inputs takes no value" },
+  { "examples/train_stories.lua --data /nonexistent.bin", 1, "/nonexistent%.bin: cannot open" },
+  { "examples/train_stories.lua --resume latest", 1, "%-%-resume latest: no checkpoint in .* yet" },
+  { "examples/train_stories.lua --lora-alpha 2", 1, "%-%-lora%-alpha and %-%-adapters need %-%-lora%-rank" },
+  { "examples/train_stories.lua --arch gpt2 --lora-rank 2", 1, "%-%-lora%-rank is for Llama models" },
+  { "scripts/pretokenize.lua --out x.bin in.txt", 2, "%-%-tokenizer is required" },
+  { "scripts/pretokenize.lua --tokenizer " .. llama_tokenizer .. " --out x.bin", 2, "missing FILE%.%.%." },
+  { "scripts/pretokenize.lua --tokenizer " .. llama_tokenizer .. " --format csv --out x.bin a", 2,
+    "%-%-format must be one of llama2c, llmc" },
+  { "scripts/plot.lua /nonexistent.jsonl", 1, "No such file" },
+}
+
+describe("command lines", function()
+  for _, case in ipairs(bad_inputs) do
+    it("answer '" .. case[1]:gsub(helpers.root:gsub("%p", "%%%0") .. "/", "") .. "' in one line", function()
+      local dir = helpers.tmpdir()
+      local command = case[1]:gsub("^(%S+)", script)
+      local out, err, code = helpers.run("cd " .. q(dir) .. " && " .. q(helpers.anelua) .. " " .. command)
+      assert.are.equal(case[2], code, err)
+      assert.matches(case[3], err)
+      assert.is_nil(err:find("stack traceback", 1, true), err)
+      assert.is_nil(err:find("%.lua:%d+:"), err) -- no source positions for a user's mistake
+      local first_line = err:match("^[^\n]*")
+      assert.matches(case[3], first_line)
+      if case[2] == 2 then assert.matches("\nusage: anelua ", err) end
+      assert.are.equal("", out:match("stack traceback") or "")
+    end)
+  end
+
+  it("have a real --help each", function()
+    for _, path in ipairs({ "examples/gpt2.lua", "examples/stories.lua", "examples/train_stories.lua",
+      "scripts/pretokenize.lua", "scripts/plot.lua" }) do
+      local out, err, code = helpers.run_anelua(script(path) .. " --help")
+      assert.are.equal(0, code, err)
+      assert.matches("^usage: anelua " .. path:gsub("%p", "%%%0"), out)
+      assert.matches("\n  %-%-help%s+this text\n", out)
+    end
+    local out, _, code = helpers.run_anelua(script("examples/train_stories.lua") .. " --help")
+    assert.are.equal(0, code)
+    assert.matches("%-%-steps INTEGER%s+steps the learning%-rate schedule plans for %(default 100%)", out)
+    out, _, code = helpers.run_anelua("--help")
+    assert.are.equal(0, code)
+    assert.matches("^usage: ", out)
+    assert.matches("%-%-backend NAME", out)
+  end)
+
+  it("refuse an unusable ANELUA_BACKEND instead of running elsewhere", function()
+    local out, err, code = helpers.run_anelua("-e " .. q("print('ran')"), nil, "ANELUA_BACKEND=ane")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.matches("ANELUA_BACKEND=ane: backend 'ane' is not available", err)
+    _, err, code = helpers.run_anelua("-e " .. q("print('ran')"), nil, "ANELUA_BACKEND=gpu")
+    assert.are.equal(1, code)
+    assert.matches("ANELUA_BACKEND=gpu: unknown backend 'gpu'", err)
+  end)
+end)
+
+describe("Ctrl-C", function()
+  local train = script("examples/train_stories.lua") .. " --batch 2 --seq 16 --dim 16 --hidden 32 --layers 1 --heads 2"
+
+  it("during training finishes the step, checkpoints, prints how to resume and exits 130", function()
+    local dir = helpers.tmpdir()
+    local out, err, code = run_interrupted(3, train .. " --steps 100000 --ckpt-every 100000 --ckpt-dir " .. q(dir))
+    assert.are.equal(130, code, err)
+    assert.is_nil(err:find("traceback", 1, true), err)
+    local step = tonumber(out:match("interrupted: stopped after step (%d+) of 100000"))
+    assert.is_truthy(step, out)
+    assert.matches("checkpoint " .. dir:gsub("%p", "%%%0") .. string.format("/ckpt%%-%08d%%.safetensors", step), out)
+    assert.matches("resume with: anelua .*train_stories%.lua .*%-%-resume latest", out)
+    -- the resumed run continues at the next step; the metrics hold every step once
+    out, err, code = helpers.run_anelua(train .. " --steps 100000 --stop-after " .. (step + 3) ..
+      " --ckpt-every 100000 --resume latest --ckpt-dir " .. q(dir))
+    assert.are.equal(0, code, err)
+    assert.matches("Resuming from .* %(step " .. step .. "%)", out)
+    local steps = {}
+    for line in io.lines(dir .. "/metrics.jsonl") do steps[#steps + 1] = cjson.decode(line).step end
+    assert.are.equal(step + 3, #steps)
+    for i, s in ipairs(steps) do assert.are.equal(i, s) end
+  end)
+
+  it("resumed metrics drop the steps a kill left after the last checkpoint", function()
+    local dir = helpers.tmpdir()
+    local _, err, code = helpers.run_anelua(train .. " --steps 6 --ckpt-every 3 --ckpt-dir " .. q(dir))
+    assert.are.equal(0, code, err)
+    os.remove(dir .. "/ckpt-00000006.safetensors") -- as if killed after step 6's metrics but before its checkpoint
+    _, err, code = helpers.run_anelua(train .. " --steps 6 --ckpt-every 3 --resume latest --ckpt-dir " .. q(dir))
+    assert.are.equal(0, code, err)
+    local steps = {}
+    for line in io.lines(dir .. "/metrics.jsonl") do steps[#steps + 1] = cjson.decode(line).step end
+    assert.are.same({ 1, 2, 3, 4, 5, 6 }, steps)
+  end)
+
+  it("during generation prints what was generated and the statistics, and exits 130", function()
+    local out, err, code = run_interrupted(2, script("examples/gpt2.lua") ..
+      " --max-tokens 1000 --profile cpu --precision fp32 --prompt Hello")
+    assert.are.equal(130, code, err)
+    assert.is_nil(err:find("traceback", 1, true), err)
+    assert.matches("\nHello[^\n]*\n%(interrupted: stopped after the current token%)\n%-%-%- stats\n", out)
+    assert.matches("decode%s+%d+ tokens", out)
+  end)
+end)
