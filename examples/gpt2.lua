@@ -17,20 +17,9 @@ local cli = require("ane.cli")
 local command = cli.command{
   name = "examples/gpt2.lua",
   summary = "GPT-2 text generation (without weights: a labelled demo on a random GPT-2-shaped model).",
-  options = {
+  options = cli.with_generation_options({
     { "model", "path", nil, "Hugging Face GPT-2 directory or llm.c gpt2_124M.bin (default: $ANELUA_MODELS/gpt2, else models/gpt2)" },
-    { "prompt", "string", "Once upon a time", "text to continue" },
-    { "max-tokens", "integer", 32, "tokens to generate", min = 1 },
-    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
-    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
-    { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
-    { "seed", "integer", 1, "sampling seed (and the demo model's weights)" },
-    { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
-      choices = { "sim", "ane" } },
-    { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
-    { "profile", "choice", nil, "ane (the device's rules; default for fp16) or cpu (no padding; default for fp32)",
-      choices = { "ane", "cpu" } },
-  },
+  }, 32),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
 local options = command:parse(arg)
@@ -40,10 +29,10 @@ command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see 
 local function exists(path) return path and lfs.attributes(path) ~= nil end
 local model_path = options.model
 if not model_path then
-  local candidates = { os.getenv("ANELUA_MODELS") and (os.getenv("ANELUA_MODELS") .. "/gpt2"), "models/gpt2",
-    ane.data_dir() and (ane.data_dir() .. "/../models/gpt2") }
+  local candidates = { os.getenv("ANELUA_MODELS") and (os.getenv("ANELUA_MODELS") .. "/gpt2") or false, "models/gpt2",
+    ane.data_dir() and (ane.data_dir() .. "/../models/gpt2") or false }
   for _, candidate in ipairs(candidates) do
-    if exists(candidate) then model_path = candidate break end
+    if candidate and exists(candidate) then model_path = candidate break end
   end
 elseif not exists(model_path) then
   command:fail("--model " .. model_path .. " does not exist")
@@ -76,11 +65,7 @@ local prompt = tok:encode(options.prompt)
 if #prompt == 0 then command:fail("the prompt is empty") end
 io.write(options.prompt)
 io.flush()
-local generate_opts = {
-  max_tokens = options.max_tokens, temperature = options.temperature,
-  top_k = options.top_k > 0 and options.top_k or nil,
-  top_p = options.top_p < 1 and options.top_p or nil, seed = options.seed,
-}
+local generate_opts = cli.sampling(options)
 local interrupted = false
 for id in model:generate(prompt, generate_opts) do
   io.write(tok:decode({ id }))

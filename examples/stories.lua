@@ -16,17 +16,9 @@ local command = cli.command{
   usage = "MODEL.bin|MODEL_DIR [options]",
   summary = "Generate a story from a llama2.c checkpoint or a Hugging Face Llama / Qwen3 directory.",
   positional = { { "MODEL.bin|MODEL_DIR", "llama2.c checkpoint (v0 or v1), or a Hugging Face directory" } },
-  options = {
+  options = cli.with_generation_options({
     { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
-    { "prompt", "string", "Once upon a time", "text to continue" },
-    { "max-tokens", "integer", 64, "tokens to generate", min = 1 },
-    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
-    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
-    { "seed", "integer", 1, "sampling seed" },
-    { "backend", "choice", nil, "sim or ane; default ane.default_backend()", choices = { "sim", "ane" } },
-    { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
-    { "profile", "choice", nil, "ane (the device's rules) or cpu (no padding)", choices = { "ane", "cpu" } },
-  },
+  }, 64),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
 local opts, positional = command:parse(arg)
@@ -53,8 +45,7 @@ io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
 local interrupted = false
-for id in model:generate(prompt_ids, { max_tokens = opts.max_tokens, temperature = opts.temperature,
-  top_k = opts.top_k > 0 and opts.top_k or nil, seed = opts.seed }) do
+for id in model:generate(prompt_ids, cli.sampling(opts)) do
   if id == model.stop_token then break end
   if byte_level then -- a token may end inside a UTF-8 character: print what the whole text adds
     produced[#produced + 1] = id

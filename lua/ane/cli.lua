@@ -183,6 +183,32 @@ function Command:parse(argv)
   return opts, positional
 end
 
+-- The options every generating example takes (prompt, sampling, backend, numerics), after
+-- `first` (the example's own rows); max_tokens is the example's default length.
+function M.with_generation_options(first, max_tokens)
+  local rows = { table.unpack(first) }
+  for _, row in ipairs({
+    { "prompt", "string", "Once upon a time", "text to continue" },
+    { "max-tokens", "integer", max_tokens, "tokens to generate", min = 1 },
+    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
+    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
+    { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
+    { "seed", "integer", 1, "sampling seed (and a demo model's weights)" },
+    { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
+      choices = { "sim", "ane" } },
+    { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
+    { "profile", "choice", nil, "ane (the device's rules; default for fp16) or cpu (no padding; default for fp32)",
+      choices = { "ane", "cpu" } },
+  }) do rows[#rows + 1] = row end
+  return rows
+end
+
+-- model:generate's options from the parsed generation options.
+function M.sampling(opts)
+  return { max_tokens = opts.max_tokens, temperature = opts.temperature, top_k = opts.top_k > 0 and opts.top_k or nil,
+    top_p = opts.top_p < 1 and opts.top_p or nil, seed = opts.seed }
+end
+
 -- Selects the default backend, or fails with the backend's own message (no traceback).
 function Command:use_backend(name)
   if not name then return end
