@@ -1,6 +1,9 @@
 /* ane._io: the C half of ane.io (lua/ane/io.lua): safetensors mapping, entry validation
  * and atomic writes. Environmental failures come back as `nil, message`. */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../ane_core/io/safetensors.h"
@@ -152,6 +155,20 @@ static int l_write_atomic(lua_State *L) {
     return 1;
 }
 
+/* ane._io.pid() -> this process's id (the suffix of its temporary files) */
+static int l_pid(lua_State *L) {
+    lua_pushinteger(L, (lua_Integer)getpid());
+    return 1;
+}
+
+/* ane._io.process_alive(pid) -> whether a process with that id exists (a temporary file of
+ * a live writer must not be swept) */
+static int l_process_alive(lua_State *L) {
+    lua_Integer pid = luaL_checkinteger(L, 1);
+    lua_pushboolean(L, pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM));
+    return 1;
+}
+
 void ane_lua_open_io_internal(lua_State *L) {
     static const luaL_Reg mapping_methods[] = {{"tensor", m_tensor}, {"close", mapping_release}, {NULL, NULL}};
     static const luaL_Reg mapping_meta[] = {
@@ -162,6 +179,8 @@ void ane_lua_open_io_internal(lua_State *L) {
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     static const luaL_Reg functions[] = {
+        {"pid", l_pid},
+        {"process_alive", l_process_alive},
         {"map_safetensors", l_map_safetensors},
         {"map_file", l_map_file},
         {"check_overlaps", l_check_overlaps},

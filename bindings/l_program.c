@@ -314,6 +314,9 @@ static int l_stats(lua_State *L) {
     set_integer(L, "budget_left", s.budget_left);
     set_integer(L, "sanitized_values", s.sanitized_values);
     set_integer(L, "sram_warnings", s.sram_warnings);
+    set_integer(L, "cached_programs", s.cached_programs);
+    set_integer(L, "cache_limit", s.cache_limit);
+    set_integer(L, "cache_evictions", s.cache_evictions);
     set_number(L, "compile_ms", s.compile_ms);
     set_number(L, "load_ms", s.load_ms);
     set_number(L, "eval_ms", s.eval_ms);
@@ -335,7 +338,15 @@ static int l_clear_cache(lua_State *L) {
 }
 
 static int l_set_compile_budget(lua_State *L) {
-    ane_runtime_set_compile_budget(luaL_optinteger(L, 1, 0));
+    ane_error err;
+    if (ane_runtime_set_compile_budget(luaL_optinteger(L, 1, 0), &err)) return ane_lua_raise(L, &err);
+    return 0;
+}
+
+/* ane.set_cache_limit(n): unused compiled programs kept (LRU); no argument restores 256 */
+static int l_set_cache_limit(lua_State *L) {
+    ane_error err;
+    if (ane_runtime_set_cache_limit(luaL_optinteger(L, 1, 0), &err)) return ane_lua_raise(L, &err);
     return 0;
 }
 
@@ -355,7 +366,7 @@ void ane_lua_open_program(lua_State *L) {
     static const luaL_Reg functions[] = {
         {"compile", l_compile}, {"compile_mil", l_compile_mil}, {"cached", l_cached}, {"stats", l_stats},
         {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget},
-        {"clear_cache", l_clear_cache}, {NULL, NULL},
+        {"clear_cache", l_clear_cache}, {"set_cache_limit", l_set_cache_limit}, {NULL, NULL},
     };
     luaL_setfuncs(L, functions, 0);
 }

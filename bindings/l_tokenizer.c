@@ -60,31 +60,48 @@ static int32_t *read_ids(lua_State *L, int index, size_t *count) {
     return ids;
 }
 
+/* A token id or merge rank from a vocabulary file: an integer in 0 .. INT32_MAX, else a
+ * malformed file (nil, message; never truncated to 32 bits). Returns 1 when it pushed the
+ * failure. */
+static int out_of_range(lua_State *L, int arg, const char *what, int32_t *out) {
+    lua_Integer value = luaL_checkinteger(L, arg);
+    if (value >= 0 && value <= INT32_MAX) {
+        *out = (int32_t)value;
+        return 0;
+    }
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s %I is out of range (0..2147483647)", what, value);
+    return 1;
+}
+
 static int m_add_token(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
     size_t length;
     const char *text = luaL_checklstring(L, 2, &length);
-    lua_Integer id = luaL_checkinteger(L, 3);
+    int32_t id;
+    if (out_of_range(L, 3, "token id", &id)) return 2;
     ane_error err;
-    return result(L, ane_bpe_add_token(bpe, text, length, (int32_t)id, &err), &err);
+    return result(L, ane_bpe_add_token(bpe, text, length, id, &err), &err);
 }
 
 static int m_add_token_bytes(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
     size_t length;
     const char *bytes = luaL_checklstring(L, 2, &length);
-    lua_Integer id = luaL_checkinteger(L, 3);
+    int32_t id;
+    if (out_of_range(L, 3, "token id", &id)) return 2;
     ane_error err;
-    return result(L, ane_bpe_add_token_bytes(bpe, bytes, length, (int32_t)id, &err), &err);
+    return result(L, ane_bpe_add_token_bytes(bpe, bytes, length, id, &err), &err);
 }
 
 static int m_add_merge(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
     size_t left_length, right_length;
     const char *left = luaL_checklstring(L, 2, &left_length), *right = luaL_checklstring(L, 3, &right_length);
-    lua_Integer rank = luaL_checkinteger(L, 4);
+    int32_t rank;
+    if (out_of_range(L, 4, "merge rank", &rank)) return 2;
     ane_error err;
-    return result(L, ane_bpe_add_merge(bpe, left, left_length, right, right_length, (int32_t)rank, &err), &err);
+    return result(L, ane_bpe_add_merge(bpe, left, left_length, right, right_length, rank, &err), &err);
 }
 
 static int m_finish(lua_State *L) {
@@ -171,9 +188,10 @@ static int spm_add_piece(lua_State *L) {
     size_t length;
     const char *piece = luaL_checklstring(L, 2, &length);
     float score = (float)luaL_checknumber(L, 3);
-    lua_Integer id = luaL_checkinteger(L, 4);
+    int32_t id;
+    if (out_of_range(L, 4, "piece id", &id)) return 2;
     ane_error err;
-    return result(L, ane_spm_add_piece(spm, piece, length, score, (int32_t)id, &err), &err);
+    return result(L, ane_spm_add_piece(spm, piece, length, score, id, &err), &err);
 }
 
 static int spm_encode(lua_State *L) {

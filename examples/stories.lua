@@ -38,7 +38,9 @@ if not tokenizer_path then
 end
 if not tokenizer_path then command:fail("no tokenizer.bin, tokenizer.model or tokenizer.json by the model; use --tokenizer") end
 local byte_level = tokenizer_path:match("%.json$") ~= nil
-local tok, terr = (byte_level and require("ane.tokenizer") or sentencepiece).load(tokenizer_path)
+local tok, terr
+if byte_level then tok, terr = require("ane.tokenizer").load(tokenizer_path)
+else tok, terr = sentencepiece.load(tokenizer_path, { vocab_size = model.config.vocab_size }) end
 if not tok then command:fail(terr) end
 print(tostring(model))
 io.write(opts.prompt)

@@ -67,6 +67,14 @@ local function die(message) command:fail(message) end
 command:use_backend(opts.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
+do -- partial checkpoints of runs killed mid-write
+  local files, bytes = checkpoint.sweep(opts.ckpt_dir)
+  if files > 0 then
+    print(string.format("removed %d partial checkpoint file(s) (%.1f MB) left by killed runs in %s", files, bytes / 1e6,
+      opts.ckpt_dir))
+  end
+end
+
 -- A resumed run's checkpoint (its config says which architecture it is).
 local resume_state
 if opts.resume then

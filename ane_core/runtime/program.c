@@ -17,6 +17,7 @@ typedef struct cache_entry {
     ane_compiled *compiled;
     ane_compile_options options;
     int users;                     /* loaded programs using it */
+    uint64_t last_used;            /* use_clock at its last compile, load or close */
 } cache_entry;
 
 typedef struct cache_key {
@@ -38,6 +39,8 @@ static int nkeys, keys_capacity;
 static ane_runtime_stats stats;
 static int64_t compile_budget = ANE_DEFAULT_COMPILE_BUDGET;
 static int64_t compiles_in_process;
+static int64_t cache_limit = ANE_DEFAULT_CACHE_LIMIT, cache_evictions;
+static uint64_t use_clock;
 
 static void destroy_surfaces(ane_surface **surfaces, int count) {
     for (int i = 0; surfaces && i < count; i++) ane_surface_destroy(surfaces[i]);
@@ -55,11 +58,57 @@ void ane_runtime_stats_get(ane_runtime_stats *out) {
     out->compile_budget = compile_budget;
     out->budget_left = compile_budget - compiles_in_process;
     out->restart_cost_ms = (double)(compiles_in_process / compile_budget) * ANE_RESTART_COST_MS;
+    out->cached_programs = nentries;
+    out->cache_limit = cache_limit;
+    out->cache_evictions = cache_evictions;
 }
 
 void ane_runtime_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
-void ane_runtime_set_compile_budget(int64_t budget) { compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET; }
+ane_status ane_runtime_set_compile_budget(int64_t budget, ane_error *err) {
+    if (budget < 0) return ane_fail(err, ANE_ERR_ARGUMENT, "the compile budget must be >= 0 (0 restores %d), got %lld",
+                                    ANE_DEFAULT_COMPILE_BUDGET, (long long)budget);
+    compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET;
+    return ANE_OK;
+}
+
+/* Frees one cached program (no loaded program uses it) and the keys that name it; entry i
+ * leaves the array. */
+static void evict(int i) {
+    cache_entry *entry = entries[i];
+    int k = 0;
+    for (int j = 0; j < nkeys; j++) {
+        if (keys[j].entry == entry) free(keys[j].key);
+        else keys[k++] = keys[j];
+    }
+    nkeys = k;
+    entry->backend->close(entry->compiled);
+    free(entry);
+    entries[i] = entries[--nentries];
+}
+
+/* Evicts the least recently used unused programs beyond the cache limit. */
+static void enforce_cache_limit(void) {
+    for (;;) {
+        int unused = 0, oldest = -1;
+        for (int i = 0; i < nentries; i++) {
+            if (entries[i]->users > 0) continue;
+            unused++;
+            if (oldest < 0 || entries[i]->last_used < entries[oldest]->last_used) oldest = i;
+        }
+        if (unused <= cache_limit) return;
+        evict(oldest);
+        cache_evictions++;
+    }
+}
+
+ane_status ane_runtime_set_cache_limit(int64_t limit, ane_error *err) {
+    if (limit < 0) return ane_fail(err, ANE_ERR_ARGUMENT, "the cache limit must be >= 0 (0 restores %d), got %lld",
+                                   ANE_DEFAULT_CACHE_LIMIT, (long long)limit);
+    cache_limit = limit > 0 ? limit : ANE_DEFAULT_CACHE_LIMIT;
+    enforce_cache_limit();
+    return ANE_OK;
+}
 
 static int by_path(const void *a, const void *b) {
     return strcmp(((const ane_mil_file *)a)->path, ((const ane_mil_file *)b)->path);
@@ -134,6 +183,7 @@ static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error
     stats.loads++;
     stats.load_ms += now_ms() - start;
     entry->users++;
+    entry->last_used = ++use_clock;
     program->entry = entry;
     *out = program;
     return ANE_OK;
@@ -195,24 +245,12 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
 }
 
 int ane_runtime_cache_clear(void) {
-    int kept = 0, freed = 0;
-    for (int i = 0; i < nentries; i++) {
-        cache_entry *entry = entries[i];
-        if (entry->users > 0) {
-            entries[kept++] = entry;
-            continue;
-        }
-        int k = 0;
-        for (int j = 0; j < nkeys; j++) {
-            if (keys[j].entry == entry) free(keys[j].key);
-            else keys[k++] = keys[j];
-        }
-        nkeys = k;
-        entry->backend->close(entry->compiled);
-        free(entry);
+    int freed = 0;
+    for (int i = nentries - 1; i >= 0; i--) {
+        if (entries[i]->users > 0) continue;
+        evict(i);
         freed++;
     }
-    nentries = kept;
     return freed;
 }
 
@@ -235,7 +273,9 @@ void ane_program_close(ane_program *program) {
     destroy_surfaces(program->staged_inputs, ninputs);
     destroy_surfaces(program->staged_outputs, noutputs);
     program->entry->users--;
+    program->entry->last_used = ++use_clock;
     free(program);
+    enforce_cache_limit();
 }
 
 void ane_program_ports(const ane_program *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
@@ -327,10 +367,18 @@ static ane_status view_for_port(const ane_tensor *tensor, const ane_port *port, 
         ane_tensor_share(out, tensor);
         return ANE_OK;
     }
+    /* The dims other than 1 must agree in order: a [C, S] tensor binds to [1, C, 1, S], but an
+     * [S, C] one (or a flat one) is refused rather than silently reinterpreted. */
+    int64_t port_dims[ANE_MAX_DIMS], tensor_dims[ANE_MAX_DIMS];
+    int nport = 0, ntensor = 0;
+    for (int i = 0; i < port->rank; i++) if (port->shape[i] != 1) port_dims[nport++] = port->shape[i];
+    for (int i = 0; i < tensor->ndim; i++) if (tensor->shape[i] != 1) tensor_dims[ntensor++] = tensor->shape[i];
+    int unit_dims_only = nport == ntensor;
+    for (int i = 0; unit_dims_only && i < nport; i++) unit_dims_only = port_dims[i] == tensor_dims[i];
     char want[128], got[128];
-    if (ane_tensor_numel(tensor) != numel || !ane_tensor_is_contiguous(tensor))
-        return ane_fail(err, ANE_ERR_SHAPE, "%s '%s' is %s, got a %s tensor", role, port->name,
-                        ane_shape_string(want, sizeof want, port->rank, port->shape),
+    if (!unit_dims_only || ane_tensor_numel(tensor) != numel || !ane_tensor_is_contiguous(tensor))
+        return ane_fail(err, ANE_ERR_SHAPE, "%s '%s' is %s, got a %s tensor (only dims of size 1 may differ)", role,
+                        port->name, ane_shape_string(want, sizeof want, port->rank, port->shape),
                         ane_shape_string(got, sizeof got, tensor->ndim, tensor->shape));
     return ane_tensor_reshape(out, tensor, port->rank, port->shape, err);
 }

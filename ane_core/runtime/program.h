@@ -24,19 +24,26 @@ typedef struct ane_runtime_stats {
     int64_t compile_budget, budget_left;   /* ANE-05 */
     int64_t sanitized_values;              /* NaN/inf replaced while patching */
     int64_t sram_warnings;                 /* programs with a node beyond 32 MB (ANE-27) */
+    int64_t cached_programs;               /* compiled programs held, in use or not */
+    int64_t cache_limit, cache_evictions;  /* unused programs kept at most; evicted so far (LRU) */
     double compile_ms, load_ms, eval_ms, patch_ms;
     double restart_cost_ms;                /* exec() restarts the compiles would force on the device (ANE-15) */
 } ane_runtime_stats;
 
 #define ANE_DEFAULT_COMPILE_BUDGET 119
+#define ANE_DEFAULT_CACHE_LIMIT 256 /* compiled programs no loaded program uses */
 #define ANE_RESTART_COST_MS 50.0
 
 void ane_runtime_stats_get(ane_runtime_stats *out);
 void ane_runtime_stats_reset(void);
 /* Frees cached compiled programs that no loaded program uses; returns how many. */
 int ane_runtime_cache_clear(void);
-/* Sets the per-process compile budget (ANE-05); 0 restores the default. */
-void ane_runtime_set_compile_budget(int64_t budget);
+/* Sets the per-process compile budget (ANE-05); 0 restores the default. A negative budget
+ * is an argument error. */
+ane_status ane_runtime_set_compile_budget(int64_t budget, ane_error *err);
+/* Sets how many unused compiled programs the cache keeps (least recently used evicted
+ * first); 0 restores the default, a negative limit is an argument error. */
+ane_status ane_runtime_set_cache_limit(int64_t limit, ane_error *err);
 
 /* Compiles (or finds in the cache) and loads a program. `key` may be NULL. */
 ane_status ane_program_create(const char *backend_name, const ane_compile_options *options, const char *key,

@@ -668,7 +668,7 @@ static void compare_row(void *context, char *const *rows, const int64_t *stride,
         double x = ane_dtype_load(rows[0] + i * stride[0], c->a_dtype);
         double y = ane_dtype_load(rows[1] + i * stride[1], c->b_dtype);
         double diff;
-        if (isnan(x) || isnan(y)) diff = (isnan(x) && isnan(y)) ? 0 : NAN;
+        if (isnan(x) || isnan(y)) diff = NAN; /* a NaN is a difference, even against a NaN */
         else if (x == y) diff = 0; /* also equal infinities */
         else diff = fabs(x - y);
         if (isnan(diff)) c->max_abs_diff = NAN;

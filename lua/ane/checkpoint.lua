@@ -28,6 +28,22 @@ local function checkpoints(dir)
   return found
 end
 
+--- Removes the partial files (<name>.tmp-<pid>) that writers killed mid-write left in dir,
+--- those of processes still running excepted. Returns how many files and bytes.
+function M.sweep(dir)
+  local files, bytes = 0, 0
+  if lfs.attributes(dir, "mode") ~= "directory" then return files, bytes end
+  for entry in lfs.dir(dir) do
+    local pid = tonumber(entry:match("%.tmp%-(%d+)$"))
+    if pid and pid ~= ane._io.pid() and not ane._io.process_alive(pid) then
+      local path = dir .. "/" .. entry
+      local size = lfs.attributes(path, "size") or 0
+      if os.remove(path) then files, bytes = files + 1, bytes + size end
+    end
+  end
+  return files, bytes
+end
+
 --- Newest checkpoint in dir, or nil.
 function M.latest(dir)
   local all = checkpoints(dir)
@@ -100,9 +116,13 @@ function M.load(path)
   if metadata.format ~= "anelua-checkpoint-1" then return nil, path .. ": not an anelua checkpoint (format '" .. tostring(metadata.format) .. "')" end
   local intact, why = verify(path, tensors, metadata)
   if not intact then return nil, why end
-  local state = { params = {}, m = {}, v = {}, step = tonumber(metadata.step), data_position = tonumber(metadata.data_position),
-    rng = tonumber(metadata.rng), config = cjson.decode(metadata.config or "{}"),
-    trainer = cjson.decode(metadata.trainer or "{}") or {} }
+  local config, trainer = cjson.decode(metadata.config or "{}"), cjson.decode(metadata.trainer or "{}")
+  if type(config) ~= "table" then return nil, path .. ": the checkpoint's config is not a JSON object" end
+  if type(trainer) ~= "table" then return nil, path .. ": the checkpoint's trainer state is not a JSON object" end
+  local step = math.tointeger(tonumber(metadata.step))
+  if not step or step < 0 then return nil, path .. ": the checkpoint's step '" .. tostring(metadata.step) .. "' is not a count" end
+  local state = { params = {}, m = {}, v = {}, step = step, data_position = tonumber(metadata.data_position),
+    rng = tonumber(metadata.rng), config = config, trainer = trainer }
   for key, value in pairs(state.config) do -- JSON numbers come back as floats
     if math.type(value) == "float" then state.config[key] = math.tointeger(value) or value end
   end
@@ -110,6 +130,10 @@ function M.load(path)
     local kind, field = name:match("^(%a+_?%a*)%.(.+)$")
     local slot = kind == "param" and state.params or kind == "adam_m" and state.m or kind == "adam_v" and state.v
     if not slot then return nil, path .. ": unexpected tensor '" .. name .. "'" end
+    local sum = t:sum_of_squares() -- fp64: finite for every finite fp32 tensor
+    if sum ~= sum or sum == math.huge then
+      return nil, path .. ": tensor '" .. name .. "' holds NaN or infinite values; resume from an earlier checkpoint"
+    end
     slot[field] = t:to("fp32")
   end
   return state

@@ -25,8 +25,11 @@ Shard.__index = Shard
 function M.open(path)
   local mapping, size = ane._io.map_file(path)
   if not mapping then return nil, size end
-  local first = ane.io.read_file(path, 12)
-  if not first then return nil, path .. ": cannot read" end
+  local file = io.open(path, "rb") -- the header only: the tokens stay in the mapping
+  local first = file and file:read(12)
+  if file then file:close() end
+  if not first and size > 0 then return nil, path .. ": cannot read" end
+  first = first or ""
   local magic, version, declared = 0, 0, 0
   if #first >= 12 then magic, version, declared = string.unpack("<i4i4i4", first) end
   local format, offset, count
@@ -40,6 +43,11 @@ function M.open(path)
         path, declared, 2 * declared, offset, size)
     end
     count = declared
+  elseif version == LLMC_VERSION and size == LLMC_HEADER_BYTES + 2 * declared then
+    -- an llm.c header in every field but the magic: a damaged file, not 512 tokens of a
+    -- headerless shard that happen to spell llm.c's version and this file's token count
+    return nil, string.format("%s: magic %d at offset 0, expected llm.c's %d (the rest is an llm.c shard header)",
+      path, magic, LLMC_MAGIC)
   else
     format, offset = "llama2c", 0
     if size % 2 ~= 0 then

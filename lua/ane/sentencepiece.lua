@@ -29,40 +29,70 @@ local function varint(bytes, pos)
   return nil
 end
 
+-- A length: a varint that must be >= 0 (a 10-byte varint can set bit 63, which would move
+-- the read position backwards); the callers check that it fits.
+local function size_varint(bytes, pos)
+  local value, next_pos = varint(bytes, pos)
+  if not value or value < 0 then return nil end
+  return value, next_pos
+end
+
+-- A field key: a non-negative varint too (its field number and wire type).
+local key_varint = size_varint
+
 -- Skips one field of wire type `wire` at `pos`; returns the next position or nil.
 local function skip(bytes, pos, wire)
   if wire == 0 then return select(2, varint(bytes, pos))
   elseif wire == 1 then return pos + 8
   elseif wire == 5 then return pos + 4
   elseif wire == 2 then
-    local length, next_pos = varint(bytes, pos)
+    local length, next_pos = size_varint(bytes, pos)
     return length and next_pos + length or nil
+  end
+  return nil
+end
+
+-- TrainerSpec (ModelProto field 2): its vocab_size (field 4), or nil.
+local function trainer_vocab_size(bytes, start, stop)
+  local p = start
+  while p < stop do
+    local k, np = varint(bytes, p)
+    if not k or k < 0 then return nil end
+    local f, w = k >> 3, k & 7
+    if f == 4 and w == 0 then return (varint(bytes, np)) end
+    p = skip(bytes, np, w)
+    if not p or p > stop then return nil end
   end
   return nil
 end
 
 -- ModelProto: field 1 = repeated SentencePiece { 1: piece (string), 2: score (float), 3: type }.
 local function load_model_proto(path, bytes, spm)
-  local pos, id = 1, 0
+  local pos, id, declared, has_trainer_spec = 1, 0, nil, false
   while pos <= #bytes do
-    local key, next_pos = varint(bytes, pos)
-    if not key then return fail(path, "truncated field key at offset %d", pos - 1) end
+    local key, next_pos = key_varint(bytes, pos)
+    if not key then return fail(path, "bad or truncated field key at offset %d", pos - 1) end
     local field, wire = key >> 3, key & 7
+    if field == 2 and wire == 2 then
+      local length, start = size_varint(bytes, next_pos)
+      if not length or start + length - 1 > #bytes then return fail(path, "trainer spec at offset %d runs past the end", pos - 1) end
+      declared, has_trainer_spec = trainer_vocab_size(bytes, start, start + length), true
+    end
     if field == 1 and wire == 2 then
-      local length, start = varint(bytes, next_pos)
+      local length, start = size_varint(bytes, next_pos)
       if not length or start + length - 1 > #bytes then return fail(path, "piece %d at offset %d runs past the end", id, pos - 1) end
       local piece, score = nil, 0.0
       local p, stop = start, start + length
       while p < stop do
-        local k, np = varint(bytes, p)
-        if not k then return fail(path, "piece %d: truncated field at offset %d", id, p - 1) end
+        local k, np = key_varint(bytes, p)
+        if not k then return fail(path, "piece %d: bad or truncated field at offset %d", id, p - 1) end
         local f, w = k >> 3, k & 7
         if f == 1 and w == 2 then
-          local n, s = varint(bytes, np)
+          local n, s = size_varint(bytes, np)
           if not n or s + n > stop then return fail(path, "piece %d: string at offset %d runs past its message", id, np - 1) end
           piece, p = bytes:sub(s, s + n - 1), s + n
         elseif f == 2 and w == 5 then
-          if np + 3 >= stop + 0 and np + 3 > #bytes then return fail(path, "piece %d: truncated score", id) end
+          if np + 4 > stop then return fail(path, "piece %d: score at offset %d runs past its message", id, np - 1) end
           score, p = string.unpack("<f", bytes, np), np + 4
         else
           p = skip(bytes, np, w)
@@ -80,6 +110,12 @@ local function load_model_proto(path, bytes, spm)
     end
   end
   if id == 0 then return fail(path, "no pieces found (not a SentencePiece model?)") end
+  if not has_trainer_spec then -- every SentencePiece model has one, after its pieces
+    return fail(path, "ends after piece %d without the trainer spec a SentencePiece model holds (truncated?)", id - 1)
+  end
+  if declared and declared ~= id then
+    return fail(path, "holds %d pieces but its trainer spec says vocab_size %d (truncated?)", id, declared)
+  end
   return id
 end
 
@@ -102,8 +138,10 @@ local function load_llama2c(path, bytes, spm)
 end
 
 --- Loads tokenizer.model (protobuf) or llama2.c's tokenizer.bin; the format is recognized
---- from the first byte (a protobuf starts with field 1's tag, 0x0A).
-function M.load(path)
+--- from the first byte (a protobuf starts with field 1's tag, 0x0A). opts.vocab_size (the
+--- model's) is checked: llama2.c's file has no count of its own, so a file cut at a record
+--- boundary is only caught against the model it goes with.
+function M.load(path, opts)
   if type(path) ~= "string" then error("sentencepiece.load: path must be a string", 2) end
   local bytes, err = ane.io.read_file(path)
   if not bytes then return nil, err end
@@ -111,6 +149,10 @@ function M.load(path)
   local count, why
   if bytes:byte(1) == 0x0A then count, why = load_model_proto(path, bytes, spm) else count, why = load_llama2c(path, bytes, spm) end
   if not count then return nil, why end
+  local expected = opts and opts.vocab_size
+  if expected and count ~= expected then
+    return fail(path, "holds %d tokens, the model's vocabulary has %d", count, expected)
+  end
   return setmetatable({ spm = spm, vocab_size = count, bos = 1, eos = 2, source = path }, Tokenizer)
 end
 

@@ -28,8 +28,8 @@ end
 local function add_vocabulary(bpe, vocab, path)
   local count = 0
   for token, id in pairs(vocab) do
-    if type(token) ~= "string" or math.type(id) == nil or id ~= math.floor(id) then
-      return fail(path, "vocabulary entry %s is not a token -> integer id", tostring(token))
+    if type(token) ~= "string" or math.type(id) == nil or not math.tointeger(id) then
+      return fail(path, "vocabulary entry %s is not a token -> integer id (%s)", tostring(token), tostring(id))
     end
     local ok, message = bpe:add_token(token, math.tointeger(id))
     if not ok then return fail(path, "%s", message) end

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ane_graph_free(graph);
     if (values > (1 << 18)) return 0;
     ane_compile_options options = {.precision = ANE_PRECISION_FP16, .profile = ANE_PROFILE_CPU};
-    ane_runtime_set_compile_budget(INT64_MAX); /* fuzzing compiles far more than 119 programs */
+    ane_error budget_err;
+    (void)ane_runtime_set_compile_budget(INT64_MAX, &budget_err); /* fuzzing compiles far more than 119 programs */
     ane_program *program;
     if (ane_program_create("sim", &options, NULL, (const char *)data, size, &file, 1, &program, &err) != ANE_OK) return 0;
     const ane_port *inputs, *outputs;

@@ -66,12 +66,18 @@ local function complete_config(config)
   return config
 end
 
+local MAX_CONTEXT = 1 << 20 -- positions; real models use up to 131,072
+
 local function check_config(config, source)
   local c = config
   for _, key in ipairs({ "dim", "hidden", "n_layer", "n_head", "n_kv_head", "head_dim", "vocab_size", "seq_len" }) do
     if math.type(c[key]) ~= "integer" or c[key] <= 0 then
       return fail("%s: configuration field '%s' is %s, expected a positive integer", source, key, tostring(c[key]))
     end
+  end
+  if c.seq_len > MAX_CONTEXT then -- RoPE tables and KV caches are sized by it
+    return fail("%s: configuration field 'seq_len' is %d, more than the %d positions anelua supports (a corrupt header?)",
+      source, c.seq_len, MAX_CONTEXT)
   end
   if c.n_head % c.n_kv_head ~= 0 then
     return fail("%s: %d query heads cannot share %d kv heads evenly", source, c.n_head, c.n_kv_head)
