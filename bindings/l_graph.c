@@ -109,8 +109,8 @@ static void read_int_list(lua_State *L, int index, ane_int_list *list, const cha
     }
 }
 
-static void opt_pair(lua_State *L, int index, const char *key, int64_t *out, int n, int64_t fallback) {
-    for (int i = 0; i < n; i++) out[i] = fallback;
+/* Reads options[key] (when present) into out[0..n-1]; otherwise out keeps its value. */
+static void opt_ints(lua_State *L, int index, const char *key, int64_t *out, int n) {
     if (!lua_istable(L, index)) return;
     lua_getfield(L, index, key);
     if (!lua_isnil(L, -1)) {
@@ -120,6 +120,53 @@ static void opt_pair(lua_State *L, int index, const char *key, int64_t *out, int
         memcpy(out, list.values, (size_t)n * sizeof *out);
     }
     lua_pop(L, 1);
+}
+
+/* Reads an op's attributes as its schema (the op table) describes them: the positional
+ * ones from argument `index` on (an integer one with a default, softmax's or gather's
+ * axis, only when a number stands there), then the others from the options table after them, defaults for
+ * what is not given. Returns the index of the options table. */
+static int read_attributes(lua_State *L, ane_op op, int index, ane_node_attrs *attrs) {
+    ane_attrs_defaults(op, attrs);
+    ANE_FOR_EACH_ATTR(op, spec) {
+        if (!spec->lua || !spec->positional) continue;
+        if (spec->kind == ANE_ATTR_INT && spec->fallback && lua_type(L, index) != LUA_TNUMBER) continue; /* left out */
+        void *field = ane_attr_field(attrs, spec);
+        switch (spec->kind) {
+        case ANE_ATTR_INT: *(int64_t *)field = luaL_checkinteger(L, index); break;
+        case ANE_ATTR_FLOAT: *(double *)field = luaL_checknumber(L, index); break;
+        case ANE_ATTR_INTS: read_int_list(L, index, field, spec->lua); break;
+        case ANE_ATTR_DTYPE:
+            luaL_argcheck(L, !lua_isnoneornil(L, index), index, "dtype expected");
+            *(ane_dtype *)field = ane_lua_check_dtype(L, index, ANE_FP16);
+            break;
+        default: luaL_error(L, "%s: attribute '%s' cannot be positional", ane_op_table[op].name, spec->lua);
+        }
+        index++;
+    }
+    int opts = index;
+    if (!lua_istable(L, opts)) return opts;
+    ANE_FOR_EACH_ATTR(op, spec) {
+        if (!spec->lua || spec->positional || spec->kind == ANE_ATTR_PIECE) continue;
+        void *field = ane_attr_field(attrs, spec);
+        switch (spec->kind) {
+        case ANE_ATTR_INT: *(int64_t *)field = opt_int(L, opts, spec->lua, *(int64_t *)field); break;
+        case ANE_ATTR_BOOL: *(int *)field = opt_bool(L, opts, spec->lua, *(int *)field); break;
+        case ANE_ATTR_PAIR: opt_ints(L, opts, spec->lua, field, 2); break;
+        case ANE_ATTR_QUAD: opt_ints(L, opts, spec->lua, field, 4); break;
+        case ANE_ATTR_FLOAT:
+        case ANE_ATTR_STRING:
+            lua_getfield(L, opts, spec->lua);
+            if (!lua_isnil(L, -1)) {
+                if (spec->kind == ANE_ATTR_FLOAT) *(double *)field = luaL_checknumber(L, -1);
+                else snprintf(field, sizeof attrs->mode, "%s", luaL_checkstring(L, -1));
+            }
+            lua_pop(L, 1);
+            break;
+        default: break;
+        }
+    }
+    return opts;
 }
 
 /* ------------------------------------------------------------------ builders */
@@ -177,142 +224,63 @@ static ane_node *operand_or_scalar(lua_State *L, int index, ane_graph *g, const 
     return node;
 }
 
-/* Every op builder: the upvalue is the op. Arguments are parsed by the op's shape rule. */
+/* Every op builder: the upvalue is the op. The operands come first (as the op's shape rule
+ * takes them), then its attributes (read_attributes), then an options table with `name`
+ * and the non-positional attributes. */
 static int g_op(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
     ane_op op = (ane_op)lua_tointeger(L, lua_upvalueindex(1));
     ane_node *operands[64];
-    int n = 0, opts = 0;
-    ane_node_attrs attrs;
-    memset(&attrs, 0, sizeof attrs);
+    int n = 0, next = 2;
     switch (ane_op_table[op].shape_rule) {
-    case SHAPE_SAME: /* unary ops, softmax(x, [axis]), clip(x, alpha, beta) */
-        operands[n++] = check_node(L, 2, g);
-        if (op == ANE_OP_SOFTMAX) {
-            attrs.axis = lua_isinteger(L, 3) ? lua_tointeger(L, 3) : -1;
-            opts = lua_isinteger(L, 3) ? 4 : 3;
-        } else if (op == ANE_OP_CLIP) {
-            attrs.alpha = luaL_checknumber(L, 3);
-            attrs.beta = luaL_checknumber(L, 4);
-            opts = 5;
-        } else {
-            opts = 3;
-        }
+    case SHAPE_BROADCAST: /* (x, y or a number) */
+        operands[n++] = check_node(L, next++, g);
+        operands[n++] = operand_or_scalar(L, next++, g, operands[0]);
         break;
-    case SHAPE_BROADCAST:
-        operands[n++] = check_node(L, 2, g);
-        operands[n++] = operand_or_scalar(L, 3, g, operands[0]);
-        opts = 4;
+    case SHAPE_SELECT: /* (cond, a, b or a number) */
+        operands[n++] = check_node(L, next++, g);
+        operands[n++] = check_node(L, next++, g);
+        operands[n++] = operand_or_scalar(L, next++, g, operands[1]);
         break;
-    case SHAPE_SELECT:
-        operands[n++] = check_node(L, 2, g);
-        operands[n++] = check_node(L, 3, g);
-        operands[n++] = operand_or_scalar(L, 4, g, operands[1]);
-        opts = 5;
-        break;
-    case SHAPE_CONV:
-        operands[n++] = check_node(L, 2, g);
-        operands[n++] = check_node(L, 3, g);
-        opts = 4;
-        opt_pair(L, opts, "strides", attrs.strides, 2, 1);
-        opt_pair(L, opts, "dilations", attrs.dilations, 2, 1);
-        opt_pair(L, opts, "pads", attrs.pads, 4, 0);
-        attrs.groups = opt_int(L, opts, "groups", 1);
-        break;
-    case SHAPE_MATMUL:
-        operands[n++] = check_node(L, 2, g);
-        operands[n++] = check_node(L, 3, g);
-        opts = 4;
-        attrs.transpose_x = opt_bool(L, opts, "transpose_x", 0);
-        attrs.transpose_y = opt_bool(L, opts, "transpose_y", 0);
-        break;
-    case SHAPE_REDUCE: /* reduce_*(x, axes, [{keep_dims =, name =}]) */
-        operands[n++] = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.axes, "axes");
-        opts = 4;
-        attrs.keep_dims = opt_bool(L, opts, "keep_dims", 0);
-        break;
-    case SHAPE_RESHAPE:
-        operands[n++] = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.shape, "shape");
-        opts = 4;
-        break;
-    case SHAPE_TRANSPOSE:
-        operands[n++] = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.perm, "perm");
-        opts = 4;
-        break;
-    case SHAPE_SLICE_INDEX:
-    case SHAPE_SLICE_SIZE:
-        operands[n++] = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.begin, "begin");
-        read_int_list(L, 4, op == ANE_OP_SLICE_BY_INDEX ? &attrs.end : &attrs.size, op == ANE_OP_SLICE_BY_INDEX ? "end" : "size");
-        opts = 5;
-        break;
-    case SHAPE_CAST:
-        operands[n++] = check_node(L, 2, g);
-        attrs.dtype = ane_lua_check_dtype(L, 3, ANE_FP16);
-        luaL_argcheck(L, !lua_isnoneornil(L, 3), 3, "dtype expected");
-        opts = 4;
-        break;
-    case SHAPE_CONCAT: { /* concat({a, b, ...}, axis) */
-        luaL_checktype(L, 2, LUA_TTABLE);
-        lua_Integer count = luaL_len(L, 2);
+    case SHAPE_CONCAT: { /* ({a, b, ...}, ...) */
+        luaL_checktype(L, next, LUA_TTABLE);
+        lua_Integer count = luaL_len(L, next);
         if (count < 1 || count > 64) return luaL_error(L, "concat takes 1 to 64 values, got %d", (int)count);
         for (int i = 1; i <= count; i++) {
-            lua_geti(L, 2, i);
+            lua_geti(L, next, i);
             operands[n++] = check_node(L, -1, g);
             lua_pop(L, 1);
         }
-        attrs.axis = luaL_checkinteger(L, 3);
-        opts = 4;
+        next++;
         break;
     }
-    case SHAPE_SPLIT: { /* split(x, sizes, axis) -> piece nodes */
-        ane_node *x = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.sizes, "sizes");
-        attrs.axis = luaL_checkinteger(L, 4);
-        const char *base = opt_name(L, 5);
+    case SHAPE_SDPA: /* (query, key, value, [mask]) */
+        for (; next <= 5 && luaL_testudata(L, next, ANE_NODE_TYPE); next++) operands[n++] = check_node(L, next, g);
+        if (n < 3) return luaL_error(L, "scaled_dot_product_attention needs query, key and value nodes");
+        break;
+    case SHAPE_SOURCE: return luaL_error(L, "use g:input and g:const");
+    default: /* as many nodes as the op takes */
+        for (int i = 0; i < ane_op_table[op].min_operands; i++) operands[n++] = check_node(L, next++, g);
+        break;
+    }
+    ane_node_attrs attrs;
+    int opts = read_attributes(L, op, next, &attrs);
+    if (!lua_isnoneornil(L, opts) && !lua_istable(L, opts))
+        return luaL_argerror(L, opts, "options table expected");
+    ane_error err;
+    if (op == ANE_OP_SPLIT) { /* split(x, sizes, axis) -> one node per piece */
+        const char *base = opt_name(L, opts);
         for (int piece = 0; piece < attrs.sizes.count; piece++) {
             attrs.index = piece;
             char name[ANE_NAME_MAX];
             if (base) snprintf(name, sizeof name, "%s_%d", base, piece);
             ane_node *node = NULL;
-            ane_error err;
-            if (ane_graph_op(g, ANE_OP_SPLIT, base ? name : NULL, &x, 1, &attrs, &node, &err)) return ane_lua_raise(L, &err);
+            if (ane_graph_op(g, ANE_OP_SPLIT, base ? name : NULL, operands, 1, &attrs, &node, &err)) return ane_lua_raise(L, &err);
             push_node(L, 1, node);
         }
         return attrs.sizes.count;
     }
-    case SHAPE_PAD: /* pad(x, amounts, [{mode =, value =, name =}]) */
-        operands[n++] = check_node(L, 2, g);
-        read_int_list(L, 3, &attrs.amounts, "amounts");
-        opts = 4;
-        if (lua_istable(L, opts)) {
-            lua_getfield(L, opts, "mode");
-            if (!lua_isnil(L, -1)) snprintf(attrs.mode, sizeof attrs.mode, "%s", luaL_checkstring(L, -1));
-            lua_getfield(L, opts, "value");
-            attrs.alpha = luaL_optnumber(L, -1, 0);
-            lua_pop(L, 2);
-        }
-        break;
-    case SHAPE_GATHER:
-        operands[n++] = check_node(L, 2, g);
-        operands[n++] = check_node(L, 3, g);
-        attrs.axis = luaL_optinteger(L, 4, 0);
-        opts = 5;
-        break;
-    case SHAPE_SDPA:
-        for (int i = 2; i <= 5 && luaL_testudata(L, i, ANE_NODE_TYPE); i++) operands[n++] = check_node(L, i, g);
-        if (n < 3) return luaL_error(L, "scaled_dot_product_attention needs query, key and value nodes");
-        opts = n + 2;
-        break;
-    case SHAPE_SOURCE: return luaL_error(L, "use g:input and g:const");
-    }
-    if (!lua_isnoneornil(L, opts) && !lua_istable(L, opts))
-        return luaL_argerror(L, opts, "options table expected");
     ane_node *node = NULL;
-    ane_error err;
     ane_status status = ane_graph_op(g, op, opt_name(L, opts), operands, n, &attrs, &node, &err);
     return finish_node(L, g, status, &err, node);
 }

@@ -322,46 +322,65 @@ void ane_graph_stats_compute(const ane_graph *g, ane_graph_stats *stats) {
 
 /* ------------------------------------------------------------------ dump */
 
-static void dump_list(ane_text *b, const char *label, const ane_int_list *list) {
-    ane_text_append(b, " %s=[", label);
-    for (int i = 0; i < list->count; i++) ane_text_append(b, i ? ", %lld" : "%lld", (long long)list->values[i]);
+static void dump_ints(ane_text *b, const int64_t *values, int count) {
+    ane_text_append(b, "[");
+    for (int i = 0; i < count; i++) ane_text_append(b, i ? ", %lld" : "%lld", (long long)values[i]);
     ane_text_append(b, "]");
 }
 
+/* " name=value" for each stored attribute, by its Lua name. */
 static void dump_attrs(ane_text *b, const ane_node *node) {
-    const ane_node_attrs *a = &node->attrs;
-    switch (node->op) {
-    case ANE_OP_CONV:
-        ane_text_append(b, " strides=[%lld, %lld] pads=[%lld, %lld, %lld, %lld] dilations=[%lld, %lld] groups=%lld",
-               (long long)a->strides[0], (long long)a->strides[1], (long long)a->pads[0], (long long)a->pads[1],
-               (long long)a->pads[2], (long long)a->pads[3], (long long)a->dilations[0], (long long)a->dilations[1],
-               (long long)a->groups);
-        break;
-    case ANE_OP_MATMUL: ane_text_append(b, " transpose_x=%d transpose_y=%d", a->transpose_x, a->transpose_y); break;
-    case ANE_OP_SOFTMAX:
-    case ANE_OP_CONCAT:
-    case ANE_OP_GATHER: ane_text_append(b, " axis=%lld", (long long)a->axis); break;
-    case ANE_OP_SPLIT:
-        ane_text_append(b, " axis=%lld index=%d", (long long)a->axis, a->index);
-        dump_list(b, "sizes", &a->sizes);
-        break;
-    case ANE_OP_REDUCE_SUM:
-    case ANE_OP_REDUCE_MEAN:
-    case ANE_OP_REDUCE_MAX:
-        dump_list(b, "axes", &a->axes);
-        ane_text_append(b, " keep_dims=%d", a->keep_dims);
-        break;
-    case ANE_OP_RESHAPE: dump_list(b, "shape", &a->shape); break;
-    case ANE_OP_TRANSPOSE: dump_list(b, "perm", &a->perm); break;
-    case ANE_OP_SLICE_BY_INDEX: dump_list(b, "begin", &a->begin); dump_list(b, "end", &a->end); break;
-    case ANE_OP_SLICE_BY_SIZE: dump_list(b, "begin", &a->begin); dump_list(b, "size", &a->size); break;
-    case ANE_OP_CAST: ane_text_append(b, " dtype=%s", ane_dtype_name(a->dtype)); break;
-    case ANE_OP_CLIP: ane_text_append(b, " alpha=%g beta=%g", a->alpha, a->beta); break;
-    case ANE_OP_PAD:
-        dump_list(b, "amounts", &a->amounts);
-        ane_text_append(b, " mode=%s value=%g", a->mode, a->alpha);
-        break;
-    default: break;
+    ANE_FOR_EACH_ATTR(node->op, spec) {
+        if (!ane_attr_is_stored(spec)) continue;
+        const void *field = ane_attr_field_const(&node->attrs, spec);
+        ane_text_append(b, " %s=", spec->lua ? spec->lua : spec->mil);
+        switch (spec->kind) {
+        case ANE_ATTR_INT:
+        case ANE_ATTR_PIECE: ane_text_append(b, "%lld", (long long)*(const int64_t *)field); break;
+        case ANE_ATTR_BOOL: ane_text_append(b, "%s", *(const int *)field ? "true" : "false"); break;
+        case ANE_ATTR_FLOAT: ane_text_append(b, "%g", *(const double *)field); break;
+        case ANE_ATTR_INTS: {
+            const ane_int_list *list = field;
+            dump_ints(b, list->values, list->count);
+            break;
+        }
+        case ANE_ATTR_PAIR: dump_ints(b, field, 2); break;
+        case ANE_ATTR_QUAD: dump_ints(b, field, 4); break;
+        case ANE_ATTR_DTYPE: ane_text_append(b, "%s", ane_dtype_name(*(const ane_dtype *)field)); break;
+        case ANE_ATTR_STRING: ane_text_append(b, "%s", (const char *)field); break;
+        default: break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ attribute schema */
+
+void *ane_attr_field(ane_node_attrs *attrs, const ane_attr_spec *spec) { return (char *)attrs + spec->offset; }
+
+const void *ane_attr_field_const(const ane_node_attrs *attrs, const ane_attr_spec *spec) {
+    return (const char *)attrs + spec->offset;
+}
+
+void ane_attrs_defaults(ane_op op, ane_node_attrs *attrs) {
+    memset(attrs, 0, sizeof *attrs);
+    ANE_FOR_EACH_ATTR(op, spec) {
+        if (!ane_attr_is_stored(spec) || !spec->fallback) continue;
+        void *field = ane_attr_field(attrs, spec);
+        switch (spec->kind) {
+        case ANE_ATTR_INT:
+        case ANE_ATTR_PIECE: *(int64_t *)field = strtoll(spec->fallback, NULL, 10); break;
+        case ANE_ATTR_BOOL: *(int *)field = strcmp(spec->fallback, "true") == 0; break;
+        case ANE_ATTR_FLOAT: *(double *)field = strtod(spec->fallback, NULL); break;
+        case ANE_ATTR_PAIR:
+        case ANE_ATTR_QUAD: {
+            int64_t *values = field, value = strtoll(spec->fallback, NULL, 10);
+            for (int i = 0; i < (spec->kind == ANE_ATTR_PAIR ? 2 : 4); i++) values[i] = value;
+            break;
+        }
+        case ANE_ATTR_DTYPE: (void)ane_dtype_from_name(spec->fallback, field); break;
+        case ANE_ATTR_STRING: snprintf(field, sizeof attrs->mode, "%s", spec->fallback); break;
+        default: break;
+        }
     }
 }
 

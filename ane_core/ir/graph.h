@@ -22,7 +22,8 @@ typedef struct ane_int_list {
     int64_t values[ANE_LIST_MAX];
 } ane_int_list;
 
-/* Attributes; each op reads only its own fields (listed per field). */
+/* Attributes; each op reads only its own fields (listed per field), and the op table's
+ * attribute schema (ops.c) says which, with their MIL and Lua names and defaults. */
 typedef struct ane_node_attrs {
     int64_t strides[2], dilations[2]; /* conv */
     int64_t pads[4];                  /* conv: top, bottom, left, right */
@@ -39,7 +40,7 @@ typedef struct ane_node_attrs {
     ane_int_list amounts;             /* pad: (before, after) pairs for the last count/2 dims */
     char mode[16];                    /* pad: "constant", "reflect" or "replicate" */
     ane_int_list sizes;               /* split: sizes along axis */
-    int index;                        /* split: which piece this node is */
+    int64_t index;                    /* split: which piece this node is */
 } ane_node_attrs;
 
 typedef struct ane_node ane_node;
@@ -100,6 +101,12 @@ void ane_graph_replace_uses(ane_graph *g, ane_node *old, ane_node *replacement);
 ane_status ane_graph_rename(ane_graph *g, ane_node *node, const char *name, ane_error *err);
 /* Drops dead nodes from the node array and renumbers ids. */
 void ane_graph_compact(ane_graph *g);
+
+/* Sets every attribute of `op` that has a default to it; the others become zero. */
+void ane_attrs_defaults(ane_op op, ane_node_attrs *attrs);
+/* The field that a stored attribute (ane_attr_is_stored) lives in. */
+void *ane_attr_field(ane_node_attrs *attrs, const ane_attr_spec *spec);
+const void *ane_attr_field_const(const ane_node_attrs *attrs, const ane_attr_spec *spec);
 
 /* Infers node->dtype/rank/shape from operands and attributes (shape.c). */
 ane_status ane_infer_shape(ane_node *node, ane_error *err);

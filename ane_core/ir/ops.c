@@ -1,19 +1,104 @@
-/* The op metadata table, expanded from the X-macro in ops.h. */
+/* The op metadata table, expanded from the X-macro in ops.h, with each op's attribute
+ * schema. An attribute row: { MIL name, Lua name, kind, field, default, positional, rule }.
+ * The order of the rows is the order the emitter writes their const statements in; the
+ * positional rows are the Lua builder's arguments after the operands, in order. */
 #include "ops.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "graph.h"
+
+#define AT(field) offsetof(ane_node_attrs, field)
+
+static const ane_attr_spec attrs_conv[] = {
+    {"pad_type", NULL, ANE_ATTR_PAD_TYPE, AT(pads), "valid", 0, NULL},
+    {"strides", "strides", ANE_ATTR_PAIR, AT(strides), "1", 0, NULL},
+    {"pad", "pads", ANE_ATTR_QUAD, AT(pads), "0", 0, NULL},
+    {"dilations", "dilations", ANE_ATTR_PAIR, AT(dilations), "1", 0, NULL},
+    {"groups", "groups", ANE_ATTR_INT, AT(groups), "1", 0, NULL},
+    {"bias", NULL, ANE_ATTR_REJECTED, 0, "conv takes no bias (ANE-13); add the bias with a separate add", 0, "ANE-13"},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_matmul[] = {
+    {"transpose_x", "transpose_x", ANE_ATTR_BOOL, AT(transpose_x), "false", 0, "ANE-12"},
+    {"transpose_y", "transpose_y", ANE_ATTR_BOOL, AT(transpose_y), "false", 0, "ANE-12"},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_softmax[] = {
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "-1", 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_reduce[] = {
+    {"axes", "axes", ANE_ATTR_INTS, AT(axes), NULL, 1, NULL},
+    {"keep_dims", "keep_dims", ANE_ATTR_BOOL, AT(keep_dims), "false", 0, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_reshape[] = {
+    {"shape", "shape", ANE_ATTR_INTS, AT(shape), NULL, 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_transpose[] = {
+    {"perm", "perm", ANE_ATTR_INTS, AT(perm), NULL, 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_slice_by_index[] = {
+    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL},
+    {"end", "end", ANE_ATTR_INTS, AT(end), NULL, 1, NULL},
+    {"stride", NULL, ANE_ATTR_ONES, 0, NULL, 0, NULL},
+    {"begin_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
+    {"end_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
+    {"squeeze_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_slice_by_size[] = {
+    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL},
+    {"size", "size", ANE_ATTR_INTS, AT(size), NULL, 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_cast[] = {
+    {"dtype", "dtype", ANE_ATTR_DTYPE, AT(dtype), NULL, 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_clip[] = {
+    {"alpha", "alpha", ANE_ATTR_FLOAT, AT(alpha), NULL, 1, NULL},
+    {"beta", "beta", ANE_ATTR_FLOAT, AT(beta), NULL, 1, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_concat[] = {
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL},
+    {"interleave", NULL, ANE_ATTR_FALSE, 0, "false", 0, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_split[] = {
+    {"split_sizes", "sizes", ANE_ATTR_INTS, AT(sizes), "", 1, NULL}, /* MIL may give num_splits instead */
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL},
+    {"num_splits", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
+    {NULL, "index", ANE_ATTR_PIECE, AT(index), "0", 0, NULL}, /* which piece this node is */
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_pad[] = {
+    {"pad", "amounts", ANE_ATTR_INTS, AT(amounts), NULL, 1, NULL},
+    {"mode", "mode", ANE_ATTR_STRING, AT(mode), "constant", 0, NULL},
+    {"constant_val", "value", ANE_ATTR_FLOAT, AT(alpha), "0", 0, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+static const ane_attr_spec attrs_gather[] = {
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "0", 1, NULL},
+    {"batch_dims", NULL, ANE_ATTR_ZERO, 0, NULL, 0, NULL},
+    {"validate_indices", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+};
+
 const ane_op_info ane_op_table[ANE_OP_COUNT] = {
-#define X(id, mil, operands, min_in, max_in, rule, flags) {mil, operands, min_in, max_in, rule, flags},
+#define X(id, mil, operands, min_in, max_in, rule, flags, attrs) [ANE_OP_##id] = {mil, operands, min_in, max_in, rule, flags, attrs},
     ANE_OP_TABLE(X)
 #undef X
 };
 
-/* One row per enum value, counted independently of the enum. */
-#define X(id, mil, operands, min_in, max_in, rule, flags) +1
-_Static_assert(0 ANE_OP_TABLE(X) == ANE_OP_COUNT, "op table rows and ane_op disagree");
-#undef X
+int ane_attr_is_stored(const ane_attr_spec *spec) {
+    return spec->kind >= ANE_ATTR_INT && spec->kind <= ANE_ATTR_PIECE;
+}
 
 int ane_op_from_name(const char *name, ane_op *out) {
     for (int i = 0; i < ANE_OP_COUNT; i++)

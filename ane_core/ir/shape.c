@@ -273,7 +273,7 @@ static ane_status rule_split(ane_node *node, ane_error *err) {
     if (a->sizes.count < 1 || total != x->shape[a->axis])
         return NODE_FAIL(node, "split sizes add up to %lld but axis %lld has %lld", (long long)total, (long long)a->axis,
                          (long long)x->shape[a->axis]);
-    if (a->index < 0 || a->index >= a->sizes.count) return NODE_FAIL(node, "piece %d of %d does not exist", a->index + 1, a->sizes.count);
+    if (a->index < 0 || a->index >= a->sizes.count) return NODE_FAIL(node, "piece %d of %d does not exist", (int)a->index + 1, a->sizes.count);
     int64_t shape[ANE_IR_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
     shape[a->axis] = a->sizes.values[a->index];

@@ -192,61 +192,34 @@ static int by_param(const void *a, const void *b) {
     return strcmp(((const argument *)a)->param, ((const argument *)b)->param);
 }
 
-/* The parameter consts of one op (its attributes), appended to args. */
+/* The parameter consts of one op (its attributes, from the op table's schema, in its
+ * order), appended to args. */
 static void emit_attribute_params(emitter *e, const ane_node *node, argument *args, int *count) {
-    const ane_node_attrs *a = &node->attrs;
     const ane_node *x = node->noperands ? node->operands[0] : NULL;
-    switch (node->op) {
-    case ANE_OP_CONV: {
-        int padded = a->pads[0] || a->pads[1] || a->pads[2] || a->pads[3];
-        param_string(e, node, args, count, "pad_type", padded ? "custom" : "valid");
-        param_int_list(e, node, args, count, "strides", a->strides, 2);
-        param_int_list(e, node, args, count, "pad", a->pads, 4);
-        param_int_list(e, node, args, count, "dilations", a->dilations, 2);
-        param_int(e, node, args, count, "groups", a->groups);
-        break;
-    }
-    case ANE_OP_MATMUL:
-        param_bool(e, node, args, count, "transpose_x", a->transpose_x);
-        param_bool(e, node, args, count, "transpose_y", a->transpose_y);
-        break;
-    case ANE_OP_SOFTMAX: param_int(e, node, args, count, "axis", a->axis); break;
-    case ANE_OP_REDUCE_SUM:
-    case ANE_OP_REDUCE_MEAN:
-    case ANE_OP_REDUCE_MAX:
-        param_int_list(e, node, args, count, "axes", a->axes.values, a->axes.count);
-        param_bool(e, node, args, count, "keep_dims", a->keep_dims);
-        break;
-    case ANE_OP_RESHAPE: param_int_list(e, node, args, count, "shape", a->shape.values, a->shape.count); break;
-    case ANE_OP_TRANSPOSE: param_int_list(e, node, args, count, "perm", a->perm.values, a->perm.count); break;
-    case ANE_OP_SLICE_BY_INDEX:
-        param_int_list(e, node, args, count, "begin", a->begin.values, a->begin.count);
-        param_int_list(e, node, args, count, "end", a->end.values, a->end.count);
-        break;
-    case ANE_OP_SLICE_BY_SIZE:
-        param_int_list(e, node, args, count, "begin", a->begin.values, a->begin.count);
-        param_int_list(e, node, args, count, "size", a->size.values, a->size.count);
-        break;
-    case ANE_OP_CAST: param_string(e, node, args, count, "dtype", mil_dtype(a->dtype)); break;
-    case ANE_OP_CLIP:
-        param_float(e, node, args, count, "alpha", x->dtype, a->alpha);
-        param_float(e, node, args, count, "beta", x->dtype, a->beta);
-        break;
-    case ANE_OP_CONCAT:
-        param_int(e, node, args, count, "axis", a->axis);
-        param_bool(e, node, args, count, "interleave", 0);
-        break;
-    case ANE_OP_SPLIT:
-        param_int_list(e, node, args, count, "split_sizes", a->sizes.values, a->sizes.count);
-        param_int(e, node, args, count, "axis", a->axis);
-        break;
-    case ANE_OP_PAD:
-        param_int_list(e, node, args, count, "pad", a->amounts.values, a->amounts.count);
-        param_string(e, node, args, count, "mode", a->mode);
-        param_float(e, node, args, count, "constant_val", x->dtype, a->alpha);
-        break;
-    case ANE_OP_GATHER: param_int(e, node, args, count, "axis", a->axis); break;
-    default: break;
+    ANE_FOR_EACH_ATTR(node->op, spec) {
+        if (!spec->mil) continue; /* internal (split's piece index) */
+        const void *field = ane_attr_field_const(&node->attrs, spec);
+        switch (spec->kind) {
+        case ANE_ATTR_INT: param_int(e, node, args, count, spec->mil, *(const int64_t *)field); break;
+        case ANE_ATTR_BOOL: param_bool(e, node, args, count, spec->mil, *(const int *)field); break;
+        case ANE_ATTR_FLOAT: param_float(e, node, args, count, spec->mil, x->dtype, *(const double *)field); break;
+        case ANE_ATTR_INTS: {
+            const ane_int_list *list = field;
+            param_int_list(e, node, args, count, spec->mil, list->values, list->count);
+            break;
+        }
+        case ANE_ATTR_PAIR: param_int_list(e, node, args, count, spec->mil, field, 2); break;
+        case ANE_ATTR_QUAD: param_int_list(e, node, args, count, spec->mil, field, 4); break;
+        case ANE_ATTR_DTYPE: param_string(e, node, args, count, spec->mil, mil_dtype(*(const ane_dtype *)field)); break;
+        case ANE_ATTR_STRING: param_string(e, node, args, count, spec->mil, field); break;
+        case ANE_ATTR_PAD_TYPE: {
+            const int64_t *pads = field;
+            param_string(e, node, args, count, spec->mil, pads[0] || pads[1] || pads[2] || pads[3] ? "custom" : "valid");
+            break;
+        }
+        case ANE_ATTR_FALSE: param_bool(e, node, args, count, spec->mil, 0); break;
+        default: break; /* parse-only parameters are never written */
+        }
     }
 }
 

@@ -888,172 +888,110 @@ static const char *missing_op_hint(const char *op) {
     return NULL;
 }
 
-/* Reads the attribute parameters of `op` from the arguments. */
-static void bind_attributes(parser *p, ane_op op, argument *args, int nargs, ane_node_attrs *a, ane_node *const *operands) {
-    argument *arg;
-#define ARG(name) (arg = find_argument(args, nargs, name))
-    switch (op) {
-    case ANE_OP_CONV: {
-        if (ARG("bias")) {
-            fail_at(p, &arg->at, "conv takes no bias (ANE-13); add the bias with a separate add");
-            return;
-        }
-        a->strides[0] = a->strides[1] = a->dilations[0] = a->dilations[1] = a->groups = 1;
-        ane_int_list list;
-        if (ARG("strides") && literal_ints(p, arg->value, "strides", &list)) {
-            if (list.count != 2) fail_at(p, &arg->at, "strides needs 2 values");
-            else memcpy(a->strides, list.values, sizeof a->strides);
-        }
-        if (ARG("dilations") && literal_ints(p, arg->value, "dilations", &list)) {
-            if (list.count != 2) fail_at(p, &arg->at, "dilations needs 2 values");
-            else memcpy(a->dilations, list.values, sizeof a->dilations);
-        }
-        if (ARG("groups")) literal_int(p, arg->value, "groups", &a->groups);
-        const char *pad_type = "valid";
-        if (ARG("pad_type")) literal_string(p, arg->value, "pad_type", &pad_type);
-        if (strcmp(pad_type, "custom") == 0) {
-            if (ARG("pad") && literal_ints(p, arg->value, "pad", &list)) {
-                if (list.count != 4) fail_at(p, &arg->at, "pad needs 4 values (top, bottom, left, right)");
-                else memcpy(a->pads, list.values, sizeof a->pads);
-            }
-        } else if (strcmp(pad_type, "same") == 0 && operands[0] && operands[1] && operands[0]->rank == 4 &&
-                   operands[1]->rank == 4) {
-            for (int i = 0; i < 2; i++) {
-                int64_t in = operands[0]->shape[2 + i], k = operands[1]->shape[2 + i], s = a->strides[i] > 0 ? a->strides[i] : 1;
-                int64_t out = (in + s - 1) / s, total = (out - 1) * s + (k - 1) * a->dilations[i] + 1 - in;
-                if (total < 0) total = 0;
-                a->pads[2 * i] = total / 2;
-                a->pads[2 * i + 1] = total - total / 2;
-            }
-        } else if (strcmp(pad_type, "valid") != 0) {
-            fail_at(p, &args[0].at, "conv pad_type '%s' is not valid, same or custom", pad_type);
-        }
-        break;
-    }
-    case ANE_OP_MATMUL:
+/* conv's pad_type: valid (no padding), same (the padding that keeps ceil(in / stride)
+ * positions, computed from the operands' shapes) or custom (the pad values as given). */
+static void apply_pad_type(parser *p, const char *pad_type, const token *at, ane_node_attrs *a, ane_node *const *operands) {
+    if (strcmp(pad_type, "valid") == 0) {
+        memset(a->pads, 0, sizeof a->pads);
+    } else if (strcmp(pad_type, "same") == 0) {
+        if (!operands[0] || !operands[1] || operands[0]->rank != 4 || operands[1]->rank != 4) return;
         for (int i = 0; i < 2; i++) {
-            const char *flag = i ? "transpose_y" : "transpose_x";
-            int *target = i ? &a->transpose_y : &a->transpose_x;
-            if (!ARG(flag)) continue;
-            if (arg->value->kind != VAL_NAME) {
-                fail_at(p, &arg->at, "matmul %s must name a bool const, not an inline literal (ANE-12)", flag);
-                return;
-            }
-            literal_bool(p, arg->value, flag, target);
+            int64_t in = operands[0]->shape[2 + i], k = operands[1]->shape[2 + i], s = a->strides[i] > 0 ? a->strides[i] : 1;
+            int64_t out = (in + s - 1) / s, total = (out - 1) * s + (k - 1) * a->dilations[i] + 1 - in;
+            if (total < 0) total = 0;
+            a->pads[2 * i] = total / 2;
+            a->pads[2 * i + 1] = total - total / 2;
         }
-        break;
-    case ANE_OP_SOFTMAX:
-        a->axis = -1;
-        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
-        break;
-    case ANE_OP_REDUCE_SUM:
-    case ANE_OP_REDUCE_MEAN:
-    case ANE_OP_REDUCE_MAX:
-        if (ARG("axes")) literal_ints(p, arg->value, "axes", &a->axes);
-        else fail_at(p, &args[0].at, "%s needs axes", ane_op_table[op].name);
-        if (ARG("keep_dims")) literal_bool(p, arg->value, "keep_dims", &a->keep_dims);
-        break;
-    case ANE_OP_RESHAPE:
-        if (ARG("shape")) literal_ints(p, arg->value, "shape", &a->shape);
-        else fail_at(p, &args[0].at, "reshape needs shape");
-        break;
-    case ANE_OP_TRANSPOSE:
-        if (ARG("perm")) literal_ints(p, arg->value, "perm", &a->perm);
-        else fail_at(p, &args[0].at, "transpose needs perm");
-        break;
-    case ANE_OP_SLICE_BY_INDEX:
-    case ANE_OP_SLICE_BY_SIZE: {
-        const char *second = op == ANE_OP_SLICE_BY_INDEX ? "end" : "size";
-        if (ARG("begin")) literal_ints(p, arg->value, "begin", &a->begin);
-        else fail_at(p, &args[0].at, "%s needs begin", ane_op_table[op].name);
-        if (ARG(second)) literal_ints(p, arg->value, second, op == ANE_OP_SLICE_BY_INDEX ? &a->end : &a->size);
-        else fail_at(p, &args[0].at, "%s needs %s", ane_op_table[op].name, second);
-        if (ARG("stride")) {
-            ane_int_list stride;
-            if (literal_ints(p, arg->value, "stride", &stride))
-                for (int i = 0; i < stride.count; i++)
-                    if (stride.values[i] != 1) fail_at(p, &arg->at, "slice strides other than 1 are not supported");
-        }
-        break;
+    } else if (strcmp(pad_type, "custom") != 0) {
+        fail_at(p, at, "conv pad_type '%s' is not valid, same or custom", pad_type);
     }
-    case ANE_OP_CAST: {
-        const char *dtype = NULL;
-        if (ARG("dtype") && literal_string(p, arg->value, "dtype", &dtype) && !ane_dtype_from_name(dtype, &a->dtype))
-            fail_at(p, &arg->at, "cast to unknown dtype '%s'", dtype);
-        if (!dtype && !failed(p)) fail_at(p, &args[0].at, "cast needs dtype");
-        break;
-    }
-    case ANE_OP_CLIP:
-        if (ARG("alpha")) literal_float(p, arg->value, "alpha", &a->alpha);
-        if (ARG("beta")) literal_float(p, arg->value, "beta", &a->beta);
-        break;
-    case ANE_OP_CONCAT: {
-        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
-        int interleave = 0;
-        if (ARG("interleave") && literal_bool(p, arg->value, "interleave", &interleave) && interleave)
-            fail_at(p, &arg->at, "concat with interleave = true is not supported");
-        break;
-    }
-    case ANE_OP_SPLIT:
-        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
-        if (ARG("split_sizes")) literal_ints(p, arg->value, "split_sizes", &a->sizes);
-        break;
-    case ANE_OP_PAD: {
-        if (ARG("pad")) literal_ints(p, arg->value, "pad", &a->amounts);
-        const char *mode = "constant";
-        if (ARG("mode")) literal_string(p, arg->value, "mode", &mode);
-        snprintf(a->mode, sizeof a->mode, "%s", mode);
-        if (ARG("constant_val")) literal_float(p, arg->value, "constant_val", &a->alpha);
-        break;
-    }
-    case ANE_OP_GATHER: {
-        if (ARG("axis")) literal_int(p, arg->value, "axis", &a->axis);
-        int64_t batch_dims = 0;
-        if (ARG("batch_dims") && literal_int(p, arg->value, "batch_dims", &batch_dims) && batch_dims != 0)
-            fail_at(p, &arg->at, "gather with batch_dims is not supported");
-        break;
-    }
-    default: break;
-    }
-#undef ARG
 }
 
-/* The parameters each op accepts besides its operands. */
-static int known_parameter(ane_op op, const char *name) {
-    static const char *const conv[] = {"strides", "pad_type", "pad", "dilations", "groups", "bias", NULL};
-    static const char *const matmul[] = {"transpose_x", "transpose_y", NULL};
-    static const char *const axis[] = {"axis", NULL};
-    static const char *const reduce[] = {"axes", "keep_dims", NULL};
-    static const char *const reshape[] = {"shape", NULL};
-    static const char *const transpose[] = {"perm", NULL};
-    static const char *const by_index[] = {"begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask", NULL};
-    static const char *const by_size[] = {"begin", "size", NULL};
-    static const char *const cast[] = {"dtype", NULL};
-    static const char *const clip[] = {"alpha", "beta", NULL};
-    static const char *const concat[] = {"axis", "interleave", NULL};
-    static const char *const split[] = {"axis", "split_sizes", "num_splits", NULL};
-    static const char *const pad[] = {"pad", "mode", "constant_val", NULL};
-    static const char *const gather[] = {"axis", "batch_dims", "validate_indices", NULL};
-    const char *const *list = NULL;
-    switch (op) {
-    case ANE_OP_CONV: list = conv; break;
-    case ANE_OP_MATMUL: list = matmul; break;
-    case ANE_OP_SOFTMAX: list = axis; break;
-    case ANE_OP_REDUCE_SUM: case ANE_OP_REDUCE_MEAN: case ANE_OP_REDUCE_MAX: list = reduce; break;
-    case ANE_OP_RESHAPE: list = reshape; break;
-    case ANE_OP_TRANSPOSE: list = transpose; break;
-    case ANE_OP_SLICE_BY_INDEX: list = by_index; break;
-    case ANE_OP_SLICE_BY_SIZE: list = by_size; break;
-    case ANE_OP_CAST: list = cast; break;
-    case ANE_OP_CLIP: list = clip; break;
-    case ANE_OP_CONCAT: list = concat; break;
-    case ANE_OP_SPLIT: list = split; break;
-    case ANE_OP_PAD: list = pad; break;
-    case ANE_OP_GATHER: list = gather; break;
-    default: return 0;
+/* Reads the attribute parameters of `op` from the arguments, as the op table's schema
+ * describes them: defaults for the ones not given, required ones checked, the parameters
+ * the device needs in a particular form (ANE-12's named bool consts) or value checked. */
+static void bind_attributes(parser *p, ane_op op, argument *args, int nargs, ane_node_attrs *a, ane_node *const *operands) {
+    const char *op_name = ane_op_table[op].name;
+    const char *pad_type = NULL;
+    const token *pad_type_at = NULL;
+    ane_attrs_defaults(op, a);
+    ANE_FOR_EACH_ATTR(op, spec) {
+        if (!spec->mil) continue;
+        argument *arg = find_argument(args, nargs, spec->mil);
+        if (!arg) {
+            if (ane_attr_is_stored(spec) && !spec->fallback) {
+                fail_at(p, &args[0].at, "%s needs %s", op_name, spec->mil);
+                return;
+            }
+            continue;
+        }
+        if (spec->rule && strcmp(spec->rule, "ANE-12") == 0 && arg->value->kind != VAL_NAME) {
+            fail_at(p, &arg->at, "%s %s must name a bool const, not an inline literal (ANE-12)", op_name, spec->mil);
+            return;
+        }
+        void *field = ane_attr_is_stored(spec) ? ane_attr_field(a, spec) : NULL;
+        switch (spec->kind) {
+        case ANE_ATTR_INT: literal_int(p, arg->value, spec->mil, field); break;
+        case ANE_ATTR_BOOL: literal_bool(p, arg->value, spec->mil, field); break;
+        case ANE_ATTR_FLOAT: literal_float(p, arg->value, spec->mil, field); break;
+        case ANE_ATTR_INTS: literal_ints(p, arg->value, spec->mil, field); break;
+        case ANE_ATTR_PAIR:
+        case ANE_ATTR_QUAD: {
+            int want = spec->kind == ANE_ATTR_PAIR ? 2 : 4;
+            ane_int_list list;
+            if (!literal_ints(p, arg->value, spec->mil, &list)) break;
+            if (list.count != want) fail_at(p, &arg->at, "%s needs %d values", spec->mil, want);
+            else memcpy(field, list.values, (size_t)want * sizeof list.values[0]);
+            break;
+        }
+        case ANE_ATTR_DTYPE: {
+            const char *name;
+            if (literal_string(p, arg->value, spec->mil, &name) && !ane_dtype_from_name(name, field))
+                fail_at(p, &arg->at, "%s to unknown dtype '%s'", op_name, name);
+            break;
+        }
+        case ANE_ATTR_STRING: {
+            const char *text;
+            if (literal_string(p, arg->value, spec->mil, &text)) snprintf(field, sizeof a->mode, "%s", text);
+            break;
+        }
+        case ANE_ATTR_PAD_TYPE:
+            if (literal_string(p, arg->value, spec->mil, &pad_type)) pad_type_at = &arg->at;
+            break;
+        case ANE_ATTR_FALSE: {
+            int value = 0;
+            if (literal_bool(p, arg->value, spec->mil, &value) && value)
+                fail_at(p, &arg->at, "%s with %s = true is not supported", op_name, spec->mil);
+            break;
+        }
+        case ANE_ATTR_ONES: {
+            ane_int_list list;
+            if (literal_ints(p, arg->value, spec->mil, &list))
+                for (int i = 0; i < list.count; i++)
+                    if (list.values[i] != 1) fail_at(p, &arg->at, "%s with %s other than 1 is not supported", op_name, spec->mil);
+            break;
+        }
+        case ANE_ATTR_ZERO: {
+            int64_t value;
+            if (literal_int(p, arg->value, spec->mil, &value) && value != 0)
+                fail_at(p, &arg->at, "%s with %s is not supported", op_name, spec->mil);
+            break;
+        }
+        case ANE_ATTR_REJECTED: fail_at(p, &arg->at, "%s", spec->fallback); break;
+        case ANE_ATTR_IGNORED:
+        case ANE_ATTR_PIECE:
+        case ANE_ATTR_END: break;
+        }
+        if (failed(p)) return;
     }
-    for (int i = 0; list[i]; i++)
-        if (strcmp(list[i], name) == 0) return 1;
+    if (pad_type_at) apply_pad_type(p, pad_type, pad_type_at, a, operands);
+    else ANE_FOR_EACH_ATTR(op, spec) if (spec->kind == ANE_ATTR_PAD_TYPE) apply_pad_type(p, spec->fallback, &args[0].at, a, operands);
+}
+
+/* Whether `name` is a parameter of `op` besides its operands (in its attribute schema). */
+static int known_parameter(ane_op op, const char *name) {
+    ANE_FOR_EACH_ATTR(op, spec)
+        if (spec->mil && strcmp(spec->mil, name) == 0) return 1;
     return 0;
 }
 
@@ -1240,7 +1178,6 @@ static void parse_statement(parser *p) {
         }
     }
     ane_node_attrs attrs;
-    memset(&attrs, 0, sizeof attrs);
     bind_attributes(p, op, args, nargs, &attrs, operands);
     if (failed(p)) return;
 
