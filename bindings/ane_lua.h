@@ -63,4 +63,22 @@ struct ane_mil_file;
 /* Reads a weights table { [path] = bytes } into files; returns the count. */
 int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);
 
+/* Sets field `key` of the table on top of the stack. */
+static inline void ane_lua_set_number(lua_State *L, const char *key, double value) {
+    lua_pushnumber(L, value);
+    lua_setfield(L, -2, key);
+}
+static inline void ane_lua_set_integer(lua_State *L, const char *key, lua_Integer value) {
+    lua_pushinteger(L, value);
+    lua_setfield(L, -2, key);
+}
+static inline void ane_lua_set_boolean(lua_State *L, const char *key, int value) {
+    lua_pushboolean(L, value);
+    lua_setfield(L, -2, key);
+}
+static inline void ane_lua_set_string(lua_State *L, const char *key, const char *value) {
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, key);
+}
+
 #endif

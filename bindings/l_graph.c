@@ -303,14 +303,10 @@ static void push_diagnostics(lua_State *L, const ane_report *report) {
     for (int i = 0; i < report->count; i++) {
         const ane_diagnostic *d = &report->items[i];
         lua_createtable(L, 0, 4);
-        lua_pushstring(L, d->id);
-        lua_setfield(L, -2, "id");
-        lua_pushstring(L, d->node);
-        lua_setfield(L, -2, "node");
-        lua_pushstring(L, d->message);
-        lua_setfield(L, -2, "message");
-        lua_pushstring(L, d->severity == ANE_SEVERITY_ERROR ? "error" : "warning");
-        lua_setfield(L, -2, "severity");
+        ane_lua_set_string(L, "id", d->id);
+        ane_lua_set_string(L, "node", d->node);
+        ane_lua_set_string(L, "message", d->message);
+        ane_lua_set_string(L, "severity", d->severity == ANE_SEVERITY_ERROR ? "error" : "warning");
         lua_rawseti(L, -2, i + 1);
     }
 }
@@ -588,6 +584,40 @@ static int graph_call(lua_State *L) {
     return graph_new(L);
 }
 
+/* ane.graph.ops() -> the op table: one entry per op (inputs and consts included) with
+ * name, operands, min_operands, max_operands, differentiable, elementwise, and its
+ * attributes { mil =, lua =, kind =, default =, positional = } in schema order. */
+static int graph_ops(lua_State *L) {
+    static const char *const kinds[] = {"end", "int", "bool", "float", "ints", "pair", "quad", "dtype", "string",
+                                        "piece", "pad_type", "false", "ones", "zero", "ignored", "rejected"};
+    lua_createtable(L, ANE_OP_COUNT, 0);
+    for (int op = 0; op < ANE_OP_COUNT; op++) {
+        const ane_op_info *info = &ane_op_table[op];
+        lua_createtable(L, 0, 8);
+        ane_lua_set_string(L, "name", info->name);
+        ane_lua_set_string(L, "operands", info->operands);
+        ane_lua_set_integer(L, "min_operands", info->min_operands);
+        ane_lua_set_integer(L, "max_operands", info->max_operands);
+        ane_lua_set_boolean(L, "differentiable", (info->flags & ANE_OP_DIFFERENTIABLE) != 0);
+        ane_lua_set_boolean(L, "has_gradient_rule", ane_autodiff_has_rule((ane_op)op));
+        ane_lua_set_boolean(L, "elementwise", (info->flags & ANE_OP_ELEMENTWISE) != 0);
+        lua_newtable(L);
+        int count = 0;
+        ANE_FOR_EACH_ATTR((ane_op)op, spec) {
+            lua_createtable(L, 0, 5);
+            if (spec->mil) ane_lua_set_string(L, "mil", spec->mil);
+            if (spec->lua) ane_lua_set_string(L, "lua", spec->lua);
+            ane_lua_set_string(L, "kind", kinds[spec->kind]);
+            if (spec->fallback && spec->kind != ANE_ATTR_REJECTED) ane_lua_set_string(L, "default", spec->fallback);
+            ane_lua_set_boolean(L, "positional", spec->positional);
+            lua_rawseti(L, -2, ++count);
+        }
+        lua_setfield(L, -2, "attributes");
+        lua_rawseti(L, -2, op + 1);
+    }
+    return 1;
+}
+
 void ane_lua_open_graph(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"input", g_input}, {"const", g_const}, {"output", g_output}, {"optimize", g_optimize},
@@ -624,6 +654,8 @@ void ane_lua_open_graph(lua_State *L) {
     lua_setfield(L, -2, "parse");
     lua_pushcfunction(L, l_grad);
     lua_setfield(L, -2, "grad");
+    lua_pushcfunction(L, graph_ops);
+    lua_setfield(L, -2, "ops");
     lua_newtable(L);
     lua_pushcfunction(L, graph_call);
     lua_setfield(L, -2, "__call");

@@ -289,39 +289,29 @@ static int m_tostring(lua_State *L) {
     return 1;
 }
 
-static void set_number(lua_State *L, const char *key, double value) {
-    lua_pushnumber(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_integer(lua_State *L, const char *key, int64_t value) {
-    lua_pushinteger(L, value);
-    lua_setfield(L, -2, key);
-}
-
 /* ane.stats() */
 static int l_stats(lua_State *L) {
     ane_runtime_stats s;
     ane_runtime_stats_get(&s);
     lua_createtable(L, 0, 16);
-    set_integer(L, "compiles", s.compiles);
-    set_integer(L, "cache_hits", s.cache_hits);
-    set_integer(L, "loads", s.loads);
-    set_integer(L, "evals", s.evals);
-    set_integer(L, "patches", s.patches);
-    set_integer(L, "unloads", s.unloads);
-    set_integer(L, "compile_budget", s.compile_budget);
-    set_integer(L, "budget_left", s.budget_left);
-    set_integer(L, "sanitized_values", s.sanitized_values);
-    set_integer(L, "sram_warnings", s.sram_warnings);
-    set_integer(L, "cached_programs", s.cached_programs);
-    set_integer(L, "cache_limit", s.cache_limit);
-    set_integer(L, "cache_evictions", s.cache_evictions);
-    set_number(L, "compile_ms", s.compile_ms);
-    set_number(L, "load_ms", s.load_ms);
-    set_number(L, "eval_ms", s.eval_ms);
-    set_number(L, "patch_ms", s.patch_ms);
-    set_number(L, "restart_cost_ms", s.restart_cost_ms);
+    ane_lua_set_integer(L, "compiles", s.compiles);
+    ane_lua_set_integer(L, "cache_hits", s.cache_hits);
+    ane_lua_set_integer(L, "loads", s.loads);
+    ane_lua_set_integer(L, "evals", s.evals);
+    ane_lua_set_integer(L, "patches", s.patches);
+    ane_lua_set_integer(L, "unloads", s.unloads);
+    ane_lua_set_integer(L, "compile_budget", s.compile_budget);
+    ane_lua_set_integer(L, "budget_left", s.budget_left);
+    ane_lua_set_integer(L, "sanitized_values", s.sanitized_values);
+    ane_lua_set_integer(L, "sram_warnings", s.sram_warnings);
+    ane_lua_set_integer(L, "cached_programs", s.cached_programs);
+    ane_lua_set_integer(L, "cache_limit", s.cache_limit);
+    ane_lua_set_integer(L, "cache_evictions", s.cache_evictions);
+    ane_lua_set_number(L, "compile_ms", s.compile_ms);
+    ane_lua_set_number(L, "load_ms", s.load_ms);
+    ane_lua_set_number(L, "eval_ms", s.eval_ms);
+    ane_lua_set_number(L, "patch_ms", s.patch_ms);
+    ane_lua_set_number(L, "restart_cost_ms", s.restart_cost_ms);
     return 1;
 }
 

@@ -9,54 +9,7 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 
-local H = 1e-2
-
--- Builds forward and backward programs for f over named inputs; returns a checker.
-local function check(name, shapes, f, opts)
-  opts = opts or {}
-  local g = ane.graph("f")
-  local nodes, names = {}, {}
-  for i, shape in ipairs(shapes) do
-    names[i] = "in" .. i
-    nodes[i] = g:input(names[i], shape, "fp32")
-  end
-  local out = f(g, table.unpack(nodes))
-  local weights = ane.tensor.randn(out:shape(), { seed = 99 })
-  local axes = {}
-  for i = 0, #out:shape() - 1 do axes[#axes + 1] = i end
-  local product = g:mul(out, g:const("r", weights))
-  g:output("loss", #axes > 0 and g:reduce_sum(product, axes) or product)
-  local backward = ane.grad(g, { wrt = names })
-  backward:optimize()
-  local forward_program = ane.compile(g, { profile = "cpu", precision = "fp32" })
-  local backward_program = ane.compile(backward, { profile = "cpu", precision = "fp32" })
-  local values = {}
-  for i, shape in ipairs(shapes) do
-    values[names[i]] = ane.tensor.rand(shape, { seed = i, low = opts.low or -1.5, high = opts.high or 1.5 })
-  end
-  local feed = {}
-  for k, v in pairs(values) do feed[k] = v end
-  feed.grad_loss = ane.tensor.from({ 1 }):reshape({})
-  local grads = backward_program:eval(feed)
-  local function loss(inputs) return forward_program:eval(inputs).loss:reshape(-1):get(1) end
-  for _, input in ipairs(names) do
-    local analytic = grads["grad_" .. input]:reshape(-1):totable()
-    local flat = values[input]:reshape(-1)
-    for i = 1, flat:numel() do
-      local original = flat:get(i)
-      flat:set(original + H, i)
-      local up = loss(values)
-      flat:set(original - H, i)
-      local down = loss(values)
-      flat:set(original, i)
-      local numeric = (up - down) / (2 * H)
-      local a = analytic[i]
-      if math.abs(a - numeric) > 1e-3 + 1e-3 * math.abs(a) then
-        error(string.format("%s: d loss / d %s[%d]: autodiff %.6g, finite differences %.6g", name, input, i, a, numeric), 2)
-      end
-    end
-  end
-end
+local check = require("spec.helpers").check_gradient
 
 describe("autodiff matches finite differences", function()
   it("for elementwise binary ops with broadcasting", function()

@@ -133,6 +133,8 @@ describe("sim elementwise ops match plain Lua", function()
     rsqrt = function(x) return 1 / math.sqrt(x) end,
     tanh = function(x) return (math.exp(x) - math.exp(-x)) / (math.exp(x) + math.exp(-x)) end,
     sigmoid = function(x) return 1 / (1 + math.exp(-x)) end,
+    silu = function(x) return x / (1 + math.exp(-x)) end,
+    softplus = function(x) return math.log(1 + math.exp(x)) end,
     relu = function(x) return x > 0 and x or 0 end,
     identity = function(x) return x end,
   }
@@ -145,6 +147,17 @@ describe("sim elementwise ops match plain Lua", function()
       assert_close(expected, run(function(g, x) return g[op](g, x) end, { a }), { 2, 3, 7 }, op)
     end)
   end
+
+  it("rsqrt with an epsilon (1 / sqrt(x + epsilon)) and softplus far from 0 (no overflow)", function()
+    local a = random_values({ 3, 4 }, 6, 0, 2)
+    local expected = {}
+    for i, v in ipairs(flat(a)) do expected[i] = 1 / math.sqrt(v + 0.5) end
+    assert_close(expected, run(function(g, x) return g:rsqrt(x, { epsilon = 0.5 }) end, { a }), { 3, 4 }, "rsqrt")
+    local far = ane.tensor.from({ -200, -30, 30, 200 })
+    -- log(1 + e^x) is x + log(1 + e^-x): for |x| >= 30 within 1e-13 of max(x, 0)
+    assert_close({ 0, math.log(1 + math.exp(-30)), 30, 200 }, run(function(g, x) return g:softplus(x) end, { far }), { 4 },
+      "softplus")
+  end)
 
   it("clip, cast and select", function()
     local a = random_values({ 4, 6 }, 7)
@@ -202,6 +215,10 @@ describe("sim reductions match plain Lua", function()
     it("reduce_mean over " .. label, function()
       local expected, out_shape = reduce(axes, keep, function(s, v) return s + v end, 0, function(s, n) return s / n end)
       assert_close(expected, run(function(g, x) return g:reduce_mean(x, axes, { keep_dims = keep }) end, { a }), out_shape)
+    end)
+    it("reduce_l2_norm over " .. label, function()
+      local expected, out_shape = reduce(axes, keep, function(s, v) return s + v * v end, 0, function(s) return math.sqrt(s) end)
+      assert_close(expected, run(function(g, x) return g:reduce_l2_norm(x, axes, { keep_dims = keep }) end, { a }), out_shape)
     end)
     it("reduce_max over " .. label, function()
       local expected, out_shape = reduce(axes, keep, math.max, -math.huge)
@@ -435,6 +452,9 @@ describe("sim fp16 precision", function()
     { "exp", { { 1, 8, 1, 32 } }, function(g, x) return g:exp(x) end },
     { "mul", { { 1, 8, 1, 32 }, { 1, 8, 1, 32 } }, function(g, x, y) return g:mul(x, y) end },
     { "tanh", { { 1, 8, 1, 32 } }, function(g, x) return g:tanh(x) end },
+    { "silu", { { 1, 8, 1, 32 } }, function(g, x) return g:silu(x) end },
+    { "softplus", { { 1, 8, 1, 32 } }, function(g, x) return g:softplus(x) end },
+    { "reduce_l2_norm", { { 1, 64, 1, 32 } }, function(g, x) return g:reduce_l2_norm(x, { 1 }, { keep_dims = true }) end },
     { "real_div", { { 1, 8, 1, 32 }, { 1, 8, 1, 32 } }, function(g, x, y) return g:real_div(x, g:add(g:abs(y), 1)) end },
   }
   for _, case in ipairs(cases) do

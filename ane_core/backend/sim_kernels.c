@@ -122,9 +122,17 @@ static void run_unary(const ane_node *node, const float *x, float *out) {
     case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = exp_or_zero(x[i]); break;
     case ANE_OP_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(x[i]); break;
     case ANE_OP_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(x[i]); break;
-    case ANE_OP_RSQRT: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i]); break;
+    case ANE_OP_RSQRT: {
+        float epsilon = (float)node->attrs.epsilon;
+        for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i] + epsilon);
+        break;
+    }
     case ANE_OP_TANH: for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]); break;
     case ANE_OP_SIGMOID: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
+    case ANE_OP_SILU: for (int64_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i])); break;
+    case ANE_OP_SOFTPLUS: /* log(1 + e^x), without overflow: max(x, 0) + log1p(e^-|x|) */
+        for (int64_t i = 0; i < n; i++) out[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
+        break;
     case ANE_OP_RELU: for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? x[i] : 0.0f; break;
     case ANE_OP_CLIP: {
         float lo = (float)a->alpha, hi = (float)a->beta;
@@ -199,6 +207,14 @@ static ane_status run_reduce(const ane_node *node, float *const *values, float *
     /* Axes one at a time, through a temporary when more than one. */
     float *temp = NULL;
     const float *source = IN(node, 0);
+    float *squares = NULL; /* reduce_l2_norm: sqrt of the sum of squares */
+    if (node->op == ANE_OP_REDUCE_L2_NORM) {
+        int64_t n = ane_node_numel(x);
+        squares = malloc((size_t)n * sizeof *squares);
+        if (!squares) return kernel_fail(node, err, "out of memory");
+        for (int64_t i = 0; i < n; i++) squares[i] = source[i] * source[i];
+        source = squares;
+    }
     int64_t reduced_count = 1;
     for (int k = 0; k < axes->count; k++) {
         int64_t axis = axes->values[k];
@@ -211,6 +227,7 @@ static ane_status run_reduce(const ane_node *node, float *const *values, float *
             float *next = malloc((size_t)remaining * sizeof *next);
             if (!next) {
                 free(temp);
+                free(squares);
                 return kernel_fail(node, err, "out of memory");
             }
             target = next;
@@ -220,10 +237,15 @@ static ane_status run_reduce(const ane_node *node, float *const *values, float *
         temp = final ? NULL : target;
         source = target;
     }
+    free(squares);
     if (node->op == ANE_OP_REDUCE_MEAN) {
         int64_t n = ane_node_numel(node);
         float scale = 1.0f / (float)reduced_count;
         for (int64_t i = 0; i < n; i++) out[i] *= scale;
+    }
+    if (node->op == ANE_OP_REDUCE_L2_NORM) {
+        int64_t n = ane_node_numel(node);
+        for (int64_t i = 0; i < n; i++) out[i] = sqrtf(out[i]);
     }
     return ANE_OK;
 }
@@ -592,6 +614,8 @@ ane_status sim_run_node(const sim_context *context, const ane_node *node, float 
     case ANE_OP_RSQRT:
     case ANE_OP_TANH:
     case ANE_OP_SIGMOID:
+    case ANE_OP_SILU:
+    case ANE_OP_SOFTPLUS:
     case ANE_OP_RELU:
     case ANE_OP_CLIP:
     case ANE_OP_CAST:
@@ -600,6 +624,7 @@ ane_status sim_run_node(const sim_context *context, const ane_node *node, float 
     case ANE_OP_SOFTMAX: run_softmax(node, IN(node, 0), out); break;
     case ANE_OP_REDUCE_SUM:
     case ANE_OP_REDUCE_MEAN:
+    case ANE_OP_REDUCE_L2_NORM:
     case ANE_OP_REDUCE_MAX: return run_reduce(node, values, out, err);
     case ANE_OP_TRANSPOSE: run_transpose(node, IN(node, 0), out); break;
     case ANE_OP_SLICE_BY_INDEX:

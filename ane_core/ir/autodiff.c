@@ -98,150 +98,224 @@ static ane_status no_rule(builder *b, const ane_node *node, const char *why) {
     return b->status;
 }
 
-/* The contributions of output adjoint g to each operand of forward node `node`, whose value
- * in the backward graph is `y` (its replay, or the saved activation fed as an input) and
- * whose operands' values are operands[k] (their replays). contributions[k] stays NULL for
- * operands that need none. */
+/* One op's vector-Jacobian product. The forward node is `node`; in the backward graph its
+ * value is `y` (its replay, or the saved activation fed as an input), its operands' values
+ * are x = operand 0 and w = operand 1 (their replays), and g is the adjoint of its output.
+ * A rule sets out[k], the contribution to operand k, for each operand that needs one
+ * (need[k]); the rest stay NULL. */
+typedef struct vjp_context {
+    builder *b;
+    const ane_node *node;
+    const ane_node_attrs *a;
+    ane_node *y, *g, *x, *w;
+    int need[2];
+    ane_node **out;
+} vjp_context;
+
+typedef void (*vjp_rule)(vjp_context *c);
+
+static void vjp_add(vjp_context *c) {
+    if (c->need[0]) c->out[0] = unbroadcast(c->b, c->g, c->x);
+    if (c->need[1]) c->out[1] = unbroadcast(c->b, c->g, c->w);
+}
+
+static void vjp_sub(vjp_context *c) {
+    if (c->need[0]) c->out[0] = unbroadcast(c->b, c->g, c->x);
+    if (c->need[1]) c->out[1] = unbroadcast(c->b, unary(c->b, ANE_OP_NEG, c->g), c->w);
+}
+
+static void vjp_mul(vjp_context *c) {
+    if (c->need[0]) c->out[0] = unbroadcast(c->b, binary(c->b, ANE_OP_MUL, c->g, c->w), c->x);
+    if (c->need[1]) c->out[1] = unbroadcast(c->b, binary(c->b, ANE_OP_MUL, c->g, c->x), c->w);
+}
+
+static void vjp_real_div(vjp_context *c) { /* y = x / w: dx = g / w, dw = -g y / w */
+    builder *b = c->b;
+    if (c->need[0]) c->out[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, c->g, c->w), c->x);
+    if (c->need[1])
+        c->out[1] = unbroadcast(b, unary(b, ANE_OP_NEG, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, c->g, c->y), c->w)), c->w);
+}
+
+static void vjp_pow(vjp_context *c) { /* y = x^w: dx = g w x^(w-1) = g w y / x, dw = g y log x */
+    builder *b = c->b;
+    if (c->need[0])
+        c->out[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, c->g, c->w), c->y), c->x), c->x);
+    if (c->need[1]) c->out[1] = unbroadcast(b, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, c->g, c->y), unary(b, ANE_OP_LOG, c->x)), c->w);
+}
+
+static void vjp_neg(vjp_context *c) { c->out[0] = unary(c->b, ANE_OP_NEG, c->g); }
+static void vjp_exp(vjp_context *c) { c->out[0] = binary(c->b, ANE_OP_MUL, c->g, c->y); }
+static void vjp_log(vjp_context *c) { c->out[0] = binary(c->b, ANE_OP_REAL_DIV, c->g, c->x); }
+static void vjp_identity(vjp_context *c) { c->out[0] = c->g; }
+
+static void vjp_sqrt(vjp_context *c) { /* d sqrt(x) = 0.5 / y */
+    c->out[0] = binary(c->b, ANE_OP_MUL, binary(c->b, ANE_OP_REAL_DIV, c->g, c->y), scalar(c->b, 0.5, c->y));
+}
+
+static void vjp_rsqrt(vjp_context *c) { /* y = (x + eps)^-1/2: dy/dx = -0.5 y^3 */
+    builder *b = c->b;
+    ane_node *cube = binary(b, ANE_OP_MUL, c->y, binary(b, ANE_OP_MUL, c->y, c->y));
+    c->out[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, c->g, cube), scalar(b, -0.5, c->y));
+}
+
+static void vjp_tanh(vjp_context *c) { /* 1 - y^2 */
+    builder *b = c->b;
+    c->out[0] = binary(b, ANE_OP_MUL, c->g, binary(b, ANE_OP_SUB, scalar(b, 1, c->y), binary(b, ANE_OP_MUL, c->y, c->y)));
+}
+
+static void vjp_sigmoid(vjp_context *c) { /* y (1 - y) */
+    builder *b = c->b;
+    c->out[0] = binary(b, ANE_OP_MUL, c->g, binary(b, ANE_OP_MUL, c->y, binary(b, ANE_OP_SUB, scalar(b, 1, c->y), c->y)));
+}
+
+static void vjp_silu(vjp_context *c) { /* y = x s(x): dy/dx = s (1 + x (1 - s)) */
+    builder *b = c->b;
+    ane_node *s = unary(b, ANE_OP_SIGMOID, c->x);
+    ane_node *slope = binary(b, ANE_OP_MUL, s, binary(b, ANE_OP_ADD, scalar(b, 1, c->x),
+                                                      binary(b, ANE_OP_MUL, c->x, binary(b, ANE_OP_SUB, scalar(b, 1, c->x), s))));
+    c->out[0] = binary(b, ANE_OP_MUL, c->g, slope);
+}
+
+static void vjp_softplus(vjp_context *c) { /* d log(1 + e^x) = s(x) */
+    c->out[0] = binary(c->b, ANE_OP_MUL, c->g, unary(c->b, ANE_OP_SIGMOID, c->x));
+}
+
+static void vjp_clip(vjp_context *c) { /* only as a saturation at the fp16 range: the identity on every finite fp16 value */
+    if (c->a->alpha > -65504.0 || c->a->beta < 65504.0) {
+        no_rule(c->b, c->node, "has a gradient rule only as a saturation at the fp16 range (bounds beyond +-65504): "
+                               "other bounds need a comparison the op set lacks");
+        return;
+    }
+    c->out[0] = c->g;
+}
+
+static void vjp_cast(vjp_context *c) {
+    ane_node_attrs back;
+    memset(&back, 0, sizeof back);
+    back.dtype = c->x->dtype;
+    c->out[0] = c->x->dtype == c->g->dtype ? c->g : op(c->b, ANE_OP_CAST, &c->g, 1, &back);
+}
+
+static void vjp_reshape(vjp_context *c) { c->out[0] = reshape(c->b, c->g, c->x->rank, c->x->shape); }
+
+static void vjp_transpose(vjp_context *c) {
+    ane_node_attrs inverse;
+    memset(&inverse, 0, sizeof inverse);
+    inverse.perm.count = c->a->perm.count;
+    for (int i = 0; i < c->a->perm.count; i++) inverse.perm.values[c->a->perm.values[i]] = i;
+    c->out[0] = op(c->b, ANE_OP_TRANSPOSE, &c->g, 1, &inverse);
+}
+
+static void vjp_slice(vjp_context *c) { /* pad the slice's gradient with zeros back to x's shape */
+    ane_node_attrs pad;
+    memset(&pad, 0, sizeof pad);
+    snprintf(pad.mode, sizeof pad.mode, "constant");
+    pad.amounts.count = 2 * c->x->rank;
+    for (int i = 0; i < c->x->rank; i++) {
+        pad.amounts.values[2 * i] = c->a->begin.values[i];
+        pad.amounts.values[2 * i + 1] = c->x->shape[i] - c->a->begin.values[i] - c->y->shape[i];
+    }
+    c->out[0] = op(c->b, ANE_OP_PAD, &c->g, 1, &pad);
+}
+
+/* g spread back over the reduced axes of x (to x's shape). */
+static ane_node *spread_over_axes(vjp_context *c, ane_node *g) {
+    int64_t keep[ANE_IR_MAX_RANK];
+    memcpy(keep, c->x->shape, sizeof keep);
+    for (int i = 0; i < c->a->axes.count; i++) keep[c->a->axes.values[i]] = 1;
+    return binary(c->b, ANE_OP_ADD, reshape(c->b, g, c->x->rank, keep), zeros_like(c->b, c->x));
+}
+
+static void vjp_reduce_sum(vjp_context *c) { c->out[0] = spread_over_axes(c, c->g); }
+
+static void vjp_reduce_mean(vjp_context *c) {
+    int64_t count = 1;
+    for (int i = 0; i < c->a->axes.count; i++) count *= c->x->shape[c->a->axes.values[i]];
+    c->out[0] = binary(c->b, ANE_OP_MUL, spread_over_axes(c, c->g), scalar(c->b, 1.0 / (double)count, c->x));
+}
+
+static void vjp_reduce_l2_norm(vjp_context *c) { /* y = sqrt(sum x^2): dx = g x / y (spread) */
+    c->out[0] = binary(c->b, ANE_OP_MUL, c->x, spread_over_axes(c, binary(c->b, ANE_OP_REAL_DIV, c->g, c->y)));
+}
+
+static void vjp_softmax(vjp_context *c) { /* dx = y (g - sum(g y)) along the axis */
+    builder *b = c->b;
+    ane_node_attrs sum;
+    memset(&sum, 0, sizeof sum);
+    sum.axes.count = 1;
+    sum.axes.values[0] = c->a->axis;
+    sum.keep_dims = 1;
+    ane_node *gy = binary(b, ANE_OP_MUL, c->g, c->y);
+    c->out[0] = binary(b, ANE_OP_MUL, c->y, binary(b, ANE_OP_SUB, c->g, op(b, ANE_OP_REDUCE_SUM, &gy, 1, &sum)));
+}
+
+static void vjp_matmul(vjp_context *c) {
+    builder *b = c->b;
+    ane_node *g = c->g, *x = c->x, *w = c->w, *dx = NULL, *dy = NULL;
+    int tx = c->a->transpose_x, ty = c->a->transpose_y;
+    if (!tx && !ty) {
+        if (c->need[0]) dx = matmul(b, g, w, 0, 1);
+        if (c->need[1]) dy = matmul(b, x, g, 1, 0);
+    } else if (!tx && ty) {
+        if (c->need[0]) dx = matmul(b, g, w, 0, 0);
+        if (c->need[1]) dy = matmul(b, g, x, 1, 0);
+    } else if (tx && !ty) {
+        if (c->need[0]) dx = matmul(b, w, g, 0, 1);
+        if (c->need[1]) dy = matmul(b, x, g, 0, 0);
+    } else {
+        if (c->need[0]) dx = matmul(b, w, g, 1, 1);
+        if (c->need[1]) dy = matmul(b, g, x, 1, 1);
+    }
+    if (c->need[0]) c->out[0] = unbroadcast(b, dx, x);
+    if (c->need[1]) c->out[1] = unbroadcast(b, dy, w);
+}
+
+static void vjp_conv(vjp_context *c) {
+    builder *b = c->b;
+    const ane_node_attrs *a = c->a;
+    ane_node *g = c->g, *x = c->x, *w = c->w;
+    int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 && a->groups == 1 &&
+                    !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
+    if (!pointwise || x->shape[0] != 1) {
+        no_rule(b, c->node, "has a gradient rule only for 1x1 convs with batch 1, yet");
+        return;
+    }
+    int64_t cin = x->shape[1], cout = w->shape[0], pixels = x->shape[2] * x->shape[3];
+    if (c->need[0]) { /* dx = W^T g: a matmul reading W transposed, so W is never transposed in memory */
+        int64_t wshape[2] = {cout, cin}, gshape[2] = {cout, pixels};
+        c->out[0] = reshape(b, matmul(b, reshape(b, w, 2, wshape), reshape(b, g, 2, gshape), 1, 0), x->rank, x->shape);
+    }
+    if (c->need[1]) { /* dW[co, ci] = sum over positions of g[co, p] x[ci, p] */
+        int64_t gshape[2] = {cout, pixels}, xshape[2] = {cin, pixels}, wshape[4] = {cout, cin, 1, 1};
+        c->out[1] = reshape(b, matmul(b, reshape(b, g, 2, gshape), reshape(b, x, 2, xshape), 0, 1), 4, wshape);
+    }
+}
+
+/* The rule of every op flagged ANE_OP_DIFFERENTIABLE in the op table, and of no other
+ * (spec/c/test_op_table.c checks both directions). */
+static const vjp_rule vjp_rules[ANE_OP_COUNT] = {
+    [ANE_OP_ADD] = vjp_add, [ANE_OP_SUB] = vjp_sub, [ANE_OP_MUL] = vjp_mul, [ANE_OP_REAL_DIV] = vjp_real_div,
+    [ANE_OP_POW] = vjp_pow, [ANE_OP_NEG] = vjp_neg, [ANE_OP_EXP] = vjp_exp, [ANE_OP_LOG] = vjp_log,
+    [ANE_OP_SQRT] = vjp_sqrt, [ANE_OP_RSQRT] = vjp_rsqrt, [ANE_OP_TANH] = vjp_tanh, [ANE_OP_SIGMOID] = vjp_sigmoid,
+    [ANE_OP_SILU] = vjp_silu, [ANE_OP_SOFTPLUS] = vjp_softplus, [ANE_OP_IDENTITY] = vjp_identity,
+    [ANE_OP_CLIP] = vjp_clip, [ANE_OP_CAST] = vjp_cast, [ANE_OP_RESHAPE] = vjp_reshape,
+    [ANE_OP_TRANSPOSE] = vjp_transpose, [ANE_OP_SLICE_BY_INDEX] = vjp_slice, [ANE_OP_SLICE_BY_SIZE] = vjp_slice,
+    [ANE_OP_REDUCE_SUM] = vjp_reduce_sum, [ANE_OP_REDUCE_MEAN] = vjp_reduce_mean,
+    [ANE_OP_REDUCE_L2_NORM] = vjp_reduce_l2_norm, [ANE_OP_SOFTMAX] = vjp_softmax, [ANE_OP_MATMUL] = vjp_matmul,
+    [ANE_OP_CONV] = vjp_conv,
+};
+
+int ane_autodiff_has_rule(ane_op op) { return op >= 0 && op < ANE_OP_COUNT && vjp_rules[op] != NULL; }
+
 static ane_status vjp(builder *b, const ane_node *node, ane_node *y, ane_node *const *operands, ane_node *g,
                       const unsigned char *needs, ane_node **contributions) {
-    ane_node *x = node->noperands > 0 ? operands[0] : NULL, *w = node->noperands > 1 ? operands[1] : NULL;
-    int need0 = x && needs[x->id], need1 = w && needs[w->id];
-    const ane_node_attrs *a = &node->attrs;
-    switch (node->op) {
-    case ANE_OP_ADD:
-        if (need0) contributions[0] = unbroadcast(b, g, x);
-        if (need1) contributions[1] = unbroadcast(b, g, w);
-        break;
-    case ANE_OP_SUB:
-        if (need0) contributions[0] = unbroadcast(b, g, x);
-        if (need1) contributions[1] = unbroadcast(b, unary(b, ANE_OP_NEG, g), w);
-        break;
-    case ANE_OP_MUL:
-        if (need0) contributions[0] = unbroadcast(b, binary(b, ANE_OP_MUL, g, w), x);
-        if (need1) contributions[1] = unbroadcast(b, binary(b, ANE_OP_MUL, g, x), w);
-        break;
-    case ANE_OP_REAL_DIV: /* y = x / w: dx = g / w, dw = -g y / w */
-        if (need0) contributions[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, g, w), x);
-        if (need1)
-            contributions[1] = unbroadcast(b, unary(b, ANE_OP_NEG, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, g, y), w)), w);
-        break;
-    case ANE_OP_POW: /* y = x^w: dx = g w x^(w-1) = g w y / x, dw = g y log x */
-        if (need0)
-            contributions[0] = unbroadcast(b, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, g, w), y), x), x);
-        if (need1) contributions[1] = unbroadcast(b, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, g, y), unary(b, ANE_OP_LOG, x)), w);
-        break;
-    case ANE_OP_NEG: contributions[0] = unary(b, ANE_OP_NEG, g); break;
-    case ANE_OP_EXP: contributions[0] = binary(b, ANE_OP_MUL, g, y); break;
-    case ANE_OP_LOG: contributions[0] = binary(b, ANE_OP_REAL_DIV, g, x); break;
-    case ANE_OP_SQRT: /* d sqrt(x) = 0.5 / y */
-        contributions[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_REAL_DIV, g, y), scalar(b, 0.5, y));
-        break;
-    case ANE_OP_RSQRT: /* d x^-1/2 = -0.5 y / x */
-        contributions[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_REAL_DIV, binary(b, ANE_OP_MUL, g, y), x), scalar(b, -0.5, y));
-        break;
-    case ANE_OP_TANH: /* 1 - y^2 */
-        contributions[0] = binary(b, ANE_OP_MUL, g, binary(b, ANE_OP_SUB, scalar(b, 1, y), binary(b, ANE_OP_MUL, y, y)));
-        break;
-    case ANE_OP_SIGMOID: /* y (1 - y) */
-        contributions[0] = binary(b, ANE_OP_MUL, g, binary(b, ANE_OP_MUL, y, binary(b, ANE_OP_SUB, scalar(b, 1, y), y)));
-        break;
-    case ANE_OP_IDENTITY: contributions[0] = g; break;
-    case ANE_OP_CLIP: /* only as a saturation at the fp16 range: the identity on every finite fp16 value */
-        if (a->alpha > -65504.0 || a->beta < 65504.0)
-            return no_rule(b, node, "has a gradient rule only as a saturation at the fp16 range (bounds beyond +-65504): "
-                                    "other bounds need a comparison the op set lacks");
-        contributions[0] = g;
-        break;
-    case ANE_OP_CAST: {
-        ane_node_attrs back;
-        memset(&back, 0, sizeof back);
-        back.dtype = x->dtype;
-        contributions[0] = x->dtype == g->dtype ? g : op(b, ANE_OP_CAST, &g, 1, &back);
-        break;
-    }
-    case ANE_OP_RESHAPE: contributions[0] = reshape(b, g, x->rank, x->shape); break;
-    case ANE_OP_TRANSPOSE: {
-        ane_node_attrs inverse;
-        memset(&inverse, 0, sizeof inverse);
-        inverse.perm.count = a->perm.count;
-        for (int i = 0; i < a->perm.count; i++) inverse.perm.values[a->perm.values[i]] = i;
-        contributions[0] = op(b, ANE_OP_TRANSPOSE, &g, 1, &inverse);
-        break;
-    }
-    case ANE_OP_SLICE_BY_INDEX:
-    case ANE_OP_SLICE_BY_SIZE: { /* pad the slice's gradient with zeros back to x's shape */
-        ane_node_attrs pad;
-        memset(&pad, 0, sizeof pad);
-        snprintf(pad.mode, sizeof pad.mode, "constant");
-        pad.amounts.count = 2 * x->rank;
-        for (int i = 0; i < x->rank; i++) {
-            pad.amounts.values[2 * i] = a->begin.values[i];
-            pad.amounts.values[2 * i + 1] = x->shape[i] - a->begin.values[i] - y->shape[i];
-        }
-        contributions[0] = op(b, ANE_OP_PAD, &g, 1, &pad);
-        break;
-    }
-    case ANE_OP_REDUCE_SUM:
-    case ANE_OP_REDUCE_MEAN: { /* spread g back over the reduced axes */
-        int64_t keep[ANE_IR_MAX_RANK];
-        memcpy(keep, x->shape, sizeof keep);
-        for (int i = 0; i < a->axes.count; i++) keep[a->axes.values[i]] = 1;
-        ane_node *spread = binary(b, ANE_OP_ADD, reshape(b, g, x->rank, keep), zeros_like(b, x));
-        if (node->op == ANE_OP_REDUCE_MEAN) {
-            int64_t count = 1;
-            for (int i = 0; i < a->axes.count; i++) count *= x->shape[a->axes.values[i]];
-            spread = binary(b, ANE_OP_MUL, spread, scalar(b, 1.0 / (double)count, x));
-        }
-        contributions[0] = spread;
-        break;
-    }
-    case ANE_OP_SOFTMAX: { /* dx = y (g - sum(g y)) along the axis */
-        ane_node_attrs sum;
-        memset(&sum, 0, sizeof sum);
-        sum.axes.count = 1;
-        sum.axes.values[0] = a->axis;
-        sum.keep_dims = 1;
-        ane_node *gy = binary(b, ANE_OP_MUL, g, y);
-        contributions[0] = binary(b, ANE_OP_MUL, y, binary(b, ANE_OP_SUB, g, op(b, ANE_OP_REDUCE_SUM, &gy, 1, &sum)));
-        break;
-    }
-    case ANE_OP_MATMUL: {
-        int tx = a->transpose_x, ty = a->transpose_y;
-        ane_node *dx = NULL, *dy = NULL;
-        if (!tx && !ty) {
-            if (need0) dx = matmul(b, g, w, 0, 1);
-            if (need1) dy = matmul(b, x, g, 1, 0);
-        } else if (!tx && ty) {
-            if (need0) dx = matmul(b, g, w, 0, 0);
-            if (need1) dy = matmul(b, g, x, 1, 0);
-        } else if (tx && !ty) {
-            if (need0) dx = matmul(b, w, g, 0, 1);
-            if (need1) dy = matmul(b, x, g, 0, 0);
-        } else {
-            if (need0) dx = matmul(b, w, g, 1, 1);
-            if (need1) dy = matmul(b, g, x, 1, 1);
-        }
-        if (need0) contributions[0] = unbroadcast(b, dx, x);
-        if (need1) contributions[1] = unbroadcast(b, dy, w);
-        break;
-    }
-    case ANE_OP_CONV: {
-        int pointwise = w->shape[2] == 1 && w->shape[3] == 1 && a->strides[0] == 1 && a->strides[1] == 1 && a->groups == 1 &&
-                        !a->pads[0] && !a->pads[1] && !a->pads[2] && !a->pads[3];
-        if (!pointwise || x->shape[0] != 1) return no_rule(b, node, "has a gradient rule only for 1x1 convs with batch 1, yet");
-        int64_t cin = x->shape[1], cout = w->shape[0], pixels = x->shape[2] * x->shape[3];
-        if (need0) { /* dx = W^T g: a matmul reading W transposed, so W is never transposed in memory */
-            int64_t wshape[2] = {cout, cin}, gshape[2] = {cout, pixels};
-            contributions[0] = reshape(b, matmul(b, reshape(b, w, 2, wshape), reshape(b, g, 2, gshape), 1, 0), x->rank, x->shape);
-        }
-        if (need1) { /* dW[co, ci] = sum over positions of g[co, p] x[ci, p] */
-            int64_t gshape[2] = {cout, pixels}, xshape[2] = {cin, pixels}, wshape[4] = {cout, cin, 1, 1};
-            contributions[1] = reshape(b, matmul(b, reshape(b, g, 2, gshape), reshape(b, x, 2, xshape), 0, 1), 4, wshape);
-        }
-        break;
-    }
-    default: return no_rule(b, node, "has no gradient rule yet");
-    }
+    vjp_context c = {.b = b, .node = node, .a = &node->attrs, .y = y, .g = g, .out = contributions};
+    c.x = node->noperands > 0 ? operands[0] : NULL;
+    c.w = node->noperands > 1 ? operands[1] : NULL;
+    c.need[0] = c.x && needs[c.x->id];
+    c.need[1] = c.w && needs[c.w->id];
+    if (!vjp_rules[node->op]) return no_rule(b, node, "has no gradient rule yet");
+    vjp_rules[node->op](&c);
     return b->status;
 }
 
@@ -324,7 +398,7 @@ ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *op
         const ane_node *node = forward->nodes[i];
         if (!adjoint[i] || !needs[i] || node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) continue;
         if (!(ane_op_table[node->op].flags & ANE_OP_DIFFERENTIABLE)) {
-            no_rule(&b, node, "is not differentiable");
+            no_rule(&b, node, "has no gradient rule yet"); /* (not flagged differentiable in the op table) */
             break;
         }
         ane_node *contributions[64] = {0}, *operands[64];

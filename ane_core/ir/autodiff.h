@@ -25,6 +25,9 @@ typedef struct ane_autodiff_options {
     int device_layout; /* weight gradients [a, b, 1, 1] output as [1, a, 1, b] (ANE-20/21) */
 } ane_autodiff_options;
 
+/* Whether the op has a vector-Jacobian rule (exactly the ops flagged ANE_OP_DIFFERENTIABLE). */
+int ane_autodiff_has_rule(ane_op op);
+
 ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *options, ane_graph **out, ane_error *err);
 
 #endif

@@ -12,82 +12,86 @@
 #define AT(field) offsetof(ane_node_attrs, field)
 
 static const ane_attr_spec attrs_conv[] = {
-    {"pad_type", NULL, ANE_ATTR_PAD_TYPE, AT(pads), "valid", 0, NULL},
-    {"strides", "strides", ANE_ATTR_PAIR, AT(strides), "1", 0, NULL},
-    {"pad", "pads", ANE_ATTR_QUAD, AT(pads), "0", 0, NULL},
-    {"dilations", "dilations", ANE_ATTR_PAIR, AT(dilations), "1", 0, NULL},
-    {"groups", "groups", ANE_ATTR_INT, AT(groups), "1", 0, NULL},
-    {"bias", NULL, ANE_ATTR_REJECTED, 0, "conv takes no bias (ANE-13); add the bias with a separate add", 0, "ANE-13"},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"pad_type", NULL, ANE_ATTR_PAD_TYPE, AT(pads), "valid", 0, NULL, 0},
+    {"strides", "strides", ANE_ATTR_PAIR, AT(strides), "1", 0, NULL, 0},
+    {"pad", "pads", ANE_ATTR_QUAD, AT(pads), "0", 0, NULL, 0},
+    {"dilations", "dilations", ANE_ATTR_PAIR, AT(dilations), "1", 0, NULL, 0},
+    {"groups", "groups", ANE_ATTR_INT, AT(groups), "1", 0, NULL, 0},
+    {"bias", NULL, ANE_ATTR_REJECTED, 0, "conv takes no bias (ANE-13); add the bias with a separate add", 0, "ANE-13", 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_matmul[] = {
-    {"transpose_x", "transpose_x", ANE_ATTR_BOOL, AT(transpose_x), "false", 0, "ANE-12"},
-    {"transpose_y", "transpose_y", ANE_ATTR_BOOL, AT(transpose_y), "false", 0, "ANE-12"},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"transpose_x", "transpose_x", ANE_ATTR_BOOL, AT(transpose_x), "false", 0, "ANE-12", 0},
+    {"transpose_y", "transpose_y", ANE_ATTR_BOOL, AT(transpose_y), "false", 0, "ANE-12", 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
+static const ane_attr_spec attrs_rsqrt[] = { /* MIL: 1 / sqrt(x + epsilon) */
+    {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "1e-12", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_softmax[] = {
-    {"axis", "axis", ANE_ATTR_INT, AT(axis), "-1", 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "-1", 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_reduce[] = {
-    {"axes", "axes", ANE_ATTR_INTS, AT(axes), NULL, 1, NULL},
-    {"keep_dims", "keep_dims", ANE_ATTR_BOOL, AT(keep_dims), "false", 0, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"axes", "axes", ANE_ATTR_INTS, AT(axes), NULL, 1, NULL, 0},
+    {"keep_dims", "keep_dims", ANE_ATTR_BOOL, AT(keep_dims), "false", 0, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_reshape[] = {
-    {"shape", "shape", ANE_ATTR_INTS, AT(shape), NULL, 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"shape", "shape", ANE_ATTR_INTS, AT(shape), NULL, 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_transpose[] = {
-    {"perm", "perm", ANE_ATTR_INTS, AT(perm), NULL, 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"perm", "perm", ANE_ATTR_INTS, AT(perm), NULL, 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_slice_by_index[] = {
-    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL},
-    {"end", "end", ANE_ATTR_INTS, AT(end), NULL, 1, NULL},
-    {"stride", NULL, ANE_ATTR_ONES, 0, NULL, 0, NULL},
-    {"begin_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
-    {"end_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
-    {"squeeze_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL, 0},
+    {"end", "end", ANE_ATTR_INTS, AT(end), NULL, 1, NULL, 0},
+    {"stride", NULL, ANE_ATTR_ONES, 0, NULL, 0, NULL, 0},
+    {"begin_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL, 0},
+    {"end_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL, 0},
+    {"squeeze_mask", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_slice_by_size[] = {
-    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL},
-    {"size", "size", ANE_ATTR_INTS, AT(size), NULL, 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"begin", "begin", ANE_ATTR_INTS, AT(begin), NULL, 1, NULL, 0},
+    {"size", "size", ANE_ATTR_INTS, AT(size), NULL, 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_cast[] = {
-    {"dtype", "dtype", ANE_ATTR_DTYPE, AT(dtype), NULL, 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"dtype", "dtype", ANE_ATTR_DTYPE, AT(dtype), NULL, 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_clip[] = {
-    {"alpha", "alpha", ANE_ATTR_FLOAT, AT(alpha), NULL, 1, NULL},
-    {"beta", "beta", ANE_ATTR_FLOAT, AT(beta), NULL, 1, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"alpha", "alpha", ANE_ATTR_FLOAT, AT(alpha), NULL, 1, NULL, 0},
+    {"beta", "beta", ANE_ATTR_FLOAT, AT(beta), NULL, 1, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_concat[] = {
-    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL},
-    {"interleave", NULL, ANE_ATTR_FALSE, 0, "false", 0, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL, 0},
+    {"interleave", NULL, ANE_ATTR_FALSE, 0, "false", 0, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_split[] = {
-    {"split_sizes", "sizes", ANE_ATTR_INTS, AT(sizes), "", 1, NULL}, /* MIL may give num_splits instead */
-    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL},
-    {"num_splits", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
-    {NULL, "index", ANE_ATTR_PIECE, AT(index), "0", 0, NULL}, /* which piece this node is */
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"split_sizes", "sizes", ANE_ATTR_INTS, AT(sizes), "", 1, NULL, 0}, /* MIL may give num_splits instead */
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), NULL, 1, NULL, 0},
+    {"num_splits", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL, 0},
+    {NULL, "index", ANE_ATTR_PIECE, AT(index), "0", 0, NULL, 0}, /* which piece this node is */
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_pad[] = {
-    {"pad", "amounts", ANE_ATTR_INTS, AT(amounts), NULL, 1, NULL},
-    {"mode", "mode", ANE_ATTR_STRING, AT(mode), "constant", 0, NULL},
-    {"constant_val", "value", ANE_ATTR_FLOAT, AT(alpha), "0", 0, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"pad", "amounts", ANE_ATTR_INTS, AT(amounts), NULL, 1, NULL, 0},
+    {"mode", "mode", ANE_ATTR_STRING, AT(mode), "constant", 0, NULL, 0},
+    {"constant_val", "value", ANE_ATTR_FLOAT, AT(alpha), "0", 0, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_gather[] = {
-    {"axis", "axis", ANE_ATTR_INT, AT(axis), "0", 1, NULL},
-    {"batch_dims", NULL, ANE_ATTR_ZERO, 0, NULL, 0, NULL},
-    {"validate_indices", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL},
-    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL},
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "0", 1, NULL, 0},
+    {"batch_dims", NULL, ANE_ATTR_ZERO, 0, NULL, 0, NULL, 0},
+    {"validate_indices", NULL, ANE_ATTR_IGNORED, 0, NULL, 0, NULL, 0},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 
 const ane_op_info ane_op_table[ANE_OP_COUNT] = {

@@ -31,34 +31,37 @@
     X(SUB, "sub", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E, NULL)                                         \
     X(MUL, "mul", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E, NULL)                                         \
     X(REAL_DIV, "real_div", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E, NULL)                               \
-    X(MAXIMUM, "maximum", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E, NULL)                                 \
-    X(MINIMUM, "minimum", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E, NULL)                                 \
+    X(MAXIMUM, "maximum", "x,y", 2, 2, SHAPE_BROADCAST, OPF_E, NULL)                                 \
+    X(MINIMUM, "minimum", "x,y", 2, 2, SHAPE_BROADCAST, OPF_E, NULL)                                 \
     X(POW, "pow", "x,y", 2, 2, SHAPE_BROADCAST, OPF_D | OPF_E | OPF_T, NULL)                                     \
     X(NEG, "neg", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                                \
-    X(ABS, "abs", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                                \
+    X(ABS, "abs", "x", 1, 1, SHAPE_SAME, OPF_E, NULL)                                                \
     X(EXP, "exp", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                            \
     X(LOG, "log", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                            \
     X(SQRT, "sqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
-    X(RSQRT, "rsqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                        \
+    X(RSQRT, "rsqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, attrs_rsqrt)                                        \
     X(TANH, "tanh", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
     X(SIGMOID, "sigmoid", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                    \
-    X(RELU, "relu", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                              \
+    X(SILU, "silu", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
+    X(SOFTPLUS, "softplus", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                    \
+    X(RELU, "relu", "x", 1, 1, SHAPE_SAME, OPF_E, NULL)                                              \
     X(SOFTMAX, "softmax", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_T, attrs_softmax)                                        \
     X(REDUCE_SUM, "reduce_sum", "x", 1, 1, SHAPE_REDUCE, OPF_D, attrs_reduce)                                    \
     X(REDUCE_MEAN, "reduce_mean", "x", 1, 1, SHAPE_REDUCE, OPF_D, attrs_reduce)                                  \
-    X(REDUCE_MAX, "reduce_max", "x", 1, 1, SHAPE_REDUCE, OPF_D, attrs_reduce)                                    \
+    X(REDUCE_L2_NORM, "reduce_l2_norm", "x", 1, 1, SHAPE_REDUCE, OPF_D, attrs_reduce)                          \
+    X(REDUCE_MAX, "reduce_max", "x", 1, 1, SHAPE_REDUCE, 0, attrs_reduce)                                    \
     X(RESHAPE, "reshape", "x", 1, 1, SHAPE_RESHAPE, OPF_D, attrs_reshape)                                         \
     X(TRANSPOSE, "transpose", "x", 1, 1, SHAPE_TRANSPOSE, OPF_D, attrs_transpose)                                   \
     X(SLICE_BY_INDEX, "slice_by_index", "x", 1, 1, SHAPE_SLICE_INDEX, OPF_D, attrs_slice_by_index)                       \
     X(SLICE_BY_SIZE, "slice_by_size", "x", 1, 1, SHAPE_SLICE_SIZE, OPF_D, attrs_slice_by_size)                          \
     X(CAST, "cast", "x", 1, 1, SHAPE_CAST, OPF_D | OPF_E, attrs_cast)                                              \
     X(CLIP, "clip", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, attrs_clip)                                              \
-    X(SELECT, "select", "cond,a,b", 3, 3, SHAPE_SELECT, OPF_D | OPF_E, NULL)                                 \
+    X(SELECT, "select", "cond,a,b", 3, 3, SHAPE_SELECT, OPF_E, NULL)                                 \
     X(IDENTITY, "identity", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                      \
-    X(CONCAT, "concat", "values", 1, 64, SHAPE_CONCAT, OPF_D, attrs_concat)                                      \
-    X(SPLIT, "split", "x", 1, 1, SHAPE_SPLIT, OPF_D, attrs_split)                                               \
-    X(PAD, "pad", "x", 1, 1, SHAPE_PAD, OPF_D, attrs_pad)                                                     \
-    X(GATHER, "gather", "x,indices", 2, 2, SHAPE_GATHER, OPF_D, attrs_gather)                                    \
+    X(CONCAT, "concat", "values", 1, 64, SHAPE_CONCAT, 0, attrs_concat)                                      \
+    X(SPLIT, "split", "x", 1, 1, SHAPE_SPLIT, 0, attrs_split)                                               \
+    X(PAD, "pad", "x", 1, 1, SHAPE_PAD, 0, attrs_pad)                                                     \
+    X(GATHER, "gather", "x,indices", 2, 2, SHAPE_GATHER, 0, attrs_gather)                                    \
     X(SDPA, "scaled_dot_product_attention", "query,key,value,attn_mask", 3, 4, SHAPE_SDPA, 0, NULL)
 
 typedef enum ane_shape_rule {
@@ -107,6 +110,7 @@ typedef struct ane_attr_spec {
     const char *fallback;  /* the default, as text ("1", "-1", "false", "constant"); NULL: required */
     int positional;        /* Lua: the builder's next positional argument (else an options field) */
     const char *rule;      /* a constraint ID the parser enforces for it ("ANE-12": a named const) */
+    int elided;            /* written to MIL only when it differs from its default (rsqrt's epsilon) */
 } ane_attr_spec;
 
 typedef struct ane_op_info {
