@@ -19,14 +19,10 @@
 
 #include "../base/status.h"
 #include "../ir/graph.h"
+#include "../ir/profile.h"
 #include "../mil/parse.h"
 #include "../tensor/tensor.h"
 
-typedef enum ane_precision { ANE_PRECISION_FP16, ANE_PRECISION_FP32 } ane_precision;
-
-/* Which rules apply: `ane` enforces the device's constraint catalogue; `cpu` runs the same
- * programs but allows what only the device refuses (narrow I/O, fp32 compute, gather, ...). */
-typedef enum ane_profile { ANE_PROFILE_ANE, ANE_PROFILE_CPU } ane_profile;
 
 typedef struct ane_compile_options {
     ane_precision precision;
@@ -67,6 +63,8 @@ struct ane_backend {
     const char *name;
     /* 1 when usable here; otherwise 0 and a reason in why. */
     int (*available)(char *why, size_t size);
+    /* Whether programs of this profile may use the op: the one place a backend says what
+     * it runs (the validator asks it). */
     int (*supports_op)(ane_op op, ane_profile profile);
     ane_status (*compile)(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
                           int nfiles, ane_compiled **out, ane_error *err);
@@ -92,6 +90,10 @@ extern const ane_backend ane_sim_backend;
 extern const ane_backend ane_device_backend;
 
 /* The backend called `name` ("sim", "ane"), or NULL. */
+/* The device's op set, as the op table flags it (ANE_OP_HOST_ONLY ops only in the cpu
+ * profile): the supports_op of both backends, which run the same programs. */
+int ane_device_op_set(ane_op op, ane_profile profile);
+
 const ane_backend *ane_backend_find(const char *name);
 
 #endif

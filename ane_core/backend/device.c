@@ -14,11 +14,6 @@ static int device_available(char *why, size_t size) {
     return 0;
 }
 
-static int device_supports_op(ane_op op, ane_profile profile) {
-    (void)profile;
-    return op != ANE_OP_CONCAT && op != ANE_OP_GATHER;
-}
-
 static ane_status unavailable(ane_error *err) {
     char why[256];
     device_available(why, sizeof why);
@@ -65,7 +60,7 @@ static void device_close(ane_compiled *program) { (void)program; }
 const ane_backend ane_device_backend = {
     .name = "ane",
     .available = device_available,
-    .supports_op = device_supports_op,
+    .supports_op = ane_device_op_set,
     .compile = device_compile,
     .ports = device_ports,
     .load = device_load,

@@ -9,3 +9,7 @@ const ane_backend *ane_backend_find(const char *name) {
         if (strcmp(all[i]->name, name) == 0) return all[i];
     return NULL;
 }
+
+int ane_device_op_set(ane_op op, ane_profile profile) {
+    return profile == ANE_PROFILE_CPU || !(ane_op_table[op].flags & ANE_OP_HOST_ONLY);
+}

@@ -46,11 +46,6 @@ static int sim_available(char *why, size_t size) {
     return 1;
 }
 
-static int sim_supports_op(ane_op op, ane_profile profile) {
-    if (profile == ANE_PROFILE_CPU) return 1;
-    return op != ANE_OP_CONCAT && op != ANE_OP_GATHER; /* ANE-01, ANE-25 */
-}
-
 static void sim_close(ane_compiled *compiled) {
     sim_compiled *p = (sim_compiled *)compiled;
     if (!p) return;
@@ -75,7 +70,8 @@ static void fill_port(ane_port *port, const char *name, const ane_node *node) {
 /* The constraint check of the `ane` profile: every error-severity rule is a compile error. */
 static ane_status check_constraints(const sim_compiled *p, ane_error *err) {
     ane_report report = {0};
-    ane_validate_options options = {.max_conv_channels = p->options.max_conv_channels};
+    ane_validate_options options = {.max_conv_channels = p->options.max_conv_channels,
+                                    .supports_op = ane_sim_backend.supports_op};
     ane_pass_sram_annotate(p->graph, NULL);
     ane_pass_validate_ane(p->graph, &options, &report);
     int errors = ane_report_errors(&report);
@@ -423,7 +419,7 @@ static void sim_weights(const ane_compiled *compiled, void (*visit)(void *contex
 const ane_backend ane_sim_backend = {
     .name = "sim",
     .available = sim_available,
-    .supports_op = sim_supports_op,
+    .supports_op = ane_device_op_set, /* sim runs what the device runs */
     .compile = sim_compile,
     .ports = sim_ports,
     .load = sim_load,

@@ -5,7 +5,8 @@
  *   operands   comma-separated MIL parameter names of the node's tensor operands, in order
  *              (a variadic op repeats its one name: concat's `values` tuple)
  *   shape_rule how the output shape and dtype follow from operands and attributes (shape.c)
- *   flags      ANE_OP_DIFFERENTIABLE, ANE_OP_ELEMENTWISE, ANE_OP_TRANSCENDENTAL
+ *   flags      ANE_OP_DIFFERENTIABLE (autodiff has its VJP), ANE_OP_ELEMENTWISE, ANE_OP_TRANSCENDENTAL,
+ *              ANE_OP_HOST_ONLY (the device rejects it; read by the backends' supports_op)
  *   attributes the op's attribute schema (ops.c: attrs_<name>, or NULL): for each attribute
  *              its MIL parameter name, its name in the Lua builder, its kind, where it lives
  *              in ane_node_attrs and its default. The emitter, the MIL parser, the graph dump
@@ -17,11 +18,13 @@
 #define ANE_OP_DIFFERENTIABLE 1
 #define ANE_OP_ELEMENTWISE 2
 #define ANE_OP_TRANSCENDENTAL 4
+#define ANE_OP_HOST_ONLY 8 /* the device compiler rejects it (ANE-01 concat, ANE-25 gather): cpu profile only */
 
 /* Short flag names for the rows below. */
 #define OPF_D ANE_OP_DIFFERENTIABLE
 #define OPF_E ANE_OP_ELEMENTWISE
 #define OPF_T ANE_OP_TRANSCENDENTAL
+#define OPF_H ANE_OP_HOST_ONLY
 #define ANE_OP_TABLE(X)                                                                        \
     X(INPUT, "input", "", 0, 0, SHAPE_SOURCE, 0, NULL)                                               \
     X(CONST, "const", "", 0, 0, SHAPE_SOURCE, 0, NULL)                                               \
@@ -58,10 +61,10 @@
     X(CLIP, "clip", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, attrs_clip)                                              \
     X(SELECT, "select", "cond,a,b", 3, 3, SHAPE_SELECT, OPF_E, NULL)                                 \
     X(IDENTITY, "identity", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                      \
-    X(CONCAT, "concat", "values", 1, 64, SHAPE_CONCAT, 0, attrs_concat)                                      \
+    X(CONCAT, "concat", "values", 1, 64, SHAPE_CONCAT, OPF_H, attrs_concat)                                      \
     X(SPLIT, "split", "x", 1, 1, SHAPE_SPLIT, 0, attrs_split)                                               \
     X(PAD, "pad", "x", 1, 1, SHAPE_PAD, 0, attrs_pad)                                                     \
-    X(GATHER, "gather", "x,indices", 2, 2, SHAPE_GATHER, 0, attrs_gather)                                    \
+    X(GATHER, "gather", "x,indices", 2, 2, SHAPE_GATHER, OPF_H, attrs_gather)                                    \
     X(SDPA, "scaled_dot_product_attention", "query,key,value,attn_mask", 3, 4, SHAPE_SDPA, 0, NULL)
 
 typedef enum ane_shape_rule {

@@ -9,6 +9,7 @@
 #include "../base/status.h"
 #include "../base/text.h"
 #include "../ir/graph.h"
+#include "../ir/profile.h"
 
 #define ANE_SRAM_BYTES (32ll << 20)      /* ANE-27: on-chip SRAM */
 #define ANE_MAX_CONV_CHANNELS 16384      /* ANE-16 default */
@@ -38,6 +39,8 @@ void ane_report_free(ane_report *report);
 
 typedef struct ane_validate_options {
     int64_t max_conv_channels;  /* ANE-16 limit; 0 = ANE_MAX_CONV_CHANNELS */
+    /* The backend's op set (its supports_op); NULL: the device's, as the op table flags it. */
+    int (*supports_op)(ane_op op, ane_profile profile);
 } ane_validate_options;
 
 typedef struct ane_optimize_options {

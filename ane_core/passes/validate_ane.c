@@ -8,6 +8,8 @@
 
 #include "passes.h"
 
+#include "../backend/backend.h"
+
 /* I/O tensors: rank 4 [1, C, 1, S] (ANE-20), width S >= 32 (ANE-21). */
 static void check_io(const ane_graph *g, const ane_node *node, const char *role, ane_report *report) {
     char shape[128];
@@ -74,21 +76,33 @@ static void check_dtypes(const ane_graph *g, const ane_node *node, ane_report *r
 
 static int is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
+/* An op the backend does not run on the device: the rule it breaks and what to do instead. */
+static void report_unsupported(const ane_node *node, ane_report *report) {
+    static const struct { ane_op op; const char *id, *advice; } rules[] = {
+        {ANE_OP_CONCAT, "ANE-01", "concat is rejected by the ANE compiler (node '%s'); split the program or pack on the CPU and slice"},
+        {ANE_OP_GATHER, "ANE-25", "gather '%s' is not supported on the ANE; do embeddings and sampling on the CPU"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (rules[i].op == node->op) {
+            ane_report_add(report, rules[i].id, node, ANE_SEVERITY_ERROR, rules[i].advice, node->name);
+            return;
+        }
+    ane_report_add(report, "backend", node, ANE_SEVERITY_ERROR, "%s '%s' is not supported by this backend on the ANE",
+                   ane_op_table[node->op].name, node->name);
+}
+
 void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *options, ane_report *report) {
     int64_t max_channels = options && options->max_conv_channels ? options->max_conv_channels : ANE_MAX_CONV_CHANNELS;
+    int (*supports)(ane_op, ane_profile) = options && options->supports_op ? options->supports_op : ane_device_op_set;
     int anchored = 0;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (node->dead) continue;
         if (node->op == ANE_OP_INPUT) check_io(g, node, "input", report);
         check_dtypes(g, node, report);
+        if (node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !supports(node->op, ANE_PROFILE_ANE))
+            report_unsupported(node, report);
         switch (node->op) {
-        case ANE_OP_CONCAT:
-            ane_report_add(report, "ANE-01", node, ANE_SEVERITY_ERROR,
-                           "concat is rejected by the ANE compiler (node '%s'); split the program or pack on the CPU "
-                           "and slice",
-                           node->name);
-            break;
         case ANE_OP_CONV: {
             const ane_node *w = node->operands[1];
             anchored = 1;
@@ -109,10 +123,6 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
             break;
         }
         case ANE_OP_MATMUL: anchored = 1; break;
-        case ANE_OP_GATHER:
-            ane_report_add(report, "ANE-25", node, ANE_SEVERITY_ERROR,
-                           "gather '%s' is not supported on the ANE; do embeddings and sampling on the CPU", node->name);
-            break;
         case ANE_OP_SDPA:
             if (node->noperands == 4)
                 ane_report_add(report, "ANE-06", node, ANE_SEVERITY_WARNING,
