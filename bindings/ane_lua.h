@@ -63,6 +63,9 @@ struct ane_mil_file;
 /* Reads a weights table { [path] = bytes } into files; returns the count. */
 int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);
 
+/* The graph of an ane.Graph userdata at index (a Lua error when it is not one, or closed). */
+struct ane_graph *ane_lua_check_graph(lua_State *L, int index);
+
 /* Sets field `key` of the table on top of the stack. */
 static inline void ane_lua_set_number(lua_State *L, const char *key, double value) {
     lua_pushnumber(L, value);

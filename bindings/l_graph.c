@@ -27,11 +27,12 @@ typedef struct node_box {
     ane_node *node;
 } node_box;
 
-static ane_graph *check_graph(lua_State *L, int index) {
+ane_graph *ane_lua_check_graph(lua_State *L, int index) {
     graph_box *box = luaL_checkudata(L, index, ANE_GRAPH_TYPE);
     if (!box->graph) luaL_error(L, "attempt to use a closed graph");
     return box->graph;
 }
+#define check_graph ane_lua_check_graph
 
 static int graph_release(lua_State *L) {
     graph_box *box = luaL_checkudata(L, 1, ANE_GRAPH_TYPE);
@@ -354,7 +355,6 @@ static int g_validate(lua_State *L) {
     }
     ane_validate_options options = {.max_conv_channels = opt_int(L, 2, "max_conv_channels", 0)};
     ane_report report = {0};
-    ane_pass_sram_annotate(g, NULL);
     ane_pass_validate_ane(g, &options, &report);
     push_diagnostics(L, &report);
     ane_report_free(&report);
@@ -389,7 +389,6 @@ static int g_dump(lua_State *L) {
 static int g_stats(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
     ane_graph_stats stats;
-    ane_pass_sram_annotate(g, NULL);
     ane_graph_stats_compute(g, &stats);
     lua_createtable(L, 0, 7);
     lua_pushinteger(L, stats.nodes);

@@ -7,6 +7,7 @@
 
 #include "../ane_core/mil/emit.h"
 #include "../ane_core/runtime/program.h"
+#include "../ane_core/runtime/compile.h"
 #include "ane_lua.h"
 
 #define ANE_PROGRAM_TYPE "ane.Program"
@@ -114,22 +115,18 @@ static int create(lua_State *L, const char *mil, size_t length, const ane_mil_fi
     return 1;
 }
 
-/* ane.compile(graph, options) */
+/* ane.compile(graph, options): the core's pipeline (runtime/compile.c), no Lua in between. */
 static int l_compile(lua_State *L) {
-    luaL_checkudata(L, 1, ANE_GRAPH_TYPE);
-    lua_settop(L, 2); /* options (or nil) stay at 2 */
-    lua_getfield(L, 1, "mil");
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 2); /* text, weights */
-    int weights = lua_gettop(L);
-    size_t length;
-    const char *text = lua_tolstring(L, weights - 1, &length);
-    ane_mil_file files[16];
-    int nfiles = collect_files(L, weights, files, 16);
-    lua_getfield(L, 1, "name"); /* the program is named after the graph */
-    lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    return create(L, text, length, files, nfiles, 2, lua_tostring(L, -1));
+    ane_graph *graph = ane_lua_check_graph(L, 1);
+    lua_settop(L, 2);
+    ane_compile_options options;
+    const char *key;
+    const char *backend = read_options(L, 2, &options, &key);
+    if (!options.name[0]) snprintf(options.name, sizeof options.name, "%s", graph->name); /* named after the graph */
+    program_box *box = new_program_box(L);
+    ane_error err;
+    if (ane_compile_graph(graph, backend, &options, key, &box->program, NULL, &err)) return ane_lua_raise(L, &err);
+    return 1;
 }
 
 /* ane.compile_mil(text, weights, options) */

@@ -72,7 +72,6 @@ static ane_status check_constraints(const sim_compiled *p, ane_error *err) {
     ane_report report = {0};
     ane_validate_options options = {.max_conv_channels = p->options.max_conv_channels,
                                     .supports_op = ane_sim_backend.supports_op};
-    ane_pass_sram_annotate(p->graph, NULL);
     ane_pass_validate_ane(p->graph, &options, &report);
     int errors = ane_report_errors(&report);
     if (!errors) {
@@ -104,8 +103,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     ane_graph *g = p->graph;
     snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);
     snprintf(g->name, sizeof g->name, "%s", p->base.name);
-    ane_pass_sram_annotate(g, NULL);
-    for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += g->nodes[i]->working_set_bytes > ANE_SRAM_BYTES;
+    for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += ane_node_working_set_bytes(g->nodes[i]) > ANE_SRAM_BYTES;
     int ninputs = 0;
     for (int i = 0; i < g->count; i++) ninputs += g->nodes[i]->op == ANE_OP_INPUT;
     p->inputs = calloc((size_t)ninputs + 1, sizeof *p->inputs);

@@ -37,6 +37,13 @@ int ane_is_valid_identifier(const char *name) {
     return 1;
 }
 
+int64_t ane_node_working_set_bytes(const ane_node *node) {
+    if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) return 0;
+    int64_t bytes = ane_node_bytes(node);
+    for (int k = 0; k < node->noperands; k++) bytes += ane_node_bytes(node->operands[k]);
+    return bytes;
+}
+
 ane_node *ane_graph_find(const ane_graph *g, const char *name) {
     for (int i = 0; i < g->count; i++)
         if (!g->nodes[i]->dead && strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
@@ -162,7 +169,7 @@ int ane_graph_is_output(const ane_graph *g, const ane_node *node) {
 }
 
 /* A node the caller named explicitly keeps its name; generated ones look like <op>_<n>. */
-static int has_generated_name(const ane_node *node) {
+int ane_node_has_generated_name(const ane_node *node) {
     const char *op = ane_op_table[node->op].name;
     size_t length = strlen(op);
     if (strncmp(node->name, op, length) != 0 || node->name[length] != '_') return 0;
@@ -171,6 +178,48 @@ static int has_generated_name(const ane_node *node) {
     for (; *digits; digits++)
         if (!isdigit((unsigned char)*digits)) return 0;
     return 1;
+}
+
+ane_status ane_graph_clone(const ane_graph *source, ane_graph **out, ane_error *err) {
+    *out = NULL;
+    ane_graph *g;
+    ane_status status = ane_graph_new(source->name, &g, err);
+    if (status) return status;
+    ane_node **map = calloc((size_t)source->count + 1, sizeof *map); /* source id -> clone node */
+    if (!map) {
+        ane_graph_free(g);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory copying graph '%s'", source->name);
+    }
+    for (int i = 0; i < source->count && !status; i++) {
+        const ane_node *node = source->nodes[i];
+        if (node->dead) continue;
+        if (node->op == ANE_OP_INPUT) {
+            status = ane_graph_input(g, node->name, node->dtype, node->rank, node->shape, &map[i], err);
+        } else if (node->op == ANE_OP_CONST) { /* shares the (immutable) values: no weight copy */
+            status = new_node(g, ANE_OP_CONST, node->name, 0, &map[i], err);
+            if (!status) {
+                ane_tensor_share(&map[i]->value, &node->value);
+                map[i]->dtype = node->dtype;
+                map[i]->rank = node->rank;
+                memcpy(map[i]->shape, node->shape, sizeof node->shape);
+                commit_node(g, map[i]);
+            }
+        } else {
+            ane_node *operands[64];
+            for (int k = 0; k < node->noperands; k++) operands[k] = map[node->operands[k]->id];
+            status = ane_graph_op(g, node->op, node->name, operands, node->noperands, &node->attrs, &map[i], err);
+        }
+    }
+    for (int i = 0; i < source->noutputs && !status; i++)
+        status = ane_graph_output_node(g, source->outputs[i].name, map[source->outputs[i].node->id], err);
+    free(map);
+    if (status) {
+        ane_graph_free(g);
+        return status;
+    }
+    g->auto_names = source->auto_names;
+    *out = g;
+    return ANE_OK;
 }
 
 ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node, ane_error *err) {
@@ -182,7 +231,7 @@ ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node,
     if (strcmp(node->name, name) != 0) {
         ane_node *holder = ane_graph_find(g, name);
         int renamable = node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !ane_graph_is_output(g, node) &&
-                        has_generated_name(node);
+                        ane_node_has_generated_name(node);
         if (renamable && !holder) {
             snprintf(node->name, sizeof node->name, "%s", name);
         } else if (holder) {
@@ -313,8 +362,8 @@ void ane_graph_stats_compute(const ane_graph *g, ane_graph_stats *stats) {
             stats->consts++;
             stats->weight_bytes += ane_node_bytes(node);
         }
-        int64_t working = ane_node_bytes(node);
-        for (int k = 0; k < node->noperands; k++) working += ane_node_bytes(node->operands[k]);
+        int64_t working = node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST ? ane_node_bytes(node)
+                                                                                 : ane_node_working_set_bytes(node);
         if (working > stats->peak_working_set_bytes) stats->peak_working_set_bytes = working;
     }
     stats->outputs = g->noutputs;

@@ -92,12 +92,17 @@ ane_status ane_graph_op(ane_graph *g, ane_op op, const char *name, ane_node *con
  * otherwise an identity named `name` is added. Output names must be unique. */
 ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node, ane_error *err);
 
+/* A copy of the live graph (same names, attributes and outputs; consts share their values). */
+ane_status ane_graph_clone(const ane_graph *source, ane_graph **out, ane_error *err);
+
 ane_node *ane_graph_find(const ane_graph *g, const char *name);
 int ane_graph_is_output(const ane_graph *g, const ane_node *node);
 /* Live consumers of a node (operand uses + output uses). */
 int ane_graph_use_count(const ane_graph *g, const ane_node *node);
 /* Points every use of `old` (operands and outputs) at `replacement`. */
 void ane_graph_replace_uses(ane_graph *g, ane_node *old, ane_node *replacement);
+/* Whether the node's name is a generated `<op>_<n>` (not one the user gave). */
+int ane_node_has_generated_name(const ane_node *node);
 /* Renames a node, checking the name is a free valid identifier. */
 ane_status ane_graph_rename(ane_graph *g, ane_node *node, const char *name, ane_error *err);
 /* Drops dead nodes from the node array and renumbers ids. */
@@ -111,6 +116,9 @@ const void *ane_attr_field_const(const ane_node_attrs *attrs, const ane_attr_spe
 
 /* Infers node->dtype/rank/shape from operands and attributes (shape.c). */
 ane_status ane_infer_shape(ane_node *node, ane_error *err);
+
+/* A node's working set: its operands plus its output, in bytes (0 for inputs and consts). */
+int64_t ane_node_working_set_bytes(const ane_node *node);
 
 /* Bytes of one node's value: numel x dtype size. */
 int64_t ane_node_bytes(const ane_node *node);

@@ -7,8 +7,7 @@ void ane_pass_sram_annotate(ane_graph *g, ane_report *report) {
     for (int i = 0; i < g->count; i++) {
         ane_node *node = g->nodes[i];
         if (node->dead || node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) continue;
-        int64_t bytes = ane_node_bytes(node);
-        for (int k = 0; k < node->noperands; k++) bytes += ane_node_bytes(node->operands[k]);
+        int64_t bytes = ane_node_working_set_bytes(node);
         node->working_set_bytes = bytes;
         if (report && bytes > ANE_SRAM_BYTES)
             ane_report_add(report, "ANE-27", node, ANE_SEVERITY_WARNING,

@@ -143,10 +143,11 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
             break;
         default: break;
         }
-        if (node->working_set_bytes > ANE_SRAM_BYTES)
+        int64_t working_set = ane_node_working_set_bytes(node); /* computed here: no pass has to run first */
+        if (working_set > ANE_SRAM_BYTES)
             ane_report_add(report, "ANE-27", node, ANE_SEVERITY_WARNING,
                            "node '%s' works on %.1f MB, beyond the ~32 MB SRAM", node->name,
-                           (double)node->working_set_bytes / (1 << 20));
+                           (double)working_set / (1 << 20));
     }
     for (int i = 0; i < g->noutputs; i++) check_io(g, g->outputs[i].node, "output", report);
     if (!anchored && g->count > 0)
