@@ -1,4 +1,4 @@
-/* The MIL text parser (see parse.h): a hand-written lexer and a recursive-descent parser
+/* The MIL text parser (see parse.h): a recursive-descent parser over the lexer of lex.c
  * that builds the graph IR through the same builders the Lua API uses, so every shape rule
  * and name check applies to parsed programs too.
  *
@@ -10,39 +10,21 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/arena.h"
 #include "../base/fp16.h"
+#include "lex.h"
 #include "milblob.h"
 
 enum { MAX_DEPTH = 32, MAX_OUTPUTS = 64, MAX_ARGS = 32, MAX_LITERAL_BYTES = 1 << 30 };
 
-/* ------------------------------------------------------------------ tokens */
-
-typedef enum { T_EOF, T_IDENT, T_NUMBER, T_STRING, T_PUNCT, T_ARROW } token_kind;
-
-typedef struct token {
-    token_kind kind;
-    const char *start;
-    size_t length;
-    int line, column;
-    const char *line_start;
-} token;
-
 typedef struct symbol symbol;
 
 typedef struct parser {
-    const char *text, *end, *cursor;
-    int line;
-    const char *line_start;
-    token tok;
-    const char *source;
-    ane_error *err;
-    ane_status status;
+    mil_lexer lex;    /* the tokens, the source name and the first failure */
     ane_arena arena;
     const ane_mil_file *files;
     int nfiles;
@@ -53,168 +35,16 @@ typedef struct parser {
     int auto_consts;
 } parser;
 
-static int failed(const parser *p) { return p->status != ANE_OK; }
-
-/* Records an error at a token: "<source>:<line>:<col>: message", the line, a caret. */
-__attribute__((format(printf, 3, 4))) static void fail_at(parser *p, const token *at, const char *format, ...) {
-    if (failed(p)) return;
-    char message[400];
-    va_list args;
-    va_start(args, format);
-    vsnprintf(message, sizeof message, format, args);
-    va_end(args);
-    const char *line_end = at->line_start;
-    while (line_end < p->end && *line_end != '\n' && line_end - at->line_start < 200) line_end++;
-    int line_length = (int)(line_end - at->line_start);
-    char caret[210];
-    int caret_at = at->column - 1 < line_length ? at->column - 1 : line_length;
-    if (caret_at < 0) caret_at = 0;
-    if (caret_at > 200) caret_at = 200;
-    for (int i = 0; i < caret_at; i++) caret[i] = at->line_start[i] == '\t' ? '\t' : ' ';
-    caret[caret_at] = '^';
-    caret[caret_at + 1] = '\0';
-    char line_text[210];
-    int shown = 0;
-    for (int i = 0; i < line_length && shown < 200; i++) {
-        unsigned char c = (unsigned char)at->line_start[i];
-        line_text[shown++] = (c == '\t' || (c >= 32 && c < 127) || c >= 128) ? (char)c : '?';
-    }
-    line_text[shown] = '\0';
-    p->status = ane_fail(p->err, ANE_ERR_FORMAT, "%s:%d:%d: %s\n    %s\n    %s", p->source, at->line, at->column, message,
-                         line_text, caret);
-}
-
-static void skip_space_and_comments(parser *p) {
-    for (;;) {
-        while (p->cursor < p->end && isspace((unsigned char)*p->cursor)) {
-            if (*p->cursor == '\n') {
-                p->line++;
-                p->line_start = p->cursor + 1;
-            }
-            p->cursor++;
-        }
-        if (p->cursor + 1 < p->end && p->cursor[0] == '/' && p->cursor[1] == '/') {
-            while (p->cursor < p->end && *p->cursor != '\n') p->cursor++;
-            continue;
-        }
-        if (p->cursor < p->end && *p->cursor == '#') {
-            while (p->cursor < p->end && *p->cursor != '\n') p->cursor++;
-            continue;
-        }
-        if (p->cursor + 1 < p->end && p->cursor[0] == '/' && p->cursor[1] == '*') {
-            p->cursor += 2;
-            while (p->cursor + 1 < p->end && !(p->cursor[0] == '*' && p->cursor[1] == '/')) {
-                if (*p->cursor == '\n') {
-                    p->line++;
-                    p->line_start = p->cursor + 1;
-                }
-                p->cursor++;
-            }
-            p->cursor = p->cursor + 2 <= p->end ? p->cursor + 2 : p->end;
-            continue;
-        }
-        return;
-    }
-}
-
-static int is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
-static int is_ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
-
-static void next(parser *p) {
-    skip_space_and_comments(p);
-    token *t = &p->tok;
-    t->start = p->cursor;
-    t->line = p->line;
-    t->line_start = p->line_start;
-    t->column = (int)(p->cursor - p->line_start) + 1;
-    if (p->cursor >= p->end) {
-        t->kind = T_EOF;
-        t->length = 0;
-        return;
-    }
-    char c = *p->cursor;
-    const char *s = p->cursor;
-    if (c == '-' && s + 1 < p->end && s[1] == '>') {
-        t->kind = T_ARROW;
-        p->cursor += 2;
-    } else if (is_ident_start(c)) {
-        while (p->cursor < p->end && is_ident_char(*p->cursor)) p->cursor++;
-        t->kind = T_IDENT;
-    } else if (isdigit((unsigned char)c) || ((c == '-' || c == '+' || c == '.') && s + 1 < p->end &&
-                                             (isdigit((unsigned char)s[1]) || s[1] == '.' || isalpha((unsigned char)s[1])))) {
-        /* Numbers: decimal, hex floats (0x1.8p-3), and signed words like -inf. */
-        p->cursor++;
-        while (p->cursor < p->end && (isalnum((unsigned char)*p->cursor) || *p->cursor == '.' ||
-                                      ((*p->cursor == '-' || *p->cursor == '+') &&
-                                       (p->cursor[-1] == 'e' || p->cursor[-1] == 'E' || p->cursor[-1] == 'p' || p->cursor[-1] == 'P'))))
-            p->cursor++;
-        t->kind = T_NUMBER;
-    } else if (c == '"') {
-        p->cursor++;
-        while (p->cursor < p->end && *p->cursor != '"' && *p->cursor != '\n') {
-            if (*p->cursor == '\\' && p->cursor + 1 < p->end) p->cursor++;
-            p->cursor++;
-        }
-        if (p->cursor >= p->end || *p->cursor != '"') {
-            t->length = (size_t)(p->cursor - s);
-            t->kind = T_STRING;
-            fail_at(p, t, "unterminated string");
-            return;
-        }
-        p->cursor++;
-        t->kind = T_STRING;
-    } else {
-        p->cursor++;
-        t->kind = T_PUNCT;
-    }
-    t->length = (size_t)(p->cursor - s);
-}
-
-static int is_punct(const parser *p, char c) { return p->tok.kind == T_PUNCT && p->tok.start[0] == c; }
-static int is_word(const parser *p, const char *word) {
-    return p->tok.kind == T_IDENT && p->tok.length == strlen(word) && memcmp(p->tok.start, word, p->tok.length) == 0;
-}
-
-static const char *describe(const token *t, char *buf, size_t size) {
-    if (t->kind == T_EOF) snprintf(buf, size, "end of input");
-    else snprintf(buf, size, "'%.*s'", (int)(t->length > 40 ? 40 : t->length), t->start);
-    return buf;
-}
-
-static int expect_punct(parser *p, char c, const char *context) {
-    if (failed(p)) return 0;
-    if (!is_punct(p, c)) {
-        char found[64];
-        fail_at(p, &p->tok, "expected '%c' %s, found %s", c, context, describe(&p->tok, found, sizeof found));
-        return 0;
-    }
-    next(p);
-    return 1;
-}
-
-static int accept_punct(parser *p, char c) {
-    if (failed(p) || !is_punct(p, c)) return 0;
-    next(p);
-    return 1;
-}
-
-/* Copies an identifier into buf (which holds ANE_NAME_MAX bytes). */
-static int expect_ident(parser *p, char *buf, const char *what) {
-    if (failed(p)) return 0;
-    if (p->tok.kind != T_IDENT) {
-        char found[64];
-        fail_at(p, &p->tok, "expected %s, found %s", what, describe(&p->tok, found, sizeof found));
-        return 0;
-    }
-    if (p->tok.length >= ANE_NAME_MAX) {
-        fail_at(p, &p->tok, "name is longer than %d characters", ANE_NAME_MAX - 1);
-        return 0;
-    }
-    memcpy(buf, p->tok.start, p->tok.length);
-    buf[p->tok.length] = '\0';
-    next(p);
-    return 1;
-}
+/* The lexer's operations on the parser's lexer. */
+#define failed(p) mil_lex_failed(&(p)->lex)
+#define fail_at(p, ...) mil_lex_fail_at(&(p)->lex, __VA_ARGS__)
+#define next(p) mil_lex_next(&(p)->lex)
+#define is_punct(p, c) mil_lex_is_punct(&(p)->lex, c)
+#define is_word(p, word) mil_lex_is_word(&(p)->lex, word)
+#define describe mil_lex_describe
+#define expect_punct(p, c, context) mil_lex_expect_punct(&(p)->lex, c, context)
+#define accept_punct(p, c) mil_lex_accept_punct(&(p)->lex, c)
+#define expect_ident(p, buf, what) mil_lex_expect_ident(&(p)->lex, buf, ANE_NAME_MAX, what)
 
 /* ------------------------------------------------------------------ types */
 
@@ -254,7 +84,7 @@ static int parse_dict_type(parser *p) {
 static int parse_type(parser *p, mil_type *out) {
     if (failed(p)) return 0;
     memset(out, 0, sizeof *out);
-    token start = p->tok;
+    token start = p->lex.tok;
     if (is_word(p, "string")) {
         out->kind = TYPE_STRING;
         next(p);
@@ -270,9 +100,9 @@ static int parse_type(parser *p, mil_type *out) {
         return parse_dict_type(p);
     }
     if (!is_word(p, "tensor")) {
-        if (!dtype_from_token(&p->tok, &out->dtype)) {
+        if (!dtype_from_token(&p->lex.tok, &out->dtype)) {
             char found[64];
-            fail_at(p, &p->tok, "expected a type, found %s", describe(&p->tok, found, sizeof found));
+            fail_at(p, &p->lex.tok, "expected a type, found %s", describe(&p->lex.tok, found, sizeof found));
             return 0;
         }
         out->kind = TYPE_SCALAR;
@@ -281,9 +111,9 @@ static int parse_type(parser *p, mil_type *out) {
     }
     next(p);
     if (!expect_punct(p, '<', "after tensor")) return 0;
-    if (!dtype_from_token(&p->tok, &out->dtype)) {
+    if (!dtype_from_token(&p->lex.tok, &out->dtype)) {
         char found[64];
-        fail_at(p, &p->tok, "expected an element type (fp16, fp32, int32, ...), found %s", describe(&p->tok, found, sizeof found));
+        fail_at(p, &p->lex.tok, "expected an element type (fp16, fp32, int32, ...), found %s", describe(&p->lex.tok, found, sizeof found));
         return 0;
     }
     next(p);
@@ -293,23 +123,23 @@ static int parse_type(parser *p, mil_type *out) {
     while (!failed(p) && !is_punct(p, ']')) {
         if (out->rank > 0 && !expect_punct(p, ',', "between dimensions")) return 0;
         if (is_punct(p, '?')) {
-            fail_at(p, &p->tok, "dynamic dimension '?': the ANE takes static shapes only (ANE-22); compile one program per shape");
+            fail_at(p, &p->lex.tok, "dynamic dimension '?': the ANE takes static shapes only (ANE-22); compile one program per shape");
             return 0;
         }
-        if (p->tok.kind != T_NUMBER || out->rank >= ANE_IR_MAX_RANK) {
-            fail_at(p, &p->tok, out->rank >= ANE_IR_MAX_RANK ? "more than %d dimensions" : "expected a dimension (max rank %d)",
+        if (p->lex.tok.kind != T_NUMBER || out->rank >= ANE_IR_MAX_RANK) {
+            fail_at(p, &p->lex.tok, out->rank >= ANE_IR_MAX_RANK ? "more than %d dimensions" : "expected a dimension (max rank %d)",
                     ANE_IR_MAX_RANK);
             return 0;
         }
         char digits[32];
-        size_t n = p->tok.length < sizeof digits - 1 ? p->tok.length : sizeof digits - 1;
-        memcpy(digits, p->tok.start, n);
+        size_t n = p->lex.tok.length < sizeof digits - 1 ? p->lex.tok.length : sizeof digits - 1;
+        memcpy(digits, p->lex.tok.start, n);
         digits[n] = '\0';
         char *end;
         errno = 0;
         long long value = strtoll(digits, &end, 10);
         if (*end || errno || value < 1 || value > (1ll << 31) || numel > (1ll << 40) / value) {
-            fail_at(p, &p->tok, "dimension '%s' is not a positive integer of a sane size", digits);
+            fail_at(p, &p->lex.tok, "dimension '%s' is not a positive integer of a sane size", digits);
             return 0;
         }
         numel *= value;
@@ -353,16 +183,16 @@ struct mil_value {
 static mil_value *new_value(parser *p, value_kind kind) {
     mil_value *v = ane_arena_alloc(&p->arena, sizeof *v);
     if (!v) {
-        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory while parsing", p->source);
+        p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory while parsing", p->lex.source);
         return NULL;
     }
     v->kind = kind;
-    v->at = p->tok;
+    v->at = p->lex.tok;
     return v;
 }
 
 static int parse_number_token(parser *p, double *out) {
-    const token *t = &p->tok;
+    const token *t = &p->lex.tok;
     char text[80];
     if (t->length >= sizeof text) {
         fail_at(p, t, "number is too long");
@@ -386,21 +216,21 @@ static int parse_number_token(parser *p, double *out) {
 }
 
 static int parse_string_token(parser *p, const char **out) {
-    if (p->tok.kind != T_STRING) {
+    if (p->lex.tok.kind != T_STRING) {
         char found[64];
-        fail_at(p, &p->tok, "expected a string, found %s", describe(&p->tok, found, sizeof found));
+        fail_at(p, &p->lex.tok, "expected a string, found %s", describe(&p->lex.tok, found, sizeof found));
         return 0;
     }
-    size_t length = p->tok.length - 2;
+    size_t length = p->lex.tok.length - 2;
     char *copy = ane_arena_alloc(&p->arena, length + 1);
     if (!copy) {
-        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+        p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
         return 0;
     }
     size_t n = 0;
-    for (size_t i = 1; i + 1 < p->tok.length; i++) {
-        char c = p->tok.start[i];
-        if (c == '\\' && i + 2 < p->tok.length) c = p->tok.start[++i];
+    for (size_t i = 1; i + 1 < p->lex.tok.length; i++) {
+        char c = p->lex.tok.start[i];
+        if (c == '\\' && i + 2 < p->lex.tok.length) c = p->lex.tok.start[++i];
         copy[n++] = c;
     }
     copy[n] = '\0';
@@ -416,16 +246,16 @@ static int parse_element(parser *p, double *out) {
         next(p);
         return 1;
     }
-    if (p->tok.kind == T_NUMBER || is_word(p, "inf") || is_word(p, "nan")) return parse_number_token(p, out);
+    if (p->lex.tok.kind == T_NUMBER || is_word(p, "inf") || is_word(p, "nan")) return parse_number_token(p, out);
     char found[64];
-    fail_at(p, &p->tok, "expected a number, found %s", describe(&p->tok, found, sizeof found));
+    fail_at(p, &p->lex.tok, "expected a number, found %s", describe(&p->lex.tok, found, sizeof found));
     return 0;
 }
 
 /* [a, b, ...] possibly nested, flattened into elements (capacity numel). */
 static int parse_list(parser *p, double *elements, int64_t capacity, int64_t *count) {
     if (++p->depth > MAX_DEPTH) {
-        fail_at(p, &p->tok, "values nest deeper than %d levels", MAX_DEPTH);
+        fail_at(p, &p->lex.tok, "values nest deeper than %d levels", MAX_DEPTH);
         return 0;
     }
     if (!expect_punct(p, '[', "to open the values")) return 0;
@@ -438,7 +268,7 @@ static int parse_list(parser *p, double *elements, int64_t capacity, int64_t *co
             continue;
         }
         double value;
-        token at = p->tok;
+        token at = p->lex.tok;
         if (!parse_element(p, &value)) return 0;
         if (*count >= capacity) {
             fail_at(p, &at, "more values than the type's %lld elements", (long long)capacity);
@@ -458,7 +288,7 @@ static const ane_mil_file *find_file(const parser *p, const char *path) {
 
 /* BLOBFILE(path = string("..."), offset = uint64(N)) for a tensor of `type`. */
 static int parse_blobfile(parser *p, mil_value *v) {
-    token at = p->tok;
+    token at = p->lex.tok;
     next(p);
     const char *path = NULL;
     double offset = -1;
@@ -472,8 +302,8 @@ static int parse_blobfile(parser *p, mil_value *v) {
         if (strcmp(key, "path") == 0) {
             if (!parse_string_token(p, &path)) return 0;
         } else if (strcmp(key, "offset") == 0) {
-            if (p->tok.kind != T_NUMBER || !parse_number_token(p, &offset)) {
-                fail_at(p, &p->tok, "BLOBFILE offset must be a number");
+            if (p->lex.tok.kind != T_NUMBER || !parse_number_token(p, &offset)) {
+                fail_at(p, &p->lex.tok, "BLOBFILE offset must be a number");
                 return 0;
             }
         } else {
@@ -521,7 +351,7 @@ static mil_value *parse_literal(parser *p) {
         break;
     case TYPE_UINT64: {
         double number;
-        token at = p->tok;
+        token at = p->lex.tok;
         if (!parse_number_token(p, &number)) return NULL;
         if (!(number >= 0 && number <= 9e18) || number != floor(number)) { /* also rejects NaN */
             fail_at(p, &at, "uint64 literal must be a whole number from 0 to 9e18");
@@ -548,7 +378,7 @@ static mil_value *parse_literal(parser *p) {
         if (v->type.dtype == ANE_BOOL) {
             v->kind = VAL_BOOL;
             if (!is_word(p, "true") && !is_word(p, "false")) {
-                fail_at(p, &p->tok, "expected true or false");
+                fail_at(p, &p->lex.tok, "expected true or false");
                 return NULL;
             }
             v->integer = is_word(p, "true");
@@ -558,7 +388,7 @@ static mil_value *parse_literal(parser *p) {
             if (!parse_element(p, &v->number)) return NULL;
         } else {
             double number;
-            token at = p->tok;
+            token at = p->lex.tok;
             if (!parse_number_token(p, &number)) return NULL;
             if (number != floor(number) || fabs(number) > 9e15) {
                 fail_at(p, &at, "%s literal must be a whole number", ane_dtype_name(v->type.dtype));
@@ -581,11 +411,11 @@ static mil_value *parse_literal(parser *p) {
         }
         v->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
         if (!v->elements) {
-            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
             return NULL;
         }
         int64_t count = 0;
-        token at = p->tok;
+        token at = p->lex.tok;
         if (!parse_list(p, v->elements, numel, &count)) return NULL;
         if (count != numel) {
             fail_at(p, &at, "%lld values for a type of %lld elements", (long long)count, (long long)numel);
@@ -599,21 +429,21 @@ static mil_value *parse_literal(parser *p) {
 }
 
 static int starts_literal(const parser *p) {
-    if (p->tok.kind != T_IDENT) return 0;
+    if (p->lex.tok.kind != T_IDENT) return 0;
     ane_dtype dtype;
     if (is_word(p, "tensor") || is_word(p, "string") || is_word(p, "uint64") || is_word(p, "dict")) return 1;
-    if (!dtype_from_token(&p->tok, &dtype)) return 0;
+    if (!dtype_from_token(&p->lex.tok, &dtype)) return 0;
     /* A dtype word followed by '(' is a literal; otherwise it is a name. */
-    const char *after = p->tok.start + p->tok.length;
-    while (after < p->end && isspace((unsigned char)*after)) after++;
-    return after < p->end && *after == '(';
+    const char *after = p->lex.tok.start + p->lex.tok.length;
+    while (after < p->lex.end && isspace((unsigned char)*after)) after++;
+    return after < p->lex.end && *after == '(';
 }
 
 /* A value: a literal, a name, or a tuple (a, b, ...). */
 static mil_value *parse_value(parser *p) {
     if (failed(p)) return NULL;
     if (++p->depth > MAX_DEPTH) {
-        fail_at(p, &p->tok, "values nest deeper than %d levels", MAX_DEPTH);
+        fail_at(p, &p->lex.tok, "values nest deeper than %d levels", MAX_DEPTH);
         return NULL;
     }
     mil_value *v = NULL;
@@ -626,7 +456,7 @@ static mil_value *parse_value(parser *p) {
         while (v && !failed(p) && !is_punct(p, ')')) {
             if (v->count > 0 && !expect_punct(p, ',', "between tuple items")) return NULL;
             if (v->count >= (int)(sizeof items / sizeof items[0])) {
-                fail_at(p, &p->tok, "tuple has too many items");
+                fail_at(p, &p->lex.tok, "tuple has too many items");
                 return NULL;
             }
             items[v->count] = parse_value(p);
@@ -636,16 +466,16 @@ static mil_value *parse_value(parser *p) {
         if (!v || !expect_punct(p, ')', "to close the tuple")) return NULL;
         v->items = ane_arena_alloc(&p->arena, (size_t)(v->count ? v->count : 1) * sizeof *v->items);
         if (!v->items) {
-            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
             return NULL;
         }
         memcpy(v->items, items, (size_t)v->count * sizeof *items);
-    } else if (p->tok.kind == T_IDENT) {
+    } else if (p->lex.tok.kind == T_IDENT) {
         v = new_value(p, VAL_NAME);
         if (v && !expect_ident(p, v->name, "a name")) return NULL;
     } else {
         char found[64];
-        fail_at(p, &p->tok, "expected a value, found %s", describe(&p->tok, found, sizeof found));
+        fail_at(p, &p->lex.tok, "expected a value, found %s", describe(&p->lex.tok, found, sizeof found));
         return NULL;
     }
     p->depth--;
@@ -688,7 +518,7 @@ static symbol *define(parser *p, const char *name, symbol_kind kind, const token
         int capacity = p->table_capacity ? p->table_capacity * 2 : 64;
         symbol **table = ane_arena_alloc(&p->arena, (size_t)capacity * sizeof *table);
         if (!table) {
-            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
             return NULL;
         }
         for (int i = 0; i < p->table_capacity; i++) {
@@ -703,7 +533,7 @@ static symbol *define(parser *p, const char *name, symbol_kind kind, const token
     }
     symbol *s = ane_arena_alloc(&p->arena, sizeof *s);
     if (!s) {
-        p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+        p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
         return NULL;
     }
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -1043,7 +873,7 @@ static void define_const(parser *p, const char *op_name, const declared_output *
         }
         value->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
         if (!value->elements) {
-            p->status = ane_fail(p->err, ANE_ERR_NOMEM, "%s: out of memory", p->source);
+            p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
             return;
         }
         size_t element = ane_dtype_size(q->type.dtype);
@@ -1081,15 +911,15 @@ static void parse_statement(parser *p) {
     int noutputs = 0;
     do {
         if (noutputs == MAX_OUTPUTS) {
-            fail_at(p, &p->tok, "more than %d outputs in one statement", MAX_OUTPUTS);
+            fail_at(p, &p->lex.tok, "more than %d outputs in one statement", MAX_OUTPUTS);
             return;
         }
         declared_output *out = &outputs[noutputs++];
-        out->at = p->tok;
+        out->at = p->lex.tok;
         if (!parse_type(p, &out->type) || !expect_ident(p, out->name, "the name of the result")) return;
     } while (accept_punct(p, ','));
     if (!expect_punct(p, '=', "after the result")) return;
-    token op_at = p->tok;
+    token op_at = p->lex.tok;
     char op_name[ANE_NAME_MAX];
     if (!expect_ident(p, op_name, "an op name") || !expect_punct(p, '(', "after the op name")) return;
 
@@ -1104,11 +934,11 @@ static void parse_statement(parser *p) {
             if (!first && !expect_punct(p, ',', "between arguments")) return;
             first = 0;
             if (nargs == MAX_ARGS) {
-                fail_at(p, &p->tok, "more than %d arguments", MAX_ARGS);
+                fail_at(p, &p->lex.tok, "more than %d arguments", MAX_ARGS);
                 return;
             }
             argument *arg = &args[nargs];
-            arg->at = p->tok;
+            arg->at = p->lex.tok;
             if (!expect_ident(p, arg->name, "an argument name") || !expect_punct(p, '=', "after the argument name")) return;
             if (find_argument(args, nargs, arg->name)) {
                 fail_at(p, &arg->at, "argument '%s' is given twice", arg->name);
@@ -1249,7 +1079,7 @@ static ane_graph *parse_function(parser *p, char *name) {
     }
     ane_error inner;
     if (ane_graph_new(name, &p->graph, &inner)) {
-        fail_at(p, &p->tok, "%s", inner.message);
+        fail_at(p, &p->lex.tok, "%s", inner.message);
         return NULL;
     }
     reset_symbols(p);
@@ -1258,7 +1088,7 @@ static ane_graph *parse_function(parser *p, char *name) {
         if (p->graph->count > 0 && !expect_punct(p, ',', "between inputs")) return NULL;
         mil_type type;
         char input[ANE_NAME_MAX];
-        token at = p->tok;
+        token at = p->lex.tok;
         if (!parse_type(p, &type) || !expect_ident(p, input, "the input name")) return NULL;
         if (type.kind != TYPE_TENSOR && type.kind != TYPE_SCALAR) {
             fail_at(p, &at, "input '%s' must be a tensor", input);
@@ -1273,11 +1103,11 @@ static ane_graph *parse_function(parser *p, char *name) {
         if (s) s->node = node;
     }
     if (!expect_punct(p, ')', "to close the inputs") || !expect_punct(p, '{', "to open the function body")) return NULL;
-    while (!failed(p) && !is_punct(p, '}') && p->tok.kind != T_EOF) parse_statement(p);
+    while (!failed(p) && !is_punct(p, '}') && p->lex.tok.kind != T_EOF) parse_statement(p);
     if (!expect_punct(p, '}', "to close the function body")) return NULL;
-    if (p->tok.kind != T_ARROW) {
+    if (p->lex.tok.kind != T_ARROW) {
         char found[64];
-        fail_at(p, &p->tok, "expected '->' and the returned names, found %s", describe(&p->tok, found, sizeof found));
+        fail_at(p, &p->lex.tok, "expected '->' and the returned names, found %s", describe(&p->lex.tok, found, sizeof found));
         return NULL;
     }
     next(p);
@@ -1285,7 +1115,7 @@ static ane_graph *parse_function(parser *p, char *name) {
     int returned = 0;
     while (!failed(p) && !is_punct(p, ')')) {
         if (returned && !expect_punct(p, ',', "between returned names")) return NULL;
-        token at = p->tok;
+        token at = p->lex.tok;
         char output[ANE_NAME_MAX];
         if (!expect_ident(p, output, "a returned name")) return NULL;
         symbol *s = lookup(p, output);
@@ -1303,7 +1133,7 @@ static ane_graph *parse_function(parser *p, char *name) {
     accept_punct(p, ';');
     if (failed(p)) return NULL;
     if (returned == 0) {
-        fail_at(p, &p->tok, "function '%s' returns nothing", name);
+        fail_at(p, &p->lex.tok, "function '%s' returns nothing", name);
         return NULL;
     }
     ane_graph *g = p->graph;
@@ -1315,27 +1145,22 @@ ane_status ane_parse_mil(const char *text, size_t length, const char *source, co
                          int nfiles, const char *function, ane_graph **out, ane_error *err) {
     parser p;
     memset(&p, 0, sizeof p);
-    p.text = p.cursor = p.line_start = text;
-    p.end = text + length;
-    p.line = 1;
-    p.source = source ? source : "<mil>";
-    p.err = err;
     p.files = files;
     p.nfiles = nfiles;
     *out = NULL;
-    next(&p);
+    mil_lex_init(&p.lex, text, length, source ? source : "<mil>", err);
 
     ane_graph *chosen = NULL;
     int functions = 0;
     if (!is_word(&p, "program")) {
         char found[64];
-        fail_at(&p, &p.tok, "expected 'program', found %s", describe(&p.tok, found, sizeof found));
+        fail_at(&p, &p.lex.tok, "expected 'program', found %s", describe(&p.lex.tok, found, sizeof found));
     } else {
         next(&p);
         double version = 0;
-        if (expect_punct(&p, '(', "after program") && p.tok.kind == T_NUMBER && parse_number_token(&p, &version))
+        if (expect_punct(&p, '(', "after program") && p.lex.tok.kind == T_NUMBER && parse_number_token(&p, &version))
             expect_punct(&p, ')', "after the version");
-        else fail_at(&p, &p.tok, "expected the program version, e.g. program(1.3)");
+        else fail_at(&p, &p.lex.tok, "expected the program version, e.g. program(1.3)");
         if (accept_punct(&p, '[')) { /* program attributes: [buildInfo = dict<...>(...)] */
             while (!failed(&p) && !is_punct(&p, ']')) {
                 char key[ANE_NAME_MAX];
@@ -1361,19 +1186,19 @@ ane_status ane_parse_mil(const char *text, size_t length, const char *source, co
         }
         if (!failed(&p)) {
             expect_punct(&p, '}', "to close the program");
-            if (!failed(&p) && p.tok.kind != T_EOF) {
+            if (!failed(&p) && p.lex.tok.kind != T_EOF) {
                 char found[64];
-                fail_at(&p, &p.tok, "unexpected %s after the program", describe(&p.tok, found, sizeof found));
+                fail_at(&p, &p.lex.tok, "unexpected %s after the program", describe(&p.lex.tok, found, sizeof found));
             }
         }
     }
-    if (!failed(&p) && functions == 0) fail_at(&p, &p.tok, "the program has no functions");
-    if (!failed(&p) && !chosen) fail_at(&p, &p.tok, "the program has no function '%s'", function ? function : "main");
+    if (!failed(&p) && functions == 0) fail_at(&p, &p.lex.tok, "the program has no functions");
+    if (!failed(&p) && !chosen) fail_at(&p, &p.lex.tok, "the program has no function '%s'", function ? function : "main");
     ane_graph_free(p.graph);
     ane_arena_free(&p.arena);
     if (failed(&p)) {
         ane_graph_free(chosen);
-        return p.status;
+        return p.lex.status;
     }
     *out = chosen;
     return ANE_OK;
