@@ -41,6 +41,14 @@ ane_tensor *ane_lua_check_tensor(lua_State *L, int index);
 ane_tensor *ane_lua_test_tensor(lua_State *L, int index);
 /* Pushes a new tensor userdata that takes over `t`'s reference. */
 void ane_lua_push_tensor(lua_State *L, ane_tensor *t);
+/* A new, empty tensor userdata on the stack for a core function to fill. */
+ane_tensor *ane_lua_new_tensor_slot(lua_State *L);
+int64_t ane_lua_check_integer_arg(lua_State *L, int index, const char *what);
+/* options[key] as a number, or fallback when the table or the field is absent. */
+double ane_lua_option_number(lua_State *L, int index, const char *key, double fallback);
+/* l_train.c: ane.tensor.cross_entropy / adamw, and the methods sum_of_squares / clamp_activations. */
+extern const luaL_Reg ane_lua_train_functions[];
+extern const luaL_Reg ane_lua_train_methods[];
 ane_dtype ane_lua_check_dtype(lua_State *L, int index, ane_dtype fallback);
 /* Reads a shape table (or the integers from index to the top when `index` is a number). */
 int ane_lua_check_shape(lua_State *L, int index, int64_t *shape);

@@ -34,7 +34,7 @@ static void collect_if_pressured(lua_State *L) {
 }
 
 /* Pushes an empty tensor userdata for a core function to fill. */
-static ane_tensor *new_tensor_slot(lua_State *L) {
+ane_tensor *ane_lua_new_tensor_slot(lua_State *L) {
     collect_if_pressured(L);
     ane_tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
     memset(t, 0, sizeof *t);
@@ -43,7 +43,7 @@ static ane_tensor *new_tensor_slot(lua_State *L) {
 }
 
 void ane_lua_push_tensor(lua_State *L, ane_tensor *t) {
-    ane_tensor *slot = new_tensor_slot(L);
+    ane_tensor *slot = ane_lua_new_tensor_slot(L);
     *slot = *t;
 }
 
@@ -68,7 +68,7 @@ ane_dtype ane_lua_check_dtype(lua_State *L, int index, ane_dtype fallback) {
     return dtype;
 }
 
-static int64_t check_integer_arg(lua_State *L, int index, const char *what) {
+int64_t ane_lua_check_integer_arg(lua_State *L, int index, const char *what) {
     int is_integer;
     lua_Integer value = lua_tointegerx(L, index, &is_integer);
     if (!is_integer)
@@ -80,7 +80,7 @@ int ane_lua_check_shape(lua_State *L, int index, int64_t *shape) {
     if (lua_isinteger(L, index)) { /* shape given as separate integers */
         int top = lua_gettop(L), ndim = top - index + 1;
         if (ndim > ANE_MAX_DIMS) luaL_error(L, "a tensor has at most %d dimensions", ANE_MAX_DIMS);
-        for (int i = 0; i < ndim; i++) shape[i] = check_integer_arg(L, index + i, "shape entry");
+        for (int i = 0; i < ndim; i++) shape[i] = ane_lua_check_integer_arg(L, index + i, "shape entry");
         return ndim;
     }
     luaL_argexpected(L, lua_istable(L, index), index, "shape table");
@@ -129,7 +129,7 @@ static void push_element(lua_State *L, const char *element, ane_dtype dtype) {
 static int64_t lua_position(int64_t position, int64_t size) { return position < 0 ? size + position : position - 1; }
 
 static int check_dim_arg(lua_State *L, int index, const ane_tensor *t) {
-    int64_t dim = check_integer_arg(L, index, "dimension");
+    int64_t dim = ane_lua_check_integer_arg(L, index, "dimension");
     int64_t zero_based = lua_position(dim, t->ndim);
     if (zero_based < 0 || zero_based >= t->ndim)
         luaL_argerror(L, index, lua_pushfstring(L, "dimension %d does not exist in a %d-D tensor", (int)dim, t->ndim));
@@ -143,7 +143,7 @@ static int tensor_call(lua_State *L) {
     int64_t shape[ANE_MAX_DIMS];
     int ndim = ane_lua_check_shape(L, 2, shape);
     ane_dtype dtype = ane_lua_check_dtype(L, 3, ANE_FP32);
-    ane_tensor *t = new_tensor_slot(L);
+    ane_tensor *t = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_zeros(t, ndim, shape, dtype, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -215,7 +215,7 @@ static int tensor_from(lua_State *L) {
         }
     }
     ane_dtype dtype = ane_lua_check_dtype(L, 3, ANE_FP32);
-    ane_tensor *t = new_tensor_slot(L);
+    ane_tensor *t = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_zeros(t, ndim, shape, dtype, &err)) return ane_lua_raise(L, &err);
     fill_state state = {ane_tensor_data(t), ane_dtype_size(dtype), 0, ane_tensor_numel(t), dtype,
@@ -236,7 +236,7 @@ static int tensor_from_bytes(lua_State *L) {
     int64_t shape[ANE_MAX_DIMS];
     int ndim = ane_lua_check_shape(L, 2, shape);
     ane_dtype dtype = ane_lua_check_dtype(L, 3, ANE_FP32);
-    ane_tensor *t = new_tensor_slot(L);
+    ane_tensor *t = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_zeros(t, ndim, shape, dtype, &err)) return ane_lua_raise(L, &err);
     size_t expected = (size_t)ane_tensor_numel(t) * ane_dtype_size(dtype);
@@ -247,7 +247,7 @@ static int tensor_from_bytes(lua_State *L) {
     return 1;
 }
 
-static double option_number(lua_State *L, int index, const char *key, double fallback) {
+double ane_lua_option_number(lua_State *L, int index, const char *key, double fallback) {
     if (!lua_istable(L, index)) return fallback;
     lua_getfield(L, index, key);
     double value = fallback;
@@ -285,8 +285,8 @@ static int random_tensor(lua_State *L, int normal) {
     if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
     ane_dtype dtype = option_dtype(L, 2);
     uint64_t seed = option_seed(L, 2);
-    double p0 = option_number(L, 2, normal ? "mean" : "low", 0), p1 = option_number(L, 2, normal ? "std" : "high", 1);
-    ane_tensor *t = new_tensor_slot(L);
+    double p0 = ane_lua_option_number(L, 2, normal ? "mean" : "low", 0), p1 = ane_lua_option_number(L, 2, normal ? "std" : "high", 1);
+    ane_tensor *t = ane_lua_new_tensor_slot(L);
     ane_error err;
     ane_status status = normal ? ane_tensor_randn(t, ndim, shape, dtype, seed, p0, p1, &err)
                                : ane_tensor_rand(t, ndim, shape, dtype, seed, p0, p1, &err);
@@ -399,7 +399,7 @@ static char *element_at_args(lua_State *L, ane_tensor *t, int first) {
         luaL_error(L, "a %d-D tensor needs %d indices, got %d", t->ndim, t->ndim, count < 0 ? 0 : count);
     int64_t index[ANE_MAX_DIMS];
     for (int i = 0; i < t->ndim; i++) {
-        int64_t position = check_integer_arg(L, first + i, "index");
+        int64_t position = ane_lua_check_integer_arg(L, first + i, "index");
         index[i] = position - 1;
         if (position < 1) index[i] = -1; /* reported as out of range below */
     }
@@ -484,9 +484,9 @@ static int m_slice(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     int dim = check_dim_arg(L, 2, t);
     int64_t size = t->shape[dim];
-    int64_t start = lua_position(check_integer_arg(L, 3, "slice start"), size);
-    int64_t stop = lua_isnoneornil(L, 4) ? size : lua_position(check_integer_arg(L, 4, "slice stop"), size) + 1;
-    ane_tensor *out = new_tensor_slot(L);
+    int64_t start = lua_position(ane_lua_check_integer_arg(L, 3, "slice start"), size);
+    int64_t stop = lua_isnoneornil(L, 4) ? size : lua_position(ane_lua_check_integer_arg(L, 4, "slice stop"), size) + 1;
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_slice(out, t, dim, start, stop, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -497,7 +497,7 @@ static int m_transpose(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     int d0 = lua_isnoneornil(L, 2) ? t->ndim - 2 : check_dim_arg(L, 2, t);
     int d1 = lua_isnoneornil(L, 3) ? t->ndim - 1 : check_dim_arg(L, 3, t);
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_transpose(out, t, d0, d1, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -513,15 +513,15 @@ static int m_reshape(lua_State *L) {
         if (ndim > ANE_MAX_DIMS) return luaL_error(L, "a tensor has at most %d dimensions", ANE_MAX_DIMS);
         for (int i = 0; i < ndim; i++) {
             lua_geti(L, 2, i + 1);
-            shape[i] = check_integer_arg(L, -1, "shape entry");
+            shape[i] = ane_lua_check_integer_arg(L, -1, "shape entry");
             lua_pop(L, 1);
         }
     } else {
         ndim = lua_gettop(L) - 1;
         if (ndim > ANE_MAX_DIMS) return luaL_error(L, "a tensor has at most %d dimensions", ANE_MAX_DIMS);
-        for (int i = 0; i < ndim; i++) shape[i] = check_integer_arg(L, i + 2, "shape entry");
+        for (int i = 0; i < ndim; i++) shape[i] = ane_lua_check_integer_arg(L, i + 2, "shape entry");
     }
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_reshape(out, t, ndim, shape, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -529,7 +529,7 @@ static int m_reshape(lua_State *L) {
 
 /* Pushes a new contiguous copy of t in `dtype`. */
 static int push_converted(lua_State *L, const ane_tensor *t, ane_dtype dtype) {
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_to(out, t, dtype, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -573,7 +573,7 @@ static ane_tensor *operand(lua_State *L, int index, const ane_tensor *other) {
     if (lua_type(L, index) != LUA_TNUMBER) return ane_lua_check_tensor(L, index);
     ane_dtype dtype = other->dtype;
     if (ane_dtype_kind_of(dtype) != ANE_KIND_FLOAT && !lua_isinteger(L, index)) dtype = ANE_FP32;
-    ane_tensor *scalar = new_tensor_slot(L);
+    ane_tensor *scalar = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_zeros(scalar, 0, NULL, dtype, &err)) ane_lua_raise(L, &err);
     store_lua_value(L, index, ane_tensor_data(scalar), dtype);
@@ -590,7 +590,7 @@ static int binary(lua_State *L, ane_binary_op op) {
         a = ane_lua_check_tensor(L, 1);
         b = operand(L, 2, a);
     }
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_binary(out, a, b, op, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -604,7 +604,7 @@ static int m_div(lua_State *L) { return binary(L, ANE_BINARY_DIV); }
 static int m_scale(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     double factor = luaL_checknumber(L, 2);
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_scale(out, t, factor, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -618,7 +618,7 @@ static int m_unm(lua_State *L) {
 
 static int m_matmul(lua_State *L) {
     ane_tensor *a = ane_lua_check_tensor(L, 1), *b = ane_lua_check_tensor(L, 2);
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_matmul(out, a, b, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -652,10 +652,10 @@ static int m_gather(lua_State *L) {
     int64_t *ids = lua_newuserdatauv(L, (size_t)(count + 1) * sizeof *ids, 0);
     for (lua_Integer i = 0; i < count; i++) {
         lua_geti(L, 2, i + 1);
-        ids[i] = check_integer_arg(L, -1, "row id");
+        ids[i] = ane_lua_check_integer_arg(L, -1, "row id");
         lua_pop(L, 1);
     }
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_gather_rows(out, t, ids, count, &err)) return ane_lua_raise(L, &err);
     return 1;
@@ -684,7 +684,7 @@ static int m_topk(lua_State *L) {
 /* t:abs() -> |t| elementwise (fp32 result for float inputs, the same dtype otherwise) */
 static int m_abs(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
-    ane_tensor *out = new_tensor_slot(L);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_to(out, t, ANE_FP32, &err)) return ane_lua_raise(L, &err);
     float *data = (float *)ane_tensor_data(out);
@@ -704,67 +704,6 @@ static int m_argmax(lua_State *L) {
     return 1;
 }
 
-/* ane.tensor.cross_entropy(logits [N, V], targets {0-based}, [scale = 1/N])
- * -> mean loss, gradient [N, V] (scaled by `scale`) */
-static int tensor_cross_entropy(lua_State *L) {
-    ane_tensor *logits = ane_lua_check_tensor(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer n = luaL_len(L, 2);
-    if (logits->ndim != 2 || n != logits->shape[0]) return luaL_error(L, "cross_entropy: logits [N, V] and N targets expected");
-    double scale = luaL_optnumber(L, 3, n > 0 ? 1.0 / (double)n : 1.0), loss_sum;
-    lua_settop(L, 2);
-    int64_t *targets = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *targets, 0);
-    for (lua_Integer i = 0; i < n; i++) {
-        lua_geti(L, 2, i + 1);
-        targets[i] = check_integer_arg(L, -1, "target");
-        lua_pop(L, 1);
-    }
-    ane_tensor *grad = new_tensor_slot(L);
-    ane_error err;
-    if (ane_cross_entropy(logits, targets, scale, &loss_sum, grad, &err)) return ane_lua_raise(L, &err);
-    lua_pushnumber(L, n > 0 ? loss_sum / (double)n : 0);
-    lua_insert(L, -2);
-    return 2;
-}
-
-/* ane.tensor.adamw(param, grad, m, v, {lr =, beta1 =, beta2 =, eps =, weight_decay =, step =}
- * and optional grad_scale (applied to the gradient first) updates param, m and v in place
- * (contiguous fp32). */
-static int tensor_adamw(lua_State *L) {
-    ane_tensor *param = ane_lua_check_tensor(L, 1), *grad = ane_lua_check_tensor(L, 2);
-    ane_tensor *m = ane_lua_check_tensor(L, 3), *v = ane_lua_check_tensor(L, 4);
-    luaL_checktype(L, 5, LUA_TTABLE);
-    ane_adamw_options o = {
-        .lr = option_number(L, 5, "lr", 1e-3), .beta1 = option_number(L, 5, "beta1", 0.9),
-        .beta2 = option_number(L, 5, "beta2", 0.999), .eps = option_number(L, 5, "eps", 1e-8),
-        .weight_decay = option_number(L, 5, "weight_decay", 0), .step = (int64_t)option_number(L, 5, "step", 1),
-        .grad_scale = option_number(L, 5, "grad_scale", 1),
-    };
-    ane_error err;
-    if (ane_adamw_step(param, grad, m, v, &o, &err)) return ane_lua_raise(L, &err);
-    return 0;
-}
-
-/* t:sum_of_squares() -> the fp64 sum of squares (global-norm clipping) */
-static int m_sum_of_squares(lua_State *L) {
-    double sum;
-    ane_error err;
-    if (ane_sum_of_squares(ane_lua_check_tensor(L, 1), &sum, &err)) return ane_lua_raise(L, &err);
-    lua_pushnumber(L, sum);
-    return 1;
-}
-
-/* t:clamp_activations(limit) -> clamped, nans: in place, beyond +-limit -> +-limit, NaN -> 0 */
-static int m_clamp_activations(lua_State *L) {
-    int64_t clamped, nans;
-    ane_error err;
-    if (ane_clamp_activations(ane_lua_check_tensor(L, 1), luaL_checknumber(L, 2), &clamped, &nans, &err))
-        return ane_lua_raise(L, &err);
-    lua_pushinteger(L, (lua_Integer)clamped);
-    lua_pushinteger(L, (lua_Integer)nans);
-    return 2;
-}
-
 /* ------------------------------------------------------------------ registration */
 
 void ane_lua_open_tensor(lua_State *L) {
@@ -775,8 +714,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {"sum_of_squares", m_sum_of_squares},
-        {"clamp_activations", m_clamp_activations}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},
@@ -785,15 +723,16 @@ void ane_lua_open_tensor(lua_State *L) {
     luaL_newmetatable(L, ANE_TENSOR_TYPE);
     luaL_setfuncs(L, metamethods, 0);
     luaL_newlib(L, methods);
+    luaL_setfuncs(L, ane_lua_train_methods, 0); /* l_train.c */
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
     static const luaL_Reg constructors[] = {
         {"from", tensor_from}, {"from_bytes", tensor_from_bytes}, {"randn", tensor_randn},
-        {"rand", tensor_rand}, {"is", tensor_is}, {"cross_entropy", tensor_cross_entropy},
-        {"adamw", tensor_adamw}, {NULL, NULL},
+        {"rand", tensor_rand}, {"is", tensor_is}, {NULL, NULL},
     };
     luaL_newlib(L, constructors);
+    luaL_setfuncs(L, ane_lua_train_functions, 0); /* l_train.c */
     lua_newtable(L); /* ane.tensor(shape, dtype) through __call */
     lua_pushcfunction(L, tensor_call);
     lua_setfield(L, -2, "__call");

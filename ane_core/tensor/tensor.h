@@ -100,10 +100,15 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
  * gradient with respect to the logits, scaled by `scale` (e.g. 1 / total positions):
  * grad[n, v] = (softmax(logits[n])[v] - [v == target[n]]) * scale. Returns the summed loss
  * (not averaged) in *loss_sum. Computed in fp64 per row. */
+/* A contiguous fp32 view of t (t itself when it is one, else a converted copy). */
+ane_status ane_tensor_contiguous_fp32(ane_tensor *out, const ane_tensor *t, ane_error *err);
+
+/* loss.c */
 ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, double scale, double *loss_sum,
                              ane_tensor *grad, ane_error *err);
 
 /* --- random tensors (deterministic for a seed, on every machine) --- */
+/* random.c */
 ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             uint64_t seed, double mean, double std, ane_error *err);
 ane_status ane_tensor_rand(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
