@@ -44,6 +44,8 @@ void ane_lua_push_tensor(lua_State *L, ane_tensor *t);
 /* A new, empty tensor userdata on the stack for a core function to fill. */
 ane_tensor *ane_lua_new_tensor_slot(lua_State *L);
 int64_t ane_lua_check_integer_arg(lua_State *L, int index, const char *what);
+/* The integers of the Lua array at index, in a userdata pushed on the stack; *count of them. */
+int64_t *ane_lua_read_integers(lua_State *L, int index, const char *what, lua_Integer *count);
 /* options[key] as a number, or fallback when the table or the field is absent. */
 double ane_lua_option_number(lua_State *L, int index, const char *key, double fallback);
 /* l_train.c: ane.tensor.cross_entropy / adamw, and the methods sum_of_squares / clamp_activations. */

@@ -9,7 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../ane_core/tensor/optim.h"
 #include "../ane_core/base/hash.h"
 #include "ane_lua.h"
 
@@ -74,6 +73,18 @@ int64_t ane_lua_check_integer_arg(lua_State *L, int index, const char *what) {
     if (!is_integer)
         luaL_argerror(L, index, lua_pushfstring(L, "%s must be an integer, got %s", what, luaL_typename(L, index)));
     return value;
+}
+
+int64_t *ane_lua_read_integers(lua_State *L, int index, const char *what, lua_Integer *count) {
+    luaL_checktype(L, index, LUA_TTABLE);
+    *count = luaL_len(L, index);
+    int64_t *values = lua_newuserdatauv(L, (size_t)(*count + 1) * sizeof *values, 0);
+    for (lua_Integer i = 0; i < *count; i++) {
+        lua_geti(L, index, i + 1);
+        values[i] = ane_lua_check_integer_arg(L, -1, what);
+        lua_pop(L, 1);
+    }
+    return values;
 }
 
 int ane_lua_check_shape(lua_State *L, int index, int64_t *shape) {
@@ -647,14 +658,8 @@ static int m_allclose(lua_State *L) {
 /* t:gather(ids) -> rows of t by 0-based ids (token ids index embedding tables directly) */
 static int m_gather(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    lua_Integer count = luaL_len(L, 2);
-    int64_t *ids = lua_newuserdatauv(L, (size_t)(count + 1) * sizeof *ids, 0);
-    for (lua_Integer i = 0; i < count; i++) {
-        lua_geti(L, 2, i + 1);
-        ids[i] = ane_lua_check_integer_arg(L, -1, "row id");
-        lua_pop(L, 1);
-    }
+    lua_Integer count;
+    int64_t *ids = ane_lua_read_integers(L, 2, "row id", &count);
     ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_tensor_gather_rows(out, t, ids, count, &err)) return ane_lua_raise(L, &err);

@@ -13,12 +13,7 @@ static int tensor_cross_entropy(lua_State *L) {
     if (logits->ndim != 2 || n != logits->shape[0]) return luaL_error(L, "cross_entropy: logits [N, V] and N targets expected");
     double scale = luaL_optnumber(L, 3, n > 0 ? 1.0 / (double)n : 1.0), loss_sum;
     lua_settop(L, 2);
-    int64_t *targets = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *targets, 0);
-    for (lua_Integer i = 0; i < n; i++) {
-        lua_geti(L, 2, i + 1);
-        targets[i] = ane_lua_check_integer_arg(L, -1, "target");
-        lua_pop(L, 1);
-    }
+    int64_t *targets = ane_lua_read_integers(L, 2, "target", &n);
     ane_tensor *grad = ane_lua_new_tensor_slot(L);
     ane_error err;
     if (ane_cross_entropy(logits, targets, scale, &loss_sum, grad, &err)) return ane_lua_raise(L, &err);
