@@ -89,7 +89,7 @@ end
 
 -- The architecture: "gpt2" or "llama", from the checkpoint, the --init file (a GPT-2
 -- directory's config.json, llm.c's magic) or --arch.
-local LLMC_GPT2_MAGIC = 20240326
+local LLMC_GPT2_MAGIC = require("ane.formats.llmc").MAGIC
 local function architecture_of(path)
   if lfs.attributes(path, "mode") == "directory" then
     local config = ane.io.read_json(path .. "/config.json")

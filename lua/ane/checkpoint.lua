@@ -139,23 +139,8 @@ function M.load(path)
   return state
 end
 
---- Writes Llama weights (checkpoint-layout fp32 params) as a llama2.c legacy v0 .bin.
-function M.export_llama2c(path, config, params)
-  local shared = params.wcls == nil
-  local parts = { string.pack("<i4i4i4i4i4i4i4", config.dim, config.hidden, config.n_layer, config.n_head,
-    config.n_kv_head or config.n_head, shared and config.vocab_size or -config.vocab_size, config.seq_len) }
-  local function add(t) parts[#parts + 1] = t:to("fp32"):bytes() end
-  add(params.token_embedding)
-  for _, field in ipairs({ "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }) do
-    for l = 0, config.n_layer - 1 do add(params[field .. "." .. l]) end
-  end
-  add(params.rms_final)
-  local head = config.dim // config.n_head
-  parts[#parts + 1] = string.rep("\0", config.seq_len * (head // 2) * 4 * 2) -- freq_cis tables (unused by readers)
-  if not shared then add(params.wcls) end
-  local ok, err = ane.io.write_file_atomic(path, table.concat(parts))
-  if not ok then return nil, err end
-  return path
-end
+--- Writes Llama weights (checkpoint-layout fp32 params) as a llama2.c legacy v0 .bin
+--- (ane.formats.llama2c.write).
+function M.export_llama2c(path, config, params) return require("ane.formats.llama2c").write(path, config, params) end
 
 return M

@@ -22,26 +22,6 @@ local ane = require("ane")
 
 local M = {}
 
-local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
-
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
-
---- tensors[name] when it exists with `shape`; else nil and an error naming the source file,
---- the tensor, the expected and the found shape.
-function M.expect_tensor(tensors, name, shape, source)
-  local t = tensors[name]
-  if not t then return nil, string.format("%s: tensor '%s' is missing (expected %s)", source, name, shape_string(shape)) end
-  if not same_shape(t:shape(), shape) then
-    return nil, string.format("%s: tensor '%s' has shape %s, expected %s", source, name, shape_string(t:shape()),
-      shape_string(shape))
-  end
-  return t
-end
-
 --- The smallest power of two >= n, starting from floor.
 function M.pow2_at_least(n, floor)
   local b = floor

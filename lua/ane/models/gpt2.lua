@@ -28,131 +28,9 @@ local Model = decoder.mixin({})
 Model.__index = Model
 
 local MASK = decoder.MASK
-local LLMC_MAGIC = 20240326
 
 -- ------------------------------------------------------------------ loading
-
-local function fail(format, ...) return nil, string.format(format, ...) end
-
-local expect = decoder.expect_tensor
-
-local function read_config(dir)
-  local config, err = ane.io.read_json(dir .. "/config.json")
-  if not config then return nil, err end
-  local out = {
-    n_embd = config.n_embd, n_layer = config.n_layer, n_head = config.n_head,
-    n_positions = config.n_positions or config.n_ctx, vocab_size = config.vocab_size,
-    eps = config.layer_norm_epsilon or 1e-5,
-  }
-  for _, key in ipairs({ "n_embd", "n_layer", "n_head", "n_positions", "vocab_size" }) do
-    if math.type(out[key]) ~= "integer" and not (type(out[key]) == "number" and out[key] == math.floor(out[key])) then
-      return fail("%s/config.json: '%s' is missing or not an integer", dir, key)
-    end
-    out[key] = math.tointeger(out[key])
-  end
-  if out.n_embd % out.n_head ~= 0 then return fail("%s/config.json: n_embd %d is not divisible by n_head %d", dir, out.n_embd, out.n_head) end
-  return out
-end
-
--- Hugging Face GPT-2: Conv1D weights stored [in, out]; q, k, v concatenated in c_attn.
-local function load_hf(dir)
-  local config, err = read_config(dir)
-  if not config then return nil, err end
-  local raw, meta = ane.io.load_safetensors(dir)
-  if not raw then return nil, meta end
-  local tensors = {}
-  for name, t in pairs(raw) do
-    local plain = name:gsub("^transformer%.", "")
-    if not plain:match("%.attn%.bias$") and not plain:match("%.attn%.masked_bias$") and plain ~= "lm_head.weight" then
-      tensors[plain] = t
-    end
-  end
-  local C, V, T = config.n_embd, config.vocab_size, config.n_positions
-  local source = dir
-  local W = { config = config, layers = {} }
-  local t
-  t, err = expect(tensors, "wte.weight", { V, C }, source); if not t then return nil, err end
-  W.wte = t
-  t, err = expect(tensors, "wpe.weight", { T, C }, source); if not t then return nil, err end
-  W.wpe = t
-  t, err = expect(tensors, "ln_f.weight", { C }, source); if not t then return nil, err end
-  W.ln_f_g = t
-  t, err = expect(tensors, "ln_f.bias", { C }, source); if not t then return nil, err end
-  W.ln_f_b = t
-  for l = 0, config.n_layer - 1 do
-    local p = "h." .. l .. "."
-    local L = {}
-    local specs = {
-      { "ln_1.weight", { C }, "ln1_g" }, { "ln_1.bias", { C }, "ln1_b" },
-      { "attn.c_attn.weight", { C, 3 * C }, "c_attn" }, { "attn.c_attn.bias", { 3 * C }, "c_attn_b" },
-      { "attn.c_proj.weight", { C, C }, "c_proj" }, { "attn.c_proj.bias", { C }, "bo" },
-      { "ln_2.weight", { C }, "ln2_g" }, { "ln_2.bias", { C }, "ln2_b" },
-      { "mlp.c_fc.weight", { C, 4 * C }, "c_fc" }, { "mlp.c_fc.bias", { 4 * C }, "fc_b" },
-      { "mlp.c_proj.weight", { 4 * C, C }, "mlp_proj" }, { "mlp.c_proj.bias", { C }, "proj_b" },
-    }
-    for _, spec in ipairs(specs) do
-      t, err = expect(tensors, p .. spec[1], spec[2], source)
-      if not t then return nil, err end
-      L[spec[3]] = t
-    end
-    -- Conv1D [in, out] -> [out, in]; c_attn's output axis holds q | k | v (one product).
-    L.qkv, L.qkv_b = L.c_attn:transpose(), L.c_attn_b
-    L.wo = L.c_proj:transpose()
-    L.fc = L.c_fc:transpose()
-    L.proj = L.mlp_proj:transpose()
-    W.layers[l + 1] = L
-  end
-  W.source = dir
-  return W
-end
-
--- llm.c's gpt2_124M.bin: int32[256] header, then 16 tensors, matrices [out, in].
-local function load_llmc(path)
-  local mapping, size = ane._io.map_file(path)
-  if not mapping then return nil, size end
-  local file = assert(io.open(path, "rb"))
-  local header = file:read(1024) or ""
-  file:close()
-  if #header < 1024 then return fail("%s: %d bytes is too short for the 1024-byte header", path, #header) end
-  local magic, version, maxT, V, L, NH, C, Vp = string.unpack("<i4i4i4i4i4i4i4i4", header)
-  if magic ~= LLMC_MAGIC then return fail("%s: magic %d at offset 0, expected %d", path, magic, LLMC_MAGIC) end
-  if version ~= 3 and version ~= 5 then return fail("%s: version %d at offset 4: expected 3 (fp32) or 5 (bf16)", path, version) end
-  if C <= 0 or L <= 0 or NH <= 0 or V <= 0 or Vp < V or maxT <= 0 or C % NH ~= 0 then
-    return fail("%s: header holds an impossible configuration (C=%d L=%d heads=%d V=%d Vp=%d T=%d)", path, C, L, NH, V, Vp, maxT)
-  end
-  local code, element = version == 3 and "F32" or "BF16", version == 3 and 4 or 2
-  local shapes = {
-    { "wte", { Vp, C } }, { "wpe", { maxT, C } }, { "ln1w", { L, C } }, { "ln1b", { L, C } },
-    { "qkvw", { L, 3 * C, C } }, { "qkvb", { L, 3 * C } }, { "attprojw", { L, C, C } }, { "attprojb", { L, C } },
-    { "ln2w", { L, C } }, { "ln2b", { L, C } }, { "fcw", { L, 4 * C, C } }, { "fcb", { L, 4 * C } },
-    { "fcprojw", { L, C, 4 * C } }, { "fcprojb", { L, C } }, { "lnfw", { C } }, { "lnfb", { C } },
-  }
-  local offset, t = 1024, {}
-  for _, spec in ipairs(shapes) do
-    local n = 1
-    for _, d in ipairs(spec[2]) do n = n * d end
-    local tensor, err = mapping:tensor(path, spec[1], code, spec[2], offset, offset + n * element)
-    if not tensor then return nil, err end
-    t[spec[1]] = tensor
-    offset = offset + n * element
-  end
-  if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
-  local W = { config = { n_embd = C, n_layer = L, n_head = NH, n_positions = maxT, vocab_size = V, eps = 1e-5 }, layers = {} }
-  W.wte = t.wte:slice(1, 1, V) -- padded rows beyond V are never used
-  W.wpe, W.ln_f_g, W.ln_f_b = t.wpe, t.lnfw, t.lnfb
-  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
-  for l = 1, L do
-    local qkv, qkvb = layer(t.qkvw, l), layer(t.qkvb, l)
-    W.layers[l] = {
-      ln1_g = layer(t.ln1w, l), ln1_b = layer(t.ln1b, l), ln2_g = layer(t.ln2w, l), ln2_b = layer(t.ln2b, l),
-      qkv = qkv, qkv_b = qkvb,
-      wo = layer(t.attprojw, l), bo = layer(t.attprojb, l), fc = layer(t.fcw, l), fc_b = layer(t.fcb, l),
-      proj = layer(t.fcprojw, l), proj_b = layer(t.fcprojb, l),
-    }
-  end
-  W.source = path
-  return W
-end
+-- (the file formats: ane.formats.hf_gpt2 and ane.formats.llmc)
 
 -- A randomly initialized GPT-2-shaped model (for demos and benchmarks; the text is noise).
 function M.random_weights(config, seed)
@@ -299,8 +177,7 @@ end
 --- Returns the model, or nil and a message naming the file and tensor at fault.
 function M.load(path, opts)
   if type(path) ~= "string" then error("gpt2.load: path must be a string", 2) end
-  local W, err
-  if lfs.attributes(path, "mode") == "directory" then W, err = load_hf(path) else W, err = load_llmc(path) end
+  local W, err = require(lfs.attributes(path, "mode") == "directory" and "ane.formats.hf_gpt2" or "ane.formats.llmc").read(path)
   if not W then return nil, err end
   return M.from_weights(W, opts)
 end

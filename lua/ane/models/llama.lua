@@ -13,7 +13,7 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 local decoder = require("ane.models.decoder")
-local cjson = require("cjson.safe")
+local arch = require("ane.models.llama_config")
 local lfs = require("lfs")
 
 local M = {}
@@ -22,220 +22,12 @@ Model.__index = Model
 
 local MASK = decoder.MASK
 
-local function fail(format, ...) return nil, string.format(format, ...) end
-
 -- ------------------------------------------------------------------ loading
 
--- The tensors of one transformer layer, by their llama2.c field names.
-local LAYER_FIELDS = { "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }
-local QK_NORM_FIELDS = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
-
--- Hugging Face names of the layer fields (model.layers.<l>.<name>.weight) and of the rest.
-local HF_LAYER_NAMES = { rms_att = "input_layernorm", wq = "self_attn.q_proj", wk = "self_attn.k_proj",
-  wv = "self_attn.v_proj", wo = "self_attn.o_proj", q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm",
-  rms_ffn = "post_attention_layernorm", w1 = "mlp.gate_proj", w2 = "mlp.down_proj", w3 = "mlp.up_proj" }
-local HF_NAMES = { token_embedding = "model.embed_tokens.weight", rms_final = "model.norm.weight", wcls = "lm_head.weight" }
-
---- The name a checkpoint gives a tensor: field (a LAYER_FIELDS entry or token_embedding,
---- rms_final, wcls) of 0-based layer l (nil for the others), in llama2.c's naming
---- ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
-local NAMINGS = {
-  llama2c = function(field, l) return l and field .. "." .. l or field end,
-  hf = function(field, l) return l and string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[field]) or HF_NAMES[field] end,
-}
-
---- The layer fields of a configuration.
-local function layer_fields(config)
-  if not config.qk_norm then return LAYER_FIELDS end
-  local fields = { table.unpack(LAYER_FIELDS) }
-  for _, field in ipairs(QK_NORM_FIELDS) do fields[#fields + 1] = field end
-  return fields
-end
-
---- Fills what llama2.c configurations leave implicit: head size dim / n_head, interleaved
---- RoPE with theta 10000, RMSNorm eps 1e-5, no q/k norms. Returns config.
-local function complete_config(config)
-  config.n_kv_head = config.n_kv_head or config.n_head
-  if not config.head_dim and math.type(config.n_head) == "integer" and config.n_head > 0 then
-    config.head_dim = config.dim // config.n_head
-  end
-  config.rope = config.rope or "interleaved"
-  config.rope_theta = config.rope_theta or 10000
-  config.norm_eps = config.norm_eps or 1e-5
-  config.qk_norm = config.qk_norm or false
-  return config
-end
-
-local MAX_CONTEXT = 1 << 20 -- positions; real models use up to 131,072
-
-local function check_config(config, source)
-  local c = config
-  for _, key in ipairs({ "dim", "hidden", "n_layer", "n_head", "n_kv_head", "head_dim", "vocab_size", "seq_len" }) do
-    if math.type(c[key]) ~= "integer" or c[key] <= 0 then
-      return fail("%s: configuration field '%s' is %s, expected a positive integer", source, key, tostring(c[key]))
-    end
-  end
-  if c.seq_len > MAX_CONTEXT then -- RoPE tables and KV caches are sized by it
-    return fail("%s: configuration field 'seq_len' is %d, more than the %d positions anelua supports (a corrupt header?)",
-      source, c.seq_len, MAX_CONTEXT)
-  end
-  if c.n_head % c.n_kv_head ~= 0 then
-    return fail("%s: %d query heads cannot share %d kv heads evenly", source, c.n_head, c.n_kv_head)
-  end
-  if c.head_dim % 2 ~= 0 then return fail("%s: head size %d is odd; rotary embeddings rotate pairs", source, c.head_dim) end
-  return config
-end
-
---- The per-layer tensors of a checkpoint that stores each field for all layers together.
-local function split_layers(t, config, fields)
-  local layers = {}
-  local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
-  for l = 1, config.n_layer do
-    layers[l] = {}
-    for _, field in ipairs(fields) do layers[l][field] = layer(t[field], l) end
-  end
-  return layers
-end
-
-local LLAMA2C_MAGIC = 0x616b3432 -- "ak42"
-
---- llama2.c checkpoints. Legacy v0: 7 int32 header fields, then fp32 tensors field by field
---- (each for all layers); a negative vocab_size means an unshared classifier follows the
---- unused freq_cis tables. v1: a 256-byte header (magic "ak42", version 1, the 7 fields,
---- a u8 shared-classifier flag), the norms first, no freq_cis tables.
-local function load_llama2c(path)
-  local mapping, size = ane._io.map_file(path)
-  if not mapping then return nil, size end
-  local file = io.open(path, "rb")
-  local header = file and file:read(256)
-  if file then file:close() end
-  if not header or #header < 28 then return fail("%s: too short for the 28-byte header", path) end
-  local version, offset, shared = 0, 28, nil
-  local fields = { string.unpack("<i4i4i4i4i4i4i4", header) }
-  if string.unpack("<I4", header) == LLAMA2C_MAGIC then
-    if #header < 256 then return fail("%s: too short for the 256-byte v1 header", path) end
-    version = string.unpack("<i4", header, 5)
-    if version ~= 1 then
-      return fail("%s: llama2.c export version %d; versions 0 (legacy) and 1 (fp32) are read", path, version)
-    end
-    fields = { string.unpack("<i4i4i4i4i4i4i4", header, 9) }
-    shared = string.byte(header, 37) ~= 0
-    offset = 256
-  end
-  local dim, hidden, L, H, KV, V, T = table.unpack(fields, 1, 7)
-  if shared == nil then shared = V > 0 end
-  local config, err = check_config(complete_config({ dim = dim, hidden = hidden, n_layer = L, n_head = H,
-    n_kv_head = KV, vocab_size = math.abs(V), seq_len = T }), path .. " (header)")
-  if not config then return nil, err end
-  if dim % H ~= 0 then return fail("%s (header): dim %d is not divisible by %d heads", path, dim, H) end
-  V = config.vocab_size
-  local head = config.head_dim
-  local kv_dim = KV * head
-  local layout = {
-    token_embedding = { V, dim }, rms_att = { L, dim }, wq = { L, dim, dim }, wk = { L, kv_dim, dim },
-    wv = { L, kv_dim, dim }, wo = { L, dim, dim }, rms_ffn = { L, dim }, w1 = { L, hidden, dim },
-    w2 = { L, dim, hidden }, w3 = { L, hidden, dim }, rms_final = { dim }, wcls = { V, dim },
-    freq_cis_real = { T, head // 2 }, freq_cis_imag = { T, head // 2 },
-  }
-  local order = version == 0
-      and { "token_embedding", "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3", "rms_final",
-        "freq_cis_real", "freq_cis_imag" }
-      or { "rms_att", "rms_ffn", "rms_final", "token_embedding", "wq", "wk", "wv", "wo", "w1", "w2", "w3" }
-  if not shared then order[#order + 1] = "wcls" end
-  local t = {}
-  for _, field in ipairs(order) do
-    local n = 1
-    for _, d in ipairs(layout[field]) do n = n * d end
-    t[field], err = mapping:tensor(path, field, "F32", layout[field], offset, offset + n * 4)
-    if not t[field] then return nil, err end
-    offset = offset + n * 4
-  end
-  if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
-  return {
-    config = config, layers = split_layers(t, config, LAYER_FIELDS), token_embedding = t.token_embedding,
-    rms_final = t.rms_final, wcls = t.wcls or t.token_embedding, source = path, shared_classifier = shared,
-    naming = "llama2c", format = "llama2.c v" .. version,
-  }
-end
-
-local function integer_field(config, key, source, default)
-  local value = config[key]
-  if value == nil or value == cjson.null then value = default end
-  if type(value) ~= "number" or value ~= math.floor(value) then
-    return nil, string.format("%s: '%s' is missing or not an integer", source, key)
-  end
-  return math.tointeger(value)
-end
-
---- Hugging Face Llama-family directories (config.json + model.safetensors, or sharded):
---- model_type "llama" (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms).
-local function load_hf(dir)
-  local source = dir .. "/config.json"
-  local json, err = ane.io.read_json(source)
-  if not json then return nil, err end
-  local model_type = json.model_type
-  if model_type ~= "llama" and model_type ~= "qwen3" then
-    return fail("%s: model_type '%s'; the Llama loader reads 'llama' and 'qwen3'", source, tostring(model_type))
-  end
-  if json.rope_scaling ~= nil and json.rope_scaling ~= cjson.null then
-    return fail("%s: rope_scaling is set; scaled rotary embeddings are not supported", source)
-  end
-  if json.attention_bias == true or json.mlp_bias == true then
-    return fail("%s: attention or MLP biases are not supported", source)
-  end
-  if json.hidden_act ~= nil and json.hidden_act ~= "silu" then
-    return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
-  end
-  local config = { rope = "half", rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
-    qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
-  local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
-    n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
-  for field, key in pairs(keys) do
-    config[field], err = integer_field(json, key, source)
-    if not config[field] then return nil, err end
-  end
-  config.n_kv_head, err = integer_field(json, "num_key_value_heads", source, config.n_head)
-  if not config.n_kv_head then return nil, err end
-  config.head_dim, err = integer_field(json, "head_dim", source, config.n_head > 0 and config.dim // config.n_head or 0)
-  if not config.head_dim then return nil, err end
-  config, err = check_config(complete_config(config), source)
-  if not config then return nil, err end
-
-  local tensors, meta = ane.io.load_safetensors(dir)
-  if not tensors then return nil, meta end
-  local tied = json.tie_word_embeddings == true or (json.tie_word_embeddings == nil and tensors["lm_head.weight"] == nil)
-  local name = NAMINGS.hf
-  local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
-  local shapes = { rms_att = { c.dim }, wq = { q_width, c.dim }, wk = { kv_width, c.dim }, wv = { kv_width, c.dim },
-    wo = { c.dim, q_width }, rms_ffn = { c.dim }, w1 = { c.hidden, c.dim }, w2 = { c.dim, c.hidden },
-    w3 = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
-  local function tensor(field, l, shape)
-    local t, problem = decoder.expect_tensor(tensors, name(field, l), shape, dir)
-    if not t then return nil, problem end
-    return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
-  end
-  local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
-  local W = { config = config, layers = {}, source = dir, shared_classifier = tied, naming = "hf",
-    format = "Hugging Face " .. model_type, stop_token = math.type(eos) and math.tointeger(eos) or nil }
-  W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
-  if not W.token_embedding then return nil, err end
-  W.rms_final, err = tensor("rms_final", nil, { c.dim })
-  if not W.rms_final then return nil, err end
-  if tied then
-    W.wcls = W.token_embedding
-  else
-    W.wcls, err = tensor("wcls", nil, { c.vocab_size, c.dim })
-    if not W.wcls then return nil, err end
-  end
-  for l = 1, c.n_layer do
-    W.layers[l] = {}
-    for _, field in ipairs(layer_fields(config)) do
-      W.layers[l][field], err = tensor(field, l - 1, shapes[field])
-      if not W.layers[l][field] then return nil, err end
-    end
-  end
-  return W
-end
+-- The family's configuration and names (ane.models.llama_config); its file formats are read
+-- by ane.formats.llama2c and ane.formats.hf_llama.
+local NAMINGS = arch.NAMINGS
+local layer_fields, complete_config = arch.layer_fields, arch.complete_config
 
 -- ------------------------------------------------------------------ programs
 
@@ -478,7 +270,7 @@ Model.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention
 function M.load(path, opts)
   if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
   local is_directory = lfs.attributes(path, "mode") == "directory"
-  local W, err = (is_directory and load_hf or load_llama2c)(path)
+  local W, err = require(is_directory and "ane.formats.hf_llama" or "ane.formats.llama2c").read(path)
   if not W then return nil, err end
   return M.from_weights(W, opts)
 end

@@ -1,0 +1,25 @@
+-- ane.formats.common: what the checkpoint readers share: looking a tensor up by name with
+-- the shape the configuration implies, and errors naming the file, the tensor and both shapes.
+local M = {}
+
+local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
+
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+--- tensors[name] when it exists with `shape`; else nil and an error naming the source file,
+--- the tensor, the expected and the found shape.
+function M.expect_tensor(tensors, name, shape, source)
+  local t = tensors[name]
+  if not t then return nil, string.format("%s: tensor '%s' is missing (expected %s)", source, name, shape_string(shape)) end
+  if not same_shape(t:shape(), shape) then
+    return nil, string.format("%s: tensor '%s' has shape %s, expected %s", source, name, shape_string(t:shape()),
+      shape_string(shape))
+  end
+  return t
+end
+
+return M
