@@ -1,6 +1,7 @@
 -- ane.models.decoder: what the decoder-only models (gpt2, llama) share: the per-model program
--- cache with compile accounting, shape buckets, batched logits, KV-cached generation,
--- sampling with a seeded generator, and statistics. A model mixes these in and provides:
+-- cache with compile accounting, shape buckets, batched logits and statistics here;
+-- KV-cached generation and sampling in ane.models.generation; the loss and its backward in
+-- ane.models.training. A model mixes these in and provides:
 --   graphs = { [kind] = function(self, layer weights, a, b) -> graph } for "attn_prefill",
 --            "attn_decode", its FFN kind and its final norm; refresh_weights() to bring
 --            self.P (program-layout weights) up to date before a graph is built
@@ -211,116 +212,6 @@ function Methods:logits(ids)
   return logits
 end
 
--- The backward program's inputs from a training forward's outputs: `inputs` plus each
--- saved activation under its node name.
-local function saved_inputs(names, outputs, inputs)
-  for _, name in ipairs(names) do inputs[name] = outputs[name] end
-  return inputs
-end
-
--- Sums gradients. Program outputs are fresh tensors, so the first contribution is kept as
--- it comes (an fp16 one too: AdamW and the norm read fp16 gradients directly); a second one
--- makes an fp32 sum.
-local function accumulate(into, name, value)
-  if into[name] then
-    local sum = into[name]:dtype() == "fp32" and into[name] or into[name]:to("fp32")
-    into[name] = sum:add(value)
-  else
-    into[name] = value
-  end
-end
-
---- loss(ids, targets) -> mean cross-entropy over all positions and the gradient of every
---- checkpoint tensor (named and laid out by self:checkpoint_gradients). ids/targets: one
---- sequence or an array of them. Forward and backward run as programs (the backward ones
---- derived by ane.grad, with this model's current weights); embeddings, the classifier and
---- the cross-entropy run on the CPU, over the whole batch at once (one wide product instead
---- of one per sequence). opts.loss_scale multiplies the gradient that enters the backward
---- programs (against fp16 underflow); the returned gradients carry it (divide by it before
---- use), the returned loss does not. The batch's saved activations are kept until its
---- backward: memory grows with the batch (accumulate micro-batches for large ones).
-function Methods:loss(ids, targets, opts)
-  if type(ids) ~= "table" or type(targets) ~= "table" or #ids == 0 or #ids ~= #targets then
-    error("loss: ids and targets must be arrays of the same length", 2)
-  end
-  local batch = type(ids[1]) == "table" and ids or { ids }
-  local batch_targets = type(ids[1]) == "table" and targets or { targets }
-  local C, total = self.width, 0
-  local all_targets = {}
-  for b, seq in ipairs(batch) do
-    if #batch_targets[b] ~= #seq then error("loss: targets of sequence " .. b .. " do not match its length", 2) end
-    self:check_ids(seq, self.vocab_size, self.context_length, 2)
-    for _, target in ipairs(batch_targets[b]) do all_targets[#all_targets + 1] = target end
-    total = total + #seq
-  end
-  -- raw gradients by program const: layers[l][const], norm[const], classifier [V, C]
-  local raw = { layers = {}, norm = {}, adapters = {} }
-  for l = 1, self.n_layer do raw.layers[l] = {} end
-
-  -- Forward, sequence by sequence: per layer the backward programs' inputs (x and the saved
-  -- activations); the final norm's outputs side by side in columns [C, total].
-  local forward_start, compiling = ane.clock(), self.counters.compile_seconds
-  local runs, columns, first = {}, ane.tensor({ C, total }), 1
-  for b, seq in ipairs(batch) do
-    local T = #seq
-    local S = self:bucket(T, self.context_length)
-    local x = self:embed_sequence(seq, S)
-    local run = { T = T, S = S, first = first, attention = {}, ffn = {} }
-    for l = 1, self.n_layer do
-      local attention = self:eval(self:program("attn_prefill_train", l, S), "attn", l, { x = x })
-      run.attention[l] = saved_inputs(self.saved.attn_prefill, attention, { x = x })
-      local ffn = self:eval(self:program(self.ffn_kind .. "_train", l, S), "ffn", l, { x = attention.y })
-      run.ffn[l] = saved_inputs(self.saved[self.ffn_kind], ffn, { x = attention.y })
-      x = ffn.y
-    end
-    run.x = x
-    local h = self:eval(self:program(self.norm_kind, nil, S), "norm", 0, { x = x }).y
-    columns:slice(2, first, first + T - 1):copy_from(h:slice(4, 1, T):reshape(C, T))
-    runs[b], first = run, first + T
-  end
-  local logits = M.classifier_logits(self.P.wcls, columns)                       -- [total, V]
-  local mean, dlogits = ane.tensor.cross_entropy(logits, all_targets, (opts and opts.loss_scale or 1) / total)
-  logits = nil -- [total, V]: freed before the backward
-  self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
-      self:elapsed_without_compiling(forward_start, compiling)
-
-  -- Backward: the classifier for the whole batch, then each sequence's programs.
-  local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
-  if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
-  local grad_columns = dlogits:matmul(self.P.wcls)                                -- [total, C]
-  for b, run in ipairs(runs) do
-    local T, S = run.T, run.S
-    local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
-    grad_h:slice(4, 1, T):copy_from(grad_columns:slice(1, run.first, run.first + T - 1):transpose():reshape(1, C, 1, T))
-    local r = self:eval_unclamped(self:program(self.norm_kind .. "_grad", nil, S), "norm", 0, { x = run.x, grad_y = grad_h })
-    if not self.lora then
-      for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
-    end
-    local dx = r.grad_x
-    local zeros = ane.tensor({ 1, self.cache_width or C, 1, S }, self.dtype) -- cotangents of the unused k, v outputs
-    for l = self.n_layer, 1, -1 do
-      local ffn_inputs, attention_inputs = run.ffn[l], run.attention[l]
-      ffn_inputs.grad_y = dx
-      local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, ffn_inputs)
-      attention_inputs.grad_y, attention_inputs.grad_k, attention_inputs.grad_v = f.grad_x, zeros, zeros
-      local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, attention_inputs)
-      if self.lora then
-        for _, name in ipairs(M.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
-      else
-        for _, const in ipairs(self.weight_consts[self.ffn_kind]) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
-        for _, const in ipairs(self.weight_consts.attn_prefill) do accumulate(raw.layers[l], const, a["grad_" .. const]) end
-      end
-      run.ffn[l], run.attention[l] = nil, nil -- this layer's saved activations are done with
-      dx = a.grad_x
-    end
-    if not self.lora then
-      self:embedding_gradients(batch[b], dx:slice(4, 1, T):reshape(C, T):transpose():to("fp32"), raw)
-    end
-  end
-  self.counters.loss_backward_seconds = self.counters.loss_backward_seconds +
-      self:elapsed_without_compiling(backward_start, compiling_then)
-  return mean, self.lora and raw.adapters or self:checkpoint_gradients(raw)
-end
 
 --- Timing and program counts of this model so far.
 function Methods:stats()
@@ -339,74 +230,13 @@ end
 local MASK = -65504 -- the additive attention mask (the largest fp16 magnitude)
 M.MASK = MASK
 
---- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_end =})
---- -> an iterator of new ids: one prefill, then one KV-cached decode step per id. Stops after
---- the model's end token unless stop_at_end (or stop_at_eot / stop_at_eos) is false.
-function Methods:generate(prompt, opts)
-  opts = opts or {}
-  if type(prompt) ~= "table" or #prompt == 0 then error("generate: the prompt must be a non-empty array of ids", 2) end
-  local budget = math.min(opts.max_tokens or 32, self.context_length - #prompt)
-  if budget < 1 then error("generate: the prompt fills all " .. self.context_length .. " positions", 2) end
-  local stop = opts.stop_at_end ~= false and opts.stop_at_eot ~= false and opts.stop_at_eos ~= false
-  local Smax, W, C = self:bucket(#prompt + budget, self.context_length), self.min_width, self.cache_width or self.width
-  local random = M.rng(opts.seed)
-
-  -- Prefill: run the prompt, keep its keys and values in the caches.
-  local start, compiling = ane.clock(), self.counters.compile_seconds
-  local x, prefill, S = self:forward(prompt)
-  local T = #prompt
-  local caches = {}
-  for l = 1, self.n_layer do
-    local k, v = ane.tensor({ 1, C, 1, Smax }, self.dtype), ane.tensor({ 1, C, 1, Smax }, self.dtype)
-    k:slice(4, 1, T):copy_from(self:cache_keys(prefill[l].k, T))
-    v:slice(4, 1, T):copy_from(prefill[l].v:slice(4, 1, T))
-    caches[l] = { k = k, v = v }
-  end
-  local logits = self:classify(x, T, S)
-  self.counters.prefill_tokens = self.counters.prefill_tokens + T
-  self.counters.prefill_seconds = self.counters.prefill_seconds + self:elapsed_without_compiling(start, compiling)
-  local next_id = M.sample(logits:slice(1, T, T):reshape(-1), opts, random)
-  local mask = ane.tensor({ 1, 1, 1, Smax }, self.dtype):fill(MASK) -- 0 where the cache is filled
-  mask:slice(4, 1, T):fill(0)
-  local attention, ffn = {}, {} -- looked up once: every step runs them
-  for l = 1, self.n_layer do
-    attention[l] = self:program("attn_decode", l, W, Smax)
-    ffn[l] = self:program(self.ffn_kind, l, W)
-  end
-
-  local produced, position, finished = 0, T, false
-  return function()
-    if finished or produced >= budget then return nil end
-    local id = next_id
-    produced = produced + 1
-    if (stop and id == self.stop_token) or produced >= budget then
-      finished = true
-      return id
-    end
-    -- Decode the token just produced, at `position` (0-based), to get the next one.
-    local step_start, step_compiling = ane.clock(), self.counters.compile_seconds
-    local h = self:embed_token(id, position, W)
-    local inputs = self:decode_inputs(position, W)
-    inputs.mask = mask
-    for l = 1, self.n_layer do
-      inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
-      local r = self:eval(attention[l], "attn", l, inputs)
-      caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
-      caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = self:eval(ffn[l], "ffn", l, { x = r.y }).y
-    end
-    mask:slice(4, position + 1, position + 1):fill(0)
-    position = position + 1
-    next_id = M.sample(self:classify(h, 1, W):reshape(-1), opts, random)
-    self.counters.decode_tokens = self.counters.decode_tokens + 1
-    self.counters.decode_seconds = self.counters.decode_seconds + self:elapsed_without_compiling(step_start, step_compiling)
-    return id
-  end
-end
-
---- Copies the shared methods into a model's method table.
+--- Copies the shared methods into a model's method table: the program cache and logits
+--- here, generation (ane.models.generation) and the loss with its backward
+--- (ane.models.training).
 function M.mixin(methods)
   for name, f in pairs(Methods) do methods[name] = f end
+  for name, f in pairs(require("ane.models.generation").methods) do methods[name] = f end
+  for name, f in pairs(require("ane.models.training").methods) do methods[name] = f end
   return methods
 end
 
@@ -436,48 +266,6 @@ function M.seeded_randn(seed)
     calls = calls + 1
     return ane.tensor.randn(shape, { seed = seed * 1000 + calls, std = std })
   end
-end
-
---- xorshift64*: a small deterministic generator for sampling; returns uniforms in [0, 1).
-function M.rng(seed)
-  local state = (seed or 1) ~ 0x9E3779B97F4A7C15
-  if state == 0 then state = 1 end
-  return function()
-    state = state ~ (state >> 12)
-    state = state ~ (state << 25)
-    state = state ~ (state >> 27)
-    return ((state * 0x2545F4914F6CDD1D) >> 11) / 9007199254740992.0
-  end
-end
-
---- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
-function M.sample(row, opts, random)
-  local temperature = opts.temperature or 1.0
-  if temperature <= 0 then return row:argmax() - 1 end
-  local V = row:numel()
-  local k = opts.top_k and math.min(opts.top_k, V) or V
-  local values, positions = row:topk(k)
-  local probs, total = {}, 0
-  for i = 1, k do
-    probs[i] = math.exp((values[i] - values[1]) / temperature)
-    total = total + probs[i]
-  end
-  local keep = k
-  if opts.top_p and opts.top_p < 1 then
-    local mass = 0
-    for i = 1, k do
-      mass = mass + probs[i] / total
-      if mass >= opts.top_p then keep = i; break end
-    end
-    total = 0
-    for i = 1, keep do total = total + probs[i] end
-  end
-  local u = random() * total
-  for i = 1, keep do
-    u = u - probs[i]
-    if u <= 0 then return positions[i] - 1 end
-  end
-  return positions[keep] - 1
 end
 
 return M
