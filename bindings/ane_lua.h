@@ -70,7 +70,7 @@ struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
 void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */
 
 struct ane_mil_file;
-/* Reads a weights table { [path] = bytes } into files; returns the count. */
+/* Reads a weights table { [MIL path] = MILBlob bytes or a file path } into files; returns the count. */
 int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);
 
 /* The graph of an ane.Graph userdata at index (a Lua error when it is not one, or closed). */

@@ -495,27 +495,6 @@ static int graph_new(lua_State *L) {
     return 1;
 }
 
-/* Reads a weights table { [path] = bytes } into files (at most `capacity`); the strings
- * stay anchored in the table at `index`. */
-int ane_lua_weight_files(lua_State *L, int index, ane_mil_file *files, int capacity) {
-    int count = 0;
-    if (lua_isnoneornil(L, index)) return 0;
-    luaL_checktype(L, index, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, index)) {
-        if (count == capacity) luaL_error(L, "at most %d weight files", capacity);
-        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-            luaL_error(L, "weights must map file paths to byte strings");
-        size_t size;
-        files[count].path = lua_tostring(L, -2);
-        files[count].bytes = (const uint8_t *)lua_tolstring(L, -1, &size);
-        files[count].size = size;
-        count++;
-        lua_pop(L, 1);
-    }
-    return count;
-}
-
 /* ane.graph.parse(text, [weights], [{function =, source =}]) -> graph | nil, message */
 static int graph_parse(lua_State *L) {
     size_t length;

@@ -63,8 +63,9 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     return backend;
 }
 
-/* Weight files: a byte string (a MILBlob file), or a path to one. */
-static int collect_files(lua_State *L, int index, ane_mil_file *files, int capacity) {
+/* Reads a weights table { [MIL path] = bytes of a MILBlob file, or the path of one } into
+ * files (at most `capacity`); the bytes stay anchored in the table at `index`. */
+int ane_lua_weight_files(lua_State *L, int index, ane_mil_file *files, int capacity) {
     int count = 0;
     if (lua_isnoneornil(L, index)) return 0;
     luaL_checktype(L, index, LUA_TTABLE);
@@ -135,7 +136,7 @@ static int l_compile_mil(lua_State *L) {
     size_t length;
     const char *text = luaL_checklstring(L, 1, &length);
     ane_mil_file files[16];
-    int nfiles = collect_files(L, 2, files, 16);
+    int nfiles = ane_lua_weight_files(L, 2, files, 16);
     return create(L, text, length, files, nfiles, 3, NULL);
 }
 

@@ -65,15 +65,7 @@ local prompt = tok:encode(options.prompt)
 if #prompt == 0 then command:fail("the prompt is empty") end
 io.write(options.prompt)
 io.flush()
-local generate_opts = cli.sampling(options)
-local interrupted = false
-for id in model:generate(prompt, generate_opts) do
-  io.write(tok:decode({ id }))
-  io.flush()
-  if cli.stop_requested() then interrupted = true break end
-end
-io.write("\n")
-if interrupted then print("(interrupted: stopped after the current token)") end
+local interrupted = cli.stream(model, prompt, options, function(id) io.write(tok:decode({ id })) end)
 
 local s = model:stats()
 local runtime = ane.stats()

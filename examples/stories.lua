@@ -46,9 +46,8 @@ print(tostring(model))
 io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
-local interrupted = false
-for id in model:generate(prompt_ids, cli.sampling(opts)) do
-  if id == model.stop_token then break end
+local interrupted = cli.stream(model, prompt_ids, opts, function(id)
+  if id == model.stop_token then return false end
   if byte_level then -- a token may end inside a UTF-8 character: print what the whole text adds
     produced[#produced + 1] = id
     local text = tok:decode(produced)
@@ -57,11 +56,7 @@ for id in model:generate(prompt_ids, cli.sampling(opts)) do
   else
     io.write(tok:decode({ 29871, id })) -- after a lone space piece, the token keeps its own leading space
   end
-  io.flush()
-  if cli.stop_requested() then interrupted = true break end
-end
-io.write("\n")
-if interrupted then print("(interrupted: stopped after the current token)") end
+end)
 local s = model:stats()
 print(string.format("--- %s, %s, profile %s: %d programs in %.0f ms; prefill %.1f tok/s; decode %.1f tok/s (%.1f ms/token)",
   s.backend, s.precision, s.profile, s.programs, s.compile_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s,

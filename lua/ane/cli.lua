@@ -209,6 +209,21 @@ function M.sampling(opts)
     top_p = opts.top_p < 1 and opts.top_p or nil, seed = opts.seed }
 end
 
+-- Streams a generation: hands each id to on_token (which writes it; returning false stops),
+-- and after a Ctrl-C (graceful interrupts) stops after the current token. Ends the line and
+-- returns whether it was interrupted.
+function M.stream(model, prompt, opts, on_token)
+  local interrupted = false
+  for id in model:generate(prompt, M.sampling(opts)) do
+    if on_token(id) == false then break end
+    io.flush()
+    if M.stop_requested() then interrupted = true break end
+  end
+  io.write("\n")
+  if interrupted then print("(interrupted: stopped after the current token)") end
+  return interrupted
+end
+
 -- Selects the default backend, or fails with the backend's own message (no traceback).
 function Command:use_backend(name)
   if not name then return end
