@@ -211,6 +211,40 @@ function nn.causal_attention(g, q, k, v, opts)
   return g:matmul(probs, v, { name = opts and opts.name })
 end
 
+--- Attention of a decoded block of W positions over a KV cache and over itself, in one
+--- softmax whose two halves are never concatenated (the device has no concat, ANE-01): a
+--- shared peak and a summed denominator combine them. q [1, H, W, D]; k_cache and v_cache
+--- [1, H, D, Smax] (the cache's [1, H * D, 1, Smax] reshaped); mask [1, 1, 1, Smax] (0 where
+--- the cache is filled, mask_value elsewhere); own_k and own_v the block's keys and values,
+--- [1, H, W, D], or [1, H, D, W] with opts.own_layout = "DW". The block is causal inside.
+--- opts.scale (1/sqrt(D)), opts.mask_value (-65504), opts.clip (saturate the scores to
+--- [-clip, clip], as in causal_attention). Returns [1, H, W, D].
+function nn.cached_attention(g, q, k_cache, v_cache, mask, own_k, own_v, opts)
+  opts = opts or {}
+  local shape = q:shape()
+  local W, D = shape[3], shape[4]
+  local scale = opts.scale or 1 / math.sqrt(D)
+  local by_rows = opts.own_layout ~= "DW" -- own keys [W, D]: multiplied transposed
+  local function clipped(scores, name)
+    if not opts.clip then return scores end
+    return g:clip(scores, -opts.clip, opts.clip, { name = name })
+  end
+  local cached = clipped(g:add(g:mul(g:matmul(q, k_cache, { name = prefixed(opts, "cached_scores") }), scale), mask,
+    { name = prefixed(opts, "cached_masked") }), prefixed(opts, "cached_clipped"))
+  local own_mask = g:const(prefixed(opts, "own_mask"), nn.causal_mask(W, opts.mask_value or -65504, q:dtype()))
+  local own = clipped(g:add(g:mul(g:matmul(q, own_k, { transpose_y = by_rows, name = prefixed(opts, "own_scores") }), scale),
+    own_mask, { name = prefixed(opts, "own_masked") }), prefixed(opts, "own_clipped"))
+  local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),
+    { name = prefixed(opts, "peak") })
+  local e_cached = g:exp(g:sub(cached, peak), { name = prefixed(opts, "e_cached") })
+  local e_own = g:exp(g:sub(own, peak), { name = prefixed(opts, "e_own") })
+  local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }),
+    { name = prefixed(opts, "total") })
+  local weighted = g:add(g:matmul(e_cached, v_cache, { transpose_y = true }),
+    g:matmul(e_own, own_v, { transpose_y = not by_rows }), { name = prefixed(opts, "weighted") })
+  return g:real_div(weighted, total, { name = opts.name })
+end
+
 --- LoRA linear with the adapters as graph inputs, so they can change without recompiling:
 --- y = W x + (alpha / r) * B (A x). a: input [1, r, 1, in] (A), b_t: input [1, r, 1, out]
 --- (B transposed, so both inputs are at least 32 wide, ANE-21). W is [out, in, 1, 1].

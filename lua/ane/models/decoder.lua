@@ -60,9 +60,6 @@ function M.new_state(kind, opts, precision, profile)
   }
 end
 
---- scores saturated to the fp16 range when the model clips softmax inputs (see new_state).
-function M.saturate(model, g, scores, name)
-  if not model.softmax_clip then return scores end
   return g:clip(scores, -model.softmax_clip, model.softmax_clip, { name = name })
 end
 

@@ -116,26 +116,14 @@ local function attention_decode_graph(self, L, W, Smax)
   local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
   local q_flat, k, v = project_qkv(self, g, L, x)
   local q = nn.split_heads(g, q_flat, H, { name = "q_heads" }) -- [1, H, W, D]
-  local scale = 1 / math.sqrt(D)
-  -- cached part: q [W, D] x K [D, Smax] per head, K read as [1, H, D, Smax] straight from the cache layout
+  -- the cache read per head as [1, H, D, Smax] straight from its layout; the block's own
+  -- keys and values as [1, H, D, W]
   local kc = g:reshape(k_cache, { 1, H, D, Smax }, { name = "k_cache_heads" })
   local vc = g:reshape(v_cache, { 1, H, D, Smax }, { name = "v_cache_heads" })
-  local cached = decoder.saturate(self, g,
-    g:add(g:mul(g:matmul(q, kc, { name = "cached_scores" }), scale), mask, { name = "cached_masked" }), "cached_clipped")
-  -- own part: the block's keys, causal inside the block
   local kn = g:reshape(k, { 1, H, D, W }, { name = "k_new_heads" })
   local vn = g:reshape(v, { 1, H, D, W }, { name = "v_new_heads" })
-  local own = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kn, { name = "own_scores" }), scale),
-    g:const("own_mask", nn.causal_mask(W, MASK, dtype)), { name = "own_masked" }), "own_clipped")
-  local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),
-    { name = "peak" })
-  local e_cached = g:exp(g:sub(cached, peak), { name = "e_cached" })
-  local e_own = g:exp(g:sub(own, peak), { name = "e_own" })
-  local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }),
-    { name = "total" })
-  local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn, { transpose_y = true }),
-    { name = "weighted" })
-  local attended = g:real_div(weighted, total, { name = "attended" }) -- [1, H, W, D]
+  local attended = nn.cached_attention(g, q, kc, vc, mask, kn, vn, { own_layout = "DW", mask_value = MASK,
+    clip = self.softmax_clip, name = "attended" }) -- [1, H, W, D]
   return finish_attention(g, L, x, attended, k, v)
 end
 

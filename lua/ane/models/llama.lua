@@ -205,18 +205,10 @@ local function attention_decode_graph(self, L, W, Smax)
   local cos = g:transpose(g:reshape(cos_in, { head, W }), { 1, 0 }, { name = "cos_rows" }) -- [W, head]
   local sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
   local q, kh, v = project(self, g, L, x, W, cos, sin)                            -- [1, H, W, head]
-  local scale = 1 / math.sqrt(head)
   local kc = g:reshape(k_cache, { 1, H, head, Smax })
   local vc = g:reshape(v_cache, { 1, H, head, Smax })
-  local cached = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kc), scale), mask), "cached_clipped")
-  local own = decoder.saturate(self, g, g:add(g:mul(g:matmul(q, kh, { transpose_y = true }), scale),
-    g:const("own_mask", nn.causal_mask(W, MASK, dtype))), "own_clipped")
-  local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }))
-  local e_cached, e_own = g:exp(g:sub(cached, peak)), g:exp(g:sub(own, peak))
-  local total = g:add(g:reduce_sum(e_cached, { 3 }, { keep_dims = true }), g:reduce_sum(e_own, { 3 }, { keep_dims = true }))
-  local vn = nn.split_heads(g, v, H, { name = "v_heads" })                           -- [1, H, W, head]
-  local weighted = g:add(g:matmul(e_cached, vc, { transpose_y = true }), g:matmul(e_own, vn))
-  local attended = g:real_div(weighted, total)
+  local attended = nn.cached_attention(g, q, kc, vc, mask, kh, nn.split_heads(g, v, H, { name = "v_heads" }),
+    { mask_value = MASK, clip = self.softmax_clip })
   return finish(g, L, x, attended, kh, v)
 end
 
