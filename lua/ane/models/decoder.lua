@@ -60,9 +60,6 @@ function M.new_state(kind, opts, precision, profile)
   }
 end
 
-  return g:clip(scores, -model.softmax_clip, model.softmax_clip, { name = name })
-end
-
 local Methods = {}
 
 --- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
