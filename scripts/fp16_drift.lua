@@ -1,12 +1,14 @@
 -- Reports how far fp16 training drifts from PyTorch: the six AdamW losses of the tiny
--- reference models (../shared/data/reference) in fp32 and fp16 on sim, as max relative error.
+-- reference models (spec/data/reference) in fp32 and fp16 on sim, as max relative error.
 --   build/anelua scripts/fp16_drift.lua
+require("ane.cli").command{ name = "scripts/fp16_drift.lua",
+  summary = "How far fp16 training drifts from PyTorch on the tiny reference models." }:parse(arg)
 local ane = require("ane")
 local gpt2 = require("ane.models.gpt2")
 local llama = require("ane.models.llama")
 local optim = require("ane.optim")
 for _, case in ipairs({ { "gpt2-tiny", function(d, p) return gpt2.load(d, p) end }, { "llama-tiny", function(d, p) return llama.load(d .. "/model.bin", p) end } }) do
-  local dir = "../shared/data/reference/" .. case[1]
+  local dir = (arg[0]:match("^(.*)/scripts/[^/]*$") or ".") .. "/spec/data/reference/" .. case[1]
   local e = ane.io.load_safetensors(dir .. "/expected.safetensors")
   for _, prec in ipairs({ "fp32", "fp16" }) do
     local m = assert(case[2](dir, { precision = prec, profile = "cpu" }))

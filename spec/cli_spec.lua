@@ -47,6 +47,8 @@ local bad_inputs = {
   { "scripts/pretokenize.lua --tokenizer " .. llama_tokenizer .. " --format csv --out x.bin a", 2,
     "%-%-format must be one of llama2c, llmc" },
   { "scripts/plot.lua /nonexistent.jsonl", 1, "No such file" },
+  { "scripts/bench/train_step.lua --steps 0", 2, "%-%-steps must be >= 1, got 0" },
+  { "scripts/bench/sim_ops.lua --seconds soon", 2, "%-%-seconds needs a number, got 'soon'" },
 }
 
 describe("command lines", function()
@@ -68,7 +70,10 @@ describe("command lines", function()
 
   it("have a real --help each", function()
     for _, path in ipairs({ "examples/gpt2.lua", "examples/stories.lua", "examples/train_stories.lua",
-      "scripts/pretokenize.lua", "scripts/plot.lua" }) do
+      "scripts/pretokenize.lua", "scripts/plot.lua", "scripts/fp16_drift.lua", "scripts/update_golden.lua",
+      "scripts/bench/compile.lua", "scripts/bench/gpt2.lua", "scripts/bench/gpt2_agreement.lua",
+      "scripts/bench/patch_vs_compile.lua", "scripts/bench/sim_ops.lua", "scripts/bench/stories_decode.lua",
+      "scripts/bench/tokenizer_anelua.lua", "scripts/bench/tokenizer_corpus.lua", "scripts/bench/train_step.lua" }) do
       local out, err, code = helpers.run_anelua(script(path) .. " --help")
       assert.are.equal(0, code, err)
       assert.matches("^usage: anelua " .. path:gsub("%p", "%%%0"), out)

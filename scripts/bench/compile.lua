@@ -6,12 +6,14 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 
-local seq, runs = 256, 10
-for i = 1, #arg, 2 do
-  if arg[i] == "--seq" then seq = tonumber(arg[i + 1])
-  elseif arg[i] == "--runs" then runs = tonumber(arg[i + 1])
-  else error("usage: anelua scripts/bench/compile.lua [--seq S] [--runs N]") end
-end
+local opts = require("ane.cli").command{
+  name = "scripts/bench/compile.lua", summary = "Time graph building, passes and MIL emission of a GPT-2 124M layer.",
+  options = {
+    { "seq", "integer", 256, "sequence length", min = 1 },
+    { "runs", "integer", 10, "runs per program (best taken)", min = 1 },
+  },
+}:parse(arg)
+local seq, runs = opts.seq, opts.runs
 local C, HEADS = 768, 12
 local DEVICE_COMPILE_MS = 70
 

@@ -8,10 +8,10 @@
 local ane = require("ane")
 local gpt2 = require("ane.models.gpt2")
 
-local tokens = 48
-for i = 1, #arg, 2 do
-  if arg[i] == "--tokens" then tokens = tonumber(arg[i + 1]) else error("usage: gpt2.lua [--tokens N]") end
-end
+local tokens = require("ane.cli").command{
+  name = "scripts/bench/gpt2.lua", summary = "GPT-2 124M-shaped decode against the bandwidth bound, and prefill.",
+  options = { { "tokens", "integer", 48, "tokens decoded per round", min = 1 } },
+}:parse(arg).tokens
 ane.set_compile_budget(1000000)
 local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }
 local C, L, V = config.n_embd, config.n_layer, config.vocab_size

@@ -5,7 +5,12 @@
 local gpt2 = require("ane.models.gpt2")
 local tokenizer = require("ane.tokenizer")
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
-local dir = arg[1] or (os.getenv("ANELUA_TEST_DATA") or (root .. "/../shared/data")) .. "/reference/gpt2-tiny"
+local _, positional = require("ane.cli").command{
+  name = "scripts/bench/gpt2_agreement.lua", usage = "[GPT2_TINY_DIR]",
+  summary = "Greedy agreement between fp16 and fp32 on a GPT-2 checkpoint (default: spec/data's gpt2-tiny).",
+  positional = { { "GPT2_TINY_DIR", "a GPT-2 directory", optional = true } },
+}:parse(arg)
+local dir = positional[1] or (root .. "/spec/data/reference/gpt2-tiny")
 local tok = assert(tokenizer.load(root .. "/data/tokenizers/gpt2"))
 local m16 = assert(gpt2.load(dir, { precision = "fp16" }))
 local m32 = assert(gpt2.load(dir, { precision = "fp32" }))

@@ -9,10 +9,10 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 
-local rounds = 5
-for i = 1, #arg, 2 do
-  if arg[i] == "--rounds" then rounds = tonumber(arg[i + 1]) else error("usage: patch_vs_compile.lua [--rounds N]") end
-end
+local rounds = require("ane.cli").command{
+  name = "scripts/bench/patch_vs_compile.lua", summary = "Delta patching against recompiling a Stories110M-shaped layer.",
+  options = { { "rounds", "integer", 5, "rounds (best taken)", min = 1 } },
+}:parse(arg).rounds
 ane.set_compile_budget(1000000)
 local DIM, HIDDEN, HEADS, SEQ = 768, 2048, 12, 256
 

@@ -6,10 +6,10 @@
 --   build/anelua scripts/bench/sim_ops.lua [--seconds S]
 local ane = require("ane")
 
-local budget = 0.5
-for i = 1, #arg, 2 do
-  if arg[i] == "--seconds" then budget = tonumber(arg[i + 1]) else error("usage: sim_ops.lua [--seconds S]") end
-end
+local budget = require("ane.cli").command{
+  name = "scripts/bench/sim_ops.lua", summary = "1x1 conv through sim against sgemm on the same shapes.",
+  options = { { "seconds", "number", 0.5, "time per measurement", min = 0, open_min = true } },
+}:parse(arg).seconds
 ane.set_compile_budget(1000000)
 
 local shapes = {

@@ -8,9 +8,10 @@ local ane = require("ane")
 local llama = require("ane.models.llama")
 
 local tokens = 64
-for i = 1, #arg, 2 do
-  if arg[i] == "--tokens" then tokens = tonumber(arg[i + 1]) else error("usage: stories_decode.lua [--tokens N]") end
-end
+tokens = require("ane.cli").command{
+  name = "scripts/bench/stories_decode.lua", summary = "Stories110M-shaped decode against the bandwidth bound.",
+  options = { { "tokens", "integer", tokens, "tokens decoded per round", min = 1 } },
+}:parse(arg).tokens
 local config = { dim = 768, hidden = 2048, n_layer = 12, n_head = 12, vocab_size = 32000, seq_len = 1024 }
 local D, F, L, V = config.dim, config.hidden, config.n_layer, config.vocab_size
 local layer_params = L * (4 * D * D + 3 * F * D + 2 * D)

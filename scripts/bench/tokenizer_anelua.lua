@@ -3,6 +3,11 @@
 -- Prints "<file> <bytes> <tokens> <seconds>".
 local ane = require("ane")
 local tokenizer = require("ane.tokenizer")
+require("ane.cli").command{
+  name = "scripts/bench/tokenizer_anelua.lua", usage = "TOKENIZER_DIR FILE...",
+  summary = "Times the byte-level BPE on files (the anelua side of scripts/bench/tokenizer).",
+  positional = { { "TOKENIZER_DIR", "vocab.json + merges.txt" }, { "FILE...", "text files" } }, rest = true,
+}:parse(arg)
 local function chunks(text)
   local out, start = {}, 1
   while start <= #text do

@@ -1,7 +1,11 @@
 -- Writes the tokenizer benchmark's corpus: ~3 MB of English (varied sentences built from a
 -- word list) and ~1 MB of mixed text (code, numbers, accents, CJK, emoji), deterministic.
 --   build/anelua scripts/bench/tokenizer_corpus.lua OUT_DIR
-local out = assert(arg[1], "usage: tokenizer_corpus.lua OUT_DIR")
+local _, positional = require("ane.cli").command{
+  name = "scripts/bench/tokenizer_corpus.lua", usage = "OUT_DIR", summary = "Writes the tokenizer benchmark's corpus.",
+  positional = { { "OUT_DIR", "where english.txt and mixed.txt go" } },
+}:parse(arg)
+local out = positional[1]
 local words = {}
 for w in ([[the a little girl named Lily loved to play outside with her friend Ben in the big green park
   one day they found a shiny red ball under an old tree and decided to share it with everyone they met

@@ -8,12 +8,14 @@ local llama = require("ane.models.llama")
 local train = require("ane.train")
 local common = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/common.lua")
 
-local layers, steps = 12, 3
-for i = 1, #arg, 2 do
-  if arg[i] == "--layers" then layers = tonumber(arg[i + 1])
-  elseif arg[i] == "--steps" then steps = tonumber(arg[i + 1])
-  else error("usage: train_step.lua [--layers L] [--steps N]") end
-end
+local opts = require("ane.cli").command{
+  name = "scripts/bench/train_step.lua", summary = "One training step of a Stories110M-shaped Llama against its sgemm bound.",
+  options = {
+    { "layers", "integer", 12, "layers", min = 1 },
+    { "steps", "integer", 3, "steps timed per mode", min = 1 },
+  },
+}:parse(arg)
+local layers, steps = opts.layers, opts.steps
 local config = { dim = 768, hidden = 2048, n_layer = layers, n_head = 12, vocab_size = 32000, seq_len = 256 }
 local D, F, V, T = config.dim, config.hidden, config.vocab_size, config.seq_len
 
