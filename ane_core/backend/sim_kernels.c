@@ -592,50 +592,69 @@ static ane_status run_sdpa(const sim_context *context, const ane_node *node, flo
 
 /* ------------------------------------------------------------------ dispatch */
 
+/* ------------------------------------------------------------------ dispatch */
+
+/* Every kernel through one signature, so sim dispatches through a table indexed by op. */
+typedef ane_status (*sim_kernel)(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                                 ane_error *err);
+
+#define KERNEL(name, call)                                                                                   \
+    static ane_status name(const sim_context *context, const ane_node *node, float *const *values, float *out, \
+                           ane_error *err) {                                                                 \
+        (void)context;                                                                                       \
+        (void)err;                                                                                           \
+        call;                                                                                                \
+        return ANE_OK;                                                                                       \
+    }
+KERNEL(k_conv, run_conv(context, node, values, out))
+KERNEL(k_matmul, run_matmul(node, values, out))
+KERNEL(k_binary, run_binary(node, values, out))
+KERNEL(k_unary, run_unary(node, IN(node, 0), out))
+KERNEL(k_softmax, run_softmax(node, IN(node, 0), out))
+KERNEL(k_transpose, run_transpose(node, IN(node, 0), out))
+KERNEL(k_slice, run_slice(node, IN(node, 0), node->attrs.begin.values, out))
+KERNEL(k_select, run_select(node, values, out))
+KERNEL(k_concat, run_concat(node, values, out))
+KERNEL(k_split, run_split(node, IN(node, 0), out))
+KERNEL(k_pad, run_pad(node, IN(node, 0), out))
+#undef KERNEL
+
+static ane_status k_reduce(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                           ane_error *err) {
+    (void)context;
+    return run_reduce(node, values, out, err);
+}
+
+static ane_status k_gather(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                           ane_error *err) {
+    (void)context;
+    return run_gather(node, values, out, err);
+}
+
+/* The kernel of every op of the op table but the sources (inputs and consts are filled at
+ * eval and load); a row without one is an error at eval, and spec/op_table_spec.lua. */
+static const sim_kernel kernels[ANE_OP_COUNT] = {
+    [ANE_OP_CONV] = k_conv, [ANE_OP_MATMUL] = k_matmul,
+    [ANE_OP_ADD] = k_binary, [ANE_OP_SUB] = k_binary, [ANE_OP_MUL] = k_binary, [ANE_OP_REAL_DIV] = k_binary,
+    [ANE_OP_MAXIMUM] = k_binary, [ANE_OP_MINIMUM] = k_binary, [ANE_OP_POW] = k_binary,
+    [ANE_OP_NEG] = k_unary, [ANE_OP_ABS] = k_unary, [ANE_OP_EXP] = k_unary, [ANE_OP_LOG] = k_unary,
+    [ANE_OP_SQRT] = k_unary, [ANE_OP_RSQRT] = k_unary, [ANE_OP_TANH] = k_unary, [ANE_OP_SIGMOID] = k_unary,
+    [ANE_OP_SILU] = k_unary, [ANE_OP_SOFTPLUS] = k_unary, [ANE_OP_RELU] = k_unary, [ANE_OP_CLIP] = k_unary,
+    [ANE_OP_CAST] = k_unary, [ANE_OP_IDENTITY] = k_unary, [ANE_OP_RESHAPE] = k_unary,
+    [ANE_OP_SOFTMAX] = k_softmax,
+    [ANE_OP_REDUCE_SUM] = k_reduce, [ANE_OP_REDUCE_MEAN] = k_reduce, [ANE_OP_REDUCE_L2_NORM] = k_reduce,
+    [ANE_OP_REDUCE_MAX] = k_reduce,
+    [ANE_OP_TRANSPOSE] = k_transpose, [ANE_OP_SLICE_BY_INDEX] = k_slice, [ANE_OP_SLICE_BY_SIZE] = k_slice,
+    [ANE_OP_SELECT] = k_select, [ANE_OP_CONCAT] = k_concat, [ANE_OP_SPLIT] = k_split, [ANE_OP_PAD] = k_pad,
+    [ANE_OP_GATHER] = k_gather, [ANE_OP_SDPA] = run_sdpa,
+};
+
 ane_status sim_run_node(const sim_context *context, const ane_node *node, float *const *values, float *out,
                         ane_error *err) {
-    switch (node->op) {
-    case ANE_OP_INPUT:
-    case ANE_OP_CONST: return ANE_OK; /* filled at eval and load */
-    case ANE_OP_CONV: run_conv(context, node, values, out); break;
-    case ANE_OP_MATMUL: run_matmul(node, values, out); break;
-    case ANE_OP_ADD:
-    case ANE_OP_SUB:
-    case ANE_OP_MUL:
-    case ANE_OP_REAL_DIV:
-    case ANE_OP_MAXIMUM:
-    case ANE_OP_MINIMUM:
-    case ANE_OP_POW: run_binary(node, values, out); break;
-    case ANE_OP_NEG:
-    case ANE_OP_ABS:
-    case ANE_OP_EXP:
-    case ANE_OP_LOG:
-    case ANE_OP_SQRT:
-    case ANE_OP_RSQRT:
-    case ANE_OP_TANH:
-    case ANE_OP_SIGMOID:
-    case ANE_OP_SILU:
-    case ANE_OP_SOFTPLUS:
-    case ANE_OP_RELU:
-    case ANE_OP_CLIP:
-    case ANE_OP_CAST:
-    case ANE_OP_IDENTITY:
-    case ANE_OP_RESHAPE: run_unary(node, IN(node, 0), out); break;
-    case ANE_OP_SOFTMAX: run_softmax(node, IN(node, 0), out); break;
-    case ANE_OP_REDUCE_SUM:
-    case ANE_OP_REDUCE_MEAN:
-    case ANE_OP_REDUCE_L2_NORM:
-    case ANE_OP_REDUCE_MAX: return run_reduce(node, values, out, err);
-    case ANE_OP_TRANSPOSE: run_transpose(node, IN(node, 0), out); break;
-    case ANE_OP_SLICE_BY_INDEX:
-    case ANE_OP_SLICE_BY_SIZE: run_slice(node, IN(node, 0), node->attrs.begin.values, out); break;
-    case ANE_OP_SELECT: run_select(node, values, out); break;
-    case ANE_OP_CONCAT: run_concat(node, values, out); break;
-    case ANE_OP_SPLIT: run_split(node, IN(node, 0), out); break;
-    case ANE_OP_PAD: run_pad(node, IN(node, 0), out); break;
-    case ANE_OP_GATHER: return run_gather(node, values, out, err);
-    case ANE_OP_SDPA: return run_sdpa(context, node, values, out, err);
-    case ANE_OP_COUNT: return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' has an invalid op", node->name);
-    }
-    return ANE_OK;
+    if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) return ANE_OK; /* filled at eval and load */
+    if (node->op < 0 || node->op >= ANE_OP_COUNT) return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' has an invalid op", node->name);
+    if (!kernels[node->op])
+        return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' (%s): the sim backend has no kernel for this op", node->name,
+                        ane_op_table[node->op].name);
+    return kernels[node->op](context, node, values, out, err);
 }
