@@ -48,7 +48,7 @@ function M.new_state(kind, opts, precision, profile)
   M.instances = (M.instances or 0) + 1
   return {
     backend = opts.backend or ane.default_backend(), precision = precision, profile = profile, dtype = precision,
-    programs = {}, id = string.format("%s#%d", kind, M.instances),
+    programs = {}, program_kinds = {}, id = string.format("%s#%d", kind, M.instances),
     min_width = profile == "ane" and 32 or 1, -- ANE-21: device I/O at least 32 wide
     counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
       decode_seconds = 0, loss_forward_seconds = 0, loss_backward_seconds = 0, clamped = 0, nans = 0 },
@@ -105,7 +105,20 @@ function Methods:program(kind, layer, a, b)
   self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
   self.counters.programs = self.counters.programs + 1
   self.programs[key] = program
+  self.program_kinds[key] = { kind = kind, layer = layer }
   return program
+end
+
+--- Iterates the compiled programs as program, kind, layer (nil for the ones of no layer).
+function Methods:each_program()
+  local key
+  return function()
+    local program
+    key, program = next(self.programs, key)
+    if not key then return nil end
+    local what = self.program_kinds[key]
+    return program, what.kind, what.layer
+  end
 end
 
 --- Seconds since `start`, less the time spent compiling programs meanwhile (reported apart).

@@ -322,12 +322,11 @@ function Model:load_parameters(params)
   params = params or self.master
   local layers = {}
   for l = 1, self.config.n_layer do layers[l] = layer_weights(params, l) end
-  for key, program in pairs(self.programs) do
-    local kind, layer = key:match("^([%w_]+):L(%d+):")
+  for program, kind, layer in self:each_program() do
     local patch = {}
     local consts = kind:match("^attn") and LAYER_CONSTS.attn or kind:match("^mlp") and LAYER_CONSTS.mlp
     if consts then
-      for const, field in pairs(consts) do patch[const] = layers[tonumber(layer)][field] end
+      for const, field in pairs(consts) do patch[const] = layers[layer][field] end
     else
       patch.ln_f_gamma, patch.ln_f_beta = params["ln_f.weight"], params["ln_f.bias"]
     end

@@ -502,12 +502,12 @@ function Model:load_parameters(params)
   local name = self.name
   self.P.token_embedding = params[name("token_embedding")]
   self.P.wcls = params[name("wcls")] or self.P.token_embedding
-  for key, program in pairs(self.weights_as_inputs and {} or self.programs) do
-    local kind, layer = key:match("^([%w_]+):L(%d+):")
+  for program, kind, layer in self:each_program() do
+    if self.weights_as_inputs then break end -- (fed as inputs: nothing to patch)
     local consts = kind:match("^attn") and self.attention_fields or kind:match("^ffn") and FFN_WEIGHTS or nil
     local patch = {}
     if consts then
-      local L = layer_parameters(self, params, tonumber(layer))
+      local L = layer_parameters(self, params, layer)
       for field, const in pairs(consts) do -- (GQA: the programs hold k/v rows repeated per query head)
         patch[const] = KV_FIELDS[field] and repeat_kv_rows(L[field], self.config) or L[field]
       end
