@@ -245,23 +245,27 @@ function nn.cached_attention(g, q, k_cache, v_cache, mask, own_k, own_v, opts)
   return g:real_div(weighted, total, { name = opts.name })
 end
 
---- LoRA linear with the adapters as graph inputs, so they can change without recompiling:
---- y = W x + (alpha / r) * B (A x). a: input [1, r, 1, in] (A), b_t: input [1, r, 1, out]
---- (B transposed, so both inputs are at least 32 wide, ANE-21). W is [out, in, 1, 1].
-function nn.lora_linear(g, x, weight, a, b_t, opts)
+--- The LoRA update (alpha / r) * B (A x) of a linear layer with `cout` outputs, with the
+--- adapters as graph inputs, so they can change without recompiling: a [1, r, 1, in] (A) and
+--- b_t [1, r, 1, out] (B transposed, so both are at least 32 wide, ANE-21). x [1, in, 1, S];
+--- returns [1, out, 1, S].
+function nn.lora_delta(g, x, a, b_t, cout, alpha, opts)
   local shape = x:shape()
   local cin, s = shape[2], shape[4]
   local r = a:shape()[2]
-  local alpha = opts and opts.alpha or r
-  local base = nn.linear(g, x, weight, nil, { name = prefixed(opts, "base") })
-  local cout = base:shape()[2]
   local x2 = g:reshape(x, { cin, s }, { name = prefixed(opts, "x2d") })
   local a2 = g:reshape(a, { r, cin }, { name = prefixed(opts, "a2d") })
   local b2 = g:reshape(b_t, { r, cout }, { name = prefixed(opts, "b2d") })
   local down = g:matmul(a2, x2, { name = prefixed(opts, "down") })                       -- [r, S]
   local up = g:matmul(b2, down, { transpose_x = true, name = prefixed(opts, "up") })     -- [out, S]
-  local scaled = g:mul(up, alpha / r, { name = prefixed(opts, "scaled") })
-  local delta = g:reshape(scaled, { 1, cout, 1, s }, { name = prefixed(opts, "delta") })
+  local scaled = g:mul(up, (alpha or r) / r, { name = prefixed(opts, "scaled") })
+  return g:reshape(scaled, { 1, cout, 1, s }, { name = prefixed(opts, "delta") })
+end
+
+--- LoRA linear: y = W x + nn.lora_delta(...), W [out, in, 1, 1]; opts.alpha (default r).
+function nn.lora_linear(g, x, weight, a, b_t, opts)
+  local base = nn.linear(g, x, weight, nil, { name = prefixed(opts, "base") })
+  local delta = nn.lora_delta(g, x, a, b_t, base:shape()[2], opts and opts.alpha, opts)
   return g:add(base, delta, { name = opts and opts.name })
 end
 

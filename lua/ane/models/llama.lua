@@ -127,20 +127,13 @@ local function weight_feed(self, attention_fields, ffn_fields)
   return result
 end
 
--- LoRA on projection `which` ("q" or "v"): (alpha / rank) * B (A h), with A [rank, dim] and
--- B^T [rank, width] graph inputs laid out [1, rank, 1, *] (device I/O, ANE-20; the wide axis
--- last, ANE-21) and viewed as [1, 1, rank, *] for the matmuls.
+-- LoRA on projection `which` ("q" or "v"): nn.lora_delta with A [1, rank, 1, dim] and
+-- B^T [1, rank, 1, width] as the program's inputs lora_a_<which>, lora_b_<which>.
 local function lora_delta(self, g, h, which, S)
-  local rank, dim, width = self.lora.rank, self.config.dim, self.cache_width
-  local function adapter(name, columns)
-    return g:reshape(g:input(name, { 1, rank, 1, columns }, self.dtype), { 1, 1, rank, columns }, { name = name .. "_matrix" })
-  end
-  local a, b_t = adapter("lora_a_" .. which, dim), adapter("lora_b_" .. which, width)
-  local columns = g:reshape(h, { 1, 1, dim, S }, { name = "lora_in_" .. which })
-  local down = g:matmul(a, columns, { name = "lora_down_" .. which })                      -- [1, 1, rank, S]
-  local up = g:matmul(b_t, down, { transpose_x = true, name = "lora_up_" .. which })       -- [1, 1, width, S]
-  local scaled = g:mul(up, self.lora.alpha / rank, { name = "lora_scaled_" .. which })
-  return g:reshape(scaled, { 1, width, 1, S }, { name = "lora_" .. which })
+  local rank, width = self.lora.rank, self.cache_width
+  local a = g:input("lora_a_" .. which, { 1, rank, 1, self.config.dim }, self.dtype)
+  local b_t = g:input("lora_b_" .. which, { 1, rank, 1, width }, self.dtype)
+  return nn.lora_delta(g, h, a, b_t, width, self.lora.alpha, { name = "lora_" .. which })
 end
 
 -- RMSNorm, q/k/v projections (with LoRA deltas), heads split [1, H, S, head], q/k norms
