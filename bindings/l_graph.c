@@ -596,6 +596,29 @@ static int graph_ops(lua_State *L) {
     return 1;
 }
 
+/* Graph method lookup: the builders and methods, and for a name that is neither an error
+ * that says so, with the nearest names and the ane.nn composite it may mean (ane.repl). */
+static int graph_index(lua_State *L) {
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING) return 1;
+    const char *key = lua_tostring(L, 2);
+    luaL_where(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "ane.repl");
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "unknown_builder");
+        lua_pushvalue(L, 2);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_isstring(L, -1)) {
+            lua_remove(L, -2);
+            lua_concat(L, 2);
+            return lua_error(L);
+        }
+    }
+    lua_settop(L, 2);
+    return luaL_error(L, "a graph has no builder '%s'", key);
+}
+
 void ane_lua_open_graph(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"input", g_input}, {"const", g_const}, {"output", g_output}, {"optimize", g_optimize},
@@ -614,6 +637,9 @@ void ane_lua_open_graph(lua_State *L) {
         lua_pushcclosure(L, g_op, 1);
         lua_setfield(L, -2, ane_op_table[op].name);
     }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__methods"); /* the table itself, for help and completion */
+    lua_pushcclosure(L, graph_index, 1);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 

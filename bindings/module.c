@@ -202,13 +202,18 @@ static int l_simd(lua_State *L) {
 /* Submodules written in Lua are loaded on first access (`ane.io`), since they require
  * `ane` themselves and cannot be loaded while luaopen_ane runs. */
 static int module_index(lua_State *L) {
-    static const char *const lazy[] = {"io", "nn", NULL};
+    static const struct { const char *key, *module, *field; } lazy[] = {
+        {"io", "ane.io", NULL}, {"nn", "ane.nn", NULL}, {"rules", "ane.rules", NULL},
+        {"rule", "ane.rules", "describe"}, /* ane.rule("ANE-21") */
+        {"help", "ane.repl", "help"},      /* ane.help(x) -> text */
+    };
     const char *key = lua_tostring(L, 2);
-    for (int i = 0; key && lazy[i]; i++) {
-        if (strcmp(key, lazy[i]) != 0) continue;
+    for (size_t i = 0; key && i < sizeof lazy / sizeof lazy[0]; i++) {
+        if (strcmp(key, lazy[i].key) != 0) continue;
         lua_getglobal(L, "require");
-        lua_pushfstring(L, "ane.%s", key);
+        lua_pushstring(L, lazy[i].module);
         lua_call(L, 1, 1);
+        if (lazy[i].field) lua_getfield(L, -1, lazy[i].field);
         lua_pushvalue(L, -1);
         lua_setfield(L, 1, key); /* cache in the module table */
         return 1;

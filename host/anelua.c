@@ -337,11 +337,60 @@ static int read_statement(lua_State *L) {
     return status;
 }
 
+/* The REPL's helpers from ane.repl (registry references): the printer and the completer. */
+static int show_ref = LUA_NOREF, complete_ref = LUA_NOREF;
+static lua_State *completion_state;
+
+static void load_repl_helpers(lua_State *L) {
+    static const char setup[] = "local repl = require('ane.repl')\n"
+                                "help = function(...) print(repl.help(...)) end\n"
+                                "return repl.show, repl.complete\n";
+    if (luaL_loadbuffer(L, setup, sizeof setup - 1, "=repl") != LUA_OK || lua_pcall(L, 0, 2, 0) != LUA_OK) {
+        lua_pop(L, 1); /* plain printing and no completion, as lua.c */
+        return;
+    }
+    complete_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    show_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* readline: the completions of the word before the cursor, from ane.repl.complete. */
+static char *next_completion(const char *text, int state) {
+    (void)text;
+    static int index, count;
+    lua_State *L = completion_state;
+    if (state == 0) {
+        lua_settop(L, 0);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, complete_ref);
+        lua_pushlstring(L, rl_line_buffer, (size_t)rl_point);
+        if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) {
+            lua_settop(L, 0);
+            return NULL;
+        }
+        index = 1;
+        count = (int)luaL_len(L, -1);
+    }
+    if (lua_gettop(L) < 1 || index > count) return NULL;
+    lua_rawgeti(L, -1, index++);
+    char *match = lua_isstring(L, -1) ? strdup(lua_tostring(L, -1)) : NULL;
+    lua_pop(L, 1);
+    return match;
+}
+
+static char **complete_names(const char *text, int start, int end) {
+    (void)start;
+    (void)end;
+    rl_attempted_completion_over = 1; /* never file names */
+    rl_completion_append_character = '\0'; /* readline resets it before every completion */
+    if (complete_ref == LUA_NOREF) return NULL;
+    return rl_completion_matches(text, next_completion);
+}
+
 static void print_results(lua_State *L) {
     int count = lua_gettop(L);
     if (count == 0) return;
     luaL_checkstack(L, LUA_MINSTACK, "too many results to print");
-    lua_getglobal(L, "print");
+    if (show_ref != LUA_NOREF) lua_rawgeti(L, LUA_REGISTRYINDEX, show_ref);
+    else lua_getglobal(L, "print");
     lua_insert(L, 1);
     if (lua_pcall(L, count, 0, 0) != LUA_OK)
         print_message(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
@@ -357,6 +406,11 @@ static void repl(lua_State *L) {
     }
     rl_readline_name = "anelua";
     rl_catch_signals = 0;
+    load_repl_helpers(L);
+    completion_state = lua_newthread(L); /* its own stack, so completing never disturbs a statement */
+    luaL_ref(L, LUA_REGISTRYINDEX);
+    rl_attempted_completion_function = complete_names;
+    rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,+-*/%^~#[]";
     install_sigint_handler();
     lua_settop(L, 0); /* results are counted from an empty stack */
     for (;;) {

@@ -1,0 +1,67 @@
+-- ane.repl and the REPL: help on ops, graphs and rules from the op table and the
+-- catalogue, builder names checked with suggestions, completion of names and methods, and
+-- values printed readably (the terminal session is in docs/repl.md).
+local ane = require("ane")
+local repl = require("ane.repl")
+local helpers = require("spec.helpers")
+
+describe("help", function()
+  it("describes ops with their attributes as the op table declares them", function()
+    local text = ane.help("conv")
+    assert.matches("^g:conv%(x, weight, { strides = 1, pads = 0, dilations = 1, groups = 1, name = }%)", text)
+    assert.matches("MIL pad%s+quad%s+Lua pads", text)
+    assert.matches("MIL bias%s+rejected", text)
+    assert.matches("g:softmax%(x, %[axis = %-1%], { name = }%)", ane.help(ane.graph("h")))
+    assert.matches("g:split%(x, sizes, axis, { name = }%)", ane.help(ane.graph("h")))
+    assert.matches("composite: ane%.nn%.gelu", ane.help("gelu"))
+    assert.matches("^anelua: program Apple's Neural Engine", ane.help())
+    assert.matches("no op, composite or rule named 'conv3d'", ane.help("conv3d"))
+  end)
+
+  it("names every rule of the catalogue, disputed ones as such", function()
+    local rule = ane.rule("ANE-21")
+    assert.are.equal("disputed", rule.status)
+    assert.matches("^ANE%-21 %(disputed%): the I/O width", tostring(rule))
+    assert.are.equal(30, #ane.rules.list())
+    for i, r in ipairs(ane.rules.list()) do assert.are.equal(string.format("ANE-%02d", i), r.id) end
+    assert.are.equal(ane.rule(5), ane.rule("ANE-05"))
+    assert.error_matches(function() ane.rule("ANE-99") end, "no rule ANE%-99 %(the catalogue has ANE%-01 %.%. ANE%-30%)")
+  end)
+end)
+
+describe("graph builders", function()
+  it("answer a missing builder with the nearest names and the composite it may mean", function()
+    local g = ane.graph("b")
+    local x = g:input("x", { 1, 4, 1, 32 })
+    assert.error_matches(function() return g:gelu(x) end,
+      "a graph has no builder 'gelu'; it is a composite: ane%.nn%.gelu%(g, x%) %(ANE%-10")
+    assert.error_matches(function() return g:conv2(x) end, "did you mean g:conv")
+    assert.is_function(g.conv) -- real builders still resolve
+  end)
+end)
+
+describe("completion", function()
+  it("completes globals, module fields, lazily loaded submodules and methods", function()
+    local env = { ane = ane, print = print, pairs = pairs, g = ane.graph("c") }
+    assert.are.same({ "print" }, repl.complete("pri", env))
+    assert.are.same({ "ane.tensor" }, repl.complete("ane.te", env))
+    assert.are.same({ "ane.rule(", "ane.rules" }, repl.complete("x = ane.rul", env))
+    assert.are.same({ "g:concat(", "g:const(", "g:conv(" }, repl.complete("g:co", env))
+    assert.are.same({}, repl.complete("nothing.here", env))
+  end)
+end)
+
+describe("printing", function()
+  it("shows tables as aligned key/value lines and short arrays inline", function()
+    assert.are.equal("  a    1\n  bbb  \"x\"", repl.format({ a = 1, bbb = "x" }))
+    assert.are.equal("{ 1, 2, 3 }", repl.format({ 1, 2, 3 }))
+    assert.matches("ane%.tensor fp32 %[2%]", repl.format(ane.tensor.from({ 1, 2 })))
+  end)
+
+  it("is the REPL's printer, with help() a global there", function()
+    local out = helpers.run_anelua("-i", "ane.stats().compile_budget\n{ x = 1, longer = 2 }\nhelp('ANE-13')\n")
+    assert.matches("> 119\n", out)
+    assert.matches("  longer  2\n  x       1\n", out)
+    assert.matches("ANE%-13 %(agreed%): conv takes no bias", out)
+  end)
+end)
