@@ -49,9 +49,15 @@ function M.format(value)
   return table.concat(lines, "\n")
 end
 
---- Prints each value (the REPL's printer).
+--- Prints the values (the REPL's printer): on one line, tab-separated as print does, unless
+--- one of them is a table shown as key/value lines.
 function M.show(...)
-  for i = 1, select("#", ...) do print(M.format((select(i, ...)))) end
+  local texts, multiline = {}, false
+  for i = 1, select("#", ...) do
+    texts[i] = M.format((select(i, ...)))
+    multiline = multiline or texts[i]:find("\n", 1, true) ~= nil
+  end
+  print(table.concat(texts, multiline and "\n" or "\t"))
 end
 
 -- ------------------------------------------------------------------ the op table for people
