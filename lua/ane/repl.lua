@@ -31,6 +31,7 @@ end
 
 --- A table as aligned "key  value" lines (sorted keys); other values as tostring shows them.
 function M.format(value)
+  if type(value) == "string" then return value end -- as print shows it (quoted inside tables)
   if type(value) ~= "table" or getmetatable(value) ~= nil then return short(value) end
   if is_array(value) and #value <= 8 then return short(value) end
   local keys, width = {}, 0
