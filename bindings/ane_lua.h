@@ -69,6 +69,10 @@ struct ane_surface;
 struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
 void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */
 
+struct ane_report;
+/* Pushes a report's diagnostics as a list of { id =, node =, message =, severity = }. */
+void ane_lua_push_diagnostics(lua_State *L, const struct ane_report *report);
+
 struct ane_mil_file;
 /* Reads a weights table { [MIL path] = MILBlob bytes or a file path } into files; returns the count. */
 int ane_lua_weight_files(lua_State *L, int index, struct ane_mil_file *files, int capacity);

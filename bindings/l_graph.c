@@ -299,7 +299,7 @@ static int g_output(lua_State *L) {
 
 /* ------------------------------------------------------------------ passes and emission */
 
-static void push_diagnostics(lua_State *L, const ane_report *report) {
+void ane_lua_push_diagnostics(lua_State *L, const ane_report *report) {
     lua_createtable(L, report->count, 0);
     for (int i = 0; i < report->count; i++) {
         const ane_diagnostic *d = &report->items[i];
@@ -332,7 +332,7 @@ static int g_optimize(lua_State *L) {
     lua_setfield(L, -2, "rounds");
     lua_pushinteger(L, report.changes);
     lua_setfield(L, -2, "changes");
-    push_diagnostics(L, &report);
+    ane_lua_push_diagnostics(L, &report);
     lua_setfield(L, -2, "warnings");
     if (report.dump.data) {
         lua_pushlstring(L, report.dump.data, report.dump.length);
@@ -356,7 +356,7 @@ static int g_validate(lua_State *L) {
     ane_validate_options options = {.max_conv_channels = opt_int(L, 2, "max_conv_channels", 0)};
     ane_report report = {0};
     ane_pass_validate_ane(g, &options, &report);
-    push_diagnostics(L, &report);
+    ane_lua_push_diagnostics(L, &report);
     ane_report_free(&report);
     return 1;
 }

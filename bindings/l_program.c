@@ -116,7 +116,30 @@ static int create(lua_State *L, const char *mil, size_t length, const ane_mil_fi
     return 1;
 }
 
-/* ane.compile(graph, options): the core's pipeline (runtime/compile.c), no Lua in between. */
+/* In the REPL (the host sets the registry flag), each warning is printed once per session. */
+static void print_new_warnings(lua_State *L, const ane_report *report) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, "ane.repl_warnings") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    for (int i = 0; i < report->count; i++) {
+        const ane_diagnostic *d = &report->items[i];
+        lua_pushfstring(L, "%s: %s", d->id, d->message);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, -3) == LUA_TNIL) {
+            fprintf(stderr, "warning %s\n", lua_tostring(L, -2));
+            lua_pushvalue(L, -2);
+            lua_pushboolean(L, 1);
+            lua_rawset(L, -5);
+        }
+        lua_pop(L, 2);
+    }
+    fflush(stderr);
+    lua_pop(L, 1);
+}
+
+/* ane.compile(graph, options) -> program, warnings: the core's pipeline (runtime/compile.c),
+ * no Lua in between; warnings as g:validate lists them. */
 static int l_compile(lua_State *L) {
     ane_graph *graph = ane_lua_check_graph(L, 1);
     lua_settop(L, 2);
@@ -125,9 +148,16 @@ static int l_compile(lua_State *L) {
     const char *backend = read_options(L, 2, &options, &key);
     if (!options.name[0]) snprintf(options.name, sizeof options.name, "%s", graph->name); /* named after the graph */
     program_box *box = new_program_box(L);
+    ane_report report = {0};
     ane_error err;
-    if (ane_compile_graph(graph, backend, &options, key, &box->program, NULL, &err)) return ane_lua_raise(L, &err);
-    return 1;
+    if (ane_compile_graph(graph, backend, &options, key, &box->program, &report, &err)) {
+        ane_report_free(&report);
+        return ane_lua_raise(L, &err);
+    }
+    print_new_warnings(L, &report);
+    ane_lua_push_diagnostics(L, &report);
+    ane_report_free(&report);
+    return 2;
 }
 
 /* ane.compile_mil(text, weights, options) */

@@ -342,6 +342,8 @@ static int show_ref = LUA_NOREF, complete_ref = LUA_NOREF;
 static lua_State *completion_state;
 
 static void load_repl_helpers(lua_State *L) {
+    lua_newtable(L); /* ane.compile prints each warning once in the REPL */
+    lua_setfield(L, LUA_REGISTRYINDEX, "ane.repl_warnings");
     static const char setup[] = "local repl = require('ane.repl')\n"
                                 "help = function(...) print(repl.help(...)) end\n"
                                 "return repl.show, repl.complete\n";

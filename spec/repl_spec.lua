@@ -64,4 +64,12 @@ describe("printing", function()
     assert.matches("  longer  2\n  x       1\n", out)
     assert.matches("ANE%-13 %(agreed%): conv takes no bias", out)
   end)
+
+  it("prints ane.compile's warnings once per session in the REPL", function()
+    local compile = 'g = ane.graph("w"); x = g:input("x", {1, 8, 1, 32}); g:output("y", g:exp(x)); ' ..
+        'p = ane.compile(g, {profile = "ane"})\n'
+    local _, err = helpers.run_anelua("-i", compile .. compile)
+    local _, count = err:gsub("warning ANE%-28: graph 'w' has no conv or matmul", "")
+    assert.are.equal(1, count)
+  end)
 end)

@@ -34,6 +34,8 @@ typedef struct ane_report {
 
 void ane_report_add(ane_report *report, const char *id, const ane_node *node, ane_severity severity,
                     const char *format, ...) __attribute__((format(printf, 5, 6)));
+/* Adds a copy of a diagnostic from another report. */
+void ane_report_append(ane_report *report, const ane_diagnostic *diagnostic);
 int ane_report_errors(const ane_report *report);
 void ane_report_free(ane_report *report);
 

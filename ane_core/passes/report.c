@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "passes.h"
 
@@ -22,6 +23,12 @@ void ane_report_add(ane_report *report, const char *id, const ane_node *node, an
     va_start(args, format);
     vsnprintf(d->message, sizeof d->message, format, args);
     va_end(args);
+}
+
+void ane_report_append(ane_report *report, const ane_diagnostic *diagnostic) {
+    ane_report_add(report, diagnostic->id, NULL, diagnostic->severity, "%s", diagnostic->message);
+    if (report->count && strcmp(report->items[report->count - 1].message, diagnostic->message) == 0)
+        snprintf(report->items[report->count - 1].node, sizeof diagnostic->node, "%s", diagnostic->node);
 }
 
 int ane_report_errors(const ane_report *report) {
