@@ -73,7 +73,8 @@ describe("command lines", function()
       "scripts/pretokenize.lua", "scripts/plot.lua", "scripts/fp16_drift.lua", "scripts/update_golden.lua",
       "scripts/bench/compile.lua", "scripts/bench/gpt2.lua", "scripts/bench/gpt2_agreement.lua",
       "scripts/bench/patch_vs_compile.lua", "scripts/bench/sim_ops.lua", "scripts/bench/stories_decode.lua",
-      "scripts/bench/tokenizer_anelua.lua", "scripts/bench/tokenizer_corpus.lua", "scripts/bench/train_step.lua" }) do
+      "scripts/bench/tokenizer_anelua.lua", "scripts/bench/tokenizer_corpus.lua", "scripts/bench/train_step.lua",
+      "scripts/bench/decode_vs_runc.lua" }) do
       local out, err, code = helpers.run_anelua(script(path) .. " --help")
       assert.are.equal(0, code, err)
       assert.matches("^usage: anelua " .. path:gsub("%p", "%%%0"), out)

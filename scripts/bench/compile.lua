@@ -1,7 +1,8 @@
 -- Benchmark: compiling one GPT-2 124M layer (C = 768, 12 heads, sequence 256) as its two
 -- programs, attention and MLP: graph building, the pass pipeline and MIL + MILBlob emission,
 -- each timed separately (best of several runs). The baseline is the device compiler's
--- reported ~70 ms per kernel (reference/private-api.md, M4 Max); we aim for < 5 ms.
+-- reported ~70 ms per kernel (reference/private-api.md, M4 Max: not measurable here, so no
+-- ratio is printed against it); we aim for < 5 ms.
 --   build/anelua scripts/bench/compile.lua [--seq S] [--runs N]
 local ane = require("ane")
 local nn = require("ane.nn")
@@ -15,7 +16,6 @@ local opts = require("ane.cli").command{
 }:parse(arg)
 local seq, runs = opts.seq, opts.runs
 local C, HEADS = 768, 12
-local DEVICE_COMPILE_MS = 70
 
 local function weight(shape, seed) return ane.tensor.randn(shape, { seed = seed, std = 0.02, dtype = "fp16" }) end
 local W = {
@@ -60,8 +60,8 @@ local function best(f)
 end
 
 print(string.format("GPT-2 124M layer, C=%d, %d heads, seq %d; best of %d runs (CPU time)", C, HEADS, seq, runs))
-print(string.format("%-10s %6s %9s %9s %9s %9s %10s %12s", "program", "nodes", "build ms", "passes ms", "emit ms",
-  "total ms", "weights", "vs 70 ms"))
+print(string.format("%-10s %6s %9s %9s %9s %9s %10s", "program", "nodes", "build ms", "passes ms", "emit ms",
+  "total ms", "weights"))
 for _, name in ipairs({ "attention", "mlp" }) do
   local build = best(function() programs[name]() end)
   local passes = math.huge
@@ -79,6 +79,6 @@ for _, name in ipairs({ "attention", "mlp" }) do
     weight_bytes = #weights["@model_path/weights/weight.bin"]
   end
   local total = build + passes + emit
-  print(string.format("%-10s %6d %9.2f %9.2f %9.2f %9.2f %8.1fMB %11.0fx", name, nodes, build, passes, emit, total,
-    weight_bytes / 2 ^ 20, DEVICE_COMPILE_MS / total))
+  print(string.format("%-10s %6d %9.2f %9.2f %9.2f %9.2f %8.1fMB", name, nodes, build, passes, emit, total,
+    weight_bytes / 2 ^ 20))
 end
