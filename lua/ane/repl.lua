@@ -18,6 +18,7 @@ end
 
 local function short(value)
   if type(value) == "string" then return string.format("%q", value) end
+  if type(value) == "table" and next(value) == nil and getmetatable(value) == nil then return "{}" end
   if type(value) == "table" and getmetatable(value) == nil then
     if is_array(value) and #value <= 8 then
       local parts = {}
@@ -30,8 +31,27 @@ local function short(value)
 end
 
 --- A table as aligned "key  value" lines (sorted keys); other values as tostring shows them.
+local function is_program(value)
+  local mt = getmetatable(value)
+  return type(value) == "userdata" and type(mt) == "table" and mt.__name == "ane.Program"
+end
+
+-- A program with its ports: "ane.program ...", then "  in  x fp16 [1, 64, 1, 32]" lines.
+local function format_program(program)
+  local lines = { tostring(program) }
+  local ok = pcall(function()
+    for _, side in ipairs({ { "in ", program:inputs() }, { "out", program:outputs() } }) do
+      for _, port in ipairs(side[2]) do
+        lines[#lines + 1] = string.format("  %s %s %s [%s]", side[1], port.name, port.dtype, table.concat(port.shape, ", "))
+      end
+    end
+  end)
+  return ok and table.concat(lines, "\n") or lines[1]
+end
+
 function M.format(value)
   if type(value) == "string" then return value end -- as print shows it (quoted inside tables)
+  if is_program(value) then return format_program(value) end
   if type(value) ~= "table" or getmetatable(value) ~= nil then return short(value) end
   if is_array(value) and #value <= 8 then return short(value) end
   local keys, width = {}, 0
