@@ -1,0 +1,66 @@
+-- ane.models.qwen3: Qwen3, the Llama architecture with grouped-query attention, per-head
+-- q/k RMSNorms before rotate-half RoPE (theta 1e6), an explicit head_dim and tied
+-- embeddings (reference/model-formats.md). The programs are the Llama model's; this module
+-- is Qwen3's own entry point: loading a Hugging Face Qwen3 directory (and refusing other
+-- model types), its published configurations, and random Qwen3-shaped weights for demos
+-- and benchmarks.
+--
+--   local qwen3 = require("ane.models.qwen3")
+--   local model = assert(qwen3.load("models/qwen3-0.6b", { precision = "fp16" }))
+--   local demo = qwen3.from_weights(qwen3.random_weights(qwen3.CONFIGS["0.6B"], 1))
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local decoder = require("ane.models.decoder")
+local arch = require("ane.models.llama_config")
+
+local M = {}
+
+-- Published shapes (their config.json files); seq_len is max_position_embeddings.
+M.CONFIGS = {
+  ["0.6B"] = { dim = 1024, hidden = 3072, n_layer = 28, n_head = 16, n_kv_head = 8, head_dim = 128, vocab_size = 151936,
+    seq_len = 40960 },
+}
+
+--- A Hugging Face Qwen3 directory as a model (opts as for ane.models.llama), or nil and a
+--- message naming the file.
+function M.load(dir, opts)
+  if type(dir) ~= "string" then error("qwen3.load: dir must be a string", 2) end
+  local config, err = ane.io.read_json(dir .. "/config.json")
+  if not config then return nil, err end
+  if config.model_type ~= "qwen3" then
+    return nil, string.format("%s/config.json: model_type '%s', not 'qwen3' (ane.models.llama reads Llama directories)",
+      dir, tostring(config.model_type))
+  end
+  return llama.load(dir, opts)
+end
+
+--- Random Qwen3-shaped weights (Hugging Face names): normal(0, 0.02) projections, the
+--- residual ones (o_proj, down_proj) scaled by 1/sqrt(2 L), unit norms, tied embeddings.
+--- config: dim, hidden, n_layer, n_head, n_kv_head, head_dim, vocab_size, seq_len.
+function M.random_weights(config, seed)
+  seed = seed or 1
+  local randn = decoder.seeded_randn(seed)
+  local c = { dim = config.dim, hidden = config.hidden, n_layer = config.n_layer, n_head = config.n_head,
+    n_kv_head = config.n_kv_head, head_dim = config.head_dim, vocab_size = config.vocab_size, seq_len = config.seq_len,
+    rope = "half", rope_theta = config.rope_theta or 1e6, norm_eps = config.norm_eps or 1e-6, qk_norm = true,
+    naming = "hf", model_type = "qwen3" }
+  local name = arch.NAMINGS.hf
+  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+  local residual_std = 0.02 / math.sqrt(2 * c.n_layer)
+  local function ones(n) return ane.tensor({ n }):fill(1) end
+  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02), [name("rms_final")] = ones(c.dim) }
+  for l = 0, c.n_layer - 1 do
+    params[name("rms_att", l)], params[name("rms_ffn", l)] = ones(c.dim), ones(c.dim)
+    params[name("q_norm", l)], params[name("k_norm", l)] = ones(c.head_dim), ones(c.head_dim)
+    params[name("wq", l)] = randn({ q_width, c.dim }, 0.02)
+    params[name("wk", l)], params[name("wv", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
+    params[name("wo", l)] = randn({ c.dim, q_width }, residual_std)
+    params[name("w1", l)], params[name("w3", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
+    params[name("w2", l)] = randn({ c.dim, c.hidden }, residual_std)
+  end
+  return llama.weights_from_parameters(c, params, "random Qwen3 weights (seed " .. seed .. ")", "hf")
+end
+
+M.from_weights = llama.from_weights
+
+return M
