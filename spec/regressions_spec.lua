@@ -155,6 +155,28 @@ describe("token shards and checkpoints' headers", function()
   end)
 end)
 
+describe("weight files", function()
+  it("get one verdict from ane.milblob.read and from compiling MIL that references them", function()
+    local g = ane.graph("w")
+    local x = g:input("x", { 1, 32, 1, 32 })
+    g:output("y", g:conv(x, g:const("w", ane.tensor.randn({ 32, 32, 1, 1 }, { seed = 2, dtype = "fp16" }))))
+    local mil, weights = g:mil()
+    local path = "@model_path/weights/weight.bin"
+    local good = weights[path]
+    local cases = {
+      { good .. string.rep("\1", 64), "record at offset %d+: sentinel is 0x01010101, not 0xDEADBEEF %(ANE%-08%)" },
+      { string.pack("<I4", 7) .. good:sub(5), "header declares 7 blobs but only 1 follow" },
+    }
+    for _, case in ipairs(cases) do
+      local records, read_err = ane.milblob.read(case[1])
+      assert.is_nil(records)
+      assert.matches(case[2], read_err)
+      assert.error_matches(function() ane.compile_mil(mil, { [path] = case[1] }, { profile = "cpu" }) end, case[2])
+    end
+    ane.compile_mil(mil, { [path] = good }, { profile = "cpu" }):close()
+  end)
+end)
+
 describe("the runtime", function()
   -- A tensor of the given shape holding `value` everywhere.
   local function filled(shape, value)
@@ -173,6 +195,7 @@ describe("the runtime", function()
   end
 
   it("keeps at most the cache limit of unused programs, least recently used evicted", function()
+    collectgarbage() -- programs of earlier tests that are garbage close now, so none is in use
     ane.clear_cache()
     ane.set_cache_limit(3)
     local before = ane.stats()
