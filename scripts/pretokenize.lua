@@ -14,16 +14,14 @@ local command = require("ane.cli").command{
   positional = { { "FILE...", "text files to encode" } },
   rest = true,
   options = {
-    { "tokenizer", "path", nil, "SentencePiece tokenizer.model or llama2.c tokenizer.bin" },
-    { "out", "path", nil, "the shard to write" },
+    { "tokenizer", "path", nil, "SentencePiece tokenizer.model or llama2.c tokenizer.bin", required = true },
+    { "out", "path", nil, "the shard to write", required = true },
     { "format", "choice", "llama2c", "llama2c (headerless uint16) or llmc (header + uint16)", choices = { "llama2c", "llmc" } },
     { "split-lines", "flag", false, "each non-empty line is a document" },
   },
 }
 local opts, inputs = command:parse(arg)
 local function die(message) command:fail(message) end
-if not opts.tokenizer then command:usage_error("--tokenizer is required") end
-if not opts.out then command:usage_error("--out is required") end
 local tok, err = sentencepiece.load(opts.tokenizer)
 if not tok then die(err) end
 

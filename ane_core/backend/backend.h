@@ -23,7 +23,6 @@
 #include "../mil/parse.h"
 #include "../tensor/tensor.h"
 
-
 typedef struct ane_compile_options {
     ane_precision precision;
     ane_profile profile;
@@ -89,11 +88,11 @@ struct ane_backend {
 extern const ane_backend ane_sim_backend;
 extern const ane_backend ane_device_backend;
 
-/* The backend called `name` ("sim", "ane"), or NULL. */
 /* The device's op set, as the op table flags it (ANE_OP_HOST_ONLY ops only in the cpu
  * profile): the supports_op of both backends, which run the same programs. */
 int ane_device_op_set(ane_op op, ane_profile profile);
 
+/* The backend called `name` ("sim", "ane"), or NULL. */
 const ane_backend *ane_backend_find(const char *name);
 
 #endif

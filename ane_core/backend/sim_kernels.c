@@ -592,8 +592,6 @@ static ane_status run_sdpa(const sim_context *context, const ane_node *node, flo
 
 /* ------------------------------------------------------------------ dispatch */
 
-/* ------------------------------------------------------------------ dispatch */
-
 /* Every kernel through one signature, so sim dispatches through a table indexed by op. */
 typedef ane_status (*sim_kernel)(const sim_context *context, const ane_node *node, float *const *values, float *out,
                                  ane_error *err);

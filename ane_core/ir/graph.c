@@ -169,7 +169,7 @@ int ane_graph_is_output(const ane_graph *g, const ane_node *node) {
 }
 
 /* A node the caller named explicitly keeps its name; generated ones look like <op>_<n>. */
-int ane_node_has_generated_name(const ane_node *node) {
+static int has_generated_name(const ane_node *node) {
     const char *op = ane_op_table[node->op].name;
     size_t length = strlen(op);
     if (strncmp(node->name, op, length) != 0 || node->name[length] != '_') return 0;
@@ -231,7 +231,7 @@ ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node,
     if (strcmp(node->name, name) != 0) {
         ane_node *holder = ane_graph_find(g, name);
         int renamable = node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !ane_graph_is_output(g, node) &&
-                        ane_node_has_generated_name(node);
+                        has_generated_name(node);
         if (renamable && !holder) {
             snprintf(node->name, sizeof node->name, "%s", name);
         } else if (holder) {

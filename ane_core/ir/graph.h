@@ -101,8 +101,6 @@ int ane_graph_is_output(const ane_graph *g, const ane_node *node);
 int ane_graph_use_count(const ane_graph *g, const ane_node *node);
 /* Points every use of `old` (operands and outputs) at `replacement`. */
 void ane_graph_replace_uses(ane_graph *g, ane_node *old, ane_node *replacement);
-/* Whether the node's name is a generated `<op>_<n>` (not one the user gave). */
-int ane_node_has_generated_name(const ane_node *node);
 /* Renames a node, checking the name is a free valid identifier. */
 ane_status ane_graph_rename(ane_graph *g, ane_node *node, const char *name, ane_error *err);
 /* Drops dead nodes from the node array and renumbers ids. */

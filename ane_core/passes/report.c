@@ -2,20 +2,26 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "passes.h"
 
-void ane_report_add(ane_report *report, const char *id, const ane_node *node, ane_severity severity,
-                    const char *format, ...) {
+/* A new slot at the end of the report, or NULL when memory runs out (the diagnostic is
+ * lost, nothing else). */
+static ane_diagnostic *next_slot(ane_report *report) {
     if (report->count == report->capacity) {
         int capacity = report->capacity ? report->capacity * 2 : 16;
         ane_diagnostic *items = realloc(report->items, (size_t)capacity * sizeof *items);
-        if (!items) return; /* out of memory: the diagnostic is lost, nothing else */
+        if (!items) return NULL;
         report->items = items;
         report->capacity = capacity;
     }
-    ane_diagnostic *d = &report->items[report->count++];
+    return &report->items[report->count++];
+}
+
+void ane_report_add(ane_report *report, const char *id, const ane_node *node, ane_severity severity,
+                    const char *format, ...) {
+    ane_diagnostic *d = next_slot(report);
+    if (!d) return;
     snprintf(d->id, sizeof d->id, "%s", id);
     snprintf(d->node, sizeof d->node, "%s", node ? node->name : "");
     d->severity = severity;
@@ -26,9 +32,8 @@ void ane_report_add(ane_report *report, const char *id, const ane_node *node, an
 }
 
 void ane_report_append(ane_report *report, const ane_diagnostic *diagnostic) {
-    ane_report_add(report, diagnostic->id, NULL, diagnostic->severity, "%s", diagnostic->message);
-    if (report->count && strcmp(report->items[report->count - 1].message, diagnostic->message) == 0)
-        snprintf(report->items[report->count - 1].node, sizeof diagnostic->node, "%s", diagnostic->node);
+    ane_diagnostic *d = next_slot(report);
+    if (d) *d = *diagnostic;
 }
 
 int ane_report_errors(const ane_report *report) {

@@ -16,10 +16,10 @@
 --   local opts, positional = command:parse(arg)  -- opts.max_tokens, opts.weights_as_inputs, ...
 --
 -- Option kinds: string, path (a string that names a file), integer, number, choice, flag.
--- A default of nil means "not given" (the script decides). --help prints the usage with each
--- option, its kind and default, and exits 0. A user's mistake (unknown flag, missing or bad
--- value, a value out of range) is one line naming the flag, then the usage line, and exit
--- code 2; command:fail(message) is the same for mistakes found later (exit 1, no usage).
+-- A default of nil means "not given" (the script decides); `required = true` makes it a
+-- mistake to leave out. --help prints the usage with each option, its kind and default,
+-- and exits 0. A user's mistake (unknown flag, missing or bad value, a value out of range)
+-- is one line naming the flag, then the usage line, and exit code 2; command:fail(message) is the same for mistakes found later (exit 1, no usage).
 -- Programming errors in the script itself still raise Lua errors with a traceback.
 --
 -- Interrupts: command:graceful_interrupts() makes the first Ctrl-C a request that the
@@ -75,7 +75,7 @@ function M.command(spec)
     options = {}, by_name = {}, positional = spec.positional or {}, rest = spec.rest, epilog = spec.epilog }, Command)
   for _, row in ipairs(spec.options or {}) do
     local option = { name = row[1], kind = row[2], default = row[3], help = row[4], min = row.min, max = row.max,
-      open_min = row.open_min, choices = row.choices, metavar = row.metavar }
+      open_min = row.open_min, choices = row.choices, metavar = row.metavar, required = row.required }
     assert(option.kind ~= "choice" or option.choices, "choice option --" .. option.name .. " needs choices")
     command.options[#command.options + 1] = option
     command.by_name[option.name] = option
@@ -174,6 +174,9 @@ function Command:parse(argv)
     end
     i = i + 1
   end
+  for _, option in ipairs(self.options) do
+    if option.required and opts[option_key(option.name)] == nil then self:usage_error("--" .. option.name .. " is required") end
+  end
   local required = 0
   for _, p in ipairs(self.positional) do if not p.optional then required = required + 1 end end
   if #positional < required then self:usage_error("missing " .. self.positional[#positional + 1][1]) end
@@ -236,10 +239,5 @@ function Command:graceful_interrupts()
 end
 
 function M.stop_requested() return ane.stop_requested() end
-
--- Whether an error value is an interrupt (a hard Ctrl-C raised inside Lua or C code).
-function M.is_interrupt(err)
-  return type(err) == "string" and (err:match("interrupted!$") ~= nil or err:match("interrupted during ") ~= nil)
-end
 
 return M
