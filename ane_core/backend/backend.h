@@ -35,6 +35,7 @@ typedef struct ane_binding {
     const char *name;
     ane_tensor view;             /* the bytes as the program reads/writes them */
     size_t alloc_size;           /* bytes allocated behind it (surfaces); 0 = not a surface */
+    void *surface_handle;        /* the surface's IOSurfaceRef, or NULL */
 } ane_binding;
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */
@@ -85,12 +86,36 @@ struct ane_backend {
     void (*close)(ane_compiled *program);
 };
 
+/* What the `ane` backend knows about the device in this process. */
+typedef struct ane_device_stats {
+    int bound, is_double;            /* the framework is open; it is the test double */
+    const char *framework;           /* its path */
+    const char *patch_strategy;      /* "unknown" until the first patch is checked, then "reload", "donor", "recompile" */
+    char patch_check[200];           /* what that check saw, e.g. "reload stale, donor works, identifier hashes weights" */
+    int identifier_hashes_weights;   /* 0 once a patch showed the identifier ignores weight bytes */
+    int multi_input;                 /* programs with several inputs: 1 work, 0 refused (0x1d), -1 not seen */
+    int64_t loaded, loaded_limit;    /* programs loaded now; the device's limit */
+    int64_t load_retries, requests_built, zero_copy_evals, copied_evals, ports_unverified, row_stride_mismatches;
+    int64_t commits, patch_checks, reloads, donor_loads, recompiles, stale_dirs_removed;
+} ane_device_stats;
+
+void ane_device_stats_get(ane_device_stats *out);
+
 extern const ane_backend ane_sim_backend;
 extern const ane_backend ane_device_backend;
 
 /* The device's op set, as the op table flags it (ANE_OP_HOST_ONLY ops only in the cpu
  * profile): the supports_op of both backends, which run the same programs. */
 int ane_device_op_set(ane_op op, ane_profile profile);
+
+/* The ports of a parsed program in binding order (alphabetical, ANE-03/19); the caller
+ * frees both arrays. */
+ane_status ane_graph_ports(const ane_graph *g, ane_port **inputs, int *ninputs, ane_port **outputs, int *noutputs,
+                           ane_error *err);
+/* The device rules of the `ane` profile: every error-severity rule is a compile error,
+ * listed with its constraint ID. */
+ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options *options,
+                                  int (*supports_op)(ane_op op, ane_profile profile), ane_error *err);
 
 /* The backend called `name` ("sim", "ane"), or NULL. */
 const ane_backend *ane_backend_find(const char *name);

@@ -58,36 +58,6 @@ static void sim_close(ane_compiled *compiled) {
     free(p);
 }
 
-static int by_port_name(const void *a, const void *b) { return strcmp(((const ane_port *)a)->name, ((const ane_port *)b)->name); }
-
-static void fill_port(ane_port *port, const char *name, const ane_node *node) {
-    snprintf(port->name, sizeof port->name, "%s", name);
-    port->dtype = node->dtype;
-    port->rank = node->rank;
-    memcpy(port->shape, node->shape, sizeof port->shape);
-}
-
-/* The constraint check of the `ane` profile: every error-severity rule is a compile error. */
-static ane_status check_constraints(const sim_compiled *p, ane_error *err) {
-    ane_report report = {0};
-    ane_validate_options options = {.max_conv_channels = p->options.max_conv_channels,
-                                    .supports_op = ane_sim_backend.supports_op};
-    ane_pass_validate_ane(p->graph, &options, &report);
-    int errors = ane_report_errors(&report);
-    if (!errors) {
-        ane_report_free(&report);
-        return ANE_OK;
-    }
-    char message[ANE_ERROR_MESSAGE_MAX];
-    int used = snprintf(message, sizeof message, "program '%s' breaks %d rule%s of the device (profile 'ane'; use profile "
-                        "'cpu' to run it on the CPU anyway):", p->graph->name, errors, errors > 1 ? "s" : "");
-    for (int i = 0; i < report.count && used < (int)sizeof message; i++)
-        if (report.items[i].severity == ANE_SEVERITY_ERROR)
-            used += snprintf(message + used, sizeof message - (size_t)used, "\n  %s: %s", report.items[i].id, report.items[i].message);
-    ane_report_free(&report);
-    return ane_fail(err, ANE_ERR_CONSTRAINT, "%s", message);
-}
-
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
                               int nfiles, ane_compiled **out, ane_error *err) {
     sim_compiled *p = calloc(1, sizeof *p);
@@ -95,7 +65,8 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     p->base.backend = &ane_sim_backend;
     p->options = *options;
     ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, err);
-    if (!status && options->profile == ANE_PROFILE_ANE) status = check_constraints(p, err);
+    if (!status && options->profile == ANE_PROFILE_ANE)
+        status = ane_check_device_rules(p->graph, options, ane_sim_backend.supports_op, err);
     if (status) {
         sim_close(&p->base);
         return status;
@@ -104,13 +75,14 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);
     snprintf(g->name, sizeof g->name, "%s", p->base.name);
     for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += ane_node_working_set_bytes(g->nodes[i]) > ANE_SRAM_BYTES;
-    int ninputs = 0;
-    for (int i = 0; i < g->count; i++) ninputs += g->nodes[i]->op == ANE_OP_INPUT;
-    p->inputs = calloc((size_t)ninputs + 1, sizeof *p->inputs);
-    p->outputs = calloc((size_t)g->noutputs + 1, sizeof *p->outputs);
-    p->input_nodes = calloc((size_t)ninputs + 1, sizeof *p->input_nodes);
+    status = ane_graph_ports(g, &p->inputs, &p->ninputs, &p->outputs, &p->noutputs, err);
+    if (status) {
+        sim_close(&p->base);
+        return status;
+    }
+    p->input_nodes = calloc((size_t)p->ninputs + 1, sizeof *p->input_nodes);
     p->output_nodes = calloc((size_t)g->noutputs + 1, sizeof *p->output_nodes);
-    if (!p->inputs || !p->outputs || !p->input_nodes || !p->output_nodes) {
+    if (!p->input_nodes || !p->output_nodes) {
         sim_close(&p->base);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     }
@@ -130,13 +102,9 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     for (int i = 0; i < g->noutputs; i++) p->half_weight[g->outputs[i].node->id] = 0;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        if (node->op == ANE_OP_INPUT) fill_port(&p->inputs[p->ninputs++], node->name, node);
         size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->half_weight[node->operands[1]->id]);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
-    for (int i = 0; i < g->noutputs; i++) fill_port(&p->outputs[p->noutputs++], g->outputs[i].name, g->outputs[i].node);
-    qsort(p->inputs, (size_t)p->ninputs, sizeof *p->inputs, by_port_name);
-    qsort(p->outputs, (size_t)p->noutputs, sizeof *p->outputs, by_port_name);
     for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
     for (int i = 0; i < p->noutputs; i++)
         for (int k = 0; k < g->noutputs; k++)
@@ -387,18 +355,13 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
         replaced = copy_sanitized_half(half, (const uint16_t *)source, numel);
     } else {
         int to_half = node->dtype == ANE_FP16;
-        float limit = to_half ? 65504.0f : 3.4028234663852886e38f;
         enum { block = 4096 };
         float staging[block]; /* fp32 values of one block */
         for (int64_t start = 0; start < numel; start += block) {
             int64_t count = numel - start < block ? numel - start : block;
             float *out = half ? staging : instance->values[node->id] + start;
             ane_dtype_convert_row(out, ANE_FP32, source + (size_t)start * element, packed.dtype, (size_t)count);
-            for (int64_t i = 0; i < count; i++) {
-                float v = out[i];
-                if (v != v) out[i] = 0.0f, replaced++;
-                else if (v > limit || v < -limit) out[i] = v > 0 ? limit : -limit, replaced++;
-            }
+            replaced += ane_sanitize_weight_values(out, (size_t)count, node->dtype);
             if (half) ane_fp32_to_fp16_n(half + start, staging, (size_t)count);
             else if (to_half && packed.dtype != ANE_FP16) ane_round_fp32_through_fp16_n(out, (size_t)count);
         }

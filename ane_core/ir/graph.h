@@ -58,6 +58,10 @@ struct ane_node {
     ane_tensor value;                 /* const: the values (one reference owned) */
     int dead;                         /* removed by a pass; ignored from then on */
     int64_t working_set_bytes;        /* SRAM annotation: operands + output, in bytes */
+    struct {                          /* a const parsed from a BLOBFILE: where its bytes are */
+        int file;                     /* index among the program's weight files */
+        uint64_t offset, size;        /* of the data in that file; size 0 = not from a file */
+    } blob;
 };
 
 typedef struct ane_graph_output {

@@ -177,6 +177,7 @@ struct mil_value {
     double number;             /* VAL_FLOAT */
     double *elements;          /* VAL_TENSOR: [numel] values, row-major (NULL for blobs) */
     const uint8_t *blob;       /* VAL_TENSOR from BLOBFILE: raw bytes in the weight file */
+    int blob_file;             /* VAL_TENSOR from BLOBFILE: index of that file among the given ones */
     int count;                 /* VAL_TUPLE */
     mil_value **items;         /* VAL_TUPLE */
 };
@@ -345,6 +346,7 @@ static int parse_blobfile(parser *p, mil_value *v) {
         fail_at(p, &at, "%s", inner.message);
         return 0;
     }
+    v->blob_file = index;
     return 1;
 }
 
@@ -604,6 +606,11 @@ static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
     if (status) {
         fail_at(p, &v->at, "%s", inner.message);
         return NULL;
+    }
+    if (v->kind == VAL_TENSOR && v->blob) {
+        node->blob.file = v->blob_file;
+        node->blob.offset = (uint64_t)(v->blob - p->files[v->blob_file].bytes);
+        node->blob.size = (uint64_t)ane_node_numel(node) * ane_dtype_size(node->dtype);
     }
     return node;
 }

@@ -3,6 +3,7 @@
  * one Lua state drives it. */
 #include "program.h"
 
+#include "../base/budget.h"
 #include "../base/hash.h"
 
 #include <math.h>
@@ -37,8 +38,6 @@ static int nentries, entries_capacity;
 static cache_key *keys;
 static int nkeys, keys_capacity;
 static ane_runtime_stats stats;
-static int64_t compile_budget = ANE_DEFAULT_COMPILE_BUDGET;
-static int64_t compiles_in_process;
 static int64_t cache_limit = ANE_DEFAULT_CACHE_LIMIT, cache_evictions;
 static uint64_t use_clock;
 
@@ -55,9 +54,10 @@ static double now_ms(void) {
 
 void ane_runtime_stats_get(ane_runtime_stats *out) {
     *out = stats;
-    out->compile_budget = compile_budget;
-    out->budget_left = compile_budget - compiles_in_process;
-    out->restart_cost_ms = (double)(compiles_in_process / compile_budget) * ANE_RESTART_COST_MS;
+    out->compile_budget = ane_budget_limit();
+    out->budget_left = ane_budget_limit() - ane_budget_used();
+    out->backend_compiles = ane_budget_backend_compiles();
+    out->restart_cost_ms = (double)(ane_budget_used() / ane_budget_limit()) * ANE_RESTART_COST_MS;
     out->cached_programs = nentries;
     out->cache_limit = cache_limit;
     out->cache_evictions = cache_evictions;
@@ -65,12 +65,7 @@ void ane_runtime_stats_get(ane_runtime_stats *out) {
 
 void ane_runtime_stats_reset(void) { memset(&stats, 0, sizeof stats); }
 
-ane_status ane_runtime_set_compile_budget(int64_t budget, ane_error *err) {
-    if (budget < 0) return ane_fail(err, ANE_ERR_ARGUMENT, "the compile budget must be >= 0 (0 restores %d), got %lld",
-                                    ANE_DEFAULT_COMPILE_BUDGET, (long long)budget);
-    compile_budget = budget > 0 ? budget : ANE_DEFAULT_COMPILE_BUDGET;
-    return ANE_OK;
-}
+ane_status ane_runtime_set_compile_budget(int64_t budget, ane_error *err) { return ane_budget_set_limit(budget, err); }
 
 /* Frees one cached program (no loaded program uses it) and the keys that name it; entry i
  * leaves the array. */
@@ -203,13 +198,10 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
     if (entry) {
         stats.cache_hits++;
     } else {
-        if (compiles_in_process >= compile_budget)
-            return ane_fail(err, ANE_ERR_CONSTRAINT,
-                            "compile budget exhausted: this process has compiled %lld programs, the budget is %lld "
-                            "(ANE-05: the device fails silently after ~119 compiles per process). Reuse programs "
-                            "(cache keys), patch weights instead of recompiling, or restart the process; "
-                            "ane.set_compile_budget(n) changes the budget",
-                            (long long)compiles_in_process, (long long)compile_budget);
+        char what[ANE_NAME_MAX + 16];
+        snprintf(what, sizeof what, "program '%s'", options->name[0] ? options->name : "(unnamed)");
+        ane_status over = ane_budget_check(what, err);
+        if (over) return over;
         entry = calloc(1, sizeof *entry);
         if (!entry) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching a program");
         if (nentries == entries_capacity) {
@@ -228,7 +220,7 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
             free(entry);
             return status;
         }
-        compiles_in_process++;
+        ane_budget_count(0);
         stats.compiles++;
         stats.compile_ms += now_ms() - start;
         stats.sram_warnings += entry->compiled->sram_spill_nodes > 0;
@@ -423,10 +415,12 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
         if (io->surface) {
             status = ane_surface_view(io->surface, &b->view, err);
             b->alloc_size = io->surface->alloc_size;
+            b->surface_handle = io->surface->platform_handle;
         } else if (device_rules && program->staged_inputs[i]) {
             status = ane_surface_write(program->staged_inputs[i], io->tensor, err);
             if (!status) status = ane_surface_view(program->staged_inputs[i], &b->view, err);
             b->alloc_size = program->staged_inputs[i]->alloc_size;
+            b->surface_handle = program->staged_inputs[i]->platform_handle;
         } else {
             status = view_for_port(io->tensor, &in_ports[i], "input", &b->view, err);
         }
@@ -439,9 +433,11 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
         if (io && io->surface) {
             status = ane_surface_view(io->surface, &b->view, err);
             b->alloc_size = io->surface->alloc_size;
+            b->surface_handle = io->surface->platform_handle;
         } else if (device_rules && program->staged_outputs[i]) {
             status = ane_surface_view(program->staged_outputs[i], &b->view, err);
             b->alloc_size = program->staged_outputs[i]->alloc_size;
+            b->surface_handle = program->staged_outputs[i]->platform_handle;
         } else if (io) {
             status = view_for_port(io->tensor, &out_ports[i], "output", &b->view, err);
         } else {

@@ -15,6 +15,7 @@
 #define ANE_RUNTIME_PROGRAM_H
 
 #include "../backend/backend.h"
+#include "../base/budget.h"
 #include "../tensor/surface.h"
 
 typedef struct ane_program ane_program;
@@ -22,6 +23,7 @@ typedef struct ane_program ane_program;
 typedef struct ane_runtime_stats {
     int64_t compiles, cache_hits, loads, evals, patches, unloads;
     int64_t compile_budget, budget_left;   /* ANE-05 */
+    int64_t backend_compiles;              /* of those, the backend's own (patch checks, fallbacks) */
     int64_t sanitized_values;              /* NaN/inf replaced while patching */
     int64_t sram_warnings;                 /* programs with a node beyond 32 MB (ANE-27) */
     int64_t cached_programs;               /* compiled programs held, in use or not */
@@ -30,7 +32,6 @@ typedef struct ane_runtime_stats {
     double restart_cost_ms;                /* exec() restarts the compiles would force on the device (ANE-15) */
 } ane_runtime_stats;
 
-#define ANE_DEFAULT_COMPILE_BUDGET 119
 #define ANE_DEFAULT_CACHE_LIMIT 256 /* compiled programs no loaded program uses */
 #define ANE_RESTART_COST_MS 50.0
 

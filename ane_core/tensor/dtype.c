@@ -170,3 +170,14 @@ void ane_dtype_convert_row(void *dst, ane_dtype dst_dtype, const void *src, ane_
             ane_dtype_store(d, dst_dtype, ane_dtype_load(s, src_dtype));
     }
 }
+
+int64_t ane_sanitize_weight_values(float *values, size_t count, ane_dtype weight_dtype) {
+    float limit = weight_dtype == ANE_FP16 ? 65504.0f : 3.4028234663852886e38f;
+    int64_t replaced = 0;
+    for (size_t i = 0; i < count; i++) {
+        float v = values[i];
+        if (v != v) values[i] = 0.0f, replaced++;
+        else if (v > limit || v < -limit) values[i] = v > 0 ? limit : -limit, replaced++;
+    }
+    return replaced;
+}

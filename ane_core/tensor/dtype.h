@@ -50,6 +50,10 @@ void ane_dtype_store_int(void *element, ane_dtype dtype, int64_t value);
 /* Converts a row of n elements between dtypes (dst and src contiguous, not overlapping).
  * fp32 <-> fp16/bf16 use the vectorized converters; floats to integers truncate toward
  * zero and saturate; NaN becomes 0 for integers and false for bool. */
+/* Values bound for a weight of `weight_dtype` (patching): NaN -> 0, +-inf and values beyond
+ * the dtype's range -> +-65504 (fp16) or +-FLT_MAX; returns how many were replaced. */
+int64_t ane_sanitize_weight_values(float *values /* [count] */, size_t count, ane_dtype weight_dtype);
+
 void ane_dtype_convert_row(void *dst, ane_dtype dst_dtype, const void *src, ane_dtype src_dtype,
                            size_t n);
 

@@ -1,5 +1,6 @@
-/* Surfaces (see surface.h): layout rules, allocation (IOSurface on macOS, anonymous pages
- * elsewhere), and conversion to and from host tensors. */
+/* Surfaces (see surface.h): layout rules, allocation (IOSurfaces once the `ane` backend has
+ * installed its platform allocator, anonymous pages otherwise), and conversion to and from
+ * host tensors. */
 #include "surface.h"
 
 #include <stdlib.h>
@@ -7,10 +8,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if defined(__APPLE__)
-#include <CoreFoundation/CoreFoundation.h>
-#include <IOSurface/IOSurface.h>
-#endif
 
 static size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -35,50 +32,31 @@ ane_status ane_surface_layout(int64_t channels, int64_t seq, ane_dtype dtype, si
 
 /* ---- the platform allocation behind the "surface" allocator ---- */
 
-#if defined(__APPLE__)
-static void set_int(CFMutableDictionaryRef dict, CFStringRef key, long long value) {
-    CFNumberRef number = CFNumberCreate(NULL, kCFNumberLongLongType, &value);
-    CFDictionarySetValue(dict, key, number);
-    CFRelease(number);
-}
+static const ane_surface_platform *platform; /* NULL: anonymous pages */
 
-/* IOSurface properties as the private-API notes describe: a 1-row byte buffer. */
-static void *platform_allocate(size_t bytes, void **handle, ane_error *err) {
-    CFMutableDictionaryRef props = CFDictionaryCreateMutable(NULL, 0, &kCFTypeDictionaryKeyCallBacks,
-                                                             &kCFTypeDictionaryValueCallBacks);
-    set_int(props, kIOSurfaceWidth, (long long)bytes);
-    set_int(props, kIOSurfaceHeight, 1);
-    set_int(props, kIOSurfaceBytesPerElement, 1);
-    set_int(props, kIOSurfaceBytesPerRow, (long long)bytes);
-    set_int(props, kIOSurfaceAllocSize, (long long)bytes);
-    set_int(props, kIOSurfacePixelFormat, 0);
-    IOSurfaceRef surface = IOSurfaceCreate(props);
-    CFRelease(props);
-    if (!surface) {
-        ane_fail(err, ANE_ERR_NOMEM, "IOSurfaceCreate failed for %zu bytes", bytes);
-        return NULL;
+void ane_surface_use_platform(const ane_surface_platform *surfaces) { platform = surfaces; }
+int ane_surface_platform_active(void) { return platform != NULL; }
+
+/* Returns the zeroed bytes; *alloc_size may grow to what the platform allocated. */
+static void *platform_allocate(size_t *alloc_size, void **handle, ane_error *err) {
+    if (platform) {
+        void *data = platform->create(alloc_size, handle, err);
+        if (data) memset(data, 0, *alloc_size);
+        return data;
     }
-    IOSurfaceLock(surface, 0, NULL);
-    memset(IOSurfaceGetBaseAddress(surface), 0, bytes);
-    IOSurfaceUnlock(surface, 0, NULL);
-    *handle = (void *)surface;
-    return IOSurfaceGetBaseAddress(surface);
-}
-
-static void platform_release(ane_storage *storage) { CFRelease((IOSurfaceRef)storage->context); }
-#else
-static void *platform_allocate(size_t bytes, void **handle, ane_error *err) {
-    void *data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *data = mmap(NULL, *alloc_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (data == MAP_FAILED) {
-        ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating a %zu-byte surface", bytes);
+        ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating a %zu-byte surface", *alloc_size);
         return NULL;
     }
     *handle = NULL;
     return data;
 }
 
-static void platform_release(ane_storage *storage) { munmap(storage->data, storage->nbytes); }
-#endif
+static void platform_release(ane_storage *storage) {
+    if (storage->context) platform->release(storage->context);
+    else munmap(storage->data, storage->nbytes);
+}
 
 static const ane_allocator surface_allocator = {"surface", platform_release};
 
@@ -97,7 +75,7 @@ ane_status ane_surface_create(ane_surface **out, int64_t channels, int64_t seq, 
     ane_surface *surface = calloc(1, sizeof *surface);
     if (!surface) return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating a surface");
     void *handle = NULL;
-    void *data = platform_allocate(alloc_size, &handle, err);
+    void *data = platform_allocate(&alloc_size, &handle, err);
     if (!data) {
         free(surface);
         return err ? err->status : ANE_ERR_NOMEM;
@@ -134,21 +112,11 @@ ane_status ane_surface_view(const ane_surface *surface, ane_tensor *out, ane_err
 }
 
 void ane_surface_lock(const ane_surface *surface, int readonly) {
-#if defined(__APPLE__)
-    IOSurfaceLock((IOSurfaceRef)surface->platform_handle, readonly ? kIOSurfaceLockReadOnly : 0, NULL);
-#else
-    (void)surface;
-    (void)readonly;
-#endif
+    if (surface && surface->platform_handle) platform->lock(surface->platform_handle, readonly);
 }
 
 void ane_surface_unlock(const ane_surface *surface, int readonly) {
-#if defined(__APPLE__)
-    IOSurfaceUnlock((IOSurfaceRef)surface->platform_handle, readonly ? kIOSurfaceLockReadOnly : 0, NULL);
-#else
-    (void)surface;
-    (void)readonly;
-#endif
+    if (surface && surface->platform_handle) platform->unlock(surface->platform_handle, readonly);
 }
 
 ane_status ane_surface_write(ane_surface *surface, const ane_tensor *src, ane_error *err) {

@@ -4,8 +4,9 @@
  * fp16 or fp32. Each channel row starts at a multiple of 64 bytes (ANE-21: the device lays
  * rows out at a 64-byte stride), the allocation is at least 49,152 bytes (ANE-04) and a
  * whole number of pages, and callers may ask for a larger common `alloc_size` so that all
- * surfaces of one program share one size (ANE-02, ANE-18). On macOS the bytes are an
- * IOSurface (locked while the CPU touches them); elsewhere page-aligned anonymous memory
+ * surfaces of one program share one size (ANE-02, ANE-18). Once the `ane` backend is bound
+ * the bytes are IOSurfaces (locked while the CPU touches them, the allocation size read
+ * back from the surface); before that, and with `sim` alone, page-aligned anonymous memory
  * with the same layout. */
 #ifndef ANE_TENSOR_SURFACE_H
 #define ANE_TENSOR_SURFACE_H
@@ -26,8 +27,20 @@ typedef struct ane_surface {
     size_t row_stride;      /* bytes between channel rows, a multiple of 64 */
     size_t alloc_size;      /* bytes allocated, >= 49,152, a multiple of the page size */
     ane_storage *storage;   /* [alloc_size] bytes; allocator "surface" */
-    void *platform_handle;  /* IOSurfaceRef on macOS, NULL elsewhere */
+    void *platform_handle;  /* the IOSurfaceRef, or NULL for anonymous memory */
 } ane_surface;
+
+/* The allocator of the platform's surfaces (IOSurfaces), installed by the `ane` backend:
+ * create returns the base address and may grow *alloc_size to the size it allocated. */
+typedef struct ane_surface_platform {
+    void *(*create)(size_t *alloc_size, void **handle, ane_error *err);
+    void (*release)(void *handle);
+    void (*lock)(void *handle, int readonly);
+    void (*unlock)(void *handle, int readonly);
+} ane_surface_platform;
+/* Installs it for every surface created from then on (installed once, never removed). */
+void ane_surface_use_platform(const ane_surface_platform *platform);
+int ane_surface_platform_active(void);
 
 /* The row stride and allocation a [1, C, 1, S] surface of this dtype needs. */
 ane_status ane_surface_layout(int64_t channels, int64_t seq, ane_dtype dtype, size_t *row_stride,

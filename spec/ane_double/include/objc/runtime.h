@@ -1,0 +1,34 @@
+/* The Objective-C runtime names the `ane` backend uses, declared as Apple's <objc/runtime.h>
+ * declares them, for building the backend on Linux against the test double
+ * (spec/ane_double). The double's runtime defines them. */
+#ifndef ANE_DOUBLE_OBJC_RUNTIME_H
+#define ANE_DOUBLE_OBJC_RUNTIME_H
+
+#include <stdbool.h>
+
+typedef struct objc_class *Class;
+typedef struct objc_object { Class isa; } *id;
+typedef struct objc_selector *SEL;
+typedef struct objc_method *Method;
+typedef void (*IMP)(void); /* as with OBJC_OLD_DISPATCH_PROTOTYPES=0 */
+typedef bool BOOL;         /* arm64 macOS; x86-64 macOS uses signed char (type code 'c') */
+#define YES true
+#define NO false
+#define nil ((id)0)
+
+Class objc_getClass(const char *name);
+SEL sel_registerName(const char *name);
+const char *sel_getName(SEL sel);
+Class object_getClass(id object);
+const char *class_getName(Class cls);
+Method class_getInstanceMethod(Class cls, SEL name);
+Method class_getClassMethod(Class cls, SEL name);
+const char *method_getTypeEncoding(Method method);
+IMP method_getImplementation(Method method);
+BOOL class_addMethod(Class cls, SEL name, IMP imp, const char *types);
+Class objc_allocateClassPair(Class superclass, const char *name, unsigned long extra_bytes);
+void objc_registerClassPair(Class cls);
+id class_createInstance(Class cls, unsigned long extra_bytes);
+void *object_getIndexedIvars(id object);
+
+#endif
