@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../ane_core/backend/backend.h"
 #include "../ane_core/base/fp16.h"
 #include "../ane_core/base/hash.h"
 #include "../ane_core/base/interrupt.h"
@@ -33,19 +34,14 @@ int ane_lua_fail(lua_State *L, const ane_error *err) {
 
 /* ------------------------------------------------------------------ backends */
 
-typedef struct backend_entry {
-    const char *name;
-    int available;
-    const char *why_not;
-} backend_entry;
+/* The backends this build knows, asked through the registry: whether each is usable here
+ * and, if not, why. Selecting an unusable one is an error, never a silent fallback. */
+static const char *const backend_names[] = {"sim", "ane"};
 
-/* The backends this build knows. The device backend is not built yet; selecting it says so
- * instead of silently running elsewhere. */
-static const backend_entry backends[] = {
-    {"sim", 1, NULL},
-    {"ane", 0, "backend 'ane' is not available in this build: the device backend needs macOS "
-               "with AppleNeuralEngine.framework and is not implemented yet; use --backend sim"},
-};
+static int backend_usable(const char *name, char *why, size_t size) {
+    const ane_backend *backend = ane_backend_find(name);
+    return backend && backend->available(why, size);
+}
 
 static const char *default_backend = NULL;
 
@@ -54,7 +50,7 @@ static const char *default_backend = NULL;
 int ane_lua_backend_from_environment(char *message, size_t size) {
     const char *from_env = getenv("ANELUA_BACKEND");
     if (!from_env || !*from_env) return 0;
-    char why[256];
+    char why[ANE_ERROR_MESSAGE_MAX + 64];
     if (ane_lua_set_default_backend(from_env, why, sizeof why) == 0) return 0;
     snprintf(message, size, "ANELUA_BACKEND=%s: %s", from_env, why);
     return -1;
@@ -62,7 +58,7 @@ int ane_lua_backend_from_environment(char *message, size_t size) {
 
 const char *ane_lua_default_backend(void) {
     if (!default_backend) {
-        char message[320];
+        char message[ANE_ERROR_MESSAGE_MAX + 64];
         default_backend = "sim";
         (void)ane_lua_backend_from_environment(message, sizeof message); /* checked at load */
     }
@@ -70,17 +66,17 @@ const char *ane_lua_default_backend(void) {
 }
 
 int ane_lua_set_default_backend(const char *name, char *message, size_t size) {
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        if (strcmp(backends[i].name, name) != 0) continue;
-        if (!backends[i].available) {
-            snprintf(message, size, "%s", backends[i].why_not);
-            return -1;
-        }
-        default_backend = backends[i].name;
-        return 0;
+    if (!ane_backend_find(name)) {
+        snprintf(message, size, "unknown backend '%s' (known: sim, ane)", name);
+        return -1;
     }
-    snprintf(message, size, "unknown backend '%s' (known: sim, ane)", name);
-    return -1;
+    char why[ANE_ERROR_MESSAGE_MAX];
+    if (!backend_usable(name, why, sizeof why)) {
+        snprintf(message, size, "backend '%s' is not available: %s", name, why);
+        return -1;
+    }
+    default_backend = ane_backend_find(name)->name;
+    return 0;
 }
 
 static int l_default_backend(lua_State *L) {
@@ -89,7 +85,7 @@ static int l_default_backend(lua_State *L) {
 }
 
 static int l_set_default_backend(lua_State *L) {
-    char message[256];
+    char message[ANE_ERROR_MESSAGE_MAX + 64];
     if (ane_lua_set_default_backend(luaL_checkstring(L, 1), message, sizeof message) != 0)
         return luaL_error(L, "%s", message);
     return 0;
@@ -98,10 +94,11 @@ static int l_set_default_backend(lua_State *L) {
 /* ane.backends() -> { sim = true, ane = "why it is unavailable" } */
 static int l_backends(lua_State *L) {
     lua_newtable(L);
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        if (backends[i].available) lua_pushboolean(L, 1);
-        else lua_pushstring(L, backends[i].why_not);
-        lua_setfield(L, -2, backends[i].name);
+    for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++) {
+        char why[ANE_ERROR_MESSAGE_MAX];
+        if (backend_usable(backend_names[i], why, sizeof why)) lua_pushboolean(L, 1);
+        else lua_pushstring(L, why);
+        lua_setfield(L, -2, backend_names[i]);
     }
     return 1;
 }

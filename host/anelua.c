@@ -522,14 +522,14 @@ static int protected_main(lua_State *L) {
     lua_pop(L, 1);
     ane_lua_add_library_path(L);
     if (opts.backend) {
-        char message[256];
+        char message[ANE_ERROR_MESSAGE_MAX + 64];
         if (ane_lua_set_default_backend(opts.backend, message, sizeof message) != 0) {
             print_message(message);
             lua_pushboolean(L, 0);
             return 1;
         }
     } else {
-        char message[320];
+        char message[ANE_ERROR_MESSAGE_MAX + 64];
         if (ane_lua_backend_from_environment(message, sizeof message) != 0) {
             print_message(message);
             lua_pushboolean(L, 0);

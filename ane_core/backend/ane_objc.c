@@ -123,3 +123,11 @@ void ane_objc_encoding_report(void (*line)(void *context, const char *text), voi
         line(context, text);
     }
 }
+
+void ane_objc_message_info(int index, const char **selector, const char **encoding, const char **class_name,
+                           int *class_method) {
+    *selector = messages[index].selector;
+    *encoding = messages[index].encoding;
+    *class_name = classes[messages[index].cls].name;
+    *class_method = messages[index].class_method;
+}

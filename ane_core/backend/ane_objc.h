@@ -133,6 +133,10 @@ extern ane_objc_api ane_objc;
  * result. On failure the message says what is missing or which encoding differs. */
 ane_status ane_objc_bind(ane_error *err);
 
+/* The table's row for message `index` (ANE_MSG_*): its selector, encoding, class. */
+void ane_objc_message_info(int index, const char **selector, const char **encoding, const char **class_name,
+                           int *class_method);
+
 /* One line per message: selector, expected encoding, live encoding (after a bind). */
 void ane_objc_encoding_report(void (*line)(void *context, const char *text), void *context);
 
