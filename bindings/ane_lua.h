@@ -6,6 +6,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "../ane_core/backend/backend.h"
 #include "../ane_core/base/status.h"
 #include "../ane_core/tensor/tensor.h"
 
@@ -25,6 +26,8 @@ void ane_lua_add_library_path(lua_State *L);
 /* The default backend ("sim" unless ANELUA_BACKEND or --backend says otherwise).
  * Setting an unknown or unavailable backend fails with a message. */
 const char *ane_lua_default_backend(void);
+/* The backend a program naming none gets: sim for profile cpu and the fp32 reference, else the default. */
+const char *ane_lua_backend_for(const ane_compile_options *options);
 int ane_lua_set_default_backend(const char *name, char *message, size_t message_size);
 /* Applies ANELUA_BACKEND when set; -1 with a message naming the variable when it is unusable. */
 int ane_lua_backend_from_environment(char *message, size_t message_size);

@@ -40,11 +40,11 @@ static program_box *new_program_box(lua_State *L) {
 static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
     memset(options, 0, sizeof *options);
     *key = NULL;
-    const char *backend = ane_lua_default_backend();
-    if (lua_isnoneornil(L, index)) return backend;
+    if (lua_isnoneornil(L, index)) return ane_lua_backend_for(options);
     luaL_checktype(L, index, LUA_TTABLE);
     lua_getfield(L, index, "backend");
-    if (!lua_isnil(L, -1)) backend = luaL_checkstring(L, -1);
+    int explicit = !lua_isnil(L, -1);
+    const char *backend = explicit ? luaL_checkstring(L, -1) : NULL;
     lua_getfield(L, index, "precision");
     const char *precision = luaL_optstring(L, -1, "fp16");
     if (strcmp(precision, "fp32") == 0) options->precision = ANE_PRECISION_FP32;
@@ -60,7 +60,7 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     lua_getfield(L, index, "name");
     if (lua_isstring(L, -1)) snprintf(options->name, sizeof options->name, "%s", lua_tostring(L, -1));
     lua_pop(L, 6); /* the strings stay anchored by the options table */
-    return backend;
+    return explicit ? backend : ane_lua_backend_for(options);
 }
 
 /* Reads a weights table { [MIL path] = bytes of a MILBlob file, or the path of one } into

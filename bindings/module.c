@@ -79,6 +79,29 @@ int ane_lua_set_default_backend(const char *name, char *message, size_t size) {
     return 0;
 }
 
+/* The CPU path (profile 'cpu') and the fp32 reference are sim's by definition; every other
+ * program goes to the default backend. Only programs that name no backend get here. */
+const char *ane_lua_backend_for(const ane_compile_options *options) {
+    if (options->profile == ANE_PROFILE_CPU || options->precision == ANE_PRECISION_FP32) return "sim";
+    return ane_lua_default_backend();
+}
+
+/* ane.backend_for{precision =, profile =} -> the backend a program with these options gets */
+static int l_backend_for(lua_State *L) {
+    ane_compile_options options = {0};
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_getfield(L, 1, "precision");
+        options.precision = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "fp32") == 0 ? ANE_PRECISION_FP32
+                                                                                              : ANE_PRECISION_FP16;
+        lua_getfield(L, 1, "profile");
+        options.profile = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "cpu") == 0 ? ANE_PROFILE_CPU : ANE_PROFILE_ANE;
+        lua_pop(L, 2);
+    }
+    lua_pushstring(L, ane_lua_backend_for(&options));
+    return 1;
+}
+
 static int l_default_backend(lua_State *L) {
     lua_pushstring(L, ane_lua_default_backend());
     return 1;
@@ -225,6 +248,7 @@ int luaopen_ane(lua_State *L) {
     ane_lua_add_library_path(L);
     static const luaL_Reg functions[] = {
         {"default_backend", l_default_backend},
+        {"backend_for", l_backend_for},
         {"set_default_backend", l_set_default_backend},
         {"backends", l_backends},
         {"simd", l_simd},

@@ -39,7 +39,8 @@ describe("programs", function()
     -- sum and diff are the same conv plus/minus beta, each rounded once to fp16
     assert.are.equal(conv:to("fp32"):add(xb:to("fp16"):to("fp32")):to("fp16"):bytes(), result.sum:bytes())
     assert.are.equal(conv:to("fp32"):sub(xb:to("fp16"):to("fp32")):to("fp16"):bytes(), result.diff:bytes())
-    assert.matches("^ane.program order %(backend sim, fp16, profile ane, 2 inputs, 2 outputs%)$", tostring(program))
+    assert.matches("^ane.program order %(backend " .. ane.default_backend() .. ", fp16, profile ane, 2 inputs, 2 outputs%)$",
+      tostring(program))
     program:close()
     program:close()
     assert.error_matches(function() program:eval({}) end, "attempt to use a closed program")
@@ -100,7 +101,11 @@ describe("programs", function()
 
   it("refuses an unavailable backend instead of falling back", function()
     local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
-    assert.error_matches(function() ane.compile(g, { backend = "ane" }) end, "backend 'ane'")
+    if ane.backends().ane == true then -- the ane matrix row (the test double): it runs there
+      assert.matches("%(backend ane, ", tostring(ane.compile(g, { backend = "ane" })))
+    else
+      assert.error_matches(function() ane.compile(g, { backend = "ane" }) end, "backend 'ane'")
+    end
     assert.error_matches(function() ane.compile(g, { backend = "gpu" }) end, "unknown backend 'gpu'")
     assert.error_matches(function() ane.compile(g, { precision = "fp8" }) end, "precision must be 'fp16' or 'fp32'")
   end)

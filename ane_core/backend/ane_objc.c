@@ -53,29 +53,29 @@ static ane_status bind_all(ane_error *err) {
 #if !defined(__APPLE__)
     if (!overridden)
         return ane_fail(err, ANE_ERR_UNAVAILABLE,
-                        "backend 'ane' needs Apple's Neural Engine (macOS with AppleNeuralEngine.framework); this "
-                        "machine has none, use backend 'sim' (" ANE_FRAMEWORK_ENV " can point at the test double)");
+                        "this machine has no Neural Engine (it needs macOS with AppleNeuralEngine.framework); use "
+                        "backend 'sim' (" ANE_FRAMEWORK_ENV " can point at the test double)");
 #endif
     snprintf(ane_objc.framework, sizeof ane_objc.framework, "%s", path);
     void *framework = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!framework)
-        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane': cannot open the framework %s%s: %s", path,
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "cannot open the framework %s%s: %s", path,
                         overridden ? " (from " ANE_FRAMEWORK_ENV ")" : "", dlerror());
     ane_objc.is_double = dlsym(framework, "anelua_ane_double") != NULL;
 #define ANE_RESOLVE_FUNCTION(fn)                                                                              \
     if (!(ane_objc.fn = (__typeof__(&fn))resolve(framework, #fn)))                                           \
-        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane': %s does not provide %s", path, #fn);
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s does not provide %s", path, #fn);
     ANE_C_FUNCTIONS(ANE_RESOLVE_FUNCTION)
 #undef ANE_RESOLVE_FUNCTION
 #define ANE_RESOLVE_DATA(symbol)                                                                              \
     if (!(ane_objc.symbol = (__typeof__(&symbol))resolve(framework, #symbol)))                               \
-        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane': %s does not provide %s", path, #symbol);
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s does not provide %s", path, #symbol);
     ANE_C_DATA(ANE_RESOLVE_DATA)
 #undef ANE_RESOLVE_DATA
     for (int i = 0; i < ANE_CLASS_COUNT; i++) {
         ane_objc.classes[i] = ane_objc.objc_getClass(classes[i].name);
         if (!ane_objc.classes[i] && classes[i].required)
-            return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane': %s defines no class %s", path, classes[i].name);
+            return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s defines no class %s", path, classes[i].name);
     }
     char mismatches[ANE_ERROR_MESSAGE_MAX] = "";
     size_t used = 0;
@@ -86,7 +86,7 @@ static ane_status bind_all(ane_error *err) {
         Method method = m->class_method ? ane_objc.class_getClassMethod(cls, ane_objc.selectors[i])
                                         : ane_objc.class_getInstanceMethod(cls, ane_objc.selectors[i]);
         if (!method)
-            return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane': %s has no method %c[%s %s]", path,
+            return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s has no method %c[%s %s]", path,
                             m->class_method ? '+' : '-', classes[m->cls].name, m->selector);
         live_encodings[i] = ane_objc.method_getTypeEncoding(method);
         char live[128];
@@ -98,7 +98,7 @@ static ane_status bind_all(ane_error *err) {
     }
     if (used)
         return ane_fail(err, ANE_ERR_UNAVAILABLE,
-                        "backend 'ane': the framework's type encodings differ from the prototypes anelua was built "
+                        "the framework's type encodings differ from the prototypes anelua was built "
                         "with (ane_core/backend/ane_objc.h); refusing to send any message:%s", mismatches);
     return ANE_OK;
 }

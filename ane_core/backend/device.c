@@ -60,6 +60,7 @@ typedef struct device_compiled {
     weight_file files[DEVICE_MAX_FILES];
     int nfiles;
     id compiled_model;               /* the model compile() compiled, for the first load */
+    int holds_dir;                   /* keeps <tmp>/<identifier> while the program is cached */
     char identifier[160];
 } device_compiled;
 
@@ -758,9 +759,10 @@ static ane_status copy_port(const ane_port *port, const port_layout *layout, ane
     return status;
 }
 
-/* Whether the binding's bytes already are an IOSurface in the device's layout. */
-static int usable_directly(const ane_binding *b, const ane_port *port, const port_layout *layout, size_t needed) {
-    if (!b->surface_handle || b->alloc_size < needed) return 0;
+/* Whether the binding's bytes already are an IOSurface in the device's layout. Its
+ * allocation size is the device's business (ANE-02/04/18 answer 0x1d), as on a Mac. */
+static int usable_directly(const ane_binding *b, const ane_port *port, const port_layout *layout) {
+    if (!b->surface_handle) return 0;
     if (!layout->row_stride) return ane_tensor_is_contiguous(&b->view);
     return (size_t)b->view.strides[1] * ane_dtype_size(port->dtype) == layout->row_stride &&
            b->view.dtype == port->dtype && ane_tensor_data(&b->view) == ane_objc.IOSurfaceGetBaseAddress(b->surface_handle);
@@ -816,7 +818,7 @@ static ane_status device_eval_in_pool(device_loaded *instance, const ane_binding
         const ane_binding *b = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
         const ane_port *port = i < ninputs ? &p->inputs[i] : &p->outputs[i - ninputs];
         const port_layout *layout = i < ninputs ? &instance->in[i] : &instance->out[i - ninputs];
-        direct = usable_directly(b, port, layout, instance->alloc_size) && b->alloc_size == inputs[0].alloc_size;
+        direct = usable_directly(b, port, layout);
         surfaces[i] = b->surface_handle;
     }
     if (!direct) {
@@ -1077,6 +1079,7 @@ static void device_close(ane_compiled *compiled) {
         ANE_SEND0(release, p->compiled_model);
         dir_release(p->identifier);
     }
+    if (p->holds_dir) dir_release(p->identifier);
     ane_graph_free(p->graph);
     free(p->inputs);
     free(p->outputs);
@@ -1116,7 +1119,9 @@ static ane_status device_compile_in_pool(device_compiled *p, const ane_compile_o
     p->nfiles = nfiles;
     status = new_model(p, p->files, &p->compiled_model, p->identifier, sizeof p->identifier, err);
     if (status) return status;
-    dir_acquire(p->identifier);
+    dir_acquire(p->identifier); /* the compiled model's, handed to the first instance */
+    dir_acquire(p->identifier); /* the program's own: later instances copy compiled files from it */
+    p->holds_dir = 1;
     return compile_model(p, p->compiled_model, p->identifier, p->files, 0, err);
 }
 
@@ -1124,7 +1129,8 @@ static ane_status device_compile(const ane_compile_options *options, const char 
                                  const ane_mil_file *files, int nfiles, ane_compiled **out, ane_error *err) {
     *out = NULL;
     char why[ANE_ERROR_MESSAGE_MAX];
-    if (!device_available(why, sizeof why)) return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s", why);
+    if (!device_available(why, sizeof why))
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend 'ane' is not available: %s", why);
     device_compiled *p = calloc(1, sizeof *p);
     if (!p) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     p->base.backend = &ane_device_backend;

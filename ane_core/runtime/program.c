@@ -189,8 +189,9 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
                               ane_error *err) {
     const ane_backend *backend = ane_backend_find(backend_name);
     if (!backend) return ane_fail(err, ANE_ERR_ARGUMENT, "unknown backend '%s' (known: sim, ane)", backend_name);
-    char why[256];
-    if (!backend->available(why, sizeof why)) return ane_fail(err, ANE_ERR_UNAVAILABLE, "%s", why);
+    char why[ANE_ERROR_MESSAGE_MAX];
+    if (!backend->available(why, sizeof why))
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend '%s' is not available: %s", backend->name, why);
     if (nfiles > 16) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 16 weight files per program");
 
     uint64_t hash = content_hash(backend, options, mil, length, files, nfiles);

@@ -47,7 +47,8 @@ end
 function M.new_state(kind, opts, precision, profile)
   M.instances = (M.instances or 0) + 1
   return {
-    backend = opts.backend or ane.default_backend(), precision = precision, profile = profile, dtype = precision,
+    backend = opts.backend or ane.backend_for { precision = precision, profile = profile },
+    precision = precision, profile = profile, dtype = precision,
     programs = {}, program_kinds = {}, id = string.format("%s#%d", kind, M.instances),
     min_width = profile == "ane" and 32 or 1, -- ANE-21: device I/O at least 32 wide
     counters = { programs = 0, compile_seconds = 0, prefill_tokens = 0, prefill_seconds = 0, decode_tokens = 0,
