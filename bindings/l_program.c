@@ -340,6 +340,73 @@ static int l_stats(lua_State *L) {
     ane_lua_set_number(L, "eval_ms", s.eval_ms);
     ane_lua_set_number(L, "patch_ms", s.patch_ms);
     ane_lua_set_number(L, "restart_cost_ms", s.restart_cost_ms);
+    ane_lua_set_integer(L, "backend_compiles", s.backend_compiles);
+    ane_device_stats d;
+    ane_device_stats_get(&d);
+    if (d.bound) { /* what the `ane` backend did and found in this process */
+        lua_createtable(L, 0, 20);
+        lua_pushstring(L, d.patch_strategy);
+        lua_setfield(L, -2, "patch_strategy");
+        lua_pushstring(L, d.patch_check);
+        lua_setfield(L, -2, "patch_check");
+        const struct { const char *name; int64_t value; } counts[] = {
+            {"loaded", d.loaded}, {"loaded_limit", d.loaded_limit}, {"load_retries", d.load_retries},
+            {"requests_built", d.requests_built}, {"zero_copy_evals", d.zero_copy_evals}, {"copied_evals", d.copied_evals},
+            {"ports_unverified", d.ports_unverified}, {"row_stride_mismatches", d.row_stride_mismatches},
+            {"commits", d.commits}, {"patch_checks", d.patch_checks}, {"reloads", d.reloads},
+            {"donor_loads", d.donor_loads}, {"recompiles", d.recompiles}, {"stale_dirs_removed", d.stale_dirs_removed},
+        };
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) ane_lua_set_integer(L, counts[i].name, counts[i].value);
+        lua_setfield(L, -2, "device");
+    }
+    return 1;
+}
+
+static void push_encoding_line(void *context, const char *text) {
+    lua_State *L = context;
+    lua_pushstring(L, text);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+}
+
+/* ane.capabilities(): what this process knows about the backends and the device */
+static int l_capabilities(lua_State *L) {
+    lua_createtable(L, 0, 12);
+    lua_pushstring(L, ane_lua_default_backend());
+    lua_setfield(L, -2, "backend");
+    char why[ANE_ERROR_MESSAGE_MAX];
+    int device = ane_device_backend.available(why, sizeof why);
+    lua_pushboolean(L, device);
+    lua_setfield(L, -2, "device");
+    if (!device) {
+        lua_pushstring(L, why);
+        lua_setfield(L, -2, "device_unavailable");
+        return 1;
+    }
+    ane_device_stats d;
+    ane_device_stats_get(&d);
+    lua_pushboolean(L, d.is_double);
+    lua_setfield(L, -2, "test_double");
+    lua_pushstring(L, d.framework);
+    lua_setfield(L, -2, "framework");
+    char chip[128];
+    if (ane_device_chip(chip, sizeof chip)) {
+        lua_pushstring(L, chip);
+        lua_setfield(L, -2, "chip");
+    }
+    if (d.multi_input < 0) lua_pushliteral(L, "unknown");
+    else lua_pushboolean(L, d.multi_input);
+    lua_setfield(L, -2, "multi_input");
+    lua_pushstring(L, d.patch_strategy);
+    lua_setfield(L, -2, "patch_strategy");
+    lua_pushboolean(L, d.identifier_hashes_weights);
+    lua_setfield(L, -2, "identifier_hashes_weights");
+    ane_lua_set_integer(L, "loaded_limit", d.loaded_limit);
+    ane_runtime_stats s;
+    ane_runtime_stats_get(&s);
+    ane_lua_set_integer(L, "compile_budget", s.compile_budget);
+    lua_newtable(L);
+    ane_device_encoding_report(push_encoding_line, L);
+    lua_setfield(L, -2, "encodings");
     return 1;
 }
 
@@ -383,6 +450,7 @@ void ane_lua_open_program(lua_State *L) {
     lua_pop(L, 1);
     static const luaL_Reg functions[] = {
         {"compile", l_compile}, {"compile_mil", l_compile_mil}, {"cached", l_cached}, {"stats", l_stats},
+        {"capabilities", l_capabilities},
         {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget},
         {"clear_cache", l_clear_cache}, {"set_cache_limit", l_set_cache_limit}, {NULL, NULL},
     };

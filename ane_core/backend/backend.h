@@ -100,6 +100,10 @@ typedef struct ane_device_stats {
 } ane_device_stats;
 
 void ane_device_stats_get(ane_device_stats *out);
+/* The chip's name where the system says (e.g. "Apple M4"); 0 when unknown. */
+int ane_device_chip(char *out, size_t size);
+/* One line per message of the boundary: selector, expected and live type encodings. */
+void ane_device_encoding_report(void (*line)(void *context, const char *text), void *context);
 
 extern const ane_backend ane_sim_backend;
 extern const ane_backend ane_device_backend;

@@ -30,6 +30,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #include "../base/budget.h"
 #include "../passes/passes.h"
@@ -42,7 +45,7 @@
 #define DEVICE_MAX_PORTS 64
 #define DEVICE_MAX_FILES 16
 #define DEVICE_REQUEST_CACHE 4       /* requests kept per instance, one per set of surfaces */
-#define OWNER_FILE ".anelua-owner"   /* pid of the process that wrote a temporary directory */
+#define OWNER_PREFIX ".anelua-owner-" /* one marker per process using a temporary directory */
 
 typedef struct weight_file {
     char *path;                      /* "@model_path/weights/weight.bin" */
@@ -262,7 +265,32 @@ static int remove_entry(const char *path, const struct stat *info, int flag, str
 
 static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* Directories shared by instances with one identifier: removed when the last one unloads. */
+/* Whether a live process other than this one has its marker in `dir` (identical programs
+ * of two processes share one directory: the identifier hashes their bytes). Markers of
+ * dead processes are removed on the way. */
+static int other_live_owner(const char *dir) {
+    DIR *listing = opendir(dir);
+    if (!listing) return 0;
+    int live = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing))) {
+        long pid;
+        if (strncmp(entry->d_name, OWNER_PREFIX, strlen(OWNER_PREFIX)) != 0) continue;
+        if (sscanf(entry->d_name + strlen(OWNER_PREFIX), "%ld", &pid) != 1 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            live = 1;
+        } else {
+            char marker[PATH_MAX + 300];
+            snprintf(marker, sizeof marker, "%s/%s", dir, entry->d_name);
+            remove(marker);
+        }
+    }
+    closedir(listing);
+    return live;
+}
+
+/* Directories shared by this process's instances with one identifier: removed when the last
+ * one unloads and no other process uses the directory. */
 static struct { char identifier[160]; int users; } dirs[2 * DEVICE_MAX_LOADED];
 
 static void dir_acquire(const char *identifier) {
@@ -283,15 +311,17 @@ static void dir_release(const char *identifier) {
     for (int i = 0; i < (int)(sizeof dirs / sizeof dirs[0]); i++) {
         if (!dirs[i].users || strcmp(dirs[i].identifier, identifier) != 0) continue;
         if (--dirs[i].users == 0) {
-            char dir[PATH_MAX];
+            char dir[PATH_MAX], marker[PATH_MAX + 64];
             program_dir(identifier, dir, sizeof dir);
-            remove_tree(dir);
+            snprintf(marker, sizeof marker, "%s/" OWNER_PREFIX "%ld", dir, (long)getpid());
+            remove(marker);
+            if (!other_live_owner(dir)) remove_tree(dir);
         }
         return;
     }
 }
 
-/* Directories a crashed anelua process left behind (its pid in OWNER_FILE is gone). */
+/* Directories crashed anelua processes left behind: every marker names a dead process. */
 static void sweep_stale_dirs(void) {
     char root[PATH_MAX];
     temp_root(root, sizeof root);
@@ -300,16 +330,15 @@ static void sweep_stale_dirs(void) {
     struct dirent *entry;
     while ((entry = readdir(listing))) {
         if (entry->d_name[0] == '.') continue;
-        char owner[PATH_MAX + 300];
-        snprintf(owner, sizeof owner, "%s/%s/" OWNER_FILE, root, entry->d_name);
-        FILE *f = fopen(owner, "r");
-        if (!f) continue;
-        long pid = 0;
-        int read = fscanf(f, "%ld", &pid);
-        fclose(f);
-        if (read == 1 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
-            char dir[PATH_MAX + 300];
-            snprintf(dir, sizeof dir, "%s/%s", root, entry->d_name);
+        char dir[PATH_MAX + 300];
+        snprintf(dir, sizeof dir, "%s/%s", root, entry->d_name);
+        DIR *inside = opendir(dir);
+        if (!inside) continue;
+        int markers = 0;
+        struct dirent *file;
+        while ((file = readdir(inside))) markers += strncmp(file->d_name, OWNER_PREFIX, strlen(OWNER_PREFIX)) == 0;
+        closedir(inside);
+        if (markers && !other_live_owner(dir)) {
             remove_tree(dir);
             device_stats.stale_dirs_removed++;
         }
@@ -389,10 +418,8 @@ static ane_status write_program_dir(const device_compiled *p, const char *identi
     }
     if (!status) status = write_weights(dir, files, p->nfiles, WRITE_WEIGHTS, err);
     if (!status) {
-        char pid[32];
-        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-        snprintf(path, sizeof path, "%s/" OWNER_FILE, dir);
-        status = write_file(path, pid, (size_t)n, err);
+        snprintf(path, sizeof path, "%s/" OWNER_PREFIX "%ld", dir, (long)getpid());
+        status = write_file(path, "", 0, err);
     }
     return status;
 }
@@ -1230,6 +1257,19 @@ void ane_device_stats_get(ane_device_stats *out) {
     out->bound = ane_objc.objc_msgSend != NULL;
     out->is_double = ane_objc.is_double;
     out->framework = ane_objc.framework;
+}
+
+int ane_device_chip(char *out, size_t size) {
+#if defined(__APPLE__)
+    size_t length = size;
+    if (sysctlbyname("machdep.cpu.brand_string", out, &length, NULL, 0) == 0 && out[0]) return 1;
+#endif
+    (void)out, (void)size;
+    return 0;
+}
+
+void ane_device_encoding_report(void (*line)(void *context, const char *text), void *context) {
+    ane_objc_encoding_report(line, context);
 }
 
 const ane_backend ane_device_backend = {

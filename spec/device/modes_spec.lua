@@ -1,0 +1,182 @@
+-- The `ane` backend's decisions against each behaviour the test double can emulate
+-- (ANE_DOUBLE_MODE; one ctest row per mode, see CMakeLists.txt). Every row compares the
+-- device path's outputs with `sim` running the same program in the same process: the double
+-- executes through sim, so a correct backend gives equal bytes, and a wrong decision (a stale
+-- patch kept, ports bound by position, rows at the wrong stride) gives different ones.
+local ane = require("ane")
+local nn = require("ane.nn")
+
+local mode = os.getenv("ANE_DOUBLE_MODE") or ""
+
+local function fp16(shape, seed)
+  return ane.tensor.randn(shape, { seed = seed, std = 0.1, dtype = "fp16" })
+end
+
+-- y = relu(W x + b), one 64x64 linear layer over [1, 64, 1, width]
+local function linear_graph(name, weight, width)
+  local g = ane.graph(name)
+  local x = g:input("x", { 1, 64, 1, width or 32 })
+  g:output("y", g:relu(nn.linear(g, x, weight, fp16({ 64 }, 9), { name = "fc" })))
+  return g
+end
+
+-- two inputs declared out of alphabetical order, two outputs
+local function two_input_graph()
+  local g = ane.graph("pair")
+  local b = g:input("beta", { 1, 64, 1, 32 })
+  local a = g:input("alpha", { 1, 64, 1, 32 })
+  local w = g:const("w", fp16({ 64, 64, 1, 1 }, 1))
+  g:output("sum", g:add(g:conv(a, w), b))
+  g:output("diff", g:sub(g:conv(a, w), b))
+  return g
+end
+
+local function same_outputs(g, inputs)
+  local device = ane.compile(g, { backend = "ane" }):eval(inputs)
+  local sim = ane.compile(g, { backend = "sim" }):eval(inputs)
+  for name, value in pairs(sim) do
+    assert.are.equal(value:bytes(), device[name]:bytes(), "output " .. name .. " differs from sim's")
+  end
+  return device
+end
+
+local x = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 5 })
+
+-- Patches a device program and a sim program the same way twice; the device's outputs must
+-- follow sim's after each patch. Returns the device stats after the first and second patch.
+local function patch_twice()
+  local w0, w1, w2 = fp16({ 64, 64, 1, 1 }, 1), fp16({ 64, 64, 1, 1 }, 2), fp16({ 64, 64, 1, 1 }, 3)
+  local device = ane.compile(linear_graph("patched", w0), { backend = "ane" })
+  local sim = ane.compile(linear_graph("patched", w0), { backend = "sim" })
+  assert.are.equal(sim:eval({ x = x }).y:bytes(), device:eval({ x = x }).y:bytes())
+  local after = {}
+  for i, w in ipairs({ w1, w2 }) do
+    device:patch({ fc_weight = w })
+    sim:patch({ fc_weight = w })
+    local want = sim:eval({ x = x }).y:bytes()
+    assert.are_not.equal(want, ane.compile(linear_graph("original", w0), { backend = "sim" }):eval({ x = x }).y:bytes())
+    assert.are.equal(want, device:eval({ x = x }).y:bytes(), "patch " .. i .. " did not take effect on the device path")
+    after[i] = ane.stats()
+  end
+  return after
+end
+
+-- The strategy the first patch's check must settle on, per mode.
+local strategy_cases = {
+  [""] = { "donor", "reload stale, donor works, identifier hashes weights" },
+  ["reload-effect"] = { "reload", "reload works, donor works, identifier hashes weights" },
+  ["donor-stale"] = { "recompile", "reload stale, donor stale, identifier hashes weights" },
+  ["donor-fails"] = { "recompile", "reload stale, donor fails, identifier hashes weights" },
+  -- the donor gets the donor's own identifier, so aned's cache hands back the old weights;
+  -- the reference compiled last exposes it (compiled first, it would have hidden it)
+  ["id-paths"] = { "recompile", "reload stale, donor stale, identifier ignores weights" },
+}
+
+describe("the ane backend against the double in mode '" .. mode .. "'", function()
+  -- (modes whose point is that compiles fail are left to their own test)
+  local compiles_work = not (mode == "compile-error" or mode == "encoding-mismatch" or mode:match("^budget"))
+  if compiles_work then
+    it("runs through the device path and agrees with sim byte for byte", function()
+      assert.is_true(ane.capabilities().test_double)
+      same_outputs(linear_graph("plain", fp16({ 64, 64, 1, 1 }, 1)), { x = x })
+      assert.is_true(ane.stats().device.requests_built >= 1)
+    end)
+  end
+
+  if strategy_cases[mode] then
+    it("checks the first patch once and keeps the strategy that works: " .. strategy_cases[mode][1], function()
+      local compiles_before = ane.stats().backend_compiles
+      local after = patch_twice()
+      assert.are.equal(strategy_cases[mode][1], after[1].device.patch_strategy)
+      assert.are.equal(strategy_cases[mode][2], after[1].device.patch_check)
+      assert.are.equal(strategy_cases[mode][1], ane.capabilities().patch_strategy)
+      assert.are.equal(1, after[2].device.patch_checks) -- the second patch is not checked again
+      -- the check's reference compile counts against the budget (ANE-05); a recompile
+      -- strategy compiles once more per patch, the others never
+      assert.are.equal(compiles_before + 1, after[1].backend_compiles)
+      local per_patch = strategy_cases[mode][1] == "recompile" and 1 or 0
+      assert.are.equal(after[1].backend_compiles + per_patch, after[2].backend_compiles)
+      if mode == "id-paths" then assert.is_false(ane.capabilities().identifier_hashes_weights) end
+    end)
+  end
+
+  if mode == "ports-declared" then
+    it("binds by name when modelAttributes lists ports in declaration order", function()
+      local xb = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 6 })
+      same_outputs(two_input_graph(), { alpha = x, beta = xb })
+    end)
+  end
+
+  if mode == "row-align=128" then
+    it("copies through surfaces at the device's row stride when it differs from 64 bytes", function()
+      local before = ane.stats().device.copied_evals
+      same_outputs(linear_graph("narrow", fp16({ 64, 64, 1, 1 }, 1), 32), { x = x }) -- 64-byte rows here
+      local device = ane.stats().device
+      assert.are.equal(before + 1, device.copied_evals)
+      assert.is_true(device.row_stride_mismatches >= 1)
+    end)
+  end
+
+  if mode == "load-transient" then
+    it("retries a failed load once after 100 ms", function()
+      same_outputs(linear_graph("retried", fp16({ 64, 64, 1, 1 }, 4)), { x = x })
+      assert.are.equal(1, ane.stats().device.load_retries)
+    end)
+  end
+
+  if mode == "multi-input-0x1d" then
+    it("names status 0x1d and the packing remedy when the device refuses several inputs", function()
+      local program = ane.compile(two_input_graph(), { backend = "ane" })
+      local ok, err = pcall(program.eval, program, { alpha = x, beta = x })
+      assert.is_false(ok)
+      assert.matches("program 'pair': %-%[_ANEInMemoryModel evaluateWithQoS:options:request:error:%] failed, status 0x1d", err)
+      assert.matches("ANE%-02/ANE%-04/ANE%-18", err)
+      assert.matches("pack the inputs into one %[1, C, 1, S%] input", err)
+      assert.is_false(ane.capabilities().multi_input)
+    end)
+  end
+
+  if mode == "compile-error" then
+    it("reports the compiler's NSError and its underlying error", function()
+      local ok, err = pcall(ane.compile, linear_graph("refused", fp16({ 64, 64, 1, 1 }, 1)), { backend = "ane" })
+      assert.is_false(ok)
+      assert.matches("program 'refused': %-%[_ANEInMemoryModel compileWithQoS:options:error:%] failed, status 0x2: ", err)
+      assert.matches("ANECCompile%(%) FAILED", err)
+      assert.matches("underlying: .*MIL compiler: unsupported op 'gelu'", err)
+    end)
+  end
+
+  if mode == "budget-nil=3" then
+    it("names the compile budget when a compile returns NO without an error", function()
+      for i = 1, 3 do ane.compile(linear_graph("fits" .. i, fp16({ 64, 64, 1, 1 }, i)), { backend = "ane" }) end
+      local ok, err = pcall(ane.compile, linear_graph("over", fp16({ 64, 64, 1, 1 }, 4)), { backend = "ane" })
+      assert.is_false(ok)
+      assert.matches("program 'over': .*compileWithQoS.* failed, it returned NO without an NSError", err)
+      assert.matches("compile budget %(ANE%-05%) running out: restart the process", err)
+    end)
+  end
+
+  if mode == "budget-silent=3" then
+    it("notices a program that loads but evaluates nothing, and names the budget", function()
+      for i = 1, 3 do
+        ane.compile(linear_graph("fits" .. i, fp16({ 64, 64, 1, 1 }, i)), { backend = "ane" }):eval({ x = x })
+      end
+      local program = ane.compile(linear_graph("hollow", fp16({ 64, 64, 1, 1 }, 4)), { backend = "ane" })
+      local ok, err = pcall(program.eval, program, { x = x })
+      assert.is_false(ok)
+      assert.matches("program 'hollow': the device accepted the program but wrote nothing to output 'y'", err)
+      assert.matches("silent form of the compile budget running out %(ANE%-05%)", err)
+    end)
+  end
+
+  if mode == "encoding-mismatch" then
+    it("refuses to send anything when a live type encoding differs from the table, printing both", function()
+      local why = ane.backends().ane
+      assert.are.equal("string", type(why))
+      assert.matches("type encodings differ", why)
+      assert.matches("%-%[_ANEInMemoryModel compileWithQoS:options:error:%]: expected B@:I@%^@, live B40@0:8Q16@24%^@32", why)
+      assert.error_matches(function() ane.compile(linear_graph("never", fp16({ 64, 64, 1, 1 }, 1)), { backend = "ane" }) end,
+        "refusing to send any message")
+    end)
+  end
+end)
