@@ -338,7 +338,9 @@ static id ignored_message(id self, SEL cmd) {
 /* objc_msgSend's lookup: the IMP for (self, _cmd); self is not nil (the trampoline answers
  * nil receivers itself). */
 __attribute__((visibility("hidden"))) IMP double_lookup(id self, SEL cmd) {
-    if (!check_object(self, cmd ? cmd->name : "message to")) return (IMP)ignored_message;
+    char action[300];
+    snprintf(action, sizeof action, "message '%s' sent to", sel_getName(cmd));
+    if (!check_object(self, action)) return (IMP)ignored_message;
     struct objc_method *method = find_method(self->isa, cmd);
     if (!method) {
         double_violation("unrecognized selector sent to instance: %c[%s %s]", self->isa->is_meta ? '+' : '-',
