@@ -1,14 +1,17 @@
 /* luaopen_ane: the `ane` module table, the default backend, error conversion, the
  * project's Lua library path, and the Lua-implemented parts (ane.io) loaded on first use. */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../ane_core/backend/backend.h"
 #include "../ane_core/base/fp16.h"
+#include "../ane_core/runtime/program.h"
 #include "../ane_core/base/hash.h"
 #include "../ane_core/base/interrupt.h"
 #include "ane_lua.h"
@@ -241,10 +244,55 @@ static int module_index(lua_State *L) {
     return 0;
 }
 
+/* ane.exec(argv, env) replaces this process with argv (a list; argv[1] found on PATH), after
+ * setting the variables of env: how training restarts itself when the device's compile
+ * budget is near (ANE-05, ANE-15). Returns nil and a message only when exec fails. */
+static int l_exec(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int count = (int)luaL_len(L, 1);
+    if (count < 1 || count > 255) return luaL_error(L, "ane.exec: argv needs 1..255 words, got %d", count);
+    const char *argv[256];
+    for (int i = 1; i <= count; i++) {
+        lua_rawgeti(L, 1, i);
+        argv[i - 1] = luaL_checkstring(L, -1); /* anchored in the table */
+        lua_pop(L, 1);
+    }
+    argv[count] = NULL;
+    if (lua_istable(L, 2)) {
+        lua_pushnil(L);
+        while (lua_next(L, 2)) {
+            const char *name = luaL_checkstring(L, -2);
+            const char *value = luaL_tolstring(L, -1, NULL);
+            if (setenv(name, value, 1) != 0) return luaL_error(L, "ane.exec: cannot set %s", name);
+            lua_pop(L, 2);
+        }
+    }
+    fflush(NULL);
+    execvp(argv[0], (char *const *)argv);
+    lua_pushnil(L);
+    lua_pushfstring(L, "ane.exec: cannot run %s: %s", argv[0], strerror(errno));
+    return 2;
+}
+
+/* ANELUA_COMPILE_BUDGET sets the per-process compile budget (ANE-05) before any compile. */
+static int budget_from_environment(char *message, size_t size) {
+    const char *text = getenv("ANELUA_COMPILE_BUDGET");
+    if (!text || !*text) return 0;
+    char *end;
+    long long value = strtoll(text, &end, 10);
+    ane_error err;
+    if (*end || end == text || ane_runtime_set_compile_budget(value, &err) != ANE_OK) {
+        snprintf(message, size, "ANELUA_COMPILE_BUDGET=%s: needs a whole number >= 0", text);
+        return -1;
+    }
+    return 0;
+}
+
 int luaopen_ane(lua_State *L) {
-    char backend_problem[320];
+    char backend_problem[ANE_ERROR_MESSAGE_MAX + 64];
     if (!default_backend && ane_lua_backend_from_environment(backend_problem, sizeof backend_problem) != 0)
         return luaL_error(L, "%s", backend_problem);
+    if (budget_from_environment(backend_problem, sizeof backend_problem) != 0) return luaL_error(L, "%s", backend_problem);
     ane_lua_add_library_path(L);
     static const luaL_Reg functions[] = {
         {"default_backend", l_default_backend},
@@ -253,6 +301,7 @@ int luaopen_ane(lua_State *L) {
         {"backends", l_backends},
         {"simd", l_simd},
         {"clock", l_clock},
+        {"exec", l_exec},
         {"data_dir", l_data_dir},
         {"checksum", l_checksum},
         {"set_graceful_interrupts", l_set_graceful_interrupts},

@@ -239,20 +239,62 @@ local function resume_command()
   return table.concat(words, " ")
 end
 
+-- The device's compile budget (ANE-05): when the next step may need more compiles than the
+-- process has left, checkpoint and restart this process with --resume (the paper's mechanism;
+-- the cost of a restart, ANE-15, is measured and reported). `budget_need` is the most
+-- compiles one step has needed so far (patches committed by recompiling count here).
+local restarts = math.tointeger(tonumber(os.getenv("ANELUA_RESTARTS") or "")) or 0
+local restart_ms -- this process's restart cost: exec() of the previous process to its first step
+local budget_need = 0
+local function budget_used()
+  local s = ane.stats()
+  return s.compile_budget - s.budget_left
+end
+
+local function restart_with_resume(done_step)
+  local path, save_err = trainer:save(opts.ckpt_dir, batches, { keep = opts.keep })
+  if not path then die(save_err) end
+  metrics:close()
+  local words, lowest = {}, 0
+  while arg[lowest - 1] do lowest = lowest - 1 end
+  for i = lowest, 0 do words[#words + 1] = arg[i] end -- the interpreter and the script
+  local i = 1
+  while i <= #arg do
+    if arg[i] == "--resume" then i = i + 1
+    elseif not arg[i]:match("^%-%-resume=") then words[#words + 1] = arg[i] end
+    i = i + 1
+  end
+  words[#words + 1] = "--resume"
+  words[#words + 1] = path
+  print(string.format("compile budget: %d left, a step needs up to %d (ANE-05): checkpoint %s after step %d, "
+    .. "restarting this process with --resume", ane.stats().budget_left, budget_need, path, done_step))
+  local _, err = ane.exec(words, { ANELUA_RESTARTS = restarts + 1, ANELUA_RESTART_STARTED = string.format("%.6f", ane.clock()) })
+  die(err)
+end
+
 local first_step = trainer.step_count + 1
 local started = ane.clock()
+if os.getenv("ANELUA_RESTART_STARTED") then
+  restart_ms = (ane.clock() - tonumber(os.getenv("ANELUA_RESTART_STARTED"))) * 1000
+  print(string.format("restart %d after the compile budget: %.0f ms from exec() to here", restarts, restart_ms))
+end
 -- --stop-after N ends the run at step N (a checkpoint is written) while the learning-rate
 -- schedule still plans for --steps; --resume continues it.
 local last_step = opts.stop_after > 0 and math.min(opts.stop_after, opts.steps) or opts.steps
 local interrupted_at
 for step = first_step, last_step do
+  if step > first_step and ane.stats().budget_left < budget_need then restart_with_resume(step - 1) end
+  local used_before = budget_used()
   local r = trainer:step(batches)
+  budget_need = math.max(budget_need, budget_used() - used_before)
+  r.restarts, r.restart_ms = restarts, restart_ms
   local elapsed = ane.clock() - started
   local eta = elapsed / (step - first_step + 1) * (opts.steps - step)
   print(string.format("step %4d/%d  loss %.4f  lr %.2e  |g| %.3f  %6.0f tok/s  ms fwd %.0f bwd %.0f opt %.0f patch %.0f" ..
-    "  skipped %d clamped %d nan %d%s  compiles %d  eta %.0fs", step, opts.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s,
-    r.ms.forward, r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.clamped, r.nans, r.loss_scale and string.format("  scale %g", r.loss_scale) or "",
-    r.compiles, eta))
+    "  skipped %d clamped %d nan %d%s  compiles %d%s  eta %.0fs", step, opts.steps, r.loss, r.lr, r.grad_norm,
+    r.tokens_per_s, r.ms.forward, r.ms.backward, r.ms.optimizer, r.ms.patch, r.nonfinite, r.clamped, r.nans,
+    r.loss_scale and string.format("  scale %g", r.loss_scale) or "", r.compiles,
+    restarts > 0 and string.format("  restarts %d (%.0f ms)", restarts, restart_ms or 0) or "", eta))
   r.loss_hex = string.format("%a", r.loss) -- exact, for comparing runs bit for bit
   r.skipped = r.loss ~= r.loss or r.grad_norm ~= r.grad_norm or nil -- a step the loss scaler or AdamW skipped
   metrics:write(json.encode(r), "\n")

@@ -100,6 +100,29 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
     end)
   end
 
+  if mode == "donor-stale" then
+    -- (here patches commit by recompiling, so training spends the compile budget step by step)
+    it("restarts training with exec() and --resume when the budget is near, with the same losses bit for bit", function()
+      local helpers = require("spec.helpers")
+      local function train(dir, budget)
+        local out, err, code = helpers.run_anelua("examples/train_stories.lua --steps 6 --precision fp16 --backend ane "
+          .. "--ckpt-dir " .. helpers.quote(dir), nil, budget and ("ANELUA_COMPILE_BUDGET=" .. budget) or "")
+        assert.are.equal(0, code, err)
+        local losses = {}
+        for line in io.lines(dir .. "/metrics.jsonl") do losses[#losses + 1] = line:match('"loss_hex":"([^"]+)"') end
+        return out, losses
+      end
+      local _, uninterrupted = train(helpers.tmpdir())
+      local out, restarted = train(helpers.tmpdir(), 40) -- 10 compiles to start, 10 per step after the first
+      assert.matches("compile budget: %d+ left, a step needs up to %d+ %(ANE%-05%): checkpoint .* after step %d+, "
+        .. "restarting this process with %-%-resume", out)
+      assert.matches("restart 1 after the compile budget: %d+ ms from exec%(%) to here", out)
+      assert.matches("restarts 1 %(%d+ ms%)", out)
+      assert.are.equal(6, #restarted)
+      assert.are.same(uninterrupted, restarted)
+    end)
+  end
+
   if mode == "ports-declared" then
     it("binds by name when modelAttributes lists ports in declaration order", function()
       local xb = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 6 })
