@@ -8,6 +8,7 @@
 #include "../ane_core/mil/emit.h"
 #include "../ane_core/runtime/program.h"
 #include "../ane_core/runtime/compile.h"
+#include "../ane_core/runtime/async.h"
 #include "ane_lua.h"
 
 #define ANE_PROGRAM_TYPE "ane.Program"
@@ -200,6 +201,23 @@ static int read_ios(lua_State *L, int index, ane_io *ios, int capacity, const ch
     return count;
 }
 
+/* The outputs table of an eval: new tensors, or the destinations (table at `destinations`)
+ * the outputs were written into. */
+static void push_results(lua_State *L, ane_program *program, ane_tensor *results, int destinations) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    lua_createtable(L, 0, nout);
+    for (int i = 0; i < nout; i++) {
+        if (results[i].storage) {
+            ane_lua_push_tensor(L, &results[i]);
+        } else { /* written into the caller's destination: return it */
+            lua_getfield(L, destinations, out_ports[i].name);
+        }
+        lua_setfield(L, -2, out_ports[i].name);
+    }
+}
+
 /* prog:eval(inputs, [destinations]) -> { output name = tensor or the destination given } */
 static int m_eval(lua_State *L) {
     ane_program *program = check_program(L, 1);
@@ -214,15 +232,66 @@ static int m_eval(lua_State *L) {
     memset(results, 0, sizeof results);
     ane_error err;
     if (ane_program_eval(program, inputs, ninputs, destinations, ndestinations, results, &err)) return ane_lua_raise(L, &err);
-    lua_createtable(L, 0, nout);
-    for (int i = 0; i < nout; i++) {
-        if (results[i].storage) {
-            ane_lua_push_tensor(L, &results[i]);
-        } else { /* written into the caller's destination: return it */
-            lua_getfield(L, 3, out_ports[i].name);
-        }
-        lua_setfield(L, -2, out_ports[i].name);
+    push_results(L, program, results, 3);
+    return 1;
+}
+
+/* ---- asynchronous evaluation: prog:submit(inputs, [destinations]) -> ticket; ticket:wait() */
+
+#define ANE_TICKET_TYPE "ane.Ticket"
+
+typedef struct ticket_box {
+    ane_ticket *ticket; /* NULL once waited for */
+    ane_program *program;
+} ticket_box;
+
+/* ticket:wait() -> the outputs, as prog:eval returns them */
+static int ticket_wait(lua_State *L) {
+    ticket_box *box = luaL_checkudata(L, 1, ANE_TICKET_TYPE);
+    if (!box->ticket) return luaL_error(L, "this ticket was already waited for");
+    ane_tensor results[64];
+    memset(results, 0, sizeof results);
+    ane_error err;
+    ane_status status = ane_ticket_wait(box->ticket, results, &err);
+    box->ticket = NULL;
+    if (status) return ane_lua_raise(L, &err);
+    lua_getiuservalue(L, 1, 1); /* { program, inputs, destinations } */
+    lua_rawgeti(L, -1, 3);
+    push_results(L, box->program, results, lua_gettop(L));
+    return 1;
+}
+
+/* A ticket dropped without a wait still waits (its inputs must outlive the eval). */
+static int ticket_gc(lua_State *L) {
+    ticket_box *box = luaL_checkudata(L, 1, ANE_TICKET_TYPE);
+    if (!box->ticket) return 0;
+    ane_tensor results[64];
+    memset(results, 0, sizeof results);
+    if (ane_ticket_wait(box->ticket, results, NULL) == ANE_OK) /* (its program may be gone at exit) */
+        for (int i = 0; i < 64; i++) ane_tensor_release(&results[i]);
+    box->ticket = NULL;
+    return 0;
+}
+
+static int m_submit(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    ane_io inputs[64], destinations[64];
+    int ninputs = read_ios(L, 2, inputs, 64, "input");
+    int ndestinations = read_ios(L, 3, destinations, 64, "output");
+    ticket_box *box = lua_newuserdatauv(L, sizeof *box, 1);
+    box->ticket = NULL;
+    box->program = program;
+    luaL_setmetatable(L, ANE_TICKET_TYPE);
+    lua_createtable(L, 3, 0); /* keeps the program, inputs and destinations alive until the wait */
+    for (int i = 1; i <= 3; i++) {
+        lua_pushvalue(L, i);
+        lua_rawseti(L, -2, i);
     }
+    lua_setiuservalue(L, -2, 1);
+    ane_error err;
+    if (ane_program_submit(program, inputs, ninputs, destinations, ndestinations, &box->ticket, &err))
+        return ane_lua_raise(L, &err);
     return 1;
 }
 
@@ -437,13 +506,21 @@ static int l_set_cache_limit(lua_State *L) {
 
 void ane_lua_open_program(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"eval", m_eval}, {"patch", m_patch}, {"inputs", m_inputs}, {"outputs", m_outputs},
+        {"eval", m_eval}, {"submit", m_submit}, {"patch", m_patch}, {"inputs", m_inputs}, {"outputs", m_outputs},
         {"weights", m_weights}, {"close", program_release}, {NULL, NULL},
     };
     static const luaL_Reg meta[] = {
         {"__gc", program_release}, {"__close", program_release}, {"__tostring", m_tostring}, {NULL, NULL},
     };
-    luaL_newmetatable(L, ANE_PROGRAM_TYPE);
+    luaL_newmetatable(L, ANE_TICKET_TYPE);
+    lua_pushcfunction(L, ticket_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_newtable(L);
+    lua_pushcfunction(L, ticket_wait);
+    lua_setfield(L, -2, "wait");
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+        luaL_newmetatable(L, ANE_PROGRAM_TYPE);
     luaL_setfuncs(L, meta, 0);
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");

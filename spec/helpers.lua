@@ -135,11 +135,33 @@ end
 
 -- A fresh directory: os.tmpname reserves a unique name (busted seeds math.random with the
 -- time, so names built from it repeat across runs started in the same second).
+-- Each is removed when the spec file that made it ends (spec/support/busted_helper.lua).
+local made_dirs = {}
 function M.tmpdir()
   local name = os.tmpname()
   os.remove(name)
   assert(lfs.mkdir(name))
+  made_dirs[#made_dirs + 1] = name
   return name
+end
+
+local function remove_tree(path)
+  if lfs.symlinkattributes(path, "mode") == "directory" then
+    for entry in lfs.dir(path) do
+      if entry ~= "." and entry ~= ".." then remove_tree(path .. "/" .. entry) end
+    end
+    lfs.rmdir(path)
+  else
+    os.remove(path)
+  end
+end
+
+--- Removes the directories M.tmpdir made so far.
+function M.remove_tmpdirs()
+  for i = #made_dirs, 1, -1 do
+    remove_tree(made_dirs[i])
+    made_dirs[i] = nil
+  end
 end
 
 function M.write_file(path, bytes)

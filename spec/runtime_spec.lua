@@ -99,6 +99,35 @@ describe("programs", function()
     assert.error_matches(function() ane.compile(c) end, "ANE%-01: concat is rejected")
   end)
 
+  it("evaluate asynchronously: submit, other work, wait; each ticket its own outputs", function()
+    local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
+    local program = ane.compile(g)
+    local x1, x2 = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 4 }), ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 5 })
+    local want1, want2 = program:eval({ x = x1 }).y:bytes(), program:eval({ x = x2 }).y:bytes()
+    assert.are_not.equal(want1, want2)
+    -- two submissions of one program: the second waits for the first, neither overwrites the other
+    local t1 = program:submit({ x = x1 })
+    local t2 = program:submit({ x = x2 })
+    local y2 = t2:wait().y
+    local y1 = t1:wait().y
+    assert.are.equal(want1, y1:bytes())
+    assert.are.equal(want2, y2:bytes())
+    -- into a destination, like eval
+    local out = ane.tensor({ 1, 64, 1, 32 }, "fp16")
+    assert.are.equal(out, program:submit({ x = x1 }, { y = out }):wait().y)
+    assert.are.equal(want1, out:bytes())
+    -- a patch waits for the eval in flight, and the next submission sees the patch
+    local pending = program:submit({ x = x1 })
+    program:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 7) })
+    assert.are.equal(want1, pending:wait().y:bytes())
+    local reference = ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 7)))
+    assert.are.equal(reference:eval({ x = x1 }).y:bytes(), program:submit({ x = x1 }):wait().y:bytes())
+    -- errors arrive at the wait, once
+    local bad = program:submit({ y = x1 })
+    assert.error_matches(function() bad:wait() end, "program 'mlp' has no input 'y' %(inputs: x%)")
+    assert.error_matches(function() bad:wait() end, "already waited for")
+  end)
+
   it("refuses an unavailable backend instead of falling back", function()
     local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
     if ane.backends().ane == true then -- the ane matrix row (the test double): it runs there

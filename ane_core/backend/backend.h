@@ -80,6 +80,9 @@ struct ane_backend {
      * weights; +-FLT_MAX for fp32). Adds the number of replaced values to *sanitized. */
     ane_status (*patch)(ane_loaded *instance, const char *name, const ane_tensor *value, int64_t *sanitized,
                         ane_error *err);
+    /* Applies patches batched since the last eval (NULL: patches apply at once). The eval
+     * commits by itself too; the runtime commits before handing an eval to another thread. */
+    ane_status (*commit)(ane_loaded *instance, ane_error *err);
     /* Names, shapes, dtypes of the patchable weights (consts), via a callback. */
     void (*weights)(const ane_compiled *program, void (*visit)(void *context, const ane_node *node), void *context);
     void (*unload)(ane_loaded *instance);

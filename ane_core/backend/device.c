@@ -698,7 +698,7 @@ static ane_status build_request(device_loaded *instance, IOSurfaceRef const *sur
                            "+[_ANERequest requestWithInputs:inputIndices:outputs:outputIndices:...] returned nil and so",
                            NULL, NULL);
     *out = ANE_SEND0(retain, request);
-    device_stats.requests_built++;
+    __atomic_add_fetch(&device_stats.requests_built, 1, __ATOMIC_RELAXED);
     return ANE_OK;
 }
 
@@ -804,7 +804,7 @@ static ane_status evaluate(device_loaded *instance, id model, id request, ane_er
     BOOL ok = ANE_SEND(model_evaluate, model, DEVICE_QOS, (id)options, request, &error);
     cf_release(options);
     long code = ok || !error ? 0 : (long)ane_objc.CFErrorGetCode((CFErrorRef)error);
-    if (p->ninputs > 1 && (ok || code == 0x1d)) device_stats.multi_input = ok ? 1 : 0;
+    if (p->ninputs > 1 && (ok || code == 0x1d)) __atomic_store_n(&device_stats.multi_input, ok ? 1 : 0, __ATOMIC_RELAXED);
     if (ok) return ANE_OK;
     const char *advice = p->ninputs > 1 && code == 0x1d
                              ? "this device may refuse programs with several inputs (constraints.md, open question 2): "
@@ -873,8 +873,8 @@ static ane_status device_eval_in_pool(device_loaded *instance, const ane_binding
     instance->evaluated++;
     for (int i = 0; !direct && i < noutputs && !status; i++)
         status = copy_port(&p->outputs[i], &instance->out[i], &outputs[i].view, instance->own_out[i], 0, err);
-    if (direct) device_stats.zero_copy_evals++;
-    else device_stats.copied_evals++;
+    /* (atomic: evals also run on the asynchronous helpers) */
+    __atomic_add_fetch(direct ? &device_stats.zero_copy_evals : &device_stats.copied_evals, 1, __ATOMIC_RELAXED);
     return status;
 }
 
@@ -1052,6 +1052,15 @@ static ane_status commit_patches(device_loaded *instance, ane_error *err) {
         instance->evaluated = 0;
         device_stats.commits++;
     }
+    return status;
+}
+
+static ane_status device_commit(ane_loaded *loaded, ane_error *err) {
+    device_loaded *instance = (device_loaded *)loaded;
+    if (!instance->dirty) return ANE_OK;
+    void *pool = ane_objc.objc_autoreleasePoolPush();
+    ane_status status = commit_patches(instance, err);
+    ane_objc.objc_autoreleasePoolPop(pool);
     return status;
 }
 
@@ -1281,6 +1290,7 @@ const ane_backend ane_device_backend = {
     .load = device_load,
     .eval = device_eval,
     .patch = device_patch,
+    .commit = device_commit,
     .weights = device_weights,
     .unload = device_unload,
     .close = device_close,

@@ -23,6 +23,7 @@ typedef struct share {
 } share;
 
 static struct {
+    pthread_mutex_t owner; /* held by the thread whose loop the helpers run */
     pthread_mutex_t lock;
     pthread_cond_t work, done;
     share shares[MAX_HELPERS];
@@ -30,7 +31,7 @@ static struct {
     atomic_uint round;  /* incremented per posted loop */
     atomic_int pending; /* shares not finished in this round */
     int active;         /* shares posted in this round */
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+} pool = {.owner = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local int inside_body; /* nested calls run inline */
 
@@ -107,6 +108,11 @@ void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *conte
         body(context, 0, n);
         return;
     }
+    /* one caller at a time owns the helpers; a second thread (an asynchronous eval) runs alone */
+    if (pthread_mutex_trylock(&pool.owner) != 0) {
+        body(context, 0, n);
+        return;
+    }
     int shares = helpers + 1;
     pthread_mutex_lock(&pool.lock);
     for (int i = 0; i < helpers; i++)
@@ -124,4 +130,5 @@ void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *conte
         while (!all_done(0)) pthread_cond_wait(&pool.done, &pool.lock);
         pthread_mutex_unlock(&pool.lock);
     }
+    pthread_mutex_unlock(&pool.owner);
 }

@@ -1,12 +1,15 @@
 /* Programs over backends: cache, compile budget, binding by name, staging through
- * surfaces, patching, and the process-wide statistics (see program.h). Not thread-safe:
- * one Lua state drives it. */
+ * surfaces, patching, and the process-wide statistics (see program.h). One thread (one Lua
+ * state) drives it; only evals also run on the asynchronous helpers (async.c), which never
+ * touch the cache, and whose statistics are kept under a lock. */
 #include "program.h"
 
 #include "../base/budget.h"
+#include "async.h"
 #include "../base/hash.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@ static int nentries, entries_capacity;
 static cache_key *keys;
 static int nkeys, keys_capacity;
 static ane_runtime_stats stats;
+static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t cache_limit = ANE_DEFAULT_CACHE_LIMIT, cache_evictions;
 static uint64_t use_clock;
 
@@ -257,6 +261,7 @@ ane_status ane_program_from_cache(const char *key, ane_program **out, ane_error 
 
 void ane_program_close(ane_program *program) {
     if (!program) return;
+    ane_async_wait_idle(program);
     const ane_backend *backend = program->entry->backend;
     backend->unload(program->instance);
     stats.unloads++;
@@ -378,6 +383,17 @@ static ane_status view_for_port(const ane_tensor *tensor, const ane_port *port, 
 
 ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                             int ndestinations, ane_tensor *results, ane_error *err) {
+    ane_async_wait_idle(program);
+    return ane_program_eval_now(program, inputs, ninputs, destinations, ndestinations, results, err);
+}
+
+ane_status ane_program_commit(ane_program *program, ane_error *err) {
+    const ane_backend *backend = program->entry->backend;
+    return backend->commit ? backend->commit(program->instance, err) : ANE_OK;
+}
+
+ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                int ndestinations, ane_tensor *results, ane_error *err) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
@@ -449,8 +465,10 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
     if (!status) {
         double start = now_ms();
         status = program->entry->backend->eval(program->instance, in_bindings, nin, out_bindings, nout, err);
+        pthread_mutex_lock(&stats_lock); /* evals also run on the asynchronous helpers */
         stats.evals += status == ANE_OK;
         stats.eval_ms += now_ms() - start;
+        pthread_mutex_unlock(&stats_lock);
     }
     /* Staged outputs go to the caller's tensors or to new result tensors. */
     for (int i = 0; i < nout && !status; i++) {
@@ -503,6 +521,7 @@ static int compatible_shape(const ane_tensor *value, const ane_node *node) {
 }
 
 ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err) {
+    ane_async_wait_idle(program);
     weight_search search = {name, NULL};
     ane_program_weights(program, match_weight, &search);
     const ane_node *node = search.found;

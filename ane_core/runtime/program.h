@@ -74,6 +74,14 @@ typedef struct ane_io {
 ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                             int ndestinations, ane_tensor *results, ane_error *err);
 
+/* ane_program_eval without waiting for a submitted eval of the program (async.c runs it;
+ * the caller guarantees none is in flight). */
+ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                int ndestinations, ane_tensor *results, ane_error *err);
+/* Applies patches waiting for the next eval now (a device rewrites a whole weight file per
+ * batch of patches); a no-op for backends that patch in place. */
+ane_status ane_program_commit(ane_program *program, ane_error *err);
+
 /* Replaces baked weights without compiling: shape checked, converted to the weight's dtype,
  * NaN -> 0 and +-inf (or values beyond fp16's range) -> +-65504, counted in the stats. */
 ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err);

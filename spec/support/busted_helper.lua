@@ -15,3 +15,10 @@ busted.subscribe({ "test", "start" }, function()
   ane.set_compile_budget(compiled_so_far + default_budget)
   return nil, true
 end)
+
+-- Temporary directories of a spec file (spec/helpers.lua's tmpdir) go when it ends.
+busted.subscribe({ "file", "end" }, function()
+  local loaded = package.loaded["spec.helpers"]
+  if loaded then loaded.remove_tmpdirs() end
+  return nil, true
+end)

@@ -147,7 +147,18 @@ end
 --- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
 function Methods:eval(program, group, l, inputs)
-  local outputs = self:eval_unclamped(program, group, l, inputs)
+  return self:clamped(self:eval_unclamped(program, group, l, inputs))
+end
+
+--- Starts an eval on a helper thread (prog:submit); :wait() on the result returns what
+--- self:eval would have.
+function Methods:submit(program, group, l, inputs)
+  local ticket = program:submit(self:extra_inputs(group, l, inputs))
+  return { wait = function() return self:clamped(ticket:wait()) end }
+end
+
+--- Outputs clamped at the model's activation limit, the clamps and NaNs counted.
+function Methods:clamped(outputs)
   local limit = self.clamp_limit
   if limit then
     local counters = self.counters

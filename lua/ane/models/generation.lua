@@ -61,6 +61,9 @@ function Methods:generate(prompt, opts)
   local stop = opts.stop_at_end ~= false and opts.stop_at_eot ~= false and opts.stop_at_eos ~= false
   local Smax, W, C = self:bucket(#prompt + budget, self.context_length), self.min_width, self.cache_width or self.width
   local random = M.rng(opts.seed)
+  -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
+  -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
+  local asynchronous = opts.asynchronous == nil and self.backend == "ane" or opts.asynchronous == true
 
   -- Prefill: run the prompt, keep its keys and values in the caches.
   local start, compiling = ane.clock(), self.counters.compile_seconds
@@ -102,9 +105,12 @@ function Methods:generate(prompt, opts)
     for l = 1, self.n_layer do
       inputs.x, inputs.k_cache, inputs.v_cache = h, caches[l].k, caches[l].v
       local r = self:eval(attention[l], "attn", l, inputs)
+      -- the FFN runs on a helper (the device, or sim's thread) while the cache takes this
+      -- position's key and value (opts.asynchronous: true or false; default on the device)
+      local ffn_outputs = asynchronous and self:submit(ffn[l], "ffn", l, { x = r.y })
       caches[l].k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
       caches[l].v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
-      h = self:eval(ffn[l], "ffn", l, { x = r.y }).y
+      h = (ffn_outputs and ffn_outputs.wait() or self:eval(ffn[l], "ffn", l, { x = r.y })).y
     end
     mask:slice(4, position + 1, position + 1):fill(0)
     position = position + 1
