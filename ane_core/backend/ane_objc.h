@@ -23,6 +23,12 @@
 
 #include "../base/status.h"
 
+#if defined(__APPLE__)
+/* Exported by libobjc (ARC calls them) but declared only in its private headers. */
+void *objc_autoreleasePoolPush(void);
+void objc_autoreleasePoolPop(void *pool);
+#endif
+
 /* BOOL's type code: 'c' (signed char) on x86-64 macOS, 'B' (bool) on arm64 and the double. */
 #if defined(__APPLE__) && defined(__x86_64__)
 #define ANE_ENC_BOOL "c"

@@ -21,12 +21,14 @@
  * constraint ID where one applies. There is never a fallback to another backend. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -265,6 +267,31 @@ static int remove_entry(const char *path, const struct stat *info, int flag, str
 
 static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
+/* Identical programs of two processes share a directory (the identifier hashes their
+ * bytes), so writing a directory's files and compiling or loading from them, or removing
+ * it, is a critical section across anelua processes: an flock on one lock file beside the
+ * directories (never removed, so every process locks the same file), re-entrant within
+ * this process. The identifier argument says which directory the section is about. */
+static int lock_fd = -1, lock_depth;
+
+static void lock_dir(const char *identifier) {
+    (void)identifier;
+    if (lock_depth++ > 0) return;
+    char root[PATH_MAX], path[PATH_MAX + 32];
+    temp_root(root, sizeof root);
+    snprintf(path, sizeof path, "%s/.anelua-ane.lock", root);
+    lock_fd = open(path, O_RDWR | O_CREAT, 0600);
+    if (lock_fd >= 0) flock(lock_fd, LOCK_EX);
+}
+
+static void unlock_dir(const char *identifier) {
+    (void)identifier;
+    if (lock_depth == 0 || --lock_depth > 0) return;
+    if (lock_fd >= 0) close(lock_fd); /* releases the flock */
+    lock_fd = -1;
+}
+
+
 /* Whether a live process other than this one has its marker in `dir` (identical programs
  * of two processes share one directory: the identifier hashes their bytes). Markers of
  * dead processes are removed on the way. */
@@ -314,10 +341,21 @@ static void dir_release(const char *identifier) {
             char dir[PATH_MAX], marker[PATH_MAX + 64];
             program_dir(identifier, dir, sizeof dir);
             snprintf(marker, sizeof marker, "%s/" OWNER_PREFIX "%ld", dir, (long)getpid());
+            lock_dir(identifier);
             remove(marker);
             if (!other_live_owner(dir)) remove_tree(dir);
+            unlock_dir(identifier);
         }
         return;
+    }
+}
+
+/* At exit (os.exit does not collect the programs), this process's directories go. */
+static void remove_own_dirs(void) {
+    for (int i = 0; i < (int)(sizeof dirs / sizeof dirs[0]); i++) {
+        if (!dirs[i].users) continue;
+        dirs[i].users = 1;
+        dir_release(dirs[i].identifier);
     }
 }
 
@@ -338,10 +376,12 @@ static void sweep_stale_dirs(void) {
         struct dirent *file;
         while ((file = readdir(inside))) markers += strncmp(file->d_name, OWNER_PREFIX, strlen(OWNER_PREFIX)) == 0;
         closedir(inside);
+        lock_dir(entry->d_name);
         if (markers && !other_live_owner(dir)) {
             remove_tree(dir);
             device_stats.stale_dirs_removed++;
         }
+        unlock_dir(entry->d_name);
     }
     closedir(listing);
 }
@@ -529,13 +569,18 @@ static ane_status compile_model(const device_compiled *p, id model, const char *
         ane_status over = ane_budget_check(what, err);
         if (over) return over;
     }
+    lock_dir(identifier);
     ane_status status = write_program_dir(p, identifier, files, err);
-    if (status) return status;
-    CFMutableDictionaryRef options = cf_dictionary();
+    BOOL ok = NO;
     id error = NULL;
-    BOOL ok = ANE_SEND(model_compile, model, DEVICE_QOS, (id)options, &error);
-    cf_release(options);
-    if (own) ane_budget_count(1);
+    if (!status) {
+        CFMutableDictionaryRef options = cf_dictionary();
+        ok = ANE_SEND(model_compile, model, DEVICE_QOS, (id)options, &error);
+        cf_release(options);
+        if (own) ane_budget_count(1);
+    }
+    unlock_dir(identifier);
+    if (status) return status;
     if (ok) return ANE_OK;
     if (!error) {
         char advice[200];
@@ -555,7 +600,7 @@ static void sleep_ms(int ms) {
 }
 
 /* loadWithQoS with one retry after 100 ms (a transient failure is known). */
-static ane_status load_model(const device_compiled *p, id model, ane_error *err) {
+static ane_status load_model(const device_compiled *p, id model, const char *identifier, ane_error *err) {
     if (loaded_programs >= DEVICE_MAX_LOADED)
         return ane_fail(err, ANE_ERR_CONSTRAINT,
                         "backend 'ane', program '%s': %d programs are loaded in this process, the device's limit (the "
@@ -565,7 +610,9 @@ static ane_status load_model(const device_compiled *p, id model, ane_error *err)
     for (int attempt = 0; attempt < 2; attempt++) {
         CFMutableDictionaryRef options = cf_dictionary();
         error = NULL;
+        lock_dir(identifier); /* the framework may read the directory */
         BOOL ok = ANE_SEND(model_load, model, DEVICE_QOS, (id)options, &error);
+        unlock_dir(identifier);
         cf_release(options);
         if (ok) {
             loaded_programs++;
@@ -942,9 +989,11 @@ static ane_status apply_strategy(device_loaded *instance, patch_strategy strateg
         /* unload, overwrite the weight files, reload the same model object */
         program_dir(instance->identifier, dir, sizeof dir);
         id error = NULL;
+        lock_dir(instance->identifier);
         if (ANE_SEND(model_unload, instance->model, DEVICE_QOS, &error)) loaded_programs--;
         ane_status status = write_weights(dir, instance->files, p->nfiles, WRITE_WEIGHTS, err);
-        if (!status) status = load_model(p, instance->model, err);
+        if (!status) status = load_model(p, instance->model, instance->identifier, err);
+        unlock_dir(instance->identifier);
         if (status) return status;
         *model = instance->model;
         snprintf(identifier, identifier_size, "%s", instance->identifier);
@@ -957,15 +1006,17 @@ static ane_status apply_strategy(device_loaded *instance, patch_strategy strateg
     if (strategy == STRATEGY_DONOR) {
         /* Orion's path: the donor's compiled files, the new weights and `data`, no compile */
         program_dir(identifier, dir, sizeof dir);
+        lock_dir(identifier);
         status = write_program_dir(p, identifier, instance->files, err);
         if (!status && strcmp(identifier, instance->identifier) != 0)
             status = copy_compiled_files(instance->identifier, identifier, err);
         if (!status) status = write_weights(dir, instance->files, p->nfiles, WRITE_DATA, err);
-        if (!status) status = load_model(p, *model, err);
+        if (!status) status = load_model(p, *model, identifier, err);
+        unlock_dir(identifier);
         if (!status) device_stats.donor_loads++;
     } else {
         status = compile_model(p, *model, identifier, instance->files, 1, err);
-        if (!status) status = load_model(p, *model, err);
+        if (!status) status = load_model(p, *model, identifier, err);
         if (!status) device_stats.recompiles++;
     }
     if (status) {
@@ -1003,9 +1054,16 @@ static ane_status check_strategies(device_loaded *instance, ane_error *err) {
     if (status) return status;
     ane_error ignored;
     id donor = NULL, fresh = NULL, same_model;
-    char donor_id[160] = "", fresh_id[160] = "", same_id[160];
+    char donor_id[160] = "", fresh_id[160] = "", same_id[160], original[160], dir[PATH_MAX];
+    /* the reload trial writes patched weights where another process may compile this
+     * program: under the directory's lock until the original files are back */
+    snprintf(original, sizeof original, "%s", instance->identifier);
+    lock_dir(original);
     int reload_ok = apply_strategy(instance, STRATEGY_RELOAD, &same_model, same_id, sizeof same_id, &ignored) == ANE_OK &&
                     probe(instance, instance->model, &reloaded, &ignored) == ANE_OK;
+    program_dir(original, dir, sizeof dir);
+    write_weights(dir, p->files, p->nfiles, WRITE_WEIGHTS, &ignored);
+    unlock_dir(original);
     int donor_ok = apply_strategy(instance, STRATEGY_DONOR, &donor, donor_id, sizeof donor_id, &ignored) == ANE_OK &&
                    probe(instance, donor, &donor_out, &ignored) == ANE_OK;
     if (donor_id[0]) device_stats.identifier_hashes_weights = strcmp(donor_id, instance->identifier) != 0;
@@ -1104,6 +1162,7 @@ static int device_available(char *why, size_t size) {
         prepared = 1;
         ane_surface_use_platform(&iosurfaces);
         sweep_stale_dirs();
+        atexit(remove_own_dirs);
     }
     return 1;
 }
@@ -1224,7 +1283,7 @@ static ane_status device_load_in_pool(device_compiled *p, device_loaded *instanc
         if (!cached) status = compile_model(p, instance->model, instance->identifier, instance->files, 1, err);
         if (status) return status;
     }
-    status = load_model(p, instance->model, err);
+    status = load_model(p, instance->model, instance->identifier, err);
     if (status) {
         ANE_SEND0(release, instance->model);
         dir_release(instance->identifier);
