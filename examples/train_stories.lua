@@ -308,6 +308,12 @@ for step = first_step, last_step do
   if interrupted_at then break end
 end
 metrics:close()
+local device = ane.stats().device
+if device then -- what the ane backend found out about this device (docs/device.md)
+  print(string.format("device: patch strategy %s (%s), %d commits, %d reloads, %d donor loads, %d recompiles, "
+    .. "%d backend compiles", device.patch_strategy, device.patch_check ~= "" and device.patch_check or "no patch checked",
+    device.commits, device.reloads, device.donor_loads, device.recompiles, ane.stats().backend_compiles))
+end
 do -- the loss curve and tokens/s, for a browser
   local plot = require("ane.plot")
   local records = plot.read_metrics(metrics_path)

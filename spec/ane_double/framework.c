@@ -205,6 +205,7 @@ static void free_program_files(program_files *f) {
 
 static int read_program_files(const model_object *m, int from_data, program_files *out, char *why, size_t why_size) {
     memset(out, 0, sizeof *out);
+    out->concatenated = malloc(1); /* never NULL, even for a program without weights */
     char dir[3100], path[3400];
     program_dir(m->identifier, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/model.mil", dir);
@@ -273,7 +274,7 @@ static compiled_entry *compile_entry(const model_object *m, const program_files 
     }
     snprintf(entry->identifier, sizeof entry->identifier, "%s", m->identifier);
     entry->weights = malloc(f->concatenated_size + 1);
-    memcpy(entry->weights, f->concatenated, f->concatenated_size);
+    if (f->concatenated_size) memcpy(entry->weights, f->concatenated, f->concatenated_size);
     entry->weights_size = f->concatenated_size;
     entry->next = cache; /* older entries stay reachable (a loaded model may use one) */
     cache = entry;
