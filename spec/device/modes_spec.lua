@@ -83,6 +83,39 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
     end)
   end
 
+  if mode == "" then
+    it("refuses the 129th loaded program with a message before the device would", function()
+      local first = ane.compile(linear_graph("many", fp16({ 64, 64, 1, 1 }, 1)), { backend = "ane", key = "many" })
+      local loaded = { first }
+      local already = ane.stats().device.loaded
+      for i = already + 1, 128 do loaded[#loaded + 1] = ane.cached("many") end
+      assert.are.equal(128, ane.stats().device.loaded)
+      local ok, err = pcall(ane.cached, "many")
+      assert.is_false(ok)
+      assert.matches("128 programs are loaded in this process, the device's limit %(the 129th load fails%); close programs",
+        err)
+      loaded[#loaded]:close() -- unloading frees a slot
+      assert.are.equal(127, ane.stats().device.loaded)
+      loaded[#loaded] = ane.cached("many")
+      assert.are.equal(first:eval({ x = x }).y:bytes(), loaded[#loaded]:eval({ x = x }).y:bytes())
+      for _, p in ipairs(loaded) do p:close() end
+    end)
+
+    it("sweeps the temporary directories of processes that died", function()
+      local helpers = require("spec.helpers")
+      local dead = helpers.run("sh -c 'echo $$'"):match("%d+") -- a process that has exited
+      local root = (os.getenv("TMPDIR") or "/tmp"):gsub("/$", "")
+      local stale = root .. "/00000000000000000000000000dead" .. dead:sub(-2)
+      assert(require("lfs").mkdir(stale))
+      helpers.write_file(stale .. "/model.mil", "left behind")
+      helpers.write_file(stale .. "/.anelua-owner-" .. dead, "")
+      local out = helpers.run_anelua("-e " .. helpers.quote("print(require('ane').capabilities().device)"), nil,
+        "ANELUA_BACKEND=")
+      assert.are.equal("true\n", out)
+      assert.is_nil(require("lfs").attributes(stale))
+    end)
+  end
+
   if strategy_cases[mode] then
     it("checks the first patch once and keeps the strategy that works: " .. strategy_cases[mode][1], function()
       local compiles_before = ane.stats().backend_compiles
