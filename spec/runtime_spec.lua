@@ -122,6 +122,18 @@ describe("programs", function()
     assert.are.equal(want1, pending:wait().y:bytes())
     local reference = ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 7)))
     assert.are.equal(reference:eval({ x = x1 }).y:bytes(), program:submit({ x = x1 }):wait().y:bytes())
+    -- two programs in flight at once (the helpers and sim's thread pool shared)
+    local wide = ane.graph("wide")
+    local xw = wide:input("x", { 1, 512, 1, 64 })
+    wide:output("y", wide:relu(nn.linear(wide, xw, fp16({ 512, 512, 1, 1 }, 8), fp16({ 512 }, 9), { name = "fc" })))
+    local other = ane.compile(wide)
+    local xo = ane.tensor.randn({ 1, 512, 1, 64 }, { seed = 10 })
+    local want_other = other:eval({ x = xo }).y:bytes()
+    for _ = 1, 4 do
+      local a, b = other:submit({ x = xo }), program:submit({ x = x2 })
+      assert.are.equal(want_other, a:wait().y:bytes())
+      assert.are.equal(reference:eval({ x = x2 }).y:bytes(), b:wait().y:bytes())
+    end
     -- errors arrive at the wait, once
     local bad = program:submit({ y = x1 })
     assert.error_matches(function() bad:wait() end, "program 'mlp' has no input 'y' %(inputs: x%)")

@@ -2,6 +2,8 @@
  * (see fp16.h for the rounding rules). */
 #include "fp16.h"
 
+#include "cpu.h"
+
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -134,26 +136,6 @@ __attribute__((target("avx,f16c"))) static void fp16_to_fp32_f16c(float *dst, co
     fp16_to_fp32_scalar(dst + i, src + i, n - i);
 }
 
-/* CPUID leaf 1: ECX bit 28 = AVX, bit 29 = F16C, bit 27 = OSXSAVE (the OS saves AVX state).
- * (clang 14's __builtin_cpu_supports does not know "f16c".) */
-#include <cpuid.h>
-static int detect_f16c(void) {
-    unsigned int eax, ebx, ecx, edx;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
-    const unsigned int needed = (1u << 27) | (1u << 28) | (1u << 29);
-    if ((ecx & needed) != needed) return 0;
-    unsigned int xcr0_low, xcr0_high; /* XCR0 bits 1 and 2: the OS saves SSE and AVX state */
-    __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
-    (void)xcr0_high;
-    return (xcr0_low & 6u) == 6u;
-}
-
-/* CPUID traps to the hypervisor on virtual machines: ask once, remember the answer. */
-static int cpu_has_f16c(void) {
-    static int answer = -1;
-    if (answer < 0) answer = detect_f16c();
-    return answer;
-}
 #endif
 
 #ifdef ANE_HAVE_NEON
@@ -191,7 +173,7 @@ static const conversion_paths *active_paths(void) {
     if (simd_disabled) return &scalar_paths;
 #ifdef ANE_HAVE_X86
     static const conversion_paths f16c_paths = {"f16c", fp32_to_fp16_f16c, fp16_to_fp32_f16c};
-    if (cpu_has_f16c()) return &f16c_paths;
+    if (ane_cpu_has_f16c()) return &f16c_paths;
 #endif
 #ifdef ANE_HAVE_NEON
     static const conversion_paths neon_paths = {"neon", fp32_to_fp16_neon, fp16_to_fp32_neon};

@@ -4,27 +4,12 @@
 
 #include <stdint.h>
 
+#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/parallel.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
-
-static int has_avx2_fma_f16c(void) {
-    static int answer = -1;
-    if (answer >= 0) return answer;
-    unsigned a, b, c, d;
-    answer = 0;
-    if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 12)) && (c & (1u << 29)) && (c & (1u << 27)) &&
-        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5))) {
-        unsigned lo, hi;
-        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-        (void)hi;
-        answer = (lo & 6u) == 6u;
-    }
-    return answer;
-}
 
 __attribute__((target("avx2,fma,f16c"))) static float dot_avx2(const uint16_t *w, const float *x, int64_t k) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -84,7 +69,7 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     float (*dot)(const uint16_t *, const float *, int64_t) = dot_scalar;
 #if defined(__x86_64__)
-    if (has_avx2_fma_f16c()) dot = dot_avx2;
+    if (ane_cpu_has_avx2_fma_f16c()) dot = dot_avx2;
 #endif
     const uint16_t *w = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
@@ -94,7 +79,7 @@ static void rows_fp32(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     float (*dot)(const float *, const float *, int64_t) = dot32_scalar;
 #if defined(__x86_64__)
-    if (has_avx2_fma_f16c()) dot = dot32_avx2;
+    if (ane_cpu_has_avx2_fma_f16c()) dot = dot32_avx2;
 #endif
     const float *w = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
