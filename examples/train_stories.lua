@@ -272,6 +272,15 @@ local function restart_with_resume(done_step)
   die(err)
 end
 
+-- This process's resident memory in MB (Linux; nil elsewhere), for the metrics and the plot.
+local function resident_mb()
+  local status = io.open("/proc/self/status", "r")
+  if not status then return nil end
+  local kb = status:read("a"):match("VmRSS:%s*(%d+) kB")
+  status:close()
+  return kb and tonumber(kb) / 1024 or nil
+end
+
 local first_step = trainer.step_count + 1
 local started = ane.clock()
 if os.getenv("ANELUA_RESTART_STARTED") then
@@ -288,6 +297,7 @@ for step = first_step, last_step do
   local r = trainer:step(batches)
   budget_need = math.max(budget_need, budget_used() - used_before)
   r.restarts, r.restart_ms = restarts, restart_ms
+  r.rss_mb = resident_mb()
   local elapsed = ane.clock() - started
   local eta = elapsed / (step - first_step + 1) * (opts.steps - step)
   print(string.format("step %4d/%d  loss %.4f  lr %.2e  |g| %.3f  %6.0f tok/s  ms fwd %.0f bwd %.0f opt %.0f patch %.0f" ..

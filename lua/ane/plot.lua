@@ -3,7 +3,7 @@
 --   local svg = require("ane.plot").training_svg(records, { title = "..." })
 --   records: the JSON lines of examples/train_stories.lua ({ step, loss, tokens_per_s, ... });
 --   a skipped step (loss null or NaN) breaks the line instead of bending it.
--- Two panels share the step axis: loss (top) and tokens/s (bottom). Each panel's <g> carries
+-- Panels share the step axis: loss (top), tokens/s, and resident memory when recorded. Each panel's <g> carries
 -- its data ranges and pixel box (data-x-min, data-x-max, data-y-min, data-y-max, data-left,
 -- data-top, data-width, data-height), so the points can be read back exactly.
 local M = {}
@@ -77,7 +77,11 @@ end
 
 function M.training_svg(records, opts)
   opts = opts or {}
-  local height = MARGIN_TOP + 2 * PANEL_HEIGHT + GAP + 40
+  -- a third panel, resident memory, when the records carry it (Linux: rss_mb)
+  local with_memory = false
+  for _, r in ipairs(records) do with_memory = with_memory or finite(r.rss_mb) end
+  local panels = with_memory and 3 or 2
+  local height = MARGIN_TOP + panels * PANEL_HEIGHT + (panels - 1) * GAP + 40
   local out = {
     '<?xml version="1.0" encoding="UTF-8"?>',
     string.format('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" ' ..
@@ -87,6 +91,9 @@ function M.training_svg(records, opts)
   }
   panel(out, records, "loss", "loss", MARGIN_TOP, "#c0392b")
   panel(out, records, "tokens_per_s", "tokens/s", MARGIN_TOP + PANEL_HEIGHT + GAP, "#2471a3")
+  if with_memory then
+    panel(out, records, "rss_mb", "resident memory (MB)", MARGIN_TOP + 2 * (PANEL_HEIGHT + GAP), "#7d3c98")
+  end
   out[#out + 1] = string.format('<text x="%d" y="%d" text-anchor="middle" font-size="12">step</text>', WIDTH // 2, height - 8)
   out[#out + 1] = "</svg>"
   return table.concat(out, "\n") .. "\n"

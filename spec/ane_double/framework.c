@@ -74,6 +74,7 @@ typedef struct compiled_entry {
     uint8_t *weights;            /* the weight files it was compiled with, one after another */
     size_t weights_size;
     int hollow;                  /* compiled past the silent budget: evaluates nothing */
+    int users;                   /* models that have it loaded */
     struct compiled_entry *next;
 } compiled_entry;
 
@@ -120,10 +121,25 @@ static void descriptor_destroy(id self) {
     double_release(d->mil), double_release(d->weights);
 }
 
+/* aned forgets a compiled program once no model has it loaded and a newer one (a patched
+ * program's) has been loaded since: the cache stays bounded over a long run. */
+static void forget(compiled_entry *entry) {
+    for (compiled_entry **link = &cache; *link; link = &(*link)->next) {
+        if (*link != entry) continue;
+        *link = entry->next;
+        ane_sim_backend.close(entry->program);
+        ane_graph_free(entry->graph);
+        free(entry->weights);
+        free(entry);
+        return;
+    }
+}
+
 static void unload_instance(model_object *m) {
     if (!m->instance) return;
     ane_sim_backend.unload(m->instance);
     m->instance = NULL;
+    if (--m->entry->users == 0 && m->entry != cache) forget(m->entry);
     m->entry = NULL;
     loaded_count--;
 }
@@ -431,6 +447,7 @@ static BOOL model_load(id self, SEL cmd, unsigned int qos, id options, id *error
     ane_error err;
     if (ane_sim_backend.load(entry->program, &m->instance, &err)) return fail(error, 0x16, "load failed", err.message), NO;
     m->entry = entry;
+    entry->users++;
     loaded_count++;
     return YES;
 }
