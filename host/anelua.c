@@ -338,7 +338,7 @@ static int read_statement(lua_State *L) {
 }
 
 /* The REPL's helpers from ane.repl (registry references): the printer and the completer. */
-static int show_ref = LUA_NOREF, complete_ref = LUA_NOREF;
+static int show_ref = LUA_NOREF, complete_ref = LUA_NOREF, notes_ref = LUA_NOREF;
 static lua_State *completion_state;
 
 static void load_repl_helpers(lua_State *L) {
@@ -346,11 +346,12 @@ static void load_repl_helpers(lua_State *L) {
     lua_setfield(L, LUA_REGISTRYINDEX, "ane.repl_warnings");
     static const char setup[] = "local repl = require('ane.repl')\n"
                                 "help = function(...) print(repl.help(...)) end\n"
-                                "return repl.show, repl.complete\n";
-    if (luaL_loadbuffer(L, setup, sizeof setup - 1, "=repl") != LUA_OK || lua_pcall(L, 0, 2, 0) != LUA_OK) {
+                                "return repl.show, repl.complete, repl.notes\n";
+    if (luaL_loadbuffer(L, setup, sizeof setup - 1, "=repl") != LUA_OK || lua_pcall(L, 0, 3, 0) != LUA_OK) {
         lua_pop(L, 1); /* plain printing and no completion, as lua.c */
         return;
     }
+    notes_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     complete_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     show_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
@@ -398,6 +399,18 @@ static void print_results(lua_State *L) {
         print_message(lua_pushfstring(L, "error calling 'print' (%s)", lua_tostring(L, -1)));
 }
 
+/* What the session learned that the user should hear once (ane.repl.notes), e.g. which
+ * weight-update strategy the device backend found. */
+static void print_notes(lua_State *L) {
+    if (notes_ref == LUA_NOREF) return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, notes_ref);
+    if (lua_pcall(L, 0, 1, 0) == LUA_OK && lua_isstring(L, -1)) {
+        fprintf(stdout, "%s\n", lua_tostring(L, -1));
+        fflush(stdout);
+    }
+    lua_settop(L, 0);
+}
+
 static void repl(lua_State *L) {
     const char *saved_name = program_name;
     program_name = NULL;
@@ -427,6 +440,7 @@ static void repl(lua_State *L) {
             fflush(stderr);
         }
         lua_settop(L, 0);
+        print_notes(L);
     }
     lua_settop(L, 0);
     fputc('\n', stdout);

@@ -235,6 +235,17 @@ end
 
 --- Completions of the word before the cursor: `prefix` is the text of the line up to it.
 --- "ane.te" -> { "ane.tensor" }; "g:co" -> { "g:conv(", "g:concat(", "g:const(" }; "pri" -> { "print" }.
+--- After each statement: a line to tell the user once, or nil (today: the weight-update
+--- strategy the `ane` backend's first patch check found, docs/device.md).
+local told_strategy = false
+function M.notes()
+  local device = ane.stats().device
+  if told_strategy or not device or device.patch_strategy == "unknown" then return nil end
+  told_strategy = true
+  return string.format("ane: weight patches take effect on this device by '%s' (%s)", device.patch_strategy,
+    device.patch_check)
+end
+
 function M.complete(prefix, env)
   env = env or _G
   local path, sep, partial = prefix:match("([%w_%.:]-)([%.:])([%w_]*)$")

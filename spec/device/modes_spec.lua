@@ -101,6 +101,22 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
       for _, p in ipairs(loaded) do p:close() end
     end)
 
+    it("tells the REPL user once which weight-update strategy the device took", function()
+      local helpers = require("spec.helpers")
+      local session = table.concat({
+        'nn = require("ane.nn"); g = ane.graph("t"); x = g:input("x", {1, 64, 1, 32})',
+        'g:output("y", nn.linear(g, x, ane.tensor.randn({64, 64, 1, 1}, {dtype = "fp16"}), nil, {name = "fc"}))',
+        'p = ane.compile(g); p:eval{x = ane.tensor.randn({1, 64, 1, 32})}',
+        'p:patch{fc_weight = ane.tensor.randn({64, 64, 1, 1}, {dtype = "fp16", seed = 3})}',
+        'r = p:eval{x = ane.tensor.randn({1, 64, 1, 32})}',
+        'p:patch{fc_weight = ane.tensor.randn({64, 64, 1, 1}, {dtype = "fp16", seed = 4})}',
+        'r = p:eval{x = ane.tensor.randn({1, 64, 1, 32})}', "" }, "\n")
+      local out = helpers.run_anelua("-i", session, "ANELUA_BACKEND=ane")
+      local _, told = out:gsub("ane: weight patches take effect on this device by 'donor' %(reload stale, donor works, "
+        .. "identifier hashes weights%)", "")
+      assert.are.equal(1, told, out)
+    end)
+
     it("sweeps the temporary directories of processes that died", function()
       local helpers = require("spec.helpers")
       local dead = helpers.run("sh -c 'echo $$'"):match("%d+") -- a process that has exited
