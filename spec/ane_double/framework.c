@@ -392,13 +392,15 @@ static BOOL model_compile(id self, SEL cmd, unsigned int qos, id options, id *er
     return YES;
 }
 
-/* For a load without compile: the program the copied net.plist names (the donor). */
-static compiled_entry *donor_of(const model_object *m) {
+/* For a load without compile: the program the copied net.plist names (the donor), if aned
+ * still has it; *compiled_files says whether the directory holds compiled files at all. */
+static compiled_entry *donor_of(const model_object *m, int *compiled_files) {
     char dir[3100], path[3200];
     program_dir(m->identifier, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/net.plist", dir);
     size_t size;
     char *plist = (char *)read_whole(path, &size);
+    *compiled_files = plist != NULL;
     if (!plist) return NULL;
     char identifier[40] = "";
     const char *start = strstr(plist, "<string>");
@@ -429,12 +431,15 @@ static BOOL model_load(id self, SEL cmd, unsigned int qos, id options, id *error
     }
     if (!entry) {
         /* no compiled program for this identifier: a load from copied compiled files */
-        compiled_entry *donor = donor_of(m);
-        if (!donor) return fail(error, 0x16, "no compiled program for this model: compile it first", why[0] ? why : NULL), NO;
-        if (mode.donor_fails) return fail(error, 0x16, "the compiled program does not match the model", NULL), NO;
+        int compiled_files = 0;
+        compiled_entry *donor = donor_of(m, &compiled_files);
+        if (!compiled_files)
+            return fail(error, 0x16, "no compiled program for this model: compile it first", why[0] ? why : NULL), NO;
+        if (mode.donor_fails || (mode.donor_stale && !donor))
+            return fail(error, 0x16, "the compiled program does not match the model", NULL), NO;
         if (mode.donor_stale) {
             entry = donor;
-        } else {
+        } else { /* the compiled files on disk count, whatever aned remembers */
             if (!read_program_files(m, 1, &files, why, sizeof why)) {
                 free_program_files(&files);
                 return fail(error, 0x16, "cannot read the compiled program", why), NO;
