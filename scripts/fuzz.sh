@@ -22,7 +22,7 @@ cp -n "${seeds[@]}" "$corpus/" 2>/dev/null || true
 sources=$(find "$root/ane_core" -name '*.c' | sort)
 echo "==> building $out/fuzz_$target (clang, -fsanitize=fuzzer,address,undefined)"
 clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$root" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_$target.c" \
+  -I"$root" -I"$root/spec/ane_double/include" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_$target.c" \
   -o "$out/fuzz_$target" -lopenblas $(pkg-config --libs libpcre2-8 libutf8proc) -lm -ldl -lpthread
 echo "==> fuzzing $target for ${seconds}s"
 cd "$out"
