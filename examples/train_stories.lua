@@ -251,9 +251,8 @@ local function budget_used()
   return s.compile_budget - s.budget_left
 end
 
-local function restart_with_resume(done_step)
-  local path, save_err = trainer:save(opts.ckpt_dir, batches, { keep = opts.keep })
-  if not path then die(save_err) end
+-- Replaces this process with the same command resuming from `path` (nil: from scratch).
+local function exec_resuming(path, env)
   metrics:close()
   local words, lowest = {}, 0
   while arg[lowest - 1] do lowest = lowest - 1 end
@@ -264,12 +263,41 @@ local function restart_with_resume(done_step)
     elseif not arg[i]:match("^%-%-resume=") then words[#words + 1] = arg[i] end
     i = i + 1
   end
-  words[#words + 1] = "--resume"
-  words[#words + 1] = path
+  if path then
+    words[#words + 1] = "--resume"
+    words[#words + 1] = path
+  end
+  env = env or {}
+  env.ANELUA_RESTARTS, env.ANELUA_RESTART_STARTED = restarts + 1, string.format("%.6f", ane.clock())
+  env.ANELUA_RESTART_FROM_STEP = trainer.step_count
+  local _, err = ane.exec(words, env)
+  die(err)
+end
+
+local function restart_with_resume(done_step)
+  local path, save_err = trainer:save(opts.ckpt_dir, batches, { keep = opts.keep })
+  if not path then die(save_err) end
   print(string.format("compile budget: %d left, a step needs up to %d (ANE-05): checkpoint %s after step %d, "
     .. "restarting this process with --resume", ane.stats().budget_left, budget_need, path, done_step))
-  local _, err = ane.exec(words, { ANELUA_RESTARTS = restarts + 1, ANELUA_RESTART_STARTED = string.format("%.6f", ane.clock()) })
-  die(err)
+  exec_resuming(path)
+end
+
+-- A device whose budget ran out sooner than the configured one fails a step with ANE-05: the
+-- step's state is half updated, so the process restarts from the last checkpoint (or from
+-- scratch) and recomputes; a restart that made no progress since the previous one gives up.
+local function restart_after_budget_error(message)
+  local previous = math.tointeger(tonumber(os.getenv("ANELUA_RESTART_FROM_STEP") or ""))
+  if previous and previous >= trainer.step_count then
+    die(message .. "\n(the restart before this one failed at the same step: giving up)")
+  end
+  local path = checkpoint.latest(opts.ckpt_dir)
+  -- the device's budget is what this process managed: the next one plans with one less, so
+  -- it checkpoints and restarts itself before running out
+  local stats = ane.stats()
+  local device_budget = math.max(1, stats.compile_budget - stats.budget_left - 1)
+  print(string.format("compile budget ran out on the device at step %d after %d compiles (ANE-05): restarting this "
+    .. "process from %s with a budget of %d", trainer.step_count + 1, device_budget + 1, path or "scratch", device_budget))
+  exec_resuming(path, { ANELUA_COMPILE_BUDGET = device_budget })
 end
 
 -- This process's resident memory in MB (Linux; nil elsewhere), for the metrics and the plot.
@@ -294,7 +322,11 @@ local interrupted_at
 for step = first_step, last_step do
   if step > first_step and ane.stats().budget_left < budget_need then restart_with_resume(step - 1) end
   local used_before = budget_used()
-  local r = trainer:step(batches)
+  local stepped, r = pcall(trainer.step, trainer, batches)
+  if not stepped then
+    if tostring(r):match("ANE%-05") then restart_after_budget_error(tostring(r)) end
+    error(r, 0)
+  end
   budget_need = math.max(budget_need, budget_used() - used_before)
   r.restarts, r.restart_ms = restarts, restart_ms
   r.rss_mb = resident_mb()
@@ -354,9 +386,17 @@ end
 if tok then
   local prompt = tok:encode("Once upon a time", { bos = true })
   local pieces = {}
-  for id in model:generate(prompt, { max_tokens = math.min(40, model.context_length - #prompt), temperature = 0 }) do
-    pieces[#pieces + 1] = id
+  local sampled, err = pcall(function()
+    for id in model:generate(prompt, { max_tokens = math.min(40, model.context_length - #prompt), temperature = 0 }) do
+      pieces[#pieces + 1] = id
+    end
+  end)
+  if sampled then
+    -- (SentencePiece: after a lone space piece the first token keeps its own leading space)
+    print("sample: Once upon a time" .. (tok.byte_level and tok:decode(pieces) or tok:decode({ 29871, table.unpack(pieces) })))
+  elseif tostring(err):match("ANE%-05") then -- the generation programs need compiles this process has no more of
+    print("sample: skipped, this process's compile budget is spent (ANE-05); the checkpoint above generates in a new one")
+  else
+    error(err, 0)
   end
-  -- (SentencePiece: after a lone space piece the first token keeps its own leading space)
-  print("sample: Once upon a time" .. (tok.byte_level and tok:decode(pieces) or tok:decode({ 29871, table.unpack(pieces) })))
 end

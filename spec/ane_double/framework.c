@@ -121,8 +121,6 @@ static void descriptor_destroy(id self) {
     double_release(d->mil), double_release(d->weights);
 }
 
-/* aned forgets a compiled program once no model has it loaded and a newer one (a patched
- * program's) has been loaded since: the cache stays bounded over a long run. */
 static void forget(compiled_entry *entry) {
     for (compiled_entry **link = &cache; *link; link = &(*link)->next) {
         if (*link != entry) continue;
@@ -139,15 +137,31 @@ static void unload_instance(model_object *m) {
     if (!m->instance) return;
     ane_sim_backend.unload(m->instance);
     m->instance = NULL;
-    if (--m->entry->users == 0 && m->entry != cache) forget(m->entry);
+    m->entry->users--;
     m->entry = NULL;
     loaded_count--;
 }
 
+static model_object *live_models[4096]; /* model objects not yet freed */
+static int nlive_models;
+
+/* When the last model object of an identifier goes, aned may forget its compiled programs
+ * (none is loaded any more): the cache stays bounded over a long run of patches. Unloading
+ * alone keeps them (a reload finds them, with their baked weights: ANE-07). */
 static void model_destroy(id self) {
     model_object *m = (model_object *)self;
     unload_instance(m);
     double_release((id)m->descriptor);
+    int others = 0;
+    for (int i = 0; i < nlive_models; i++) {
+        if (live_models[i] == m) live_models[i--] = live_models[--nlive_models];
+        else others += strcmp(live_models[i]->identifier, m->identifier) == 0;
+    }
+    if (others) return;
+    for (compiled_entry *e = cache, *next; e; e = next) {
+        next = e->next;
+        if (!e->users && strcmp(e->identifier, m->identifier) == 0) forget(e);
+    }
 }
 
 static void wrapper_destroy(id self) { double_release((id)((surface_wrapper *)self)->surface); }
@@ -345,6 +359,7 @@ static id model_create(id cls, SEL cmd, id descriptor) {
         h2 = ane_hash64(h2, bytes, n);
     }
     snprintf(m->identifier, sizeof m->identifier, "%016llx%016llx", (unsigned long long)h1, (unsigned long long)h2);
+    if (nlive_models < (int)(sizeof live_models / sizeof live_models[0])) live_models[nlive_models++] = m;
     return double_autorelease((id)m);
 }
 

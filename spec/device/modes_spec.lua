@@ -172,6 +172,28 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
     end)
   end
 
+  if mode == "donor-stale,budget-nil=40" then
+    -- the device's budget (40 here) is lower than the configured one (119): a step fails
+    it("restarts training from the last checkpoint when the device's budget runs out first, same losses", function()
+      local helpers = require("spec.helpers")
+      local function train(dir, double_mode)
+        local out, err, code = helpers.run_anelua("examples/train_stories.lua --steps 8 --ckpt-every 2 --precision fp16 "
+          .. "--backend ane --ckpt-dir " .. helpers.quote(dir), nil, "ANE_DOUBLE_MODE=" .. double_mode)
+        assert.are.equal(0, code, err)
+        local losses = {}
+        for line in io.lines(dir .. "/metrics.jsonl") do losses[#losses + 1] = line:match('"loss_hex":"([^"]+)"') end
+        return out, losses
+      end
+      local _, uninterrupted = train(helpers.tmpdir(), "donor-stale")
+      local out, restarted = train(helpers.tmpdir(), mode)
+      assert.matches("compile budget ran out on the device at step %d+ after %d+ compiles %(ANE%-05%): restarting this "
+        .. "process from .*ckpt%-%d+%.safetensors with a budget of %d+", out)
+      assert.matches("restarts 1", out)
+      assert.are.equal(8, #restarted)
+      assert.are.same(uninterrupted, restarted)
+    end)
+  end
+
   if mode == "ports-declared" then
     it("binds by name when modelAttributes lists ports in declaration order", function()
       local xb = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 6 })
