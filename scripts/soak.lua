@@ -3,7 +3,7 @@
 -- activations, skipped steps (the loss scaler's), compiles after step 1 (they must stay
 -- flat), and resident memory growth from steps 100-149 to the last 50 (under 5%); the
 -- memory curve is in each run's metrics.svg.
---   build/anelua scripts/soak.lua [--steps 1000] [--dir runs/soak]
+--   build/anelua scripts/soak.lua [--steps 1000] [--dir runs/soak] [--backends sim,ane]
 --   (for the ane row on Linux: ANELUA_ANE_FRAMEWORK=build/ane-double/AppleNeuralEngine)
 local ane = require("ane")
 local json = require("cjson")
@@ -12,6 +12,7 @@ local opts = require("ane.cli").command{
   options = {
     { "steps", "integer", 1000, "training steps per backend", min = 200 },
     { "dir", "string", "runs/soak", "where the runs go" },
+    { "backends", "string", "sim,ane", "comma-separated backends to soak" },
   },
 }:parse(arg)
 
@@ -21,7 +22,7 @@ interpreter = arg[lowest]
 local script_dir = arg[0]:match("^(.*)/scripts/[^/]*$") or "."
 
 local failed = false
-for _, backend in ipairs({ "sim", "ane" }) do
+for backend in opts.backends:gmatch("[^,]+") do
   if backend == "ane" and ane.backends().ane ~= true then
     print("ane: skipped: " .. tostring(ane.backends().ane))
   else

@@ -42,6 +42,8 @@ EXPORT const char anelua_ane_double[] = "anelua AppleNeuralEngine test double";
 
 /* ---------------------------------------------------------------- the registry */
 
+#define TOMBSTONE ((const void *)1) /* a removed entry: probing continues past it */
+
 static const void **registry;
 static size_t registry_capacity, registry_count;
 
@@ -55,11 +57,15 @@ static size_t slot_of(const void *p, size_t capacity) {
 
 static void registry_add(const void *p) {
     if (2 * (registry_count + 1) > registry_capacity) {
-        size_t capacity = registry_capacity ? registry_capacity * 2 : 1024;
+        /* rebuilt at 4x the live entries (tombstones dropped), so churn does not grow it */
+        size_t live = 1;
+        for (size_t i = 0; i < registry_capacity; i++) live += registry[i] && registry[i] != TOMBSTONE;
+        size_t capacity = 1024;
+        while (capacity < 4 * live) capacity *= 2;
         const void **grown = calloc(capacity, sizeof *grown);
         if (!grown) abort();
         for (size_t i = 0; i < registry_capacity; i++) {
-            if (!registry[i]) continue;
+            if (!registry[i] || registry[i] == TOMBSTONE) continue;
             size_t s = slot_of(registry[i], capacity);
             while (grown[s]) s = (s + 1) & (capacity - 1);
             grown[s] = registry[i];
@@ -67,11 +73,23 @@ static void registry_add(const void *p) {
         free(registry);
         registry = grown;
         registry_capacity = capacity;
+        registry_count = live - 1;
     }
     size_t s = slot_of(p, registry_capacity);
     while (registry[s] && registry[s] != p) s = (s + 1) & (registry_capacity - 1);
-    if (!registry[s]) registry_count++;
+    if (!registry[s]) registry_count++; /* (tombstones count as used until the next growth) */
     registry[s] = p;
+}
+
+static void registry_remove(const void *p) {
+    size_t s = slot_of(p, registry_capacity);
+    while (registry[s]) {
+        if (registry[s] == p) {
+            registry[s] = TOMBSTONE;
+            return;
+        }
+        s = (s + 1) & (registry_capacity - 1);
+    }
 }
 
 static int registry_has(const void *p) {
@@ -254,6 +272,22 @@ static int check_object(const void *object, const char *action) {
     return 1;
 }
 
+/* Freed headers stay registered (a message to them is caught) for the last QUARANTINE frees;
+ * older ones are really freed, so a long run's memory stays bounded. */
+#define QUARANTINE 65536
+static double_object *quarantined[QUARANTINE];
+static size_t quarantine_next;
+
+static void quarantine(double_object *o) {
+    double_lock();
+    double_object *oldest = quarantined[quarantine_next];
+    quarantined[quarantine_next] = o;
+    quarantine_next = (quarantine_next + 1) % QUARANTINE;
+    if (oldest) registry_remove(oldest);
+    double_unlock();
+    free(oldest);
+}
+
 id double_retain(id object) {
     if (!object || !check_object(object, "retain of")) return object;
     double_object *o = (double_object *)object;
@@ -274,6 +308,7 @@ void double_release(id object) {
     for (Class c = o->isa; c; c = c->superclass)
         if (c->destroy) c->destroy(object);
     o->state = OBJECT_FREED; /* the header stays registered: later messages are caught */
+    quarantine(o);
 }
 
 /* ---------------------------------------------------------------- autorelease pools */
