@@ -54,7 +54,13 @@ resume=()
 ls "$work/run"/ckpt-*.safetensors >/dev/null 2>&1 && resume=(--resume latest)
 "$anelua" "${run[@]}" --ckpt-dir "$work/run" "${resume[@]}" >/dev/null || { echo "kill trials: the final resume failed" >&2; exit 1; }
 leftovers=$(compgen -G "$work/run/*.tmp-*" | wc -l || true)
-if diff <(losses "$work/reference") <(losses "$work/run") >/dev/null; then same=yes; else same=NO; fi
+if diff <(losses "$work/reference") <(losses "$work/run") >"$work/diff.txt"; then same=yes; else
+  same=NO
+  keep=$(mktemp -d /tmp/kill-trials-XXXXXX)
+  cp -r "$work"/. "$keep"/
+  echo "kill trials: the losses differ (first lines of the diff below); runs kept in $keep" >&2
+  head -6 "$work/diff.txt" >&2
+fi
 echo "kill trials: $kills SIGKILLs ($during_write while a checkpoint was being written, $finished_early runs had" \
      "finished before their kill, each with status 0); the final --resume latest succeeded; losses equal to the uninterrupted run bit for" \
      "bit: $same; partial checkpoint files left: $leftovers"
