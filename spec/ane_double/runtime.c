@@ -1,6 +1,7 @@
 /* The double's Objective-C runtime: classes with metaclasses, interned selectors, method
  * lookup through superclasses, retain/release, per-thread autorelease pools, and a registry
- * of every object ever made (headers are never reused), so a message to a freed object, an
+ * of live objects and of the last 65,536 freed ones (their headers are not reused while
+ * quarantined), so a message to a freed object, an
  * over-release, an autorelease with no pool or an unknown selector is a violation naming
  * the selector. objc_msgSend itself is msgsend_x86_64.S, which calls double_lookup. */
 #include <pthread.h>
