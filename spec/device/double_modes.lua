@@ -1,3 +1,5 @@
+-- (Not named *_spec.lua: it runs only through the device/* ctest rows, which set the double
+-- and its mode; `busted spec/` skips it.)
 -- The `ane` backend's decisions against each behaviour the test double can emulate
 -- (ANE_DOUBLE_MODE; one ctest row per mode, see CMakeLists.txt). Every row compares the
 -- device path's outputs with `sim` running the same program in the same process: the double
