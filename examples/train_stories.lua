@@ -220,9 +220,21 @@ if resume_state then
     old:close()
   end
 end
-local metrics, metrics_err = io.open(metrics_path, "w")
+-- The kept records are written to a side file that then replaces the metrics at once: a kill
+-- in between leaves the old file whole (truncating it in place lost the first steps' records
+-- when scripts/kill_trials.sh killed a run right there).
+do
+  local rewrite_path = metrics_path .. ".rewrite"
+  local rewrite, rewrite_err = io.open(rewrite_path, "w")
+  if not rewrite then die("cannot write the metrics file: " .. tostring(rewrite_err)) end
+  for _, line in ipairs(kept_records) do rewrite:write(line, "\n") end
+  local written = rewrite:flush()
+  rewrite:close()
+  local renamed, rename_err = written and os.rename(rewrite_path, metrics_path)
+  if not renamed then die("cannot write the metrics file " .. metrics_path .. ": " .. tostring(rename_err)) end
+end
+local metrics, metrics_err = io.open(metrics_path, "a")
 if not metrics then die("cannot write the metrics file: " .. tostring(metrics_err)) end
-for _, line in ipairs(kept_records) do metrics:write(line, "\n") end
 
 -- The command that continues this run: the same arguments with --resume latest.
 local function resume_command()
