@@ -225,9 +225,6 @@ static int m_eval(lua_State *L) {
     ane_io inputs[64], destinations[64];
     int ninputs = read_ios(L, 2, inputs, 64, "input");
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
-    const ane_port *in_ports, *out_ports;
-    int nin, nout;
-    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
     ane_tensor results[64];
     memset(results, 0, sizeof results);
     ane_error err;
@@ -242,7 +239,6 @@ static int m_eval(lua_State *L) {
 
 typedef struct ticket_box {
     ane_ticket *ticket; /* NULL once waited for */
-    ane_program *program;
 } ticket_box;
 
 /* ticket:wait() -> the outputs, as prog:eval returns them */
@@ -256,8 +252,14 @@ static int ticket_wait(lua_State *L) {
     box->ticket = NULL;
     if (status) return ane_lua_raise(L, &err);
     lua_getiuservalue(L, 1, 1); /* { program, inputs, destinations } */
-    lua_rawgeti(L, -1, 3);
-    push_results(L, box->program, results, lua_gettop(L));
+    lua_rawgeti(L, -1, 1);
+    program_box *program = luaL_checkudata(L, -1, ANE_PROGRAM_TYPE);
+    if (!program->program) { /* closed after the submit (the close waited for the eval) */
+        for (int i = 0; i < 64; i++) ane_tensor_release(&results[i]);
+        return luaL_error(L, "the program was closed before ticket:wait(); its outputs are gone");
+    }
+    lua_rawgeti(L, -2, 3);
+    push_results(L, program->program, results, lua_gettop(L));
     return 1;
 }
 
@@ -281,7 +283,6 @@ static int m_submit(lua_State *L) {
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
     ticket_box *box = lua_newuserdatauv(L, sizeof *box, 1);
     box->ticket = NULL;
-    box->program = program;
     luaL_setmetatable(L, ANE_TICKET_TYPE);
     lua_createtable(L, 3, 0); /* keeps the program, inputs and destinations alive until the wait */
     for (int i = 1; i <= 3; i++) {

@@ -117,9 +117,9 @@ describe("programs", function()
     assert.are.equal(out, program:submit({ x = x1 }, { y = out }):wait().y)
     assert.are.equal(want1, out:bytes())
     -- a patch waits for the eval in flight, and the next submission sees the patch
-    local pending = program:submit({ x = x1 })
+    local in_flight = program:submit({ x = x1 })
     program:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 7) })
-    assert.are.equal(want1, pending:wait().y:bytes())
+    assert.are.equal(want1, in_flight:wait().y:bytes())
     local reference = ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 7)))
     assert.are.equal(reference:eval({ x = x1 }).y:bytes(), program:submit({ x = x1 }):wait().y:bytes())
     -- two programs in flight at once (the helpers and sim's thread pool shared)
@@ -134,6 +134,11 @@ describe("programs", function()
       assert.are.equal(want_other, a:wait().y:bytes())
       assert.are.equal(reference:eval({ x = x2 }).y:bytes(), b:wait().y:bytes())
     end
+    -- a program closed before the wait: the close waits for the eval, the wait says so
+    local closed = ane.compile(wide)
+    local orphan = closed:submit({ x = xo })
+    closed:close()
+    assert.error_matches(function() orphan:wait() end, "the program was closed before ticket:wait%(%)")
     -- errors arrive at the wait, once
     local bad = program:submit({ y = x1 })
     assert.error_matches(function() bad:wait() end, "program 'mlp' has no input 'y' %(inputs: x%)")

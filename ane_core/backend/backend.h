@@ -119,6 +119,9 @@ int ane_device_op_set(ane_op op, ane_profile profile);
  * frees both arrays. */
 ane_status ane_graph_ports(const ane_graph *g, ane_port **inputs, int *ninputs, ane_port **outputs, int *noutputs,
                            ane_error *err);
+/* Whether a port is a [1, C, 1, S] fp16/fp32 activation, laid out on a surface in channel
+ * rows (every other port is packed at the start of its buffer, ANE-20). */
+int ane_port_is_surface(const ane_port *port);
 /* The device rules of the `ane` profile: every error-severity rule is a compile error,
  * listed with its constraint ID. */
 ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options *options,

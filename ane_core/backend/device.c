@@ -291,7 +291,6 @@ static void unlock_dir(const char *identifier) {
     lock_fd = -1;
 }
 
-
 /* Whether a live process other than this one has its marker in `dir` (identical programs
  * of two processes share one directory: the identifier hashes their bytes). Markers of
  * dead processes are removed on the way. */
@@ -636,11 +635,6 @@ static void unload_model(id model) {
 
 /* ------------------------------------------------------------------ ports */
 
-static int is_row_port(const ane_port *port) {
-    return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
-           (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
-}
-
 static size_t port_bytes(const ane_port *port) {
     size_t count = 1;
     for (int i = 0; i < port->rank; i++) count *= (size_t)port->shape[i];
@@ -708,8 +702,8 @@ static ane_status verify_ports(device_loaded *instance, ane_error *err) {
                                     port->name, (size_t)want[3] * element, row);
             }
             if (row != natural_row) device_stats.row_stride_mismatches++;
-            layouts[i].row_stride = is_row_port(port) ? row : 0;
-            layouts[i].bytes = is_row_port(port) ? (size_t)port->shape[1] * row : port_bytes(port);
+            layouts[i].row_stride = ane_port_is_surface(port) ? row : 0;
+            layouts[i].bytes = ane_port_is_surface(port) ? (size_t)port->shape[1] * row : port_bytes(port);
             if (layouts[i].bytes > common) common = layouts[i].bytes;
         }
     }

@@ -56,3 +56,8 @@ ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options 
     ane_report_free(&report);
     return ane_fail(err, ANE_ERR_CONSTRAINT, "%s", message);
 }
+
+int ane_port_is_surface(const ane_port *port) {
+    return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
+           (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
+}

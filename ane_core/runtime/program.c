@@ -287,11 +287,6 @@ const ane_compile_options *ane_program_options(const ane_program *program) { ret
 
 /* ------------------------------------------------------------------ eval */
 
-static int is_surface_port(const ane_port *port) {
-    return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
-           (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
-}
-
 /* The dtype values travel in: the port's, or fp32 everywhere in fp32 precision (the
  * reference never rounds). */
 static ane_dtype io_dtype(const ane_program *program, const ane_port *port) {
@@ -309,7 +304,7 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
     size_t common = 0;
     for (int i = 0; i < count; i++) {
         size_t row, size;
-        if (!is_surface_port(&ports[i])) continue;
+        if (!ane_port_is_surface(&ports[i])) continue;
         ane_status status = ane_surface_layout(ports[i].shape[1], ports[i].shape[3], io_dtype(program, &ports[i]), &row, &size, err);
         if (status) return status;
         if (size > common) common = size;
@@ -326,7 +321,7 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
     ane_surface **surfaces = calloc((size_t)count + 1, sizeof *surfaces);
     if (!surfaces) return ane_fail(err, ANE_ERR_NOMEM, "out of memory staging surfaces");
     for (int i = 0; i < count; i++) {
-        if (!is_surface_port(&ports[i])) continue;
+        if (!ane_port_is_surface(&ports[i])) continue;
         ane_status status =
             ane_surface_create(&surfaces[i], ports[i].shape[1], ports[i].shape[3], io_dtype(program, &ports[i]), common, err);
         if (status) {

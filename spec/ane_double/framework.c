@@ -485,11 +485,6 @@ static size_t row_stride_of(const ane_port *port) {
     return (bytes + (size_t)mode.row_align - 1) / (size_t)mode.row_align * (size_t)mode.row_align;
 }
 
-static int is_row_port(const ane_port *port) {
-    return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
-           (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
-}
-
 static id port_entry(const ane_port *port, int output) {
     id entry = double_make_dictionary();
     char name[ANE_NAME_MAX + 16];
@@ -503,7 +498,7 @@ static id port_entry(const ane_port *port, int output) {
     int64_t nchw[4] = {1, 1, 1, 1};
     for (int k = 0; k < port->rank && k < 4; k++) nchw[4 - port->rank + k] = port->shape[k];
     const char *keys[] = {"Batches", "Channels", "Height", "Width", "Depth", "RowStride"};
-    int64_t values[] = {nchw[0], nchw[1], nchw[2], nchw[3], 1, is_row_port(port) ? (int64_t)row_stride_of(port) : 0};
+    int64_t values[] = {nchw[0], nchw[1], nchw[2], nchw[3], 1, ane_port_is_surface(port) ? (int64_t)row_stride_of(port) : 0};
     for (int k = 0; k < 6; k++) {
         if (k == 5 && !values[k]) continue;
         value = double_make_number(values[k]);
@@ -584,7 +579,7 @@ static int bind_side(id surfaces, id indices, const ane_port *ports, int count, 
         }
         int64_t strides[ANE_IR_MAX_RANK], stride = 1;
         for (int i = port->rank - 1; i >= 0; i--) strides[i] = stride, stride *= port->shape[i];
-        if (is_row_port(port)) {
+        if (ane_port_is_surface(port)) {
             int64_t row = (int64_t)(row_stride_of(port) / ane_dtype_size(port->dtype));
             strides[3] = 1, strides[2] = strides[1] = row, strides[0] = row * port->shape[1];
         }
