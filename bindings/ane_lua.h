@@ -70,6 +70,9 @@ void ane_lua_open_nfc(lua_State *L);  /* ane._nfc: Unicode NFC */
 struct ane_surface;
 /* The surface at index, or NULL when it is not one (raises for a closed surface). */
 struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
+void ane_lua_open_target(lua_State *L);       /* pushes ane.target */
+/* The `target` (and `max_conv_channels`) of the options table at options_index (l_target.c). */
+void ane_lua_read_target(lua_State *L, int options_index, ane_target *out);
 void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */
 
 struct ane_report;

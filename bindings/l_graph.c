@@ -344,16 +344,13 @@ static int g_optimize(lua_State *L) {
     return 1;
 }
 
-/* g:validate([{target = "ane", max_conv_channels =}]) -> list of {id, node, message, severity} */
+/* g:validate([{target =, max_conv_channels =}]) -> list of {id, node, message, severity}
+ * (targets as ane.compile takes them, l_target.c) */
 static int g_validate(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
-    if (lua_istable(L, 2)) {
-        lua_getfield(L, 2, "target");
-        const char *target = luaL_optstring(L, -1, "ane");
-        if (strcmp(target, "ane") != 0) return luaL_error(L, "validate: unknown target '%s' (only 'ane')", target);
-        lua_pop(L, 1);
-    }
-    ane_validate_options options = {.max_conv_channels = opt_int(L, 2, "max_conv_channels", 0)};
+    ane_target target;
+    ane_lua_read_target(L, 2, &target);
+    ane_validate_options options = {.target = &target};
     ane_report report = {0};
     ane_pass_validate_ane(g, &options, &report);
     ane_lua_push_diagnostics(L, &report);

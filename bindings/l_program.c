@@ -37,12 +37,15 @@ static program_box *new_program_box(lua_State *L) {
     return box;
 }
 
-/* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", key =, max_conv_channels =} */
+/* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", key =, target =,
+ * max_conv_channels =} (targets: l_target.c) */
 static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
     memset(options, 0, sizeof *options);
     *key = NULL;
+    ane_target_generic(&options->target);
     if (lua_isnoneornil(L, index)) return ane_lua_backend_for(options);
     luaL_checktype(L, index, LUA_TTABLE);
+    ane_lua_read_target(L, index, &options->target);
     lua_getfield(L, index, "backend");
     int explicit = !lua_isnil(L, -1);
     const char *backend = explicit ? luaL_checkstring(L, -1) : NULL;
@@ -56,11 +59,9 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     else if (strcmp(profile, "ane") != 0) luaL_error(L, "profile must be 'ane' or 'cpu', not '%s'", profile);
     lua_getfield(L, index, "key");
     *key = lua_tostring(L, -1);
-    lua_getfield(L, index, "max_conv_channels");
-    options->max_conv_channels = luaL_optinteger(L, -1, 0);
     lua_getfield(L, index, "name");
     if (lua_isstring(L, -1)) snprintf(options->name, sizeof options->name, "%s", lua_tostring(L, -1));
-    lua_pop(L, 6); /* the strings stay anchored by the options table */
+    lua_pop(L, 5); /* the strings stay anchored by the options table */
     return explicit ? backend : ane_lua_backend_for(options);
 }
 

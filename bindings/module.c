@@ -228,6 +228,7 @@ static int module_index(lua_State *L) {
     static const struct { const char *key, *module, *field; } lazy[] = {
         {"io", "ane.io", NULL}, {"nn", "ane.nn", NULL}, {"rules", "ane.rules", NULL},
         {"rule", "ane.rules", "describe"}, /* ane.rule("ANE-21") */
+        {"probe", "ane.probe", NULL},      /* ane.probe.list(), ane.probe.run(name) */
         {"help", "ane.repl", "help"},      /* ane.help(x) -> text */
     };
     const char *key = lua_tostring(L, 2);
@@ -321,6 +322,8 @@ int luaopen_ane(lua_State *L) {
     lua_setfield(L, -2, "graph");
     ane_lua_open_milblob(L);
     lua_setfield(L, -2, "milblob");
+    ane_lua_open_target(L);
+    lua_setfield(L, -2, "target");
     ane_lua_open_program(L);
     ane_lua_open_bpe(L);
     lua_setfield(L, -2, "_bpe");

@@ -26,7 +26,7 @@ local g = ane.graph("linear")
 local x = g:input("x", { 1, C, 1, S })
 g:output("y", nn.linear(g, x, weight, bias, { name = "proj" }))
 g:optimize()
-local violations = g:validate { target = "ane" }
+local violations = g:validate()
 local text, weights = g:mil()
 print(string.format("graph: %d nodes, %.1f MFLOP, %.2f MB of weights, %d device-rule violations", g:stats().nodes,
   g:stats().flops / 1e6, g:stats().weight_bytes / 2 ^ 20, #violations))

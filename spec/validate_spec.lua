@@ -21,16 +21,16 @@ local function find(violations, id)
   end
 end
 
-local function expect_violation(g, id, node, severity, pattern)
-  local v = find(g:validate { target = "ane" }, id)
+local function expect_violation(g, id, node, severity, pattern, target)
+  local v = find(g:validate({ target = target }), id)
   assert.is_table(v, "expected " .. id)
   assert.are.equal(node, v.node)
   assert.are.equal(severity, v.severity)
   if pattern then assert.matches(pattern, v.message) end
 end
 
-local function expect_clean(g, id)
-  local v = find(g:validate { target = "ane" }, id)
+local function expect_clean(g, id, target)
+  local v = find(g:validate({ target = target }), id)
   assert.is_nil(v, id .. " reported: " .. (v and v.message or ""))
 end
 
@@ -81,15 +81,18 @@ describe("ANE validation", function()
     expect_clean(graph_with(function(g, h) return h end, { input_shape = { 1, 64, 1, 64 } }), "ANE-21")
   end)
 
-  it("ANE-23: conv kernels wider than 15", function()
+  it("ANE-23: conv kernels wider than 13 (generic and M1) or 15 (M2 and later)", function()
     local function kernel(width)
       return graph_with(function(g, h)
         local y = g:conv(h, g:const("k", ane.tensor({ 64, 64, 1, width }, "fp16")), { pads = { 0, 0, width // 2, width // 2 }, name = "wide_conv" })
         return g:slice_by_size(y, { 0, 0, 0, 0 }, { 1, 64, 1, 32 })
       end)
     end
-    expect_violation(kernel(17), "ANE-23", "wide_conv", "error", "kernel width 17")
-    expect_clean(kernel(15), "ANE-23")
+    expect_violation(kernel(15), "ANE-23", "wide_conv", "error", "kernel width 15; target generic allows at most 13")
+    expect_violation(kernel(15), "ANE-23", "wide_conv", "error", "target m1 allows at most 13", "m1")
+    expect_clean(kernel(13), "ANE-23")
+    expect_clean(kernel(15), "ANE-23", "m2")
+    expect_violation(kernel(17), "ANE-23", "wide_conv", "error", "target m4 allows at most 15", "m4")
   end)
 
   it("ANE-25: gather stays on the CPU", function()
@@ -144,8 +147,52 @@ describe("ANE validation", function()
     expect_clean(graph_with(function(g, h) return g:softmax(h, 3) end), "ANE-30")
   end)
 
-  it("only knows the ane target", function()
+  it("ANE-31: the width axis and matmul contractions are at most 16,384 (M1-M3) or 65,536 (M4/M5)", function()
+    -- a [1, 1, 1, 20000] x [1, 1, 20000, 32] matmul: its contraction is 20,000 long
+    local function long_contraction()
+      local g = ane.graph("contraction")
+      local x = g:input("x", { 1, 1, 1, 32 })
+      local a = g:const("a", fp16({ 1, 1, 1, 20000 }))
+      local b = g:const("b", fp16({ 1, 1, 20000, 32 }))
+      g:output("y", g:add(x, g:matmul(a, b, { name = "long_mm" })))
+      return g
+    end
+    expect_violation(long_contraction(), "ANE-31", "long_mm", "error", "20000 elements along its width or contraction axis; target generic allows 16384")
+    expect_violation(long_contraction(), "ANE-31", "long_mm", "error", "target m3 allows 16384", "m3")
+    expect_clean(long_contraction(), "ANE-31", "m4")
+    expect_clean(graph_with(function(g, h) return h end), "ANE-31")
+  end)
+
+  it("a target turns rules off, demotes or promotes them, and accepts or refuses ops", function()
+    local concat = graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end)
+    expect_clean(concat, "ANE-01", { accepted_ops = { "concat" } })
+    expect_violation(concat, "ANE-01", "qkv_cat", "warning", nil, { rules = { ["ANE-01"] = "warning" } })
+    expect_clean(concat, "ANE-01", { rules = { ["ANE-01"] = "off" } })
+    local softmax = graph_with(function(g, h) return g:softmax(h, 3, { name = "sm" }) end, { input_shape = { 1, 64, 1, 48 } })
+    expect_violation(softmax, "ANE-30", "sm", "error", nil, { rules = { ["ANE-30"] = "error" } })
+    local exp = graph_with(function(g, h) return g:exp(h, { name = "e" }) end)
+    expect_clean(exp, "target")
+    expect_violation(exp, "target", "e", "error", "target my%-m4 measured that this chip refuses exp",
+      { name = "my-m4", refused_ops = { "exp" } })
+    -- the unchecked target lets everything through to the device (the probes' way to ask it)
+    assert.are.same({}, concat:validate({ target = "unchecked" }))
+    local t = ane.target({ base = "m4", max_spatial = 1000, rules = { ["ANE-06"] = "off" } })
+    assert.are.same({ 1000, 15, "off" }, { t.max_spatial, t.max_kernel_width, t.rules["ANE-06"] })
+  end)
+
+  it("names the targets there are", function()
     local g = graph_with(function(_, h) return h end)
-    assert.error_matches(function() g:validate({ target = "gpu" }) end, "unknown target 'gpu'")
+    assert.error_matches(function() g:validate({ target = "gpu" }) end,
+      "target 'gpu' is neither a built%-in target %(generic, m1, m2, m3, m4, m5, unchecked%) nor a probe report")
+    assert.error_matches(function() g:validate({ target = { rules = { ["ANE-1x"] = "off" } } }) end, "'ANE%-1x' is no rule ID")
+    assert.error_matches(function() g:validate({ target = { rules = { ["ANE-01"] = "maybe" } } }) end, "invalid option 'maybe'")
+    assert.error_matches(function() g:validate({ target = { refused_ops = { "frobnicate" } } }) end, "no op 'frobnicate'")
+  end)
+
+  it("keeps programs compiled for different targets apart in the cache", function()
+    local concat = graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end)
+    local accepted = ane.compile(concat, { backend = "sim", target = { accepted_ops = { "concat" } } })
+    assert.is_not_nil(accepted)
+    assert.error_matches(function() ane.compile(concat, { backend = "sim" }) end, "ANE%-01")
   end)
 end)

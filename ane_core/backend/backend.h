@@ -21,12 +21,13 @@
 #include "../ir/graph.h"
 #include "../ir/profile.h"
 #include "../mil/parse.h"
+#include "../passes/target.h"
 #include "../tensor/tensor.h"
 
 typedef struct ane_compile_options {
     ane_precision precision;
     ane_profile profile;
-    int64_t max_conv_channels;   /* ANE-16 limit, 0 = default */
+    ane_target target;           /* the device the rules check against (generic unless chosen) */
     char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
 } ane_compile_options;
 

@@ -40,7 +40,7 @@ ane_status ane_graph_ports(const ane_graph *g, ane_port **inputs, int *ninputs, 
 ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options *compile, int (*supports_op)(ane_op, ane_profile),
                                   ane_error *err) {
     ane_report report = {0};
-    ane_validate_options options = {.max_conv_channels = compile->max_conv_channels, .supports_op = supports_op};
+    ane_validate_options options = {.target = &compile->target, .supports_op = supports_op};
     ane_pass_validate_ane(g, &options, &report);
     int errors = ane_report_errors(&report);
     if (!errors) {

@@ -276,7 +276,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
             ane_round_fp32_through_fp16_n(instance->values[node->id], (size_t)ane_node_numel(node));
     }
     sim_context context = {
-        .apply_sdpa_mask = !device_rules, /* the device ignores the mask (ANE-06) */
+        .apply_sdpa_mask = !device_rules || p->options.target.sdpa_mask_honoured, /* ANE-06: ignored unless the target says */
         .scratch = instance->scratch,
         .scratch_floats = p->scratch_floats,
         .halves = (const uint16_t *const *)instance->halves,

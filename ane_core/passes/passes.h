@@ -13,7 +13,6 @@
 
 #define ANE_SRAM_BYTES (32ll << 20)      /* ANE-27: on-chip SRAM */
 #define ANE_MAX_CONV_CHANNELS 16384      /* ANE-16 default */
-#define ANE_MAX_KERNEL_WIDTH 15          /* ANE-23 */
 
 typedef enum ane_severity { ANE_SEVERITY_ERROR, ANE_SEVERITY_WARNING } ane_severity;
 
@@ -39,8 +38,10 @@ void ane_report_append(ane_report *report, const ane_diagnostic *diagnostic);
 int ane_report_errors(const ane_report *report);
 void ane_report_free(ane_report *report);
 
+typedef struct ane_target ane_target;
+
 typedef struct ane_validate_options {
-    int64_t max_conv_channels;  /* ANE-16 limit; 0 = ANE_MAX_CONV_CHANNELS */
+    const ane_target *target;   /* the device checked against (passes/target.h); NULL = generic */
     /* The backend's op set (its supports_op); NULL: the device's, as the op table flags it. */
     int (*supports_op)(ane_op op, ane_profile profile);
 } ane_validate_options;

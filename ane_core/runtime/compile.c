@@ -20,7 +20,7 @@ ane_status ane_compile_graph(const ane_graph *graph, const char *backend_name, c
     if (!status && options->profile == ANE_PROFILE_ANE) {
         /* the device rules' warnings (the errors come from the backend's compile, below) */
         ane_report checks = {0};
-        ane_validate_options validate = {.max_conv_channels = options->max_conv_channels};
+        ane_validate_options validate = {.target = &options->target};
         ane_pass_validate_ane(work, &validate, &checks);
         for (int i = 0; i < checks.count; i++)
             if (checks.items[i].severity == ANE_SEVERITY_WARNING) ane_report_append(warnings, &checks.items[i]);

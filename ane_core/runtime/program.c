@@ -119,7 +119,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     h = ane_hash64(h, backend->name, strlen(backend->name));
     h = ane_hash64(h, &options->precision, sizeof options->precision);
     h = ane_hash64(h, &options->profile, sizeof options->profile);
-    h = ane_hash64(h, &options->max_conv_channels, sizeof options->max_conv_channels);
+    h = ane_hash64(h, &options->target, sizeof options->target);
     h = ane_hash64(h, options->name, strlen(options->name));
     h = ane_hash64(h, mil, length);
     ane_mil_file sorted[16];
@@ -134,7 +134,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
 }
 
 static int same_options(const ane_compile_options *a, const ane_compile_options *b) {
-    return a->precision == b->precision && a->profile == b->profile && a->max_conv_channels == b->max_conv_channels &&
+    return a->precision == b->precision && a->profile == b->profile && !memcmp(&a->target, &b->target, sizeof a->target) &&
            strcmp(a->name, b->name) == 0;
 }
 

@@ -20,7 +20,19 @@
  *   donor-fails        ... fails (else it takes the new weights from `data`)
  *   id-paths           the identifier hashes the MIL and weight paths, not weight bytes
  *   multi-input-0x1d   programs with several inputs fail to evaluate with 0x1d
- *   encoding-mismatch  compileWithQoS: is registered with an NSUInteger QoS ("Q") */
+ *   encoding-mismatch  compileWithQoS: is registered with an NSUInteger QoS ("Q")
+ * and the chip-dependent answers the probes must tell apart (lua/ane/probes/); by default
+ * the double is the `generic` target of the catalogue:
+ *   accept=OP[+OP]     compiles these ops though the catalogue refuses them (concat: ANE-01)
+ *   refuse=OP[+OP]     refuses programs using these ops at compile time (exp, sqrt, ...)
+ *   narrow-io          accepts I/O narrower than 32 (ANE-21, as Orion's width-16 decode ran)
+ *   conv-channels=N    the widest conv (ANE-16; else 16,384)
+ *   kernel-width=N     the widest conv kernel (ANE-23; else 13)
+ *   spatial=N          the longest width/contraction axis (ANE-31; else 16,384)
+ *   sdpa-mask          scaled_dot_product_attention applies attn_mask (ANE-06; else ignored)
+ *   min-surface=N      the smallest surface allocation evaluated (ANE-04; else 49,152)
+ *   uneven-allocs      surfaces of one side may differ in size (ANE-02/18; else 0x1d)
+ *   load-limit=N       programs loaded at once (else 128) */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +41,7 @@
 #include "../../ane_core/backend/ane_objc.h"
 #include "../../ane_core/backend/backend.h"
 #include "../../ane_core/base/hash.h"
+#include "../../ane_core/tensor/surface.h"
 #include "double.h"
 
 /* ---------------------------------------------------------------- modes */
@@ -37,16 +50,43 @@ static struct {
     long budget_silent, budget_nil;
     int compile_error, ports_declared, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
         multi_input_refused, encoding_mismatch;
-    long row_align;
-} mode = {.row_align = 64};
+    long row_align, min_surface, load_limit, uneven_allocs;
+    ane_target target;           /* the chip the compile checks programs against */
+} mode = {.row_align = 64, .min_surface = 49152, .load_limit = 128};
+
+/* "concat+gelu" -> the ops' bits in set; unknown names abort (a typo in a test's mode). */
+static void mode_ops(const char *list, uint64_t set[2]) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *name = strtok_r(copy, "+", &save); name; name = strtok_r(NULL, "+", &save)) {
+        ane_op op;
+        if (!ane_op_from_name(name, &op)) {
+            fprintf(stderr, "ane-double: ANE_DOUBLE_MODE names no op '%s'\n", name);
+            abort();
+        }
+        ane_target_set_op(set, op);
+    }
+}
 
 static void read_modes(void) {
     const char *text = getenv("ANE_DOUBLE_MODE");
     char copy[512];
     snprintf(copy, sizeof copy, "%s", text ? text : "");
+    ane_target_generic(&mode.target);
+    snprintf(mode.target.name, sizeof mode.target.name, "the double's device");
     for (char *save = NULL, *token = strtok_r(copy, ", ", &save); token; token = strtok_r(NULL, ", ", &save)) {
         long n = 0;
-        if (sscanf(token, "budget-silent=%ld", &n) == 1) mode.budget_silent = n;
+        if (!strncmp(token, "accept=", 7)) mode_ops(token + 7, mode.target.ops_accepted);
+        else if (!strncmp(token, "refuse=", 7)) mode_ops(token + 7, mode.target.ops_refused);
+        else if (!strcmp(token, "narrow-io")) mode.target.min_io_width = 1;
+        else if (sscanf(token, "conv-channels=%ld", &n) == 1 && n > 0) mode.target.max_conv_channels = n;
+        else if (sscanf(token, "kernel-width=%ld", &n) == 1 && n > 0) mode.target.max_kernel_width = n;
+        else if (sscanf(token, "spatial=%ld", &n) == 1 && n > 0) mode.target.max_spatial = n;
+        else if (!strcmp(token, "sdpa-mask")) mode.target.sdpa_mask_honoured = 1;
+        else if (sscanf(token, "min-surface=%ld", &n) == 1 && n > 0) mode.min_surface = n;
+        else if (!strcmp(token, "uneven-allocs")) mode.uneven_allocs = 1;
+        else if (sscanf(token, "load-limit=%ld", &n) == 1 && n > 0) mode.load_limit = n;
+        else if (sscanf(token, "budget-silent=%ld", &n) == 1) mode.budget_silent = n;
         else if (sscanf(token, "budget-nil=%ld", &n) == 1) mode.budget_nil = n;
         else if (sscanf(token, "row-align=%ld", &n) == 1 && n >= 64 && n % 64 == 0) mode.row_align = n;
         else if (!strcmp(token, "compile-error")) mode.compile_error = 1;
@@ -292,7 +332,7 @@ static int read_program_files(const model_object *m, int from_data, program_file
 
 /* Compiles with sim into a new cache entry for the model's identifier. */
 static compiled_entry *compile_entry(const model_object *m, const program_files *f, char *why, size_t why_size) {
-    ane_compile_options options = {.precision = ANE_PRECISION_FP16, .profile = ANE_PROFILE_ANE};
+    ane_compile_options options = {.precision = ANE_PRECISION_FP16, .profile = ANE_PROFILE_ANE, .target = mode.target};
     ane_error err;
     compiled_entry *entry = calloc(1, sizeof *entry);
     if (ane_sim_backend.compile(&options, f->mil, f->mil_size, f->files, f->count, &entry->program, &err) ||
@@ -428,7 +468,7 @@ static BOOL model_load(id self, SEL cmd, unsigned int qos, id options, id *error
     (void)cmd, (void)qos, (void)options;
     model_object *m = (model_object *)self;
     if (m->instance) return fail(error, 0xb, "the model is already loaded (load one model object once)", NULL), NO;
-    if (loaded_count >= 128) return fail(error, 0xe, "too many programs loaded in this process", NULL), NO;
+    if (loaded_count >= mode.load_limit) return fail(error, 0xe, "too many programs loaded in this process", NULL), NO;
     if (mode.load_transient && !transient_failed) {
         transient_failed = 1;
         return fail(error, 0x11, "the ANE service is busy (emulated transient failure)", NULL), NO;
@@ -596,6 +636,25 @@ static int bind_side(id surfaces, id indices, const ane_port *ports, int count, 
     return 1;
 }
 
+/* The allocation rules of this mode's device (ANE-04 minimum, ANE-02/18 one size per side);
+ * what it allows is handed to sim at sizes sim's catalogue accepts. */
+static int allocations_allowed(ane_binding *bindings, int count, char *why, size_t why_size) {
+    size_t largest = 0;
+    for (int i = 0; i < count; i++) {
+        if (bindings[i].alloc_size < (size_t)mode.min_surface) {
+            snprintf(why, why_size, "'%s' is a %zu-byte surface, below this device's minimum of %ld bytes (ANE-04)",
+                     bindings[i].name, bindings[i].alloc_size, mode.min_surface);
+            return 0;
+        }
+        if (bindings[i].alloc_size > largest) largest = bindings[i].alloc_size;
+    }
+    for (int i = 0; i < count; i++) {
+        if (mode.uneven_allocs) bindings[i].alloc_size = largest;
+        if (bindings[i].alloc_size < ANE_SURFACE_MIN_ALLOC) bindings[i].alloc_size = ANE_SURFACE_MIN_ALLOC;
+    }
+    return 1;
+}
+
 static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id request, id *error) {
     (void)cmd, (void)qos, (void)options;
     model_object *m = (model_object *)self;
@@ -621,6 +680,7 @@ static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id re
     int ok = ninputs <= 128 && noutputs <= 128 &&
              bind_side(r->inputs, r->input_indices, inputs, ninputs, in, "input", why, sizeof why) &&
              bind_side(r->outputs, r->output_indices, outputs, noutputs, out, "output", why, sizeof why);
+    if (ok) ok = allocations_allowed(in, ninputs, why, sizeof why) && allocations_allowed(out, noutputs, why, sizeof why);
     ane_error err = {0};
     if (ok && ane_sim_backend.eval(m->instance, in, ninputs, out, noutputs, &err)) {
         ok = 0;

@@ -1,0 +1,80 @@
+/* The built-in compile targets (see target.h). The per-family numbers are constraints.md's
+ * "newer facts": spatial axis 16,384 on M1-M3 and 65,536 on M4/M5, conv kernels at most 13
+ * wide on M1 (15 elsewhere); `generic` takes the strictest of each. */
+#include "target.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+void ane_target_generic(ane_target *out) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "generic");
+    out->max_conv_channels = ANE_MAX_CONV_CHANNELS;
+    out->max_kernel_width = 13;  /* M1's limit: the strictest */
+    out->min_io_width = 32;
+    out->max_spatial = 16384;
+}
+
+void ane_target_complete(const ane_target *target, ane_target *out) {
+    ane_target generic;
+    ane_target_generic(&generic);
+    if (!target) {
+        *out = generic;
+        return;
+    }
+    *out = *target;
+    if (!out->name[0]) memcpy(out->name, generic.name, sizeof out->name);
+    if (!out->max_conv_channels) out->max_conv_channels = generic.max_conv_channels;
+    if (!out->max_kernel_width) out->max_kernel_width = generic.max_kernel_width;
+    if (!out->min_io_width) out->min_io_width = generic.min_io_width;
+    if (!out->max_spatial) out->max_spatial = generic.max_spatial;
+}
+
+static const struct {
+    const char *name;
+    int64_t kernel_width, spatial;
+} families[] = {
+    {"m1", 13, 16384}, {"m2", 15, 16384}, {"m3", 15, 16384}, {"m4", 15, 65536}, {"m5", 15, 65536},
+};
+
+int ane_target_builtin(const char *name, ane_target *out) {
+    ane_target_generic(out);
+    if (strcmp(name, "generic") == 0) return 1;
+    if (strcmp(name, "unchecked") == 0) {
+        snprintf(out->name, sizeof out->name, "unchecked");
+        for (int i = 1; i < ANE_RULE_MAX; i++) out->level[i] = ANE_RULE_OFF;
+        out->max_conv_channels = out->max_kernel_width = out->max_spatial = INT64_MAX;
+        out->min_io_width = 1;
+        for (int op = 0; op < ANE_OP_COUNT; op++) ane_target_set_op(out->ops_accepted, (ane_op)op);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(name, families[i].name) == 0) {
+            snprintf(out->name, sizeof out->name, "%s", name);
+            out->max_kernel_width = families[i].kernel_width;
+            out->max_spatial = families[i].spatial;
+            return 1;
+        }
+    return 0;
+}
+
+const char *ane_target_names(void) { return "generic, m1, m2, m3, m4, m5, unchecked"; }
+
+int ane_rule_number(const char *id) {
+    char *end;
+    if (strncmp(id, "ANE-", 4) != 0) return 0;
+    long n = strtol(id + 4, &end, 10);
+    return *end == '\0' && n > 0 && n < ANE_RULE_MAX ? (int)n : 0;
+}
+
+ane_rule_level ane_target_level(const ane_target *target, int rule) {
+    return target && rule > 0 && rule < ANE_RULE_MAX ? (ane_rule_level)target->level[rule] : ANE_RULE_AS_CATALOGUE;
+}
+
+void ane_target_set_op(uint64_t set[2], ane_op op) { set[op / 64] |= 1ull << (op % 64); }
+int ane_target_has_op(const uint64_t set[2], ane_op op) { return (set[op / 64] >> (op % 64)) & 1; }
+
+_Static_assert(ANE_OP_COUNT <= 128, "ane_target's op sets hold 128 ops");
