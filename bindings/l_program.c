@@ -469,6 +469,7 @@ static int l_capabilities(lua_State *L) {
     lua_setfield(L, -2, "multi_input");
     lua_pushstring(L, d.patch_strategy);
     lua_setfield(L, -2, "patch_strategy");
+    ane_lua_set_string(L, "port_listing", d.port_listing);
     lua_pushboolean(L, d.identifier_hashes_weights);
     lua_setfield(L, -2, "identifier_hashes_weights");
     ane_lua_set_integer(L, "loaded_limit", d.loaded_limit);

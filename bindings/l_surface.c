@@ -45,7 +45,9 @@ static lua_Integer field_integer(lua_State *L, int table, const char *key, lua_I
     return value;
 }
 
-/* ane.surface{channels = C, seq = S, dtype = "fp16" | "fp32", alloc_size = bytes} */
+/* ane.surface{channels = C, seq = S, dtype = "fp16" | "fp32", alloc_size = bytes,
+ * below_minimum = true}: below_minimum allows an allocation under ANE-04's 49,152 bytes (the
+ * probes bisect the device's minimum with it; the runtime never makes one). */
 static int surface_new(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_Integer channels = field_integer(L, 1, "channels", 0, 1);
@@ -54,12 +56,14 @@ static int surface_new(lua_State *L) {
     if (alloc_size < 0) return luaL_error(L, "ane.surface: alloc_size must not be negative");
     lua_getfield(L, 1, "dtype");
     ane_dtype dtype = ane_lua_check_dtype(L, lua_gettop(L), ANE_FP16);
-    lua_pop(L, 1);
+    lua_getfield(L, 1, "below_minimum");
+    int below_minimum = lua_toboolean(L, -1);
+    lua_pop(L, 2);
     surface_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->surface = NULL;
     luaL_setmetatable(L, ANE_SURFACE_TYPE);
     ane_error err;
-    if (ane_surface_create(&box->surface, channels, seq, dtype, (size_t)alloc_size, &err))
+    if (ane_surface_create_sized(&box->surface, channels, seq, dtype, (size_t)alloc_size, below_minimum, &err))
         return ane_lua_fail(L, &err);
     return 1;
 }

@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __APPLE__
+#include <mach-o/dyld.h>
+#endif
 
 #include "../ane_core/backend/backend.h"
 #include "../ane_core/base/fp16.h"
@@ -245,6 +248,22 @@ static int module_index(lua_State *L) {
     return 0;
 }
 
+/* ane.executable() -> the path of this process's program (to start a child of the same
+ * host, e.g. a probe that must not take the REPL down with it), or nil */
+static int l_executable(lua_State *L) {
+    char path[4096];
+#ifdef __APPLE__
+    uint32_t size = sizeof path;
+    if (_NSGetExecutablePath(path, &size) != 0) return 0;
+#else
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) return 0;
+    path[n] = '\0';
+#endif
+    lua_pushstring(L, path);
+    return 1;
+}
+
 /* ane.exec(argv, env) replaces this process with argv (a list; argv[1] found on PATH), after
  * setting the variables of env: how training restarts itself when the device's compile
  * budget is near (ANE-05, ANE-15). Returns nil and a message only when exec fails. */
@@ -302,7 +321,7 @@ int luaopen_ane(lua_State *L) {
         {"backends", l_backends},
         {"simd", l_simd},
         {"clock", l_clock},
-        {"exec", l_exec},
+        {"exec", l_exec}, {"executable", l_executable},
         {"data_dir", l_data_dir},
         {"checksum", l_checksum},
         {"set_graceful_interrupts", l_set_graceful_interrupts},

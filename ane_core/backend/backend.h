@@ -98,6 +98,8 @@ typedef struct ane_device_stats {
     char patch_check[200];           /* what that check saw, e.g. "reload stale, donor works, identifier hashes weights" */
     int identifier_hashes_weights;   /* 0 once a patch showed the identifier ignores weight bytes */
     int multi_input;                 /* programs with several inputs: 1 work, 0 refused (0x1d), -1 not seen */
+    const char *port_listing;        /* how modelAttributes lists several ports: "alphabetical",
+                                        "not alphabetical", or "unknown" until seen */
     int64_t loaded, loaded_limit;    /* programs loaded now; the device's limit */
     int64_t load_retries, requests_built, zero_copy_evals, copied_evals, ports_unverified, row_stride_mismatches;
     int64_t commits, patch_checks, reloads, donor_loads, recompiles, stale_dirs_removed;

@@ -101,7 +101,8 @@ typedef struct device_loaded {
 
 /* What this process learned about the device (ane.stats(), ane.capabilities()). The
  * identifier is assumed to hash the weight bytes (private-api.md) until a patch shows not. */
-static ane_device_stats device_stats = {.identifier_hashes_weights = 1, .multi_input = -1};
+static ane_device_stats device_stats = {.identifier_hashes_weights = 1, .multi_input = -1, .port_listing = "unknown"};
+
 static patch_strategy process_strategy = STRATEGY_UNKNOWN;
 static int loaded_programs;
 
@@ -655,6 +656,21 @@ static CFTypeRef find_live_port(CFTypeRef list, const char *name, int output) {
     return NULL;
 }
 
+/* Records whether the device lists a side's ports (two or more) in alphabetical order. */
+static void note_port_listing(CFTypeRef list) {
+    CFIndex count = list ? ane_objc.CFArrayGetCount(list) : 0;
+    if (count < 2) return;
+    char previous[ANE_NAME_MAX + 16] = "", name[ANE_NAME_MAX + 16];
+    int sorted = 1;
+    for (CFIndex i = 0; i < count; i++) {
+        string_value(dictionary_get(ane_objc.CFArrayGetValueAtIndex(list, i), "Name", ane_objc.CFStringGetTypeID()), name,
+                     sizeof name);
+        if (i > 0 && strcmp(previous, name) > 0) sorted = 0;
+        memcpy(previous, name, sizeof previous);
+    }
+    device_stats.port_listing = sorted ? "alphabetical" : "not alphabetical";
+}
+
 /* Lays out every port as the device reports it (modelAttributes: names, shapes, row
  * strides), or by the rules (64-byte rows, ANE-21) where it reports nothing. */
 static ane_status verify_ports(device_loaded *instance, ane_error *err) {
@@ -666,6 +682,7 @@ static ane_status verify_ports(device_loaded *instance, ane_error *err) {
     CFTypeRef lists[2] = {dictionary_get(network, "LiveInputList", ane_objc.CFArrayGetTypeID()),
                           dictionary_get(network, "LiveOutputList", ane_objc.CFArrayGetTypeID())};
     if (!network) device_stats.ports_unverified++;
+    note_port_listing(lists[0]), note_port_listing(lists[1]);
     size_t common = ANE_SURFACE_MIN_ALLOC;
     for (int side = 0; side < 2; side++) {
         const ane_port *ports = side ? p->outputs : p->inputs;

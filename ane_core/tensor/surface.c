@@ -62,9 +62,15 @@ static const ane_allocator surface_allocator = {"surface", platform_release};
 
 ane_status ane_surface_create(ane_surface **out, int64_t channels, int64_t seq, ane_dtype dtype,
                               size_t alloc_size, ane_error *err) {
+    return ane_surface_create_sized(out, channels, seq, dtype, alloc_size, 0, err);
+}
+
+ane_status ane_surface_create_sized(ane_surface **out, int64_t channels, int64_t seq, ane_dtype dtype,
+                                    size_t alloc_size, int below_minimum, ane_error *err) {
     size_t row_stride, min_alloc;
     ane_status status = ane_surface_layout(channels, seq, dtype, &row_stride, &min_alloc, err);
     if (status) return status;
+    if (below_minimum) min_alloc = (size_t)channels * row_stride; /* the data alone */
     if (alloc_size == 0) alloc_size = min_alloc;
     if (alloc_size < min_alloc)
         return ane_fail(err, ANE_ERR_ARGUMENT,

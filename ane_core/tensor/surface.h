@@ -49,6 +49,10 @@ ane_status ane_surface_layout(int64_t channels, int64_t seq, ane_dtype dtype, si
 /* alloc_size 0 means "the smallest valid"; a larger one is rounded up to a page multiple. */
 ane_status ane_surface_create(ane_surface **out, int64_t channels, int64_t seq, ane_dtype dtype,
                               size_t alloc_size, ane_error *err);
+/* The same, and with below_minimum the allocation may be smaller than ANE-04's minimum (as
+ * small as the data): only the probes that look for the device's minimum make one. */
+ane_status ane_surface_create_sized(ane_surface **out, int64_t channels, int64_t seq, ane_dtype dtype,
+                                    size_t alloc_size, int below_minimum, ane_error *err);
 void ane_surface_destroy(ane_surface *surface); /* NULL is fine */
 
 /* A [1, C, 1, S] tensor view of the surface's memory with the padded row stride. */

@@ -122,7 +122,7 @@ local COMPOSITES = { gelu = "ane.nn.gelu(g, x) (ANE-10: gelu is not an op; the t
   rope = "ane.nn.rope(g, x, cos, sin)", causal_attention = "ane.nn.causal_attention(g, q, k, v)",
   attention = "ane.nn.causal_attention(g, q, k, v)", lora_linear = "ane.nn.lora_linear(g, x, weight, a, b_t)" }
 
-local function distance(a, b) -- Levenshtein, for suggestions
+local function distance(a, b) -- Levenshtein, for suggestions (also ane.probe's)
   local previous = {}
   for j = 0, #b do previous[j] = j end
   for i = 1, #a do
@@ -134,6 +134,8 @@ local function distance(a, b) -- Levenshtein, for suggestions
   end
   return previous[#b]
 end
+
+M.edit_distance = distance
 
 --- Why a graph has no builder `name`, with the nearest names and the composite it may mean.
 function M.unknown_builder(name)

@@ -32,7 +32,10 @@
  *   sdpa-mask          scaled_dot_product_attention applies attn_mask (ANE-06; else ignored)
  *   min-surface=N      the smallest surface allocation evaluated (ANE-04; else 49,152)
  *   uneven-allocs      surfaces of one side may differ in size (ANE-02/18; else 0x1d)
- *   load-limit=N       programs loaded at once (else 128) */
+ *   load-limit=N       programs loaded at once (else 128)
+ *   strict=ID[+ID]     these warnings of the catalogue are compile errors on this chip
+ *                      (ANE-28 elementwise-only programs, ANE-29 reduce_mean, ANE-30 softmax)
+ *   no-constexpr       refuses constexpr_* weight ops (quantized weights) as InvalidMILProgram */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +51,25 @@
 
 static struct {
     long budget_silent, budget_nil;
-    int compile_error, ports_declared, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
+    int no_constexpr, compile_error, ports_declared, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
         multi_input_refused, encoding_mismatch;
     long row_align, min_surface, load_limit, uneven_allocs;
     ane_target target;           /* the chip the compile checks programs against */
 } mode = {.row_align = 64, .min_surface = 49152, .load_limit = 128};
+
+/* "ANE-28+ANE-30" -> those rules are errors in the target; unknown IDs abort. */
+static void mode_rules(const char *list, ane_target *target) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *id = strtok_r(copy, "+", &save); id; id = strtok_r(NULL, "+", &save)) {
+        int rule = ane_rule_number(id);
+        if (!rule) {
+            fprintf(stderr, "ane-double: ANE_DOUBLE_MODE names no rule '%s'\n", id);
+            abort();
+        }
+        target->level[rule] = ANE_RULE_ERROR;
+    }
+}
 
 /* "concat+gelu" -> the ops' bits in set; unknown names abort (a typo in a test's mode). */
 static void mode_ops(const char *list, uint64_t set[2]) {
@@ -85,6 +102,8 @@ static void read_modes(void) {
         else if (!strcmp(token, "sdpa-mask")) mode.target.sdpa_mask_honoured = 1;
         else if (sscanf(token, "min-surface=%ld", &n) == 1 && n > 0) mode.min_surface = n;
         else if (!strcmp(token, "uneven-allocs")) mode.uneven_allocs = 1;
+        else if (!strncmp(token, "strict=", 7)) mode_rules(token + 7, &mode.target);
+        else if (!strcmp(token, "no-constexpr")) mode.no_constexpr = 1;
         else if (sscanf(token, "load-limit=%ld", &n) == 1 && n > 0) mode.load_limit = n;
         else if (sscanf(token, "budget-silent=%ld", &n) == 1) mode.budget_silent = n;
         else if (sscanf(token, "budget-nil=%ld", &n) == 1) mode.budget_nil = n;
@@ -428,6 +447,10 @@ static BOOL model_compile(id self, SEL cmd, unsigned int qos, id options, id *er
     if (!read_program_files(m, 0, &files, why, sizeof why)) {
         free_program_files(&files);
         return fail(error, 0x3, "the compiler could not read the model directory", why), NO;
+    }
+    if (mode.no_constexpr && memmem(files.mil, files.mil_size, "constexpr_", 10)) {
+        free_program_files(&files);
+        return fail(error, 0x5, "InvalidMILProgram", "constexpr_* ops are not supported on this path (emulated)"), NO;
     }
     compiled_entry *entry = compile_entry(m, &files, why, sizeof why);
     if (!entry) {

@@ -1,0 +1,39 @@
+-- Quantized weights (newer facts; disputed): does the device take int8 weights through
+-- constexpr_affine_dequantize on the in-memory path? MIL text of an anchored program whose
+-- weight const is replaced by an int8 constexpr_affine_dequantize of the same values.
+local ane = require("ane")
+local programs = require("ane.probes.programs")
+
+local C, SCALE = 16, 1 / 128
+
+return {
+  name = "quantized_weights",
+  rules = { "ANE-26" },
+  question = "Does the device run int8 weights through constexpr_affine_dequantize (one report: refused)?",
+  run = function(bench)
+    local q, w = {}, ane.tensor({ C, C, 1, 1 }, "fp16")
+    for i = 1, C * C do
+      q[i] = (i * 37) % 255 - 127
+      w:set(q[i] * SCALE, (i - 1) // C + 1, (i - 1) % C + 1, 1, 1)
+    end
+    local g = ane.graph("probe_int8")
+    local x = g:input("x", { 1, C, 1, 32 })
+    g:output("y", g:relu(g:conv(x, g:const("qw", w), { name = "mix" })))
+    local text = g:mil()
+    local pattern = "tensor<fp16, %[16, 16, 1, 1%]> qw = const%(%)%b[];"
+    assert(text:find(pattern), "the probe's MIL has no const qw to replace")
+    local quantized = string.format("tensor<fp16, [16, 16, 1, 1]> qw = constexpr_affine_dequantize()[axis = int32(0), "
+      .. "name = string(\"qw\"), quantized_data = tensor<int8, [16, 16, 1, 1]>([%s]), scale = fp16(0x1p-7), "
+      .. "zero_point = int8(0)];", table.concat(q, ", "))
+    local ok, program = bench:compile_mil((text:gsub(pattern, function() return quantized end)), {},
+      "MIL with int8 constexpr_affine_dequantize weights")
+    if not ok then return { verdict = "does not hold", summary = "refused: " .. require("ane.probe").gist(program) } end
+    local inputs = { x = programs.fp16({ 1, C, 1, 32 }, 3, 1) }
+    local ran, outputs = bench:eval(program, inputs, nil, "evaluated")
+    if not ran then return { verdict = "does not hold", summary = "compiled, but the eval failed" } end
+    if not bench:matches(outputs.y, bench:reference(g, inputs).y, "y vs the fp16 weights") then
+      return { verdict = "does not hold", summary = "ran, but not with the dequantized weights" }
+    end
+    return { verdict = "holds", summary = "int8 weights run and match the fp16 program" }
+  end,
+}
