@@ -30,7 +30,8 @@ static const char *program_name = "anelua";
 
 static void print_usage_to(FILE *out, const char *bad_option) {
     if (bad_option) {
-        if (bad_option[1] == 'e' || bad_option[1] == 'l' || strcmp(bad_option, "--backend") == 0)
+        if (bad_option[1] == 'e' || bad_option[1] == 'l' || strcmp(bad_option, "--backend") == 0 ||
+            strcmp(bad_option, "--probe") == 0 || strcmp(bad_option, "--report") == 0)
             fprintf(stderr, "%s: '%s' needs an argument\n", program_name, bad_option);
         else
             fprintf(stderr, "%s: unrecognized option '%s'\n", program_name, bad_option);
@@ -47,6 +48,9 @@ static void print_usage_to(FILE *out, const char *bad_option) {
             "  -W              turn warnings on\n"
             "  --backend NAME  default backend: sim (CPU simulator) or ane (the device);\n"
             "                  also set by ANELUA_BACKEND\n"
+            "  --probe LIST    run probes of the device (all, or names separated by commas;\n"
+            "                  ane.probe.list() names them) and write a report (docs/probes.md)\n"
+            "  --report BASE   where --probe writes BASE.md and BASE.json (ane-probe-report)\n"
             "  --              stop handling options\n"
             "  -               stop handling options and execute stdin\n"
             "  -h, --help      this text\n"
@@ -448,12 +452,28 @@ static void repl(lua_State *L) {
     program_name = saved_name;
 }
 
+/* --probe LIST: ane.probe.main(LIST, report base) (lua/ane/probe.lua). */
+static int run_probes(lua_State *L, const char *list, const char *report_base) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "ane.probe");
+    int status = docall(L, 1, 1);
+    if (status == LUA_OK) {
+        lua_getfield(L, -1, "main");
+        lua_pushstring(L, list);
+        if (report_base) lua_pushstring(L, report_base);
+        else lua_pushnil(L);
+        status = lua_pcall(L, 2, 0, 0); /* a misspelled name is the user's mistake: no traceback */
+        if (status == LUA_OK) lua_pop(L, 1);
+    }
+    return report(L, status);
+}
+
 /* ------------------------------------------------------------------ main */
 
 typedef struct options {
     int interactive, version, ignore_env, warnings, has_exec;
     int script_index; /* argc when there is no script */
-    const char *backend;
+    const char *backend, *probe, *report;
 } options;
 
 /* Parses options up to the script; returns 0 on a bad option (after printing usage). */
@@ -483,6 +503,13 @@ static int parse_options(int argc, char **argv, options *opts) {
             opts->backend = argv[i];
         } else if (strncmp(a, "--backend=", 10) == 0) {
             opts->backend = a + 10;
+        } else if (strcmp(a, "--probe") == 0 || strcmp(a, "--report") == 0) {
+            if (++i >= argc) return print_usage(a), 0;
+            *(a[2] == 'p' ? &opts->probe : &opts->report) = argv[i];
+        } else if (strncmp(a, "--probe=", 8) == 0) {
+            opts->probe = a + 8;
+        } else if (strncmp(a, "--report=", 9) == 0) {
+            opts->report = a + 9;
         } else if (strcmp(a, "-i") == 0) {
             opts->interactive = opts->version = 1;
         } else if (strcmp(a, "-v") == 0) {
@@ -506,7 +533,7 @@ static int run_exec_options(lua_State *L, char **argv, int script_index) {
     for (int i = 1; i < script_index; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || (a[1] != 'e' && a[1] != 'l') || a[1] == '-') {
-            if (strcmp(a, "--backend") == 0) i++;
+            if (strcmp(a, "--backend") == 0 || strcmp(a, "--probe") == 0 || strcmp(a, "--report") == 0) i++;
             continue;
         }
         const char *value = a[2] ? a + 2 : argv[++i];
@@ -564,12 +591,21 @@ static int protected_main(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
+    if (opts.probe && run_probes(L, opts.probe, opts.report) != LUA_OK) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (opts.report && !opts.probe) {
+        print_message("--report names where --probe writes its report; give --probe too");
+        lua_pushboolean(L, 0);
+        return 1;
+    }
     if (opts.script_index < argc && run_script(L, argv, opts.script_index) != LUA_OK) {
         lua_pushboolean(L, 0);
         return 1;
     }
     int no_script = opts.script_index == argc;
-    if (opts.interactive || (no_script && !opts.has_exec && !opts.version)) {
+    if (opts.interactive || (no_script && !opts.has_exec && !opts.version && !opts.probe)) {
         if (opts.interactive || isatty(STDIN_FILENO)) {
             if (!opts.version) print_version();
             /* In the REPL `ane` is a global for convenience; scripts require it. */

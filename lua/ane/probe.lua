@@ -51,7 +51,7 @@ end
 function M.get(name)
   local probe = load_probe(name)
   if not probe then
-    error(string.format("no probe '%s'; did you mean '%s'? (ane.probe.list() lists them)", tostring(name), nearest(tostring(name))), 2)
+    error(string.format("no probe '%s'; did you mean '%s'? (ane.probe.list() lists them)", tostring(name), nearest(tostring(name))), 0)
   end
   return probe
 end
@@ -234,7 +234,7 @@ local Report = { __tostring = function(r) return M.markdown(r) end }
 --- -> a verdict (one probe) or a report (several); with `report`, writes .md and .json.
 function M.run(which, opts)
   opts = opts or {}
-  if type(which) == "string" and which ~= "all" and not which:find(",", 1, true) and not opts.report then
+  if type(which) == "string" and which ~= "all" and not which:find(",", 1, true) and not opts.report and not opts.progress then
     return M.run_one(which, opts)
   end
   local names = which == "all" and M.names or type(which) == "table" and which or {}
@@ -344,7 +344,7 @@ end
 
 --- `anelua --probe LIST [--report BASE]`: runs, prints one line per verdict, writes the report.
 function M.main(which, base)
-  local report = M.run(which, { report = base or "ane-probe-report", progress = function(v)
+  local report = M.run(which, { progress = function(v)
     local verdict = v.verdict == "measured" and string.format("measured %s %s", tostring(v.value), v.unit or "") or v.verdict
     io.stdout:write(string.format("%-20s %-14s %s\n", v.probe, table.concat(v.rules, " "), verdict .. ": " .. v.summary))
     io.stdout:flush()

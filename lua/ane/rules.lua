@@ -63,6 +63,8 @@ local CATALOGUE = {
     "warned" },
   { "ANE-30", "softmax over an axis that is not a power of two fails on some chips", "InvalidMILProgram",
     "pad the axis with a large negative mask", "warned" },
+  { "ANE-31", "the width (last) axis and a matmul's contraction are at most 16,384 long on M1-M3, 65,536 on M4/M5",
+    "compile failure", "split the axis", "rejected above the target's limit (generic: 16,384)", "chip-dependent" },
 }
 
 local by_id = {}
