@@ -18,6 +18,15 @@ describe("help", function()
     assert.matches("no op, composite or rule named 'conv3d'", ane.help("conv3d"))
   end)
 
+  it("points from a rule, an op or an open question to the probe that asks the device", function()
+    assert.matches("\nprobe io_width %(ANE%-21%): What is the narrowest I/O width.*ane%.probe%.run%(\"io_width\"%)$",
+      ane.help("ANE-21"))
+    assert.matches("^g:concat%(.*\nprobe concat %(ANE%-01 Q3%): Does the device reject concat%?", ane.help("concat"))
+    assert.matches("^probe multi_input %(Q2 ANE%-18%)", ane.help("Q2"))
+    assert.matches("^probes %(ane%.probe%.run.*\nconcat ", ane.help("probes"))
+    assert.is_nil(ane.help("ANE-09"):find("probe", 1, true)) -- a rule of the API, no program tests it
+  end)
+
   it("names every rule of the catalogue, disputed ones as such", function()
     local rule = ane.rule("ANE-21")
     assert.are.equal("disputed", rule.status)
@@ -46,6 +55,7 @@ describe("completion", function()
     assert.are.same({ "print" }, repl.complete("pri", env))
     assert.are.same({ "ane.tensor" }, repl.complete("ane.te", env))
     assert.are.same({ "ane.rule(", "ane.rules" }, repl.complete("x = ane.rul", env))
+    assert.are.same({ "ane.probe" }, repl.complete("ane.prob", env))
     assert.are.same({ "g:concat(", "g:const(", "g:conv(" }, repl.complete("g:co", env))
     assert.are.same({}, repl.complete("nothing.here", env))
   end)

@@ -76,9 +76,14 @@ end
 
 ---------------------------------------------------------------------------- verdicts
 
+-- "holds", or "measured 13 elements"
+local function verdict_text(v)
+  if v.verdict ~= "measured" then return v.verdict end
+  return "measured " .. tostring(v.value) .. ((v.unit or "") ~= "" and (" " .. v.unit) or "")
+end
+
 local Verdict = { __tostring = function(v)
-  local head = string.format("%s (%s): %s", v.probe, table.concat(v.rules, " "), v.verdict)
-  if v.verdict == "measured" then head = head .. string.format(" %s %s", tostring(v.value), v.unit or "") end
+  local head = string.format("%s (%s): %s", v.probe, table.concat(v.rules, " "), verdict_text(v))
   local lines = { head .. (v.modelled and "  [modelled, not measured]" or ""), "  " .. v.question, "  " .. v.summary }
   for _, e in ipairs(v.evidence) do lines[#lines + 1] = "    - " .. e end
   lines[#lines + 1] = string.format("  (%.2f s on %s)", v.seconds, v.backend)
@@ -286,7 +291,7 @@ function M.markdown(report)
     "| probe | rules | verdict | summary |", "|---|---|---|---|",
   }
   for _, v in ipairs(report.probes) do
-    local verdict = v.verdict == "measured" and string.format("measured %s %s", tostring(v.value), v.unit or "") or v.verdict
+    local verdict = verdict_text(v)
     out[#out + 1] = string.format("| %s | %s | %s | %s |", v.probe, table.concat(v.rules, " "), verdict,
       (v.summary:gsub("|", "/")))
   end
@@ -345,12 +350,12 @@ end
 --- `anelua --probe LIST [--report BASE]`: runs, prints one line per verdict, writes the report.
 function M.main(which, base)
   local report = M.run(which, { progress = function(v)
-    local verdict = v.verdict == "measured" and string.format("measured %s %s", tostring(v.value), v.unit or "") or v.verdict
+    local verdict = verdict_text(v)
     io.stdout:write(string.format("%-20s %-14s %s\n", v.probe, table.concat(v.rules, " "), verdict .. ": " .. v.summary))
     io.stdout:flush()
   end })
   local md, json = M.write(report, base or "ane-probe-report")
-  io.stdout:write(string.format("%d probes on %s in %.1f s; report: %s, %s\n", #report.probes, report.backend, report.seconds,
+  io.stdout:write(string.format("%d probes on %s in %.2f s; report: %s, %s\n", #report.probes, report.backend, report.seconds,
     md, json))
   return true
 end

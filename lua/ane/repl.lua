@@ -171,10 +171,33 @@ anelua: program Apple's Neural Engine from Lua (backend ]] .. ane.default_backen
   p:eval{x = tensor}.y                 outputs by name; p:patch{w = tensor} without recompiling
   ane.tensor.randn({2, 3}), ane.stats(), ane.backends(), ane.graph.ops()
   help("conv")                         one op;  ane.rule("ANE-21"): one constraint
+  ane.probe.list(), ane.probe.run("concat"), help("probes")   ask the device (docs/probes.md)
+  ane.compile(g, {target = "m4" | "report.json"})           validate for a chip, or a measured one
   require("ane.models.gpt2"), require("ane.models.llama"), require("ane.nn"), require("ane.train")
-Docs: docs/api.md, docs/compiler.md, docs/repl.md.]]
+Docs: docs/api.md, docs/compiler.md, docs/repl.md, docs/probes.md.]]
 
-local function describe_rule(rule) return tostring(rule) end
+-- The probe of a rule or name, as a help line (probes answer rules on the user's chip).
+local function probe_lines(topic)
+  local probe = require("ane.probe")
+  local lines = {}
+  for _, name in ipairs(probe.names) do
+    local p = probe.get(name)
+    local match = name == topic
+    for _, id in ipairs(p.rules) do match = match or id == topic end
+    if match then
+      lines[#lines + 1] = string.format("probe %s (%s): %s  -> ane.probe.run(%q)", name, table.concat(p.rules, " "),
+        p.question, name)
+    end
+  end
+  return lines
+end
+
+local function with_probes(text, topic)
+  local lines = probe_lines(topic)
+  return #lines > 0 and (text .. "\n" .. table.concat(lines, "\n")) or text
+end
+
+local function describe_rule(rule) return with_probes(tostring(rule), rule.id) end
 
 local function describe_op(op)
   local flags = {}
@@ -206,7 +229,13 @@ function M.help(topic)
     local rule = rules.get(topic)
     if rule then return describe_rule(rule) end
     local op = op_rows()[topic]
-    if op then return describe_op(op) end
+    if op then return with_probes(describe_op(op), topic) end
+    if topic == "probe" or topic == "probes" then
+      return "probes (ane.probe.run(name or \"all\", {report = \"base\"}); anelua --probe all):\n"
+        .. tostring(require("ane.probe").list())
+    end
+    local probe_help = probe_lines(topic)
+    if #probe_help > 0 then return table.concat(probe_help, "\n") end
     if COMPOSITES[topic] then return topic .. " is a composite: " .. COMPOSITES[topic] end
     return "no op, composite or rule named '" .. topic .. "' (help() for an overview)"
   end
@@ -270,7 +299,7 @@ function M.complete(prefix, env)
   local names = {}
   if type(value) == "table" then for name in pairs(value) do names[#names + 1] = name end end
   if value == ane then -- the submodules loaded on first use
-    for _, name in ipairs({ "io", "nn", "rules", "rule", "help" }) do names[#names + 1] = name end
+    for _, name in ipairs({ "io", "nn", "rules", "rule", "help", "probe" }) do names[#names + 1] = name end
   end
   for _, name in ipairs(methods_of(value)) do names[#names + 1] = name end
   local mt = getmetatable(value)
