@@ -141,7 +141,8 @@ static void print_new_warnings(lua_State *L, const ane_report *report) {
 }
 
 /* ane.compile(graph, options) -> program, warnings: the core's pipeline (runtime/compile.c),
- * no Lua in between; warnings as g:validate lists them. */
+ * no Lua in between; warnings as g:validate lists them (the REPL prints each once unless
+ * options.quiet). */
 static int l_compile(lua_State *L) {
     ane_graph *graph = ane_lua_check_graph(L, 1);
     lua_settop(L, 2);
@@ -156,7 +157,9 @@ static int l_compile(lua_State *L) {
         ane_report_free(&report);
         return ane_lua_raise(L, &err);
     }
-    print_new_warnings(L, &report);
+    int quiet = lua_istable(L, 2) && lua_getfield(L, 2, "quiet") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_settop(L, 3); /* {quiet = true}: returned, not printed (the probes' programs) */
+    if (!quiet) print_new_warnings(L, &report);
     ane_lua_push_diagnostics(L, &report);
     ane_report_free(&report);
     return 2;

@@ -113,7 +113,7 @@ M.gist = first_line
 
 --- Compiles a graph for the device as it is (or for sim's model): ok, program or message.
 function Bench:compile(g, what)
-  local ok, program = pcall(ane.compile, g, { backend = self.backend, target = self.target })
+  local ok, program = pcall(ane.compile, g, { backend = self.backend, target = self.target, quiet = true })
   self:note("%s '%s': %s", what or "compiled", g:name(), ok and "compiled" or ("refused: " .. first_line(program)))
   return ok, program
 end
