@@ -4,7 +4,8 @@
  *   "path/report.json"                        a probe report (ane.probe.target_of)
  *   { base = "m4", name =, rules = { ["ANE-01"] = "off" | "warning" | "error" },
  *     max_conv_channels =, max_kernel_width =, min_io_width =, max_spatial =,
- *     sdpa_mask_honoured = true, refused_ops = { "exp" }, accepted_ops = { "concat" } }
+ *     sdpa_mask_honoured = true, sdpa_mask_one_plane = true, refused_ops = { "exp" },
+ *     accepted_ops = { "concat" } }
  * plus `max_conv_channels =` beside `target` in the options, which overrides ANE-16. */
 #include <string.h>
 
@@ -66,7 +67,9 @@ static void read_table(lua_State *L, int index, ane_target *out) {
     out->max_spatial = limit_field(L, index, "max_spatial", out->max_spatial);
     lua_getfield(L, index, "sdpa_mask_honoured");
     if (!lua_isnil(L, -1)) out->sdpa_mask_honoured = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, index, "sdpa_mask_one_plane");
+    if (!lua_isnil(L, -1)) out->sdpa_mask_one_plane = lua_toboolean(L, -1);
+    lua_pop(L, 2);
     op_list(L, index, "refused_ops", out->ops_refused);
     op_list(L, index, "accepted_ops", out->ops_accepted);
 }
@@ -113,6 +116,7 @@ static int l_target(lua_State *L) {
     ane_lua_set_integer(L, "min_io_width", t.min_io_width);
     ane_lua_set_integer(L, "max_spatial", t.max_spatial);
     ane_lua_set_boolean(L, "sdpa_mask_honoured", t.sdpa_mask_honoured);
+    ane_lua_set_boolean(L, "sdpa_mask_one_plane", t.sdpa_mask_one_plane);
     lua_newtable(L);
     for (int i = 1; i < ANE_RULE_MAX; i++)
         if (t.level[i]) {

@@ -278,6 +278,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     }
     sim_context context = {
         .apply_sdpa_mask = !device_rules || p->options.target.sdpa_mask_honoured, /* ANE-06: ignored unless the target says */
+        .sdpa_mask_one_plane = device_rules && p->options.target.sdpa_mask_one_plane,
         .scratch = instance->scratch,
         .scratch_floats = p->scratch_floats,
         .halves = (const uint16_t *const *)instance->halves,

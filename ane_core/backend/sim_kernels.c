@@ -569,7 +569,7 @@ static ane_status run_sdpa(const sim_context *context, const ane_node *node, flo
         if (mask) {
             /* batch index -> offsets over the leading dims */
             int64_t rest = b, base = 0;
-            for (int i = r - 3; i >= 0; i--) {
+            for (int i = r - 3; i >= 0 && !context->sdpa_mask_one_plane; i--) {
                 base += (rest % q->shape[i]) * ms[i];
                 rest /= q->shape[i];
             }

@@ -13,6 +13,7 @@
 
 typedef struct sim_context {
     int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
+    int sdpa_mask_one_plane; /* a per-head mask applies its first plane to every head (newer facts) */
     float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16 (NULL where not) */

@@ -32,6 +32,7 @@ typedef struct ane_target {
     int64_t min_io_width;                 /* ANE-21: narrower I/O is an error */
     int64_t max_spatial;                  /* ANE-31: longest last axis / contraction */
     int sdpa_mask_honoured;               /* ANE-06: the device applies attn_mask */
+    int sdpa_mask_one_plane;              /* ... but a per-head mask's first plane to every head */
     uint64_t ops_refused[2], ops_accepted[2]; /* bit sets by ane_op, measured on a chip */
 } ane_target;
 

@@ -30,6 +30,7 @@
  *   kernel-width=N     the widest conv kernel (ANE-23; else 13)
  *   spatial=N          the longest width/contraction axis (ANE-31; else 16,384)
  *   sdpa-mask          scaled_dot_product_attention applies attn_mask (ANE-06; else ignored)
+ *   sdpa-mask=one-plane  ... but a per-head mask's first plane to every head
  *   min-surface=N      the smallest surface allocation evaluated (ANE-04; else 49,152)
  *   uneven-allocs      surfaces of one side may differ in size (ANE-02/18; else 0x1d)
  *   load-limit=N       programs loaded at once (else 128)
@@ -100,6 +101,7 @@ static void read_modes(void) {
         else if (sscanf(token, "kernel-width=%ld", &n) == 1 && n > 0) mode.target.max_kernel_width = n;
         else if (sscanf(token, "spatial=%ld", &n) == 1 && n > 0) mode.target.max_spatial = n;
         else if (!strcmp(token, "sdpa-mask")) mode.target.sdpa_mask_honoured = 1;
+        else if (!strcmp(token, "sdpa-mask=one-plane")) mode.target.sdpa_mask_honoured = mode.target.sdpa_mask_one_plane = 1;
         else if (sscanf(token, "min-surface=%ld", &n) == 1 && n > 0) mode.min_surface = n;
         else if (!strcmp(token, "uneven-allocs")) mode.uneven_allocs = 1;
         else if (!strncmp(token, "strict=", 7)) mode_rules(token + 7, &mode.target);

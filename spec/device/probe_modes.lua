@@ -39,13 +39,17 @@ local DEFAULT = {
 local FLIPS = {
   [""] = {},
   ["accept=concat"] = { concat = { verdict = "does not hold" }, target = { accepted_ops = { "concat" } } },
-  ["refuse=exp"] = { op_acceptance = { verdict = "does not hold", exp = "refused" }, target = { refused_ops = { "exp" } } },
+  ["refuse=exp"] = { op_acceptance = { verdict = "does not hold", details = { exp = "refused", sqrt = "runs" } },
+    target = { refused_ops = { "exp" } } },
   ["uneven-allocs"] = { uniform_allocations = { verdict = "does not hold" } },
   ["ports-declared"] = { binding_order = { verdict = "does not hold" } },
   ["min-surface=16384"] = { min_surface = { value = 16384 } },
   ["budget-nil=40"] = { only = true, compile_budget = { value = 40 } },
   ["budget-silent=40"] = { only = true, compile_budget = { value = 40 } },
-  ["sdpa-mask"] = { sdpa_mask = { verdict = "does not hold" }, target = { sdpa_mask_honoured = true } },
+  ["sdpa-mask"] = { sdpa_mask = { verdict = "does not hold", details = { per_head_mask = "per head" } },
+    target = { sdpa_mask_honoured = true, sdpa_mask_one_plane = false } },
+  ["sdpa-mask=one-plane"] = { sdpa_mask = { verdict = "does not hold", details = { per_head_mask = "first plane for all heads" } },
+    target = { sdpa_mask_honoured = true, sdpa_mask_one_plane = true } },
   ["reload-effect"] = { weight_update = { value = "reload" } },
   ["donor-fails"] = { weight_update = { value = "recompile" } },
   ["conv-channels=32768"] = { conv_channels = { value = 32768 }, target = { max_conv_channels = 32768 } },
@@ -79,7 +83,7 @@ describe("probes against the double (mode '" .. mode .. "')", function()
       assert.is_false(v.modelled, v.probe)
       if want.verdict then assert.are.equal(want.verdict, v.verdict, v.probe .. ": " .. v.summary) end
       if want.value then assert.are.equal(want.value, v.value, v.probe .. ": " .. v.summary) end
-      if want.exp then assert.are.equal(want.exp, v.details.exp, v.probe) end
+      for key, value in pairs(want.details or {}) do assert.are.equal(value, v.details[key], v.probe .. " " .. key) end
       assert.is_true(#v.evidence > 0, v.probe .. " gives no evidence")
     end
     assert.are.equal(#names, #report.probes)

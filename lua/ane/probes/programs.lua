@@ -12,6 +12,13 @@ end
 --- An fp16 tensor of this shape holding `value` everywhere.
 function M.filled(shape, value) return ane.tensor(shape, "fp16"):fill(value) end
 
+--- The weight of a 1x1 conv that copies its n channels: fp16 [n, n, 1, 1].
+function M.identity_weight(n)
+  local w = ane.tensor({ n, n, 1, 1 }, "fp16"):fill(0)
+  for i = 1, n do w:set(1, i, i, 1, 1) end
+  return w
+end
+
 --- A graph `name`: x [1, channels, 1, width] -> conv 1x1 -> build(g, h, x) -> output y.
 --- Returns the graph and its inputs.
 function M.anchored(name, build, channels, width)
