@@ -70,6 +70,8 @@ void ane_lua_open_nfc(lua_State *L);  /* ane._nfc: Unicode NFC */
 struct ane_surface;
 /* The surface at index, or NULL when it is not one (raises for a closed surface). */
 struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
+/* A list of the notes' lines (and a last "... and N more" when some were dropped). */
+void ane_lua_push_notes(lua_State *L, const ane_notes *notes);
 void ane_lua_open_target(lua_State *L);       /* pushes ane.target */
 /* The `target` (and `max_conv_channels`) of the options table at options_index (l_target.c). */
 void ane_lua_read_target(lua_State *L, int options_index, ane_target *out);

@@ -492,7 +492,8 @@ static int graph_new(lua_State *L) {
     return 1;
 }
 
-/* ane.graph.parse(text, [weights], [{function =, source =}]) -> graph | nil, message */
+/* ane.graph.parse(text, [weights], [{function =, source =}]) -> graph, notes | nil, message
+ * (notes: what the weight files do differently from the format, read as the device does) */
 static int graph_parse(lua_State *L) {
     size_t length;
     const char *text = luaL_checklstring(L, 1, &length);
@@ -509,12 +510,14 @@ static int graph_parse(lua_State *L) {
     box->graph = NULL;
     luaL_setmetatable(L, ANE_GRAPH_TYPE);
     ane_error err;
-    if (ane_parse_mil(text, length, source, files, nfiles, function, &box->graph, &err)) {
+    ane_notes notes = {0};
+    if (ane_parse_mil(text, length, source, files, nfiles, function, &box->graph, &notes, &err)) {
         lua_pushnil(L);
         lua_pushstring(L, err.message);
         return 2;
     }
-    return 1;
+    ane_lua_push_notes(L, &notes);
+    return 2;
 }
 
 /* The strings of list field `field` of the options table at index 2 (at most 256; the

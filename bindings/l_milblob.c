@@ -1,8 +1,11 @@
 /* ane.milblob: MILBlob v2 weight files from Lua, for tools and tests.
  *   ane.milblob.write({ {dtype = "fp16", data = bytes}, ... }) -> file bytes, {record offsets}
- *   ane.milblob.read(bytes, [name]) -> { {offset =, dtype_code =, size =, data_offset =}, ... }
+ *   ane.milblob.read(bytes, [name]) -> { {offset =, dtype_code =, size =, data_offset =}, ... }, notes
  *                                      | nil, message (naming `name`, the record offset and field)
- *   ane.milblob.lookup(bytes, offset, dtype, size, [name]) -> data bytes | nil, message */
+ *   ane.milblob.lookup(bytes, offset, dtype, size, [name]) -> data bytes, notes | nil, message
+ * Files are read as the device reads them (ane_core/mil/milblob.h): `notes` lists what a
+ * file does differently from the format (other writers' layouts), `message` what would give
+ * garbage (data past the end, an offset that is no record). */
 #include <stdlib.h>
 
 #include "../ane_core/mil/milblob.h"
@@ -62,7 +65,8 @@ static int l_read(lua_State *L) {
     ane_milblob_record *records;
     int count;
     ane_error err;
-    if (ane_milblob_parse((const uint8_t *)bytes, size, name, &records, &count, &err)) return ane_lua_fail(L, &err);
+    ane_notes notes = {0};
+    if (ane_milblob_parse((const uint8_t *)bytes, size, name, &records, &count, &notes, &err)) return ane_lua_fail(L, &err);
     lua_createtable(L, count, 0);
     for (int i = 0; i < count; i++) {
         lua_createtable(L, 0, 4);
@@ -77,7 +81,8 @@ static int l_read(lua_State *L) {
         lua_rawseti(L, -2, i + 1);
     }
     free(records);
-    return 1;
+    ane_lua_push_notes(L, &notes);
+    return 2;
 }
 
 static int l_lookup(lua_State *L) {
@@ -90,10 +95,25 @@ static int l_lookup(lua_State *L) {
     const uint8_t *data;
     ane_error err;
     if (offset < 0 || expected < 0) return luaL_error(L, "offset and size must not be negative");
-    if (ane_milblob_lookup((const uint8_t *)bytes, size, name, (uint64_t)offset, code, (uint64_t)expected, &data, &err))
+    ane_notes notes = {0};
+    if (ane_milblob_lookup((const uint8_t *)bytes, size, name, (uint64_t)offset, code, (uint64_t)expected, &data, &notes,
+                           &err))
         return ane_lua_fail(L, &err);
     lua_pushlstring(L, (const char *)data, (size_t)expected);
-    return 1;
+    ane_lua_push_notes(L, &notes);
+    return 2;
+}
+
+void ane_lua_push_notes(lua_State *L, const ane_notes *notes) {
+    lua_createtable(L, notes->count + (notes->dropped > 0), 0);
+    for (int i = 0; i < notes->count; i++) {
+        lua_pushstring(L, notes->text[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    if (notes->dropped) {
+        lua_pushfstring(L, "... and %d more", notes->dropped);
+        lua_rawseti(L, -2, notes->count + 1);
+    }
 }
 
 void ane_lua_open_milblob(lua_State *L) {

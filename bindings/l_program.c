@@ -106,6 +106,17 @@ int ane_lua_weight_files(lua_State *L, int index, ane_mil_file *files, int capac
     return count;
 }
 
+static void print_new_warnings(lua_State *L, const ane_report *report);
+
+/* Whether options.quiet asks that warnings are returned only, not printed in the REPL. */
+static int quiet(lua_State *L, int options_index) {
+    if (!lua_istable(L, options_index)) return 0;
+    int result = lua_getfield(L, options_index, "quiet") != LUA_TNIL && lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return result;
+}
+
+/* -> program, warnings: the weight files' notes as diagnostics with ID "weights" */
 static int create(lua_State *L, const char *mil, size_t length, const ane_mil_file *files, int nfiles, int options_index,
                   const char *default_name) {
     ane_compile_options options;
@@ -115,7 +126,17 @@ static int create(lua_State *L, const char *mil, size_t length, const ane_mil_fi
     program_box *box = new_program_box(L);
     ane_error err;
     if (ane_program_create(backend, &options, key, mil, length, files, nfiles, &box->program, &err)) return ane_lua_raise(L, &err);
-    return 1;
+    const ane_notes *notes = ane_program_notes(box->program);
+    ane_report report = {0};
+    for (int i = 0; i < notes->count; i++)
+        ane_report_add(&report, "weights", NULL, ANE_SEVERITY_WARNING, "%s", notes->text[i]);
+    if (notes->dropped)
+        ane_report_add(&report, "weights", NULL, ANE_SEVERITY_WARNING, "... and %d more notes about the weight files",
+                       notes->dropped);
+    if (!quiet(L, options_index)) print_new_warnings(L, &report);
+    ane_lua_push_diagnostics(L, &report);
+    ane_report_free(&report);
+    return 2;
 }
 
 /* In the REPL (the host sets the registry flag), each warning is printed once per session. */
@@ -157,9 +178,7 @@ static int l_compile(lua_State *L) {
         ane_report_free(&report);
         return ane_lua_raise(L, &err);
     }
-    int quiet = lua_istable(L, 2) && lua_getfield(L, 2, "quiet") != LUA_TNIL && lua_toboolean(L, -1);
-    lua_settop(L, 3); /* {quiet = true}: returned, not printed (the probes' programs) */
-    if (!quiet) print_new_warnings(L, &report);
+    if (!quiet(L, 2)) print_new_warnings(L, &report); /* {quiet = true}: returned, not printed (the probes' programs) */
     ane_lua_push_diagnostics(L, &report);
     ane_report_free(&report);
     return 2;

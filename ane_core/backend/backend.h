@@ -54,6 +54,7 @@ typedef struct ane_compiled {
     const ane_backend *backend;
     char name[ANE_NAME_MAX];     /* the MIL function's name */
     int sram_spill_nodes;        /* nodes whose working set exceeds the SRAM (ANE-27) */
+    ane_notes notes;             /* what the parser noticed in the weight files */
 } ane_compiled;
 
 typedef struct ane_loaded {

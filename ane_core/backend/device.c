@@ -1204,7 +1204,7 @@ static ane_status device_compile_in_pool(device_compiled *p, const ane_compile_o
                         "backend 'sim' with precision 'fp32' (pass backend = 'sim')");
     if (nfiles > DEVICE_MAX_FILES)
         return ane_fail(err, ANE_ERR_ARGUMENT, "backend 'ane': at most %d weight files per program", DEVICE_MAX_FILES);
-    ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, err);
+    ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, &p->base.notes, err);
     if (status) return status;
     ane_graph *g = p->graph;
     snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);

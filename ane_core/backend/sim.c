@@ -64,7 +64,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     if (!p) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     p->base.backend = &ane_sim_backend;
     p->options = *options;
-    ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, err);
+    ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, &p->base.notes, err);
     if (!status && options->name[0]) snprintf(p->graph->name, sizeof p->graph->name, "%s", options->name);
     if (!status && options->profile == ANE_PROFILE_ANE)
         status = ane_check_device_rules(p->graph, options, ane_sim_backend.supports_op, err);

@@ -65,15 +65,17 @@ ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *dat
 
 void ane_milblob_writer_free(ane_milblob_writer *w) { ane_text_free(&w->bytes); }
 
-/* Validates the record at `offset`; fills *out. */
+/* Reading follows the device: a BLOBFILE offset must point at a record (its sentinel), and
+ * the data the MIL's type needs is read right after the 64-byte record, whatever the
+ * record's own fields say. Fields that disagree (data offset, size, type code, alignment,
+ * the header's count; other writers' files have each of these) are noted, not fatal. */
+
+/* The record at `offset`: its sentinel is checked, its fields read as they are. */
 static ane_status read_record(const uint8_t *bytes, size_t size, const char *name, uint64_t offset,
                               ane_milblob_record *out, ane_error *err) {
-    if (offset % ANE_MILBLOB_ALIGN)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record offset %llu is not 64-byte aligned (ANE-08)", name,
-                        (unsigned long long)offset);
-    if (offset + ANE_MILBLOB_ALIGN > size)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu runs past the end of the %zu-byte file", name,
-                        (unsigned long long)offset, size);
+    if (offset < ANE_MILBLOB_ALIGN || offset > size || size - offset < ANE_MILBLOB_ALIGN)
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: no record at offset %llu: a record is 64 bytes inside the %zu-byte file, "
+                        "after the 64-byte header (ANE-08)", name, (unsigned long long)offset, size);
     const uint8_t *r = bytes + offset;
     uint32_t sentinel = get_u32(r);
     if (sentinel != ANE_MILBLOB_SENTINEL)
@@ -83,23 +85,29 @@ static ane_status read_record(const uint8_t *bytes, size_t size, const char *nam
     out->code = get_u32(r + 4);
     out->size = get_u64(r + 8);
     out->data_offset = get_u64(r + 16);
-    if (out->code < MILBLOB_FLOAT16 || out->code > MILBLOB_FLOAT8E5M2)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: unknown data type code %u", name,
-                        (unsigned long long)offset, out->code);
-    if (out->data_offset != offset + ANE_MILBLOB_ALIGN)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: data offset %llu should be %llu", name,
-                        (unsigned long long)offset, (unsigned long long)out->data_offset,
-                        (unsigned long long)(offset + ANE_MILBLOB_ALIGN));
-    if (out->size > size || out->data_offset > size - out->size)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: %llu data bytes at offset %llu run past the end "
-                        "of the %zu-byte file",
-                        name, (unsigned long long)offset, (unsigned long long)out->size,
-                        (unsigned long long)out->data_offset, size);
     return ANE_OK;
 }
 
+static int sentinel_at(const uint8_t *bytes, size_t size, uint64_t offset) {
+    return offset < size && size - offset >= 4 && get_u32(bytes + offset) == ANE_MILBLOB_SENTINEL;
+}
+
+/* Notes what in a record disagrees with where the device reads its data. */
+static void note_record(const ane_milblob_record *r, const char *name, ane_notes *notes) {
+    if (r->record_offset % ANE_MILBLOB_ALIGN)
+        ane_notes_add(notes, "%s: record at offset %llu is not 64-byte aligned (the format aligns records; the device "
+                      "reads it anyway)", name, (unsigned long long)r->record_offset);
+    if (r->data_offset != r->record_offset + ANE_MILBLOB_ALIGN)
+        ane_notes_add(notes, "%s: record at offset %llu: its data offset field says %llu; the data is read at %llu, "
+                      "after the record, as the device reads it", name, (unsigned long long)r->record_offset,
+                      (unsigned long long)r->data_offset, (unsigned long long)(r->record_offset + ANE_MILBLOB_ALIGN));
+    if (r->code < MILBLOB_FLOAT16 || r->code > MILBLOB_FLOAT8E5M2)
+        ane_notes_add(notes, "%s: record at offset %llu: unknown data type code %u (the MIL's type is what counts)", name,
+                      (unsigned long long)r->record_offset, r->code);
+}
+
 ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name, ane_milblob_record **records,
-                             int *count, ane_error *err) {
+                             int *count, ane_notes *notes, ane_error *err) {
     *records = NULL;
     *count = 0;
     if (size < ANE_MILBLOB_ALIGN)
@@ -107,14 +115,24 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
     uint32_t declared = get_u32(bytes), version = get_u32(bytes + 4);
     if (version != ANE_MILBLOB_VERSION)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header at offset 4: version %u, expected 2", name, version);
-    /* Walk records until the end of the file: loose writers declare count = 1 for many. */
     int capacity = 8, found = 0;
     ane_milblob_record *list = malloc((size_t)capacity * sizeof *list);
     if (!list) return ane_fail(err, ANE_ERR_NOMEM, "%s: out of memory", name);
-    uint64_t offset = ANE_MILBLOB_ALIGN;
     static const uint8_t zeros[ANE_MILBLOB_ALIGN] = {0};
-    while (offset + ANE_MILBLOB_ALIGN <= size) {
-        if (memcmp(bytes + offset, zeros, sizeof zeros) == 0) break; /* trailing zero padding */
+    uint64_t offset = ANE_MILBLOB_ALIGN;
+    /* Walk the records: each one's data follows it; the next sits at the next 64-byte
+     * boundary, or right after the data where a writer packs records unaligned. */
+    while (offset < size && size - offset >= ANE_MILBLOB_ALIGN && memcmp(bytes + offset, zeros, sizeof zeros) != 0) {
+        if (get_u32(bytes + offset) != ANE_MILBLOB_SENTINEL) {
+            if (found == 0) {
+                free(list);
+                return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset 64: sentinel is 0x%08X, not 0xDEADBEEF: the "
+                                "file holds no blob (ANE-08)", name, get_u32(bytes + offset));
+            }
+            ane_notes_add(notes, "%s: the %zu bytes from offset %llu, after the last record, are not a record (ignored)",
+                          name, size - (size_t)offset, (unsigned long long)offset);
+            break;
+        }
         if (found == capacity) {
             capacity *= 2;
             ane_milblob_record *grown = realloc(list, (size_t)capacity * sizeof *list);
@@ -124,42 +142,51 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
             }
             list = grown;
         }
-        ane_status status = read_record(bytes, size, name, offset, &list[found], err);
-        if (status) {
-            free(list);
-            return status;
+        ane_milblob_record *r = &list[found++];
+        read_record(bytes, size, name, offset, r, NULL); /* the sentinel was checked above */
+        note_record(r, name, notes);
+        uint64_t data = offset + ANE_MILBLOB_ALIGN;
+        if (r->size > size - data) {
+            ane_notes_add(notes, "%s: record at offset %llu claims %llu data bytes; only %llu follow it (a lookup reads what "
+                          "the MIL's type needs)", name, (unsigned long long)offset, (unsigned long long)r->size,
+                          (unsigned long long)(size - data));
+            break;
         }
-        offset = align_up(list[found].data_offset + list[found].size);
-        found++;
+        uint64_t next = data + r->size;
+        offset = sentinel_at(bytes, size, next) ? next : align_up(next); /* packed, or after the zero padding */
     }
     if (found == 0 && declared > 0) {
         free(list);
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header declares %u blobs but the file holds none (truncated?)", name,
                         declared);
     }
-    if ((uint32_t)found < declared) {
-        free(list);
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: header declares %u blobs but only %d follow (truncated?)", name, declared,
-                        found);
-    }
+    if ((uint32_t)found != declared)
+        ane_notes_add(notes, "%s: the header declares %u blob%s, the file holds %d", name, declared, declared == 1 ? "" : "s",
+                      found);
     *records = list;
     *count = found;
     return ANE_OK;
 }
 
 ane_status ane_milblob_lookup(const uint8_t *bytes, size_t size, const char *name, uint64_t record_offset,
-                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_error *err) {
+                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_notes *notes,
+                              ane_error *err) {
     ane_milblob_record record;
     ane_status status = read_record(bytes, size, name, record_offset, &record, err);
     if (status) return status;
+    uint64_t start = record_offset + ANE_MILBLOB_ALIGN;
+    if (expected_size > size - start)
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: the MIL's type needs %llu data bytes at offset "
+                        "%llu, past the end of the %zu-byte file", name, (unsigned long long)record_offset,
+                        (unsigned long long)expected_size, (unsigned long long)start, size);
+    note_record(&record, name, notes);
     if (record.code != code)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu holds type code %u, the MIL type needs %u", name,
-                        (unsigned long long)record_offset, record.code, code);
-    /* Loose writers store the size as a u32; a zero high half reads the same. */
+        ane_notes_add(notes, "%s: record at offset %llu holds type code %u, the MIL's type is code %u: read as the MIL "
+                      "says, as the device does", name, (unsigned long long)record_offset, record.code, code);
     if (record.size != expected_size)
-        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu holds %llu bytes, the MIL type needs %llu", name,
-                        (unsigned long long)record_offset, (unsigned long long)record.size,
-                        (unsigned long long)expected_size);
-    *data = bytes + record.data_offset;
+        ane_notes_add(notes, "%s: record at offset %llu says %llu data bytes, the MIL's type needs %llu: read as the MIL "
+                      "says, as the device does", name, (unsigned long long)record_offset,
+                      (unsigned long long)record.size, (unsigned long long)expected_size);
+    *data = bytes + start;
     return ANE_OK;
 }

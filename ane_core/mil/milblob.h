@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/notes.h"
 #include "../base/status.h"
 #include "../base/text.h"
 #include "../tensor/dtype.h"
@@ -44,7 +45,7 @@ ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *dat
                            uint64_t *record_offset, ane_error *err);
 void ane_milblob_writer_free(ane_milblob_writer *w);
 
-/* One validated record of a file being read. */
+/* One record of a file being read, its fields as the file has them. */
 typedef struct ane_milblob_record {
     uint64_t record_offset;
     uint32_t code;
@@ -52,15 +53,20 @@ typedef struct ane_milblob_record {
     uint64_t data_offset;
 } ane_milblob_record;
 
-/* Reads and validates every record; accepts the loose variants other tools write (a count
- * of 1 followed by more records; a u32 size whose high half is zero). `name` labels
- * errors (file path). *records is malloc'd. */
+/* Reads every record as the device would find them. Fails only on what holds no blob at
+ * all (a short file, a version other than 2, no record at offset 64); what other writers do
+ * differently (a header count that disagrees, unaligned records, data offset fields of 0,
+ * sizes that overrun, trailing bytes) goes to `notes` (may be NULL). `name` labels
+ * messages (file path). *records is malloc'd. */
 ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name, ane_milblob_record **records,
-                             int *count, ane_error *err);
+                             int *count, ane_notes *notes, ane_error *err);
 
-/* Finds the record at a BLOBFILE offset and checks it holds `expected_size` bytes of
- * `code` (ANE-08: the offset must be a record, not the data). */
+/* The data of the blob whose record is at a BLOBFILE offset, as the device reads it: the
+ * offset must be a record (its sentinel; ANE-08: not the data), and the `expected_size`
+ * bytes the MIL's type needs are read right after the record and must lie inside the file.
+ * A record whose type code, size or data offset disagree with that is noted. */
 ane_status ane_milblob_lookup(const uint8_t *bytes, size_t size, const char *name, uint64_t record_offset,
-                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_error *err);
+                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_notes *notes,
+                              ane_error *err);
 
 #endif

@@ -28,7 +28,8 @@ typedef struct parser {
     ane_arena arena;
     const ane_mil_file *files;
     int nfiles;
-    unsigned char checked_files[16]; /* files[i] validated whole (the runtime passes at most 16) */
+    unsigned char checked_files[16]; /* files[i] read whole (the runtime passes at most 16) */
+    ane_notes *notes;                /* what the weight files do differently (may be NULL) */
     ane_graph *graph; /* the function being built */
     symbol **table;   /* open addressing, capacity a power of two */
     int table_capacity, table_count;
@@ -332,17 +333,17 @@ static int parse_blobfile(parser *p, mil_value *v) {
     uint64_t bytes = (uint64_t)type_numel(&v->type) * ane_dtype_size(v->type.dtype);
     ane_error inner;
     int index = (int)(file - p->files);
-    if (!p->checked_files[index]) { /* the whole file, once: the verdict ane.milblob.read gives */
+    if (!p->checked_files[index]) { /* the whole file, once: the verdict and notes ane.milblob.read gives */
         ane_milblob_record *records;
         int count;
-        if (ane_milblob_parse(file->bytes, file->size, path, &records, &count, &inner)) {
+        if (ane_milblob_parse(file->bytes, file->size, path, &records, &count, p->notes, &inner)) {
             fail_at(p, &at, "%s", inner.message);
             return 0;
         }
         free(records);
         p->checked_files[index] = 1;
     }
-    if (ane_milblob_lookup(file->bytes, file->size, path, (uint64_t)offset, code, bytes, &v->blob, &inner)) {
+    if (ane_milblob_lookup(file->bytes, file->size, path, (uint64_t)offset, code, bytes, &v->blob, p->notes, &inner)) {
         fail_at(p, &at, "%s", inner.message);
         return 0;
     }
@@ -1161,12 +1162,13 @@ static ane_graph *parse_function(parser *p, char *name) {
 }
 
 ane_status ane_parse_mil(const char *text, size_t length, const char *source, const ane_mil_file *files,
-                         int nfiles, const char *function, ane_graph **out, ane_error *err) {
+                         int nfiles, const char *function, ane_graph **out, ane_notes *notes, ane_error *err) {
     if (nfiles > 16) return ane_fail(err, ANE_ERR_ARGUMENT, "%s: at most 16 weight files per program", source ? source : "<mil>");
     parser p;
     memset(&p, 0, sizeof p);
     p.files = files;
     p.nfiles = nfiles;
+    p.notes = notes;
     *out = NULL;
     mil_lex_init(&p.lex, text, length, source ? source : "<mil>", err);
 

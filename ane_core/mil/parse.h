@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/notes.h"
 #include "../base/status.h"
 #include "../ir/graph.h"
 
@@ -22,8 +23,10 @@ typedef struct ane_mil_file {
 } ane_mil_file;
 
 /* Parses `text` and returns the graph of function `function` (NULL: "main", or the only
- * function). `source` labels errors (a file name or "<mil>"). */
+ * function). `source` labels errors (a file name or "<mil>"). Weight files are read as the
+ * device reads them (mil/milblob.h); what they do differently from the format goes to
+ * `notes` (may be NULL). */
 ane_status ane_parse_mil(const char *text, size_t length, const char *source, const ane_mil_file *files,
-                         int nfiles, const char *function, ane_graph **out, ane_error *err);
+                         int nfiles, const char *function, ane_graph **out, ane_notes *notes, ane_error *err);
 
 #endif

@@ -276,6 +276,8 @@ void ane_program_close(ane_program *program) {
     enforce_cache_limit();
 }
 
+const ane_notes *ane_program_notes(const ane_program *program) { return &program->entry->compiled->notes; }
+
 void ane_program_ports(const ane_program *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
                        int *noutputs) {
     program->entry->backend->ports(program->entry->compiled, inputs, ninputs, outputs, noutputs);

@@ -55,6 +55,8 @@ ane_status ane_program_from_cache(const char *key, ane_program **out, ane_error 
 void ane_program_close(ane_program *program); /* unloads; NULL is fine */
 
 /* Ports in binding order. */
+/* What the backend's parser noticed about the program's weight files (mil/milblob.h). */
+const ane_notes *ane_program_notes(const ane_program *program);
 void ane_program_ports(const ane_program *program, const ane_port **inputs, int *ninputs, const ane_port **outputs,
                        int *noutputs);
 const char *ane_program_name(const ane_program *program);

@@ -357,7 +357,7 @@ static compiled_entry *compile_entry(const model_object *m, const program_files 
     ane_error err;
     compiled_entry *entry = calloc(1, sizeof *entry);
     if (ane_sim_backend.compile(&options, f->mil, f->mil_size, f->files, f->count, &entry->program, &err) ||
-        ane_parse_mil(f->mil, f->mil_size, "model.mil", f->files, f->count, NULL, &entry->graph, &err)) {
+        ane_parse_mil(f->mil, f->mil_size, "model.mil", f->files, f->count, NULL, &entry->graph, NULL, &err)) {
         snprintf(why, why_size, "%s", err.message);
         if (entry->program) ane_sim_backend.close(entry->program);
         free(entry);

@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ane_mil_file file = weight_file();
     ane_graph *graph = NULL;
     ane_error err;
-    if (ane_parse_mil((const char *)data, size, "fuzz", &file, 1, NULL, &graph, &err) != ANE_OK) return 0;
+    ane_notes notes = {0};
+    if (ane_parse_mil((const char *)data, size, "fuzz", &file, 1, NULL, &graph, &notes, &err) != ANE_OK) return 0;
     ane_mil_program text;
     if (ane_emit_mil(graph, &text, &err) == ANE_OK) ane_mil_program_free(&text);
     int64_t values = 0; /* evaluate only programs whose buffers stay small */

@@ -12,13 +12,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ane_milblob_record *records = NULL;
     int count = 0;
     ane_error err;
-    if (ane_milblob_parse(data, size, "fuzz.bin", &records, &count, &err) != ANE_OK) return 0;
+    ane_notes notes = {0};
+    if (ane_milblob_parse(data, size, "fuzz.bin", &records, &count, &notes, &err) != ANE_OK) return 0;
     for (int i = 0; i < count; i++) {
         const uint8_t *bytes;
         (void)ane_milblob_lookup(data, size, "fuzz.bin", records[i].record_offset, records[i].code, records[i].size, &bytes,
-                                 &err);
+                                 &notes, &err);
         (void)ane_milblob_lookup(data, size, "fuzz.bin", records[i].record_offset + 64, records[i].code, records[i].size,
-                                 &bytes, &err);
+                                 &bytes, &notes, &err);
     }
     free(records);
     return 0;
