@@ -56,7 +56,7 @@ describe("ane.probe", function()
       assert.are_not.equal("cannot tell", verdict.verdict, verdict.probe .. ": " .. verdict.summary)
     end
     -- the generic target's limits, as the probes' bisections find them in sim's model
-    assert.are.same({ 16384, 13, 32, 16384, 49152 }, { v.conv_channels.value, v.kernel_width.value, v.io_width.value,
+    assert.are.same({ 16384, 13, 1, 16384, 49152 }, { v.conv_channels.value, v.kernel_width.value, v.io_width.value,
       v.spatial_axis.value, v.min_surface.value })
     assert.are.same({ "holds", "holds", "holds", "holds", "holds" }, { v.concat.verdict, v.sdpa_mask.verdict,
       v.uniform_allocations.verdict, v.binding_order.verdict, v.multi_input.verdict })
@@ -86,34 +86,40 @@ describe("ane.probe", function()
 
   it("turns a measured report into a compile target; modelled verdicts change nothing", function()
     local modelled = ane.target(dir .. "/sim.json")
-    assert.are.same({ 16384, 13, 32, 16384 }, { modelled.max_conv_channels, modelled.max_kernel_width,
+    assert.are.same({ 16384, 13, 1, 16384 }, { modelled.max_conv_channels, modelled.max_kernel_width,
       modelled.min_io_width, modelled.max_spatial })
-    -- a device's report (as a Mac writes it): concat accepted, 15-wide kernels, width 16
+    -- a device's report (as a Mac writes it): concat accepted, 15-wide kernels, width 32 at least
     local device = cjson.decode(assert(io.open(dir .. "/sim.json")):read("a"))
     for _, v in ipairs(device.probes) do
       v.modelled = false
       if v.probe == "concat" then v.verdict = "does not hold" end
       if v.probe == "kernel_width" then v.value = 15 end
-      if v.probe == "io_width" then v.value = 16 end
+      if v.probe == "io_width" then v.value = 32 end
     end
     local path = dir .. "/mac.json"
     local f = assert(io.open(path, "w"))
     f:write(cjson.encode(device))
     f:close()
-    local g = ane.graph("for_the_mac")
-    local x = g:input("x", { 1, 16, 1, 16 })
-    local wide = g:conv(x, g:const("w", ane.tensor.randn({ 16, 16, 1, 15 }, { dtype = "fp16", seed = 1 })),
-      { pads = { 0, 0, 7, 7 } })
-    g:output("y", g:concat({ wide, wide }, 1))
-    local function errors(target)
+    -- a 15-wide conv into a concat, over I/O `width` wide
+    local function program(width)
+      local g = ane.graph("for_the_mac")
+      local x = g:input("x", { 1, 16, 1, width })
+      local wide = g:conv(x, g:const("w", ane.tensor.randn({ 16, 16, 1, 15 }, { dtype = "fp16", seed = 1 })),
+        { pads = { 0, 0, 7, 7 } })
+      g:output("y", g:concat({ wide, wide }, 1))
+      return g
+    end
+    local function errors(g, target)
       local ids = {}
       for _, d in ipairs(g:validate({ target = target })) do if d.severity == "error" then ids[#ids + 1] = d.id end end
       table.sort(ids)
       return ids
     end
-    assert.are.same({ "ANE-01", "ANE-21", "ANE-21", "ANE-23" }, errors(nil))
-    assert.are.same({}, errors(path)) -- width 16 is still a warning: rows at a 64-byte stride
-    assert.is_not_nil(ane.compile(g, { backend = "sim", target = path }))
+    assert.are.same({ "ANE-01", "ANE-23" }, errors(program(16), nil)) -- width 16 is a warning in generic (disputed)
+    assert.are.same({ "ANE-21", "ANE-21" }, errors(program(16), path)) -- this chip measured 32: now an error
+    assert.are.same({}, errors(program(32), path)) -- and concat and 15-wide kernels pass
+    assert.error_matches(function() ane.compile(program(16), { backend = "sim", target = path }) end, "ANE%-21")
+    assert.is_not_nil(ane.compile(program(32), { backend = "sim", target = path }))
   end)
 
   it("says what is wrong with a name or a report", function()

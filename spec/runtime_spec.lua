@@ -86,13 +86,30 @@ describe("programs", function()
       "output surfaces must share one allocation size %(ANE%-02%)")
   end)
 
+  it("runs rank-4 I/O other than [1, C, 1, S] packed, as the device reads it (ANE-20)", function()
+    local g = ane.graph("heads")
+    local q, k = g:input("q", { 1, 12, 8, 64 }), g:input("k", { 1, 12, 8, 64 })
+    g:output("y", g:scaled_dot_product_attention(q, k, k))
+    local inputs = { q = fp16({ 1, 12, 8, 64 }, 1), k = fp16({ 1, 12, 8, 64 }, 2) }
+    local device_profile, warnings = ane.compile(g)
+    assert.are.same({}, warnings)
+    local want = ane.compile(g, { profile = "cpu" }):eval(inputs).y
+    assert.are.equal(want:to("fp16"):bytes(), device_profile:eval(inputs).y:bytes())
+  end)
+
   it("rejects device-breaking programs in the ane profile and runs them in the cpu profile", function()
     local g = ane.graph("narrow")
     local x = g:input("x", { 1, 64, 1, 16 })
     g:output("y", g:conv(x, g:const("w", fp16({ 64, 64, 1, 1 }, 7))))
-    assert.error_matches(function() ane.compile(g) end, "ANE%-21: input 'x' %[1, 64, 1, 16%] has width 16 < 32")
+    assert.error_matches(function() ane.compile(g, { target = { min_io_width = 32 } }) end,
+      "ANE%-21: input 'x' %[1, 64, 1, 16%] has width 16 < 32")
     local program = ane.compile(g, { profile = "cpu" })
     assert.are.same({ 1, 64, 1, 16 }, program:eval({ x = ane.tensor({ 1, 64, 1, 16 }) }).y:shape())
+    -- narrow I/O is disputed (ANE-21): the ane profile runs it, rows at a 64-byte stride, as the cpu profile does
+    local narrow, warnings = ane.compile(g)
+    assert.matches("width 16 < 32: disputed", warnings[1].message)
+    local input = fp16({ 1, 64, 1, 16 }, 9)
+    assert.are.equal(program:eval({ x = input }).y:to("fp16"):bytes(), narrow:eval({ x = input }).y:bytes())
     local c = ane.graph("cat")
     local cx = c:input("x", { 1, 64, 1, 32 })
     c:output("y", c:concat({ c:conv(cx, c:const("w", fp16({ 64, 64, 1, 1 }, 8))), cx }, 1))

@@ -14,7 +14,7 @@ void ane_target_generic(ane_target *out) {
     snprintf(out->name, sizeof out->name, "generic");
     out->max_conv_channels = ANE_MAX_CONV_CHANNELS;
     out->max_kernel_width = 13;  /* M1's limit: the strictest */
-    out->min_io_width = 32;
+    out->min_io_width = 1;       /* ANE-21 below 32 is a warning: disputed, probe it */
     out->max_spatial = 16384;
 }
 

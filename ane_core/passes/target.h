@@ -29,7 +29,7 @@ typedef struct ane_target {
     signed char level[ANE_RULE_MAX];      /* by rule number */
     int64_t max_conv_channels;            /* ANE-16 */
     int64_t max_kernel_width;             /* ANE-23 */
-    int64_t min_io_width;                 /* ANE-21: narrower I/O is an error */
+    int64_t min_io_width;                 /* ANE-21: narrower I/O is an error (generic: 1, a warning below 32) */
     int64_t max_spatial;                  /* ANE-31: longest last axis / contraction */
     int sdpa_mask_honoured;               /* ANE-06: the device applies attn_mask */
     int sdpa_mask_one_plane;              /* ... but a per-head mask's first plane to every head */

@@ -32,24 +32,32 @@ rule(ane_report *report, const ane_target *target, const char *id, const ane_nod
     ane_report_add(report, id, node, severity, "%s", message);
 }
 
-/* I/O tensors: rank 4 [1, C, 1, S] (ANE-20), width S >= 32 (ANE-21). */
+/* I/O tensors: rank 4 (ANE-20: [1, C, 1, S] lies in channel rows, any other rank-4 shape
+ * packed at the start of its buffer, as the device reads it); the width S of [1, C, 1, S]
+ * (ANE-21: narrower than 32 is disputed, a warning unless the target measured a minimum). */
 static void check_io(const ane_target *t, const ane_node *node, const char *role, ane_report *report) {
     char shape[128];
     ane_node_shape_string(node, shape, sizeof shape);
-    if (node->rank != 4 || node->shape[0] != 1 || node->shape[2] != 1) {
-        rule(report, t, "ANE-20", node, ANE_SEVERITY_ERROR,
-                       "%s '%s' is %s; device I/O tensors are [1, C, 1, S] (channels, sequence)", role, node->name, shape);
+    if (node->rank != 4) {
+        rule(report, t, "ANE-20", node, ANE_SEVERITY_ERROR, "%s '%s' is %s; device I/O tensors are rank 4 ([1, C, 1, S], "
+             "or another rank-4 shape read packed)", role, node->name, shape);
         return;
     }
+    if (node->shape[0] != 1 || node->shape[2] != 1) return; /* packed (ANE-20): no row layout to check */
     int64_t width = node->shape[3];
     if (width < t->min_io_width)
         rule(report, t, "ANE-21", node, ANE_SEVERITY_ERROR,
-                       "%s '%s' %s has width %lld < %lld; pad the last axis to at least %lld (target %s)", role, node->name,
-                       shape, (long long)width, (long long)t->min_io_width, (long long)t->min_io_width, t->name);
+             "%s '%s' %s has width %lld < %lld, the narrowest target %s runs; pad the last axis to at least %lld", role,
+             node->name, shape, (long long)width, (long long)t->min_io_width, t->name, (long long)t->min_io_width);
+    else if (width < 32)
+        rule(report, t, "ANE-21", node, ANE_SEVERITY_WARNING,
+             "%s '%s' %s has width %lld < 32: disputed (ane-bridge-rs and tinygrad report wrong data or dispatch failures; "
+             "Orion ran decode at width 16); rows are laid out at a 64-byte stride. Probe your chip (ane.probe.run(\"io_width\"))",
+             role, node->name, shape, (long long)width);
     else if (width % 32)
         rule(report, t, "ANE-21", node, ANE_SEVERITY_WARNING,
-                       "%s '%s' %s has width %lld, not a multiple of 32: rows are laid out at a 64-byte stride", role,
-                       node->name, shape, (long long)width);
+             "%s '%s' %s has width %lld, not a multiple of 32: rows are laid out at a 64-byte stride", role, node->name, shape,
+             (long long)width);
 }
 
 /* fp32 is allowed only at the boundary, cast at once (ANE-26); bf16 never. */
@@ -170,6 +178,7 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
         }
         case ANE_OP_MATMUL: anchored = 1; break;
         case ANE_OP_SDPA:
+            anchored = 1; /* two matmuls inside */
             if (node->noperands == 4 && !t->sdpa_mask_honoured)
                 rule(report, t, "ANE-06", node, ANE_SEVERITY_WARNING,
                                "scaled_dot_product_attention '%s' has an attn_mask, which the ANE silently ignores; "

@@ -44,10 +44,11 @@ local CATALOGUE = {
   { "ANE-19", "inputs bind in the alphabetical order of their parameter names", "silently wrong data",
     "bind by name", "emulated: ports are sorted" },
   { "ANE-20", "I/O buffers hold the declared shape packed as [1, C, 1, S]; other rank-4 I/O is accepted",
-    "silently wrong data", "write packed data at the start of the surface", "emulated" },
+    "silently wrong data", "write packed data at the start of the surface",
+    "emulated: [1, C, 1, S] in channel rows, other rank-4 shapes packed; other ranks rejected" },
   { "ANE-21", "the I/O width (last axis) is a multiple of 32 and at least 32; rows sit at a 64-byte stride "
     .. "(one report ran width 16)", "silently wrong data or dispatch failure", "pad the last axis",
-    "emulated: the 64-byte row stride", "disputed" },
+    "emulated: the 64-byte row stride; narrower than 32 warned, below a target's measured minimum rejected", "disputed" },
   { "ANE-22", "shapes are static", "InvalidMILProgram", "one program per shape bucket", "rejected: '?' dims" },
   { "ANE-23", "conv kernels are at most 15 wide (13 on M1)", "compile failure", "split the kernel", "rejected" },
   { "ANE-24", "state ops, scatter and slice_update are unsupported", "compile failure",

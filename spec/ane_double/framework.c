@@ -25,7 +25,7 @@
  * the double is the `generic` target of the catalogue:
  *   accept=OP[+OP]     compiles these ops though the catalogue refuses them (concat: ANE-01)
  *   refuse=OP[+OP]     refuses programs using these ops at compile time (exp, sqrt, ...)
- *   narrow-io          accepts I/O narrower than 32 (ANE-21, as Orion's width-16 decode ran)
+ *   min-width=N        refuses I/O narrower than N (ANE-21; else any width, as Orion's width-16 decode ran)
  *   conv-channels=N    the widest conv (ANE-16; else 16,384)
  *   kernel-width=N     the widest conv kernel (ANE-23; else 13)
  *   spatial=N          the longest width/contraction axis (ANE-31; else 16,384)
@@ -96,7 +96,7 @@ static void read_modes(void) {
         long n = 0;
         if (!strncmp(token, "accept=", 7)) mode_ops(token + 7, mode.target.ops_accepted);
         else if (!strncmp(token, "refuse=", 7)) mode_ops(token + 7, mode.target.ops_refused);
-        else if (!strcmp(token, "narrow-io")) mode.target.min_io_width = 1;
+        else if (sscanf(token, "min-width=%ld", &n) == 1 && n > 0) mode.target.min_io_width = n;
         else if (sscanf(token, "conv-channels=%ld", &n) == 1 && n > 0) mode.target.max_conv_channels = n;
         else if (sscanf(token, "kernel-width=%ld", &n) == 1 && n > 0) mode.target.max_kernel_width = n;
         else if (sscanf(token, "spatial=%ld", &n) == 1 && n > 0) mode.target.max_spatial = n;

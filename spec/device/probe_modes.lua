@@ -23,7 +23,7 @@ local DEFAULT = {
   weight_update = { value = "donor" },
   conv_channels = { value = 16384 },
   multi_input = { verdict = "holds" },
-  io_width = { value = 32 },
+  io_width = { value = 1 },
   kernel_width = { value = 13 },
   elementwise_only = { verdict = "does not hold" },
   reduce_mean = { verdict = "does not hold" },
@@ -54,7 +54,7 @@ local FLIPS = {
   ["donor-fails"] = { weight_update = { value = "recompile" } },
   ["conv-channels=32768"] = { conv_channels = { value = 32768 }, target = { max_conv_channels = 32768 } },
   ["multi-input-0x1d"] = { multi_input = { verdict = "does not hold" }, binding_order = { verdict = "cannot tell" } },
-  ["narrow-io"] = { io_width = { value = 1 }, target = { min_io_width = 1 } },
+  ["min-width=32"] = { io_width = { value = 32 }, target = { min_io_width = 32 } },
   ["kernel-width=15"] = { kernel_width = { value = 15 }, target = { max_kernel_width = 15 } },
   ["spatial=65536"] = { spatial_axis = { value = 65536 }, target = { max_spatial = 65536 } },
   ["load-limit=64"] = { only = true, loaded_limit = { value = 64 } },
@@ -93,7 +93,7 @@ describe("probes against the double (mode '" .. mode .. "')", function()
       assert.are.same(value, target[key], "target field " .. key)
     end
     if mode == "" then
-      assert.are.same({ 16384, 13, 32, 16384, false }, { target.max_conv_channels, target.max_kernel_width,
+      assert.are.same({ 16384, 13, 1, 16384, false }, { target.max_conv_channels, target.max_kernel_width,
         target.min_io_width, target.max_spatial, target.sdpa_mask_honoured })
       assert.are.same({}, target.accepted_ops)
     end
