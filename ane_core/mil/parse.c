@@ -54,10 +54,17 @@ typedef enum { TYPE_SCALAR, TYPE_TENSOR, TYPE_STRING, TYPE_UINT64, TYPE_DICT } t
 
 typedef struct mil_type {
     type_kind kind;
-    ane_dtype dtype;
+    ane_dtype dtype;   /* sub-byte types: uint8 (int8 for int4) holding `bits` of each byte */
+    int bits;          /* 1, 2, 3, 4, 6 for the sub-byte types of quantized weights; 0 otherwise */
     int rank;
-    int64_t dims[ANE_IR_MAX_RANK];
+    int64_t dims[ANE_MAX_DIMS]; /* literals may have more than ANE_IR_MAX_RANK (palettes) */
 } mil_type;
+
+/* The sub-byte element types of palettized and 4-bit weights, with their MILBlob codes. */
+static const struct { const char *name; int bits, is_signed; uint32_t code; } subbyte_types[] = {
+    {"uint1", 1, 0, MILBLOB_UINT1}, {"uint2", 2, 0, MILBLOB_UINT2}, {"uint3", 3, 0, MILBLOB_UINT3},
+    {"uint4", 4, 0, MILBLOB_UINT4}, {"uint6", 6, 0, MILBLOB_UINT6}, {"int4", 4, 1, MILBLOB_INT4},
+};
 
 static int dtype_from_token(const token *t, ane_dtype *out) {
     char name[16];
@@ -65,6 +72,32 @@ static int dtype_from_token(const token *t, ane_dtype *out) {
     memcpy(name, t->start, t->length);
     name[t->length] = '\0';
     return ane_dtype_from_name(name, out);
+}
+
+/* An element type word into *out (with bits set for the sub-byte types). */
+static int element_type_from_token(const token *t, mil_type *out) {
+    out->bits = 0;
+    if (dtype_from_token(t, &out->dtype)) return 1;
+    if (t->kind == T_IDENT && t->length == 6 && memcmp(t->start, "uint32", 6) == 0) {
+        out->dtype = ANE_INT64; /* uint32 literals (the shape of constexpr_lut_to_dense) hold in int64 */
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof subbyte_types / sizeof subbyte_types[0]; i++)
+        if (t->kind == T_IDENT && t->length == strlen(subbyte_types[i].name) &&
+            memcmp(t->start, subbyte_types[i].name, t->length) == 0) {
+            out->dtype = subbyte_types[i].is_signed ? ANE_INT8 : ANE_UINT8;
+            out->bits = subbyte_types[i].bits;
+            return 1;
+        }
+    return 0;
+}
+
+/* The MILBlob code and the byte count of a tensor type's data. */
+static uint32_t blob_code(const mil_type *type) {
+    for (size_t i = 0; i < sizeof subbyte_types / sizeof subbyte_types[0]; i++)
+        if (type->bits && subbyte_types[i].bits == type->bits && subbyte_types[i].is_signed == (type->dtype == ANE_INT8))
+            return subbyte_types[i].code;
+    return type->bits ? 0 : ane_milblob_code_for(type->dtype);
 }
 
 static int64_t type_numel(const mil_type *type) {
@@ -102,7 +135,7 @@ static int parse_type(parser *p, mil_type *out) {
         return parse_dict_type(p);
     }
     if (!is_word(p, "tensor")) {
-        if (!dtype_from_token(&p->lex.tok, &out->dtype)) {
+        if (!element_type_from_token(&p->lex.tok, out)) {
             char found[64];
             fail_at(p, &p->lex.tok, "expected a type, found %s", describe(&p->lex.tok, found, sizeof found));
             return 0;
@@ -113,7 +146,7 @@ static int parse_type(parser *p, mil_type *out) {
     }
     next(p);
     if (!expect_punct(p, '<', "after tensor")) return 0;
-    if (!dtype_from_token(&p->lex.tok, &out->dtype)) {
+    if (!element_type_from_token(&p->lex.tok, out)) {
         char found[64];
         fail_at(p, &p->lex.tok, "expected an element type (fp16, fp32, int32, ...), found %s", describe(&p->lex.tok, found, sizeof found));
         return 0;
@@ -128,9 +161,9 @@ static int parse_type(parser *p, mil_type *out) {
             fail_at(p, &p->lex.tok, "dynamic dimension '?': the ANE takes static shapes only (ANE-22); compile one program per shape");
             return 0;
         }
-        if (p->lex.tok.kind != T_NUMBER || out->rank >= ANE_IR_MAX_RANK) {
-            fail_at(p, &p->lex.tok, out->rank >= ANE_IR_MAX_RANK ? "more than %d dimensions" : "expected a dimension (max rank %d)",
-                    ANE_IR_MAX_RANK);
+        if (p->lex.tok.kind != T_NUMBER || out->rank >= ANE_MAX_DIMS) {
+            fail_at(p, &p->lex.tok, out->rank >= ANE_MAX_DIMS ? "more than %d dimensions" : "expected a dimension (max rank %d)",
+                    ANE_MAX_DIMS);
             return 0;
         }
         char digits[32];
@@ -160,7 +193,10 @@ static void type_string(const mil_type *type, char *buf, size_t size) {
     }
     char dims[128];
     ane_shape_string(dims, sizeof dims, type->rank, type->dims);
-    snprintf(buf, size, "tensor<%s, %s>", ane_dtype_name(type->dtype), dims);
+    char element[16];
+    if (type->bits) snprintf(element, sizeof element, "%sint%d", type->dtype == ANE_INT8 ? "" : "u", type->bits);
+    else snprintf(element, sizeof element, "%s", ane_dtype_name(type->dtype));
+    snprintf(buf, size, "tensor<%s, %s>", element, dims);
 }
 
 /* ------------------------------------------------------------------ values */
@@ -325,12 +361,13 @@ static int parse_blobfile(parser *p, mil_value *v) {
         fail_at(p, &at, "weight file '%s' was not given", path);
         return 0;
     }
-    uint32_t code = ane_milblob_code_for(v->type.dtype);
+    uint32_t code = blob_code(&v->type);
     if (!code) {
         fail_at(p, &at, "%s tensors cannot be stored in a MILBlob file", ane_dtype_name(v->type.dtype));
         return 0;
     }
-    uint64_t bytes = (uint64_t)type_numel(&v->type) * ane_dtype_size(v->type.dtype);
+    uint64_t bytes = v->type.bits ? ((uint64_t)type_numel(&v->type) * (uint64_t)v->type.bits + 7) / 8
+                                  : (uint64_t)type_numel(&v->type) * ane_dtype_size(v->type.dtype);
     ane_error inner;
     int index = (int)(file - p->files);
     if (!p->checked_files[index]) { /* the whole file, once: the verdict and notes ane.milblob.read gives */
@@ -445,9 +482,9 @@ static mil_value *parse_literal(parser *p) {
 
 static int starts_literal(const parser *p) {
     if (p->lex.tok.kind != T_IDENT) return 0;
-    ane_dtype dtype;
+    mil_type element;
     if (is_word(p, "tensor") || is_word(p, "string") || is_word(p, "uint64") || is_word(p, "dict")) return 1;
-    if (!dtype_from_token(&p->lex.tok, &dtype)) return 0;
+    if (!element_type_from_token(&p->lex.tok, &element)) return 0;
     /* A dtype word followed by '(' is a literal; otherwise it is a name. */
     const char *after = p->lex.tok.start + p->lex.tok.length;
     while (after < p->lex.end && isspace((unsigned char)*after)) after++;
@@ -563,6 +600,18 @@ static symbol *define(parser *p, const char *name, symbol_kind kind, const token
 
 /* ------------------------------------------------------------------ literals -> tensors */
 
+/* Element i of a tensor literal: inline, or read from its weight file (sub-byte types
+ * unpacked low bits first, as the MILBlob format and coremltools pack them). */
+static double element_at(const mil_value *v, int64_t i) {
+    if (!v->blob) return v->elements[i];
+    if (!v->type.bits) return ane_dtype_load(v->blob + i * (int64_t)ane_dtype_size(v->type.dtype), v->type.dtype);
+    uint64_t bit = (uint64_t)i * (uint64_t)v->type.bits;
+    unsigned raw = 0;
+    for (int b = 0; b < v->type.bits; b++, bit++) raw |= (unsigned)((v->blob[bit / 8] >> (bit % 8)) & 1u) << b;
+    if (v->type.dtype == ANE_INT8 && (raw >> (v->type.bits - 1)) & 1u) return (double)raw - (double)(1u << v->type.bits);
+    return (double)raw;
+}
+
 /* The literal's values as a host tensor of its declared type. */
 static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     ane_error inner;
@@ -573,7 +622,10 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
         return 0;
     }
     char *data = ane_tensor_data(out);
-    if (v->kind == VAL_TENSOR && v->blob) {
+    if (v->kind == VAL_TENSOR && v->blob && v->type.bits) {
+        int64_t numel = ane_tensor_numel(out);
+        for (int64_t i = 0; i < numel; i++) ane_dtype_store(data + i * (int64_t)ane_dtype_size(dtype), dtype, element_at(v, i));
+    } else if (v->kind == VAL_TENSOR && v->blob) {
         memcpy(data, v->blob, (size_t)ane_tensor_numel(out) * ane_dtype_size(dtype));
     } else if (v->kind == VAL_TENSOR) {
         int64_t numel = ane_tensor_numel(out);
@@ -608,7 +660,7 @@ static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
         fail_at(p, &v->at, "%s", inner.message);
         return NULL;
     }
-    if (v->kind == VAL_TENSOR && v->blob) {
+    if (v->kind == VAL_TENSOR && v->blob && !v->type.bits) {
         node->blob.file = v->blob_file;
         node->blob.offset = (uint64_t)(v->blob - p->files[v->blob_file].bytes);
         node->blob.size = (uint64_t)ane_node_numel(node) * ane_dtype_size(node->dtype);
@@ -867,41 +919,247 @@ static void check_declared(parser *p, const declared_output *out, const ane_node
             ane_dtype_name(node->dtype), ane_node_shape_string(node, shape, sizeof shape));
 }
 
-/* const()[name = ..., val = ...] and constexpr_affine_dequantize(...). */
+/* ------------------------------------------------------------------ constexpr weights */
+
+/* The quantized-weight ops expand at parse time into the fp16/fp32 const the device
+ * computes from them (the device stores them compressed; sim keeps the dense values):
+ *   constexpr_affine_dequantize  (quantized_data - zero_point) * scale, per tensor or along axis
+ *   constexpr_blockwise_shift_scale  (data - offset) * scale, scale and offset per block
+ *   constexpr_lut_to_dense  lut[indices]: iOS16 (packed uint8 indices, a [2^bits] lut, shape)
+ *                           or iOS18 (indices of the output's shape, lut [groups..., 2^bits, 1])
+ * Their parameters are literals or names of consts; every value is checked against its shape. */
+
+/* A tensor or scalar parameter (a literal, or the const it names); NULL when absent. */
+static const mil_value *quantization_param(parser *p, argument *args, int nargs, const char *name, int required,
+                                           const char *op, token at) {
+    argument *arg = find_argument(args, nargs, name);
+    if (!arg) {
+        if (required) fail_at(p, &at, "%s needs %s", op, name);
+        return NULL;
+    }
+    const mil_value *v = resolve_literal(p, arg->value, name);
+    if (v && v->kind != VAL_TENSOR && v->kind != VAL_FLOAT && v->kind != VAL_INT) {
+        fail_at(p, &arg->at, "%s: %s must be a tensor or a number", op, name);
+        return NULL;
+    }
+    return v;
+}
+
+static int64_t param_numel(const mil_value *v) { return v->kind == VAL_TENSOR ? type_numel(&v->type) : 1; }
+
+static double param_at(const mil_value *v, int64_t i) {
+    if (v->kind == VAL_TENSOR) return element_at(v, i);
+    return v->kind == VAL_FLOAT ? v->number : (double)v->integer;
+}
+
+/* A new tensor value of the declared type, its elements to be filled. */
+static mil_value *dense_value(parser *p, const declared_output *out, int64_t numel, const char *op) {
+    if (out->type.kind != TYPE_TENSOR || type_numel(&out->type) != numel) {
+        fail_at(p, &out->at, "%s: '%s' is declared with %lld elements, the weights have %lld", op, out->name,
+                (long long)(out->type.kind == TYPE_TENSOR ? type_numel(&out->type) : 1), (long long)numel);
+        return NULL;
+    }
+    if (ane_dtype_kind_of(out->type.dtype) != ANE_KIND_FLOAT) {
+        fail_at(p, &out->at, "%s gives floats: declare '%s' fp16 or fp32", op, out->name);
+        return NULL;
+    }
+    mil_value *value = new_value(p, VAL_TENSOR);
+    if (!value) return NULL;
+    value->at = out->at;
+    value->type = out->type;
+    value->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
+    if (!value->elements) {
+        p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
+        return NULL;
+    }
+    return value;
+}
+
+/* The block (or group) of element i of `shape` in a per-block tensor of `blocks` (each of
+ * its dims divides shape's), as a flat index into that tensor. */
+static int64_t block_of(int64_t i, const int64_t *shape, const int64_t *blocks, int rank) {
+    int64_t index = 0, stride = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        int64_t coordinate = i % shape[d];
+        i /= shape[d];
+        index += coordinate / (shape[d] / blocks[d]) * stride;
+        stride *= blocks[d];
+    }
+    return index;
+}
+
+/* Checks a per-block parameter's shape against the data's: same rank, each dim dividing. */
+static int blocks_fit(parser *p, const mil_value *param, const mil_value *data, const char *op, const char *name) {
+    if (param->kind != VAL_TENSOR || param->type.rank != data->type.rank) {
+        fail_at(p, &param->at, "%s: %s must have the rank of data (%d)", op, name, data->type.rank);
+        return 0;
+    }
+    for (int d = 0; d < data->type.rank; d++)
+        if (data->type.dims[d] % param->type.dims[d]) {
+            fail_at(p, &param->at, "%s: %s's dimension %d (%lld) does not divide data's (%lld)", op, name, d,
+                    (long long)param->type.dims[d], (long long)data->type.dims[d]);
+            return 0;
+        }
+    return 1;
+}
+
+static mil_value *expand_affine(parser *p, const declared_output *out, argument *args, int nargs, const char *op) {
+    const mil_value *q = quantization_param(p, args, nargs, "quantized_data", 1, op, out->at);
+    const mil_value *scale = q ? quantization_param(p, args, nargs, "scale", 1, op, out->at) : NULL;
+    const mil_value *zero = scale ? quantization_param(p, args, nargs, "zero_point", 0, op, out->at) : NULL;
+    if (!scale || failed(p)) return NULL;
+    if (q->kind != VAL_TENSOR) {
+        fail_at(p, &q->at, "%s: quantized_data must be a tensor", op);
+        return NULL;
+    }
+    int64_t axis = 0;
+    argument *axis_arg = find_argument(args, nargs, "axis");
+    if (axis_arg && !literal_int(p, axis_arg->value, "axis", &axis)) return NULL;
+    if (axis < 0) axis += q->type.rank;
+    if (axis < 0 || axis >= q->type.rank) {
+        fail_at(p, axis_arg ? &axis_arg->at : &out->at, "%s: axis %lld is outside quantized_data's rank %d", op,
+                (long long)axis, q->type.rank);
+        return NULL;
+    }
+    int64_t channels = q->type.dims[axis], inner = 1;
+    for (int d = (int)axis + 1; d < q->type.rank; d++) inner *= q->type.dims[d];
+    const mil_value *per_channel[2] = {scale, zero};
+    for (int k = 0; k < 2; k++)
+        if (per_channel[k] && param_numel(per_channel[k]) != 1 && param_numel(per_channel[k]) != channels) {
+            fail_at(p, &per_channel[k]->at, "%s: %s has %lld values; it needs 1 (per tensor) or %lld (one per channel "
+                    "along axis %lld)", op, k ? "zero_point" : "scale", (long long)param_numel(per_channel[k]),
+                    (long long)channels, (long long)axis);
+            return NULL;
+        }
+    int64_t numel = type_numel(&q->type);
+    mil_value *value = dense_value(p, out, numel, op);
+    if (!value) return NULL;
+    for (int64_t i = 0; i < numel; i++) {
+        int64_t c = i / inner % channels;
+        double zp = zero ? param_at(zero, param_numel(zero) == 1 ? 0 : c) : 0;
+        value->elements[i] = (element_at(q, i) - zp) * param_at(scale, param_numel(scale) == 1 ? 0 : c);
+    }
+    return value;
+}
+
+static mil_value *expand_blockwise(parser *p, const declared_output *out, argument *args, int nargs, const char *op) {
+    const mil_value *data = quantization_param(p, args, nargs, "data", 1, op, out->at);
+    const mil_value *scale = data ? quantization_param(p, args, nargs, "scale", 1, op, out->at) : NULL;
+    const mil_value *offset = scale ? quantization_param(p, args, nargs, "offset", 0, op, out->at) : NULL;
+    if (!scale || failed(p)) return NULL;
+    if (data->kind != VAL_TENSOR) {
+        fail_at(p, &data->at, "%s: data must be a tensor", op);
+        return NULL;
+    }
+    if (!blocks_fit(p, scale, data, op, "scale") || (offset && !blocks_fit(p, offset, data, op, "offset"))) return NULL;
+    int64_t numel = type_numel(&data->type);
+    mil_value *value = dense_value(p, out, numel, op);
+    if (!value) return NULL;
+    for (int64_t i = 0; i < numel; i++) {
+        double shift = offset ? element_at(offset, block_of(i, data->type.dims, offset->type.dims, data->type.rank)) : 0;
+        value->elements[i] =
+            (element_at(data, i) - shift) * element_at(scale, block_of(i, data->type.dims, scale->type.dims, data->type.rank));
+    }
+    return value;
+}
+
+static int log2_exact(int64_t n) {
+    for (int bits = 1; bits <= 8; bits++)
+        if (n == (1ll << bits)) return bits;
+    return 0;
+}
+
+static mil_value *expand_lut(parser *p, const declared_output *out, argument *args, int nargs, const char *op) {
+    const mil_value *indices = quantization_param(p, args, nargs, "indices", 1, op, out->at);
+    const mil_value *lut = indices ? quantization_param(p, args, nargs, "lut", 1, op, out->at) : NULL;
+    if (!lut || failed(p)) return NULL;
+    if (indices->kind != VAL_TENSOR || lut->kind != VAL_TENSOR) {
+        fail_at(p, &out->at, "%s: indices and lut must be tensors", op);
+        return NULL;
+    }
+    argument *shape_arg = find_argument(args, nargs, "shape");
+    if (shape_arg) { /* iOS16: packed indices, one palette, the output's shape */
+        ane_int_list shape;
+        if (!literal_ints(p, shape_arg->value, "shape", &shape)) return NULL;
+        int bits = log2_exact(type_numel(&lut->type));
+        if (!bits || indices->type.bits || indices->type.dtype != ANE_UINT8) {
+            fail_at(p, &out->at, "%s with shape: the lut needs 2, 4, ..., 256 entries and indices packed uint8 bytes", op);
+            return NULL;
+        }
+        int64_t numel = 1;
+        for (int d = 0; d < shape.count; d++) numel *= shape.values[d];
+        if (numel * bits > type_numel(&indices->type) * 8) {
+            fail_at(p, &indices->at, "%s: %lld indices of %d bits need %lld bytes; indices has %lld", op, (long long)numel,
+                    bits, (long long)((numel * bits + 7) / 8), (long long)type_numel(&indices->type));
+            return NULL;
+        }
+        mil_value *value = dense_value(p, out, numel, op);
+        if (!value) return NULL;
+        for (int64_t i = 0; i < numel; i++) {
+            unsigned index = 0;
+            for (int b = 0; b < bits; b++) {
+                int64_t bit = i * bits + b;
+                index |= (unsigned)(((unsigned)element_at(indices, bit / 8) >> (bit % 8)) & 1u) << b;
+            }
+            value->elements[i] = element_at(lut, index);
+        }
+        return value;
+    }
+    /* iOS18: indices of the output's shape; lut [groups per dim..., 2^bits, vector size 1] */
+    int rank = indices->type.rank;
+    int64_t entries = lut->type.rank == rank + 2 ? lut->type.dims[rank] : 0;
+    if (!entries || lut->type.dims[rank + 1] != 1) {
+        fail_at(p, &lut->at, "%s: lut must be [groups along each of indices' %d dims..., entries, 1] (vector "
+                "palettization is not supported)", op, rank);
+        return NULL;
+    }
+    for (int d = 0; d < rank; d++)
+        if (indices->type.dims[d] % lut->type.dims[d]) {
+            fail_at(p, &lut->at, "%s: lut's %lld groups along dimension %d do not divide indices' %lld", op,
+                    (long long)lut->type.dims[d], d, (long long)indices->type.dims[d]);
+            return NULL;
+        }
+    int64_t numel = type_numel(&indices->type);
+    mil_value *value = dense_value(p, out, numel, op);
+    if (!value) return NULL;
+    for (int64_t i = 0; i < numel; i++) {
+        double index = element_at(indices, i);
+        if (index < 0 || index >= (double)entries) {
+            fail_at(p, &indices->at, "%s: index %g at element %lld is outside the lut's %lld entries", op, index,
+                    (long long)i, (long long)entries);
+            return NULL;
+        }
+        value->elements[i] = element_at(lut, block_of(i, indices->type.dims, lut->type.dims, rank) * entries + (int64_t)index);
+    }
+    return value;
+}
+
+static const struct {
+    const char *name;
+    mil_value *(*expand)(parser *p, const declared_output *out, argument *args, int nargs, const char *op);
+} constexpr_ops[] = {
+    {"constexpr_affine_dequantize", expand_affine},
+    {"constexpr_blockwise_shift_scale", expand_blockwise},
+    {"constexpr_lut_to_dense", expand_lut},
+};
+
+static int is_const_op(const char *name) {
+    if (strcmp(name, "const") == 0) return 1;
+    for (size_t i = 0; i < sizeof constexpr_ops / sizeof constexpr_ops[0]; i++)
+        if (strcmp(name, constexpr_ops[i].name) == 0) return 1;
+    return 0;
+}
+
+/* const()[name = ..., val = ...] and the constexpr weight ops above. */
 static void define_const(parser *p, const char *op_name, const declared_output *out, argument *args, int nargs) {
     argument *val = find_argument(args, nargs, "val");
     mil_value *value = val ? val->value : NULL;
-    if (strcmp(op_name, "constexpr_affine_dequantize") == 0) {
-        argument *data = find_argument(args, nargs, "quantized_data"), *scale = find_argument(args, nargs, "scale"),
-                 *zero = find_argument(args, nargs, "zero_point");
-        if (!data || !scale || data->value->kind != VAL_TENSOR) {
-            fail_at(p, &out->at, "constexpr_affine_dequantize needs quantized_data and scale");
-            return;
+    for (size_t i = 0; i < sizeof constexpr_ops / sizeof constexpr_ops[0]; i++)
+        if (strcmp(op_name, constexpr_ops[i].name) == 0) {
+            value = constexpr_ops[i].expand(p, out, args, nargs, op_name);
+            if (!value) return;
         }
-        double scale_value = 1, zero_value = 0;
-        if (!literal_float(p, scale->value, "scale", &scale_value)) return;
-        if (zero && !literal_float(p, zero->value, "zero_point", &zero_value)) return;
-        mil_value *q = data->value;
-        int64_t numel = type_numel(&q->type);
-        value = new_value(p, VAL_TENSOR);
-        if (!value) return;
-        value->at = out->at;
-        value->type = out->type;
-        if (out->type.kind != TYPE_TENSOR || type_numel(&out->type) != numel) {
-            fail_at(p, &out->at, "the declared type does not match quantized_data's %lld elements", (long long)numel);
-            return;
-        }
-        value->elements = ane_arena_alloc(&p->arena, (size_t)(numel ? numel : 1) * sizeof(double));
-        if (!value->elements) {
-            p->lex.status = ane_fail(p->lex.err, ANE_ERR_NOMEM, "%s: out of memory", p->lex.source);
-            return;
-        }
-        size_t element = ane_dtype_size(q->type.dtype);
-        for (int64_t i = 0; i < numel; i++) {
-            double raw = q->blob ? ane_dtype_load(q->blob + i * (int64_t)element, q->type.dtype) : q->elements[i];
-            value->elements[i] = (raw - zero_value) * scale_value;
-        }
-    } else if (!value) {
+    if (!value) {
         fail_at(p, &out->at, "const '%s' has no val", out->name);
         return;
     }
@@ -913,7 +1171,8 @@ static void define_const(parser *p, const char *op_name, const declared_output *
     int literal_rank = value->kind == VAL_TENSOR ? value->type.rank : 0;
     int declared_rank = out->type.kind == TYPE_TENSOR ? out->type.rank : 0;
     int matches = literal_rank == declared_rank && (value->type.kind == TYPE_STRING) == (out->type.kind == TYPE_STRING) &&
-                  (value->type.kind == TYPE_STRING || out->type.kind == TYPE_UINT64 || value->type.dtype == out->type.dtype);
+                  (value->type.kind == TYPE_STRING || out->type.kind == TYPE_UINT64 ||
+                   (value->type.dtype == out->type.dtype && value->type.bits == out->type.bits));
     for (int i = 0; matches && i < literal_rank; i++) matches = value->type.dims[i] == out->type.dims[i];
     if (!matches) {
         char declared[160], literal[160];
@@ -972,7 +1231,7 @@ static void parse_statement(parser *p) {
     }
     if (!expect_punct(p, ';', "at the end of the statement")) return;
 
-    if (strcmp(op_name, "const") == 0 || strcmp(op_name, "constexpr_affine_dequantize") == 0) {
+    if (is_const_op(op_name)) {
         if (noutputs != 1) {
             fail_at(p, &op_at, "const has one result");
             return;
