@@ -157,9 +157,11 @@ static int read_attributes(lua_State *L, ane_op op, int index, ane_node_attrs *a
         case ANE_ATTR_QUAD: opt_ints(L, opts, spec->lua, field, 4); break;
         case ANE_ATTR_FLOAT:
         case ANE_ATTR_STRING:
+        case ANE_ATTR_DTYPE:
             lua_getfield(L, opts, spec->lua);
             if (!lua_isnil(L, -1)) {
                 if (spec->kind == ANE_ATTR_FLOAT) *(double *)field = luaL_checknumber(L, -1);
+                else if (spec->kind == ANE_ATTR_DTYPE) *(ane_dtype *)field = ane_lua_check_dtype(L, lua_gettop(L), ANE_FP16);
                 else snprintf(field, sizeof attrs->mode, "%s", luaL_checkstring(L, -1));
             }
             lua_pop(L, 1);
@@ -255,13 +257,15 @@ static int g_op(lua_State *L) {
         next++;
         break;
     }
-    case SHAPE_SDPA: /* (query, key, value, [mask]) */
-        for (; next <= 5 && luaL_testudata(L, next, ANE_NODE_TYPE); next++) operands[n++] = check_node(L, next, g);
-        if (n < 3) return luaL_error(L, "scaled_dot_product_attention needs query, key and value nodes");
-        break;
     case SHAPE_SOURCE: return luaL_error(L, "use g:input and g:const");
-    default: /* as many nodes as the op takes */
+    default: /* the nodes the op needs, then its optional ones (sdpa's attn_mask, quantize's
+              * zero_point): a node, or nil to leave one out before the options */
         for (int i = 0; i < ane_op_table[op].min_operands; i++) operands[n++] = check_node(L, next++, g);
+        while (n < ane_op_table[op].max_operands) {
+            if (luaL_testudata(L, next, ANE_NODE_TYPE)) operands[n++] = check_node(L, next++, g);
+            else if (lua_isnil(L, next) && !lua_isnone(L, next + 1)) next++;
+            else break;
+        }
         break;
     }
     ane_node_attrs attrs;

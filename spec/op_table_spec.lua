@@ -24,6 +24,7 @@ local samples = {
   log = { { { 2, 3 } }, function(g, a) return g:log(a) end, { low = 0.5, high = 2 } },
   sqrt = { { { 2, 3 } }, function(g, a) return g:sqrt(a) end, { low = 0.5, high = 2 } },
   rsqrt = { { { 2, 3 } }, function(g, a) return g:rsqrt(a, { epsilon = 0.25 }) end, { low = 0.5, high = 2 } },
+  inverse = { { { 2, 3 } }, function(g, a) return g:inverse(a, { epsilon = 0.25 }) end, { low = 0.5, high = 2 } },
   tanh = { { { 2, 3 } }, function(g, a) return g:tanh(a) end },
   sigmoid = { { { 2, 3 } }, function(g, a) return g:sigmoid(a) end },
   silu = { { { 2, 3 } }, function(g, a) return g:silu(a) end },
@@ -44,6 +45,14 @@ local samples = {
     return g:select(g:const(ane.tensor.from({ 1, 0, 1, 0, 0, 1 }, { 2, 3 }, "bool")), a, b)
   end },
   identity = { { { 2, 3 } }, function(g, a) return g:identity(a) end },
+  quantize = { { { 2, 3 } }, function(g, a)
+    local scale, zero = g:const(ane.tensor.from({ 0.01, 0.02 }, { 2 })), g:const(ane.tensor.from({ 3, -5 }, { 2 }))
+    return g:dequantize(g:quantize(a, scale, zero, { output_dtype = "int8" }), scale, zero)
+  end },
+  dequantize = { { { 2, 3 } }, function(g, a)
+    local scale = g:const(ane.tensor.from({ 0.05, 0.1, 0.2 }, { 3 })) -- one per column (axis 1)
+    return g:dequantize(g:quantize(a, scale, nil, { axis = 1, output_dtype = "uint8" }), scale, nil, { axis = 1 })
+  end },
   concat = { { { 2, 3 }, { 2, 2 } }, function(g, a, b) return g:concat({ a, b }, 1) end },
   split = { { { 2, 5 } }, function(g, a) return select(2, g:split(a, { 2, 3 }, 1)) end },
   pad = { { { 2, 3 } }, function(g, a) return g:pad(a, { 1, 2 }, { value = 0.5 }) end },

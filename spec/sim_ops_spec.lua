@@ -148,6 +148,52 @@ describe("sim elementwise ops match plain Lua", function()
     end)
   end
 
+  it("inverse with its default epsilon (1 / (x + 1e-4)) and a given one", function()
+    local a = random_values({ 3, 4 }, 7, 0.1, 2)
+    local default, given = {}, {}
+    for i, v in ipairs(flat(a)) do default[i], given[i] = 1 / (v + 1e-4), 1 / (v + 0.5) end
+    assert_close(default, run(function(g, x) return g:inverse(x) end, { a }), { 3, 4 }, "inverse")
+    assert_close(given, run(function(g, x) return g:inverse(x, { epsilon = 0.5 }) end, { a }), { 3, 4 }, "inverse eps")
+  end)
+
+  -- numpy's rounding of x / scale + zero_point: half to even, then clamped to the type
+  local function round_half_even(v)
+    local f = math.floor(v)
+    if v - f ~= 0.5 then return math.floor(v + 0.5) end
+    return f % 2 == 0 and f or f + 1
+  end
+
+  it("quantize per tensor to int8: half to even, clamped to [-128, 127]", function()
+    local a = ane.tensor.from({ 0.25, 0.75, -0.25, -0.75, 1.25, 100, -100, 0.1 }, { 2, 4 })
+    local expected = {}
+    for i, v in ipairs(flat(a)) do expected[i] = math.max(-128, math.min(127, round_half_even(v / 0.5 + 1))) end
+    local got = run(function(g, x)
+      return g:quantize(x, g:const(ane.tensor.from({ 0.5 })), g:const(ane.tensor.from({ 1 })), { output_dtype = "int8" })
+    end, { a })
+    assert.are.equal("int8", got:dtype())
+    assert_close(expected, got, { 2, 4 }, "quantize")
+  end)
+
+  it("quantize and dequantize per channel (uint8 along axis 1)", function()
+    local a = random_values({ 3, 4 }, 8, -2, 2)
+    local scales, zeros = { 0.01, 0.02, 0.04, 0.08 }, { 128, 100, 10, 0 }
+    local q, dq = {}, {}
+    for i, v in ipairs(flat(a)) do
+      local c = (i - 1) % 4 + 1
+      q[i] = math.max(0, math.min(255, round_half_even(v / scales[c] + zeros[c])))
+      dq[i] = (q[i] - zeros[c]) * scales[c]
+    end
+    local function params(g) return g:const(ane.tensor.from(scales, { 4 })), g:const(ane.tensor.from(zeros, { 4 })) end
+    assert_close(q, run(function(g, x)
+      local s, z = params(g)
+      return g:quantize(x, s, z, { axis = 1, output_dtype = "uint8" })
+    end, { a }), { 3, 4 }, "quantize")
+    assert_close(dq, run(function(g, x)
+      local s, z = params(g)
+      return g:dequantize(g:quantize(x, s, z, { axis = -1, output_dtype = "uint8" }), s, z, { axis = -1 })
+    end, { a }), { 3, 4 }, "dequantize")
+  end)
+
   it("rsqrt with an epsilon (1 / sqrt(x + epsilon)) and softplus far from 0 (no overflow)", function()
     local a = random_values({ 3, 4 }, 6, 0, 2)
     local expected = {}

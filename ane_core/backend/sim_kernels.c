@@ -127,6 +127,11 @@ static void run_unary(const ane_node *node, const float *x, float *out) {
         for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i] + epsilon);
         break;
     }
+    case ANE_OP_INVERSE: {
+        float epsilon = (float)node->attrs.epsilon;
+        for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (x[i] + epsilon);
+        break;
+    }
     case ANE_OP_TANH: for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]); break;
     case ANE_OP_SIGMOID: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
     case ANE_OP_SILU: for (int64_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i])); break;
@@ -152,6 +157,28 @@ static void run_unary(const ane_node *node, const float *x, float *out) {
         }
         break;
     default: memcpy(out, x, (size_t)n * sizeof *out); break;
+    }
+}
+
+/* quantize: clamp(round-half-even(x / scale + zero_point)) to int8 or uint8; dequantize:
+ * (x - zero_point) * scale; scale and zero_point per tensor or per index of axis. */
+static void run_quantize(const ane_node *node, float *const *values, float *out) {
+    const ane_node *x = node->operands[0];
+    const float *input = values[x->id], *scale = values[node->operands[1]->id];
+    const float *zero = node->noperands > 2 ? values[node->operands[2]->id] : NULL;
+    int64_t n = ane_node_numel(x), inner = 1, channels = x->rank ? x->shape[node->attrs.axis] : 1;
+    for (int d = (int)node->attrs.axis + 1; d < x->rank; d++) inner *= x->shape[d];
+    int per_scale = ane_node_numel(node->operands[1]) > 1, per_zero = zero && ane_node_numel(node->operands[2]) > 1;
+    float lo = node->attrs.dtype == ANE_UINT8 ? 0.0f : -128.0f, hi = node->attrs.dtype == ANE_UINT8 ? 255.0f : 127.0f;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = i / inner % channels;
+        float s = scale[per_scale ? c : 0], z = zero ? zero[per_zero ? c : 0] : 0.0f;
+        if (node->op == ANE_OP_DEQUANTIZE) {
+            out[i] = (input[i] - z) * s;
+        } else {
+            float q = rintf(input[i] / s + z);
+            out[i] = q != q ? 0.0f : q < lo ? lo : q > hi ? hi : q;
+        }
     }
 }
 
@@ -608,6 +635,7 @@ KERNEL(k_conv, run_conv(context, node, values, out))
 KERNEL(k_matmul, run_matmul(node, values, out))
 KERNEL(k_binary, run_binary(node, values, out))
 KERNEL(k_unary, run_unary(node, IN(node, 0), out))
+KERNEL(k_quantize, run_quantize(node, values, out))
 KERNEL(k_softmax, run_softmax(node, IN(node, 0), out))
 KERNEL(k_transpose, run_transpose(node, IN(node, 0), out))
 KERNEL(k_slice, run_slice(node, IN(node, 0), node->attrs.begin.values, out))
@@ -636,7 +664,8 @@ static const sim_kernel kernels[ANE_OP_COUNT] = {
     [ANE_OP_ADD] = k_binary, [ANE_OP_SUB] = k_binary, [ANE_OP_MUL] = k_binary, [ANE_OP_REAL_DIV] = k_binary,
     [ANE_OP_MAXIMUM] = k_binary, [ANE_OP_MINIMUM] = k_binary, [ANE_OP_POW] = k_binary,
     [ANE_OP_NEG] = k_unary, [ANE_OP_ABS] = k_unary, [ANE_OP_EXP] = k_unary, [ANE_OP_LOG] = k_unary,
-    [ANE_OP_SQRT] = k_unary, [ANE_OP_RSQRT] = k_unary, [ANE_OP_TANH] = k_unary, [ANE_OP_SIGMOID] = k_unary,
+    [ANE_OP_SQRT] = k_unary, [ANE_OP_RSQRT] = k_unary, [ANE_OP_INVERSE] = k_unary,
+    [ANE_OP_QUANTIZE] = k_quantize, [ANE_OP_DEQUANTIZE] = k_quantize, [ANE_OP_TANH] = k_unary, [ANE_OP_SIGMOID] = k_unary,
     [ANE_OP_SILU] = k_unary, [ANE_OP_SOFTPLUS] = k_unary, [ANE_OP_RELU] = k_unary, [ANE_OP_CLIP] = k_unary,
     [ANE_OP_CAST] = k_unary, [ANE_OP_IDENTITY] = k_unary, [ANE_OP_RESHAPE] = k_unary,
     [ANE_OP_SOFTMAX] = k_softmax,

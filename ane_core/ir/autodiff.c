@@ -152,6 +152,11 @@ static void vjp_sqrt(vjp_context *c) { /* d sqrt(x) = 0.5 / y */
     c->out[0] = binary(c->b, ANE_OP_MUL, binary(c->b, ANE_OP_REAL_DIV, c->g, c->y), scalar(c->b, 0.5, c->y));
 }
 
+static void vjp_inverse(vjp_context *c) { /* y = 1 / (x + eps): dy/dx = -y^2 */
+    builder *b = c->b;
+    c->out[0] = binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, c->g, binary(b, ANE_OP_MUL, c->y, c->y)), scalar(b, -1.0, c->y));
+}
+
 static void vjp_rsqrt(vjp_context *c) { /* y = (x + eps)^-1/2: dy/dx = -0.5 y^3 */
     builder *b = c->b;
     ane_node *cube = binary(b, ANE_OP_MUL, c->y, binary(b, ANE_OP_MUL, c->y, c->y));
@@ -296,7 +301,7 @@ static void vjp_conv(vjp_context *c) {
 static const vjp_rule vjp_rules[ANE_OP_COUNT] = {
     [ANE_OP_ADD] = vjp_add, [ANE_OP_SUB] = vjp_sub, [ANE_OP_MUL] = vjp_mul, [ANE_OP_REAL_DIV] = vjp_real_div,
     [ANE_OP_POW] = vjp_pow, [ANE_OP_NEG] = vjp_neg, [ANE_OP_EXP] = vjp_exp, [ANE_OP_LOG] = vjp_log,
-    [ANE_OP_SQRT] = vjp_sqrt, [ANE_OP_RSQRT] = vjp_rsqrt, [ANE_OP_TANH] = vjp_tanh, [ANE_OP_SIGMOID] = vjp_sigmoid,
+    [ANE_OP_SQRT] = vjp_sqrt, [ANE_OP_RSQRT] = vjp_rsqrt, [ANE_OP_INVERSE] = vjp_inverse, [ANE_OP_TANH] = vjp_tanh, [ANE_OP_SIGMOID] = vjp_sigmoid,
     [ANE_OP_SILU] = vjp_silu, [ANE_OP_SOFTPLUS] = vjp_softplus, [ANE_OP_IDENTITY] = vjp_identity,
     [ANE_OP_CLIP] = vjp_clip, [ANE_OP_CAST] = vjp_cast, [ANE_OP_RESHAPE] = vjp_reshape,
     [ANE_OP_TRANSPOSE] = vjp_transpose, [ANE_OP_SLICE_BY_INDEX] = vjp_slice, [ANE_OP_SLICE_BY_SIZE] = vjp_slice,

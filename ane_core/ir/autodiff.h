@@ -7,7 +7,7 @@
  *     forward program also outputs): those become inputs of the same name and shape,
  *   outputs "grad_<name>" for every name in wrt (forward inputs or consts), in the shape of
  *     <name>, or with device_layout the device's I/O layout for [a, b, 1, 1] weights.
- * Rules exist for add, sub, mul, real_div, pow, neg, exp, log, sqrt, rsqrt, tanh,
+ * Rules exist for add, sub, mul, real_div, pow, neg, exp, log, sqrt, rsqrt, inverse, tanh,
  * sigmoid, identity, cast, reshape, transpose, slices, reduce_sum, reduce_mean, softmax,
  * matmul and 1x1 conv; other ops on a path to a requested node are errors naming the node.
  * The backward graph is an ordinary graph: it is optimized, validated and compiled like

@@ -29,15 +29,15 @@ typedef struct ane_node_attrs {
     int64_t pads[4];                  /* conv: top, bottom, left, right */
     int64_t groups;                   /* conv */
     int transpose_x, transpose_y;     /* matmul */
-    int64_t axis;                     /* softmax, concat, split, gather (normalized >= 0) */
+    int64_t axis;                     /* softmax, concat, split, gather, (de)quantize (normalized >= 0) */
     ane_int_list axes;                /* reduce_* (normalized, ascending) */
     int keep_dims;                    /* reduce_* */
     ane_int_list shape;               /* reshape: the target shape (resolved, no -1) */
     ane_int_list perm;                /* transpose */
     ane_int_list begin, end, size;    /* slice_by_index (begin, end), slice_by_size (begin, size) */
-    ane_dtype dtype;                  /* cast: the target dtype */
+    ane_dtype dtype;                  /* cast: the target dtype; quantize: output_dtype */
     double alpha, beta;               /* clip: [alpha, beta]; pad: alpha = constant value */
-    double epsilon;                   /* rsqrt: 1 / sqrt(x + epsilon) */
+    double epsilon;                   /* rsqrt: 1 / sqrt(x + epsilon); inverse: 1 / (x + epsilon) */
     ane_int_list amounts;             /* pad: (before, after) pairs for the last count/2 dims */
     char mode[16];                    /* pad: "constant", "reflect" or "replicate" */
     ane_int_list sizes;               /* split: sizes along axis */

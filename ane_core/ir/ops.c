@@ -29,6 +29,21 @@ static const ane_attr_spec attrs_rsqrt[] = { /* MIL: 1 / sqrt(x + epsilon) */
     {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "1e-12", 0, NULL, 1},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
+static const ane_attr_spec attrs_inverse[] = { /* MIL: 1 / (x + epsilon) */
+    {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "0.0001", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
+/* quantize: clamp(round(input / scale + zero_point)) in output_dtype; dequantize:
+ * (input - zero_point) * scale; scale and zero_point per tensor, or per index of `axis` */
+static const ane_attr_spec attrs_quantize[] = {
+    {"output_dtype", "output_dtype", ANE_ATTR_DTYPE, AT(dtype), "int8", 0, NULL, 0},
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "0", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
+static const ane_attr_spec attrs_dequantize[] = {
+    {"axis", "axis", ANE_ATTR_INT, AT(axis), "0", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
 static const ane_attr_spec attrs_softmax[] = {
     {"axis", "axis", ANE_ATTR_INT, AT(axis), "-1", 1, NULL, 0},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},

@@ -43,6 +43,7 @@
     X(LOG, "log", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                            \
     X(SQRT, "sqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
     X(RSQRT, "rsqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, attrs_rsqrt)                                        \
+    X(INVERSE, "inverse", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, attrs_inverse)                                   \
     X(TANH, "tanh", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
     X(SIGMOID, "sigmoid", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                    \
     X(SILU, "silu", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
@@ -59,6 +60,8 @@
     X(SLICE_BY_SIZE, "slice_by_size", "x", 1, 1, SHAPE_SLICE_SIZE, OPF_D, attrs_slice_by_size)                          \
     X(CAST, "cast", "x", 1, 1, SHAPE_CAST, OPF_D | OPF_E, attrs_cast)                                              \
     X(CLIP, "clip", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, attrs_clip)                                              \
+    X(QUANTIZE, "quantize", "input,scale,zero_point", 2, 3, SHAPE_QUANTIZE, OPF_E, attrs_quantize)                 \
+    X(DEQUANTIZE, "dequantize", "input,scale,zero_point", 2, 3, SHAPE_QUANTIZE, OPF_E, attrs_dequantize)           \
     X(SELECT, "select", "cond,a,b", 3, 3, SHAPE_SELECT, OPF_E, NULL)                                 \
     X(IDENTITY, "identity", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                      \
     X(CONCAT, "concat", "values", 1, 64, SHAPE_CONCAT, OPF_H, attrs_concat)                                      \
@@ -70,7 +73,7 @@
 typedef enum ane_shape_rule {
     SHAPE_SOURCE, SHAPE_SAME, SHAPE_BROADCAST, SHAPE_CONV, SHAPE_MATMUL, SHAPE_REDUCE,
     SHAPE_RESHAPE, SHAPE_TRANSPOSE, SHAPE_SLICE_INDEX, SHAPE_SLICE_SIZE, SHAPE_CAST,
-    SHAPE_SELECT, SHAPE_CONCAT, SHAPE_SPLIT, SHAPE_PAD, SHAPE_GATHER, SHAPE_SDPA,
+    SHAPE_SELECT, SHAPE_CONCAT, SHAPE_SPLIT, SHAPE_PAD, SHAPE_GATHER, SHAPE_SDPA, SHAPE_QUANTIZE,
 } ane_shape_rule;
 
 typedef enum ane_op {

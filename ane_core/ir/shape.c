@@ -341,6 +341,31 @@ static ane_status rule_sdpa(ane_node *node, ane_error *err) {
     return ANE_OK;
 }
 
+/* quantize / dequantize: the input's shape; scale (and zero_point) one value, or one per
+ * index of axis; quantize gives output_dtype (int8 or uint8), dequantize the scale's dtype. */
+static ane_status rule_quantize(ane_node *node, ane_error *err) {
+    ane_node *x = node->operands[0], *scale = node->operands[1];
+    ane_status status = normalize_axis(node, &node->attrs.axis, x->rank ? x->rank : 1, err);
+    if (status) return status;
+    int64_t channels = x->rank ? x->shape[node->attrs.axis] : 1;
+    for (int k = 1; k < node->noperands; k++) {
+        int64_t n = ane_node_numel(node->operands[k]);
+        if (node->operands[k]->rank > 1 || (n != 1 && n != channels))
+            return NODE_FAIL(node, "%s has %lld values; it needs 1 (per tensor) or %lld (one per index of axis %lld)",
+                             k == 1 ? "scale" : "zero_point", (long long)n, (long long)channels, (long long)node->attrs.axis);
+    }
+    if (ane_dtype_kind_of(scale->dtype) != ANE_KIND_FLOAT)
+        return NODE_FAIL(node, "scale must be fp16 or fp32, not %s", ane_dtype_name(scale->dtype));
+    if (node->op == ANE_OP_QUANTIZE) {
+        if (node->attrs.dtype != ANE_INT8 && node->attrs.dtype != ANE_UINT8)
+            return NODE_FAIL(node, "quantize gives int8 or uint8, not %s", ane_dtype_name(node->attrs.dtype));
+        set_shape(node, node->attrs.dtype, x->rank, x->shape);
+    } else {
+        set_shape(node, scale->dtype, x->rank, x->shape);
+    }
+    return ANE_OK;
+}
+
 ane_status ane_infer_shape(ane_node *node, ane_error *err) {
     ane_node *x = node->noperands ? node->operands[0] : NULL;
     switch (ane_op_table[node->op].shape_rule) {
@@ -361,6 +386,7 @@ ane_status ane_infer_shape(ane_node *node, ane_error *err) {
         set_shape(node, target, x->rank, x->shape);
         break;
     }
+    case SHAPE_QUANTIZE: return rule_quantize(node, err);
     case SHAPE_SELECT: return rule_select(node, err);
     case SHAPE_CONCAT: return rule_concat(node, err);
     case SHAPE_SPLIT: return rule_split(node, err);

@@ -200,6 +200,7 @@ static void emit_attribute_params(emitter *e, const ane_node *node, argument *ar
         if (!spec->mil) continue; /* internal (split's piece index) */
         const void *field = ane_attr_field_const(&node->attrs, spec);
         if (spec->elided && spec->kind == ANE_ATTR_FLOAT && *(const double *)field == strtod(spec->fallback, NULL)) continue;
+        if (spec->elided && spec->kind == ANE_ATTR_INT && *(const int64_t *)field == strtoll(spec->fallback, NULL, 10)) continue;
         switch (spec->kind) {
         case ANE_ATTR_INT: param_int(e, node, args, count, spec->mil, *(const int64_t *)field); break;
         case ANE_ATTR_BOOL: param_bool(e, node, args, count, spec->mil, *(const int *)field); break;
