@@ -5,7 +5,8 @@
  *   { base = "m4", name =, rules = { ["ANE-01"] = "off" | "warning" | "error" },
  *     max_conv_channels =, max_kernel_width =, min_io_width =, max_spatial =,
  *     sdpa_mask_honoured = true, sdpa_mask_one_plane = true, refused_ops = { "exp" },
- *     accepted_ops = { "concat" } }
+ *     accepted_ops = { "concat" }, max_weight_bytes =, cast_refused = true,
+ *     matmul_inf_at = 32752, offset_slice_limit = 4094, nan_to_zero = true }
  * plus `max_conv_channels =` beside `target` in the options, which overrides ANE-16. */
 #include <string.h>
 
@@ -65,6 +66,16 @@ static void read_table(lua_State *L, int index, ane_target *out) {
     out->max_kernel_width = limit_field(L, index, "max_kernel_width", out->max_kernel_width);
     out->min_io_width = limit_field(L, index, "min_io_width", out->min_io_width);
     out->max_spatial = limit_field(L, index, "max_spatial", out->max_spatial);
+    out->max_weight_bytes = limit_field(L, index, "max_weight_bytes", out->max_weight_bytes);
+    static const char *const flags[] = {"cast_refused", "nan_to_zero"};
+    int *flag_fields[] = {&out->cast_refused, &out->nan_to_zero};
+    for (int k = 0; k < 2; k++) {
+        lua_getfield(L, index, flags[k]);
+        if (!lua_isnil(L, -1)) *flag_fields[k] = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    out->matmul_inf_at = ane_lua_option_number(L, index, "matmul_inf_at", out->matmul_inf_at);
+    out->offset_slice_limit = ane_lua_option_number(L, index, "offset_slice_limit", out->offset_slice_limit);
     lua_getfield(L, index, "sdpa_mask_honoured");
     if (!lua_isnil(L, -1)) out->sdpa_mask_honoured = lua_toboolean(L, -1);
     lua_getfield(L, index, "sdpa_mask_one_plane");
@@ -115,6 +126,11 @@ static int l_target(lua_State *L) {
     ane_lua_set_integer(L, "max_kernel_width", t.max_kernel_width);
     ane_lua_set_integer(L, "min_io_width", t.min_io_width);
     ane_lua_set_integer(L, "max_spatial", t.max_spatial);
+    ane_lua_set_integer(L, "max_weight_bytes", t.max_weight_bytes);
+    ane_lua_set_boolean(L, "cast_refused", t.cast_refused);
+    ane_lua_set_number(L, "matmul_inf_at", t.matmul_inf_at);
+    ane_lua_set_number(L, "offset_slice_limit", t.offset_slice_limit);
+    ane_lua_set_boolean(L, "nan_to_zero", t.nan_to_zero);
     ane_lua_set_boolean(L, "sdpa_mask_honoured", t.sdpa_mask_honoured);
     ane_lua_set_boolean(L, "sdpa_mask_one_plane", t.sdpa_mask_one_plane);
     lua_newtable(L);

@@ -194,6 +194,37 @@ describe("sim elementwise ops match plain Lua", function()
     end, { a }), { 3, 4 }, "dequantize")
   end)
 
+  -- The numeric cliffs of constraints.md's newer facts, modelled behind the chip targets
+  -- (generic keeps IEEE fp16). One program: a matmul summing 64 inputs, a last-axis slice
+  -- at offset 1, and a NaN passed through.
+  it("models the chips' numeric cliffs behind their targets", function()
+    local function cliffs(target, fill, nan)
+      local g = ane.graph("cliffs")
+      local x = g:input("x", { 1, 64, 1, 64 })
+      local sums = g:matmul(g:const(ane.tensor({ 1, 1, 64, 64 }, "fp16"):fill(1)), g:reshape(x, { 1, 1, 64, 64 }))
+      g:output("sum", g:reshape(sums, { 1, 64, 1, 64 }))
+      g:output("slice", g:slice_by_size(g:add(x, g:const(ane.tensor({ 1 }, "fp16"):fill(0))), { 0, 0, 0, 1 }, { 1, 64, 1, 32 }))
+      local input = ane.tensor({ 1, 64, 1, 64 }, "fp16"):fill(fill)
+      if nan then input:set(0 / 0, 1, 1, 1, 1) end
+      local out = ane.compile(g, { backend = "sim", target = target }):eval({ x = input })
+      return out.sum:get(1, 2, 1, 2), out.slice:get(1, 2, 1, 2), out.sum:get(1, 1, 1, 1)
+    end
+    -- 64 * 625 = 40,000: representable in fp16, past the matmul cliff at 32,752
+    assert.are.equal(40000, (cliffs("generic", 625)))
+    assert.are.equal(math.huge, (cliffs("m4", 625)))
+    assert.are.equal(32704, (cliffs("m4", 511))) -- 64 * 511 = 32,704: below it
+    -- 5,000 sliced at offset 1 of the last axis: saturates at 4,094 before A16 (M1, M2)
+    assert.are.equal(5000, select(2, cliffs("m4", 5000)))
+    assert.are.equal(4094, select(2, cliffs("m1", 5000)))
+    assert.are.equal(-4094, select(2, cliffs("m2", -5000)))
+    -- NaN: IEEE in generic, read as 0 on the chips (which do not propagate it)
+    local nan_generic = select(3, cliffs("generic", 0.5, true))
+    assert.is_true(nan_generic ~= nan_generic)
+    assert.are.equal(0, select(3, cliffs("m3", 0.5, true)))
+    local t = ane.target("m1")
+    assert.are.same({ 32752, 4094, true, true }, { t.matmul_inf_at, t.offset_slice_limit, t.nan_to_zero, t.cast_refused })
+  end)
+
   it("rsqrt with an epsilon (1 / sqrt(x + epsilon)) and softplus far from 0 (no overflow)", function()
     local a = random_values({ 3, 4 }, 6, 0, 2)
     local expected = {}

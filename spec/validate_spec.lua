@@ -167,6 +167,23 @@ describe("ANE validation", function()
     expect_clean(graph_with(function(g, h) return h end), "ANE-31")
   end)
 
+  it("ANE-32: the baked weights of one program (about 2 GB; here a target of 1 KB)", function()
+    local g = graph_with(function(g, h) return g:conv(h, g:const("big", fp16({ 64, 64, 1, 1 })), { name = "c2" }) end)
+    -- two 64x64 fp16 consts: 16,384 bytes
+    expect_violation(g, "ANE-32", "", "error", "bakes 0%.00 GB of weights; target small allows 0%.00 GB", { name = "small", max_weight_bytes = 1024 })
+    expect_violation(g, "ANE-32", "", "warning", "near the", { max_weight_bytes = 20000 })
+    expect_clean(g, "ANE-32")
+  end)
+
+  it("ANE-33: cast is rejected by the M1 and M2 compilers (a warning elsewhere)", function()
+    local g = graph_with(function(g, h) return g:cast(h, "fp32", { name = "to32" }) end)
+    expect_violation(g, "ANE-33", "to32", "error", "the M1 and M2 compilers reject cast; give the program fp16", "m1")
+    expect_violation(g, "ANE-33", "to32", "error", nil, "m2")
+    expect_violation(g, "ANE-33", "to32", "warning", "a problem only there")
+    expect_violation(g, "ANE-33", "to32", "warning", nil, "m4")
+    expect_clean(graph_with(function(g, h) return h end), "ANE-33", "m1")
+  end)
+
   it("a target turns rules off, demotes or promotes them, and accepts or refuses ops", function()
     local concat = graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end)
     expect_clean(concat, "ANE-01", { accepted_ops = { "concat" } })

@@ -241,6 +241,26 @@ static int moves_data_only(ane_op op) {
     }
 }
 
+/* The numeric cliffs of the target's chip (constraints.md, newer facts), applied to a
+ * node's output: matmul results from matmul_inf_at on become +-inf, last-axis slices at a
+ * non-zero offset saturate at offset_slice_limit, NaN results read as 0 (the chip does not
+ * propagate NaN; 0 is this model's choice, documented in docs/compiler.md). */
+static void apply_numeric_cliffs(const ane_target *t, const ane_node *node, float *values) {
+    int64_t n = ane_node_numel(node);
+    if (t->matmul_inf_at > 0 && node->op == ANE_OP_MATMUL)
+        for (int64_t i = 0; i < n; i++)
+            if (fabsf(values[i]) >= (float)t->matmul_inf_at) values[i] = values[i] > 0 ? INFINITY : -INFINITY;
+    int offset_slice = (node->op == ANE_OP_SLICE_BY_INDEX || node->op == ANE_OP_SLICE_BY_SIZE) && node->rank > 0 &&
+                       node->attrs.begin.count == node->rank && node->attrs.begin.values[node->rank - 1] != 0;
+    if (t->offset_slice_limit > 0 && offset_slice) {
+        float limit = (float)t->offset_slice_limit;
+        for (int64_t i = 0; i < n; i++) values[i] = values[i] > limit ? limit : values[i] < -limit ? -limit : values[i];
+    }
+    if (t->nan_to_zero)
+        for (int64_t i = 0; i < n; i++)
+            if (values[i] != values[i]) values[i] = 0.0f;
+}
+
 static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
                            ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
@@ -292,6 +312,8 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         if (p->options.precision == ANE_PRECISION_FP16 && node->dtype == ANE_FP16 && node->op != ANE_OP_INPUT &&
             node->op != ANE_OP_CONST && !moves_data_only(node->op))
             ane_round_fp32_through_fp16_n(instance->values[i], (size_t)ane_node_numel(node));
+        if (device_rules && node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST)
+            apply_numeric_cliffs(&p->options.target, node, instance->values[i]);
     }
     for (int i = 0; i < noutputs; i++) {
         const ane_port *port = &p->outputs[i];

@@ -16,6 +16,7 @@ void ane_target_generic(ane_target *out) {
     out->max_kernel_width = 13;  /* M1's limit: the strictest */
     out->min_io_width = 1;       /* ANE-21 below 32 is a warning: disputed, probe it */
     out->max_spatial = 16384;
+    out->max_weight_bytes = 2ll << 30; /* ~2 GB compile, 3.4 GB fail (newer facts) */
 }
 
 void ane_target_complete(const ane_target *target, ane_target *out) {
@@ -31,13 +32,20 @@ void ane_target_complete(const ane_target *target, ane_target *out) {
     if (!out->max_kernel_width) out->max_kernel_width = generic.max_kernel_width;
     if (!out->min_io_width) out->min_io_width = generic.min_io_width;
     if (!out->max_spatial) out->max_spatial = generic.max_spatial;
+    if (!out->max_weight_bytes) out->max_weight_bytes = generic.max_weight_bytes;
 }
 
+/* Per family: kernel width (ANE-23), axis (ANE-31), cast rejected (ANE-33, M1/M2), and the
+ * numeric cliffs: matmul outputs to +-inf near 32,752, last-axis slices at an offset
+ * saturating above 4,094 before A16 (M1, M2), NaN not propagated. */
 static const struct {
     const char *name;
     int64_t kernel_width, spatial;
+    int cast_refused;
+    double offset_slice_limit;
 } families[] = {
-    {"m1", 13, 16384}, {"m2", 15, 16384}, {"m3", 15, 16384}, {"m4", 15, 65536}, {"m5", 15, 65536},
+    {"m1", 13, 16384, 1, 4094}, {"m2", 15, 16384, 1, 4094}, {"m3", 15, 16384, 0, 0},
+    {"m4", 15, 65536, 0, 0},    {"m5", 15, 65536, 0, 0},
 };
 
 int ane_target_builtin(const char *name, ane_target *out) {
@@ -46,7 +54,7 @@ int ane_target_builtin(const char *name, ane_target *out) {
     if (strcmp(name, "unchecked") == 0) {
         snprintf(out->name, sizeof out->name, "unchecked");
         for (int i = 1; i < ANE_RULE_MAX; i++) out->level[i] = ANE_RULE_OFF;
-        out->max_conv_channels = out->max_kernel_width = out->max_spatial = INT64_MAX;
+        out->max_conv_channels = out->max_kernel_width = out->max_spatial = out->max_weight_bytes = INT64_MAX;
         out->min_io_width = 1;
         for (int op = 0; op < ANE_OP_COUNT; op++) ane_target_set_op(out->ops_accepted, (ane_op)op);
         return 1;
@@ -56,6 +64,10 @@ int ane_target_builtin(const char *name, ane_target *out) {
             snprintf(out->name, sizeof out->name, "%s", name);
             out->max_kernel_width = families[i].kernel_width;
             out->max_spatial = families[i].spatial;
+            out->cast_refused = families[i].cast_refused;
+            out->offset_slice_limit = families[i].offset_slice_limit;
+            out->matmul_inf_at = 32752;
+            out->nan_to_zero = 1;
             return 1;
         }
     return 0;

@@ -33,6 +33,12 @@ typedef struct ane_target {
     int64_t max_spatial;                  /* ANE-31: longest last axis / contraction */
     int sdpa_mask_honoured;               /* ANE-06: the device applies attn_mask */
     int sdpa_mask_one_plane;              /* ... but a per-head mask's first plane to every head */
+    int64_t max_weight_bytes;             /* ANE-32: baked weights one program holds */
+    int cast_refused;                     /* ANE-33: the chip's compiler rejects cast (M1/M2) */
+    /* Numeric cliffs of the chip (constraints.md, newer facts), modelled by sim: */
+    double matmul_inf_at;                 /* matmul outputs from this magnitude on are +-inf (0: fp16's own) */
+    double offset_slice_limit;            /* slices at a non-zero last-axis offset saturate here (0: none) */
+    int nan_to_zero;                      /* the chip does not propagate NaN: a NaN result reads as 0 */
     uint64_t ops_refused[2], ops_accepted[2]; /* bit sets by ane_op, measured on a chip */
 } ane_target;
 

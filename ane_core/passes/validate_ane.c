@@ -143,6 +143,7 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
     int64_t max_channels = t->max_conv_channels;
     int (*supports)(ane_op, ane_profile) = options && options->supports_op ? options->supports_op : ane_device_op_set;
     int anchored = 0;
+    int64_t weight_bytes = 0;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (node->dead) continue;
@@ -156,6 +157,11 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
                            "%s '%s': target %s measured that this chip refuses %s", ane_op_table[node->op].name,
                            node->name, t->name, ane_op_table[node->op].name);
         if (computes) check_spatial(t, node, report);
+        if (node->op == ANE_OP_CONST && node->rank > 0) weight_bytes += ane_node_numel(node) * (int64_t)ane_dtype_size(node->dtype);
+        if (node->op == ANE_OP_CAST)
+            rule(report, t, "ANE-33", node, t->cast_refused ? ANE_SEVERITY_ERROR : ANE_SEVERITY_WARNING,
+                 "cast '%s': the M1 and M2 compilers reject cast%s; give the program fp16 inputs and outputs", node->name,
+                 t->cast_refused ? "" : " (a problem only there)");
         switch (node->op) {
         case ANE_OP_CONV: {
             const ane_node *w = node->operands[1];
@@ -205,6 +211,15 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
                            (double)working_set / (1 << 20));
     }
     for (int i = 0; i < g->noutputs; i++) check_io(t, g->outputs[i].node, "output", report);
+    if (weight_bytes > t->max_weight_bytes)
+        rule(report, t, "ANE-32", NULL, ANE_SEVERITY_ERROR,
+             "graph '%s' bakes %.2f GB of weights; target %s allows %.2f GB in one program (1.5 GB compiles, 3.4 GB fails): "
+             "split the layers over several programs", g->name, (double)weight_bytes / 1e9, t->name,
+             (double)t->max_weight_bytes / 1e9);
+    else if (weight_bytes > t->max_weight_bytes / 4 * 3)
+        rule(report, t, "ANE-32", NULL, ANE_SEVERITY_WARNING,
+             "graph '%s' bakes %.2f GB of weights, near the %.2f GB one program holds on target %s", g->name,
+             (double)weight_bytes / 1e9, (double)t->max_weight_bytes / 1e9, t->name);
     if (!anchored && g->count > 0)
         rule(report, t, "ANE-28", NULL, ANE_SEVERITY_WARNING,
                        "graph '%s' has no conv or matmul; purely elementwise programs may be refused (fuse it into a "

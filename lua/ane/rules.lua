@@ -66,6 +66,10 @@ local CATALOGUE = {
     "pad the axis with a large negative mask", "warned" },
   { "ANE-31", "the width (last) axis and a matmul's contraction are at most 16,384 long on M1-M3, 65,536 on M4/M5",
     "compile failure", "split the axis", "rejected above the target's limit (generic: 16,384)", "chip-dependent" },
+  { "ANE-32", "one program holds about 2 GB of baked weights (1.5 GB compiles, 3.4 GB fails)", "compile failure",
+    "split the layers over several programs", "rejected above the target's limit (2 GiB), warned above 3/4 of it" },
+  { "ANE-33", "the M1 and M2 compilers reject cast", "compile failure", "fp16 program inputs and outputs",
+    "rejected on targets m1 and m2, warned elsewhere", "chip-dependent" },
 }
 
 local by_id = {}
