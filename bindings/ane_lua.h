@@ -72,7 +72,7 @@ struct ane_surface;
 struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
 /* A list of the notes' lines (and a last "... and N more" when some were dropped). */
 void ane_lua_push_notes(lua_State *L, const ane_notes *notes);
-void ane_lua_open_target(lua_State *L);       /* pushes ane.target */
+void ane_lua_open_target(lua_State *L);       /* adds ane.target, ane.set_default_target, ... */
 /* The `target` (and `max_conv_channels`) of the options table at options_index (l_target.c). */
 void ane_lua_read_target(lua_State *L, int options_index, ane_target *out);
 void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */

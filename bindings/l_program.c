@@ -42,10 +42,9 @@ static program_box *new_program_box(lua_State *L) {
 static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
     memset(options, 0, sizeof *options);
     *key = NULL;
-    ane_target_generic(&options->target);
+    ane_lua_read_target(L, index, &options->target); /* the default target when options name none */
     if (lua_isnoneornil(L, index)) return ane_lua_backend_for(options);
     luaL_checktype(L, index, LUA_TTABLE);
-    ane_lua_read_target(L, index, &options->target);
     lua_getfield(L, index, "backend");
     int explicit = !lua_isnil(L, -1);
     const char *backend = explicit ? luaL_checkstring(L, -1) : NULL;

@@ -7,7 +7,10 @@
  *     sdpa_mask_honoured = true, sdpa_mask_one_plane = true, refused_ops = { "exp" },
  *     accepted_ops = { "concat" }, max_weight_bytes =, cast_refused = true,
  *     matmul_inf_at = 32752, offset_slice_limit = 4094, nan_to_zero = true }
- * plus `max_conv_channels =` beside `target` in the options, which overrides ANE-16. */
+ * plus `max_conv_channels =` beside `target` in the options, which overrides ANE-16.
+ * Options without a target use the process's default: generic, or ane.set_default_target(t)
+ * (the examples' --target), or the ANELUA_TARGET environment variable. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ane_lua.h"
@@ -85,11 +88,49 @@ static void read_table(lua_State *L, int index, ane_target *out) {
     op_list(L, index, "accepted_ops", out->ops_accepted);
 }
 
+static ane_target default_target;
+static int default_target_read; /* ANELUA_TARGET looked at */
+
+static void read_target_value(lua_State *L, int value_index, ane_target *out);
+
+static int read_environment_target(lua_State *L) {
+    read_target_value(L, 1, &default_target);
+    return 0;
+}
+
+/* The process's default target (generic until set; ANELUA_TARGET on first use). */
+static const ane_target *current_default(lua_State *L) {
+    if (!default_target_read) {
+        default_target_read = 1;
+        ane_target_generic(&default_target);
+        const char *env = getenv("ANELUA_TARGET");
+        if (env && *env) {
+            lua_pushcfunction(L, read_environment_target);
+            lua_pushstring(L, env);
+            if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+                ane_target_generic(&default_target);
+                luaL_error(L, "ANELUA_TARGET=%s: %s", env, lua_tostring(L, -1));
+            }
+        }
+    }
+    return &default_target;
+}
+
 void ane_lua_read_target(lua_State *L, int options_index, ane_target *out) {
-    ane_target_generic(out);
+    *out = *current_default(L);
     if (!lua_istable(L, options_index)) return;
     options_index = lua_absindex(L, options_index);
-    int type = lua_getfield(L, options_index, "target");
+    lua_getfield(L, options_index, "target");
+    if (!lua_isnil(L, -1)) read_target_value(L, lua_gettop(L), out);
+    lua_pop(L, 1);
+    out->max_conv_channels = limit_field(L, options_index, "max_conv_channels", out->max_conv_channels);
+}
+
+/* A target given as a name, a report's path or a table (at value_index) into *out. */
+static void read_target_value(lua_State *L, int value_index, ane_target *out) {
+    ane_target_generic(out);
+    lua_pushvalue(L, value_index);
+    int type = lua_type(L, -1);
     if (type == LUA_TSTRING && !ane_target_builtin(lua_tostring(L, -1), out)) {
         /* a report file: ane.probe turns it into a target table */
         const char *path = lua_tostring(L, -1);
@@ -105,11 +146,25 @@ void ane_lua_read_target(lua_State *L, int options_index, ane_target *out) {
         lua_pop(L, 2);
     } else if (type == LUA_TTABLE) {
         read_table(L, lua_gettop(L), out);
-    } else if (type != LUA_TNIL && type != LUA_TSTRING) {
+    } else if (type != LUA_TSTRING) {
         luaL_error(L, "target must be a name, a probe report's path or a table, not a %s", lua_typename(L, type));
     }
     lua_pop(L, 1);
-    out->max_conv_channels = limit_field(L, options_index, "max_conv_channels", out->max_conv_channels);
+}
+
+/* ane.set_default_target(name | report | table | nil): the target of compiles that name
+ * none (nil: generic again) */
+static int l_set_default_target(lua_State *L) {
+    (void)current_default(L);
+    if (lua_isnoneornil(L, 1)) ane_target_generic(&default_target);
+    else read_target_value(L, 1, &default_target);
+    return 0;
+}
+
+/* ane.default_target() -> its name */
+static int l_default_target(lua_State *L) {
+    lua_pushstring(L, current_default(L)->name);
+    return 1;
 }
 
 /* ane.target(name or table or report) -> the target as a table (what the validator checks) */
@@ -155,4 +210,11 @@ static int l_target(lua_State *L) {
     return 1;
 }
 
-void ane_lua_open_target(lua_State *L) { lua_pushcfunction(L, l_target); }
+/* Adds ane.target, ane.set_default_target and ane.default_target to the table on top. */
+void ane_lua_open_target(lua_State *L) {
+    static const luaL_Reg functions[] = {
+        {"target", l_target}, {"set_default_target", l_set_default_target}, {"default_target", l_default_target},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, functions, 0);
+}

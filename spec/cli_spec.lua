@@ -28,6 +28,8 @@ local bad_inputs = {
   { "examples/gpt2.lua --colour red", 2, "unknown option %-%-colour" },
   { "examples/gpt2.lua --backend tpu", 2, "%-%-backend must be one of sim, ane, got 'tpu'" },
   { "examples/gpt2.lua --backend ane", 1, "backend 'ane' is not available" },
+  { "examples/gpt2.lua --target m9", 2, "%-%-target: 'm9' is neither a built%-in target %(generic, m1, m2, m3, m4, m5, unchecked%)" },
+  { "examples/gpt2.lua --target chip.json", 2, "%-%-target: probe report chip%.json: " },
   { "examples/gpt2.lua --model /nonexistent", 1, "%-%-model /nonexistent does not exist" },
   { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
   { "examples/stories.lua /nonexistent.bin", 1, "/nonexistent%.bin does not exist" },
@@ -89,6 +91,21 @@ describe("command lines", function()
     assert.are.equal(0, code)
     assert.matches("^usage: ", out)
     assert.matches("%-%-backend NAME", out)
+  end)
+
+  it("take --target for every command, and ANELUA_TARGET", function()
+    local out, err, code = helpers.run_anelua(script("examples/gpt2.lua") .. " --help")
+    assert.are.equal(0, code, err)
+    assert.matches("%-%-target T%s+the device validation checks: generic %(default%), m1 %.%. m5, or a probe report", out)
+    out, err, code = helpers.run_anelua("-e " .. q("print(require('ane').default_target())"), nil, "ANELUA_TARGET=m2")
+    assert.are.equal(0, code, err)
+    assert.are.equal("m2\n", out)
+    out, err, code = helpers.run_anelua("-e " .. q("print(require('ane').compile)"), nil, "ANELUA_TARGET=m9")
+    assert.are.equal(0, code, err) -- read on first use, not at load
+    _, err, code = helpers.run_anelua("-e " .. q("local ane = require('ane'); local g = ane.graph('g'); "
+      .. "g:output('y', g:relu(g:input('x', {1, 4, 1, 32}))); ane.compile(g)"), nil, "ANELUA_TARGET=m9")
+    assert.are.equal(1, code)
+    assert.matches("ANELUA_TARGET=m9: target 'm9' is neither a built%-in target", err)
   end)
 
   it("refuse an unusable ANELUA_BACKEND instead of running elsewhere", function()

@@ -80,6 +80,11 @@ function M.command(spec)
     command.options[#command.options + 1] = option
     command.by_name[option.name] = option
   end
+  if not command.by_name.target then -- every command compiles for a target (docs/compiler.md)
+    command.options[#command.options + 1] = { name = "target", kind = "string", metavar = "T",
+      help = "the device validation checks: generic (default), m1 .. m5, or a probe report (.json)" }
+    command.by_name.target = command.options[#command.options]
+  end
   command.options[#command.options + 1] = { name = "help", kind = "flag", help = "this text" }
   command.by_name.help = command.options[#command.options]
   return command
@@ -176,6 +181,10 @@ function Command:parse(argv)
   end
   for _, option in ipairs(self.options) do
     if option.required and opts[option_key(option.name)] == nil then self:usage_error("--" .. option.name .. " is required") end
+  end
+  if opts.target then
+    local ok, why = pcall(ane.set_default_target, opts.target)
+    if not ok then self:usage_error("--target: " .. tostring(why):gsub("^[^:]*:%d+: ", ""):gsub("^target ", "")) end
   end
   local required = 0
   for _, p in ipairs(self.positional) do if not p.optional then required = required + 1 end end
