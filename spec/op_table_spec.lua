@@ -21,7 +21,7 @@ local samples = {
   neg = { { { 2, 3 } }, function(g, a) return g:neg(a) end },
   abs = { { { 2, 3 } }, function(g, a) return g:abs(a) end },
   exp = { { { 2, 3 } }, function(g, a) return g:exp(a) end },
-  log = { { { 2, 3 } }, function(g, a) return g:log(a) end, { low = 0.5, high = 2 } },
+  log = { { { 2, 3 } }, function(g, a) return g:log(a, { epsilon = 0.25 }) end, { low = 0.5, high = 2 } },
   sqrt = { { { 2, 3 } }, function(g, a) return g:sqrt(a) end, { low = 0.5, high = 2 } },
   rsqrt = { { { 2, 3 } }, function(g, a) return g:rsqrt(a, { epsilon = 0.25 }) end, { low = 0.5, high = 2 } },
   inverse = { { { 2, 3 } }, function(g, a) return g:inverse(a, { epsilon = 0.25 }) end, { low = 0.5, high = 2 } },

@@ -243,7 +243,8 @@ static int moves_data_only(ane_op op) {
 
 /* The numeric cliffs of the target's chip (constraints.md, newer facts), applied to a
  * node's output: matmul results from matmul_inf_at on become +-inf, last-axis slices at a
- * non-zero offset saturate at offset_slice_limit, NaN results read as 0 (the chip does not
+ * non-zero offset saturate to +-inf beyond offset_slice_limit (65504 / 16, the crop DMA's
+ * fixed point, as ANEForge measured), NaN results read as 0 (the chip does not
  * propagate NaN; 0 is this model's choice, documented in docs/compiler.md). */
 static void apply_numeric_cliffs(const ane_target *t, const ane_node *node, float *values) {
     int64_t n = ane_node_numel(node);
@@ -254,7 +255,8 @@ static void apply_numeric_cliffs(const ane_target *t, const ane_node *node, floa
                        node->attrs.begin.count == node->rank && node->attrs.begin.values[node->rank - 1] != 0;
     if (t->offset_slice_limit > 0 && offset_slice) {
         float limit = (float)t->offset_slice_limit;
-        for (int64_t i = 0; i < n; i++) values[i] = values[i] > limit ? limit : values[i] < -limit ? -limit : values[i];
+        for (int64_t i = 0; i < n; i++)
+            if (fabsf(values[i]) > limit) values[i] = values[i] > 0 ? INFINITY : -INFINITY;
     }
     if (t->nan_to_zero)
         for (int64_t i = 0; i < n; i++)

@@ -120,7 +120,11 @@ static void run_unary(const ane_node *node, const float *x, float *out) {
     case ANE_OP_NEG: for (int64_t i = 0; i < n; i++) out[i] = -x[i]; break;
     case ANE_OP_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(x[i]); break;
     case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = exp_or_zero(x[i]); break;
-    case ANE_OP_LOG: for (int64_t i = 0; i < n; i++) out[i] = logf(x[i]); break;
+    case ANE_OP_LOG: {
+        float epsilon = (float)node->attrs.epsilon; /* 1e-45 rounds to the smallest denormal in fp32 */
+        for (int64_t i = 0; i < n; i++) out[i] = logf(x[i] + epsilon);
+        break;
+    }
     case ANE_OP_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(x[i]); break;
     case ANE_OP_RSQRT: {
         float epsilon = (float)node->attrs.epsilon;

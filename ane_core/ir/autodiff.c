@@ -145,7 +145,10 @@ static void vjp_pow(vjp_context *c) { /* y = x^w: dx = g w x^(w-1) = g w y / x, 
 
 static void vjp_neg(vjp_context *c) { c->out[0] = unary(c->b, ANE_OP_NEG, c->g); }
 static void vjp_exp(vjp_context *c) { c->out[0] = binary(c->b, ANE_OP_MUL, c->g, c->y); }
-static void vjp_log(vjp_context *c) { c->out[0] = binary(c->b, ANE_OP_REAL_DIV, c->g, c->x); }
+static void vjp_log(vjp_context *c) { /* d log(x + eps) = 1 / (x + eps) */
+    ane_node *shifted = c->a->epsilon > 1e-30 ? binary(c->b, ANE_OP_ADD, c->x, scalar(c->b, c->a->epsilon, c->x)) : c->x;
+    c->out[0] = binary(c->b, ANE_OP_REAL_DIV, c->g, shifted);
+}
 static void vjp_identity(vjp_context *c) { c->out[0] = c->g; }
 
 static void vjp_sqrt(vjp_context *c) { /* d sqrt(x) = 0.5 / y */

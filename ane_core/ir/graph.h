@@ -37,7 +37,7 @@ typedef struct ane_node_attrs {
     ane_int_list begin, end, size;    /* slice_by_index (begin, end), slice_by_size (begin, size) */
     ane_dtype dtype;                  /* cast: the target dtype; quantize: output_dtype */
     double alpha, beta;               /* clip: [alpha, beta]; pad: alpha = constant value */
-    double epsilon;                   /* rsqrt: 1 / sqrt(x + epsilon); inverse: 1 / (x + epsilon) */
+    double epsilon;                   /* rsqrt: 1 / sqrt(x + epsilon); inverse: 1 / (x + epsilon); log(x + epsilon) */
     ane_int_list amounts;             /* pad: (before, after) pairs for the last count/2 dims */
     char mode[16];                    /* pad: "constant", "reflect" or "replicate" */
     ane_int_list sizes;               /* split: sizes along axis */

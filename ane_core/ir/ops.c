@@ -29,6 +29,10 @@ static const ane_attr_spec attrs_rsqrt[] = { /* MIL: 1 / sqrt(x + epsilon) */
     {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "1e-12", 0, NULL, 1},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
+static const ane_attr_spec attrs_log[] = { /* MIL: log(x + epsilon) */
+    {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "1e-45", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
 static const ane_attr_spec attrs_inverse[] = { /* MIL: 1 / (x + epsilon) */
     {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "0.0001", 0, NULL, 1},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},

@@ -40,7 +40,7 @@
     X(NEG, "neg", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, NULL)                                                \
     X(ABS, "abs", "x", 1, 1, SHAPE_SAME, OPF_E, NULL)                                                \
     X(EXP, "exp", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                            \
-    X(LOG, "log", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                            \
+    X(LOG, "log", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, attrs_log)                                       \
     X(SQRT, "sqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
     X(RSQRT, "rsqrt", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, attrs_rsqrt)                                        \
     X(INVERSE, "inverse", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E, attrs_inverse)                                   \

@@ -146,6 +146,16 @@ static int parse_type(parser *p, mil_type *out) {
     }
     next(p);
     if (!expect_punct(p, '<', "after tensor")) return 0;
+    /* tensor<string, []> and tensor<uint64, []>: the rank-0 spelling of program(1.0) */
+    int scalar_word = is_word(p, "string") ? TYPE_STRING : is_word(p, "uint64") ? TYPE_UINT64 : 0;
+    if (scalar_word) {
+        next(p);
+        if (!expect_punct(p, ',', "after the element type") || !expect_punct(p, '[', "before the shape") ||
+            !expect_punct(p, ']', "(a string or uint64 tensor is rank 0)") || !expect_punct(p, '>', "after the tensor type"))
+            return 0;
+        out->kind = (type_kind)scalar_word;
+        return 1;
+    }
     if (!element_type_from_token(&p->lex.tok, out)) {
         char found[64];
         fail_at(p, &p->lex.tok, "expected an element type (fp16, fp32, int32, ...), found %s", describe(&p->lex.tok, found, sizeof found));
@@ -336,8 +346,8 @@ static int parse_blobfile(parser *p, mil_value *v) {
         char key[ANE_NAME_MAX];
         if (path || offset >= 0) expect_punct(p, ',', "between BLOBFILE fields");
         if (!expect_ident(p, key, "path or offset") || !expect_punct(p, '=', "after the field name")) return 0;
-        char type_name[ANE_NAME_MAX];
-        if (!expect_ident(p, type_name, "string or uint64") || !expect_punct(p, '(', "after the type")) return 0;
+        mil_type field_type; /* string / uint64, or their rank-0 tensor spelling */
+        if (!parse_type(p, &field_type) || !expect_punct(p, '(', "after the type")) return 0;
         if (strcmp(key, "path") == 0) {
             if (!parse_string_token(p, &path)) return 0;
         } else if (strcmp(key, "offset") == 0) {
@@ -468,7 +478,12 @@ static mil_value *parse_literal(parser *p) {
         }
         int64_t count = 0;
         token at = p->lex.tok;
-        if (!parse_list(p, v->elements, numel, &count)) return NULL;
+        if (v->type.rank == 0 && !is_punct(p, '[')) { /* tensor<int32, []>(1): a rank-0 value, unbracketed */
+            if (!parse_element(p, &v->elements[0])) return NULL;
+            count = 1;
+        } else if (!parse_list(p, v->elements, numel, &count)) {
+            return NULL;
+        }
         if (count != numel) {
             fail_at(p, &at, "%lld values for a type of %lld elements", (long long)count, (long long)numel);
             return NULL;

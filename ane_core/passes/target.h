@@ -37,7 +37,7 @@ typedef struct ane_target {
     int cast_refused;                     /* ANE-33: the chip's compiler rejects cast (M1/M2) */
     /* Numeric cliffs of the chip (constraints.md, newer facts), modelled by sim: */
     double matmul_inf_at;                 /* matmul outputs from this magnitude on are +-inf (0: fp16's own) */
-    double offset_slice_limit;            /* slices at a non-zero last-axis offset saturate here (0: none) */
+    double offset_slice_limit;            /* slices at a non-zero last-axis offset turn |v| beyond it to +-inf (0: none) */
     int nan_to_zero;                      /* the chip does not propagate NaN: a NaN result reads as 0 */
     uint64_t ops_refused[2], ops_accepted[2]; /* bit sets by ane_op, measured on a chip */
 } ane_target;
