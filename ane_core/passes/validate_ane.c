@@ -49,6 +49,10 @@ static void check_io(const ane_target *t, const ane_node *node, const char *role
         rule(report, t, "ANE-21", node, ANE_SEVERITY_ERROR,
              "%s '%s' %s has width %lld < %lld, the narrowest target %s runs; pad the last axis to at least %lld", role,
              node->name, shape, (long long)width, (long long)t->min_io_width, t->name, (long long)t->min_io_width);
+    else if (width < 32 && t->min_io_width > 1)
+        rule(report, t, "ANE-21", node, ANE_SEVERITY_WARNING,
+             "%s '%s' %s has width %lld < 32, which target %s measured to run; rows are laid out at a 64-byte stride",
+             role, node->name, shape, (long long)width, t->name);
     else if (width < 32)
         rule(report, t, "ANE-21", node, ANE_SEVERITY_WARNING,
              "%s '%s' %s has width %lld < 32: disputed (ane-bridge-rs and tinygrad report wrong data or dispatch failures; "
