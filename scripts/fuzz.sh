@@ -15,21 +15,33 @@ out="$root/build-fuzz"
 case "$target" in
   mil_parser) corpus="$root/spec/fuzz/corpus"; seeds=("$root"/spec/golden/*.mil); extra=(-dict="$root/spec/fuzz/mil.dict") ;;
   milblob) corpus="$root/spec/fuzz/corpus-milblob"; seeds=("$root"/spec/fuzz/seeds/milblob/*); extra=() ;;
-  *) echo "usage: scripts/fuzz.sh [seconds] [mil_parser|milblob]" >&2; exit 2 ;;
+  safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config)
+    reader=$target; target=lua_reader; corpus="$root/spec/fuzz/corpus-$reader"
+    seeds=("$root"/spec/fuzz/seeds/$reader/*); extra=() ;;
+  *) echo "usage: scripts/fuzz.sh [seconds] [mil_parser|milblob|safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config]" >&2; exit 2 ;;
 esac
 mkdir -p "$out" "$corpus" "$root/spec/fuzz/crashes"
 cp -n "${seeds[@]}" "$corpus/" 2>/dev/null || true
 sources=$(find "$root/ane_core" -name '*.c' | sort)
-echo "==> building $out/fuzz_$target (clang, -fsanitize=fuzzer,address,undefined)"
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$root" -I"$root/spec/ane_double/include" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_$target.c" \
-  -o "$out/fuzz_$target" -lopenblas $(pkg-config --libs libpcre2-8 libutf8proc) -lm -ldl -lpthread
-echo "==> fuzzing $target for ${seconds}s"
+lua_flags=()
+if [ "$target" = lua_reader ]; then # the readers are Lua: the module's bindings and Lua itself go in
+  sources="$sources $(ls "$root"/bindings/*.c)"
+  lua_flags=($(pkg-config --cflags --libs lua5.4))
+fi
+binary="$out/fuzz_$target${reader:+_$reader}"
+if [ ! -x "$binary" ] || [ -n "$(find "$root/ane_core" "$root/bindings" "$root/spec/fuzz" -newer "$binary" -name '*.[ch]' | head -1)" ]; then
+  echo "==> building $binary (clang, -fsanitize=fuzzer,address,undefined)"
+  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -I"$root" -I"$root/spec/ane_double/include" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_$target.c" \
+    "${lua_flags[@]}" -o "$binary" -lopenblas $(pkg-config --libs libpcre2-8 libutf8proc) -lm -ldl -lpthread
+fi
+name=${reader:-$target}
+echo "==> fuzzing $name for ${seconds}s"
 cd "$out"
 status=0
-OPENBLAS_NUM_THREADS=1 "./fuzz_$target" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
-  "${extra[@]}" -artifact_prefix="$root/spec/fuzz/crashes/" -print_final_stats=1 \
-  "$corpus" >"$out/fuzz-$target.log" 2>&1 || status=$?
-grep -E "^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY|^stat::" "$out/fuzz-$target.log" || true
+FUZZ_READER=${reader:-} FUZZ_ROOT="$root" OPENBLAS_NUM_THREADS=1 "$binary" -max_total_time="$seconds" -max_len=65536 \
+  -timeout=10 -rss_limit_mb=4096 "${extra[@]}" -artifact_prefix="$root/spec/fuzz/crashes/$name-" -print_final_stats=1 \
+  "$corpus" >"$out/fuzz-$name.log" 2>&1 || status=$?
+grep -E "^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY|^stat::|fuzz_lua_reader:" "$out/fuzz-$name.log" | head -20 || true
 echo "==> exit status $status; crashes: $(ls "$root/spec/fuzz/crashes" | wc -l)"
 exit $status

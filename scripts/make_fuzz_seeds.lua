@@ -1,0 +1,74 @@
+-- Writes small, valid seed files for the Lua-reader fuzz targets (spec/fuzz/seeds/<reader>/):
+-- one or two of each format, small enough for libFuzzer's 64 KB inputs, written through
+-- anelua's own writers where it has them and field by field where it does not.
+--   build/anelua scripts/make_fuzz_seeds.lua
+local ane = require("ane")
+local lfs = require("lfs")
+local root = "spec/fuzz/seeds/"
+
+local function write(reader, name, bytes)
+  lfs.mkdir(root .. reader)
+  local f = assert(io.open(root .. reader .. "/" .. name, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+local function read(path) local f = assert(io.open(path, "rb")); local b = f:read("a"); f:close(); return b end
+
+local tmp = os.tmpname()
+-- safetensors
+assert(ane.io.save_safetensors(tmp, { a = ane.tensor.randn({ 2, 3 }, { seed = 1 }), b = ane.tensor({ 4 }, "fp16"):fill(1) },
+  { note = "seed" }))
+write("safetensors", "two_tensors.safetensors", read(tmp))
+-- llama2.c checkpoint (dim 8, hidden 16, 1 layer, 2 heads, vocab 12, seq 4), llama2c names
+local config = { dim = 8, hidden = 16, n_layer = 1, n_head = 2, n_kv_head = 2, vocab_size = 12, seq_len = 4 }
+local function t(shape) return ane.tensor.randn(shape, { seed = #shape }) end
+local params = { token_embedding = t({ 12, 8 }), rms_final = t({ 8 }), ["rms_att.0"] = t({ 8 }), ["rms_ffn.0"] = t({ 8 }),
+  ["wq.0"] = t({ 8, 8 }), ["wk.0"] = t({ 8, 8 }), ["wv.0"] = t({ 8, 8 }), ["wo.0"] = t({ 8, 8 }),
+  ["w1.0"] = t({ 16, 8 }), ["w3.0"] = t({ 16, 8 }), ["w2.0"] = t({ 8, 16 }) }
+assert(require("ane.formats.llama2c").write(tmp, config, params))
+write("llama2c", "tiny.bin", read(tmp))
+-- llm.c GPT-2 checkpoint: header, then the 16 tensors of C = 4, L = 1, heads 2, V = Vp = 6, T = 4
+local C, L, V, T = 4, 1, 6, 4
+local count = V * C + T * C + 2 * L * C + L * 3 * C * C + L * 3 * C + L * C * C + L * C + 2 * L * C + L * 4 * C * C + L * 4 * C
+  + L * C * 4 * C + L * C + 2 * C
+local header = string.pack("<i4i4i4i4i4i4i4i4", 20240326, 3, T, V, L, 2, C, V) .. string.rep("\0", 1024 - 32)
+local floats = {}
+for i = 1, count do floats[i] = string.pack("<f", ((i * 37) % 17 - 8) / 64) end
+write("llmc", "tiny_gpt2.bin", header .. table.concat(floats))
+-- shards: llm.c and llama2.c
+local data = require("ane.data")
+assert(data.write(tmp, { 1, 2, 3, 4, 5, 50256, 7 }, { format = "llmc" }))
+write("shard", "llmc.bin", read(tmp))
+assert(data.write(tmp, { 1, 2, 3, 4 }, { format = "llama2c" }))
+write("shard", "llama2c.bin", read(tmp))
+-- SentencePiece: llama2.c's tokenizer.bin (max length, then score, length, bytes per token)
+local pieces = { "<unk>", "<s>", "</s>", "a", "b", "ab", " a" }
+local bin = { string.pack("<i4", 2) }
+for i, p in ipairs(pieces) do bin[#bin + 1] = string.pack("<fi4", -i, #p) .. p end
+write("sentencepiece", "llama2c_tokenizer.bin", table.concat(bin))
+write("sentencepiece", "model_head.model", read("data/tokenizers/llama2/tokenizer.model"):sub(1, 4096))
+-- tokenizer.json (a byte-level BPE with an added token)
+write("tokenizer_json", "tiny.json", [[{"added_tokens":[{"id":6,"content":"<|endoftext|>"}],
+"normalizer":null,"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false},
+"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"c":3,"Ġ":4,"Ġa":5},"merges":["a b","Ġ a"]}}]])
+-- llm.c's gpt2_tokenizer.bin: header, then length-prefixed tokens
+local tokens = { "a", "b", "ab", " c", "<|endoftext|>" }
+local tb = { string.pack("<I4I4I4I4", 20240328, 2, #tokens, 4) .. string.rep("\0", 1024 - 16) }
+for _, t in ipairs(tokens) do tb[#tb + 1] = string.char(#t) .. t end
+write("tokenizer_bin", "tiny_tokenizer.bin", table.concat(tb))
+-- vocab.json, NUL, merges.txt
+write("vocab_merges", "tiny", '{"a":0,"b":1,"ab":2,"\\u0120":3,"\\u0120a":4}\0#version: 0.2\na b\n\u{120} a\n')
+-- an anelua checkpoint
+local dir = tmp .. ".ckpt"
+lfs.mkdir(dir)
+local saved = assert(require("ane.checkpoint").save(dir, 3, { params = { w = ane.tensor.randn({ 2, 2 }, { seed = 2 }) },
+  m = {}, v = {}, config = { dim = 2 }, trainer = { lr = 0.1 } }))
+write("checkpoint", "step3.safetensors", read(saved))
+os.remove(saved)
+lfs.rmdir(dir)
+-- a Hugging Face Llama config.json
+write("hf_config", "config.json", '{"model_type":"llama","hidden_size":8,"intermediate_size":16,"num_hidden_layers":1,'
+  .. '"num_attention_heads":2,"num_key_value_heads":2,"vocab_size":12,"max_position_embeddings":4,"rms_norm_eps":1e-5}')
+os.remove(tmp)
+print("seeds written to " .. root)
