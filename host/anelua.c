@@ -275,13 +275,18 @@ static const char *get_prompt(lua_State *L, int continuation) {
     return prompt; /* stays valid: globals are anchored, literals are static */
 }
 
+#define HISTORY_LINES 1000
+
+/* Adds a line to the history (at most HISTORY_LINES kept in memory) and appends it to the
+ * file, which is cut back to HISTORY_LINES now and then: a long session neither grows in
+ * memory nor rewrites the whole file per line (found by scripts/repl_cycles.sh). */
 static void remember(const char *text) {
+    static int appended;
     if (!isatty(STDIN_FILENO) || !*text) return;
     add_history(text);
-    if (history_path[0]) {
-        write_history(history_path);
-        history_truncate_file(history_path, 1000);
-    }
+    if (!history_path[0]) return;
+    if (append_history(1, history_path) != 0) write_history(history_path); /* a first line creates the file */
+    if (++appended % 100 == 0) history_truncate_file(history_path, HISTORY_LINES);
 }
 
 /* A syntax error that ends at <eof> means the statement is unfinished. */
@@ -422,7 +427,9 @@ static void repl(lua_State *L) {
     if (home && *home && isatty(STDIN_FILENO)) {
         snprintf(history_path, sizeof history_path, "%s/.anelua_history", home);
         read_history(history_path);
+        history_truncate_file(history_path, HISTORY_LINES);
     }
+    stifle_history(HISTORY_LINES);
     rl_readline_name = "anelua";
     rl_catch_signals = 0;
     load_repl_helpers(L);
