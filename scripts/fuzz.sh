@@ -28,7 +28,7 @@ if [ "$target" = lua_reader ]; then # the readers are Lua: the module's bindings
   sources="$sources $(ls "$root"/bindings/*.c)"
   lua_flags=($(pkg-config --cflags --libs lua5.4))
 fi
-binary="$out/fuzz_$target${reader:+_$reader}"
+binary="$out/fuzz_$target" # one binary for every Lua reader: FUZZ_READER picks
 if [ ! -x "$binary" ] || [ -n "$(find "$root/ane_core" "$root/bindings" "$root/spec/fuzz" -newer "$binary" -name '*.[ch]' | head -1)" ]; then
   echo "==> building $binary (clang, -fsanitize=fuzzer,address,undefined)"
   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
