@@ -32,6 +32,9 @@ local bad_inputs = {
   { "examples/gpt2.lua --target chip.json", 2, "%-%-target: probe report chip%.json: " },
   { "examples/gpt2.lua --model /nonexistent", 1, "%-%-model /nonexistent does not exist" },
   { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
+  { "examples/chat.lua /nonexistent", 1, "/nonexistent is not a model directory" },
+  { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1, "config%.json: model_type 'gpt2', not 'qwen3'" },
+  { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny") .. " --context 8", 2, "%-%-context must be >= 16, got 8" },
   { "examples/stories.lua /nonexistent.bin", 1, "/nonexistent%.bin does not exist" },
   { "examples/stories.lua " .. llama_tiny .. " --backend ane", 1, "backend 'ane' is not available" },
   { "examples/stories.lua " .. llama_tiny .. " --verbose", 2, "unknown option %-%-verbose" },
@@ -73,7 +76,7 @@ describe("command lines", function()
   end
 
   it("have a real --help each", function()
-    for _, path in ipairs({ "examples/gpt2.lua", "examples/stories.lua", "examples/train_stories.lua",
+    for _, path in ipairs({ "examples/gpt2.lua", "examples/stories.lua", "examples/train_stories.lua", "examples/chat.lua",
       "scripts/pretokenize.lua", "scripts/plot.lua", "scripts/fp16_drift.lua", "scripts/update_golden.lua",
       "scripts/bench/compile.lua", "scripts/bench/gpt2.lua", "scripts/bench/gpt2_agreement.lua",
       "scripts/bench/patch_vs_compile.lua", "scripts/bench/sim_ops.lua", "scripts/bench/stories_decode.lua",
