@@ -87,8 +87,8 @@ describe("examples/chat.lua", function()
   local dir = helpers.root .. "/spec/data/reference/qwen3-tiny"
   local function run(args, input)
     local script = helpers.root .. "/examples/chat.lua"
-    return helpers.run("printf " .. helpers.quote(input) .. " | " .. helpers.quote(helpers.anelua) .. " " ..
-      helpers.quote(script) .. " " .. helpers.quote(dir) .. " " .. args)
+    return helpers.run(helpers.quote(helpers.anelua) .. " " .. helpers.quote(script) .. " " .. helpers.quote(dir) .. " " .. args,
+      input)
   end
 
   it("answers one --prompt and exits", function()
