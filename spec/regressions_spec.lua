@@ -245,3 +245,24 @@ describe("the runtime", function()
     assert.are.equal(0, ane.tensor.from({ 1, 2 }):max_abs_diff(ane.tensor.from({ 1, 2 })))
   end)
 end)
+
+describe("the readers' fuzz findings (spec/fuzz/regressions/lua/<reader>/)", function()
+  -- each file once made a reader misbehave under scripts/fuzz.sh; spec/fuzz/readers.lua
+  -- raises if a reader errors instead of answering nil and a message naming the file
+  local lfs = require("lfs")
+  local readers = dofile(helpers.root .. "/spec/fuzz/readers.lua")
+  local root = helpers.root .. "/spec/fuzz/regressions/lua"
+  for reader in lfs.dir(root) do
+    if readers[reader] then
+      for file in lfs.dir(root .. "/" .. reader) do
+        if not file:match("^%.") then
+          it(reader .. ": " .. file, function()
+            local copy = helpers.tmpdir() .. "/fuzz_lua_reader_input" -- readers.lua expects the harness's file name
+            helpers.write_file(copy, helpers.read_file(root .. "/" .. reader .. "/" .. file))
+            readers[reader](copy)
+          end)
+        end
+      end
+    end
+  end
+end)

@@ -29,16 +29,21 @@ local function varint(bytes, pos)
   return nil
 end
 
--- A length: a varint that must be >= 0 (a 10-byte varint can set bit 63, which would move
--- the read position backwards); the callers check that it fits.
-local function size_varint(bytes, pos)
+-- A non-negative varint (a 10-byte varint can set bit 63, which would move the read
+-- position backwards).
+local function key_varint(bytes, pos)
   local value, next_pos = varint(bytes, pos)
   if not value or value < 0 then return nil end
   return value, next_pos
 end
 
--- A field key: a non-negative varint too (its field number and wire type).
-local key_varint = size_varint
+-- A length: non-negative and no longer than the file (a huge one would wrap the callers'
+-- start + length checks around: found by fuzzing). A field key is read by key_varint.
+local function size_varint(bytes, pos)
+  local value, next_pos = key_varint(bytes, pos)
+  if not value or value > #bytes then return nil end
+  return value, next_pos
+end
 
 -- Skips one field of wire type `wire` at `pos`; returns the next position or nil.
 local function skip(bytes, pos, wire)
