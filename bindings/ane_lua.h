@@ -8,6 +8,7 @@
 
 #include "../ane_core/backend/backend.h"
 #include "../ane_core/base/status.h"
+#include "../ane_core/tensor/quantize.h"
 #include "../ane_core/tensor/tensor.h"
 
 #define ANE_TENSOR_TYPE "ane.Tensor"
@@ -72,6 +73,16 @@ struct ane_surface;
 struct ane_surface *ane_lua_test_surface(lua_State *L, int index);
 /* A list of the notes' lines (and a last "... and N more" when some were dropped). */
 void ane_lua_push_notes(lua_State *L, const ane_notes *notes);
+/* --- quantized weights (l_quantize.c) --- */
+typedef struct ane_quantized_weight {
+    ane_weight_encoding encoding;
+    ane_dtype dtype;                /* what the program computes with: fp16 or fp32 */
+    int rank;
+    int64_t shape[ANE_MAX_DIMS];    /* the dense weight's shape; rows = shape[0] */
+    ane_tensor data, table;         /* as ane_quantize_rows makes them */
+} ane_quantized_weight;
+ane_quantized_weight *ane_lua_test_quantized(lua_State *L, int index);
+void ane_lua_open_quantize(lua_State *L);     /* adds ane.quantize and ane.quantized to the table on top */
 void ane_lua_open_target(lua_State *L);       /* adds ane.target, ane.set_default_target, ... */
 /* The `target` (and `max_conv_channels`) of the options table at options_index (l_target.c). */
 void ane_lua_read_target(lua_State *L, int options_index, ane_target *out);

@@ -195,7 +195,7 @@ static int g_input(lua_State *L) {
     return finish_node(L, g, status, &err, node);
 }
 
-/* g:const([name], tensor) */
+/* g:const([name], tensor or quantized weight) */
 static int g_const(lua_State *L) {
     ane_graph *g = check_graph(L, 1);
     const char *name = NULL;
@@ -206,9 +206,15 @@ static int g_const(lua_State *L) {
     } else if (lua_isnil(L, 2) && !lua_isnone(L, 3)) {
         tensor_index = 3;
     }
-    ane_tensor *value = ane_lua_check_tensor(L, tensor_index);
     ane_node *node = NULL;
     ane_error err;
+    ane_quantized_weight *q = ane_lua_test_quantized(L, tensor_index);
+    if (q) {
+        ane_status status = ane_graph_const_encoded(g, name, q->dtype, q->rank, q->shape, q->encoding, &q->data, &q->table,
+                                                    &node, &err);
+        return finish_node(L, g, status, &err, node);
+    }
+    ane_tensor *value = ane_lua_check_tensor(L, tensor_index);
     ane_status status = ane_graph_const(g, name, value, &node, &err);
     return finish_node(L, g, status, &err, node);
 }

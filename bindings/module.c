@@ -342,6 +342,7 @@ int luaopen_ane(lua_State *L) {
     ane_lua_open_milblob(L);
     lua_setfield(L, -2, "milblob");
     ane_lua_open_target(L);
+    ane_lua_open_quantize(L);
     ane_lua_open_program(L);
     ane_lua_open_bpe(L);
     lua_setfield(L, -2, "_bpe");

@@ -134,4 +134,8 @@ ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options 
 /* The backend called `name` ("sim", "ane"), or NULL. */
 const ane_backend *ane_backend_find(const char *name);
 
+/* The error of patching a quantized weight: its codes are baked at load time, so a new
+ * value means a new program (both backends say the same). */
+ane_status ane_refuse_encoded_patch(const char *program, const ane_node *node, ane_error *err);
+
 #endif

@@ -1140,6 +1140,7 @@ static ane_status device_patch(ane_loaded *loaded, const char *name, const ane_t
     const ane_node *node = ane_graph_find(p->graph, name);
     if (!node || node->op != ANE_OP_CONST)
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", p->base.name, name);
+    if (node->encoding) return ane_refuse_encoded_patch(p->base.name, node, err);
     if (!node->blob.size)
         return ane_fail(err, ANE_ERR_ARGUMENT, "backend 'ane', program '%s': weight '%s' is written inline in the MIL "
                         "text, not in a weight file, so only a recompile changes it (patch BLOBFILE weights, or "

@@ -1,4 +1,4 @@
-/* The backends this build knows, by name. */
+/* The backends this build knows, by name, and what they share (the op set, refusals). */
 #include <string.h>
 
 #include "backend.h"
@@ -12,4 +12,11 @@ const ane_backend *ane_backend_find(const char *name) {
 
 int ane_device_op_set(ane_op op, ane_profile profile) {
     return profile == ANE_PROFILE_CPU || !(ane_op_table[op].flags & ANE_OP_HOST_ONLY);
+}
+
+ane_status ane_refuse_encoded_patch(const char *program, const ane_node *node, ane_error *err) {
+    return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s': weight '%s' is %s-quantized (stored as codes and %s), so it "
+                    "cannot be patched; build the program again from the new weights, or patch a dense weight",
+                    program, node->name, ane_encoding_name(node->encoding),
+                    node->encoding == ANE_ENCODING_INT8 ? "per-row scales" : "per-row palettes");
 }

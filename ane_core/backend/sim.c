@@ -27,7 +27,7 @@ typedef struct sim_compiled {
     ane_port *inputs, *outputs;     /* [ninputs], [noutputs], alphabetical */
     int ninputs, noutputs;
     int *input_nodes, *output_nodes; /* node ids in port order */
-    unsigned char *half_weight;     /* [graph->count]: fp16 consts used only as conv weights, kept as fp16 */
+    unsigned char *weight_form;     /* [graph->count]: SIM_WEIGHT_* of consts only conv weights use */
     size_t scratch_floats;
 } sim_compiled;
 
@@ -54,7 +54,7 @@ static void sim_close(ane_compiled *compiled) {
     free(p->outputs);
     free(p->input_nodes);
     free(p->output_nodes);
-    free(p->half_weight);
+    free(p->weight_form);
     free(p);
 }
 
@@ -87,23 +87,29 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         sim_close(&p->base);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     }
-    /* fp16 consts that only conv weights use stay fp16: kernels convert them block by block,
-     * so they take half the memory, decoding reads half the bytes, and patching is a copy. */
-    p->half_weight = calloc((size_t)g->count + 1, 1);
-    if (!p->half_weight) {
+    /* Consts that only conv weights use stay as stored: fp16 ones as fp16 (kernels convert
+     * them block by block, so they take half the memory, decoding reads half the bytes, and
+     * patching is a copy), quantized ones as int8 / 4-bit codes read where the graph keeps
+     * them (no copy at all). Other consts become fp32 values. */
+    p->weight_form = calloc((size_t)g->count + 1, 1);
+    if (!p->weight_form) {
         sim_close(&p->base);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     }
-    for (int i = 0; i < g->count; i++) p->half_weight[i] = g->nodes[i]->op == ANE_OP_CONST && g->nodes[i]->dtype == ANE_FP16;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->op == ANE_OP_CONST && node->encoding) p->weight_form[i] = SIM_WEIGHT_ENCODED;
+        else if (node->op == ANE_OP_CONST && node->dtype == ANE_FP16) p->weight_form[i] = SIM_WEIGHT_HALF;
+    }
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         for (int k = 0; k < node->noperands; k++)
-            if (!(node->op == ANE_OP_CONV && k == 1)) p->half_weight[node->operands[k]->id] = 0;
+            if (!(node->op == ANE_OP_CONV && k == 1)) p->weight_form[node->operands[k]->id] = SIM_WEIGHT_FP32;
     }
-    for (int i = 0; i < g->noutputs; i++) p->half_weight[g->outputs[i].node->id] = 0;
+    for (int i = 0; i < g->noutputs; i++) p->weight_form[g->outputs[i].node->id] = SIM_WEIGHT_FP32;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->half_weight[node->operands[1]->id]);
+        size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->weight_form[node->operands[1]->id]);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
     for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
@@ -159,6 +165,12 @@ static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin)
 static int is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
 
 static void load_const(sim_loaded *instance, const ane_node *node) {
+    if (node->encoding) { /* a quantized weight used by other ops: decoded once, as the device decodes it */
+        float *values = instance->values[node->id];
+        ane_const_decode_rows(node, 0, node->shape[0], values);
+        if (node->dtype == ANE_FP16) ane_round_fp32_through_fp16_n(values, (size_t)ane_node_numel(node));
+        return;
+    }
     ane_storage pin;
     ane_tensor view = fp32_view(instance->values[node->id], node, &pin);
     ane_tensor_copy_into(&view, &node->value, NULL);
@@ -170,7 +182,7 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
     sim_loaded *instance = calloc(1, sizeof *instance);
     size_t total = 0;
     for (int i = 0; i < g->count; i++)
-        if (!p->half_weight[i] && !is_view(g->nodes[i])) total += (size_t)ane_node_numel(g->nodes[i]);
+        if (!p->weight_form[i] && !is_view(g->nodes[i])) total += (size_t)ane_node_numel(g->nodes[i]);
     if (instance) {
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
@@ -182,7 +194,8 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
     size_t offset = 0;
     for (int i = 0; ok && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        if (p->half_weight[i]) { /* fp16 bits as they are */
+        if (p->weight_form[i] == SIM_WEIGHT_ENCODED) continue; /* read from the graph's node by the kernels */
+        if (p->weight_form[i] == SIM_WEIGHT_HALF) { /* fp16 bits as they are */
             size_t bytes = (size_t)ane_node_bytes(node);
             instance->halves[i] = malloc(bytes ? bytes : 2);
             if (!instance->halves[i]) ok = 0;
@@ -365,6 +378,7 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     ane_node *node = ane_graph_find(instance->program->graph, name);
     if (!node || node->op != ANE_OP_CONST)
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", instance->program->graph->name, name);
+    if (node->encoding) return ane_refuse_encoded_patch(instance->program->graph->name, node, err);
     int64_t numel = ane_node_numel(node);
     if (ane_tensor_numel(value) != numel)
         return ane_fail(err, ANE_ERR_SHAPE, "weight '%s' has %lld elements, the patch %lld", name, (long long)numel,

@@ -318,12 +318,12 @@ static int64_t weight_block_rows(int64_t rows, int64_t k) {
     return block < rows ? block : rows;
 }
 
-size_t sim_scratch_floats(const ane_node *node, int half_weight) {
+size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
     if (node->op != ANE_OP_CONV) return 0;
     const ane_node *w = node->operands[1];
     int64_t k = w->shape[1] * w->shape[2] * w->shape[3], cout_g = w->shape[0] / (node->attrs.groups ? node->attrs.groups : 1);
     size_t columns = is_pointwise(node) ? 0 : (size_t)k * (size_t)(node->shape[2] * node->shape[3]);
-    size_t weights = half_weight ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
+    size_t weights = stored_weight ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
     return columns + weights;
 }
 
@@ -336,12 +336,33 @@ static void multiply(const float *w, const float *columns, float *o, int64_t row
                     (int)pixels, 0.0f, o, (int)pixels);
 }
 
+/* Rows [first, first + count) of an encoded weight times columns [k, pixels]: decoding
+ * reads the codes as stored (int8 times the row's scale, in fp32; or 4-bit indices into the
+ * row's palette), prefill decodes a block of rows exactly and multiplies it. */
+static void run_encoded_rows(const ane_node *w, int64_t first, int64_t count, int64_t k, const float *columns,
+                             int64_t pixels, float *weight_block /* [block_rows, k] */, int64_t block_rows, float *o) {
+    const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
+    const float *table = (const float *)ane_tensor_data(&w->table);
+    if (pixels == 1) {
+        int64_t width = ane_encoded_table_width(w->encoding);
+        ane_gemv_encoded(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
+                         columns, count, k);
+        return;
+    }
+    for (int64_t row = 0; row < count; row += block_rows) {
+        int64_t rows = count - row < block_rows ? count - row : block_rows;
+        ane_const_decode_rows(w, first + row, rows, weight_block);
+        multiply(weight_block, columns, o + row * pixels, rows, k, pixels);
+    }
+}
+
 static void run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out) {
     const ane_node *x = node->operands[0], *w = node->operands[1];
     const ane_node_attrs *a = &node->attrs;
     const float *input = IN(node, 0);
     const uint16_t *half = context->halves ? context->halves[w->id] : NULL;
-    const float *weight = half ? NULL : IN(node, 1);
+    const float *weight = IN(node, 1); /* NULL when kept fp16 or encoded */
+    int encoded = w->encoding && !weight && !half;
     int64_t batch = x->shape[0], cin = x->shape[1], h = x->shape[2], wd = x->shape[3];
     int64_t cout = w->shape[0], kh = w->shape[2], kw = w->shape[3], groups = a->groups;
     int64_t ho = node->shape[2], wo = node->shape[3];
@@ -369,6 +390,10 @@ static void run_conv(const sim_context *context, const ane_node *node, float *co
                             }
                         }
                 columns = col;
+            }
+            if (encoded) {
+                run_encoded_rows(w, g * cout_g, cout_g, k, columns, pixels, weight_block, block_rows, o_g);
+                continue;
             }
             if (!half) {
                 multiply(weight + g * cout_g * k, columns, o_g, cout_g, k, pixels);

@@ -27,6 +27,11 @@ ane_status sim_run_node(const sim_context *context, const ane_node *node, float 
                         ane_error *err);
 
 /* Scratch floats node needs (im2col for k x k convs, fp16 weight blocks), 0 for most. */
-size_t sim_scratch_floats(const ane_node *node, int half_weight);
+/* How sim keeps a const: fp32 values, fp16 bits (conv weights), or as encoded (quantized
+ * conv weights, read from the graph node). */
+enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
+
+/* Scratch a node needs; stored_weight: its conv weight is fp16 or encoded (converted per block). */
+size_t sim_scratch_floats(const ane_node *node, int stored_weight);
 
 #endif

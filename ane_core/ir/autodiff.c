@@ -362,6 +362,10 @@ ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *op
         ane_node *target = ane_graph_find(forward, wrt[k]);
         if (!target || (target->op != ANE_OP_INPUT && target->op != ANE_OP_CONST))
             b.status = ane_fail(err, ANE_ERR_ARGUMENT, "autodiff: '%s' is not an input or const of graph '%s'", wrt[k], forward->name);
+        else if (target->encoding)
+            b.status = ane_fail(err, ANE_ERR_ARGUMENT, "autodiff: weight '%s' of graph '%s' is %s-quantized; quantized "
+                                "weights are for inference (train the dense weights, or LoRA adapters beside them)",
+                                wrt[k], forward->name, ane_encoding_name(target->encoding));
         else needs[target->id] = 1;
     }
     for (int i = 0; i < count && !b.status; i++)
@@ -380,6 +384,9 @@ ane_status ane_autodiff(const ane_graph *forward, const ane_autodiff_options *op
         const ane_node *node = forward->nodes[i];
         if (node->op == ANE_OP_INPUT || is_saved(node->name, saved, nsaved)) {
             b.status = ane_graph_input(b.g, node->name, node->dtype, node->rank, node->shape, &replay[i], err);
+        } else if (node->op == ANE_OP_CONST && node->encoding) {
+            b.status = ane_graph_const_encoded(b.g, node->name, node->dtype, node->rank, node->shape, node->encoding,
+                                               &node->value, &node->table, &replay[i], err);
         } else if (node->op == ANE_OP_CONST) {
             b.status = ane_graph_const(b.g, node->name, &node->value, &replay[i], err);
         } else {

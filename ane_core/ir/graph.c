@@ -19,10 +19,15 @@ ane_status ane_graph_new(const char *name, ane_graph **out, ane_error *err) {
     return ANE_OK;
 }
 
+static void release_const(ane_node *node) {
+    ane_tensor_release(&node->value);
+    if (node->encoding) ane_tensor_release(&node->table);
+}
+
 void ane_graph_free(ane_graph *g) {
     if (!g) return;
     for (int i = 0; i < g->count; i++)
-        if (g->nodes[i]->op == ANE_OP_CONST) ane_tensor_release(&g->nodes[i]->value);
+        if (g->nodes[i]->op == ANE_OP_CONST) release_const(g->nodes[i]);
     free(g->nodes);
     free(g->outputs);
     ane_arena_free(&g->arena);
@@ -199,6 +204,8 @@ ane_status ane_graph_clone(const ane_graph *source, ane_graph **out, ane_error *
             status = new_node(g, ANE_OP_CONST, node->name, 0, &map[i], err);
             if (!status) {
                 ane_tensor_share(&map[i]->value, &node->value);
+                map[i]->encoding = node->encoding;
+                if (node->encoding) ane_tensor_share(&map[i]->table, &node->table);
                 map[i]->dtype = node->dtype;
                 map[i]->rank = node->rank;
                 memcpy(map[i]->shape, node->shape, sizeof node->shape);
@@ -288,7 +295,7 @@ void ane_graph_compact(ane_graph *g) {
     for (int i = 0; i < g->count; i++) {
         ane_node *node = g->nodes[i];
         if (node->dead) {
-            if (node->op == ANE_OP_CONST) ane_tensor_release(&node->value);
+            if (node->op == ANE_OP_CONST) release_const(node);
             continue;
         }
         node->id = kept;
@@ -360,13 +367,65 @@ void ane_graph_stats_compute(const ane_graph *g, ane_graph_stats *stats) {
         if (node->op == ANE_OP_INPUT) stats->inputs++;
         if (node->op == ANE_OP_CONST) {
             stats->consts++;
-            stats->weight_bytes += ane_node_bytes(node);
+            stats->weight_bytes += ane_const_stored_bytes(node);
         }
         int64_t working = node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST ? ane_node_bytes(node)
                                                                                  : ane_node_working_set_bytes(node);
         if (working > stats->peak_working_set_bytes) stats->peak_working_set_bytes = working;
     }
     stats->outputs = g->noutputs;
+}
+
+ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dtype, int rank, const int64_t *shape,
+                                   ane_weight_encoding encoding, const ane_tensor *data, const ane_tensor *table,
+                                   ane_node **out, ane_error *err) {
+    const char *label = name ? name : "";
+    if (encoding != ANE_ENCODING_INT8 && encoding != ANE_ENCODING_LUT4)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': unknown weight encoding %d", label, (int)encoding);
+    if (dtype != ANE_FP16 && dtype != ANE_FP32)
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': quantized weights decode to fp16 or fp32, not %s", label,
+                        ane_dtype_name(dtype));
+    if (rank < 1 || rank > ANE_IR_MAX_RANK)
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': a quantized weight has rank 1..%d, not %d", label, ANE_IR_MAX_RANK, rank);
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++) numel *= shape[i];
+    int64_t rows = shape[0], k = rows ? numel / rows : 0;
+    ane_dtype data_dtype = encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8;
+    if (encoding == ANE_ENCODING_LUT4 && k % 2)
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': int4 rows need an even length, not %lld", label, (long long)k);
+    if (data->dtype != data_dtype || !ane_tensor_is_contiguous(data) ||
+        ane_tensor_numel(data) != ane_encoded_data_bytes(encoding, rows, k))
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': %s data must be %lld contiguous %s bytes, not %lld %s", label,
+                        ane_encoding_name(encoding), (long long)ane_encoded_data_bytes(encoding, rows, k),
+                        ane_dtype_name(data_dtype), (long long)ane_tensor_numel(data), ane_dtype_name(data->dtype));
+    int64_t width = ane_encoded_table_width(encoding);
+    if (table->dtype != ANE_FP32 || !ane_tensor_is_contiguous(table) || ane_tensor_numel(table) != rows * width)
+        return ane_fail(err, ANE_ERR_SHAPE, "const '%s': the %s table must be %lld contiguous fp32 values (%lld per row), "
+                        "not %lld %s", label, ane_encoding_name(encoding), (long long)(rows * width), (long long)width,
+                        (long long)ane_tensor_numel(table), ane_dtype_name(table->dtype));
+    ane_node *node;
+    ane_status status = new_node(g, ANE_OP_CONST, name, 0, &node, err);
+    if (status) return status;
+    ane_tensor_share(&node->value, data); /* quantized once, never written: shared like clones share */
+    ane_tensor_share(&node->table, table);
+    node->encoding = encoding;
+    node->dtype = dtype;
+    node->rank = rank;
+    memcpy(node->shape, shape, (size_t)rank * sizeof *shape);
+    commit_node(g, node);
+    *out = node;
+    return ANE_OK;
+}
+
+int64_t ane_const_stored_bytes(const ane_node *node) {
+    if (!node->encoding) return ane_node_bytes(node);
+    return ane_tensor_numel(&node->value) + ane_tensor_numel(&node->table) * (int64_t)ane_dtype_size(node->dtype);
+}
+
+void ane_const_decode_rows(const ane_node *node, int64_t first, int64_t count, float *out) {
+    int64_t k = node->shape[0] ? ane_node_numel(node) / node->shape[0] : 0;
+    ane_dequantize_rows(node->encoding, ane_tensor_data(&node->value), (const float *)ane_tensor_data(&node->table), k,
+                        first, count, out);
 }
 
 /* ------------------------------------------------------------------ dump */

@@ -10,6 +10,7 @@
 
 #include "../base/arena.h"
 #include "../base/status.h"
+#include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
 #include "ops.h"
 
@@ -55,7 +56,9 @@ struct ane_node {
     int noperands;
     ane_node **operands;              /* [noperands], in the graph's arena */
     ane_node_attrs attrs;
-    ane_tensor value;                 /* const: the values (one reference owned) */
+    ane_tensor value;                 /* const: the values (one reference owned); encoded: the data */
+    ane_weight_encoding encoding;     /* const: DENSE, or quantized per row (tensor/quantize.h) */
+    ane_tensor table;                 /* encoded const: fp32 scales [rows] or palettes [rows, 16] */
     int dead;                         /* removed by a pass; ignored from then on */
     int64_t working_set_bytes;        /* SRAM annotation: operands + output, in bytes */
     struct {                          /* a const parsed from a BLOBFILE: where its bytes are */
@@ -89,6 +92,15 @@ ane_status ane_graph_input(ane_graph *g, const char *name, ane_dtype dtype, int 
                            ane_node **out, ane_error *err);
 ane_status ane_graph_const(ane_graph *g, const char *name, const ane_tensor *value, ane_node **out,
                            ane_error *err);
+/* A quantized weight of dtype `dtype` (fp16 or fp32) and `shape` (rows = shape[0]):
+ * `data` and `table` as ane_quantize_rows makes them (shared, not copied; checked). */
+ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dtype, int rank, const int64_t *shape,
+                                   ane_weight_encoding encoding, const ane_tensor *data, const ane_tensor *table,
+                                   ane_node **out, ane_error *err);
+/* Bytes a const stores: its elements, or an encoded one's data plus its table. */
+int64_t ane_const_stored_bytes(const ane_node *node);
+/* Rows [first, first + count) of an encoded const as fp32 (rows = shape[0]). */
+void ane_const_decode_rows(const ane_node *node, int64_t first, int64_t count, float *out);
 /* Any other op: operands, then attributes (NULL for none); checks arity, shapes, dtypes. */
 ane_status ane_graph_op(ane_graph *g, ane_op op, const char *name, ane_node *const *operands, int noperands,
                         const ane_node_attrs *attrs, ane_node **out, ane_error *err);

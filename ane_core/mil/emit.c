@@ -145,10 +145,67 @@ static void param_float(emitter *e, const ane_node *node, argument *args, int *c
     param_scalar(e, node, args, count, param, mil_dtype(dtype), literal);
 }
 
+/* `size` bytes as a new MILBlob record: the BLOBFILE literal of a `type` tensor in `literal`. */
+static void blob_literal(emitter *e, const char *type, uint32_t code, const void *bytes, uint64_t size, char *literal,
+                         size_t literal_size) {
+    uint64_t offset = 0;
+    if (!e->status) e->status = ane_milblob_add(&e->blobs, code, bytes, size, &offset, e->err);
+    snprintf(literal, literal_size, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type,
+             ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
+}
+
+/* A quantized weight, stored compressed as the device stores it (mil-dialect.md; the
+ * parameters in the attribute brackets):
+ *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
+ *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per
+ *         row, lut [rows, 1, ..., 1, 16, 1] */
+static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
+    int64_t rows = node->shape[0], width = ane_encoded_table_width(node->encoding);
+    char data_type[192], table_type[192], data_literal[512], table_literal[512];
+    int lut = node->encoding == ANE_ENCODING_LUT4;
+    int64_t table_shape[ANE_IR_MAX_RANK + 2] = {rows};
+    int table_rank = 1;
+    if (lut) {
+        for (int d = 1; d < node->rank; d++) table_shape[d] = 1;
+        table_shape[node->rank] = width, table_shape[node->rank + 1] = 1;
+        table_rank = node->rank + 2;
+    }
+    if (lut) {
+        char dims[160];
+        ane_shape_string(dims, sizeof dims, node->rank, node->shape);
+        snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims);
+    } else {
+        type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
+    }
+    type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
+    blob_literal(e, data_type, lut ? MILBLOB_UINT4 : MILBLOB_INT8, ane_tensor_data(&node->value),
+                 (uint64_t)ane_tensor_numel(&node->value), data_literal, sizeof data_literal);
+    size_t table_bytes = (size_t)(rows * width) * ane_dtype_size(node->dtype);
+    void *table = malloc(table_bytes ? table_bytes : 1);
+    if (!table) {
+        if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
+        return;
+    }
+    ane_dtype_convert_row(table, node->dtype, ane_tensor_data(&node->table), ANE_FP32, (size_t)(rows * width));
+    blob_literal(e, table_type, ane_milblob_code_for(node->dtype), table, table_bytes, table_literal, sizeof table_literal);
+    free(table);
+    if (lut)
+        ane_text_append(&e->text, INDENT "%s %s = constexpr_lut_to_dense()[indices = %s, lut = %s, name = string(\"%s\")];\n",
+                        type, node->name, data_literal, table_literal, node->name);
+    else
+        ane_text_append(&e->text, INDENT "%s %s = constexpr_affine_dequantize()[axis = int32(0), name = string(\"%s\"), "
+                        "quantized_data = %s, scale = %s, zero_point = int8(0)];\n", type, node->name, node->name,
+                        data_literal, table_literal);
+}
+
 /* A const node: inline literal for small or integer values, otherwise a MILBlob record. */
 static void emit_const_node(emitter *e, const ane_node *node) {
     char type[192];
     node_type(node, type, sizeof type);
+    if (node->encoding) {
+        emit_encoded_const(e, node, type);
+        return;
+    }
     const ane_tensor *value = &node->value;
     int64_t numel = ane_node_numel(node);
     uint32_t code = ane_milblob_code_for(node->dtype);

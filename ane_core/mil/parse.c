@@ -211,7 +211,7 @@ static void type_string(const mil_type *type, char *buf, size_t size) {
 
 /* ------------------------------------------------------------------ values */
 
-typedef enum { VAL_NAME, VAL_STRING, VAL_BOOL, VAL_INT, VAL_FLOAT, VAL_TENSOR, VAL_TUPLE, VAL_DICT } value_kind;
+typedef enum { VAL_NAME, VAL_STRING, VAL_BOOL, VAL_INT, VAL_FLOAT, VAL_TENSOR, VAL_TUPLE, VAL_DICT, VAL_ENCODED } value_kind;
 
 typedef struct mil_value mil_value;
 struct mil_value {
@@ -227,6 +227,10 @@ struct mil_value {
     int blob_file;             /* VAL_TENSOR from BLOBFILE: index of that file among the given ones */
     int count;                 /* VAL_TUPLE */
     mil_value **items;         /* VAL_TUPLE */
+    ane_weight_encoding encoding; /* VAL_ENCODED: a quantized weight kept as stored (type: the dense one) */
+    const mil_value *codes;    /* VAL_ENCODED: its int8 data or packed 4-bit indices (BLOBFILE bytes) */
+    const mil_value *table;    /* VAL_ENCODED: its scales or palettes */
+    int table_per_row;         /* VAL_ENCODED: one scale / palette per row (else one for every row) */
 };
 
 static mil_value *new_value(parser *p, value_kind kind) {
@@ -627,6 +631,14 @@ static double element_at(const mil_value *v, int64_t i) {
     return (double)raw;
 }
 
+/* A tensor or scalar parameter's element count and element i. */
+static int64_t param_numel(const mil_value *v) { return v->kind == VAL_TENSOR ? type_numel(&v->type) : 1; }
+
+static double param_at(const mil_value *v, int64_t i) {
+    if (v->kind == VAL_TENSOR) return element_at(v, i);
+    return v->kind == VAL_FLOAT ? v->number : (double)v->integer;
+}
+
 /* The literal's values as a host tensor of its declared type. */
 static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     ane_error inner;
@@ -657,10 +669,28 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     return 1;
 }
 
+/* A quantized weight's graph const: its stored bytes copied once, its table in fp32. */
+static ane_status encoded_const(parser *p, const mil_value *v, const char *name, ane_node **node, ane_error *err) {
+    int64_t numel = type_numel(&v->type), rows = v->type.dims[0], width = ane_encoded_table_width(v->encoding);
+    int64_t bytes = ane_encoded_data_bytes(v->encoding, rows, rows ? numel / rows : 0), table_shape[1] = {rows * width};
+    ane_tensor data, table;
+    ane_status status = ane_tensor_empty(&data, 1, &bytes, v->encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8, err);
+    if (status) return status;
+    status = ane_tensor_empty(&table, 1, table_shape, ANE_FP32, err);
+    if (!status) {
+        memcpy(ane_tensor_data(&data), v->codes->blob, (size_t)bytes);
+        float *entries = (float *)ane_tensor_data(&table);
+        for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, v->table_per_row ? i : i % width);
+        status = ane_graph_const_encoded(p->graph, name, v->type.dtype, v->type.rank, v->type.dims, v->encoding, &data,
+                                         &table, node, err);
+        ane_tensor_release(&table);
+    }
+    ane_tensor_release(&data);
+    return status;
+}
+
 /* A graph const for a literal (named after its symbol, or generated). */
 static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
-    ane_tensor value;
-    if (!literal_tensor(p, v, &value)) return NULL;
     ane_node *node = NULL;
     ane_error inner;
     char generated[ANE_NAME_MAX];
@@ -669,6 +699,15 @@ static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
         while (lookup(p, generated) || ane_graph_find(p->graph, generated));
         name = generated;
     }
+    if (v->kind == VAL_ENCODED) {
+        if (encoded_const(p, v, name, &node, &inner)) {
+            fail_at(p, &v->at, "%s", inner.message);
+            return NULL;
+        }
+        return node;
+    }
+    ane_tensor value;
+    if (!literal_tensor(p, v, &value)) return NULL;
     ane_status status = ane_graph_const(p->graph, name, &value, &node, &inner);
     ane_tensor_release(&value);
     if (status) {
@@ -960,12 +999,6 @@ static const mil_value *quantization_param(parser *p, argument *args, int nargs,
     return v;
 }
 
-static int64_t param_numel(const mil_value *v) { return v->kind == VAL_TENSOR ? type_numel(&v->type) : 1; }
-
-static double param_at(const mil_value *v, int64_t i) {
-    if (v->kind == VAL_TENSOR) return element_at(v, i);
-    return v->kind == VAL_FLOAT ? v->number : (double)v->integer;
-}
 
 /* A new tensor value of the declared type, its elements to be filled. */
 static mil_value *dense_value(parser *p, const declared_output *out, int64_t numel, const char *op) {
@@ -1018,6 +1051,34 @@ static int blocks_fit(parser *p, const mil_value *param, const mil_value *data, 
     return 1;
 }
 
+/* The weight kept compressed (sim's kernels read it as stored) when it is one of the two
+ * encodings of tensor/quantize.h: rows along dimension 0, a float result of rank 1..5, and
+ * the codes straight from a weight file. Everything else is expanded to dense values. */
+static mil_value *encoded_value(parser *p, const declared_output *out, ane_weight_encoding encoding,
+                                const mil_value *codes, const mil_value *table, int per_row) {
+    const mil_type *t = &out->type;
+    if (t->kind != TYPE_TENSOR || t->rank < 1 || t->rank > ANE_IR_MAX_RANK || (t->dtype != ANE_FP16 && t->dtype != ANE_FP32) ||
+        !codes->blob || t->dims[0] < 1)
+        return NULL;
+    int64_t numel = type_numel(t);
+    if (encoding == ANE_ENCODING_LUT4 && (numel / t->dims[0]) % 2) return NULL;
+    mil_value *value = new_value(p, VAL_ENCODED);
+    if (!value) return NULL;
+    value->at = out->at;
+    value->type = *t;
+    value->encoding = encoding;
+    value->codes = codes;
+    value->table = table;
+    value->table_per_row = per_row;
+    return value;
+}
+
+static int all_zero(const mil_value *v) {
+    for (int64_t i = 0; v && i < param_numel(v); i++)
+        if (param_at(v, i) != 0) return 0;
+    return 1;
+}
+
 static mil_value *expand_affine(parser *p, const declared_output *out, argument *args, int nargs, const char *op) {
     const mil_value *q = quantization_param(p, args, nargs, "quantized_data", 1, op, out->at);
     const mil_value *scale = q ? quantization_param(p, args, nargs, "scale", 1, op, out->at) : NULL;
@@ -1047,6 +1108,11 @@ static mil_value *expand_affine(parser *p, const declared_output *out, argument 
             return NULL;
         }
     int64_t numel = type_numel(&q->type);
+    if (q->type.dtype == ANE_INT8 && !q->type.bits && axis == 0 && all_zero(zero) &&
+        numel == type_numel(&out->type) && !failed(p)) { /* int8 per row: kept as stored */
+        mil_value *encoded = encoded_value(p, out, ANE_ENCODING_INT8, q, scale, param_numel(scale) != 1);
+        if (encoded || failed(p)) return encoded;
+    }
     mil_value *value = dense_value(p, out, numel, op);
     if (!value) return NULL;
     for (int64_t i = 0; i < numel; i++) {
@@ -1108,6 +1174,10 @@ static mil_value *expand_lut(parser *p, const declared_output *out, argument *ar
                     bits, (long long)((numel * bits + 7) / 8), (long long)type_numel(&indices->type));
             return NULL;
         }
+        if (bits == 4 && lut->kind == VAL_TENSOR && numel == type_numel(&out->type)) { /* one 16-entry palette */
+            mil_value *encoded = encoded_value(p, out, ANE_ENCODING_LUT4, indices, lut, 0);
+            if (encoded || failed(p)) return encoded;
+        }
         mil_value *value = dense_value(p, out, numel, op);
         if (!value) return NULL;
         for (int64_t i = 0; i < numel; i++) {
@@ -1135,6 +1205,14 @@ static mil_value *expand_lut(parser *p, const declared_output *out, argument *ar
             return NULL;
         }
     int64_t numel = type_numel(&indices->type);
+    int palette_per_row = lut->type.dims[0] == indices->type.dims[0] && indices->type.dims[0] > 1;
+    int row_palettes = entries == ANE_LUT4_ENTRIES && indices->type.bits == 4 && indices->type.dtype == ANE_UINT8 &&
+                       numel == type_numel(&out->type);
+    for (int d = 1; row_palettes && d < rank; d++) row_palettes = lut->type.dims[d] == 1;
+    if (row_palettes && (palette_per_row || lut->type.dims[0] == 1)) { /* a 16-entry palette per row (or one for all) */
+        mil_value *encoded = encoded_value(p, out, ANE_ENCODING_LUT4, indices, lut, palette_per_row);
+        if (encoded || failed(p)) return encoded;
+    }
     mil_value *value = dense_value(p, out, numel, op);
     if (!value) return NULL;
     for (int64_t i = 0; i < numel; i++) {
@@ -1183,7 +1261,7 @@ static void define_const(parser *p, const char *op_name, const declared_output *
         return;
     }
     /* The declared type must agree with the literal's. */
-    int literal_rank = value->kind == VAL_TENSOR ? value->type.rank : 0;
+    int literal_rank = value->kind == VAL_TENSOR || value->kind == VAL_ENCODED ? value->type.rank : 0;
     int declared_rank = out->type.kind == TYPE_TENSOR ? out->type.rank : 0;
     int matches = literal_rank == declared_rank && (value->type.kind == TYPE_STRING) == (out->type.kind == TYPE_STRING) &&
                   (value->type.kind == TYPE_STRING || out->type.kind == TYPE_UINT64 ||

@@ -161,7 +161,7 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
                            "%s '%s': target %s measured that this chip refuses %s", ane_op_table[node->op].name,
                            node->name, t->name, ane_op_table[node->op].name);
         if (computes) check_spatial(t, node, report);
-        if (node->op == ANE_OP_CONST && node->rank > 0) weight_bytes += ane_node_numel(node) * (int64_t)ane_dtype_size(node->dtype);
+        if (node->op == ANE_OP_CONST && node->rank > 0) weight_bytes += ane_const_stored_bytes(node);
         if (node->op == ANE_OP_CAST)
             rule(report, t, "ANE-33", node, t->cast_refused ? ANE_SEVERITY_ERROR : ANE_SEVERITY_WARNING,
                  "cast '%s': the M1 and M2 compilers reject cast%s; give the program fp16 inputs and outputs", node->name,

@@ -7,10 +7,23 @@
 
 #include <stdint.h>
 
+#include "../base/status.h"
+#include "quantize.h"
+
 void ane_gemv_fp16(float *y /* [rows] */, const uint16_t *w /* [rows, k] */, const float *x /* [k] */, int64_t rows,
                    int64_t k);
 
 void ane_gemv_fp32(float *y /* [rows] */, const float *w /* [rows, k] */, const float *x /* [k] */, int64_t rows,
                    int64_t k);
+
+/* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, or
+ * 4-bit indices looked up in their row's palette. */
+void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,
+                      const float *x /* [k] */, int64_t rows, int64_t k);
+
+/* y [rows, columns] = W x for a quantized W and x [k, columns]: the matrix-vector product
+ * above for one column, else blocks of rows decoded exactly and multiplied with BLAS. */
+ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err);
 
 #endif

@@ -16,16 +16,17 @@ end
 
 -- A node for `value`: nodes pass through, tensors become consts.
 local function as_node(g, value, name)
-  if ane.tensor.is(value) then return g:const(name, value) end
+  if ane.tensor.is(value) or ane.quantized.is(value) then return g:const(name, value) end
   return value
 end
 
 local function channels(node) return node:shape()[2] end
 
 --- y = W x + b as a 1x1 conv plus a separate add (the device takes no conv bias, ANE-13).
---- weight: [out, in, 1, 1] (or [out, in], reshaped); bias: [out] or nil.
+--- weight: [out, in, 1, 1] (or [out, in], reshaped), a tensor or a quantized weight
+--- (ane.quantize: the program carries it compressed); bias: [out] or nil.
 function nn.linear(g, x, weight, bias, opts)
-  if ane.tensor.is(weight) and weight:ndim() == 2 then
+  if (ane.tensor.is(weight) or ane.quantized.is(weight)) and #weight:shape() == 2 then
     local shape = weight:shape()
     weight = weight:reshape(shape[1], shape[2], 1, 1)
   end

@@ -264,6 +264,10 @@ end
 --- matrix-vector product, which streams wcls at memory speed.
 function M.classifier_logits(wcls, columns)
   local T = columns:shape()[2]
+  if ane.quantized.is(wcls) then -- read as stored: int8 / 4-bit rows
+    local logits = wcls:matmul(columns) -- [V, T]
+    return T == 1 and logits:reshape(1, wcls:shape()[1]) or logits:transpose():copy()
+  end
   if T == 1 then return wcls:matmul(columns):reshape(1, wcls:shape()[1]) end
   return columns:transpose():matmul(wcls:transpose())
 end
@@ -275,6 +279,64 @@ function M.in_dtype(t, dtype) return t:dtype() == dtype and t or t:to(dtype) end
 function M.conv_weight(t, dtype)
   local shape = t:shape()
   return M.in_dtype(t, dtype):reshape(shape[1], shape[2], 1, 1)
+end
+
+--- A quantized linear weight [out, in] as the programs' [out, in, 1, 1] conv weight
+--- computing in dtype (its codes shared; the table as it is).
+function M.quantized_conv_weight(q, dtype)
+  local shape = q:shape()
+  if q:dtype() ~= dtype then
+    q = ane.quantized { encoding = q:encoding(), dtype = dtype, shape = shape, data = q:data(), table = q:table() }
+  end
+  return q:reshape(shape[1], shape[2], 1, 1)
+end
+
+local QUANTIZE_MODES = { int8 = true, int4 = true }
+
+--- opts.quantize ("int8" | "int4" | nil) and opts.quantize_classifier (false, "int8",
+--- "int4"; "int8" by default when quantize is set) checked; returns both (nil for none).
+--- W (the weights) says whether the classifier comes quantized already.
+function M.check_quantize_options(opts, W, level)
+  local quantize, classifier = opts.quantize, opts.quantize_classifier
+  if quantize ~= nil and not QUANTIZE_MODES[quantize] then
+    error(string.format("quantize must be 'int8' or 'int4', not %s", tostring(quantize)), level + 1)
+  end
+  if classifier == nil then classifier = quantize and "int8" or false end
+  if classifier ~= false and not QUANTIZE_MODES[classifier] then
+    error(string.format("quantize_classifier must be false, 'int8' or 'int4', not %s", tostring(classifier)), level + 1)
+  end
+  if (quantize or ane.quantized.is(W.wcls)) and opts.weights_as_inputs then
+    error("quantized weights are baked into the programs; weights_as_inputs feeds dense ones (choose one)", level + 1)
+  end
+  return quantize, classifier or nil
+end
+
+--- Whether any layer weight is a quantized one (a quantized checkpoint).
+function M.holds_quantized(layers)
+  for _, L in ipairs(layers) do
+    for _, t in pairs(L) do
+      if ane.quantized.is(t) then return true end
+    end
+  end
+  return false
+end
+
+--- ", int8 weights (classifier int8)" for a model's description; "" for dense ones.
+function M.quantization_label(model)
+  if not model.quantized then return "" end
+  local classifier = ane.quantized.is(model.P.wcls) and model.P.wcls:encoding() or "fp32"
+  local layers
+  for _, L in ipairs(model.P.layers) do
+    for _, t in pairs(L) do
+      if ane.quantized.is(t) then layers = t:encoding() end
+    end
+  end
+  return string.format(", %s weights (classifier %s)", layers or "dense", classifier)
+end
+
+function M.refuse_quantized_training(model, level)
+  error(string.format("%s holds quantized weights, which are for inference: train the dense checkpoint (or LoRA "
+    .. "adapters on it) and quantize after", model.id), level + 1)
 end
 
 --- randn(shape, std) for random model weights: each call draws from its own seed derived

@@ -48,6 +48,14 @@ end
 
 local function repeat_kv_rows(t, config) -- [KV * head, dim] -> [H * head, dim]
   if config.n_kv_head == config.n_head then return t end
+  if ane.quantized.is(t) then -- the same for its codes and its per-row table
+    local shape, rows = t:shape(), t:shape()[1]
+    local codes, per_row = t:data(), t:table()
+    shape[1] = config.n_head * config.head_dim
+    return ane.quantized { encoding = t:encoding(), dtype = t:dtype(), shape = shape,
+      data = repeat_kv_rows(codes:reshape(rows, codes:numel() // rows), config),
+      table = repeat_kv_rows(per_row:reshape(rows, per_row:numel() // rows), config) }
+  end
   local out = ane.tensor({ config.n_head * config.head_dim, t:shape()[2] }, t:dtype())
   for_each_copy(config, t, out, function(rows, copy) copy:copy_from(rows) end)
   return out
@@ -63,12 +71,18 @@ end
 local KV_FIELDS = { wk = true, wv = true }
 
 -- One layer's weights in program layout: conv weights [out, in, 1, 1] (wk/wv repeated for
--- GQA), norm vectors, in dtype.
-local function program_layer(L, config, dtype)
+-- GQA), norm vectors, in dtype. quantize ("int8" | "int4" | nil): the conv weights become
+-- quantized weights (per output row, after the GQA repeat), which the programs carry
+-- compressed; weights that come quantized (a quantized checkpoint) stay as they are.
+local function program_layer(L, config, dtype, quantize, layer_name)
   local P = {}
   for field, t in pairs(L) do
-    if t:ndim() == 2 then
-      P[field] = decoder.conv_weight(KV_FIELDS[field] and repeat_kv_rows(t, config) or t, dtype)
+    local rows = KV_FIELDS[field] and repeat_kv_rows(t, config) or t
+    if ane.quantized.is(rows) then
+      P[field] = decoder.quantized_conv_weight(rows, dtype)
+    elseif rows:ndim() == 2 then
+      P[field] = decoder.conv_weight(rows, dtype)
+      if quantize then P[field] = ane.quantize(P[field], quantize, { dtype = dtype, name = layer_name(field) }) end
     else
       P[field] = decoder.in_dtype(t, dtype)
     end
@@ -76,12 +90,14 @@ local function program_layer(L, config, dtype)
   return P
 end
 
-local function prepare(W, dtype)
+local function prepare(W, dtype, quantize, name)
   local P = { layers = {} }
-  for l, L in ipairs(W.layers) do P.layers[l] = program_layer(L, W.config, dtype) end
+  for l, L in ipairs(W.layers) do
+    P.layers[l] = program_layer(L, W.config, dtype, quantize, function(field) return name(field, l - 1) end)
+  end
   P.rms_final = decoder.in_dtype(W.rms_final, dtype)
   P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32") -- [V, dim] for lookups
-  P.wcls = decoder.in_dtype(W.wcls, "fp32")                        -- [V, dim] for the CPU classifier
+  P.wcls = ane.quantized.is(W.wcls) and W.wcls or decoder.in_dtype(W.wcls, "fp32") -- [V, dim], the CPU classifier
   return P
 end
 
@@ -316,7 +332,9 @@ local function check_fp16_range(self)
     end
   end
   for l, L in ipairs(self.P.layers) do
-    for field, t in pairs(L) do check(t, field, l - 1) end
+    for field, t in pairs(L) do
+      if not ane.quantized.is(t) then check(t, field, l - 1) end -- (quantizing refuses non-finite weights)
+    end
   end
   check(self.P.rms_final, "rms_final")
 end
@@ -338,7 +356,13 @@ function M.from_weights(W, opts)
   self.shared_classifier = W.shared_classifier
   self.weights = W
   self.name = NAMINGS[W.naming or "llama2c"]
-  self.P = prepare(W, self.dtype)
+  self.quantize, self.quantize_classifier = decoder.check_quantize_options(opts, W, 2)
+  self.P = prepare(W, self.dtype, self.quantize, self.name)
+  if self.quantize_classifier and not ane.quantized.is(self.P.wcls) then
+    self.P.wcls = ane.quantize(self.P.wcls, self.quantize_classifier, { dtype = "fp32", name = self.name("wcls") })
+  end
+  self.quantized = self.quantize or decoder.holds_quantized(self.P.layers)
+  if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
   if self.dtype == "fp16" then check_fp16_range(self) end
   if opts.weights_as_inputs then
     self.weights_as_inputs = true
@@ -468,6 +492,7 @@ end
 --- Face names for those), for an optimizer to update in place.
 function Model:parameters()
   if self.lora then return self.adapters end -- LoRA trains the adapters only
+  if self.quantized then decoder.refuse_quantized_training(self, 2) end
   if self.master then return self.master end
   local W, master, name = self.weights, {}, self.name
   master[name("token_embedding")] = W.token_embedding:to("fp32")
@@ -491,6 +516,7 @@ end
 --- the CPU-side embedding and classifier.
 function Model:load_parameters(params)
   if self.lora then return end -- adapters are program inputs: nothing to write
+  if self.quantized then decoder.refuse_quantized_training(self, 2) end
   params = params or self.master
   local name = self.name
   self.P.token_embedding = params[name("token_embedding")]
@@ -548,8 +574,9 @@ function Model:__tostring()
   local c = self.config
   local lora = self.lora and string.format(", LoRA rank %d alpha %g on wq/wv", self.lora.rank, self.lora.alpha) or ""
   local heads = c.n_kv_head == c.n_head and tostring(c.n_head) or string.format("%d (%d kv)", c.n_head, c.n_kv_head)
-  return string.format("%s (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s, profile %s%s) from %s",
-    c.model_type or "llama", c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision, self.profile, lora, self.source)
+  return string.format("%s (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s%s, profile %s%s) from %s",
+    c.model_type or "llama", c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision,
+    decoder.quantization_label(self), self.profile, lora, self.source)
 end
 
 return M

@@ -1,0 +1,204 @@
+/* Per-row weight quantization, int8 and 4-bit palettes (see quantize.h). Rows are
+ * independent, so both quantizers split rows over the helper threads. */
+#include "quantize.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../base/fp16.h"
+#include "../base/parallel.h"
+
+const char *ane_encoding_name(ane_weight_encoding encoding) {
+    switch (encoding) {
+    case ANE_ENCODING_DENSE: return "dense";
+    case ANE_ENCODING_INT8: return "int8";
+    case ANE_ENCODING_LUT4: return "int4";
+    }
+    return NULL;
+}
+
+int ane_encoding_from_name(const char *name, ane_weight_encoding *out) {
+    if (strcmp(name, "int8") == 0) *out = ANE_ENCODING_INT8;
+    else if (strcmp(name, "int4") == 0) *out = ANE_ENCODING_LUT4;
+    else return 0;
+    return 1;
+}
+
+int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k) {
+    return encoding == ANE_ENCODING_LUT4 ? rows * (k / 2) : rows * k;
+}
+
+int64_t ane_encoded_table_width(ane_weight_encoding encoding) {
+    return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : 1;
+}
+
+static float table_value(float value, ane_dtype table_dtype) {
+    return table_dtype == ANE_FP16 ? ane_fp16_to_fp32(ane_fp32_to_fp16(value)) : value;
+}
+
+/* ------------------------------------------------------------------ int8 */
+
+static void int8_row(const float *w, int64_t k, ane_dtype table_dtype, int8_t *q, float *scale) {
+    float peak = 0.0f;
+    for (int64_t j = 0; j < k; j++) peak = fabsf(w[j]) > peak ? fabsf(w[j]) : peak;
+    float s = table_value(peak / 127.0f, table_dtype);
+    if (!(s > 0.0f)) s = 1.0f; /* an all-zero row (or one below fp16's range): every q is 0 */
+    for (int64_t j = 0; j < k; j++) {
+        float r = roundf(w[j] / s);
+        q[j] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : r);
+    }
+    *scale = s;
+}
+
+/* ------------------------------------------------------------------ 4-bit palettes */
+
+enum { HISTOGRAM_BINS = 4096, LLOYD_ROUNDS = 40 };
+
+/* 16 sorted palette values for one row: Lloyd's algorithm on the row's histogram (each bin
+ * stands for its values' mean, weighted by their count), started at the row's quantiles. */
+static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float *palette /* [16] */) {
+    float lo = w[0], hi = w[0];
+    for (int64_t j = 1; j < k; j++) lo = w[j] < lo ? w[j] : lo, hi = w[j] > hi ? w[j] : hi;
+    if (!(hi > lo)) {
+        for (int c = 0; c < ANE_LUT4_ENTRIES; c++) palette[c] = table_value(lo, table_dtype);
+        return;
+    }
+    static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS];
+    memset(count, 0, sizeof count);
+    memset(sum, 0, sizeof sum);
+    double width = ((double)hi - lo) / HISTOGRAM_BINS;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t b = (int64_t)((w[j] - (double)lo) / width);
+        b = b >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : b;
+        count[b] += 1, sum[b] += w[j];
+    }
+    double centroid[ANE_LUT4_ENTRIES], seen = 0;
+    int c = 0;
+    for (int b = 0; b < HISTOGRAM_BINS && c < ANE_LUT4_ENTRIES; b++) {
+        seen += count[b];
+        while (c < ANE_LUT4_ENTRIES && count[b] > 0 && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES)
+            centroid[c++] = sum[b] / count[b];
+    }
+    for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
+    for (int round = 0; round < LLOYD_ROUNDS; round++) {
+        double cluster_sum[ANE_LUT4_ENTRIES] = {0}, cluster_count[ANE_LUT4_ENTRIES] = {0};
+        int nearest = 0; /* bins ascend and centroids are sorted: the nearest one only moves up */
+        for (int b = 0; b < HISTOGRAM_BINS; b++) {
+            if (count[b] == 0) continue;
+            double mean = sum[b] / count[b];
+            while (nearest < ANE_LUT4_ENTRIES - 1 && mean > 0.5 * (centroid[nearest] + centroid[nearest + 1])) nearest++;
+            cluster_sum[nearest] += sum[b], cluster_count[nearest] += count[b];
+        }
+        int moved = 0;
+        for (int e = 0; e < ANE_LUT4_ENTRIES; e++) {
+            if (cluster_count[e] == 0) continue; /* an empty cluster keeps its value */
+            double updated = cluster_sum[e] / cluster_count[e];
+            moved |= updated != centroid[e];
+            centroid[e] = updated;
+        }
+        if (!moved) break;
+    }
+    for (int e = 0; e < ANE_LUT4_ENTRIES; e++) palette[e] = table_value((float)centroid[e], table_dtype);
+    for (int e = 1; e < ANE_LUT4_ENTRIES; e++) /* rounding keeps the order; an empty cluster may not */
+        for (int f = e; f > 0 && palette[f] < palette[f - 1]; f--) {
+            float t = palette[f];
+            palette[f] = palette[f - 1], palette[f - 1] = t;
+        }
+}
+
+/* The index of the palette value nearest w (palette sorted): binary search on midpoints. */
+static unsigned nearest_entry(const float *palette, float w) {
+    unsigned low = 0, high = ANE_LUT4_ENTRIES - 1;
+    while (low < high) {
+        unsigned mid = (low + high) / 2;
+        if (w > 0.5f * (palette[mid] + palette[mid + 1])) low = mid + 1;
+        else high = mid;
+    }
+    return low;
+}
+
+static void lut4_row(const float *w, int64_t k, ane_dtype table_dtype, uint8_t *packed, float *palette) {
+    palette_row(w, k, table_dtype, palette);
+    for (int64_t j = 0; j < k; j += 2)
+        packed[j / 2] = (uint8_t)(nearest_entry(palette, w[j]) | nearest_entry(palette, w[j + 1]) << 4);
+}
+
+/* ------------------------------------------------------------------ both */
+
+typedef struct quantize_job {
+    const float *weight; /* [rows, k] */
+    int64_t k;
+    ane_weight_encoding encoding;
+    ane_dtype table_dtype;
+    uint8_t *data;
+    float *table;
+} quantize_job;
+
+static void quantize_range(void *context, int64_t first, int64_t last) {
+    const quantize_job *job = context;
+    int64_t width = ane_encoded_table_width(job->encoding), row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k);
+    for (int64_t r = first; r < last; r++) {
+        const float *w = job->weight + r * job->k;
+        if (job->encoding == ANE_ENCODING_INT8)
+            int8_row(w, job->k, job->table_dtype, (int8_t *)job->data + r * row_bytes, job->table + r);
+        else
+            lut4_row(w, job->k, job->table_dtype, job->data + r * row_bytes, job->table + r * width);
+    }
+}
+
+ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encoding, ane_dtype table_dtype,
+                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
+    memset(data, 0, sizeof *data);
+    memset(table, 0, sizeof *table);
+    if (encoding != ANE_ENCODING_INT8 && encoding != ANE_ENCODING_LUT4)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': unknown encoding %d (int8 or int4)", name, (int)encoding);
+    if (weight->ndim < 1 || ane_dtype_kind_of(weight->dtype) != ANE_KIND_FLOAT)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': quantizing needs a float tensor of rank >= 1", name);
+    int64_t rows = weight->shape[0], k = rows ? ane_tensor_numel(weight) / rows : 0;
+    if (encoding == ANE_ENCODING_LUT4 && k % 2)
+        return ane_fail(err, ANE_ERR_SHAPE, "weight '%s': int4 packs two indices a byte, so rows need an even length "
+                        "(this one has %lld)", name, (long long)k);
+    ane_tensor values;
+    ane_status status = ane_tensor_to(&values, weight, ANE_FP32, err);
+    if (status) return status;
+    const float *w = (const float *)ane_tensor_data(&values);
+    for (int64_t i = 0; i < rows * k; i++)
+        if (!isfinite(w[i])) {
+            ane_tensor_release(&values);
+            return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' holds %g at element %lld: only finite weights quantize",
+                            name, (double)w[i], (long long)i);
+        }
+    int64_t width = ane_encoded_table_width(encoding);
+    int64_t data_shape[2] = {rows, encoding == ANE_ENCODING_LUT4 ? k / 2 : k}, table_shape[2] = {rows, width};
+    status = ane_tensor_empty(data, 2, data_shape, encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8, err);
+    if (!status) status = ane_tensor_empty(table, width == 1 ? 1 : 2, table_shape, ANE_FP32, err);
+    if (!status) {
+        quantize_job job = {w, k, encoding, table_dtype, (uint8_t *)ane_tensor_data(data), (float *)ane_tensor_data(table)};
+        ane_parallel_for(rows, encoding == ANE_ENCODING_LUT4 ? 4 : 64, quantize_range, &job);
+    } else {
+        ane_tensor_release(data);
+        ane_tensor_release(table);
+    }
+    ane_tensor_release(&values);
+    return status;
+}
+
+void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,
+                         int64_t count, float *out) {
+    for (int64_t r = 0; r < count; r++) {
+        int64_t row = first + r;
+        float *o = out + r * k;
+        if (encoding == ANE_ENCODING_INT8) {
+            const int8_t *q = (const int8_t *)data + row * k;
+            float scale = table[row];
+            for (int64_t j = 0; j < k; j++) o[j] = (float)q[j] * scale;
+        } else {
+            const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
+            const float *palette = table + row * ANE_LUT4_ENTRIES;
+            for (int64_t j = 0; j < k; j += 2) {
+                o[j] = palette[packed[j / 2] & 15u];
+                o[j + 1] = palette[packed[j / 2] >> 4];
+            }
+        }
+    }
+}

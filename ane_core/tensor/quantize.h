@@ -1,0 +1,47 @@
+/* Weights quantized per output row, for inference: int8 with one symmetric scale per row,
+ * and 4-bit palettes (16 values per row, each element an index). A weight matrix is
+ * [rows, k] (a conv weight [O, I, kh, kw] has rows O, k = I * kh * kw). The encoded bytes
+ * are what the MIL program carries (constexpr_affine_dequantize / constexpr_lut_to_dense),
+ * what sim's kernels read, and what quantized checkpoints store. */
+#ifndef ANE_TENSOR_QUANTIZE_H
+#define ANE_TENSOR_QUANTIZE_H
+
+#include <stdint.h>
+
+#include "../base/status.h"
+#include "tensor.h"
+
+typedef enum ane_weight_encoding {
+    ANE_ENCODING_DENSE = 0, /* the elements themselves, in the tensor's dtype */
+    ANE_ENCODING_INT8,      /* data: int8 [rows, k]; table: fp32 [rows] scales; w = q * scale[row] */
+    ANE_ENCODING_LUT4,      /* data: uint8 [rows, k / 2], element j's index in byte j / 2, low nibble
+                             * first (MIL's uint4 packing); table: fp32 [rows, 16]; w = table[row][index] */
+} ane_weight_encoding;
+
+#define ANE_LUT4_ENTRIES 16
+
+/* "dense", "int8", "int4" (the user-facing name of LUT4); NULL for an unknown value. */
+const char *ane_encoding_name(ane_weight_encoding encoding);
+/* Reads "int8" / "int4"; returns 0 for any other name. */
+int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
+
+/* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4). */
+int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k);
+/* Entries of the table per row: 1 (int8 scale) or 16 (palette). */
+int64_t ane_encoded_table_width(ane_weight_encoding encoding);
+
+/* Quantizes `weight` (any float dtype, viewed as [shape[0], rest]) into fresh tensors.
+ * int8: scale = max |w| / 127 per row, q = round(w / scale) clamped to [-127, 127].
+ * int4: 16 palette values per row from Lloyd's algorithm over a 4096-bin histogram of the
+ * row (started at its quantiles), each element the index of its nearest value.
+ * table_dtype fp16 rounds the scales / palettes to fp16 first (what an fp16 program
+ * stores), so data and table agree exactly with what the program computes. Fails naming
+ * `name` on rank < 1, an odd row length for int4, or a NaN / inf weight. */
+ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encoding, ane_dtype table_dtype,
+                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err);
+
+/* Rows [first, first + count) of an encoded [rows, k] matrix as fp32 values. */
+void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,
+                         int64_t count, float *out /* [count, k] */);
+
+#endif

@@ -1,0 +1,271 @@
+/* ane.quantize / ane.quantized: weights quantized per row (ane_core/tensor/quantize.h) as
+ * Lua userdata of type "ane.Quantized". A quantized weight is what g:const and nn.linear
+ * take in place of a tensor; the program then carries it compressed.
+ *
+ *   local q = ane.quantize(w, "int8")          -- or "int4"; opts.dtype = "fp16" (default) | "fp32"
+ *   q:encoding(), q:dtype(), q:shape(), q:numel(), q:bytes(), q:dequantize(), q:reshape(O, I, 1, 1)
+ *   q:matmul(x)                                -- W x for x fp32 [k, T] (the CPU classifier)
+ *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
+ *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
+ *   ane.quantized.is(v) */
+#include <string.h>
+
+#include "../ane_core/ir/graph.h"
+#include "../ane_core/tensor/gemv.h"
+#include "../ane_core/tensor/quantize.h"
+#include "ane_lua.h"
+
+#define QUANTIZED_TYPE "ane.Quantized"
+
+static ane_quantized_weight *check_quantized(lua_State *L, int index) {
+    return luaL_checkudata(L, index, QUANTIZED_TYPE);
+}
+
+ane_quantized_weight *ane_lua_test_quantized(lua_State *L, int index) {
+    return luaL_testudata(L, index, QUANTIZED_TYPE);
+}
+
+static ane_quantized_weight *new_quantized(lua_State *L) {
+    ane_quantized_weight *q = lua_newuserdatauv(L, sizeof *q, 0);
+    memset(q, 0, sizeof *q);
+    luaL_setmetatable(L, QUANTIZED_TYPE);
+    return q;
+}
+
+static int q_gc(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    ane_tensor_release(&q->data);
+    ane_tensor_release(&q->table);
+    return 0;
+}
+
+static int64_t numel_of(const ane_quantized_weight *q) {
+    int64_t n = 1;
+    for (int i = 0; i < q->rank; i++) n *= q->shape[i];
+    return n;
+}
+
+/* ane.quantize(tensor, "int8" | "int4", [{dtype = "fp16" | "fp32", name = label}]) */
+static int l_quantize(lua_State *L) {
+    ane_tensor *weight = ane_lua_check_tensor(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    ane_weight_encoding encoding;
+    if (!ane_encoding_from_name(name, &encoding))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "encoding '%s' is not 'int8' or 'int4'", name));
+    ane_dtype dtype = ANE_FP16;
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "dtype");
+        dtype = ane_lua_check_dtype(L, lua_gettop(L), ANE_FP16);
+        lua_pop(L, 1);
+    }
+    if (dtype != ANE_FP16 && dtype != ANE_FP32) return luaL_error(L, "ane.quantize: dtype must be fp16 or fp32");
+    if (weight->ndim > ANE_IR_MAX_RANK) return luaL_error(L, "ane.quantize: rank %d is above %d", weight->ndim, ANE_IR_MAX_RANK);
+    const char *label = "weight"; /* opts.name labels errors (the checkpoint's name of the weight) */
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "name");
+        if (lua_isstring(L, -1)) label = lua_tostring(L, -1);
+    }
+    ane_quantized_weight *q = new_quantized(L);
+    ane_error err;
+    if (ane_quantize_rows(weight, encoding, dtype, label, &q->data, &q->table, &err)) return ane_lua_raise(L, &err);
+    q->encoding = encoding;
+    q->dtype = dtype;
+    q->rank = weight->ndim;
+    memcpy(q->shape, weight->shape, sizeof(int64_t) * (size_t)weight->ndim);
+    return 1;
+}
+
+static ane_tensor *field_tensor(lua_State *L, int table, const char *key) {
+    lua_getfield(L, table, key);
+    ane_tensor *t = ane_lua_test_tensor(L, -1);
+    if (!t) luaL_error(L, "ane.quantized: field '%s' must be a tensor", key);
+    return t; /* left on the stack, which keeps it alive */
+}
+
+/* ane.quantized{encoding = "int8" | "int4", dtype = "fp16" | "fp32", shape = {...}, data =, table =} */
+static int l_quantized(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, 1, "encoding");
+    const char *name = lua_tostring(L, -1);
+    ane_weight_encoding encoding;
+    if (!name || !ane_encoding_from_name(name, &encoding))
+        return luaL_error(L, "ane.quantized: encoding must be 'int8' or 'int4', got %s", name ? name : luaL_typename(L, -1));
+    lua_getfield(L, 1, "dtype");
+    ane_dtype dtype = ane_lua_check_dtype(L, lua_gettop(L), ANE_FP16);
+    lua_getfield(L, 1, "shape");
+    if (!lua_istable(L, -1)) return luaL_error(L, "ane.quantized: field 'shape' must be a table of sizes");
+    int64_t shape[ANE_MAX_DIMS];
+    int rank = ane_lua_check_shape(L, lua_gettop(L), shape);
+    ane_tensor *data = field_tensor(L, 1, "data");
+    ane_tensor *table = field_tensor(L, 1, "table");
+    /* the graph's checks, on a scratch graph, so parts that do not fit fail here, naming the field */
+    ane_graph *g;
+    ane_error err;
+    ane_node *node;
+    if (ane_graph_new("check", &g, &err)) return ane_lua_raise(L, &err);
+    ane_tensor table32;
+    ane_status status = ane_tensor_to(&table32, table, ANE_FP32, &err);
+    if (!status) {
+        status = ane_graph_const_encoded(g, "weight", dtype, rank, shape, encoding, data, &table32, &node, &err);
+        if (status) ane_tensor_release(&table32);
+    }
+    ane_graph_free(g);
+    if (status) {
+        lua_pushfstring(L, "ane.quantized: %s", err.message);
+        return lua_error(L);
+    }
+    ane_quantized_weight *q = new_quantized(L);
+    ane_tensor_share(&q->data, data);
+    q->table = table32;
+    q->encoding = encoding;
+    q->dtype = dtype;
+    q->rank = rank;
+    memcpy(q->shape, shape, sizeof(int64_t) * (size_t)rank);
+    return 1;
+}
+
+static int l_quantized_call(lua_State *L) { /* ane.quantized{...}: drop the callable table */
+    lua_remove(L, 1);
+    return l_quantized(L);
+}
+
+static int q_is(lua_State *L) {
+    lua_pushboolean(L, ane_lua_test_quantized(L, 1) != NULL);
+    return 1;
+}
+
+static int q_encoding(lua_State *L) {
+    lua_pushstring(L, ane_encoding_name(check_quantized(L, 1)->encoding));
+    return 1;
+}
+
+static int q_dtype(lua_State *L) {
+    lua_pushstring(L, ane_dtype_name(check_quantized(L, 1)->dtype));
+    return 1;
+}
+
+static int q_shape(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    lua_createtable(L, q->rank, 0);
+    for (int i = 0; i < q->rank; i++) {
+        lua_pushinteger(L, q->shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static int q_numel(lua_State *L) {
+    lua_pushinteger(L, numel_of(check_quantized(L, 1)));
+    return 1;
+}
+
+/* Bytes stored: the codes plus the table in the weight's dtype (what the program carries). */
+static int q_bytes(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    lua_pushinteger(L, ane_tensor_numel(&q->data) + ane_tensor_numel(&q->table) * (int64_t)ane_dtype_size(q->dtype));
+    return 1;
+}
+
+/* The fp32 values the codes stand for, in the weight's shape. */
+static int q_dequantize(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_error err;
+    if (ane_tensor_empty(out, q->rank, q->shape, ANE_FP32, &err)) return ane_lua_raise(L, &err);
+    int64_t rows = q->shape[0], k = rows ? numel_of(q) / rows : 0;
+    ane_dequantize_rows(q->encoding, ane_tensor_data(&q->data), (const float *)ane_tensor_data(&q->table), k, 0, rows,
+                        (float *)ane_tensor_data(out));
+    return 1;
+}
+
+/* q:reshape(...): the same codes under another shape with the same rows (dimension 1). */
+static int q_reshape(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    int64_t shape[ANE_MAX_DIMS];
+    int rank = ane_lua_check_shape(L, 2, shape);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= shape[i];
+    if (rank < 1 || rank > ANE_IR_MAX_RANK || n != numel_of(q) || shape[0] != q->shape[0])
+        return luaL_error(L, "quantized weight: reshape keeps the %lld elements and the %lld rows (dimension 1)",
+                          (long long)numel_of(q), (long long)q->shape[0]);
+    ane_quantized_weight *r = new_quantized(L);
+    *r = *q;
+    ane_tensor_share(&r->data, &q->data);
+    ane_tensor_share(&r->table, &q->table);
+    r->rank = rank;
+    memcpy(r->shape, shape, sizeof(int64_t) * (size_t)rank);
+    return 1;
+}
+
+/* q:matmul(x): W x for x fp32 [k, T] (W viewed as [rows, k]), an fp32 [rows, T] tensor. */
+static int q_matmul(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    ane_tensor *x = ane_lua_check_tensor(L, 2);
+    int64_t rows = q->shape[0], k = rows ? numel_of(q) / rows : 0;
+    if (x->ndim != 2 || x->shape[0] != k || x->dtype != ANE_FP32)
+        return luaL_error(L, "quantized weight [%lld, %lld]: matmul takes an fp32 [%lld, T] tensor", (long long)rows,
+                          (long long)k, (long long)k);
+    ane_tensor packed;
+    ane_error err;
+    if (ane_tensor_to(&packed, x, ANE_FP32, &err)) return ane_lua_raise(L, &err);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    int64_t shape[2] = {rows, x->shape[1]};
+    ane_status status = ane_tensor_empty(out, 2, shape, ANE_FP32, &err);
+    if (!status)
+        status = ane_encoded_matmul((float *)ane_tensor_data(out), q->encoding, ane_tensor_data(&q->data),
+                                    (const float *)ane_tensor_data(&q->table), (const float *)ane_tensor_data(&packed),
+                                    rows, k, x->shape[1], &err);
+    ane_tensor_release(&packed);
+    if (status) return ane_lua_raise(L, &err);
+    return 1;
+}
+
+static int q_data(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_tensor_share(out, &q->data);
+    return 1;
+}
+
+static int q_table(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_tensor_share(out, &q->table);
+    return 1;
+}
+
+static int q_tostring(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    char shape[128];
+    ane_shape_string(shape, sizeof shape, q->rank, q->shape);
+    lua_pushfstring(L, "ane.quantized(%s, %s %s, %d bytes)", ane_encoding_name(q->encoding), ane_dtype_name(q->dtype),
+                    shape, (int)(ane_tensor_numel(&q->data) + ane_tensor_numel(&q->table) * (int64_t)ane_dtype_size(q->dtype)));
+    return 1;
+}
+
+static const luaL_Reg quantized_methods[] = {
+    {"encoding", q_encoding}, {"dtype", q_dtype}, {"shape", q_shape}, {"numel", q_numel}, {"bytes", q_bytes},
+    {"dequantize", q_dequantize}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
+};
+
+void ane_lua_open_quantize(lua_State *L) {
+    if (luaL_newmetatable(L, QUANTIZED_TYPE)) {
+        luaL_newlib(L, quantized_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, q_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, q_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_quantize);
+    lua_setfield(L, -2, "quantize");
+    lua_newtable(L); /* ane.quantized: a callable table with .is */
+    lua_pushcfunction(L, q_is);
+    lua_setfield(L, -2, "is");
+    lua_newtable(L);
+    lua_pushcfunction(L, l_quantized_call);
+    lua_setfield(L, -2, "__call");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "quantized");
+}
