@@ -1,7 +1,12 @@
 -- ane.formats.hf_llama: Hugging Face Llama-family directories (config.json and
 -- model.safetensors, or a sharded index) as the Llama model's weights: model_type "llama"
 -- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), bf16/fp16/fp32 weights read
--- as fp32 masters, tied or separate lm_head, grouped-query attention.
+-- as fp32 masters, tied or separate lm_head, grouped-query attention. Also anelua's
+-- quantized directories (M.write_quantized): config.json says
+-- "quantization_config": {"quant_method": "anelua", "weights": "int8" | "int4", ...}, and each
+-- quantized linear weight NAME is stored as its codes (I8 [out, in] or U8 [out, in / 2], two
+-- 4-bit indices a byte, low nibble first) with NAME_scale (F32 [out]) or NAME_palette
+-- (F32 [out, 16]) beside it; they load as ane.quantized weights, not re-quantized.
 --
 --   local W = assert(require("ane.formats.hf_llama").read("models/qwen3-0.6b"))
 local ane = require("ane")
@@ -22,6 +27,19 @@ local function integer_field(config, key, source, default)
   return math.tointeger(value)
 end
 
+-- A quantized weight stored as codes + scales or palettes (see the top), checked.
+local function quantized_tensor(tensors, key, shape, dir)
+  local scale, palette = tensors[key .. "_scale"], tensors[key .. "_palette"]
+  local encoding = scale and "int8" or "int4"
+  local codes_shape = encoding == "int8" and shape or { shape[1], shape[2] // 2 }
+  local codes, problem = common.expect_tensor(tensors, key, codes_shape, dir)
+  if not codes then return nil, problem end
+  local ok, q = pcall(ane.quantized, { encoding = encoding, dtype = "fp32", shape = shape, data = codes,
+    table = scale or palette })
+  if not ok then return fail("%s: tensor '%s': %s", dir, key, tostring(q):gsub("^ane%.quantized: ", "")) end
+  return q
+end
+
 --- The weights of a Hugging Face directory, or nil and a message naming file and field.
 function M.read(dir)
   local source = dir .. "/config.json"
@@ -40,7 +58,19 @@ function M.read(dir)
   if json.hidden_act ~= nil and json.hidden_act ~= "silu" then
     return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
   end
-  local config = { rope = "half", rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
+  local quantization = json.quantization_config
+  if quantization ~= nil and quantization ~= cjson.null then
+    if type(quantization) ~= "table" or quantization.quant_method ~= "anelua" then
+      return fail("%s: quantization_config.quant_method '%s' is not supported (anelua reads its own quantized "
+        .. "directories; load the unquantized checkpoint with quantize = 'int8' or 'int4')", source,
+        tostring(type(quantization) == "table" and quantization.quant_method or quantization))
+    end
+  else
+    quantization = nil
+  end
+  -- anelua_rope: a llama2.c model saved quantized keeps its interleaved rotary layout
+  local rope = json.anelua_rope == "interleaved" and "interleaved" or "half"
+  local config = { rope = rope, rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
     qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
   local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
     n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
@@ -64,8 +94,16 @@ function M.read(dir)
     wo = { c.dim, q_width }, rms_ffn = { c.dim }, w1 = { c.hidden, c.dim }, w2 = { c.dim, c.hidden },
     w3 = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
   local function tensor(field, l, shape)
-    local t, problem = common.expect_tensor(tensors, name(field, l), shape, dir)
+    local key = name(field, l)
+    if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]) then
+      return quantized_tensor(tensors, key, shape, dir)
+    end
+    local t, problem = common.expect_tensor(tensors, key, shape, dir)
     if not t then return nil, problem end
+    if t:dtype() ~= "fp32" and t:dtype() ~= "fp16" and t:dtype() ~= "bf16" then
+      return fail("%s: tensor '%s' is %s%s", dir, key, t:dtype(), quantization
+        and string.format(" with no '%s_scale' or '%s_palette' beside it", key, key) or ", not a float type")
+    end
     return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
   end
   local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
@@ -75,9 +113,10 @@ function M.read(dir)
   if not W.token_embedding then return nil, err end
   W.rms_final, err = tensor("rms_final", nil, { c.dim })
   if not W.rms_final then return nil, err end
-  if tied then
+  if tied and not (quantization and tensors["lm_head.weight"]) then
     W.wcls = W.token_embedding
   else
+    W.shared_classifier = false
     W.wcls, err = tensor("wcls", nil, { c.vocab_size, c.dim })
     if not W.wcls then return nil, err end
   end
@@ -89,6 +128,75 @@ function M.read(dir)
     end
   end
   return W
+end
+
+local function hf_config(model, classifier_encoding, weights_encoding)
+  local c = model.config
+  local config = { model_type = c.model_type or "llama", hidden_size = c.dim, intermediate_size = c.hidden,
+    num_hidden_layers = c.n_layer, num_attention_heads = c.n_head, num_key_value_heads = c.n_kv_head,
+    head_dim = c.head_dim, vocab_size = c.vocab_size, max_position_embeddings = c.seq_len, rope_theta = c.rope_theta,
+    rms_norm_eps = c.norm_eps, hidden_act = "silu", tie_word_embeddings = false, eos_token_id = model.stop_token,
+    torch_dtype = model.dtype == "fp16" and "float16" or "float32",
+    quantization_config = { quant_method = "anelua", weights = weights_encoding, classifier = classifier_encoding } }
+  if c.rope ~= "half" then config.anelua_rope = c.rope end
+  return config
+end
+
+-- NAME (the codes) and NAME_scale / NAME_palette (the table, F32) of one quantized weight.
+local function add_quantized(tensors, key, q)
+  local rows = q:shape()[1]
+  local codes = q:data()
+  tensors[key] = codes:reshape(rows, codes:numel() // rows)
+  local per_row = q:table()
+  tensors[key .. (q:encoding() == "int8" and "_scale" or "_palette")] =
+    q:encoding() == "int8" and per_row:reshape(rows) or per_row:reshape(rows, 16)
+end
+
+--- Writes a quantized Llama-family model (model:save_quantized) as a directory that M.read
+--- loads without re-quantizing: config.json and model.safetensors (norms in F32, the
+--- embedding in the model's precision, quantized weights as codes + tables). Other files
+--- of the source directory (tokenizer, generation_config.json) are copied. Returns true or
+--- nil and a message.
+function M.write_quantized(dir, model)
+  local lfs = require("lfs")
+  if lfs.attributes(dir, "mode") ~= "directory" then
+    local ok, why = lfs.mkdir(dir)
+    if not ok then return fail("%s: cannot create the directory: %s", dir, tostring(why)) end
+  end
+  local name, tensors, weights_encoding = arch.NAMINGS.hf, {}, nil
+  for l, stored in ipairs(model.P.stored_layers) do
+    for field, t in pairs(model.P.layers[l]) do
+      if stored[field] then
+        add_quantized(tensors, name(field, l - 1), stored[field])
+        weights_encoding = stored[field]:encoding()
+      else
+        tensors[name(field, l - 1)] = t:to("fp32"):reshape(t:numel())
+      end
+    end
+  end
+  if not weights_encoding then return fail("%s: the model holds no quantized weights (load it with quantize = ...)", dir) end
+  tensors[name("rms_final")] = model.P.rms_final:to("fp32"):reshape(model.P.rms_final:numel())
+  tensors[name("token_embedding")] = model.P.token_embedding:to(model.dtype)
+  local classifier = model.P.wcls
+  if ane.quantized.is(classifier) then add_quantized(tensors, name("wcls"), classifier)
+  else tensors[name("wcls")] = classifier:to(model.dtype) end
+  local config = hf_config(model, ane.quantized.is(classifier) and classifier:encoding() or "none", weights_encoding)
+  local ok, err = ane.io.write_file_atomic(dir .. "/config.json", cjson.encode(config))
+  if not ok then return nil, err end
+  ok, err = ane.io.save_safetensors(dir .. "/model.safetensors", tensors, { format = "pt", quantized_by = "anelua" })
+  if not ok then return nil, err end
+  local source = model.source
+  if type(source) == "string" and lfs.attributes(source, "mode") == "directory" and source ~= dir then
+    for _, file in ipairs({ "tokenizer.json", "tokenizer_config.json", "generation_config.json", "vocab.json",
+      "merges.txt", "special_tokens_map.json" }) do
+      local bytes = ane.io.read_file(source .. "/" .. file)
+      if bytes then
+        ok, err = ane.io.write_file_atomic(dir .. "/" .. file, bytes)
+        if not ok then return nil, err end
+      end
+    end
+  end
+  return true
 end
 
 return M

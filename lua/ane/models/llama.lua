@@ -74,15 +74,20 @@ local KV_FIELDS = { wk = true, wv = true }
 -- GQA), norm vectors, in dtype. quantize ("int8" | "int4" | nil): the conv weights become
 -- quantized weights (per output row, after the GQA repeat), which the programs carry
 -- compressed; weights that come quantized (a quantized checkpoint) stay as they are.
-local function program_layer(L, config, dtype, quantize, layer_name)
+-- `stored` (a table, when quantizing) receives the quantized weights in checkpoint layout,
+-- for saving. Rows quantize independently, so quantizing before the GQA repeat is exact.
+local function program_layer(L, config, dtype, quantize, layer_name, stored)
   local P = {}
   for field, t in pairs(L) do
+    if quantize and not ane.quantized.is(t) and t:ndim() == 2 then
+      t = ane.quantize(t, quantize, { dtype = dtype, name = layer_name(field) })
+    end
+    if stored and ane.quantized.is(t) then stored[field] = t end
     local rows = KV_FIELDS[field] and repeat_kv_rows(t, config) or t
     if ane.quantized.is(rows) then
       P[field] = decoder.quantized_conv_weight(rows, dtype)
     elseif rows:ndim() == 2 then
       P[field] = decoder.conv_weight(rows, dtype)
-      if quantize then P[field] = ane.quantize(P[field], quantize, { dtype = dtype, name = layer_name(field) }) end
     else
       P[field] = decoder.in_dtype(t, dtype)
     end
@@ -91,9 +96,11 @@ local function program_layer(L, config, dtype, quantize, layer_name)
 end
 
 local function prepare(W, dtype, quantize, name)
-  local P = { layers = {} }
+  local P = { layers = {}, stored_layers = {} }
   for l, L in ipairs(W.layers) do
-    P.layers[l] = program_layer(L, W.config, dtype, quantize, function(field) return name(field, l - 1) end)
+    P.stored_layers[l] = {}
+    P.layers[l] = program_layer(L, W.config, dtype, quantize, function(field) return name(field, l - 1) end,
+      P.stored_layers[l])
   end
   P.rms_final = decoder.in_dtype(W.rms_final, dtype)
   P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32") -- [V, dim] for lookups
@@ -568,6 +575,13 @@ function Model:decode_inputs(position, W)
   cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
   sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
   return { rope_cos = cos, rope_sin = sin }
+end
+
+--- Writes a quantized model as a directory that M.load reads back without re-quantizing
+--- (ane.formats.hf_llama.write_quantized). Returns true or nil and a message.
+function Model:save_quantized(dir)
+  if type(dir) ~= "string" then error("save_quantized: dir must be a string", 2) end
+  return require("ane.formats.hf_llama").write_quantized(dir, self)
 end
 
 function Model:__tostring()
