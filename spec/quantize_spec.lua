@@ -1,0 +1,277 @@
+-- Quantized weights made by anelua (ane.quantize) and kept compressed through every stage:
+-- the quantizers against their definitions (checked element by element here, in Lua), the
+-- programs carrying them (MIL text and weight-file records), sim's kernels that read them
+-- as stored against the same program built from the dequantized dense weights and against
+-- a BLAS product on the host, refusals (patching, autodiff, bad input), and the models:
+-- a quantized Qwen3 / Llama equals the dense model built from the dequantized weights, and
+-- a saved quantized directory loads back to the same logits.
+local ane = require("ane")
+local nn = require("ane.nn")
+local helpers = require("spec.helpers")
+
+local function randn(shape, std, seed) return ane.tensor.randn(shape, { seed = seed, std = std }) end
+
+-- y = W x as a program: one 1x1 conv, fp32 in the cpu profile (the reference precision).
+local function linear_program(weight, cin, S, name)
+  local g = ane.graph(name or "linear")
+  local x = g:input("x", { 1, cin, 1, S }, "fp32")
+  g:output("y", nn.linear(g, x, weight, nil, { name = "proj" }))
+  return ane.compile(g, { profile = "cpu", precision = "fp32" }), g
+end
+
+local function relative_error(a, b) -- max |a - b| / max |b|
+  local peak = b:abs():totable()
+  local largest = 0
+  local function walk(t) for _, v in ipairs(t) do if type(v) == "table" then walk(v) elseif math.abs(v) > largest then largest = math.abs(v) end end end
+  walk(peak)
+  return a:max_abs_diff(b) / largest
+end
+
+describe("ane.quantize", function()
+  local w = randn({ 24, 64 }, 0.05, 11)
+
+  it("int8: one scale per row, max |w| / 127, every element rounded to the nearest multiple", function()
+    local q = ane.quantize(w, "int8", { dtype = "fp32" })
+    assert.are.equal("int8", q:encoding())
+    assert.are.same({ 24, 64 }, q:shape())
+    local values, codes, scales, dense = w:totable(), q:data():totable(), q:table():totable(), q:dequantize():totable()
+    for r = 1, 24 do
+      local peak = 0
+      for j = 1, 64 do peak = math.max(peak, math.abs(values[r][j])) end
+      -- the scale is computed in fp32: agreement to fp32's relative precision
+      assert.is_true(math.abs(scales[r] - peak / 127) <= 1e-6 * peak / 127, "row " .. r)
+      for j = 1, 64 do
+        local code = codes[r][j]
+        assert.is_true(code >= -127 and code <= 127 and code == math.floor(code))
+        assert.are.equal(string.unpack("<f", string.pack("<f", code * scales[r])), dense[r][j]) -- an fp32 product
+        -- round to nearest: within half a step (plus fp32 rounding of w / scale)
+        assert.is_true(math.abs(values[r][j] - dense[r][j]) <= scales[r] * (0.5 + 1e-6), "row " .. r .. " col " .. j)
+      end
+    end
+  end)
+
+  it("int8 with fp16 tables: the scales are fp16 values and the codes fit them", function()
+    local q = ane.quantize(w, "int8") -- fp16 (the default)
+    assert.are.equal("fp16", q:dtype())
+    local scales = q:table()
+    assert.are.equal(0.0, scales:max_abs_diff(scales:to("fp16"):to("fp32")))
+    local dense = q:dequantize():totable()
+    local values = w:totable()
+    for r = 1, 24 do
+      for j = 1, 64 do
+        assert.is_true(math.abs(values[r][j] - dense[r][j]) <= scales:get(r) * (0.5 + 1e-6) + 1e-9)
+      end
+    end
+  end)
+
+  it("int4: 16 sorted palette values per row, each element its nearest one, near the Lloyd-Max error", function()
+    local wide = randn({ 16, 1024 }, 1.0, 12)
+    local q = ane.quantize(wide, "int4", { dtype = "fp32" })
+    assert.are.equal("int4", q:encoding())
+    assert.are.same({ 16, 512 }, q:data():shape()) -- two indices a byte
+    assert.are.same({ 16, 16 }, q:table():shape())
+    local palettes, dense, values = q:table():totable(), q:dequantize():totable(), wide:totable()
+    local squared, total = 0, 0
+    for r = 1, 16 do
+      for e = 2, 16 do assert.is_true(palettes[r][e] >= palettes[r][e - 1]) end
+      for j = 1, 1024 do
+        local v, nearest = values[r][j], math.huge
+        for e = 1, 16 do nearest = math.min(nearest, math.abs(v - palettes[r][e])) end
+        -- the chosen entry is a nearest one (ties at a midpoint may go either way)
+        assert.is_true(math.abs(v - dense[r][j]) <= nearest + 1e-6, "row " .. r .. " col " .. j)
+        squared, total = squared + (v - dense[r][j]) ^ 2, total + v * v
+      end
+    end
+    -- The optimal 16-level quantizer of a unit Gaussian has mean squared error 0.009497
+    -- (Max 1960), a relative RMS of 0.0975; per-row palettes of 1024 samples fitted by
+    -- Lloyd's algorithm on a histogram come within a few percent of it. 0.11 allows 13%.
+    local rms = math.sqrt(squared / total)
+    assert.is_true(rms < 0.11, "relative RMS " .. rms)
+    assert.is_true(rms > 0.05, "relative RMS " .. rms .. " is below what 16 levels can do: the check is broken")
+  end)
+
+  it("names the weight when it cannot quantize it", function()
+    local bad = ane.tensor({ 2, 4 }):fill(0.5)
+    bad:set(0 / 0, 2, 3)
+    local ok, err = pcall(ane.quantize, bad, "int8", { name = "layers.0.wq" })
+    assert.is_false(ok)
+    assert.matches("weight 'layers.0.wq' holds NaN at element 6", tostring(err), 1, true)
+    ok, err = pcall(ane.quantize, ane.tensor({ 2, 3 }), "int4", { name = "odd" })
+    assert.matches("weight 'odd': int4 packs two indices a byte, so rows need an even length", tostring(err), 1, true)
+    ok, err = pcall(ane.quantize, w, "int3")
+    assert.matches("encoding 'int3' is not 'int8' or 'int4'", tostring(err), 1, true)
+  end)
+
+  it("ane.quantized rebuilds a weight from its stored parts, checking them", function()
+    local q = ane.quantize(w, "int4", { dtype = "fp32" })
+    local again = ane.quantized { encoding = "int4", dtype = "fp32", shape = { 24, 64 }, data = q:data(), table = q:table() }
+    assert.are.equal(0.0, again:dequantize():max_abs_diff(q:dequantize()))
+    local ok, err = pcall(ane.quantized, { encoding = "int4", dtype = "fp32", shape = { 24, 66 }, data = q:data(),
+      table = q:table() })
+    assert.is_false(ok)
+    assert.matches("int4 data must be 792 contiguous uint8 bytes, not 768", tostring(err), 1, true)
+    assert.is_true(ane.quantized.is(q))
+    assert.is_false(ane.quantized.is(w))
+  end)
+end)
+
+describe("programs with quantized weights", function()
+  local cin, cout = 136, 48 -- 136 = 8 x 16 + 8: the kernels' vector loop and their tail
+  local w = randn({ cout, cin }, 0.05, 21)
+
+  for _, encoding in ipairs({ "int8", "int4" }) do
+    describe(encoding, function()
+      local q = ane.quantize(w, encoding, { dtype = "fp32" })
+      local dense = q:dequantize()
+
+      it("carries the codes compressed in MIL text and the weight file", function()
+        local _, g = linear_program(q, cin, 1, "carried")
+        local text, files = g:mil()
+        local op = encoding == "int8" and "constexpr_affine_dequantize" or "constexpr_lut_to_dense"
+        assert.matches(op .. "()[", text, 1, true)
+        assert.matches(encoding == "int8" and "tensor<int8, [48, 136, 1, 1]>" or "tensor<uint4, [48, 136, 1, 1]>", text, 1,
+          true)
+        local blob = files["@model_path/weights/weight.bin"]
+        local records = assert(ane.milblob.read(blob))
+        local codes = records[1] -- the codes, then the table
+        assert.are.equal(encoding == "int8" and 4 or 11, codes.dtype_code) -- MILBlob int8 / uint4
+        assert.are.equal(encoding == "int8" and cout * cin or cout * cin // 2, codes.size)
+        assert.are.equal(encoding == "int8" and cout * 4 or cout * 16 * 4, records[2].size) -- fp32 scales / palettes
+        local stats = g:stats()
+        assert.are.equal(q:bytes(), stats.weight_bytes)
+      end)
+
+      for _, S in ipairs({ 1, 32 }) do -- decode (the quantized matrix-vector product) and prefill (decoded blocks)
+        it("computes W x at S = " .. S .. " as the dense dequantized weights and a host product do", function()
+          local program = linear_program(q, cin, S, "quantized")
+          local reference = linear_program(dense, cin, S, "dense")
+          local x = randn({ 1, cin, 1, S }, 1.0, 22 + S)
+          local y = program:eval({ x = x }).y
+          local want = reference:eval({ x = x }).y
+          local host = dense:matmul(x:reshape(cin, S)):reshape(1, cout, 1, S)
+          -- fp32 sums of 136 products in different orders (and int8's scale applied after
+          -- the sum): a few ulps of the largest output
+          assert.is_true(relative_error(y, want) < 1e-5, "vs dense program: " .. relative_error(y, want))
+          assert.is_true(relative_error(y, host) < 1e-5, "vs host: " .. relative_error(y, host))
+        end)
+      end
+
+      it("runs in the ane profile (fp16) as the dense dequantized fp16 weights do", function()
+        local function fp16_program(weight)
+          local g = ane.graph("half")
+          local x = g:input("x", { 1, cin, 1, 32 }, "fp16")
+          g:output("y", nn.linear(g, x, weight, nil, { name = "proj" }))
+          return ane.compile(g, { profile = "ane", precision = "fp16" })
+        end
+        local x = randn({ 1, cin, 1, 32 }, 1.0, 31):to("fp16")
+        local y = fp16_program(ane.quantize(w, encoding)):eval({ x = x }).y:to("fp32")
+        local want = fp16_program(ane.quantize(w, encoding):dequantize():to("fp16")):eval({ x = x }).y:to("fp32")
+        -- both round the output to fp16 (2^-11 relative); the dense weights are also rounded
+        -- to fp16 where the quantized ones are not: within 2 fp16 ulps of the largest output
+        assert.is_true(relative_error(y, want) < 2 * 2 ^ -11, "relative " .. relative_error(y, want))
+      end)
+
+      it("refuses a patch of a quantized weight, naming it", function()
+        local program = linear_program(q, cin, 1, "patched")
+        local ok, err = pcall(program.patch, program, { proj_weight = dense:reshape(cout, cin, 1, 1) })
+        assert.is_false(ok)
+        assert.matches("weight 'proj_weight' is " .. encoding .. "-quantized", tostring(err), 1, true)
+      end)
+
+      it("refuses gradients for a quantized weight", function()
+        local g = ane.graph("trained")
+        local x = g:input("x", { 1, cin, 1, 4 }, "fp32")
+        g:output("y", nn.linear(g, x, q, nil, { name = "proj" }))
+        local ok, err = pcall(ane.grad, g, { wrt = { "proj_weight" } })
+        assert.is_false(ok)
+        assert.matches("weight 'proj_weight' of graph 'trained' is " .. encoding .. "-quantized", tostring(err), 1, true)
+      end)
+    end)
+  end
+end)
+
+describe("quantized models", function()
+  local llama = require("ane.models.llama")
+  local hf_llama = require("ane.formats.hf_llama")
+  local set = helpers.repo_data()
+  local ids = { 1, 5, 9, 100, 42, 7, 3 }
+
+  -- The same weights dequantized: the dense model the quantized one must equal.
+  local function dequantized(W, encoding)
+    local copy = { config = W.config, layers = {}, source = W.source, naming = W.naming, stop_token = W.stop_token,
+      token_embedding = W.token_embedding, rms_final = W.rms_final, shared_classifier = false }
+    for l, L in ipairs(W.layers) do
+      copy.layers[l] = {}
+      for field, t in pairs(L) do
+        copy.layers[l][field] = t:ndim() == 2 and ane.quantize(t, encoding, { dtype = "fp32" }):dequantize() or t
+      end
+    end
+    copy.wcls = ane.quantize(W.wcls, "int8", { dtype = "fp32" }):dequantize()
+    return copy
+  end
+
+  for _, case in ipairs({ { "qwen3-tiny", "hf" }, { "llama-tiny", "bin" } }) do
+    local name = case[1]
+    local path = set.reference_root .. "/" .. name .. (case[2] == "bin" and "/model.bin" or "")
+    for _, encoding in ipairs({ "int8", "int4" }) do
+      it(name .. " " .. encoding .. " equals the dense model of its dequantized weights", function()
+        local reader = require(case[2] == "bin" and "ane.formats.llama2c" or "ane.formats.hf_llama")
+        local W = assert(reader.read(path))
+        local quantized = llama.from_weights(W, { precision = "fp32", quantize = encoding })
+        local dense = llama.from_weights(dequantized(W, encoding), { precision = "fp32" })
+        local a, b = quantized:logits(ids), dense:logits(ids)
+        -- fp32 throughout; the only difference is where int8's scale is applied and the
+        -- order of sums: 1e-4 of the largest logit
+        assert.is_true(relative_error(a, b) < 1e-4, "relative " .. relative_error(a, b))
+        assert.matches(encoding .. " weights %(classifier int8%)", tostring(quantized))
+      end)
+    end
+  end
+
+  it("saves a quantized Qwen3 that loads back without re-quantizing, to the same logits", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local model = assert(llama.load(set.reference_root .. "/qwen3-tiny", { precision = "fp16", quantize = "int4" }))
+    assert(model:save_quantized(dir))
+    local config = assert(ane.io.read_json(dir .. "/config.json"))
+    assert.are.equal("anelua", config.quantization_config.quant_method)
+    local loaded = assert(llama.load(dir, { precision = "fp16" }))
+    assert.are.equal(0.0, loaded:logits(ids):max_abs_diff(model:logits(ids)))
+    local tensors = assert(ane.io.load_safetensors(dir .. "/model.safetensors"))
+    assert.are.equal("uint8", tensors["model.layers.0.mlp.up_proj.weight"]:dtype())
+    assert.are.same({ 128, 64 // 2 }, tensors["model.layers.0.mlp.up_proj.weight"]:shape())
+    assert.are.same({ 128, 16 }, tensors["model.layers.0.mlp.up_proj.weight_palette"]:shape())
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+
+  it("refuses training a quantized model, and foreign or broken quantized directories", function()
+    local model = assert(llama.load(set.reference_root .. "/qwen3-tiny", { precision = "fp32", quantize = "int8" }))
+    local ok, err = pcall(model.parameters, model)
+    assert.is_false(ok)
+    assert.matches("holds quantized weights, which are for inference", tostring(err), 1, true)
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(model:save_quantized(dir))
+    local config = assert(ane.io.read_json(dir .. "/config.json"))
+    config.quantization_config.quant_method = "gptq"
+    assert(ane.io.write_file_atomic(dir .. "/config.json", require("cjson").encode(config)))
+    local loaded, why = hf_llama.read(dir)
+    assert.is_nil(loaded)
+    assert.matches("quantization_config.quant_method 'gptq' is not supported", why, 1, true)
+    config.quantization_config.quant_method = "anelua"
+    assert(ane.io.write_file_atomic(dir .. "/config.json", require("cjson").encode(config)))
+    local tensors = assert(ane.io.load_safetensors(dir .. "/model.safetensors"))
+    local kept = {}
+    for key, t in pairs(tensors) do
+      if key ~= "model.layers.1.self_attn.o_proj.weight_scale" then kept[key] = t:copy() end
+    end
+    tensors = nil
+    collectgarbage()
+    assert(ane.io.save_safetensors(dir .. "/model.safetensors", kept))
+    loaded, why = hf_llama.read(dir)
+    assert.is_nil(loaded)
+    assert.matches("tensor 'model.layers.1.self_attn.o_proj.weight' is int8 with no "
+      .. "'model.layers.1.self_attn.o_proj.weight_scale' or", why, 1, true)
+    os.execute("rm -rf '" .. dir .. "'")
+  end)
+end)
