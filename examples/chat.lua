@@ -1,8 +1,12 @@
 -- Chat with a Qwen3 model (a Hugging Face directory: config.json, model.safetensors,
 -- tokenizer.json, and generation_config.json when there is one) in the terminal.
---   anelua examples/chat.lua MODEL_DIR [--system TEXT] [--prompt TEXT] [--no-think]
+--   anelua examples/chat.lua [MODEL_DIR] [--system TEXT] [--prompt TEXT] [--no-think]
 --          [--show-thinking] [--max-tokens N] [--context N] [--temperature T] [--top-k K]
---          [--top-p P] [--seed S] [--backend sim|ane] [--precision fp16|fp32] [--profile ane|cpu]
+--          [--top-p P] [--seed S] [--quantize int8|int4] [--backend sim|ane]
+--          [--precision fp16|fp32] [--profile ane|cpu]
+-- Without MODEL_DIR it runs a demo: a small Qwen3-shaped model with random weights and the
+-- Qwen3 tokenizer in data/tokenizers (the replies are noise; the chat machinery is real).
+-- --quantize int8 | int4 quantizes every linear layer at load (ane.quantize).
 -- With --prompt it answers once and exits; otherwise it reads one user turn per line until
 -- end of input (Ctrl-D); "/reset" starts a new conversation. The conversation stays in the
 -- model's KV cache across turns (earlier turns are never computed again) until it fills
@@ -17,9 +21,9 @@ local lfs = require("lfs")
 
 local command = cli.command{
   name = "examples/chat.lua",
-  usage = "MODEL_DIR [options]",
+  usage = "[MODEL_DIR] [options]",
   summary = "Chat with a Qwen3 model in the terminal (or answer one --prompt).",
-  positional = { { "MODEL_DIR", "a Hugging Face Qwen3 directory" } },
+  positional = { { "MODEL_DIR", "a Hugging Face Qwen3 directory (none: a random-weight demo)", optional = true } },
   options = {
     { "system", "string", nil, "a system message for the conversation" },
     { "prompt", "string", nil, "answer this one user turn and exit" },
@@ -31,6 +35,8 @@ local command = cli.command{
     { "top-k", "integer", nil, "sample among the K most likely (default: generation_config.json, else 20)", min = 0 },
     { "top-p", "number", nil, "nucleus mass (default: generation_config.json, else 0.95)", min = 0, max = 1, open_min = true },
     { "seed", "integer", 1, "sampling seed" },
+    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
+      choices = { "int8", "int4" } },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS)", choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
     { "profile", "choice", nil, "ane (the device's rules) or cpu", choices = { "ane", "cpu" } },
@@ -40,13 +46,24 @@ local command = cli.command{
 local opts, positional = command:parse(arg)
 local dir = positional[1]
 command:use_backend(opts.backend)
-if lfs.attributes(dir, "mode") ~= "directory" then command:fail(dir .. " is not a model directory") end
-local model, err = require("ane.models.qwen3").load(dir, { precision = opts.precision, profile = opts.profile })
-if not model then command:fail(err) end
-local tok, terr = require("ane.tokenizer").load(dir .. "/tokenizer.json")
+local qwen3 = require("ane.models.qwen3")
+local model_options = { precision = opts.precision, profile = opts.profile, quantize = opts.quantize }
+local model, err, tokenizer_path, config, generation
+if dir then
+  if lfs.attributes(dir, "mode") ~= "directory" then command:fail(dir .. " is not a model directory") end
+  model, err = qwen3.load(dir, model_options)
+  if not model then command:fail(err) end
+  tokenizer_path, config = dir .. "/tokenizer.json", assert(ane.io.read_json(dir .. "/config.json"))
+  generation = lfs.attributes(dir .. "/generation_config.json") and ane.io.read_json(dir .. "/generation_config.json") or {}
+else -- the demo: Qwen3's shape at a size that answers at once, its tokenizer, its end-of-turn ids
+  local root = arg[0]:match("^(.*)/examples/[^/]*$") or "."
+  model = qwen3.from_weights(qwen3.random_weights(qwen3.CONFIGS.demo, opts.seed), model_options)
+  tokenizer_path, config, generation = root .. "/data/tokenizers/qwen3/tokenizer.json", qwen3.DEMO_IDS, {}
+  io.stderr:write("demo: no MODEL_DIR given, so a small Qwen3-shaped model with random weights answers (noise);\n"
+    .. "      pass a Hugging Face Qwen3 directory (e.g. Qwen3-0.6B) to chat for real\n")
+end
+local tok, terr = require("ane.tokenizer").load(tokenizer_path)
 if not tok then command:fail(terr) end
-local config = assert(ane.io.read_json(dir .. "/config.json"))
-local generation = lfs.attributes(dir .. "/generation_config.json") and ane.io.read_json(dir .. "/generation_config.json") or {}
 local stop = chat.stop_ids(config, generation)
 if next(stop) == nil then command:fail(dir .. ": config.json names no eos_token_id to end a turn at") end
 local sampling = {

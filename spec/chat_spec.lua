@@ -97,6 +97,24 @@ describe("examples/chat.lua", function()
     assert.matches("^qwen3 %(2 layers.-128 positions of context; temperature 0\n", err)
   end)
 
+  it("quantizes the model at load with --quantize, saying so", function()
+    for _, mode in ipairs({ "int8", "int4" }) do
+      local _, err, code = run("--prompt hi --max-tokens 4 --temperature 0 --quantize " .. mode, "")
+      assert.are.equal(0, code, err)
+      assert.matches(mode .. " weights %(classifier int8%)", err)
+    end
+  end)
+
+  it("runs a labelled random-weight demo when no model directory is given", function()
+    local script = helpers.root .. "/examples/chat.lua"
+    local out, err, code = helpers.run(helpers.quote(helpers.anelua) .. " " .. helpers.quote(script)
+      .. " --max-tokens 6 --seed 2", "hello\nsecond turn\n")
+    assert.are.equal(0, code, err)
+    assert.matches("demo: no MODEL_DIR given, so a small Qwen3%-shaped model with random weights answers", err)
+    assert.matches("from random Qwen3 weights %(seed 2%)", err)
+    assert.is_true(#out > 0)
+  end)
+
   it("holds a scripted conversation, says when the context is full and starts again", function()
     local out, err, code = run("--max-tokens 30 --no-think --context 40 --temperature 0", "hi there friend\nand you?\n/reset\nagain\n")
     assert.are.equal(0, code, err)

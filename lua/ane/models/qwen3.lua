@@ -19,7 +19,13 @@ local M = {}
 M.CONFIGS = {
   ["0.6B"] = { dim = 1024, hidden = 3072, n_layer = 28, n_head = 16, n_kv_head = 8, head_dim = 128, vocab_size = 151936,
     seq_len = 40960 },
+  -- the chat example's demo (no weights given): Qwen3's vocabulary and layout, tiny layers
+  demo = { dim = 64, hidden = 128, n_layer = 2, n_head = 4, n_kv_head = 2, head_dim = 32, vocab_size = 151936,
+    seq_len = 4096 },
 }
+
+-- Qwen3's end-of-text and end-of-turn ids (<|endoftext|>, <|im_end|>), as its config.json says.
+M.DEMO_IDS = { eos_token_id = { 151645, 151643 } }
 
 --- A Hugging Face Qwen3 directory as a model (opts as for ane.models.llama), or nil and a
 --- message naming the file.
