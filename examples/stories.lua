@@ -2,7 +2,8 @@
 -- Llama / Qwen3 directory on anelua.
 --   anelua examples/stories.lua MODEL.bin|MODEL_DIR [--tokenizer tokenizer.bin|tokenizer.model|tokenizer.json]
 --          [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--seed S]
---          [--precision fp16|fp32] [--profile ane|cpu]
+--          [--precision fp16|fp32] [--profile ane|cpu] [--quantize int8|int4]
+-- --quantize quantizes every linear layer at load (ane.quantize; the classifier in int8).
 -- The tokenizer defaults to tokenizer.bin or tokenizer.model beside a checkpoint file (the
 -- SentencePiece vocabulary, with BOS), or tokenizer.json inside a model directory (byte-level
 -- BPE, no BOS).
@@ -18,6 +19,8 @@ local command = cli.command{
   positional = { { "MODEL.bin|MODEL_DIR", "llama2.c checkpoint (v0 or v1), or a Hugging Face directory" } },
   options = cli.with_generation_options({
     { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
+    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
+      choices = { "int8", "int4" } },
   }, 64),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
@@ -26,7 +29,7 @@ local model_path = positional[1]
 command:use_backend(opts.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
-local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile })
+local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile, quantize = opts.quantize })
 if not model then command:fail(err) end
 local is_directory = lfs.attributes(model_path, "mode") == "directory"
 local dir = is_directory and model_path or model_path:match("^(.*)/[^/]*$") or "."
