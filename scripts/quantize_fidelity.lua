@@ -24,6 +24,7 @@ local command = cli.command {
   },
 }
 local opts = command:parse(arg)
+ane.set_compile_budget(1000000) -- four builds of each model compile more than one device process may (ANE-05)
 local root = arg[0]:match("^(.*)/scripts/[^/]*$") or "."
 local lfs = require("lfs")
 -- the reference models: the shared data's (real vocabularies) when it is beside the

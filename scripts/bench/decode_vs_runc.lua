@@ -7,7 +7,6 @@
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local sentencepiece = require("ane.sentencepiece")
-local lfs = require("lfs")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local opts = require("ane.cli").command{
@@ -22,55 +21,22 @@ local opts = require("ane.cli").command{
 }:parse(arg)
 ane.set_compile_budget(1000000)
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-if not lfs.attributes(opts.peers .. "/build.sh") then
-  print("peer not available: no " .. opts.peers .. "/build.sh (run.c's sources); nothing to compare against")
+local common = dofile(root .. "/scripts/bench/common.lua")
+local paths, why = common.stories_peers(opts.peers, opts.work)
+if not paths then
+  print("peer not available: " .. why .. "; nothing to compare against")
   os.exit(0)
-end
-local checkpoint, runc = opts.work .. "/stories110M.bin", opts.work .. "/run"
-if not lfs.attributes(runc) or not lfs.attributes(checkpoint) then
-  print("building the peers into " .. opts.work .. " (run.c, a random Stories110M checkpoint) ...")
-  if not os.execute("bash " .. quote(opts.peers .. "/build.sh") .. " " .. quote(opts.work) .. " > /dev/null") then
-    print("peer not available: " .. opts.peers .. "/build.sh failed")
-    os.exit(0)
-  end
 end
 local tokenizer_bin = root .. "/data/tokenizers/llama2/tokenizer.bin"
 local prompt = "Once upon a time"
-
--- run.c: its own "achieved tok/s" (stderr) and its text (stdout).
-local function run_runc()
-  local out = os.tmpname()
-  local command = string.format("%s %s -z %s -t 0 -n %d -i %s > %s.out 2> %s.err", quote(runc), quote(checkpoint),
-    quote(tokenizer_bin), opts.tokens, quote(prompt), out, out)
-  assert(os.execute(command), "run.c failed: " .. command)
-  local text = io.open(out .. ".out"):read("a")
-  local rate = tonumber(io.open(out .. ".err"):read("a"):match("achieved tok/s: ([%d.]+)"))
-  os.remove(out .. ".out")
-  os.remove(out .. ".err")
-  os.remove(out)
-  return rate, text
-end
 
 -- anelua: the same prompt with BOS, greedy, the same number of positions as run.c's -n.
 local tok = assert(sentencepiece.load(tokenizer_bin, { vocab_size = 32000 }))
 local models = {}
 for _, precision in ipairs({ "fp32", "fp16" }) do
-  models[precision] = assert(llama.load(checkpoint, { precision = precision, profile = "cpu" }))
+  models[precision] = assert(llama.load(paths.checkpoint, { precision = precision, profile = "cpu" }))
 end
-local function run_anelua(model)
-  local ids = tok:encode(prompt, { bos = true })
-  local produced = {}
-  local before = model:stats()
-  local start = ane.clock()
-  for id in model:generate(ids, { max_tokens = opts.tokens - #ids, temperature = 0, stop_at_end = false }) do
-    produced[#produced + 1] = id
-  end
-  local seconds = ane.clock() - start
-  local after = model:stats()
-  local compiling = (after.compile_ms - before.compile_ms) / 1000
-  return #produced / (seconds - compiling), tok:decode({ 29871, table.unpack(produced) })
-end
+local function run_anelua(model) return common.anelua_greedy(model, tok, prompt, opts.tokens) end
 for _, model in pairs(models) do run_anelua(model) end -- compile every program once, outside the rounds
 
 print(string.format("Stories110M shape (random weights), %d positions, greedy, cpu profile; run.c built -Ofast -fopenmp -march=native",
@@ -79,7 +45,7 @@ print(string.format("%-6s %12s %12s %12s %8s", "round", "run.c tok/s", "fp32 tok
 local ratios = { fp32 = {}, fp16 = {} }
 local same_text = true
 for round = 1, opts.rounds do
-  local runc_rate, runc_text = run_runc()
+  local runc_rate, runc_text = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
   local fp32_rate, fp32_text = run_anelua(models.fp32)
   local fp16_rate = run_anelua(models.fp16)
   ratios.fp32[round], ratios.fp16[round] = fp32_rate / runc_rate, fp16_rate / runc_rate
@@ -91,13 +57,8 @@ for round = 1, opts.rounds do
   same_text = same_text and n > 0 and a:sub(1, n) == b:sub(1, n)
   print(string.format("%-6d %12.1f %12.1f %12.1f %8.2f", round, runc_rate, fp32_rate, fp16_rate, ratios.fp32[round]))
 end
-local function median_and_range(list)
-  local sorted = { table.unpack(list) }
-  table.sort(sorted)
-  return sorted[(#sorted + 1) // 2], sorted[1], sorted[#sorted]
-end
 for _, precision in ipairs({ "fp32", "fp16" }) do
-  local median, low, high = median_and_range(ratios[precision])
+  local median, low, high = common.median_and_range(ratios[precision])
   print(string.format("anelua %s / run.c: median %.2fx (range %.2f-%.2f over %d rounds)", precision, median, low, high,
     opts.rounds))
 end

@@ -6,7 +6,7 @@
 --            "attn_decode", its FFN kind and its final norm; refresh_weights() to bring
 --            self.P (program-layout weights) up to date before a graph is built
 --   forward(ids) -> x, per-layer prefill outputs {k =, v =}, bucket S
---   classify(x, T, S) -> [T, V] logits
+--   classify(x, T, S, first) -> [T - first + 1, V] logits of positions first (default 1) .. T
 --   embed_token(id, position, W) -> [1, C, 1, W] input of one decoded token
 --   cache_keys(prefill_k, T) -> [1, C, 1, T] keys as the decode program expects them cached
 --   decode_inputs(position, W) -> extra inputs of the decode attention program (or {})

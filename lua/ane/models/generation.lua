@@ -87,7 +87,7 @@ local function prefill(self, ids)
     v:slice(4, 1, T):copy_from(outputs[l].v:slice(4, 1, T))
     self.caches[l] = { k = k, v = v }
   end
-  self.logits = m:classify(x, T, S):slice(1, T, T):reshape(-1)
+  self.logits = m:classify(x, T, S, T):reshape(-1) -- the last position's only: generation needs no more
   m.counters.prefill_tokens = m.counters.prefill_tokens + T
   m.counters.prefill_seconds = m.counters.prefill_seconds + m:elapsed_without_compiling(start, compiling)
   self.mask = ane.tensor({ 1, 1, 1, Smax }, m.dtype):fill(MASK) -- 0 where the cache is filled

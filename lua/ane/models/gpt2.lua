@@ -204,11 +204,12 @@ function Model:embed(ids, start, S)
 end
 
 -- logits [T, V] (fp32) of the first T columns of a final-norm input.
-function Model:classify(x, T, S)
+function Model:classify(x, T, S, first) -- logits of positions first (default 1) .. T
+  first = first or 1
   local h = self:eval(self:program("ln_f", nil, S), "norm", 0, { x = x }).y                 -- [1, C, 1, S]
-  local C = self.config.n_embd
-  local columns = h:slice(4, 1, T):reshape(C, T)                           -- [C, T]
-  return decoder.classifier_logits(self.P.wte, columns:to("fp32"))          -- [T, V]
+  local C, n = self.config.n_embd, T - first + 1
+  local columns = h:slice(4, first, T):reshape(C, n)                       -- [C, n]
+  return decoder.classifier_logits(self.P.wte, columns:to("fp32"))          -- [n, V]
 end
 
 -- Runs all layers over a padded sequence; returns the residual stream and per-layer k, v.

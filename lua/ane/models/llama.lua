@@ -442,9 +442,11 @@ function Model:embed(ids, S)
   return x
 end
 
-function Model:classify(x, T, S)
+function Model:classify(x, T, S, first) -- logits of positions first (default 1) .. T
+  first = first or 1
   local h = self:eval(self:program("norm", nil, S), "norm", 0, { x = x }).y
-  return decoder.classifier_logits(self.P.wcls, h:slice(4, 1, T):reshape(self.config.dim, T):to("fp32")) -- [T, V]
+  local n = T - first + 1
+  return decoder.classifier_logits(self.P.wcls, h:slice(4, first, T):reshape(self.config.dim, n):to("fp32")) -- [n, V]
 end
 
 function Model:forward(ids)

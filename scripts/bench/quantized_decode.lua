@@ -1,0 +1,183 @@
+-- Benchmark: decoding with quantized weights, in one run, two parts.
+--   qwen3    Qwen3-0.6B shape (random weights, the real config): prefill of 256 tokens and
+--            greedy decode in fp16, int8 and int4 (cpu profile), each decode round right
+--            after a measurement of the memory read bandwidth: the bound of a round is
+--            bandwidth / bytes read per token (the layers' weights and the classifier as
+--            stored); prints tok/s, the bound and the median ratio with its range.
+--   stories  the same random Stories110M-shaped llama2.c checkpoint in anelua fp16 / int8 /
+--            int4 and in llama.cpp F16 / Q8_0 / Q4_0 (converted to GGUF by
+--            ../shared/peers/llama.cpp/make_models.sh), plus run.c fp32, alternating the
+--            programs round by round; prints the median ratio of each pair and its range, and
+--            the drift of each mode from its engine's own full-precision greedy text (the
+--            characters that agree before the first difference), measured the same way.
+-- Without the peers the stories part says so and is skipped.
+--   build/anelua scripts/bench/quantized_decode.lua [--part qwen3|stories|both] [--tokens N] [--rounds R]
+local ane = require("ane")
+local llama = require("ane.models.llama")
+local qwen3 = require("ane.models.qwen3")
+local lfs = require("lfs")
+
+local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
+local common = dofile(root .. "/scripts/bench/common.lua")
+local opts = require("ane.cli").command {
+  name = "scripts/bench/quantized_decode.lua",
+  summary = "Quantized decode against the bandwidth bound (Qwen3-0.6B shape) and llama.cpp (Stories110M shape).",
+  options = {
+    { "part", "choice", "both", "which part to run", choices = { "qwen3", "stories", "both" } },
+    { "tokens", "integer", 128, "tokens decoded per round", min = 8 },
+    { "rounds", "integer", 3, "alternating rounds", min = 1 },
+    { "peers", "path", root .. "/../shared/peers", "the peers' sources and build script" },
+    { "work", "path", "/tmp/anelua-peers", "where the peers are built and the checkpoint written" },
+  },
+}:parse(arg)
+ane.set_compile_budget(1000000)
+local MODES = { "fp16", "int8", "int4" }
+
+local function model_options(mode)
+  return { precision = "fp16", profile = "cpu", quantize = mode ~= "fp16" and mode or nil,
+    quantize_classifier = mode ~= "fp16" and "int8" or nil }
+end
+
+-- Bytes one decoded token reads: every layer weight and the classifier, as stored.
+local function bytes_per_token(model)
+  local function bytes(w) return ane.quantized.is(w) and w:bytes() or w:numel() * w:element_size() end
+  local total = bytes(model.P.wcls)
+  for _, L in ipairs(model.P.layers) do
+    for _, w in pairs(L) do total = total + bytes(w) end
+  end
+  return total
+end
+
+local function decode_rate(model, ids, tokens)
+  local produced, before = 0, model:stats()
+  local start = ane.clock()
+  for _ in model:generate(ids, { max_tokens = tokens, temperature = 0, stop_at_end = false }) do produced = produced + 1 end
+  local seconds = ane.clock() - start - (model:stats().compile_ms - before.compile_ms) / 1000
+  return produced / seconds, 1000 * seconds / produced
+end
+
+-- ------------------------------------------------------------------ Qwen3-0.6B shape
+
+local function qwen3_part()
+  print("Qwen3-0.6B shape (random weights, seed 1), cpu profile, greedy; bound = read bandwidth / bytes per token")
+  local weights = qwen3.random_weights(qwen3.CONFIGS["0.6B"], 1)
+  local probe = common.bandwidth_probe()
+  local prompt = {}
+  for i = 1, 256 do prompt[i] = (i * 7919) % 151000 + 1 end
+  print("| mode | weights + classifier read per token | prefill 256 tok/s | decode tok/s | bound tok/s | of bound (median, range) |")
+  print("|---|---|---|---|---|---|")
+  for _, mode in ipairs(MODES) do
+    local model = qwen3.from_weights(weights, model_options(mode))
+    decode_rate(model, { 1, 2, 3, 4 }, 4) -- compile the decode programs outside the timing
+    assert(model:session({ capacity = 512 }):feed(prompt)) -- compiles the prefill programs
+    local session = model:session({ capacity = 512 })
+    local start = ane.clock()
+    assert(session:feed(prompt))
+    local prefill = #prompt / (ane.clock() - start)
+    local bytes = bytes_per_token(model)
+    local median, low, high = common.paired_decode_rounds(probe, opts.rounds, bytes,
+      function() return decode_rate(model, { 1, 2, 3, 4 }, opts.tokens) end)
+    print(string.format("| %s | %.0f MB | %.1f | %.1f | %.1f | %.0f%% (%.0f-%.0f%%) |", mode, bytes / 1e6, prefill,
+      median.rate, median.bound, 100 * median.ratio, 100 * low, 100 * high))
+    io.stdout:flush()
+    model, session = nil, nil
+    collectgarbage()
+  end
+end
+
+-- ------------------------------------------------------------------ Stories110M vs llama.cpp
+
+local function llama_cpp_rate(bin, gguf, tokens)
+  local command = string.format("%s -m %s -p 0 -n %d -t 2 -r 1 -o csv 2>/dev/null", common.quote(bin .. "/llama-bench"),
+    common.quote(gguf), tokens)
+  local pipe = io.popen(command)
+  local csv = pipe:read("a")
+  pipe:close()
+  local last = csv:match("([^\n]+)\n?$") or ""
+  local fields = {}
+  for field in last:gmatch('"([^"]*)"') do fields[#fields + 1] = field end
+  return tonumber(fields[#fields - 1]) -- avg_ts
+end
+
+local function llama_cpp_text(bin, gguf, prompt, tokens)
+  local command = string.format("%s -m %s -p %s -n %d -t 2 -c 512 --temp 0 -no-cnv -s 1 2>/dev/null",
+    common.quote(bin .. "/llama-cli"), common.quote(gguf), common.quote(prompt), tokens)
+  local pipe = io.popen(command)
+  local text = pipe:read("a")
+  pipe:close()
+  return text
+end
+
+local function agreeing_characters(a, b)
+  local n = 0
+  while n < #a and n < #b and a:sub(n + 1, n + 1) == b:sub(n + 1, n + 1) do n = n + 1 end
+  return n
+end
+
+local function stories_part()
+  local paths, why = common.stories_peers(opts.peers, opts.work)
+  local bin = opts.peers .. "/llama.cpp/bin"
+  if not paths or not lfs.attributes(bin .. "/llama-bench") then
+    print("stories: peer not available: " .. (why or ("no " .. bin .. "/llama-bench")) .. "; skipped")
+    return
+  end
+  local tokenizer_bin = root .. "/data/tokenizers/llama2/tokenizer.bin"
+  local gguf = opts.work .. "/gguf"
+  if not os.execute(string.format("bash %s %s %s %s > /dev/null 2>&1", common.quote(opts.peers .. "/llama.cpp/make_models.sh"),
+      common.quote(paths.checkpoint), common.quote(tokenizer_bin), common.quote(gguf))) then
+    print("stories: peer not available: make_models.sh could not convert the checkpoint to GGUF; skipped")
+    return
+  end
+  local peer_file = { fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
+  local peer_name = { fp16 = "F16", int8 = "Q8_0", int4 = "Q4_0" }
+  local tok = assert(require("ane.sentencepiece").load(tokenizer_bin, { vocab_size = 32000 }))
+  local prompt = "Once upon a time"
+  local models = {}
+  for _, mode in ipairs(MODES) do
+    models[mode] = assert(llama.load(paths.checkpoint, model_options(mode)))
+    common.anelua_greedy(models[mode], tok, prompt, 16) -- compile outside the rounds
+  end
+  print(string.format("Stories110M shape (random weights), %d tokens decoded per run, greedy, 2 threads; alternating", opts.tokens))
+  print(string.format("%-6s %9s %9s %9s %9s %9s %9s %9s", "round", "run.c", "a.fp16", "cpp.F16", "a.int8", "cpp.Q8_0",
+    "a.int4", "cpp.Q4_0"))
+  local ratios = { fp16 = {}, int8 = {}, int4 = {}, runc = {} }
+  for round = 1, opts.rounds do
+    local runc = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
+    local row = { string.format("%-6d %9.1f", round, runc) }
+    for _, mode in ipairs(MODES) do
+      local ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
+      local theirs = llama_cpp_rate(bin, gguf .. "/" .. peer_file[mode], opts.tokens)
+      ratios[mode][round] = theirs and ours / theirs or 0 / 0
+      if mode == "int8" then ratios.runc[round] = ours / runc end
+      row[#row + 1] = string.format("%9.1f %9.1f", ours, theirs or 0 / 0)
+    end
+    print(table.concat(row, " "))
+    io.stdout:flush()
+  end
+  print()
+  print("| anelua | llama.cpp | median ratio (anelua / llama.cpp) | range |")
+  print("|---|---|---|---|")
+  for _, mode in ipairs(MODES) do
+    local median, low, high = common.median_and_range(ratios[mode])
+    print(string.format("| %s | %s | %.2fx | %.2f-%.2f |", mode, peer_name[mode], median, low, high))
+  end
+  local median, low, high = common.median_and_range(ratios.runc)
+  print(string.format("| int8 | run.c (fp32) | %.2fx | %.2f-%.2f |", median, low, high))
+  -- drift: each engine's quantized greedy text against its own full-precision one
+  print()
+  print("| drift from full precision (64 greedy tokens) | anelua (vs its fp32) | llama.cpp (vs its F32) |")
+  print("|---|---|---|")
+  local fp32 = assert(llama.load(paths.checkpoint, { precision = "fp32", profile = "cpu" }))
+  local _, our_reference = common.anelua_greedy(fp32, tok, prompt, 64)
+  local their_reference = llama_cpp_text(bin, gguf .. "/model-f32.gguf", prompt, 60)
+  for _, mode in ipairs(MODES) do
+    local _, ours = common.anelua_greedy(models[mode], tok, prompt, 64)
+    local theirs = llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
+    print(string.format("| %s / %s | %d of %d characters agree | %d of %d characters agree |", mode, peer_name[mode],
+      agreeing_characters(ours, our_reference), #our_reference, agreeing_characters(theirs, their_reference),
+      #their_reference))
+  end
+end
+
+if opts.part ~= "stories" then qwen3_part() end
+if opts.part ~= "qwen3" then stories_part() end
