@@ -164,9 +164,10 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
     const float *w = (const float *)ane_tensor_data(&values);
     for (int64_t i = 0; i < rows * k; i++)
         if (!isfinite(w[i])) {
+            const char *what = isnan(w[i]) ? "NaN" : w[i] > 0 ? "+inf" : "-inf";
             ane_tensor_release(&values);
             return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' holds %s at element %lld: only finite weights quantize",
-                            name, isnan(w[i]) ? "NaN" : w[i] > 0 ? "+inf" : "-inf", (long long)i);
+                            name, what, (long long)i);
         }
     int64_t width = ane_encoded_table_width(encoding);
     int64_t data_shape[2] = {rows, encoding == ANE_ENCODING_LUT4 ? k / 2 : k}, table_shape[2] = {rows, width};
