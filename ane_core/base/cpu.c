@@ -2,8 +2,10 @@
 #include "cpu.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
-static int f16c, avx2_fma_f16c;
+static int f16c, avx2_fma_f16c, avx512f;
 static pthread_once_t asked = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
@@ -12,7 +14,7 @@ static pthread_once_t asked = PTHREAD_ONCE_INIT;
 /* CPUID leaf 1: ECX bit 12 = FMA, 27 = OSXSAVE, 28 = AVX, 29 = F16C; leaf 7: EBX bit 5 = AVX2;
  * XCR0 bits 1 and 2: the OS saves SSE and AVX state. (clang 14's __builtin_cpu_supports
  * does not know "f16c".) */
-static void ask(void) {
+static void ask_cpu(void) {
     unsigned int a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     const unsigned int avx_f16c = (1u << 27) | (1u << 28) | (1u << 29);
@@ -24,10 +26,21 @@ static void ask(void) {
     f16c = 1;
     int fma = (c & (1u << 12)) != 0;
     avx2_fma_f16c = fma && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5));
+    /* leaf 7 EBX bit 16 = AVX-512F; XCR0 bits 5-7: the OS saves the opmask and ZMM state */
+    avx512f = avx2_fma_f16c && (b & (1u << 16)) && (xcr0_low & 0xE0u) == 0xE0u;
 }
 #else
-static void ask(void) {}
+static void ask_cpu(void) {}
 #endif
+
+/* ANELUA_CPU=avx2 or scalar turns the newer instruction sets off (the specs check every
+ * kernel path on one machine that way). */
+static void ask(void) {
+    ask_cpu();
+    const char *cap = getenv("ANELUA_CPU");
+    if (cap && strcmp(cap, "avx2") == 0) avx512f = 0;
+    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = 0;
+}
 
 int ane_cpu_has_f16c(void) {
     pthread_once(&asked, ask);
@@ -37,4 +50,9 @@ int ane_cpu_has_f16c(void) {
 int ane_cpu_has_avx2_fma_f16c(void) {
     pthread_once(&asked, ask);
     return avx2_fma_f16c;
+}
+
+int ane_cpu_has_avx512f(void) {
+    pthread_once(&asked, ask);
+    return avx512f;
 }

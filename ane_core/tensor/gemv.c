@@ -86,6 +86,40 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_avx2(const uint8_t *pa
     for (; j < k; j += 2) total += palette[packed[j / 2] & 15u] * x[j] + palette[packed[j / 2] >> 4] * x[j + 1];
     return total;
 }
+
+/* AVX-512: sixteen lanes, and the 16-entry palette is one register that vpermps indexes. */
+__attribute__((target("avx512f,avx2,fma"))) static float dot_int8_avx512(const int8_t *q, const float *x, int64_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j))));
+        __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j + 16))));
+        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
+        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + j + 16), a1);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; j < k; j++) total += (float)q[j] * x[j];
+    return total;
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static float dot_lut4_avx512(const uint8_t *packed, const float *palette,
+                                                                          const float *x, int64_t k) {
+    __m512 table = _mm512_loadu_ps(palette);
+    __m128i nibble = _mm_set1_epi8(15);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2)); /* 16 bytes: 32 indices */
+        __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+        __m512i i0 = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high)); /* elements j .. j + 15 */
+        __m512i i1 = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(low, high)); /* j + 16 .. j + 31 */
+        a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i0, table), _mm512_loadu_ps(x + j), a0);
+        a1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i1, table), _mm512_loadu_ps(x + j + 16), a1);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; j < k; j += 2) total += palette[packed[j / 2] & 15u] * x[j] + palette[packed[j / 2] >> 4] * x[j + 1];
+    return total;
+}
 #endif
 
 static float dot_int8_scalar(const int8_t *q, const float *x, int64_t k) {
@@ -145,6 +179,7 @@ static void rows_int8(void *context, int64_t first, int64_t last) {
     float (*dot)(const int8_t *, const float *, int64_t) = dot_int8_scalar;
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_int8_avx2;
+    if (ane_cpu_has_avx512f()) dot = dot_int8_avx512;
 #endif
     const int8_t *q = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(q + r * job->k, job->x, job->k) * job->table[r];
@@ -155,6 +190,7 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
     float (*dot)(const uint8_t *, const float *, const float *, int64_t) = dot_lut4_scalar;
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_lut4_avx2;
+    if (ane_cpu_has_avx512f()) dot = dot_lut4_avx512;
 #endif
     const uint8_t *packed = job->w;
     for (int64_t r = first; r < last; r++)

@@ -72,19 +72,21 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         b = b >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : b;
         count[b] += 1, sum[b] += w[j];
     }
+    /* the occupied bins, in order, moved to the front (a row of k values occupies <= k) */
+    int occupied = 0;
+    for (int b = 0; b < HISTOGRAM_BINS; b++)
+        if (count[b] > 0) count[occupied] = count[b], sum[occupied] = sum[b], occupied++;
     double centroid[ANE_LUT4_ENTRIES], seen = 0;
     int c = 0;
-    for (int b = 0; b < HISTOGRAM_BINS && c < ANE_LUT4_ENTRIES; b++) {
+    for (int b = 0; b < occupied && c < ANE_LUT4_ENTRIES; b++) {
         seen += count[b];
-        while (c < ANE_LUT4_ENTRIES && count[b] > 0 && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES)
-            centroid[c++] = sum[b] / count[b];
+        while (c < ANE_LUT4_ENTRIES && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES) centroid[c++] = sum[b] / count[b];
     }
     for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
     for (int round = 0; round < LLOYD_ROUNDS; round++) {
         double cluster_sum[ANE_LUT4_ENTRIES] = {0}, cluster_count[ANE_LUT4_ENTRIES] = {0};
         int nearest = 0; /* bins ascend and centroids are sorted: the nearest one only moves up */
-        for (int b = 0; b < HISTOGRAM_BINS; b++) {
-            if (count[b] == 0) continue;
+        for (int b = 0; b < occupied; b++) {
             double mean = sum[b] / count[b];
             while (nearest < ANE_LUT4_ENTRIES - 1 && mean > 0.5 * (centroid[nearest] + centroid[nearest + 1])) nearest++;
             cluster_sum[nearest] += sum[b], cluster_count[nearest] += count[b];
