@@ -1,0 +1,42 @@
+-- Benchmark: the quantized matrix-vector products alone (int8 rows x scale, 4-bit indices into
+-- a row's palette; ane_gemv_encoded through q:matmul) against BLAS's fp32 product over the
+-- same [rows, k] matrix in the same process, alternating in each round: bytes of weights
+-- read per second for each, and the median ratio of each quantized kernel's rate to BLAS's
+-- read bandwidth, with its range.
+--   build/anelua scripts/bench/quantized_kernels.lua [--rows N] [--k K] [--rounds R]
+local ane = require("ane")
+local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
+local common = dofile(root .. "/scripts/bench/common.lua")
+local opts = require("ane.cli").command {
+  name = "scripts/bench/quantized_kernels.lua",
+  summary = "int8 / int4 matrix-vector products against BLAS's fp32 one on the same matrix, alternating.",
+  options = {
+    { "rows", "integer", 8192, "rows of the matrix", min = 1 },
+    { "k", "integer", 4096, "columns (even)", min = 2 },
+    { "rounds", "integer", 5, "alternating rounds", min = 1 },
+  },
+}:parse(arg)
+
+local w = ane.tensor.randn({ opts.rows, opts.k }, { seed = 1, std = 0.02 })
+local x = ane.tensor.randn({ opts.k, 1 }, { seed = 2 })
+local kernels = {
+  { name = "fp32 BLAS", bytes = opts.rows * opts.k * 4, run = function() return w:matmul(x) end },
+}
+for _, encoding in ipairs({ "int8", "int4" }) do
+  local q = ane.quantize(w, encoding)
+  kernels[#kernels + 1] = { name = encoding, bytes = q:bytes(), run = function() return q:matmul(x) end }
+end
+for _, kernel in ipairs(kernels) do kernel.run() end -- warm (pages, helpers)
+print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels", opts.rows, opts.k))
+print(string.format("%-6s %12s %12s %12s", "round", "fp32 BLAS", "int8", "int4"))
+local ratios = { int8 = {}, int4 = {} }
+for round = 1, opts.rounds do
+  local rates = {}
+  for i, kernel in ipairs(kernels) do rates[i] = kernel.bytes / common.best_of(5, kernel.run) / 1e9 end
+  ratios.int8[round], ratios.int4[round] = rates[2] / rates[1], rates[3] / rates[1]
+  print(string.format("%-6d %12.1f %12.1f %12.1f", round, rates[1], rates[2], rates[3]))
+end
+for _, encoding in ipairs({ "int8", "int4" }) do
+  local median, low, high = common.median_and_range(ratios[encoding])
+  print(string.format("%s bytes/s over BLAS fp32's: median %.2fx (range %.2f-%.2f)", encoding, median, low, high))
+end
