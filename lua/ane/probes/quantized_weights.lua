@@ -1,6 +1,9 @@
 -- Quantized weights (newer facts; disputed): does the device take int8 weights through
 -- constexpr_affine_dequantize on the in-memory path? MIL text of an anchored program whose
--- weight const is replaced by an int8 constexpr_affine_dequantize of the same values.
+-- weight const is replaced by an int8 constexpr_affine_dequantize of the same values; then
+-- the two forms anelua's quantized models emit (ane.quantize: int8 per-row scales and int4
+-- per-row palettes through constexpr_lut_to_dense, with weight files), each against the
+-- program of its dequantized weights.
 local ane = require("ane")
 local programs = require("ane.probes.programs")
 
@@ -34,6 +37,29 @@ return {
     if not bench:matches(outputs.y, bench:reference(g, inputs).y, "y vs the fp16 weights") then
       return { verdict = "does not hold", summary = "ran, but not with the dequantized weights" }
     end
-    return { verdict = "holds", summary = "int8 weights run and match the fp16 program" }
+    for _, encoding in ipairs({ "int8", "int4" }) do -- what quantized models emit
+      local weights = ane.quantize(w, encoding)
+      local function graph(weight)
+        local h = ane.graph("probe_" .. encoding)
+        local input = h:input("x", { 1, C, 1, 32 })
+        h:output("y", h:relu(h:conv(input, h:const("qw", weight), { name = "mix" })))
+        return h
+      end
+      local emitted, files = graph(weights):mil()
+      local compiled, quantized_program = bench:compile_mil(emitted, files, "anelua's " .. encoding .. " weights ("
+        .. (encoding == "int8" and "per-row scales" or "per-row palettes, constexpr_lut_to_dense") .. ")")
+      if not compiled then
+        return { verdict = "does not hold", summary = "int8 through constexpr_affine_dequantize runs; anelua's " .. encoding
+          .. " form is refused: " .. require("ane.probe").gist(quantized_program) }
+      end
+      local done, result = bench:eval(quantized_program, inputs, nil, "evaluated")
+      if not done or not bench:matches(result.y, bench:reference(graph(weights:dequantize():to("fp16")), inputs).y,
+          "y vs the dequantized " .. encoding .. " weights") then
+        return { verdict = "does not hold", summary = "anelua's " .. encoding .. " form compiles but does not compute "
+          .. "with its weights" }
+      end
+    end
+    return { verdict = "holds", summary = "int8 (constexpr_affine_dequantize) and int4 palettes (constexpr_lut_to_dense) "
+      .. "run and match their dequantized weights" }
   end,
 }
