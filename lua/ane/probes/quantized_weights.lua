@@ -12,7 +12,7 @@ local C, SCALE = 16, 1 / 128
 return {
   name = "quantized_weights",
   rules = { "ANE-26" },
-  question = "Does the device run int8 weights through constexpr_affine_dequantize (one report: refused)?",
+  question = "Does the device run int8 weights through constexpr_affine_dequantize (one report: refused), and the int8 and int4-palette forms quantized models emit?",
   run = function(bench)
     local q, w = {}, ane.tensor({ C, C, 1, 1 }, "fp16")
     for i = 1, C * C do
