@@ -3,7 +3,7 @@
 #   scripts/fuzz.sh [seconds=600] [target=mil_parser]   (FUZZ_MAX_LEN: largest input, default
 #   65536; FUZZ_RUNS: stop after that many executions)
 # Targets: mil_parser (the MIL parser and the sim backend; corpus seeded from
-# spec/golden/*.mil, dictionary spec/fuzz/mil.dict) and milblob (the MILBlob reader; seeded
+# spec/golden/*.mil and spec/fuzz/seeds/mil_parser/*.mil, dictionary spec/fuzz/mil.dict) and milblob (the MILBlob reader; seeded
 # from spec/fuzz/seeds/milblob). Corpora grow in spec/fuzz/corpus[-<target>]; crashes land in
 # spec/fuzz/crashes/ (copy fixed ones to spec/fuzz/regressions/ as <name>.mil, or to
 # spec/fuzz/regressions/milblob/, which the test suite replays). Needs Debian's clang, which
@@ -14,7 +14,7 @@ seconds=${1:-600}
 target=${2:-mil_parser}
 out="$root/build-fuzz"
 case "$target" in
-  mil_parser) corpus="$root/spec/fuzz/corpus"; seeds=("$root"/spec/golden/*.mil); extra=(-dict="$root/spec/fuzz/mil.dict") ;;
+  mil_parser) corpus="$root/spec/fuzz/corpus"; seeds=("$root"/spec/golden/*.mil "$root"/spec/fuzz/seeds/mil_parser/*.mil); extra=(-dict="$root/spec/fuzz/mil.dict") ;;
   milblob) corpus="$root/spec/fuzz/corpus-milblob"; seeds=("$root"/spec/fuzz/seeds/milblob/*); extra=() ;;
   safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config)
     reader=$target; target=lua_reader; corpus="$root/spec/fuzz/corpus-$reader"
