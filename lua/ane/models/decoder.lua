@@ -308,6 +308,14 @@ function M.check_quantize_options(opts, W, level)
   if (quantize or ane.quantized.is(W.wcls)) and opts.weights_as_inputs then
     error("quantized weights are baked into the programs; weights_as_inputs feeds dense ones (choose one)", level + 1)
   end
+  for _, L in ipairs(W.layers or {}) do -- a quantized checkpoint: its codes are final
+    for _, t in pairs(L) do
+      if ane.quantized.is(t) and quantize and quantize ~= t:encoding() then
+        error(string.format("%s holds %s weights already; quantize = '%s' would quantize their codes again (load it "
+          .. "without quantize, or quantize the dense checkpoint)", tostring(W.source), t:encoding(), quantize), level + 1)
+      end
+    end
+  end
   return quantize, classifier or nil
 end
 
