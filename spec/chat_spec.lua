@@ -46,6 +46,11 @@ describe("the Qwen3 chat format", function()
     assert.are.equal("<think>x</think>y", shown("<think>x</think>y"))
   end)
 
+  it("ignores eos_token_id entries that name no token (fractions, strings, beyond 2^63)", function()
+    local ids = chat.stop_ids({ eos_token_id = { 1.5, 7, "x", 3e108 } }, { eos_token_id = 2 })
+    assert.are.same({ [7] = true, [2] = true }, ids)
+  end)
+
   it("stops at the end-of-turn ids of config.json and generation_config.json", function()
     assert.are.same({ [514] = true, [151645] = true, [151643] = true },
       chat.stop_ids({ eos_token_id = 514 }, { eos_token_id = { 151645, 151643 } }))

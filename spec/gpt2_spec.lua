@@ -140,6 +140,17 @@ describe("GPT-2 loaders" .. label, function()
     helpers.write_file(target .. "/config.json", text)
   end
 
+  it("refuse a config.json whose sizes are not integers, naming the field (also 3e108, beyond 2^63)", function()
+    local dir = reference()
+    for _, bad in ipairs({ "3e108", "2.5", "\"12\"" }) do
+      local target = helpers.tmpdir()
+      copy_config(dir, target, function(text) return (text:gsub('"n_head"%s*:%s*%d+', '"n_head": ' .. bad)) end)
+      local model, err = gpt2.load(target, { precision = "fp32" })
+      assert.is_nil(model)
+      assert.matches("config.json: 'n_head' is missing or not an integer", err, 1, true)
+    end
+  end)
+
   it("read sharded files with a transformer. prefix and attention buffers", function()
     local dir, expected, V = reference()
     local tensors = assert(ane.io.load_safetensors(dir))

@@ -133,8 +133,10 @@ function M.stop_ids(config, generation_config)
   local ids = {}
   for _, source in ipairs({ config or {}, generation_config or {} }) do
     local eos = source.eos_token_id
-    if type(eos) == "number" then ids[math.tointeger(eos)] = true end
-    if type(eos) == "table" then for _, id in ipairs(eos) do ids[math.tointeger(id)] = true end end
+    for _, id in ipairs(type(eos) == "table" and eos or { eos }) do
+      local integer = type(id) == "number" and math.tointeger(id) -- (anything else names no token)
+      if integer then ids[integer] = true end
+    end
   end
   return ids
 end

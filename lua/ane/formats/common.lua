@@ -1,5 +1,8 @@
 -- ane.formats.common: what the checkpoint readers share: looking a tensor up by name with
--- the shape the configuration implies, and errors naming the file, the tensor and both shapes.
+-- the shape the configuration implies, and errors naming the file, the tensor and both shapes;
+-- integer fields of a config.json.
+local cjson = require("cjson.safe")
+
 local M = {}
 
 local function shape_string(shape) return "[" .. table.concat(shape, ", ") .. "]" end
@@ -20,6 +23,16 @@ function M.expect_tensor(tensors, name, shape, source)
       shape_string(shape))
   end
   return t
+end
+
+--- config[key] as a Lua integer (JSON numbers like 12 or 12.0), `default` when absent; else nil
+--- and a message naming the source and the key (also for integral floats beyond 2^63).
+function M.integer_field(config, key, source, default)
+  local value = config[key]
+  if value == nil or value == cjson.null then value = default end
+  local integer = type(value) == "number" and math.tointeger(value) or nil
+  if not integer then return nil, string.format("%s: '%s' is missing or not an integer", source, key) end
+  return integer
 end
 
 return M

@@ -5,7 +5,8 @@
 --
 --   local W = assert(require("ane.formats.hf_gpt2").read("models/gpt2"))
 local ane = require("ane")
-local expect = require("ane.formats.common").expect_tensor
+local common = require("ane.formats.common")
+local expect = common.expect_tensor
 
 local M = {}
 
@@ -20,10 +21,8 @@ local function read_config(dir)
     eps = config.layer_norm_epsilon or 1e-5,
   }
   for _, key in ipairs({ "n_embd", "n_layer", "n_head", "n_positions", "vocab_size" }) do
-    if math.type(out[key]) ~= "integer" and not (type(out[key]) == "number" and out[key] == math.floor(out[key])) then
-      return fail("%s/config.json: '%s' is missing or not an integer", dir, key)
-    end
-    out[key] = math.tointeger(out[key])
+    out[key], err = common.integer_field(out, key, dir .. "/config.json")
+    if not out[key] then return nil, err end
   end
   if out.n_embd % out.n_head ~= 0 then return fail("%s/config.json: n_embd %d is not divisible by n_head %d", dir, out.n_embd, out.n_head) end
   return out

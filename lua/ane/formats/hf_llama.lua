@@ -18,14 +18,7 @@ local M = {}
 
 local function fail(format, ...) return nil, string.format(format, ...) end
 
-local function integer_field(config, key, source, default)
-  local value = config[key]
-  if value == nil or value == cjson.null then value = default end
-  if type(value) ~= "number" or value ~= math.floor(value) then
-    return nil, string.format("%s: '%s' is missing or not an integer", source, key)
-  end
-  return math.tointeger(value)
-end
+local integer_field = common.integer_field
 
 -- A quantized weight stored as codes + scales or palettes (see the top), checked.
 local function quantized_tensor(tensors, key, shape, dir)
