@@ -247,6 +247,19 @@ describe("quantized models", function()
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
+  it("scripts/quantize.lua writes a directory examples/chat.lua then runs as it is", function()
+    local out = helpers.tmpdir() .. "/quantized"
+    local function anelua(args) return helpers.run(helpers.quote(helpers.anelua) .. " " .. args, "") end
+    local stdout, err, code = anelua(helpers.quote(helpers.root .. "/scripts/quantize.lua") .. " "
+      .. helpers.quote(set.reference_root .. "/qwen3-tiny") .. " " .. helpers.quote(out) .. " --mode int4")
+    assert.are.equal(0, code, err)
+    assert.matches("int4 weights %(classifier int8%)", stdout)
+    _, err, code = anelua(helpers.quote(helpers.root .. "/examples/chat.lua") .. " " .. helpers.quote(out)
+      .. " --prompt hi --max-tokens 3 --temperature 0")
+    assert.are.equal(0, code, err)
+    assert.matches("int4 weights %(classifier int8%), profile ane%) from " .. out:gsub("%p", "%%%0"), err)
+  end)
+
   it("refuses training a quantized model, and foreign or broken quantized directories", function()
     local model = assert(llama.load(set.reference_root .. "/qwen3-tiny", { precision = "fp32", quantize = "int8" }))
     local ok, err = pcall(model.parameters, model)
