@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes a reader with libFuzzer under ASan + UBSan.
 #   scripts/fuzz.sh [seconds=600] [target=mil_parser]   (FUZZ_MAX_LEN: largest input, default
-#   65536; FUZZ_RUNS: stop after that many executions)
+#   65536; FUZZ_RUNS: stop after that many executions; FUZZ_TIMEOUT: seconds before an input
+#   counts as a hang, default 10 — raise it for a fuzzer run at low priority beside other work)
 # Targets: mil_parser (the MIL parser and the sim backend; corpus seeded from
 # spec/golden/*.mil and spec/fuzz/seeds/mil_parser/*.mil, dictionary spec/fuzz/mil.dict) and milblob (the MILBlob reader; seeded
 # from spec/fuzz/seeds/milblob). Corpora grow in spec/fuzz/corpus[-<target>]; crashes land in
@@ -41,7 +42,7 @@ echo "==> fuzzing $name for ${seconds}s"
 cd "$out"
 status=0
 FUZZ_READER=${reader:-} FUZZ_ROOT="$root" OPENBLAS_NUM_THREADS=1 "$binary" -max_total_time="$seconds" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -max_len=${FUZZ_MAX_LEN:-65536} \
-  -timeout=10 -rss_limit_mb=4096 "${extra[@]}" -artifact_prefix="$root/spec/fuzz/crashes/$name-" -print_final_stats=1 \
+  -timeout=${FUZZ_TIMEOUT:-10} -rss_limit_mb=4096 "${extra[@]}" -artifact_prefix="$root/spec/fuzz/crashes/$name-" -print_final_stats=1 \
   "$corpus" >"$out/fuzz-$name.log" 2>&1 || status=$?
 grep -E "^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY|^stat::|fuzz_lua_reader:" "$out/fuzz-$name.log" | head -20 || true
 echo "==> exit status $status; crashes: $(ls "$root/spec/fuzz/crashes" | wc -l)"
