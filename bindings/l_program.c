@@ -1,5 +1,6 @@
 /* Programs from Lua (type "ane.Program"): ane.compile, ane.compile_mil, ane.cached,
- * prog:eval / patch / inputs / outputs / weights / close, and the runtime statistics.
+ * prog:eval / submit / patch / write_input / read_input / inputs / outputs / weights / close,
+ * and the runtime statistics.
  * Inputs and outputs are bound by name; values are tensors or surfaces. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +319,32 @@ static int m_submit(lua_State *L) {
     return 1;
 }
 
+/* prog:write_input(name, tensor, [position = 1]) -> prog: keeps input `name` in the program
+ * (a KV cache), `tensor` written at positions position .. position + n - 1 of its last axis;
+ * evals that bind nothing for `name` read it. */
+static int m_write_input(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    ane_tensor *value = ane_lua_test_tensor(L, 3);
+    if (!value) return luaL_error(L, "write_input: the value must be a tensor, not a %s", luaL_typename(L, 3));
+    lua_Integer position = luaL_optinteger(L, 4, 1);
+    if (position < 1) return luaL_error(L, "write_input: positions count from 1, not %d", (int)position);
+    ane_error err;
+    if (ane_program_write_input(program, name, position - 1, value, &err)) return ane_lua_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* prog:read_input(name) -> a new tensor holding the resident input */
+static int m_read_input(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    ane_tensor out;
+    ane_error err;
+    if (ane_program_read_input(program, luaL_checkstring(L, 2), &out, &err)) return ane_lua_raise(L, &err);
+    ane_lua_push_tensor(L, &out);
+    return 1;
+}
+
 /* prog:patch{ name = tensor, ... } -> prog */
 static int m_patch(lua_State *L) {
     ane_program *program = check_program(L, 1);
@@ -530,7 +557,8 @@ static int l_set_cache_limit(lua_State *L) {
 
 void ane_lua_open_program(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"eval", m_eval}, {"submit", m_submit}, {"patch", m_patch}, {"inputs", m_inputs}, {"outputs", m_outputs},
+        {"eval", m_eval}, {"submit", m_submit}, {"patch", m_patch}, {"write_input", m_write_input},
+        {"read_input", m_read_input}, {"inputs", m_inputs}, {"outputs", m_outputs},
         {"weights", m_weights}, {"close", program_release}, {NULL, NULL},
     };
     static const luaL_Reg meta[] = {

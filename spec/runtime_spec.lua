@@ -162,6 +162,57 @@ describe("programs", function()
     assert.error_matches(function() bad:wait() end, "already waited for")
   end)
 
+  -- A KV cache kept in the program: written a few positions at a time, read by every eval that
+  -- binds nothing for it. Exact equality: the bound eval and the resident one convert the same
+  -- values the same way (fp32 data to fp16 once, RNE), so any difference is a bug.
+  it("keeps an input resident: writes by position equal binding the whole tensor, bit for bit", function()
+    local g = ane.graph("cache_reader")
+    local cache = g:input("cache", { 1, 64, 1, 32 })
+    local x = g:input("x", { 1, 64, 1, 32 })
+    g:output("y", g:mul(g:add(cache, x), x))
+    for _, options in ipairs({ { precision = "fp16" }, { precision = "fp32" }, { profile = "cpu" } }) do
+      local program = ane.compile(g, options)
+      local full = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 11 })
+      local xs = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 12 })
+      -- positions 1-10 only: the rest of the buffer reads as zeros
+      program:write_input("cache", full:slice(4, 1, 10))
+      local partial = ane.tensor({ 1, 64, 1, 32 }):fill(0)
+      partial:slice(4, 1, 10):copy_from(full:slice(4, 1, 10))
+      assert.are.equal(program:eval({ x = xs, cache = partial }).y:bytes(), program:eval({ x = xs }).y:bytes())
+      -- then one position, then the rest, an fp16 tensor among them
+      program:write_input("cache", full:slice(4, 11, 11), 11)
+      program:write_input("cache", full:slice(4, 12, 32):to("fp16"), 12)
+      local want = program:eval({ x = xs, cache = full }).y:bytes()
+      if (options.precision or "fp16") == "fp16" then
+        local mixed = full:copy()
+        mixed:slice(4, 12, 32):copy_from(full:slice(4, 12, 32):to("fp16"))
+        want = program:eval({ x = xs, cache = mixed }).y:bytes()
+      end
+      assert.are.equal(want, program:eval({ x = xs }).y:bytes())
+      assert.are.equal(want, program:submit({ x = xs }):wait().y:bytes())
+      -- read back in the interface's dtype
+      local back = program:read_input("cache")
+      assert.are.same({ 1, 64, 1, 32 }, back:shape())
+      assert.are.equal(options.precision == "fp32" and "fp32" or "fp16", back:dtype())
+      assert.are.equal(full:slice(4, 1, 11):to(back:dtype()):bytes(), back:slice(4, 1, 11):copy():bytes())
+      -- a binding still wins over the resident buffer
+      local zeros = ane.tensor({ 1, 64, 1, 32 }):fill(0)
+      assert.are.equal(program:eval({ x = xs, cache = zeros }).y:bytes(),
+        program:eval({ x = xs, cache = zeros:copy() }).y:bytes())
+      -- mistakes, each named
+      assert.error_matches(function() program:write_input("cache", full:slice(4, 1, 2), 32) end,
+        "input 'cache' of program 'cache_reader' is %[1, 64, 1, 32%]; a write at position 31 must match it but in the last axis and fit in its 32 positions, not be %[1, 64, 1, 2%]")
+      assert.error_matches(function() program:write_input("cache", ane.tensor({ 1, 32, 1, 1 })) end,
+        "not be %[1, 32, 1, 1%]")
+      assert.error_matches(function() program:write_input("cahce", full) end, "has no input 'cahce' %(inputs: cache, x%)")
+      assert.error_matches(function() program:write_input("cache", full, 0) end, "positions count from 1")
+      assert.error_matches(function() program:write_input("cache", 3) end, "the value must be a tensor, not a number")
+      assert.error_matches(function() program:read_input("x") end, "input 'x' of program 'cache_reader' was never written")
+      assert.error_matches(function() program:eval({}) end, "program 'cache_reader' needs input 'x'")
+      program:close()
+    end
+  end)
+
   it("refuses an unavailable backend instead of falling back", function()
     local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
     if ane.backends().ane == true then -- the ane matrix row (the test double): it runs there

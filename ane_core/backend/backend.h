@@ -37,6 +37,8 @@ typedef struct ane_binding {
     ane_tensor view;             /* the bytes as the program reads/writes them */
     size_t alloc_size;           /* bytes allocated behind it (surfaces); 0 = not a surface */
     void *surface_handle;        /* the surface's IOSurfaceRef, or NULL */
+    int resident;                /* inputs: nothing bound; the program reads its own buffer as
+                                    write_input left it (view and alloc_size unused) */
 } ane_binding;
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */
@@ -85,6 +87,15 @@ struct ane_backend {
     /* Applies patches batched since the last eval (NULL: patches apply at once). The eval
      * commits by itself too; the runtime commits before handing an eval to another thread. */
     ane_status (*commit)(ane_loaded *instance, ane_error *err);
+    /* Resident inputs (a KV cache the program reads every eval): writes `value` (the port's
+     * shape but `count` positions on the last axis) into the instance's own buffer for input
+     * `port`, at positions offset .. offset + count - 1, converted as eval converts a bound
+     * input. `first` is 1 on the port's first write: its buffer becomes zeros before it.
+     * The runtime has checked the shapes. */
+    ane_status (*write_input)(ane_loaded *instance, int port, int64_t offset, const ane_tensor *value, int first,
+                              ane_error *err);
+    /* Copies that buffer into `out` (the port's shape, the runtime's interface dtype). */
+    ane_status (*read_input)(ane_loaded *instance, int port, ane_tensor *out, ane_error *err);
     /* Names, shapes, dtypes of the patchable weights (consts), via a callback. */
     void (*weights)(const ane_compiled *program, void (*visit)(void *context, const ane_node *node), void *context);
     void (*unload)(ane_loaded *instance);

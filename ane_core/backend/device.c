@@ -844,6 +844,31 @@ static ane_status copy_port(const ane_port *port, const port_layout *layout, ane
     return status;
 }
 
+/* Resident inputs live in the instance's own input surface (the copy path's), which the CPU
+ * writes a few positions of: a KV cache takes one row per token, never a whole copy. */
+static ane_status device_write_input(ane_loaded *loaded, int port, int64_t offset, const ane_tensor *value, int first,
+                                     ane_error *err) {
+    device_loaded *instance = (device_loaded *)loaded;
+    const ane_port *p = &instance->program->inputs[port];
+    ane_status status = own_surfaces(instance, err);
+    if (status) return status;
+    IOSurfaceRef surface = instance->own_in[port];
+    ane_objc.IOSurfaceLock(surface, 0, NULL);
+    if (first) memset(ane_objc.IOSurfaceGetBaseAddress(surface), 0, ane_objc.IOSurfaceGetAllocSize(surface));
+    ane_storage pin;
+    ane_tensor whole = surface_tensor(p, &instance->in[port], ane_objc.IOSurfaceGetBaseAddress(surface),
+                                      ane_objc.IOSurfaceGetAllocSize(surface), &pin), target;
+    status = ane_tensor_slice(&target, &whole, p->rank - 1, offset, offset + value->shape[value->ndim - 1], err);
+    if (!status) status = ane_tensor_copy_into(&target, value, err);
+    ane_objc.IOSurfaceUnlock(surface, 0, NULL);
+    return status;
+}
+
+static ane_status device_read_input(ane_loaded *loaded, int port, ane_tensor *out, ane_error *err) {
+    device_loaded *instance = (device_loaded *)loaded;
+    return copy_port(&instance->program->inputs[port], &instance->in[port], out, instance->own_in[port], 0, err);
+}
+
 /* Whether the binding's bytes already are an IOSurface in the device's layout. Its
  * allocation size is the device's business (ANE-02/04/18 answer 0x1d), as on a Mac. */
 static int usable_directly(const ane_binding *b, const ane_port *port, const port_layout *layout) {
@@ -903,13 +928,14 @@ static ane_status device_eval_in_pool(device_loaded *instance, const ane_binding
         const ane_binding *b = i < ninputs ? &inputs[i] : &outputs[i - ninputs];
         const ane_port *port = i < ninputs ? &p->inputs[i] : &p->outputs[i - ninputs];
         const port_layout *layout = i < ninputs ? &instance->in[i] : &instance->out[i - ninputs];
-        direct = usable_directly(b, port, layout);
+        direct = !b->resident && usable_directly(b, port, layout);
         surfaces[i] = b->surface_handle;
     }
-    if (!direct) {
+    if (!direct) { /* the instance's own surfaces; resident inputs are already in theirs */
         status = own_surfaces(instance, err);
         for (int i = 0; i < ninputs && !status; i++)
-            status = copy_port(&p->inputs[i], &instance->in[i], (ane_tensor *)&inputs[i].view, instance->own_in[i], 1, err);
+            if (!inputs[i].resident)
+                status = copy_port(&p->inputs[i], &instance->in[i], (ane_tensor *)&inputs[i].view, instance->own_in[i], 1, err);
         if (status) return status;
         memcpy(surfaces, instance->own_in, (size_t)ninputs * sizeof *surfaces);
         memcpy(surfaces + ninputs, instance->own_out, (size_t)noutputs * sizeof *surfaces);
@@ -1361,6 +1387,8 @@ const ane_backend ane_device_backend = {
     .load = device_load,
     .eval = device_eval,
     .patch = device_patch,
+    .write_input = device_write_input,
+    .read_input = device_read_input,
     .commit = device_commit,
     .weights = device_weights,
     .unload = device_unload,

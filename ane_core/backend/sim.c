@@ -7,7 +7,9 @@
  *          64-byte rows read through the surface views (ANE-21), allocation rules ANE-02,
  *          ANE-04 and ANE-18; then runs every node, rounding each output to fp16 (RNE,
  *          overflow to inf) in fp16 precision, or nothing in fp32 precision (the reference);
- * patch    rewrites one weight buffer of the loaded instance, no parsing or compiling. */
+ * patch    rewrites one weight buffer of the loaded instance, no parsing or compiling;
+ * write_input  keeps an input in its value buffer between evals (a KV cache written one
+ *          position at a time: nothing is copied in at eval). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +294,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     }
     /* Inputs by position, in alphabetical order of their names (ANE-19). */
     for (int i = 0; i < ninputs; i++) {
+        if (inputs[i].resident) continue; /* its value buffer holds what write_input wrote */
         const ane_port *port = &p->inputs[i];
         const ane_tensor *view = &inputs[i].view;
         int dtype_ok = !device_rules || view->dtype == port->dtype || p->options.precision == ANE_PRECISION_FP32;
@@ -346,6 +349,37 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         if (status) return status;
     }
     return ANE_OK;
+}
+
+/* Resident inputs live in the input node's value buffer, which evals leave alone. The
+ * written positions are rounded as eval rounds a bound input: fp32 data to fp16 for an fp16
+ * port in fp16 precision (fp16 data converts exactly). */
+static ane_status sim_write_input(ane_loaded *loaded, int port, int64_t offset, const ane_tensor *value, int first,
+                                  ane_error *err) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    sim_compiled *p = instance->program;
+    const ane_node *node = p->graph->nodes[p->input_nodes[port]];
+    float *values = instance->values[node->id]; /* [numel], the port's shape, last axis contiguous */
+    int64_t numel = ane_node_numel(node), positions = node->shape[node->rank - 1];
+    if (first) memset(values, 0, (size_t)numel * sizeof *values);
+    int64_t count = value->shape[value->ndim - 1];
+    ane_storage pin;
+    ane_tensor whole = fp32_view(values, node, &pin), target;
+    ane_status status = ane_tensor_slice(&target, &whole, node->rank - 1, offset, offset + count, err);
+    if (!status) status = ane_tensor_copy_into(&target, value, err);
+    if (status) return status;
+    if (p->options.precision == ANE_PRECISION_FP16 && p->inputs[port].dtype == ANE_FP16 && value->dtype != ANE_FP16)
+        for (int64_t row = 0; row < numel / positions; row++)
+            ane_round_fp32_through_fp16_n(values + row * positions + offset, (size_t)count);
+    return ANE_OK;
+}
+
+static ane_status sim_read_input(ane_loaded *loaded, int port, ane_tensor *out, ane_error *err) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    const ane_node *node = instance->program->graph->nodes[instance->program->input_nodes[port]];
+    ane_storage pin;
+    ane_tensor source = fp32_view(instance->values[node->id], node, &pin);
+    return ane_tensor_copy_into(out, &source, err);
 }
 
 /* Copies fp16 bits, replacing NaN -> 0 and +-inf -> +-65504; returns how many were
@@ -426,6 +460,8 @@ const ane_backend ane_sim_backend = {
     .load = sim_load,
     .eval = sim_eval,
     .patch = sim_patch,
+    .write_input = sim_write_input,
+    .read_input = sim_read_input,
     .weights = sim_weights,
     .unload = sim_unload,
     .close = sim_close,

@@ -34,6 +34,7 @@ struct ane_program {
     ane_loaded *instance;
     ane_surface **staged_inputs;   /* [ninputs], created on first use (profile ane) */
     ane_surface **staged_outputs;  /* [noutputs] */
+    unsigned char *resident;       /* [ninputs]: 1 once write_input kept the input in the program */
 };
 
 static cache_entry **entries;
@@ -270,6 +271,7 @@ void ane_program_close(ane_program *program) {
     ane_program_ports(program, &inputs, &ninputs, &outputs, &noutputs);
     destroy_surfaces(program->staged_inputs, ninputs);
     destroy_surfaces(program->staged_outputs, noutputs);
+    free(program->resident);
     program->entry->users--;
     program->entry->last_used = ++use_clock;
     free(program);
@@ -422,6 +424,10 @@ ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int 
         const ane_io *io = find_io(inputs, ninputs, in_ports[i].name);
         ane_binding *b = &in_bindings[i];
         b->name = in_ports[i].name;
+        if (!io && program->resident && program->resident[i]) {
+            b->resident = 1; /* the program's own buffer, as write_input left it */
+            continue;
+        }
         if (!io) {
             status = ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' needs input '%s'", ane_program_name(program), in_ports[i].name);
             break;
@@ -484,6 +490,70 @@ ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int 
     for (int i = 0; i < bound_out; i++) ane_tensor_release(&out_bindings[i].view);
     if (status)
         for (int i = 0; i < nout; i++) ane_tensor_release(&results[i]);
+    return status;
+}
+
+/* ------------------------------------------------------------------ resident inputs */
+
+/* The input port called `name`: its index, or -1 with the error (the known names listed). */
+static int input_port(ane_program *program, const char *name, const ane_port **port, ane_error *err) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    for (int i = 0; i < nin; i++)
+        if (strcmp(in_ports[i].name, name) == 0) {
+            *port = &in_ports[i];
+            return i;
+        }
+    unknown_name(program, "input", name, in_ports, nin, err);
+    return -1;
+}
+
+ane_status ane_program_write_input(ane_program *program, const char *name, int64_t offset, const ane_tensor *value,
+                                   ane_error *err) {
+    const ane_port *port;
+    int index = input_port(program, name, &port, err);
+    if (index < 0) return err->status;
+    const ane_backend *backend = program->entry->backend;
+    if (!backend->write_input)
+        return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend '%s' cannot keep inputs in its programs", backend->name);
+    int matches = value->ndim == port->rank && port->rank > 0;
+    for (int d = 0; matches && d < port->rank - 1; d++) matches = value->shape[d] == port->shape[d];
+    int64_t positions = port->rank ? port->shape[port->rank - 1] : 0;
+    int64_t count = matches ? value->shape[port->rank - 1] : 0;
+    if (!matches || offset < 0 || count > positions - offset) {
+        char want[128], got[128];
+        return ane_fail(err, ANE_ERR_SHAPE,
+                        "write_input: input '%s' of program '%s' is %s; a write at position %lld must match it but in "
+                        "the last axis and fit in its %lld positions, not be %s",
+                        name, ane_program_name(program), ane_shape_string(want, sizeof want, port->rank, port->shape),
+                        (long long)offset, (long long)positions, ane_shape_string(got, sizeof got, value->ndim, value->shape));
+    }
+    if (ane_dtype_kind_of(value->dtype) != ane_dtype_kind_of(port->dtype))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "write_input: input '%s' of program '%s' is %s, not %s", name,
+                        ane_program_name(program), ane_dtype_name(port->dtype), ane_dtype_name(value->dtype));
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    if (!program->resident && !(program->resident = calloc((size_t)nin, 1)))
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory keeping an input");
+    ane_async_wait_idle(program);
+    ane_status status = backend->write_input(program->instance, index, offset, value, !program->resident[index], err);
+    if (!status) program->resident[index] = 1;
+    return status;
+}
+
+ane_status ane_program_read_input(ane_program *program, const char *name, ane_tensor *out, ane_error *err) {
+    const ane_port *port;
+    int index = input_port(program, name, &port, err);
+    if (index < 0) return err->status;
+    if (!program->resident || !program->resident[index])
+        return ane_fail(err, ANE_ERR_ARGUMENT, "read_input: input '%s' of program '%s' was never written with write_input",
+                        name, ane_program_name(program));
+    ane_async_wait_idle(program);
+    ane_status status = ane_tensor_empty(out, port->rank, port->shape, io_dtype(program, port), err);
+    if (!status) status = program->entry->backend->read_input(program->instance, index, out, err);
+    if (status) ane_tensor_release(out);
     return status;
 }
 

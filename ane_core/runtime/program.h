@@ -80,6 +80,18 @@ ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninp
  * the caller guarantees none is in flight). */
 ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                                 int ndestinations, ane_tensor *results, ane_error *err);
+/* Resident inputs: the program keeps input `name` in its own buffer (on the device, its own
+ * input surface), so a KV cache is written a position at a time instead of copied in whole
+ * at every eval. Writes `value` (the input's shape with any number of positions on the last
+ * axis) at positions offset .. offset + n - 1 (0-based); the rest of the buffer starts as
+ * zeros. From then on an eval given no tensor for `name` reads the buffer; one given a
+ * tensor reads that tensor (and the buffer keeps what it held or not: backends differ, so
+ * write again after binding). Waits for the program's submitted evals first. */
+ane_status ane_program_write_input(ane_program *program, const char *name, int64_t offset, const ane_tensor *value,
+                                   ane_error *err);
+/* The resident input's buffer as a new tensor (the input's shape). */
+ane_status ane_program_read_input(ane_program *program, const char *name, ane_tensor *out, ane_error *err);
+
 /* Applies patches waiting for the next eval now (a device rewrites a whole weight file per
  * batch of patches); a no-op for backends that patch in place. */
 ane_status ane_program_commit(ane_program *program, ane_error *err);

@@ -51,9 +51,17 @@ function M.sample(row, opts, random)
   return positions[keep] - 1
 end
 
--- A KV-cached decoding session: the caches of `capacity` positions (rounded up to a bucket),
--- what has been fed so far, and the logits after it. generate() is one session; a chat keeps
--- one across turns, so earlier turns are never computed again.
+-- A KV-cached decoding session: what has been fed so far, the logits after it, and the
+-- caches of up to `capacity` positions. generate() is one session; a chat keeps one across
+-- turns, so earlier turns are never computed again.
+--
+-- The caches live in the decode attention programs themselves, as resident inputs
+-- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
+-- a whole cache in. On sim a cache starts at 256 positions and grows in steps (512, then
+-- every 256) as it fills, so attention reads about as many positions as are used; on the
+-- device every size costs a compile per layer (ANE-05), so a session there keeps the size of
+-- its capacity. Sessions of one model share the programs of a size, and take turns: the one
+-- about to run first saves the caches of the one that ran last (and gets its own back).
 local Session = {}
 Session.__index = Session
 
@@ -64,61 +72,121 @@ function Methods:session(opts)
   local capacity = math.min(opts.capacity or self.context_length, self.context_length)
   local Smax = self:bucket(capacity, self.context_length)
   local session = setmetatable({ model = self, Smax = Smax, capacity = math.min(capacity, Smax), position = 0,
-    C = self.cache_width or self.width, W = self.min_width }, Session)
+    W = self.min_width }, Session)
   -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
   -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
   session.asynchronous = opts.asynchronous == nil and self.backend == "ane" or opts.asynchronous == true
+  self.cache_owners = self.cache_owners or setmetatable({}, { __mode = "kv" }) -- program -> session
   return session
 end
 
 --- Positions left before the session's capacity.
 function Session:room() return self.capacity - self.position end
 
+-- The cache size that holds `positions`: see above.
+local function cache_size(self, positions)
+  if self.model.backend == "ane" then return self.Smax end
+  local size = positions <= 256 and 256 or positions <= 512 and 512 or 256 * math.ceil(positions / 256)
+  return math.min(size, self.Smax)
+end
+
+local CACHES = { "k_cache", "v_cache", "mask" }
+
+-- The caches as tensors, read out of the session's programs.
+local function read_caches(self)
+  local saved = {}
+  for l, attention in ipairs(self.attention) do
+    saved[l] = {}
+    for _, name in ipairs(CACHES) do saved[l][name] = attention:read_input(name) end
+  end
+  return saved
+end
+
+-- Makes the session's programs hold its caches: the session that used them last saves its own.
+local function hold(self)
+  local owners, token = self.model.cache_owners, self.attention[1]
+  local owner = owners[token]
+  if owner == self then return end
+  if owner then owner.saved = read_caches(owner) end
+  owners[token] = self
+  if self.saved then
+    for l, attention in ipairs(self.attention) do
+      for _, name in ipairs(CACHES) do attention:write_input(name, self.saved[l][name]) end
+    end
+    self.saved = nil
+  end
+end
+
+-- The programs of cache size `size`, each layer's caches empty but for the mask, which holds
+-- off every position (positions are let in as they are written).
+local function use_size(self, size)
+  local m = self.model
+  self.size, self.attention, self.ffn = size, {}, {} -- looked up once: every step runs them
+  for l = 1, m.n_layer do
+    self.attention[l] = m:program("attn_decode", l, self.W, size)
+    self.ffn[l] = m:program(m.ffn_kind, l, self.W)
+  end
+  hold(self)
+  local closed = ane.tensor({ 1, 1, 1, size }, m.dtype):fill(MASK)
+  for _, attention in ipairs(self.attention) do attention:write_input("mask", closed) end
+end
+
+-- A larger cache once the next position does not fit: the filled positions move over.
+local function grow(self)
+  hold(self)
+  local filled = read_caches(self)
+  use_size(self, cache_size(self, self.position + 1))
+  for l, attention in ipairs(self.attention) do
+    for _, name in ipairs(CACHES) do attention:write_input(name, filled[l][name]) end
+  end
+end
+
 -- The first feed: one prefill of the ids, their keys and values into the caches.
 local function prefill(self, ids)
-  local m, C, Smax = self.model, self.C, self.Smax
+  local m = self.model
   local start, compiling = ane.clock(), m.counters.compile_seconds
   local x, outputs, S = m:forward(ids)
   local T = #ids
-  self.caches = {}
-  for l = 1, m.n_layer do
-    local k, v = ane.tensor({ 1, C, 1, Smax }, m.dtype), ane.tensor({ 1, C, 1, Smax }, m.dtype)
-    k:slice(4, 1, T):copy_from(m:cache_keys(outputs[l].k, T))
-    v:slice(4, 1, T):copy_from(outputs[l].v:slice(4, 1, T))
-    self.caches[l] = { k = k, v = v }
+  use_size(self, cache_size(self, T + 1))
+  local open = ane.tensor({ 1, 1, 1, T }, m.dtype):fill(0)
+  for l, attention in ipairs(self.attention) do
+    attention:write_input("k_cache", m:cache_keys(outputs[l].k, T))
+    attention:write_input("v_cache", outputs[l].v:slice(4, 1, T))
+    attention:write_input("mask", open)
   end
   self.logits = m:classify(x, T, S, T):reshape(-1) -- the last position's only: generation needs no more
   m.counters.prefill_tokens = m.counters.prefill_tokens + T
   m.counters.prefill_seconds = m.counters.prefill_seconds + m:elapsed_without_compiling(start, compiling)
-  self.mask = ane.tensor({ 1, 1, 1, Smax }, m.dtype):fill(MASK) -- 0 where the cache is filled
-  self.mask:slice(4, 1, T):fill(0)
-  self.attention, self.ffn = {}, {} -- looked up once: every step runs them
-  for l = 1, m.n_layer do
-    self.attention[l] = m:program("attn_decode", l, self.W, Smax)
-    self.ffn[l] = m:program(m.ffn_kind, l, self.W)
-  end
   self.position = T
+end
+
+local OPEN = {} -- one position's mask value that lets it in, per dtype
+local function open_position(dtype)
+  OPEN[dtype] = OPEN[dtype] or ane.tensor({ 1, 1, 1, 1 }, dtype):fill(0)
+  return OPEN[dtype]
 end
 
 -- One decode step: the id at the next position into the caches; the logits after it.
 local function step(self, id)
   local m, position = self.model, self.position
   local step_start, step_compiling = ane.clock(), m.counters.compile_seconds
+  if position + 1 > self.size then grow(self) end
+  hold(self)
   local h = m:embed_token(id, position, self.W)
   local inputs = m:decode_inputs(position, self.W)
-  inputs.mask = self.mask
+  local open = open_position(m.dtype)
   for l = 1, m.n_layer do
-    local cache = self.caches[l]
-    inputs.x, inputs.k_cache, inputs.v_cache = h, cache.k, cache.v
-    local r = m:eval(self.attention[l], "attn", l, inputs)
+    local attention = self.attention[l]
+    inputs.x = h
+    local r = m:eval(attention, "attn", l, inputs)
     -- the FFN runs on a helper (the device, or sim's thread) while the cache takes this
     -- position's key and value (opts.asynchronous: true or false; default on the device)
     local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y })
-    cache.k:slice(4, position + 1, position + 1):copy_from(r.k:slice(4, 1, 1))
-    cache.v:slice(4, position + 1, position + 1):copy_from(r.v:slice(4, 1, 1))
+    attention:write_input("k_cache", r.k:slice(4, 1, 1), position + 1)
+    attention:write_input("v_cache", r.v:slice(4, 1, 1), position + 1)
+    attention:write_input("mask", open, position + 1)
     h = (ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y })).y
   end
-  self.mask:slice(4, position + 1, position + 1):fill(0)
   self.position = position + 1
   self.logits = m:classify(h, 1, self.W):reshape(-1)
   m.counters.decode_tokens = m.counters.decode_tokens + 1
@@ -135,7 +203,7 @@ function Session:feed(ids)
       self.capacity)
   end
   local first = 1
-  if not self.caches then
+  if not self.attention then
     prefill(self, ids)
     first = #ids + 1
   end

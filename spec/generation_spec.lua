@@ -1,0 +1,66 @@
+-- KV-cached generation (ane.models.generation): sessions keep their caches inside the decode
+-- attention programs (resident inputs), grow them as positions fill, and take turns when two
+-- sessions of one model share programs. Each is checked against an independent path: one
+-- prefill of the whole sequence (no cache at all), or a session that ran alone.
+local ane = require("ane")
+local llama = require("ane.models.llama")
+
+local function tiny_llama(precision, seq_len)
+  local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = seq_len }, 3)
+  return llama.from_weights(W, { precision = precision })
+end
+
+local function random_ids(n, seed)
+  local random, ids = require("ane.models.generation").rng(seed), {}
+  for i = 1, n do ids[i] = math.floor(random() * 256) end
+  return ids
+end
+
+describe("decoding sessions", function()
+  it("grow their caches as positions fill (256, 512, then every 256), logits equal to one prefill", function()
+    local m = tiny_llama("fp32", 1024)
+    local ids = random_ids(600, 5)
+    local session = m:session()
+    local prompt = {}
+    for i = 1, 200 do prompt[i] = ids[i] end
+    session:feed(prompt)
+    assert.are.equal(256, session.size) -- not the 1,024 of the capacity: attention reads what is used
+    local want = m:logits(ids) -- [600, V]: no cache, every position computed at once
+    local sizes = {}
+    for p = 201, 600 do
+      local row = session:feed({ ids[p] })
+      sizes[session.size] = sizes[session.size] or p
+      if p == 256 or p == 257 or p == 512 or p == 513 or p == 600 then
+        -- fp32 on both paths; they differ only in the order of sums (blocked matmuls, the
+        -- softmax over a cache vs a causal row), a few fp32 ulps of logits of size ~1
+        local diff = row:max_abs_diff(want:slice(1, p, p):reshape(-1))
+        assert.is_true(diff < 1e-4, string.format("position %d: logits differ by %.3g", p, diff))
+      end
+    end
+    -- the cache grew when position 257 and 513 arrived
+    assert.are.same({ [256] = 201, [512] = 257, [768] = 513 }, sizes)
+  end)
+
+  it("take turns on shared programs: each session's logits are those it gets alone, bit for bit", function()
+    for _, precision in ipairs({ "fp16", "fp32" }) do
+      local m = tiny_llama(precision, 512)
+      local first, second = random_ids(40, 7), random_ids(30, 8)
+      local function alone(ids, extra)
+        local session = m:session()
+        session:feed(ids)
+        local rows = {}
+        for i, id in ipairs(extra) do rows[i] = session:feed({ id }):bytes() end
+        return rows
+      end
+      local more_a, more_b = random_ids(5, 9), random_ids(5, 10)
+      local want_a, want_b = alone(first, more_a), alone(second, more_b)
+      local a, b = m:session(), m:session()
+      a:feed(first)
+      b:feed(second) -- the same programs: a's caches are saved
+      for i = 1, 5 do
+        assert.are.equal(want_a[i], a:feed({ more_a[i] }):bytes(), precision .. " session a, token " .. i)
+        assert.are.equal(want_b[i], b:feed({ more_b[i] }):bytes(), precision .. " session b, token " .. i)
+      end
+    end
+  end)
+end)
