@@ -39,6 +39,8 @@ describe("decoding sessions", function()
     end
     -- the cache grew when position 257 and 513 arrived
     assert.are.same({ [256] = 201, [512] = 257, [768] = 513 }, sizes)
+    -- prefill sizes follow the same steps on sim: 480 -> 512, 520 -> 768, 900 -> 1024
+    assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
 
   it("take turns on shared programs: each session's logits are those it gets alone, bit for bit", function()

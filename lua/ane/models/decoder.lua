@@ -193,9 +193,17 @@ function M.patch_present(program, patch)
   program:patch(present)
 end
 
---- The prefill bucket for T tokens: a power of two, at least the device's minimum width.
+--- The sequence size programs are built for to hold T positions (at most the size of
+--- `limit`): a power of two, at least the device's minimum width, up to 512; beyond, on sim,
+--- the next multiple of 256, so a 520-token prefill computes 768 positions, not 1,024. On
+--- the device each size costs a compile of every layer's programs (ANE-05): powers of two.
 function Methods:bucket(T, limit)
-  return math.min(M.pow2_at_least(T, self.min_width), math.max(M.pow2_at_least(limit, 1), self.min_width))
+  local function size(n)
+    local pow2 = M.pow2_at_least(n, self.min_width)
+    if self.backend == "ane" or pow2 <= 512 then return pow2 end
+    return 256 * math.ceil(n / 256)
+  end
+  return math.min(size(T), math.max(size(limit), self.min_width))
 end
 
 --- Checks ids against the vocabulary and the context length.

@@ -83,11 +83,11 @@ end
 --- Positions left before the session's capacity.
 function Session:room() return self.capacity - self.position end
 
--- The cache size that holds `positions`: see above.
+-- The cache size that holds `positions`: see above (the model's bucket, at least 256).
 local function cache_size(self, positions)
-  if self.model.backend == "ane" then return self.Smax end
-  local size = positions <= 256 and 256 or positions <= 512 and 512 or 256 * math.ceil(positions / 256)
-  return math.min(size, self.Smax)
+  local m = self.model
+  if m.backend == "ane" then return self.Smax end
+  return math.min(math.max(m:bucket(positions, m.context_length), 256), self.Smax)
 end
 
 local CACHES = { "k_cache", "v_cache", "mask" }
