@@ -463,6 +463,15 @@ static int n_name(lua_State *L) {
     return 1;
 }
 
+/* node:rename(name) -> node: a free, valid MIL identifier */
+static int n_rename(lua_State *L) {
+    node_box *box = node_arg(L);
+    ane_error err;
+    if (ane_graph_rename(box->graph, box->node, luaL_checkstring(L, 2), &err)) return ane_lua_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int n_shape(lua_State *L) {
     ane_node *node = node_arg(L)->node;
     lua_createtable(L, node->rank, 0);
@@ -654,7 +663,7 @@ void ane_lua_open_graph(lua_State *L) {
     lua_pop(L, 1);
 
     static const luaL_Reg node_methods[] = {
-        {"name", n_name}, {"shape", n_shape}, {"dtype", n_dtype}, {"op", n_op}, {NULL, NULL},
+        {"name", n_name}, {"rename", n_rename}, {"shape", n_shape}, {"dtype", n_dtype}, {"op", n_op}, {NULL, NULL},
     };
     luaL_newmetatable(L, ANE_NODE_TYPE);
     lua_pushcfunction(L, n_tostring);

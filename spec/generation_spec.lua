@@ -43,6 +43,21 @@ describe("decoding sessions", function()
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
 
+  it("compute one position of the device's 32-wide rows per step in the ane profile", function()
+    local m = tiny_llama("fp32", 512) -- profile ane: I/O at least 32 wide (ANE-21)
+    assert.are.equal("attn_decode_step", m:kind_for("attn_decode", 1, 32))
+    assert.are.equal("ffn", m:kind_for("ffn", 1, 1)) -- the cpu profile's width-1 programs compute 1 already
+    local step = m:program("ffn_step", 1, 32)
+    assert.are.same({ 1, 64, 1, 32 }, step:inputs()[1].shape) -- the device's layout is kept
+    local x = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 3 })
+    local y = step:eval({ x = x }).y
+    -- position 1 as the full 32-position program computes it (fp32: only the order of sums differs)
+    local full = m:program("ffn", 1, 32):eval({ x = x }).y
+    assert.is_true(y:slice(4, 1, 1):max_abs_diff(full:slice(4, 1, 1)) < 1e-5)
+    -- the other 31 positions are not computed: zeros
+    assert.are.equal(0, y:slice(4, 2, 32):abs():max_abs_diff(ane.tensor({ 1, 64, 1, 31 }):fill(0)))
+  end)
+
   it("take turns on shared programs: each session's logits are those it gets alone, bit for bit", function()
     for _, precision in ipairs({ "fp16", "fp32" }) do
       local m = tiny_llama(precision, 512)

@@ -63,7 +63,56 @@ end
 
 local Methods = {}
 
+-- A view of graph g for building a program that computes one position while its I/O keeps
+-- `width` positions (the device's rows: ANE-21). The builder runs at width 1: each input it
+-- declares one position wide becomes a `width`-wide input sliced to its first position, and
+-- each output one position wide is padded back to `width` with zeros. So a decode step in the
+-- `ane` profile computes 1 position, not 32, and the same program runs on the device.
+local function one_position(g, width)
+  local view = { graph = g }
+  local function widened(shape)
+    local wide = {}
+    for i, n in ipairs(shape) do wide[i] = n end
+    wide[#wide] = width
+    return wide
+  end
+  function view.input(_, name, shape, ...)
+    if shape[#shape] ~= 1 then return g:input(name, shape, ...) end
+    local begin = {}
+    for i = 1, #shape do begin[i] = 0 end
+    return g:slice_by_size(g:input(name, widened(shape), ...), begin, shape, { name = name .. "_position" })
+  end
+  function view.output(_, name, node)
+    local shape = node:shape()
+    if shape[#shape] ~= 1 then return g:output(name, node) end
+    local amounts = {}
+    for i = 1, 2 * #shape do amounts[i] = 0 end
+    amounts[2 * #shape] = width - 1 -- after the last axis
+    if node:name() == name then node:rename(name .. "_position") end -- the output's name goes to the padded rows
+    return g:output(name, g:pad(node, amounts, { name = name }))
+  end
+  return setmetatable(view, { __index = function(_, key)
+    local member = g[key]
+    if type(member) ~= "function" then return member end
+    return function(self, ...) return member(self == view and g or self, ...) end
+  end })
+end
+
+--- A new graph for a program builder (builders call self:graph(name), not ane.graph): while
+--- a "<kind>_step" program is built, the one-position view above.
+function Methods:graph(name)
+  local g = ane.graph(name)
+  return self.step_width and one_position(g, self.step_width) or g
+end
+
+--- The kind of program that computes the first `valid` of `width` positions: "<kind>_step"
+--- for one position of a wider program (a decode step in the `ane` profile), else kind.
+function Methods:kind_for(kind, valid, width)
+  return (valid == 1 and width > 1) and kind .. "_step" or kind
+end
+
 --- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
+--- "<kind>_step" is <kind> computing only the first of its `a` positions (kind_for).
 --- "<kind>_train" is <kind> that also outputs its saved activations (self.saved[kind]:
 --- node names, typically the projections' outputs); "<kind>_grad" is the backward graph of
 --- <kind> for its weight consts and its input x, taking those activations as inputs
@@ -75,7 +124,14 @@ function Methods:program(kind, layer, a, b)
   local g
   local forward_kind = kind:match("^(.+)_grad$")
   local training_kind = kind:match("^(.+)_train$")
-  if training_kind then
+  local step_kind = kind:match("^(.+)_step$")
+  if step_kind then -- built at width 1, its I/O `a` wide (one_position)
+    self.step_width = a
+    local ok, built = pcall(self.build_graph, self, step_kind, layer, 1, b)
+    self.step_width = nil
+    if not ok then error(built, 0) end
+    g = built.graph
+  elseif training_kind then
     g = self:build_graph(training_kind, layer, a, b)
     local outputs = g:outputs() -- a node the program outputs already (a cached k, v) keeps its output
     for _, name in ipairs(self.saved[training_kind]) do

@@ -95,7 +95,7 @@ end
 -- Attention over a full (padded) sequence: y = x + attn(ln_1(x)); also returns k and v.
 local function attention_prefill_graph(self, L, S)
   local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
-  local g = ane.graph("gpt2_attn_prefill")
+  local g = self:graph("gpt2_attn_prefill")
   local x = g:input("x", { 1, C, 1, S }, dtype)
   local q, k, v = project_qkv(self, g, L, x)
   local attended = nn.causal_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }),
@@ -109,7 +109,7 @@ end
 local function attention_decode_graph(self, L, W, Smax)
   local C, H, dtype = self.config.n_embd, self.config.n_head, self.dtype
   local D = C // H
-  local g = ane.graph("gpt2_attn_decode")
+  local g = self:graph("gpt2_attn_decode")
   local x = g:input("x", { 1, C, 1, W }, dtype)
   local k_cache = g:input("k_cache", { 1, C, 1, Smax }, dtype)
   local v_cache = g:input("v_cache", { 1, C, 1, Smax }, dtype)
@@ -129,7 +129,7 @@ end
 
 local function mlp_graph(self, L, S)
   local C, dtype = self.config.n_embd, self.dtype
-  local g = ane.graph("gpt2_mlp")
+  local g = self:graph("gpt2_mlp")
   local x = g:input("x", { 1, C, 1, S }, dtype)
   local h = nn.layer_norm(g, x, L.ln2_g, L.ln2_b, { name = "ln_2", eps = self.config.eps })
   local up = nn.gelu(g, nn.linear(g, h, L.fc, L.fc_b, { name = "c_fc" }), { name = "gelu" })
@@ -139,7 +139,7 @@ end
 
 local function final_norm_graph(self, _, S)
   local C = self.config.n_embd
-  local g = ane.graph("gpt2_ln_f")
+  local g = self:graph("gpt2_ln_f")
   local x = g:input("x", { 1, C, 1, S }, self.dtype)
   g:output("y", nn.layer_norm(g, x, self.P.ln_f_g, self.P.ln_f_b, { name = "ln_f", eps = self.config.eps }))
   return g
@@ -206,7 +206,7 @@ end
 -- logits [T, V] (fp32) of the first T columns of a final-norm input.
 function Model:classify(x, T, S, first) -- logits of positions first (default 1) .. T
   first = first or 1
-  local h = self:eval(self:program("ln_f", nil, S), "norm", 0, { x = x }).y                 -- [1, C, 1, S]
+  local h = self:eval(self:program(self:kind_for("ln_f", T, S), nil, S), "norm", 0, { x = x }).y -- [1, C, 1, S]
   local C, n = self.config.n_embd, T - first + 1
   local columns = h:slice(4, first, T):reshape(C, n)                       -- [C, n]
   return decoder.classifier_logits(self.P.wte, columns:to("fp32"))          -- [n, V]

@@ -194,7 +194,7 @@ end
 -- Prefill over S positions from 0: rotary tables as consts.
 local function attention_prefill_graph(self, L, S)
   local c, dtype = self.config, self.dtype
-  local g = ane.graph("llama_attn_prefill")
+  local g = self:graph("llama_attn_prefill")
   L = weights_for(self, g, L, self.attention_fields)
   local x = g:input("x", { 1, c.dim, 1, S }, dtype)
   local cos, sin = nn.rope_tables(S, c.head_dim, { convention = c.rope, theta = c.rope_theta, dtype = dtype })
@@ -210,7 +210,7 @@ end
 local function attention_decode_graph(self, L, W, Smax)
   local c, dtype = self.config, self.dtype
   local H, head, width = c.n_head, c.head_dim, self.cache_width
-  local g = ane.graph("llama_attn_decode")
+  local g = self:graph("llama_attn_decode")
   L = weights_for(self, g, L, self.attention_fields)
   local x = g:input("x", { 1, c.dim, 1, W }, dtype)
   local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
@@ -229,7 +229,7 @@ local function attention_decode_graph(self, L, W, Smax)
 end
 
 local function ffn_graph(self, L, S)
-  local g = ane.graph("llama_ffn")
+  local g = self:graph("llama_ffn")
   L = weights_for(self, g, L, self.ffn_fields)
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
   local h = nn.rms_norm(g, x, L.rms_ffn, { name = "ffn_norm", eps = self.config.norm_eps })
@@ -238,7 +238,7 @@ local function ffn_graph(self, L, S)
 end
 
 local function final_norm_graph(self, _, S)
-  local g = ane.graph("llama_final_norm")
+  local g = self:graph("llama_final_norm")
   local x = g:input("x", { 1, self.config.dim, 1, S }, self.dtype)
   local weights = weights_for(self, g, self.P, { rms_final = "norm_weight" })
   g:output("y", nn.rms_norm(g, x, weights.rms_final, { name = "norm", eps = self.config.norm_eps }))
@@ -444,7 +444,7 @@ end
 
 function Model:classify(x, T, S, first) -- logits of positions first (default 1) .. T
   first = first or 1
-  local h = self:eval(self:program("norm", nil, S), "norm", 0, { x = x }).y
+  local h = self:eval(self:program(self:kind_for("norm", T, S), nil, S), "norm", 0, { x = x }).y
   local n = T - first + 1
   return decoder.classifier_logits(self.P.wcls, h:slice(4, first, T):reshape(self.config.dim, n):to("fp32")) -- [n, V]
 end
