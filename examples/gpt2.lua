@@ -69,12 +69,16 @@ local interrupted = cli.stream(model, prompt, options, function(id) io.write(tok
 
 local s = model:stats()
 local runtime = ane.stats()
+local why = s.profile == "ane" and "the device's rules and its 32-wide I/O rows (ANE-21); each decode step computes one position"
+  or "no device rules, no padding"
+why = why .. (options.profile and "; chosen with --profile" or "; the default for " .. s.precision)
 print(string.format([[
 --- stats
-backend            %s (precision %s, profile %s)
+backend            %s (precision %s)
+profile            %s: %s
 programs           %d compiled in %.0f ms (runtime: %d compiles, %d cache hits, budget left %d)
 prefill            %d tokens, %.1f tokens/s
-decode             %d tokens, %.1f tokens/s, %.1f ms/token]], s.backend, s.precision, s.profile, s.programs, s.compile_ms,
+decode             %d tokens, %.1f tokens/s, %.1f ms/token]], s.backend, s.precision, s.profile, why, s.programs, s.compile_ms,
   runtime.compiles, runtime.cache_hits, runtime.budget_left, s.prefill_tokens, s.prefill_tokens_per_s, s.decode_tokens,
   s.decode_tokens_per_s, s.decode_ms_per_token))
 if interrupted then os.exit(cli.INTERRUPTED_EXIT) end
