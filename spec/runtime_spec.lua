@@ -300,6 +300,10 @@ describe("delta patching", function()
     local before = b:eval({ x = x }).y:bytes()
     a:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 40) })
     assert.are.equal(before, b:eval({ x = x }).y:bytes())
+    assert.are_not.equal(before, a:eval({ x = x }).y:bytes())
+    -- instances read fp16 weights where the compiled program holds them until their first
+    -- patch: a patch copies first, so a later instance still starts from the compiled weights
+    assert.are.equal(before, ane.compile(mlp_graph(w1, b1, w2)):eval({ x = x }).y:bytes())
   end)
 
   it("sanitizes NaN and infinities, counting them", function()

@@ -38,7 +38,10 @@ typedef struct sim_loaded {
     sim_compiled *program;
     float **values;                 /* [graph->count] buffers into `slab` (NULL for fp16 weights) */
     float *slab;
-    uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere */
+    uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere: the
+                                       compiled graph's own bytes until a patch gives the
+                                       instance its copy (owned) */
+    unsigned char *owned;           /* [graph->count] */
     float *scratch;
 } sim_loaded;
 
@@ -134,9 +137,11 @@ static void sim_ports(const ane_compiled *compiled, const ane_port **inputs, int
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
-    if (instance->halves)
-        for (int i = 0; i < instance->program->graph->count; i++) free(instance->halves[i]);
+    if (instance->halves && instance->owned)
+        for (int i = 0; i < instance->program->graph->count; i++)
+            if (instance->owned[i]) free(instance->halves[i]);
     free(instance->halves);
+    free(instance->owned);
     free(instance->values);
     free(instance->slab);
     free(instance->scratch);
@@ -189,19 +194,18 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
         instance->halves = calloc((size_t)g->count + 1, sizeof *instance->halves);
+        instance->owned = calloc((size_t)g->count + 1, 1);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
         instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
-    int ok = instance && instance->values && instance->halves && instance->slab && (!p->scratch_floats || instance->scratch);
+    int ok = instance && instance->values && instance->halves && instance->owned && instance->slab &&
+             (!p->scratch_floats || instance->scratch);
     size_t offset = 0;
     for (int i = 0; ok && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (p->weight_form[i] == SIM_WEIGHT_ENCODED) continue; /* read from the graph's node by the kernels */
-        if (p->weight_form[i] == SIM_WEIGHT_HALF) { /* fp16 bits as they are */
-            size_t bytes = (size_t)ane_node_bytes(node);
-            instance->halves[i] = malloc(bytes ? bytes : 2);
-            if (!instance->halves[i]) ok = 0;
-            else memcpy(instance->halves[i], ane_tensor_data(&node->value), bytes);
+        if (p->weight_form[i] == SIM_WEIGHT_HALF) { /* fp16 bits as they are, where the graph holds them */
+            instance->halves[i] = (uint16_t *)ane_tensor_data(&node->value);
             continue;
         }
         if (is_view(node)) { /* the operand's values, read in the new shape */
@@ -424,6 +428,17 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     const char *source = ane_tensor_data(&packed);
     size_t element = ane_dtype_size(packed.dtype);
     uint16_t *half = instance->halves[node->id];
+    if (half && !instance->owned[node->id]) { /* this instance's own copy from its first patch on */
+        size_t bytes = (size_t)numel * sizeof *half;
+        uint16_t *copy = malloc(bytes ? bytes : 2);
+        if (!copy) {
+            ane_tensor_release(&packed);
+            return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
+        }
+        memcpy(copy, half, bytes);
+        instance->halves[node->id] = half = copy;
+        instance->owned[node->id] = 1;
+    }
     int64_t replaced = 0;
     if (half && packed.dtype == ANE_FP16) {
         replaced = copy_sanitized_half(half, (const uint16_t *)source, numel);
