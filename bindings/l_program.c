@@ -10,6 +10,7 @@
 #include "../ane_core/runtime/program.h"
 #include "../ane_core/runtime/compile.h"
 #include "../ane_core/runtime/async.h"
+#include "../ane_core/tensor/blas.h"
 #include "ane_lua.h"
 
 #define ANE_PROGRAM_TYPE "ane.Program"
@@ -492,6 +493,8 @@ static int l_capabilities(lua_State *L) {
     lua_createtable(L, 0, 12);
     lua_pushstring(L, ane_lua_default_backend());
     lua_setfield(L, -2, "backend");
+    lua_pushstring(L, ane_blas_kernels()); /* the CPU kernels behind sim's matrix products */
+    lua_setfield(L, -2, "blas_kernels");
     char why[ANE_ERROR_MESSAGE_MAX];
     int device = ane_device_backend.available(why, sizeof why);
     lua_pushboolean(L, device);

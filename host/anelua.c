@@ -6,7 +6,9 @@
  * incomplete statements keep reading, readline gives editing and a history in
  * ~/.anelua_history, errors print a traceback, and Ctrl-C interrupts a running chunk
  * (through a Lua hook, and through the core's interrupt flag for long C loops) without
- * leaving the REPL. At the prompt Ctrl-C discards the current input. */
+ * leaving the REPL. At the prompt Ctrl-C discards the current input. Where OpenBLAS took
+ * the CPU for an unknown model and chose its generic kernels, it runs itself again once
+ * with OPENBLAS_CORETYPE naming the kernels the CPU has (choose_blas_kernels). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include <readline/readline.h>
 
 #include "../ane_core/base/interrupt.h"
+#include "../ane_core/tensor/blas.h"
 #include "../bindings/ane_lua.h"
 
 static const char *program_name = "anelua";
@@ -630,7 +633,23 @@ static int protected_main(lua_State *L) {
     return 1;
 }
 
+/* OpenBLAS reads OPENBLAS_CORETYPE only as it loads, before main: so the process starts
+ * again, once, with it set (blas.c says when and why). A choice already in the environment,
+ * the user's or this re-run's, stands; if the re-run cannot start, the generic kernels do. */
+static void choose_blas_kernels(char **argv) {
+#if defined(__linux__)
+    const char *better = ane_blas_better_kernels();
+    if (getenv("OPENBLAS_CORETYPE") || !better) return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+#else
+    (void)argv;
+#endif
+}
+
 int main(int argc, char **argv) {
+    choose_blas_kernels(argv);
     if (argv[0] && argv[0][0]) program_name = argv[0];
     lua_State *L = luaL_newstate();
     if (!L) {

@@ -15,6 +15,22 @@ describe("anelua command line", function()
     assert.matches("^anelua %d+%.%d+%.%d+ %(Lua 5%.4", out)
   end)
 
+  -- OpenBLAS takes a CPU model it does not know for a Prescott and runs SSE3 kernels (a
+  -- quarter of sgemm's speed on this AVX-512 machine); the host starts again with the kernels
+  -- the CPU has. /proc/cpuinfo is the independent witness of what the CPU has.
+  it("runs OpenBLAS with kernels the CPU has, and keeps a choice the user made", function()
+    local kernels = "-e " .. q("print(require('ane').capabilities().blas_kernels)")
+    local cpuinfo = io.open("/proc/cpuinfo") and helpers.read_file("/proc/cpuinfo") or ""
+    local flags = cpuinfo:match("\nflags%s*:%s*([^\n]*)") or ""
+    local out, _, code = run(kernels, nil, "env -u OPENBLAS_CORETYPE")
+    assert.are.equal(0, code)
+    assert.matches("^%a[%w_]*\n$", out) -- a kernel set's name
+    if flags:find("%f[%w]avx2%f[^%w]") and flags:find("%f[%w]fma%f[^%w]") then
+      assert.are_not.equal("Prescott\n", out) -- generic kernels on a CPU with AVX2 and FMA
+    end
+    assert.are.equal("Prescott\n", run(kernels, nil, "OPENBLAS_CORETYPE=Prescott"))
+  end)
+
   it("runs -e statements and -l libraries in order", function()
     local out = run("-e " .. q("x = 1") .. " -l lfs -e " .. q("print(x, type(lfs))") .. " -l fs=lfs -e " .. q("print(fs == lfs)"))
     assert.are.equal("1\ttable\ntrue\n", out)

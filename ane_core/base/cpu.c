@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int f16c, avx2_fma_f16c, avx512f;
+static int f16c, avx2_fma_f16c, avx512f, avx512_skylake;
 static pthread_once_t asked = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
@@ -28,6 +28,9 @@ static void ask_cpu(void) {
     avx2_fma_f16c = fma && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5));
     /* leaf 7 EBX bit 16 = AVX-512F; XCR0 bits 5-7: the OS saves the opmask and ZMM state */
     avx512f = avx2_fma_f16c && (b & (1u << 16)) && (xcr0_low & 0xE0u) == 0xE0u;
+    /* EBX bits 17 = DQ, 28 = CD, 30 = BW, 31 = VL */
+    const unsigned int skylake = (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);
+    avx512_skylake = avx512f && (b & skylake) == skylake;
 }
 #else
 static void ask_cpu(void) {}
@@ -50,6 +53,11 @@ int ane_cpu_has_f16c(void) {
 int ane_cpu_has_avx2_fma_f16c(void) {
     pthread_once(&asked, ask);
     return avx2_fma_f16c;
+}
+
+int ane_cpu_has_avx512_skylake(void) {
+    pthread_once(&asked, ask);
+    return avx512_skylake;
 }
 
 int ane_cpu_has_avx512f(void) {

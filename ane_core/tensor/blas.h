@@ -9,4 +9,10 @@
 #include <cblas.h>
 #endif
 
+/* The kernels the BLAS runs ("SkylakeX", "Haswell", ... for OpenBLAS; "Accelerate"). */
+const char *ane_blas_kernels(void);
+/* The OpenBLAS kernel set (for OPENBLAS_CORETYPE, read when OpenBLAS loads) this CPU runs
+ * when OpenBLAS fell back to its generic one; NULL when its choice stands. */
+const char *ane_blas_better_kernels(void);
+
 #endif
