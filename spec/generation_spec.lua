@@ -23,8 +23,15 @@ describe("decoding sessions", function()
     local session = m:session()
     local prompt = {}
     for i = 1, 200 do prompt[i] = ids[i] end
+    local function decode_programs()
+      local count = 0
+      for _, kind in m:each_program() do count = count + (kind:match("^attn_decode") and 1 or 0) end
+      return count
+    end
     session:feed(prompt)
-    assert.are.equal(256, session.size) -- not the 1,024 of the capacity: attention reads what is used
+    -- the first token needs no decode program: they compile at the first step
+    assert.are.equal(0, decode_programs())
+    assert.is_nil(session.size)
     local want = m:logits(ids) -- [600, V]: no cache, every position computed at once
     local sizes = {}
     for p = 201, 600 do
@@ -37,8 +44,10 @@ describe("decoding sessions", function()
         assert.is_true(diff < 1e-4, string.format("position %d: logits differ by %.3g", p, diff))
       end
     end
-    -- the cache grew when position 257 and 513 arrived
+    -- 256 positions first, not the 1,024 of the capacity (attention reads what is used); the
+    -- cache grew when position 257 and 513 arrived
     assert.are.same({ [256] = 201, [512] = 257, [768] = 513 }, sizes)
+    assert.are.equal(3 * 2, decode_programs()) -- three sizes, two layers
     -- prefill sizes follow the same steps on sim: 480 -> 512, 520 -> 768, 900 -> 1024
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)

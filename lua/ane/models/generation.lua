@@ -141,23 +141,32 @@ local function grow(self)
   end
 end
 
--- The first feed: one prefill of the ids, their keys and values into the caches.
+-- The first feed: one prefill of the ids; their keys and values wait in `pending` for the
+-- first decode step (settle), so the first token comes before any decode program is compiled.
 local function prefill(self, ids)
   local m = self.model
   local start, compiling = ane.clock(), m.counters.compile_seconds
   local x, outputs, S = m:forward(ids)
   local T = #ids
-  use_size(self, cache_size(self, T + 1))
-  local open = ane.tensor({ 1, 1, 1, T }, m.dtype):fill(0)
-  for l, attention in ipairs(self.attention) do
-    attention:write_input("k_cache", m:cache_keys(outputs[l].k, T))
-    attention:write_input("v_cache", outputs[l].v:slice(4, 1, T))
-    attention:write_input("mask", open)
-  end
+  self.pending = { T = T }
+  for l = 1, m.n_layer do self.pending[l] = { k = m:cache_keys(outputs[l].k, T), v = outputs[l].v:slice(4, 1, T) } end
   self.logits = m:classify(x, T, S, T):reshape(-1) -- the last position's only: generation needs no more
   m.counters.prefill_tokens = m.counters.prefill_tokens + T
   m.counters.prefill_seconds = m.counters.prefill_seconds + m:elapsed_without_compiling(start, compiling)
   self.position = T
+end
+
+-- The prefill's keys and values into the decode programs' caches.
+local function settle(self)
+  local m, pending = self.model, self.pending
+  use_size(self, cache_size(self, pending.T + 1))
+  local open = ane.tensor({ 1, 1, 1, pending.T }, m.dtype):fill(0)
+  for l, attention in ipairs(self.attention) do
+    attention:write_input("k_cache", pending[l].k)
+    attention:write_input("v_cache", pending[l].v)
+    attention:write_input("mask", open)
+  end
+  self.pending = nil
 end
 
 local OPEN = {} -- one position's mask value that lets it in, per dtype
@@ -170,6 +179,7 @@ end
 local function step(self, id)
   local m, position = self.model, self.position
   local step_start, step_compiling = ane.clock(), m.counters.compile_seconds
+  if self.pending then settle(self) end
   if position + 1 > self.size then grow(self) end
   hold(self)
   local h = m:embed_token(id, position, self.W)
@@ -203,7 +213,7 @@ function Session:feed(ids)
       self.capacity)
   end
   local first = 1
-  if not self.attention then
+  if self.position == 0 then
     prefill(self, ids)
     first = #ids + 1
   end
