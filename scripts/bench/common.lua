@@ -50,6 +50,24 @@ function M.median_and_range(list)
   return sorted[(#sorted + 1) // 2], sorted[1], sorted[#sorted]
 end
 
+--- The command-line options of a bench that runs the peers: where their sources are and
+--- where they are built (append to the bench's own options).
+function M.peer_options(root, options)
+  options[#options + 1] = { "peers", "path", root .. "/../shared/peers", "the peers' sources and build script" }
+  options[#options + 1] = { "work", "path", "/tmp/anelua-peers", "where the peers are built and the checkpoint written" }
+  return options
+end
+
+--- Prints the Markdown table of paired ratios: rows of { ours, theirs, ratios (a list) }.
+function M.print_ratios(rows)
+  print("| anelua | peer | median ratio (anelua / peer) | range |")
+  print("|---|---|---|---|")
+  for _, row in ipairs(rows) do
+    local median, low, high = M.median_and_range(row[3])
+    print(string.format("| %s | %s | %.2fx | %.2f-%.2f |", row[1], row[2], median, low, high))
+  end
+end
+
 --- The peers of ../shared/peers built into `work` (run.c, a random Stories110M checkpoint):
 --- returns the paths { runc =, checkpoint = }, or nil and why they are not available.
 function M.stories_peers(peers, work)
@@ -63,6 +81,34 @@ function M.stories_peers(peers, work)
     end
   end
   return paths
+end
+
+--- llama.cpp's binaries and the same checkpoint as GGUF files (F32, F16, Q8_0, Q4_0, made by
+--- ../shared/peers/llama.cpp/make_models.sh in work/gguf): returns bin, gguf directory, or
+--- nil and why they are not available.
+function M.llama_cpp_models(peers, work, checkpoint, tokenizer_bin)
+  local bin = peers .. "/llama.cpp/bin"
+  if not require("lfs").attributes(bin .. "/llama-bench") then return nil, "no " .. bin .. "/llama-bench" end
+  local gguf = work .. "/gguf"
+  if not os.execute(string.format("bash %s %s %s %s > /dev/null 2>&1", M.quote(peers .. "/llama.cpp/make_models.sh"),
+      M.quote(checkpoint), M.quote(tokenizer_bin), M.quote(gguf))) then
+    return nil, "make_models.sh could not convert the checkpoint to GGUF"
+  end
+  return bin, gguf
+end
+
+--- llama-bench's tokens/s (2 threads, one repetition) for a prompt of `prompt` tokens
+--- (prefill) or `generated` generated ones (decode): one of the two is 0.
+function M.llama_bench(bin, gguf_file, prompt, generated)
+  local command = string.format("%s -m %s -p %d -n %d -t 2 -r 1 -o csv 2>/dev/null", M.quote(bin .. "/llama-bench"),
+    M.quote(gguf_file), prompt, generated)
+  local pipe = io.popen(command)
+  local csv = pipe:read("a")
+  pipe:close()
+  local last = csv:match("([^\n]+)\n?$") or ""
+  local fields = {}
+  for field in last:gmatch('"([^"]*)"') do fields[#fields + 1] = field end
+  return tonumber(fields[#fields - 1]) -- avg_ts
 end
 
 --- run.c's greedy generation of `tokens` positions: its own "achieved tok/s" and its text.

@@ -9,19 +9,16 @@ local llama = require("ane.models.llama")
 local sentencepiece = require("ane.sentencepiece")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
+local common = dofile(root .. "/scripts/bench/common.lua")
 local opts = require("ane.cli").command{
   name = "scripts/bench/decode_vs_runc.lua",
   summary = "Greedy decode tok/s against llama2.c's run.c on the same checkpoint, alternating, in one run.",
-  options = {
+  options = common.peer_options(root, {
     { "tokens", "integer", 256, "tokens per generation (run.c's -n)", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
-    { "peers", "path", root .. "/../shared/peers", "the peers' sources and build script" },
-    { "work", "path", "/tmp/anelua-peers", "where the peers are built and the checkpoint written" },
-  },
+  }),
 }:parse(arg)
 ane.set_compile_budget(1000000)
-
-local common = dofile(root .. "/scripts/bench/common.lua")
 local paths, why = common.stories_peers(opts.peers, opts.work)
 if not paths then
   print("peer not available: " .. why .. "; nothing to compare against")

@@ -15,20 +15,17 @@
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local qwen3 = require("ane.models.qwen3")
-local lfs = require("lfs")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local common = dofile(root .. "/scripts/bench/common.lua")
 local opts = require("ane.cli").command {
   name = "scripts/bench/quantized_decode.lua",
   summary = "Quantized decode against the bandwidth bound (Qwen3-0.6B shape) and llama.cpp (Stories110M shape).",
-  options = {
+  options = common.peer_options(root, {
     { "part", "choice", "both", "which part to run", choices = { "qwen3", "stories", "both" } },
     { "tokens", "integer", 128, "tokens decoded per round", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
-    { "peers", "path", root .. "/../shared/peers", "the peers' sources and build script" },
-    { "work", "path", "/tmp/anelua-peers", "where the peers are built and the checkpoint written" },
-  },
+  }),
 }:parse(arg)
 ane.set_compile_budget(1000000)
 local MODES = { "fp16", "int8", "int4" }
@@ -87,18 +84,6 @@ end
 
 -- ------------------------------------------------------------------ Stories110M vs llama.cpp
 
-local function llama_cpp_rate(bin, gguf, tokens)
-  local command = string.format("%s -m %s -p 0 -n %d -t 2 -r 1 -o csv 2>/dev/null", common.quote(bin .. "/llama-bench"),
-    common.quote(gguf), tokens)
-  local pipe = io.popen(command)
-  local csv = pipe:read("a")
-  pipe:close()
-  local last = csv:match("([^\n]+)\n?$") or ""
-  local fields = {}
-  for field in last:gmatch('"([^"]*)"') do fields[#fields + 1] = field end
-  return tonumber(fields[#fields - 1]) -- avg_ts
-end
-
 local function llama_cpp_text(bin, gguf, prompt, tokens)
   local command = string.format("%s -m %s -p %s -n %d -t 2 -c 512 --temp 0 -no-cnv -s 1 2>/dev/null",
     common.quote(bin .. "/llama-cli"), common.quote(gguf), common.quote(prompt), tokens)
@@ -116,16 +101,11 @@ end
 
 local function stories_part()
   local paths, why = common.stories_peers(opts.peers, opts.work)
-  local bin = opts.peers .. "/llama.cpp/bin"
-  if not paths or not lfs.attributes(bin .. "/llama-bench") then
-    print("stories: peer not available: " .. (why or ("no " .. bin .. "/llama-bench")) .. "; skipped")
-    return
-  end
   local tokenizer_bin = root .. "/data/tokenizers/llama2/tokenizer.bin"
-  local gguf = opts.work .. "/gguf"
-  if not os.execute(string.format("bash %s %s %s %s > /dev/null 2>&1", common.quote(opts.peers .. "/llama.cpp/make_models.sh"),
-      common.quote(paths.checkpoint), common.quote(tokenizer_bin), common.quote(gguf))) then
-    print("stories: peer not available: make_models.sh could not convert the checkpoint to GGUF; skipped")
+  local bin, gguf
+  if paths then bin, gguf = common.llama_cpp_models(opts.peers, opts.work, paths.checkpoint, tokenizer_bin) end
+  if not bin then
+    print("stories: peer not available: " .. (why or gguf) .. "; skipped")
     return
   end
   local peer_file = { fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
@@ -146,7 +126,7 @@ local function stories_part()
     local row = { string.format("%-6d %9.1f", round, runc) }
     for _, mode in ipairs(MODES) do
       local ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
-      local theirs = llama_cpp_rate(bin, gguf .. "/" .. peer_file[mode], opts.tokens)
+      local theirs = common.llama_bench(bin, gguf .. "/" .. peer_file[mode], 0, opts.tokens)
       ratios[mode][round] = theirs and ours / theirs or 0 / 0
       if mode == "int8" then ratios.runc[round] = ours / runc end
       row[#row + 1] = string.format("%9.1f %9.1f", ours, theirs or 0 / 0)
@@ -155,14 +135,10 @@ local function stories_part()
     io.stdout:flush()
   end
   print()
-  print("| anelua | llama.cpp | median ratio (anelua / llama.cpp) | range |")
-  print("|---|---|---|---|")
-  for _, mode in ipairs(MODES) do
-    local median, low, high = common.median_and_range(ratios[mode])
-    print(string.format("| %s | %s | %.2fx | %.2f-%.2f |", mode, peer_name[mode], median, low, high))
-  end
-  local median, low, high = common.median_and_range(ratios.runc)
-  print(string.format("| int8 | run.c (fp32) | %.2fx | %.2f-%.2f |", median, low, high))
+  local rows = {}
+  for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "llama.cpp " .. peer_name[mode], ratios[mode] } end
+  rows[#rows + 1] = { "int8", "run.c (fp32)", ratios.runc }
+  common.print_ratios(rows)
   -- drift: each engine's quantized greedy text against its own full-precision one
   print()
   print("| drift from full precision (64 greedy tokens) | anelua (vs its fp32) | llama.cpp (vs its F32) |")
