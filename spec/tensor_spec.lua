@@ -33,6 +33,20 @@ describe("ane.tensor construction", function()
     end
   end)
 
+  -- Blocks of 32 MB and more are reused after they are freed (storage.c's pool): a new zero
+  -- tensor that gets a used block must still read as zeros, however the block was left.
+  it("makes zeros from reused large blocks too", function()
+    for _, n in ipairs({ 9 * 1048576, 17 * 524288 }) do -- 36 MB, then 34 MB (within the reuse margin)
+      local used = ane.tensor({ n }):fill(7)
+      assert.are.equal(7, used:get(n))
+      used = nil
+      collectgarbage()
+      collectgarbage()
+      local fresh = ane.tensor({ n })
+      assert.are.equal(0, fresh:sum_of_squares())
+    end
+  end)
+
   it("builds from flat values with a shape and from nested tables", function()
     local flat = ane.tensor.from({ 1, 2, 3, 4, 5, 6 }, { 2, 3 })
     local nested = ane.tensor.from({ { 1, 2, 3 }, { 4, 5, 6 } })

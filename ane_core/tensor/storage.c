@@ -1,4 +1,10 @@
-/* Refcounted storage and its three allocators: heap, file mmap, and wrapped memory. */
+/* Refcounted storage and its three allocators: heap, file mmap, and wrapped memory.
+ *
+ * Heap blocks below 32 MB come from malloc (tuned once so that glibc keeps and reuses them:
+ * tune_malloc_once); larger ones are mappings of their own, and a freed one waits in a small
+ * pool for the next request of about its size, so a training step's large gradients and
+ * logits reuse the pages of the step before instead of faulting fresh zero pages in (and
+ * the kernel clearing them) every step. */
 #include "storage.h"
 
 #include <errno.h>
@@ -10,16 +16,76 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { HEAP_ALIGNMENT = 64, MMAP_THRESHOLD = 1 << 16 };
+#include <pthread.h>
+
+enum { HEAP_ALIGNMENT = 64 };
+#define LARGE_BLOCK ((size_t)32 << 20)   /* from here on, blocks are mappings (glibc's largest mmap threshold) */
+#define POOL_BLOCKS 8                    /* freed mappings kept for reuse ... */
+#define POOL_BYTES ((size_t)1 << 30)     /* ... at most this many bytes of them */
 
 static size_t live_heap_bytes = 0; /* atomic */
 
 size_t ane_storage_live_heap_bytes(void) { return __atomic_load_n(&live_heap_bytes, __ATOMIC_RELAXED); }
 
+static struct {
+    pthread_mutex_t lock; /* blocks are freed on the asynchronous helpers too */
+    void *data[POOL_BLOCKS];
+    size_t size[POOL_BLOCKS];
+    size_t bytes;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A mapping of at least nbytes: a pooled one no more than 1/8 larger, else a new one
+ * (*fresh = 1: its pages are zero). Its length goes to *length. */
+static void *large_block(size_t nbytes, size_t *length, int *fresh) {
+    pthread_mutex_lock(&pool.lock);
+    for (int i = 0; i < POOL_BLOCKS; i++) {
+        if (!pool.data[i] || pool.size[i] < nbytes || pool.size[i] - nbytes > nbytes / 8) continue;
+        void *data = pool.data[i];
+        *length = pool.size[i];
+        pool.bytes -= pool.size[i];
+        pool.data[i] = NULL;
+        pthread_mutex_unlock(&pool.lock);
+        *fresh = 0;
+        return data;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    void *data = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *length = nbytes;
+    *fresh = 1;
+    return data == MAP_FAILED ? NULL : data;
+}
+
+/* Into the pool, pushing out the oldest block when it is full; unmapped if it does not fit. */
+static void release_large_block(void *data, size_t length) {
+    pthread_mutex_lock(&pool.lock);
+    if (length <= POOL_BYTES) {
+        for (int i = 0; i < POOL_BLOCKS && pool.bytes + length > POOL_BYTES; i++)
+            if (pool.data[i]) {
+                munmap(pool.data[i], pool.size[i]);
+                pool.bytes -= pool.size[i];
+                pool.data[i] = NULL;
+            }
+        for (int i = 0; i < POOL_BLOCKS; i++)
+            if (!pool.data[i]) {
+                pool.data[i] = data, pool.size[i] = length;
+                pool.bytes += length;
+                pthread_mutex_unlock(&pool.lock);
+                return;
+            }
+        munmap(pool.data[0], pool.size[0]); /* all slots taken: the first makes room */
+        pool.bytes += length - pool.size[0];
+        pool.data[0] = data, pool.size[0] = length;
+        pthread_mutex_unlock(&pool.lock);
+        return;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    munmap(data, length);
+}
+
 static void heap_release(ane_storage *storage) {
     __atomic_sub_fetch(&live_heap_bytes, storage->nbytes, __ATOMIC_RELAXED);
-    if (storage->context) /* context holds the mapping length for mmap'd blocks */
-        munmap(storage->data, (size_t)(uintptr_t)storage->context);
+    if (storage->context) /* context holds the mapping length for large blocks */
+        release_large_block(storage->data, (size_t)(uintptr_t)storage->context);
     else
         free(storage->data);
 }
@@ -38,66 +104,68 @@ static ane_storage *storage_shell(ane_error *err) {
     return storage;
 }
 
-ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err) {
-    ane_storage *storage = storage_shell(err);
-    if (!storage) return ANE_ERR_NOMEM;
-    storage->allocator = &heap_allocator;
-    storage->nbytes = nbytes;
-    if (nbytes >= MMAP_THRESHOLD) {
-        void *data = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (data == MAP_FAILED) {
-            free(storage);
-            return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
-        }
-        storage->data = data;
-        storage->context = (void *)(uintptr_t)nbytes;
-    } else {
-        void *data = NULL;
-        if (posix_memalign(&data, HEAP_ALIGNMENT, nbytes ? nbytes : HEAP_ALIGNMENT) != 0) {
-            free(storage);
-            return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
-        }
-        memset(data, 0, nbytes);
-        storage->data = data;
-    }
-    __atomic_add_fetch(&live_heap_bytes, nbytes, __ATOMIC_RELAXED);
-    *out = storage;
-    return ANE_OK;
-}
-
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
-/* glibc serves blocks above 128 KB with fresh mmaps (page faults on every touch) until a
- * free raises that threshold; tensors of a few hundred KB come and go every decoding
- * step, so raise it once, up front. */
-static void tune_malloc_once(void) {
-#if defined(__GLIBC__)
-    static int done = 0;
-    if (!done) {
-        mallopt(M_MMAP_THRESHOLD, 32 << 20);
-        mallopt(M_TRIM_THRESHOLD, 256 << 20); /* and keep freed memory for the next step */
-        done = 1;
+static void tune_malloc_once(void);
+
+/* A heap block of nbytes: from malloc, or a large block (its mapping length in *length,
+ * 0 for malloc's); zeroed when asked. */
+static void *heap_block(size_t nbytes, int zeroed, size_t *length) {
+    if (nbytes >= LARGE_BLOCK) {
+        int fresh;
+        void *data = large_block(nbytes, length, &fresh);
+        if (data && zeroed && !fresh) memset(data, 0, nbytes);
+        return data;
     }
-#endif
+    tune_malloc_once();
+    *length = 0;
+    void *data = NULL;
+    if (posix_memalign(&data, HEAP_ALIGNMENT, nbytes ? nbytes : HEAP_ALIGNMENT) != 0) return NULL;
+    if (zeroed) memset(data, 0, nbytes);
+    return data;
 }
 
-ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err) {
-    tune_malloc_once();
+static ane_status new_heap(size_t nbytes, int zeroed, ane_storage **out, ane_error *err) {
     ane_storage *storage = storage_shell(err);
     if (!storage) return ANE_ERR_NOMEM;
-    void *data = NULL;
-    if (posix_memalign(&data, HEAP_ALIGNMENT, nbytes ? nbytes : HEAP_ALIGNMENT) != 0) {
+    size_t length;
+    void *data = heap_block(nbytes, zeroed, &length);
+    if (!data) {
         free(storage);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
     }
     storage->allocator = &heap_allocator;
     storage->nbytes = nbytes;
     storage->data = data;
+    storage->context = (void *)(uintptr_t)length;
     __atomic_add_fetch(&live_heap_bytes, nbytes, __ATOMIC_RELAXED);
     *out = storage;
     return ANE_OK;
+}
+
+ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err) {
+    return new_heap(nbytes, 1, out, err);
+}
+
+/* glibc serves blocks above 128 KB with fresh mmaps (page faults on every touch) until a
+ * free raises that threshold; tensors of a few hundred KB come and go every decoding
+ * step, so raise it once, up front, to its largest value (LARGE_BLOCK). */
+static void tune_malloc(void) {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, (int)LARGE_BLOCK);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20); /* and keep freed memory for the next step */
+#endif
+}
+
+static void tune_malloc_once(void) { /* (the asynchronous helpers allocate too) */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tune_malloc);
+}
+
+ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err) {
+    return new_heap(nbytes, 0, out, err);
 }
 
 ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *err) {
