@@ -55,31 +55,34 @@ static void *large_block(size_t nbytes, size_t *length, int *fresh) {
     return data == MAP_FAILED ? NULL : data;
 }
 
-/* Into the pool, pushing out the oldest block when it is full; unmapped if it does not fit. */
+static int pool_has_room(size_t length) {
+    if (pool.bytes + length > POOL_BYTES) return 0;
+    for (int i = 0; i < POOL_BLOCKS; i++)
+        if (!pool.data[i]) return 1;
+    return 0;
+}
+
+/* Into the pool, unmapping pooled blocks (first slots first) until it fits; a block larger
+ * than the whole pool is unmapped at once. */
 static void release_large_block(void *data, size_t length) {
-    pthread_mutex_lock(&pool.lock);
-    if (length <= POOL_BYTES) {
-        for (int i = 0; i < POOL_BLOCKS && pool.bytes + length > POOL_BYTES; i++)
-            if (pool.data[i]) {
-                munmap(pool.data[i], pool.size[i]);
-                pool.bytes -= pool.size[i];
-                pool.data[i] = NULL;
-            }
-        for (int i = 0; i < POOL_BLOCKS; i++)
-            if (!pool.data[i]) {
-                pool.data[i] = data, pool.size[i] = length;
-                pool.bytes += length;
-                pthread_mutex_unlock(&pool.lock);
-                return;
-            }
-        munmap(pool.data[0], pool.size[0]); /* all slots taken: the first makes room */
-        pool.bytes += length - pool.size[0];
-        pool.data[0] = data, pool.size[0] = length;
-        pthread_mutex_unlock(&pool.lock);
+    if (length > POOL_BYTES) {
+        munmap(data, length);
         return;
     }
+    pthread_mutex_lock(&pool.lock);
+    for (int i = 0; i < POOL_BLOCKS && !pool_has_room(length); i++)
+        if (pool.data[i]) {
+            munmap(pool.data[i], pool.size[i]);
+            pool.bytes -= pool.size[i];
+            pool.data[i] = NULL;
+        }
+    for (int i = 0; i < POOL_BLOCKS; i++)
+        if (!pool.data[i]) {
+            pool.data[i] = data, pool.size[i] = length;
+            pool.bytes += length;
+            break;
+        }
     pthread_mutex_unlock(&pool.lock);
-    munmap(data, length);
 }
 
 static void heap_release(ane_storage *storage) {
