@@ -31,7 +31,7 @@ describe("GPT-2 logits" .. label, function()
     -- variance chain, inv_std, normalized, gamma, beta: each 2^-11 relative), and each of the
     -- 2 layers adds ~10 roundings to the residual stream that LayerNorm passes on with gain
     -- ~1: ~25 roundings of 2^-11, rounded up to 2^-6 of max|h|. The classifier is exact fp32.
-    local z16, bound = helpers.assert_fp16_logits_bound(m16, m32, ids, "ln_f", m32.P.wte, 2 ^ -6)
+    local z16, bound = helpers.assert_fp16_logits_bound(m16, m32, ids, "norm", m32.P.classifier, 2 ^ -6)
     -- Against PyTorch: fp16 error plus the fp32 difference.
     local vs_torch = z16:max_abs_diff(expected.logits:slice(1, 1, 1):reshape(16, V))
     local worst = select(1, bound:topk(1))[1]

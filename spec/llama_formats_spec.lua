@@ -221,7 +221,7 @@ describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)" .. label, function()
     -- roundings to the residual stream (projections, two per-head norms, rotations,
     -- softmax, SwiGLU), which the norm passes on with gain max|w| / rms(x) ~ 1: ~35
     -- roundings of 2^-11, rounded up to 2^-5 of max|h|. The classifier is exact fp32.
-    helpers.assert_fp16_logits_bound(m16, m32, ids, "norm", m32.P.wcls, 2 ^ -5)
+    helpers.assert_fp16_logits_bound(m16, m32, ids, "norm", m32.P.classifier, 2 ^ -5)
   end)
 
   for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do

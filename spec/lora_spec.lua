@@ -73,7 +73,7 @@ describe("LoRA", function()
   it("trains only the adapters and swaps them at runtime with zero compiles", function()
     local path, ids, targets = reference()
     local adapted = assert(llama.load(path, { precision = "fp32", lora = { rank = RANK, alpha = ALPHA } }))
-    local frozen = adapted.P.layers[1].wq:copy()
+    local frozen = adapted.P.layers[1].q:copy()
     local opt = optim.adamw(adapted:parameters(), { lr = 1e-2 })
     local losses = {}
     for step = 1, 4 do
@@ -83,7 +83,7 @@ describe("LoRA", function()
       adapted:load_parameters()
     end
     assert.is_true(losses[4] < losses[1], "loss " .. losses[1] .. " -> " .. losses[4])
-    assert.are.equal(0, adapted.P.layers[1].wq:max_abs_diff(frozen)) -- base weights untouched
+    assert.are.equal(0, adapted.P.layers[1].q:max_abs_diff(frozen)) -- base weights untouched
     local dir = helpers.tmpdir()
     assert(adapted:save_adapters(dir .. "/trained.safetensors"))
 

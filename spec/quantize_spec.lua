@@ -199,14 +199,14 @@ describe("quantized models", function()
   -- The same weights dequantized: the dense model the quantized one must equal.
   local function dequantized(W, encoding)
     local copy = { config = W.config, layers = {}, source = W.source, naming = W.naming, stop_token = W.stop_token,
-      token_embedding = W.token_embedding, rms_final = W.rms_final, shared_classifier = false }
+      token_embedding = W.token_embedding, final_norm = W.final_norm }
     for l, L in ipairs(W.layers) do
       copy.layers[l] = {}
       for field, t in pairs(L) do
         copy.layers[l][field] = t:ndim() == 2 and ane.quantize(t, encoding, { dtype = "fp32" }):dequantize() or t
       end
     end
-    copy.wcls = ane.quantize(W.wcls, "int8", { dtype = "fp32" }):dequantize()
+    copy.classifier = ane.quantize(W.classifier or W.token_embedding, "int8", { dtype = "fp32" }):dequantize()
     return copy
   end
 

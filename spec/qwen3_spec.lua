@@ -29,7 +29,7 @@ describe("Qwen3", function()
     local config = { dim = 32, hidden = 64, n_layer = 2, n_head = 4, n_kv_head = 2, head_dim = 16, vocab_size = 96, seq_len = 64 }
     local W = qwen3.random_weights(config, 3)
     assert.is_true(W.config.qk_norm)
-    assert.are.same({ 32, 32 }, W.layers[1].wk:shape()) -- kv heads x head_dim rows
+    assert.are.same({ 32, 32 }, W.layers[1].k:shape()) -- kv heads x head_dim rows
     for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do
       local model = qwen3.from_weights(W, { precision = setup[1], profile = setup[2] })
       assert.matches("qwen3 %(2 layers, 4 %(2 kv%) heads of 16", tostring(model))

@@ -38,7 +38,7 @@ end
 -- Bytes one decoded token reads: every layer weight and the classifier, as stored.
 local function bytes_per_token(model)
   local function bytes(w) return ane.quantized.is(w) and w:bytes() or w:numel() * w:element_size() end
-  local total = bytes(model.P.wcls)
+  local total = bytes(model.P.classifier)
   for _, L in ipairs(model.P.layers) do
     for _, w in pairs(L) do total = total + bytes(w) end
   end

@@ -1,7 +1,8 @@
 -- ane.formats.hf_gpt2: Hugging Face GPT-2 directories (config.json and model.safetensors,
 -- or sharded; a `transformer.` prefix and the attention buffers some files carry are
--- ignored) as the GPT-2 model's weights. The weights are Conv1D, stored [in, out]; they come
--- out [out, in] (transposed views), with q, k, v concatenated in c_attn's one product.
+-- ignored) as the GPT-2 model's weights, by role (ane.models.transformer). The weights are
+-- Conv1D, stored [in, out]; they come out [out, in] (transposed views), with q, k, v
+-- concatenated in c_attn's one product. M.naming is the format's name map.
 --
 --   local W = assert(require("ane.formats.hf_gpt2").read("models/gpt2"))
 local ane = require("ane")
@@ -9,6 +10,21 @@ local common = require("ane.formats.common")
 local expect = common.expect_tensor
 
 local M = {}
+
+-- Checkpoint names of the model's roles (ane.models.transformer), `transformer.` prefix
+-- dropped; the Conv1D matrices stored [in, out].
+local NAMES = { token_embedding = "wte.weight", position_embedding = "wpe.weight", final_norm = "ln_f.weight",
+  final_norm_bias = "ln_f.bias" }
+local LAYER_NAMES = { attn_norm = "ln_1.weight", attn_norm_bias = "ln_1.bias", qkv = "attn.c_attn.weight",
+  qkv_bias = "attn.c_attn.bias", out = "attn.c_proj.weight", out_bias = "attn.c_proj.bias", ffn_norm = "ln_2.weight",
+  ffn_norm_bias = "ln_2.bias", up = "mlp.c_fc.weight", up_bias = "mlp.c_fc.bias", down = "mlp.c_proj.weight",
+  down_bias = "mlp.c_proj.bias" }
+M.LAYER_ROLES = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "out", "out_bias", "ffn_norm", "ffn_norm_bias", "up",
+  "up_bias", "down", "down_bias" }
+M.naming = {
+  name = function(role, l) return l and string.format("h.%d.%s", l, LAYER_NAMES[role]) or NAMES[role] end,
+  transposed = { qkv = true, out = true, up = true, down = true },
+}
 
 local function fail(format, ...) return nil, string.format(format, ...) end
 
@@ -42,38 +58,26 @@ function M.read(dir)
     end
   end
   local C, V, T = config.n_embd, config.vocab_size, config.n_positions
-  local source = dir
-  local W = { config = config, layers = {} }
-  local t
-  t, err = expect(tensors, "wte.weight", { V, C }, source); if not t then return nil, err end
-  W.wte = t
-  t, err = expect(tensors, "wpe.weight", { T, C }, source); if not t then return nil, err end
-  W.wpe = t
-  t, err = expect(tensors, "ln_f.weight", { C }, source); if not t then return nil, err end
-  W.ln_f_g = t
-  t, err = expect(tensors, "ln_f.bias", { C }, source); if not t then return nil, err end
-  W.ln_f_b = t
+  local W = { config = config, layers = {}, source = dir }
+  local function read(role, l, shape)
+    local t, problem = expect(tensors, M.naming.name(role, l), shape, dir)
+    if not t then return nil, problem end
+    return M.naming.transposed[role] and t:transpose() or t -- Conv1D [in, out] -> [out, in]
+  end
+  for _, spec in ipairs({ { "token_embedding", { V, C } }, { "position_embedding", { T, C } }, { "final_norm", { C } },
+    { "final_norm_bias", { C } } }) do
+    W[spec[1]], err = read(spec[1], nil, spec[2])
+    if not W[spec[1]] then return nil, err end
+  end
+  local shapes = { attn_norm = { C }, attn_norm_bias = { C }, qkv = { C, 3 * C }, qkv_bias = { 3 * C }, out = { C, C },
+    out_bias = { C }, ffn_norm = { C }, ffn_norm_bias = { C }, up = { C, 4 * C }, up_bias = { 4 * C }, down = { 4 * C, C },
+    down_bias = { C } }
   for l = 0, config.n_layer - 1 do
-    local p = "h." .. l .. "."
     local L = {}
-    local specs = {
-      { "ln_1.weight", { C }, "ln1_g" }, { "ln_1.bias", { C }, "ln1_b" },
-      { "attn.c_attn.weight", { C, 3 * C }, "c_attn" }, { "attn.c_attn.bias", { 3 * C }, "c_attn_b" },
-      { "attn.c_proj.weight", { C, C }, "c_proj" }, { "attn.c_proj.bias", { C }, "bo" },
-      { "ln_2.weight", { C }, "ln2_g" }, { "ln_2.bias", { C }, "ln2_b" },
-      { "mlp.c_fc.weight", { C, 4 * C }, "c_fc" }, { "mlp.c_fc.bias", { 4 * C }, "fc_b" },
-      { "mlp.c_proj.weight", { 4 * C, C }, "mlp_proj" }, { "mlp.c_proj.bias", { C }, "proj_b" },
-    }
-    for _, spec in ipairs(specs) do
-      t, err = expect(tensors, p .. spec[1], spec[2], source)
-      if not t then return nil, err end
-      L[spec[3]] = t
+    for _, role in ipairs(M.LAYER_ROLES) do
+      L[role], err = read(role, l, shapes[role])
+      if not L[role] then return nil, err end
     end
-    -- Conv1D [in, out] -> [out, in]; c_attn's output axis holds q | k | v (one product).
-    L.qkv, L.qkv_b = L.c_attn:transpose(), L.c_attn_b
-    L.wo = L.c_proj:transpose()
-    L.fc = L.c_fc:transpose()
-    L.proj = L.mlp_proj:transpose()
     W.layers[l + 1] = L
   end
   W.source = dir

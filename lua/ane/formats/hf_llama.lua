@@ -81,13 +81,13 @@ function M.read(dir)
   local tensors, meta = ane.io.load_safetensors(dir)
   if not tensors then return nil, meta end
   local tied = json.tie_word_embeddings == true or (json.tie_word_embeddings == nil and tensors["lm_head.weight"] == nil)
-  local name = arch.NAMINGS.hf
+  local name = arch.NAMINGS.hf.name
   local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
-  local shapes = { rms_att = { c.dim }, wq = { q_width, c.dim }, wk = { kv_width, c.dim }, wv = { kv_width, c.dim },
-    wo = { c.dim, q_width }, rms_ffn = { c.dim }, w1 = { c.hidden, c.dim }, w2 = { c.dim, c.hidden },
-    w3 = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
-  local function tensor(field, l, shape)
-    local key = name(field, l)
+  local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
+    out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
+    up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
+  local function tensor(role, l, shape)
+    local key = name(role, l)
     if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]) then
       return quantized_tensor(tensors, key, shape, dir)
     end
@@ -100,24 +100,22 @@ function M.read(dir)
     return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
   end
   local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
-  local W = { config = config, layers = {}, source = dir, shared_classifier = tied, naming = "hf",
-    format = "Hugging Face " .. model_type, stop_token = math.type(eos) and math.tointeger(eos) or nil }
+  -- weights by role (ane.models.transformer); the classifier absent when tied
+  local W = { config = config, layers = {}, source = dir, naming = "hf", format = "Hugging Face " .. model_type,
+    stop_token = math.type(eos) and math.tointeger(eos) or nil }
   W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
   if not W.token_embedding then return nil, err end
-  W.rms_final, err = tensor("rms_final", nil, { c.dim })
-  if not W.rms_final then return nil, err end
-  if tied and not (quantization and tensors["lm_head.weight"]) then
-    W.wcls = W.token_embedding
-  else
-    W.shared_classifier = false
-    W.wcls, err = tensor("wcls", nil, { c.vocab_size, c.dim })
-    if not W.wcls then return nil, err end
+  W.final_norm, err = tensor("final_norm", nil, { c.dim })
+  if not W.final_norm then return nil, err end
+  if not tied or (quantization and tensors["lm_head.weight"]) then
+    W.classifier, err = tensor("classifier", nil, { c.vocab_size, c.dim })
+    if not W.classifier then return nil, err end
   end
   for l = 1, c.n_layer do
     W.layers[l] = {}
-    for _, field in ipairs(arch.layer_fields(config)) do
-      W.layers[l][field], err = tensor(field, l - 1, shapes[field])
-      if not W.layers[l][field] then return nil, err end
+    for _, role in ipairs(arch.layer_roles(config)) do
+      W.layers[l][role], err = tensor(role, l - 1, shapes[role])
+      if not W.layers[l][role] then return nil, err end
     end
   end
   return W
@@ -156,23 +154,23 @@ function M.write_quantized(dir, model)
     local ok, why = lfs.mkdir(dir)
     if not ok then return fail("%s: cannot create the directory: %s", dir, tostring(why)) end
   end
-  local name, tensors, weights_encoding = arch.NAMINGS.hf, {}, nil
+  local name, tensors, weights_encoding = arch.NAMINGS.hf.name, {}, nil
   for l, stored in ipairs(model.P.stored_layers) do
-    for field, t in pairs(model.P.layers[l]) do
-      if stored[field] then
-        add_quantized(tensors, name(field, l - 1), stored[field])
-        weights_encoding = stored[field]:encoding()
+    for role, t in pairs(model.P.layers[l]) do
+      if stored[role] then
+        add_quantized(tensors, name(role, l - 1), stored[role])
+        weights_encoding = stored[role]:encoding()
       else
-        tensors[name(field, l - 1)] = t:to("fp32"):reshape(t:numel())
+        tensors[name(role, l - 1)] = t:to("fp32"):reshape(t:numel())
       end
     end
   end
   if not weights_encoding then return fail("%s: the model holds no quantized weights (load it with quantize = ...)", dir) end
-  tensors[name("rms_final")] = model.P.rms_final:to("fp32"):reshape(model.P.rms_final:numel())
+  tensors[name("final_norm")] = model.P.final_norm:to("fp32"):reshape(model.P.final_norm:numel())
   tensors[name("token_embedding")] = model.P.token_embedding:to(model.dtype)
-  local classifier = model.P.wcls
-  if ane.quantized.is(classifier) then add_quantized(tensors, name("wcls"), classifier)
-  else tensors[name("wcls")] = classifier:to(model.dtype) end
+  local classifier = model.P.classifier
+  if ane.quantized.is(classifier) then add_quantized(tensors, name("classifier"), classifier)
+  else tensors[name("classifier")] = classifier:to(model.dtype) end
   local config = hf_config(model, ane.quantized.is(classifier) and classifier:encoding() or "none", weights_encoding)
   local ok, err = ane.io.write_file_atomic(dir .. "/config.json", cjson.encode(config))
   if not ok then return nil, err end

@@ -64,10 +64,10 @@ function M.read(path)
     offset = offset + n * 4
   end
   if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
-  return {
-    config = config, layers = arch.split_layers(t, config, arch.LAYER_FIELDS), token_embedding = t.token_embedding,
-    rms_final = t.rms_final, wcls = t.wcls or t.token_embedding, source = path, shared_classifier = shared,
-    naming = "llama2c", format = "llama2.c v" .. version,
+  local file_name = arch.NAMINGS.llama2c.name -- role -> the file's field (with no layer)
+  return { -- weights by role (ane.models.transformer); the classifier absent when shared
+    config = config, layers = arch.split_layers(t, config, arch.LAYER_ROLES, file_name), token_embedding = t.token_embedding,
+    final_norm = t.rms_final, classifier = t.wcls, source = path, naming = "llama2c", format = "llama2.c v" .. version,
   }
 end
 
@@ -80,8 +80,8 @@ function M.write(path, config, params)
     config.n_kv_head or config.n_head, shared and config.vocab_size or -config.vocab_size, config.seq_len) }
   local function add(t) parts[#parts + 1] = t:to("fp32"):bytes() end
   add(params.token_embedding)
-  for _, field in ipairs(arch.LAYER_FIELDS) do
-    for l = 0, config.n_layer - 1 do add(params[field .. "." .. l]) end
+  for _, role in ipairs(arch.LAYER_ROLES) do
+    for l = 0, config.n_layer - 1 do add(params[arch.NAMINGS.llama2c.name(role, l)]) end
   end
   add(params.rms_final)
   local head = config.dim // config.n_head

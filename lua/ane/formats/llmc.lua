@@ -1,6 +1,7 @@
 -- ane.formats.llmc: llm.c's GPT-2 checkpoints (gpt2_124M.bin: an int32[256] header with
 -- magic 20240326 and version 3 = fp32 or 5 = bf16, then 16 tensors with [out, in] matrices)
--- as the GPT-2 model's weights; tensors are views of the file's mapping.
+-- as the GPT-2 model's weights, by role (ane.models.transformer); tensors are views of the
+-- file's mapping.
 --
 --   local W = assert(require("ane.formats.llmc").read("gpt2_124M.bin"))
 local ane = require("ane")
@@ -43,16 +44,15 @@ function M.read(path)
   end
   if offset ~= size then return fail("%s: the tensors end at byte %d but the file has %d bytes", path, offset, size) end
   local W = { config = { n_embd = C, n_layer = L, n_head = NH, n_positions = maxT, vocab_size = V, eps = 1e-5 }, layers = {} }
-  W.wte = t.wte:slice(1, 1, V) -- padded rows beyond V are never used
-  W.wpe, W.ln_f_g, W.ln_f_b = t.wpe, t.lnfw, t.lnfb
+  W.token_embedding = t.wte:slice(1, 1, V) -- padded rows beyond V are never used
+  W.position_embedding, W.final_norm, W.final_norm_bias = t.wpe, t.lnfw, t.lnfb
   local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
   for l = 1, L do
-    local qkv, qkvb = layer(t.qkvw, l), layer(t.qkvb, l)
     W.layers[l] = {
-      ln1_g = layer(t.ln1w, l), ln1_b = layer(t.ln1b, l), ln2_g = layer(t.ln2w, l), ln2_b = layer(t.ln2b, l),
-      qkv = qkv, qkv_b = qkvb,
-      wo = layer(t.attprojw, l), bo = layer(t.attprojb, l), fc = layer(t.fcw, l), fc_b = layer(t.fcb, l),
-      proj = layer(t.fcprojw, l), proj_b = layer(t.fcprojb, l),
+      attn_norm = layer(t.ln1w, l), attn_norm_bias = layer(t.ln1b, l), qkv = layer(t.qkvw, l), qkv_bias = layer(t.qkvb, l),
+      out = layer(t.attprojw, l), out_bias = layer(t.attprojb, l), ffn_norm = layer(t.ln2w, l),
+      ffn_norm_bias = layer(t.ln2b, l), up = layer(t.fcw, l), up_bias = layer(t.fcb, l), down = layer(t.fcprojw, l),
+      down_bias = layer(t.fcprojb, l),
     }
   end
   W.source = path

@@ -1,16 +1,17 @@
--- ane.models.decoder: what the decoder-only models (gpt2, llama) share: the per-model program
--- cache with compile accounting, shape buckets, batched logits and statistics here;
--- KV-cached generation and sampling in ane.models.generation; the loss and its backward in
--- ane.models.training. A model mixes these in and provides:
+-- ane.models.decoder: what the decoder-only models share besides their network (which
+-- ane.models.transformer builds): the per-model program cache with compile accounting, the
+-- shape buckets, batched logits and statistics here; KV-cached generation and sampling in
+-- ane.models.generation; the loss and its backward in ane.models.training. The transformer
+-- mixes these in and provides:
 --   graphs = { [kind] = function(self, layer weights, a, b) -> graph } for "attn_prefill",
---            "attn_decode", its FFN kind and its final norm; refresh_weights() to bring
---            self.P (program-layout weights) up to date before a graph is built
+--            "attn_decode", "ffn" and "norm"; refresh_weights() to bring self.P
+--            (program-layout weights) up to date before a graph is built
 --   forward(ids) -> x, per-layer prefill outputs {k =, v =}, bucket S
 --   classify(x, T, S, first) -> [T - first + 1, V] logits of positions first (default 1) .. T
 --   embed_token(id, position, W) -> [1, C, 1, W] input of one decoded token
 --   cache_keys(prefill_k, T) -> [1, C, 1, T] keys as the decode program expects them cached
 --   decode_inputs(position, W) -> extra inputs of the decode attention program (or {})
--- and the fields context_length, width (C), n_layer, ffn_kind, norm_kind, stop_token.
+-- and the fields context_length, width (C), cache_width, n_layer, stop_token.
 -- Training adds loss(ids, targets) on top of the hooks
 --   embed_sequence(ids, S) -> [1, C, 1, S];  embedding_gradients(ids, dx [T, C], raw)
 --   checkpoint_gradients(raw) -> gradients named and laid out as the checkpoint stores them
@@ -20,6 +21,7 @@
 -- "<kind>_train" forward programs) instead of recomputing them. Saving the projections'
 -- outputs leaves the backward only cheap elementwise work to redo.
 local ane = require("ane")
+local LORA_INPUTS = require("ane.models.lora").INPUTS -- the adapters' program inputs
 
 local M = {}
 
@@ -145,7 +147,7 @@ function Methods:program(kind, layer, a, b)
     local wrt = { "x" }
     if self.lora then -- the base weights are frozen: gradients for the adapters only
       if forward_kind:match("^attn") then
-        for _, name in ipairs(M.LORA_INPUTS) do wrt[#wrt + 1] = name end
+        for _, name in ipairs(LORA_INPUTS) do wrt[#wrt + 1] = name end
       end
     else
       for _, const in ipairs(self.weight_consts[forward_kind]) do wrt[#wrt + 1] = const end
@@ -183,14 +185,12 @@ function Methods:elapsed_without_compiling(start, compile_seconds_then)
   return (ane.clock() - start) - (self.counters.compile_seconds - compile_seconds_then)
 end
 
--- LoRA adapters: program inputs of the attention programs, per layer.
-M.LORA_INPUTS = { "lora_a_q", "lora_b_q", "lora_a_v", "lora_b_v" }
 
 --- Adds what a program takes besides its activations: layer l's LoRA adapters (attention
 --- programs) and, with weights_as_inputs, its weights. group: "attn", "ffn" or "norm" (l = 0).
 function Methods:extra_inputs(group, l, inputs)
   if self.lora and group == "attn" then
-    for _, name in ipairs(M.LORA_INPUTS) do inputs[name] = self.adapters[name .. "." .. (l - 1)] end
+    for _, name in ipairs(LORA_INPUTS) do inputs[name] = self.adapters[name .. "." .. (l - 1)] end
   end
   if self.weight_feed then
     for name, t in pairs(self.weight_feed[group][l]) do inputs[name] = t end
@@ -369,7 +369,7 @@ function M.check_quantize_options(opts, W, level)
   if classifier ~= false and not QUANTIZE_MODES[classifier] then
     error(string.format("quantize_classifier must be false, 'int8' or 'int4', not %s", tostring(classifier)), level + 1)
   end
-  if (quantize or ane.quantized.is(W.wcls)) and opts.weights_as_inputs then
+  if (quantize or ane.quantized.is(W.classifier)) and opts.weights_as_inputs then
     error("quantized weights are baked into the programs; weights_as_inputs feeds dense ones (choose one)", level + 1)
   end
   for _, L in ipairs(W.layers or {}) do -- a quantized checkpoint: its codes are final
@@ -396,7 +396,7 @@ end
 --- ", int8 weights (classifier int8)" for a model's description; "" for dense ones.
 function M.quantization_label(model)
   if not model.quantized then return "" end
-  local classifier = ane.quantized.is(model.P.wcls) and model.P.wcls:encoding() or "fp32"
+  local classifier = ane.quantized.is(model.P.classifier) and model.P.classifier:encoding() or "fp32"
   local layers
   for _, L in ipairs(model.P.layers) do
     for _, t in pairs(L) do

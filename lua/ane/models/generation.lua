@@ -124,7 +124,7 @@ local function use_size(self, size)
   self.size, self.attention, self.ffn = size, {}, {} -- looked up once: every step runs them
   for l = 1, m.n_layer do -- one position computed of the W the device's rows hold (kind_for)
     self.attention[l] = m:program(m:kind_for("attn_decode", 1, self.W), l, self.W, size)
-    self.ffn[l] = m:program(m:kind_for(m.ffn_kind, 1, self.W), l, self.W)
+    self.ffn[l] = m:program(m:kind_for("ffn", 1, self.W), l, self.W)
   end
   hold(self)
   local closed = ane.tensor({ 1, 1, 1, size }, m.dtype):fill(MASK)

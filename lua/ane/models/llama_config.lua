@@ -1,35 +1,42 @@
 -- ane.models.llama_config: the Llama family's configuration and tensor names, shared by its
 -- model (ane.models.llama) and the readers of its checkpoint formats (ane.formats.llama2c,
 -- ane.formats.hf_llama): which tensors a layer has, what llama2.c configurations leave
--- implicit, the checks every configuration passes, and each format's tensor names.
+-- implicit, the checks every configuration passes, and each format's name map.
 local M = {}
 
 local function fail(format, ...) return nil, string.format(format, ...) end
 
--- The tensors of one transformer layer, by their llama2.c field names.
-M.LAYER_FIELDS = { "rms_att", "wq", "wk", "wv", "wo", "rms_ffn", "w1", "w2", "w3" }
-M.QK_NORM_FIELDS = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
+-- The roles (ane.models.transformer) of one layer's tensors, in llama2.c's file order.
+M.LAYER_ROLES = { "attn_norm", "q", "k", "v", "out", "ffn_norm", "gate", "down", "up" }
+M.QK_NORM_ROLES = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
 
--- Hugging Face names of the layer fields (model.layers.<l>.<name>.weight) and of the rest.
-local HF_LAYER_NAMES = { rms_att = "input_layernorm", wq = "self_attn.q_proj", wk = "self_attn.k_proj",
-  wv = "self_attn.v_proj", wo = "self_attn.o_proj", q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm",
-  rms_ffn = "post_attention_layernorm", w1 = "mlp.gate_proj", w2 = "mlp.down_proj", w3 = "mlp.up_proj" }
-local HF_NAMES = { token_embedding = "model.embed_tokens.weight", rms_final = "model.norm.weight", wcls = "lm_head.weight" }
+-- llama2.c's names of the roles (its file's tensors; layer l's is "<name>.<l>").
+local LLAMA2C_NAMES = { attn_norm = "rms_att", q = "wq", k = "wk", v = "wv", out = "wo", ffn_norm = "rms_ffn",
+  gate = "w1", down = "w2", up = "w3", q_norm = "q_norm", k_norm = "k_norm", token_embedding = "token_embedding",
+  final_norm = "rms_final", classifier = "wcls" }
+-- Hugging Face names of the layer roles (model.layers.<l>.<name>.weight) and of the rest.
+local HF_LAYER_NAMES = { attn_norm = "input_layernorm", q = "self_attn.q_proj", k = "self_attn.k_proj",
+  v = "self_attn.v_proj", out = "self_attn.o_proj", q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm",
+  ffn_norm = "post_attention_layernorm", gate = "mlp.gate_proj", down = "mlp.down_proj", up = "mlp.up_proj" }
+local HF_NAMES = { token_embedding = "model.embed_tokens.weight", final_norm = "model.norm.weight",
+  classifier = "lm_head.weight" }
 
---- The name a checkpoint gives a tensor: field (a LAYER_FIELDS entry or token_embedding,
---- rms_final, wcls) of 0-based layer l (nil for the others), in llama2.c's naming
---- ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
+--- The name maps of the family's checkpoint formats: naming.name(role, l) is the name a
+--- checkpoint gives role of 0-based layer l (nil for the model's own tensors), in llama2.c's
+--- naming ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
 M.NAMINGS = {
-  llama2c = function(field, l) return l and field .. "." .. l or field end,
-  hf = function(field, l) return l and string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[field]) or HF_NAMES[field] end,
+  llama2c = { name = function(role, l) return l and LLAMA2C_NAMES[role] .. "." .. l or LLAMA2C_NAMES[role] end },
+  hf = { name = function(role, l)
+    return l and string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[role]) or HF_NAMES[role]
+  end },
 }
 
---- The layer fields of a configuration.
-function M.layer_fields(config)
-  if not config.qk_norm then return M.LAYER_FIELDS end
-  local fields = { table.unpack(M.LAYER_FIELDS) }
-  for _, field in ipairs(M.QK_NORM_FIELDS) do fields[#fields + 1] = field end
-  return fields
+--- The layer roles of a configuration.
+function M.layer_roles(config)
+  if not config.qk_norm then return M.LAYER_ROLES end
+  local roles = { table.unpack(M.LAYER_ROLES) }
+  for _, role in ipairs(M.QK_NORM_ROLES) do roles[#roles + 1] = role end
+  return roles
 end
 
 --- Fills what llama2.c configurations leave implicit: head size dim / n_head, interleaved
@@ -66,13 +73,14 @@ function M.check_config(config, source)
   return config
 end
 
---- The per-layer tensors of a checkpoint that stores each field for all layers together.
-function M.split_layers(t, config, fields)
+--- The per-layer tensors, by role, of a checkpoint that stores each tensor for all layers
+--- together: t[file_name(role)] is [n_layer, ...].
+function M.split_layers(t, config, roles, file_name)
   local layers = {}
   local function layer(tensor, l) return tensor:slice(1, l, l):reshape(table.unpack(tensor:shape(), 2)) end
   for l = 1, config.n_layer do
     layers[l] = {}
-    for _, field in ipairs(fields) do layers[l][field] = layer(t[field], l) end
+    for _, role in ipairs(roles) do layers[l][role] = layer(t[file_name(role)], l) end
   end
   return layers
 end

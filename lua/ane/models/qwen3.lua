@@ -1,9 +1,10 @@
 -- ane.models.qwen3: Qwen3, the Llama architecture with grouped-query attention, per-head
 -- q/k RMSNorms before rotate-half RoPE (theta 1e6), an explicit head_dim and tied
--- embeddings (reference/model-formats.md). The programs are the Llama model's; this module
--- is Qwen3's own entry point: loading a Hugging Face Qwen3 directory (and refusing other
--- model types), its published configurations, and random Qwen3-shaped weights for demos
--- and benchmarks.
+-- embeddings (reference/model-formats.md): the Llama architecture table with those
+-- switches (ane.models.llama builds it, ane.models.transformer runs it). This module is
+-- Qwen3's own entry point: loading a Hugging Face Qwen3 directory (and refusing other model
+-- types), its published configurations, and random Qwen3-shaped weights for demos and
+-- benchmarks.
 --
 --   local qwen3 = require("ane.models.qwen3")
 --   local model = assert(qwen3.load("models/qwen3-0.6b", { precision = "fp16" }))
@@ -50,19 +51,19 @@ function M.random_weights(config, seed)
     n_kv_head = config.n_kv_head, head_dim = config.head_dim, vocab_size = config.vocab_size, seq_len = config.seq_len,
     rope = "half", rope_theta = config.rope_theta or 1e6, norm_eps = config.norm_eps or 1e-6, qk_norm = true,
     naming = "hf", model_type = "qwen3" }
-  local name = arch.NAMINGS.hf
+  local name = arch.NAMINGS.hf.name
   local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
   local residual_std = 0.02 / math.sqrt(2 * c.n_layer)
   local function ones(n) return ane.tensor({ n }):fill(1) end
-  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02), [name("rms_final")] = ones(c.dim) }
+  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02), [name("final_norm")] = ones(c.dim) }
   for l = 0, c.n_layer - 1 do
-    params[name("rms_att", l)], params[name("rms_ffn", l)] = ones(c.dim), ones(c.dim)
+    params[name("attn_norm", l)], params[name("ffn_norm", l)] = ones(c.dim), ones(c.dim)
     params[name("q_norm", l)], params[name("k_norm", l)] = ones(c.head_dim), ones(c.head_dim)
-    params[name("wq", l)] = randn({ q_width, c.dim }, 0.02)
-    params[name("wk", l)], params[name("wv", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
-    params[name("wo", l)] = randn({ c.dim, q_width }, residual_std)
-    params[name("w1", l)], params[name("w3", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
-    params[name("w2", l)] = randn({ c.dim, c.hidden }, residual_std)
+    params[name("q", l)] = randn({ q_width, c.dim }, 0.02)
+    params[name("k", l)], params[name("v", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
+    params[name("out", l)] = randn({ c.dim, q_width }, residual_std)
+    params[name("gate", l)], params[name("up", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
+    params[name("down", l)] = randn({ c.dim, c.hidden }, residual_std)
   end
   return llama.weights_from_parameters(c, params, "random Qwen3 weights (seed " .. seed .. ")", "hf")
 end

@@ -3,7 +3,8 @@
 -- over the whole batch, and the backward programs ane.grad derives, layer by layer in
 -- reverse (see the hooks ane.models.decoder lists for training).
 local ane = require("ane")
-local decoder = require("ane.models.decoder") -- classifier_logits, LORA_INPUTS
+local decoder = require("ane.models.decoder") -- classifier_logits
+local LORA_INPUTS = require("ane.models.lora").INPUTS
 
 local M = { methods = {} }
 local Methods = M.methods
@@ -66,16 +67,16 @@ function Methods:loss(ids, targets, opts)
     for l = 1, self.n_layer do
       local attention = self:eval(self:program("attn_prefill_train", l, S), "attn", l, { x = x })
       run.attention[l] = saved_inputs(self.saved.attn_prefill, attention, { x = x })
-      local ffn = self:eval(self:program(self.ffn_kind .. "_train", l, S), "ffn", l, { x = attention.y })
-      run.ffn[l] = saved_inputs(self.saved[self.ffn_kind], ffn, { x = attention.y })
+      local ffn = self:eval(self:program("ffn_train", l, S), "ffn", l, { x = attention.y })
+      run.ffn[l] = saved_inputs(self.saved.ffn, ffn, { x = attention.y })
       x = ffn.y
     end
     run.x = x
-    local h = self:eval(self:program(self.norm_kind, nil, S), "norm", 0, { x = x }).y
+    local h = self:eval(self:program("norm", nil, S), "norm", 0, { x = x }).y
     columns:slice(2, first, first + T - 1):copy_from(h:slice(4, 1, T):reshape(C, T))
     runs[b], first = run, first + T
   end
-  local logits = decoder.classifier_logits(self.P.wcls, columns)                       -- [total, V]
+  local logits = decoder.classifier_logits(self.P.classifier, columns)                       -- [total, V]
   local mean, dlogits = ane.tensor.cross_entropy(logits, all_targets, (opts and opts.loss_scale or 1) / total)
   logits = nil -- [total, V]: freed before the backward
   self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
@@ -84,27 +85,27 @@ function Methods:loss(ids, targets, opts)
   -- Backward: the classifier for the whole batch, then each sequence's programs.
   local backward_start, compiling_then = ane.clock(), self.counters.compile_seconds
   if not self.lora then accumulate(raw, "classifier", dlogits:transpose():matmul(columns:transpose())) end -- [V, C]
-  local grad_columns = dlogits:matmul(self.P.wcls)                                -- [total, C]
+  local grad_columns = dlogits:matmul(self.P.classifier)                                -- [total, C]
   for b, run in ipairs(runs) do
     local T, S = run.T, run.S
     local grad_h = ane.tensor({ 1, C, 1, S }, self.dtype)
     grad_h:slice(4, 1, T):copy_from(grad_columns:slice(1, run.first, run.first + T - 1):transpose():reshape(1, C, 1, T))
-    local r = self:eval_unclamped(self:program(self.norm_kind .. "_grad", nil, S), "norm", 0, { x = run.x, grad_y = grad_h })
+    local r = self:eval_unclamped(self:program("norm_grad", nil, S), "norm", 0, { x = run.x, grad_y = grad_h })
     if not self.lora then
-      for _, const in ipairs(self.weight_consts[self.norm_kind]) do accumulate(raw.norm, const, r["grad_" .. const]) end
+      for _, const in ipairs(self.weight_consts.norm) do accumulate(raw.norm, const, r["grad_" .. const]) end
     end
     local dx = r.grad_x
-    local zeros = ane.tensor({ 1, self.cache_width or C, 1, S }, self.dtype) -- cotangents of the unused k, v outputs
+    local zeros = ane.tensor({ 1, self.cache_width, 1, S }, self.dtype) -- cotangents of the unused k, v outputs
     for l = self.n_layer, 1, -1 do
       local ffn_inputs, attention_inputs = run.ffn[l], run.attention[l]
       ffn_inputs.grad_y = dx
-      local f = self:eval_unclamped(self:program(self.ffn_kind .. "_grad", l, S), "ffn", l, ffn_inputs)
+      local f = self:eval_unclamped(self:program("ffn_grad", l, S), "ffn", l, ffn_inputs)
       attention_inputs.grad_y, attention_inputs.grad_k, attention_inputs.grad_v = f.grad_x, zeros, zeros
       local a = self:eval_unclamped(self:program("attn_prefill_grad", l, S), "attn", l, attention_inputs)
       if self.lora then
-        for _, name in ipairs(decoder.LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
+        for _, name in ipairs(LORA_INPUTS) do accumulate(raw.adapters, name .. "." .. (l - 1), a["grad_" .. name]) end
       else
-        for _, const in ipairs(self.weight_consts[self.ffn_kind]) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
+        for _, const in ipairs(self.weight_consts.ffn) do accumulate(raw.layers[l], const, f["grad_" .. const]) end
         for _, const in ipairs(self.weight_consts.attn_prefill) do accumulate(raw.layers[l], const, a["grad_" .. const]) end
       end
       run.ffn[l], run.attention[l] = nil, nil -- this layer's saved activations are done with

@@ -1,0 +1,617 @@
+-- ane.models.transformer: the decoder-only transformer of every model, built from an
+-- architecture table. A model file (gpt2.lua, llama.lua, qwen3.lua) says what its network
+-- is (the table below) and how its checkpoints name the weights (a naming); the programs,
+-- the weights' layouts, embedding, the forward pass, the classifier and the parameter and
+-- gradient bookkeeping for training are all here, once.
+--
+-- The architecture table (model.arch):
+--   name                  program names: "<name>_attn_prefill", ...
+--   dim, hidden, n_layer, n_head, n_kv_head, head_dim, vocab_size, context_length
+--   norm, norm_eps        "layer" (LayerNorm, with a bias) or "rms" (RMSNorm)
+--   qkv                   "fused" (one [3 dim, dim] product, q k v sliced off it) or "separate"
+--   bias                  whether the projections (qkv, out, up, down) carry biases
+--   positions             "learned" (a position embedding added to the token's) or "rope"
+--   rope, rope_theta      RoPE's pairing, "interleaved" (llama2.c) or "half" (Hugging Face)
+--   qk_norm               RMSNorm over head_dim on the q and k heads before RoPE (Qwen3)
+--   ffn                   "gelu" (up, GELU, down) or "swiglu" (down(silu(gate) * up))
+--   tied                  the classifier is the token embedding
+--
+-- Roles name the weights: one layer has attn_norm (+ attn_norm_bias), qkv (+ qkv_bias) or
+-- q, k, v, q_norm, k_norm, out (+ out_bias), ffn_norm (+ ffn_norm_bias), gate, up (+ up_bias),
+-- down (+ down_bias); the model has token_embedding, position_embedding, final_norm
+-- (+ final_norm_bias) and classifier (absent when tied). Checkpoint readers return weights
+-- by role (W.layers[l][role], matrices [out, in], vectors [n]); a naming maps each role to
+-- the name its checkpoint format gives it (naming.name(role, 0-based layer)), and the
+-- programs hold each role as the const M.const_name(role). So there is one name map:
+-- checkpoint name <-> role -> program const.
+--
+-- Each layer runs as two programs, attention and FFN, compiled per sequence bucket by
+-- ane.models.decoder; embeddings, the classifier (too wide for the device, ANE-16) and
+-- sampling run on the CPU (no gather on the device, ANE-25). Prefill runs a causal
+-- attention over a padded bucket; a decode step attends to the KV cache (program inputs
+-- the CPU writes one row of, ANE-24: no state on the device) and to its own key in one
+-- softmax. Keys are cached as the programs output them: rotated, for RoPE models.
+local ane = require("ane")
+local nn = require("ane.nn")
+local decoder = require("ane.models.decoder")
+
+local M = {}
+local MASK = decoder.MASK
+
+-- ------------------------------------------------------------------ roles
+
+-- The roles of each program group, in the order the programs use them, and which
+-- architectures have them.
+local GROUP_ROLES = {
+  attn = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "q", "k", "v", "q_norm", "k_norm", "out", "out_bias" },
+  ffn = { "ffn_norm", "ffn_norm_bias", "gate", "up", "up_bias", "down", "down_bias" },
+  norm = { "final_norm", "final_norm_bias" },
+}
+
+local function layer_norm(a) return a.norm == "layer" end
+local function fused(a) return a.qkv == "fused" end
+local function separate(a) return a.qkv ~= "fused" end
+local PRESENT = {
+  attn_norm_bias = layer_norm, ffn_norm_bias = layer_norm, final_norm_bias = layer_norm,
+  qkv = fused, qkv_bias = function(a) return fused(a) and a.bias end, q = separate, k = separate, v = separate,
+  q_norm = function(a) return a.qk_norm end, k_norm = function(a) return a.qk_norm end,
+  out_bias = function(a) return a.bias end, up_bias = function(a) return a.bias end,
+  down_bias = function(a) return a.bias end, gate = function(a) return a.ffn == "swiglu" end,
+}
+
+--- The roles architecture `arch` has in a program group ("attn", "ffn" or "norm").
+function M.roles(arch, group)
+  local list = {}
+  for _, role in ipairs(GROUP_ROLES[group]) do
+    if not PRESENT[role] or PRESENT[role](arch) then list[#list + 1] = role end
+  end
+  return list
+end
+
+--- The roles of one layer (attention's, then the FFN's).
+function M.layer_roles(arch)
+  local list = M.roles(arch, "attn")
+  for _, role in ipairs(M.roles(arch, "ffn")) do list[#list + 1] = role end
+  return list
+end
+
+--- The const a role becomes in the programs: "<role>_weight", or the bias's own name.
+function M.const_name(role) return role:match("_bias$") and role or role .. "_weight" end
+
+-- Vectors applied per head ([1, H, S, head] activations: axis 3) rather than per channel.
+local PER_HEAD = { q_norm = true, k_norm = true }
+-- Matrices whose rows are kv heads: repeated per query head for grouped-query attention.
+local KV_ROLES = { k = true, v = true }
+
+-- ------------------------------------------------------------------ weights in program layout
+
+-- Grouped-query attention: query head h reads kv head h // group. The device has neither
+-- tile nor concat (ANE-01), so the programs get k and v with each kv head's rows repeated
+-- group times ([n_head * head_dim, dim]): k and v come out with one head per query head,
+-- exactly, for group x the k/v projection work and cache. Checkpoints keep the
+-- [n_kv_head * head_dim, dim] originals; their gradients sum over the copies.
+-- Calls visit(rows of kv head h // group in kv_side, rows of head h in head_side) for every h.
+local function for_each_copy(arch, kv_side, head_side, visit)
+  local group, head = arch.n_head // arch.n_kv_head, arch.head_dim
+  for h = 0, arch.n_head - 1 do
+    local kv = h // group
+    visit(kv_side:slice(1, kv * head + 1, (kv + 1) * head), head_side:slice(1, h * head + 1, (h + 1) * head))
+  end
+end
+
+local function repeat_kv_rows(t, arch) -- [KV * head, dim] -> [H * head, dim]
+  if arch.n_kv_head == arch.n_head then return t end
+  if ane.quantized.is(t) then -- the same for its codes and its per-row table
+    local shape, rows = t:shape(), t:shape()[1]
+    local codes, per_row = t:data(), t:table()
+    shape[1] = arch.n_head * arch.head_dim
+    return ane.quantized { encoding = t:encoding(), dtype = t:dtype(), shape = shape,
+      data = repeat_kv_rows(codes:reshape(rows, codes:numel() // rows), arch),
+      table = repeat_kv_rows(per_row:reshape(rows, per_row:numel() // rows), arch) }
+  end
+  local out = ane.tensor({ arch.n_head * arch.head_dim, t:shape()[2] }, t:dtype())
+  for_each_copy(arch, t, out, function(rows, copy) copy:copy_from(rows) end)
+  return out
+end
+
+local function sum_kv_rows(grad, arch) -- [H * head, dim] -> [KV * head, dim]
+  if arch.n_kv_head == arch.n_head then return grad end
+  local out = ane.tensor({ arch.n_kv_head * arch.head_dim, grad:shape()[2] })
+  for_each_copy(arch, out, grad, function(sum, copy) sum:copy_from(sum:add(copy)) end)
+  return out
+end
+
+-- One layer's weights in program layout: matrices as [out, in, 1, 1] conv weights (k, v
+-- repeated for GQA), vectors as they are, in dtype. quantize ("int8" | "int4" | nil): the
+-- matrices become quantized weights (per output row, before the GQA repeat, which is then
+-- exact), which the programs carry compressed; weights that come quantized (a quantized
+-- checkpoint) stay as they are. `stored` (a table) receives the quantized weights in
+-- checkpoint layout, for saving.
+local function program_layer(L, arch, dtype, quantize, label, stored)
+  local P = {}
+  for role, t in pairs(L) do
+    if quantize and not ane.quantized.is(t) and t:ndim() == 2 then
+      t = ane.quantize(t, quantize, { dtype = dtype, name = label(role) })
+    end
+    if stored and ane.quantized.is(t) then stored[role] = t end
+    local rows = KV_ROLES[role] and repeat_kv_rows(t, arch) or t
+    if ane.quantized.is(rows) then
+      P[role] = decoder.quantized_conv_weight(rows, dtype)
+    elseif rows:ndim() == 2 then
+      P[role] = decoder.conv_weight(rows, dtype)
+    else
+      P[role] = decoder.in_dtype(t, dtype)
+    end
+  end
+  return P
+end
+
+--- The program-layout weights (model.P) of loader-layout weights W: layers by role, the
+--- final norm in dtype, the embeddings and the classifier in fp32 for the CPU (or the
+--- classifier quantized). P.stored_layers keeps quantized weights in checkpoint layout.
+function M.prepare(self, W, quantize)
+  local P = { layers = {}, stored_layers = {} }
+  for l, L in ipairs(W.layers) do
+    P.stored_layers[l] = {}
+    P.layers[l] = program_layer(L, self.arch, self.dtype, quantize, function(role) return self:checkpoint_name(role, l - 1) end,
+      P.stored_layers[l])
+  end
+  P.final_norm = decoder.in_dtype(W.final_norm, self.dtype)
+  P.final_norm_bias = W.final_norm_bias and decoder.in_dtype(W.final_norm_bias, self.dtype)
+  P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32")             -- [V, dim], for lookups
+  P.position_embedding = W.position_embedding and decoder.in_dtype(W.position_embedding, "fp32") -- [T, dim]
+  P.classifier = W.classifier == nil and P.token_embedding                     -- [V, dim], the CPU classifier
+      or ane.quantized.is(W.classifier) and W.classifier or decoder.in_dtype(W.classifier, "fp32")
+  return P
+end
+
+-- ------------------------------------------------------------------ the programs
+
+-- The node of role `role` in a program: a const (its tensor shaped for its use: conv weight,
+-- [1, C, 1, 1] per channel, [1, 1, 1, head] per head), or with weights_as_inputs a graph
+-- input named as the const would be, in the device's I/O layout ([1, out, 1, in] matrices,
+-- [1, 1, 1, n] vectors: ANE-20/21) and reshaped inside the graph. nil when L lacks the role.
+local function weight(self, g, L, role)
+  local t = L[role]
+  if t == nil then return nil end
+  local const, shape = M.const_name(role), t:shape()
+  if self.weights_as_inputs then
+    if #shape == 4 then -- [out, in, 1, 1]
+      return g:reshape(g:input(const, { 1, shape[1], 1, shape[2] }, self.dtype), shape, { name = const .. "_conv" })
+    elseif PER_HEAD[role] then
+      return g:input(const, { 1, 1, 1, shape[1] }, self.dtype)
+    end
+    return g:reshape(g:input(const, { 1, 1, 1, shape[1] }, self.dtype), { 1, shape[1], 1, 1 }, { name = const .. "_channels" })
+  end
+  if #shape == 4 then return g:const(const, t) end
+  return g:const(const, PER_HEAD[role] and t:reshape(1, 1, 1, shape[1]) or t:reshape(1, shape[1], 1, 1))
+end
+
+--- The tensors fed for weight()'s inputs: feed[group][layer][const] (group "norm": layer 0).
+function M.weight_feed(self)
+  local function feed(source, group)
+    local inputs = {}
+    for _, role in ipairs(self.roles[group]) do
+      local t = source[role]
+      local shape = t:shape()
+      inputs[M.const_name(role)] = #shape == 4 and t:reshape(1, shape[1], 1, shape[2]) or t:reshape(1, 1, 1, shape[1])
+    end
+    return inputs
+  end
+  local result = { attn = {}, ffn = {}, norm = { [0] = feed(self.P, "norm") } }
+  for l, L in ipairs(self.P.layers) do result.attn[l], result.ffn[l] = feed(L, "attn"), feed(L, "ffn") end
+  return result
+end
+
+-- The architecture's norm of x with the weights of `role` (and its bias, for LayerNorm).
+local function norm(self, g, x, L, role)
+  local a = self.arch
+  if a.norm == "layer" then
+    return nn.layer_norm(g, x, weight(self, g, L, role), weight(self, g, L, role .. "_bias"), { name = role, eps = a.norm_eps })
+  end
+  return nn.rms_norm(g, x, weight(self, g, L, role), { name = role, eps = a.norm_eps })
+end
+
+local function linear(self, g, x, L, role, name)
+  return nn.linear(g, x, weight(self, g, L, role), weight(self, g, L, role .. "_bias"), { name = name })
+end
+
+-- The attention norm and the q, k, v projections [1, H * head, 1, S] (LoRA deltas added to
+-- q and v when enabled). Fused: one product by the [3 dim, dim] weight, which decoding reads
+-- as one matrix, then q, k, v sliced off.
+local function project(self, g, L, x)
+  local a = self.arch
+  local h = norm(self, g, x, L, "attn_norm")
+  if a.qkv == "fused" then
+    local width = self.cache_width
+    local qkv = linear(self, g, h, L, "qkv", "qkv")                                    -- [1, 3 width, 1, S]
+    local function part(i, name) return g:slice_by_size(qkv, { 0, i * width, 0, 0 }, { -1, width, -1, -1 }, { name = name }) end
+    return part(0, "q"), part(1, "k"), part(2, "v")
+  end
+  local q, k, v = linear(self, g, h, L, "q", "q_proj"), linear(self, g, h, L, "k", "k_proj"), linear(self, g, h, L, "v", "v_proj")
+  if self.lora then
+    local lora = require("ane.models.lora")
+    q = g:add(q, lora.delta(self, g, h, "q"), { name = "q_adapted" })
+    v = g:add(v, lora.delta(self, g, h, "v"), { name = "v_adapted" })
+  end
+  return q, k, v
+end
+
+-- Whether keys change between projection and cache (per-head norms, rotation): then they
+-- are cached as heads merged back, else as projected.
+local function keys_transformed(a) return a.positions == "rope" or a.qk_norm end
+
+-- q and k as heads [1, H, S, head], normed per head (qk_norm) and rotated by the cos/sin
+-- tables [S, head] (RoPE) as the architecture says.
+local function query_key_heads(self, g, L, q, k, cos, sin)
+  local a = self.arch
+  local qh, kh = nn.split_heads(g, q, a.n_head, { name = "q_heads" }), nn.split_heads(g, k, a.n_head, { name = "k_heads" })
+  if a.qk_norm then
+    qh = nn.rms_norm(g, qh, weight(self, g, L, "q_norm"), { name = "q_norm", eps = a.norm_eps, axis = 3 })
+    kh = nn.rms_norm(g, kh, weight(self, g, L, "k_norm"), { name = "k_norm", eps = a.norm_eps, axis = 3 })
+  end
+  if a.positions == "rope" then
+    qh = nn.rope(g, qh, cos, sin, { name = "q_rope", convention = a.rope })
+    kh = nn.rope(g, kh, cos, sin, { name = "k_rope", convention = a.rope })
+  end
+  return qh, kh
+end
+
+-- The end of both attention programs: out projection and residual, the outputs y and the
+-- block's k and v as cached ([1, H * head, 1, S]).
+local function finish_attention(self, g, L, x, attended, k, kh, v)
+  local out = linear(self, g, nn.merge_heads(g, attended, { name = "merged" }), L, "out", "out_proj")
+  g:output("y", g:add(x, out))
+  g:output("k", keys_transformed(self.arch) and nn.merge_heads(g, kh, { name = "k_rot" }) or k)
+  g:output("v", v)
+  return g
+end
+
+-- Attention over a full (padded) sequence of S positions from 0: y = x + attn(norm(x)),
+-- with k and v for the cache; the rotary tables are consts.
+local function attention_prefill_graph(self, L, S)
+  local a, dtype = self.arch, self.dtype
+  local g = self:graph(a.name .. "_attn_prefill")
+  local x = g:input("x", { 1, a.dim, 1, S }, dtype)
+  local cos, sin
+  if a.positions == "rope" then
+    local cos_t, sin_t = nn.rope_tables(S, a.head_dim, { convention = a.rope, theta = a.rope_theta, dtype = dtype })
+    cos, sin = g:const("rope_cos", cos_t), g:const("rope_sin", sin_t)
+  end
+  local q, k, v = project(self, g, L, x)
+  local qh, kh = query_key_heads(self, g, L, q, k, cos, sin)
+  local attended = nn.causal_attention(g, qh, kh, nn.split_heads(g, v, a.n_head, { name = "v_heads" }),
+    { name = "attn", mask_value = MASK, clip = self.softmax_clip })
+  return finish_attention(self, g, L, x, attended, k, kh, v)
+end
+
+-- One decoding block of W positions (only the first is real when W > 1) against a cache of
+-- Smax positions: one softmax over [cached keys (masked by the `mask` input) | own keys].
+-- The cache is read per head as [1, H, head, Smax] straight from its layout; RoPE models
+-- take the block's rotary angles as inputs (cached keys are rotated already).
+local function attention_decode_graph(self, L, W, Smax)
+  local a, dtype = self.arch, self.dtype
+  local H, head, width = a.n_head, a.head_dim, self.cache_width
+  local g = self:graph(a.name .. "_attn_decode")
+  local x = g:input("x", { 1, a.dim, 1, W }, dtype)
+  local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
+  local v_cache = g:input("v_cache", { 1, width, 1, Smax }, dtype)
+  local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
+  local cos, sin
+  if a.positions == "rope" then
+    local cos_in = g:input("rope_cos", { 1, head, 1, W }, dtype)
+    local sin_in = g:input("rope_sin", { 1, head, 1, W }, dtype)
+    cos = g:transpose(g:reshape(cos_in, { head, W }), { 1, 0 }, { name = "cos_rows" }) -- [W, head]
+    sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
+  end
+  local q, k, v = project(self, g, L, x)
+  local kc = g:reshape(k_cache, { 1, H, head, Smax }, { name = "k_cache_heads" })
+  local vc = g:reshape(v_cache, { 1, H, head, Smax }, { name = "v_cache_heads" })
+  local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended" }
+  local attended, kh
+  if keys_transformed(a) then -- own keys and values as heads [1, H, W, head]
+    local qh
+    qh, kh = query_key_heads(self, g, L, q, k, cos, sin)
+    attended = nn.cached_attention(g, qh, kc, vc, mask, kh, nn.split_heads(g, v, H, { name = "v_heads" }), options)
+  else -- as [1, H, head, W], straight from the projections' layout
+    options.own_layout = "DW"
+    attended = nn.cached_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }), kc, vc, mask,
+      g:reshape(k, { 1, H, head, W }, { name = "k_new_heads" }), g:reshape(v, { 1, H, head, W }, { name = "v_new_heads" }),
+      options)
+  end
+  return finish_attention(self, g, L, x, attended, k, kh, v)
+end
+
+-- The FFN with its norm and residual: y = x + ffn(norm(x)).
+local function ffn_graph(self, L, S)
+  local a = self.arch
+  local g = self:graph(a.name .. "_ffn")
+  local x = g:input("x", { 1, a.dim, 1, S }, self.dtype)
+  local h = norm(self, g, x, L, "ffn_norm")
+  local y
+  if a.ffn == "swiglu" then
+    y = nn.swiglu(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), { name = "ffn" })
+  else
+    y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
+  end
+  g:output("y", g:add(x, y))
+  return g
+end
+
+local function final_norm_graph(self, _, S)
+  local g = self:graph(self.arch.name .. "_final_norm")
+  local x = g:input("x", { 1, self.arch.dim, 1, S }, self.dtype)
+  g:output("y", norm(self, g, x, self.P, "final_norm"))
+  return g
+end
+
+--- What a training forward saves for the backward (node names): the projections' outputs,
+--- so the backward redoes only cheap elementwise work.
+function M.saved(arch)
+  return {
+    attn_prefill = arch.qkv == "fused" and { "q", "k", "v" } or { "k_proj", "q_proj", "v_proj" },
+    ffn = arch.ffn == "swiglu" and { "ffn_gate", "ffn_up" } or { "ffn_up" },
+  }
+end
+
+-- ------------------------------------------------------------------ the model
+
+local Methods = {}
+
+-- The program kinds (ane.models.decoder builds, compiles and caches them, and derives the
+-- "<kind>_grad" backward graphs from these).
+Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph, ffn = ffn_graph,
+  norm = final_norm_graph }
+
+--- The checkpoint name of a role (l: 0-based layer, nil for the model's own weights).
+function Methods:checkpoint_name(role, l) return self.naming.name(role, l) end
+
+-- fp16 programs hold weights in fp16: a value past its range (bf16 files can hold them)
+-- would become infinite. Each converted weight is checked; the error names the tensor.
+local function check_fp16_range(self, level)
+  local function check(t, role, l)
+    if ane.quantized.is(t) then return end -- (quantizing refuses non-finite weights)
+    local sum = t:sum_of_squares()
+    if sum ~= sum or sum == math.huge then
+      error(string.format("%s: tensor '%s' holds values outside the fp16 range (|x| > 65504) or NaN; use precision 'fp32'",
+        self.source, self:checkpoint_name(role, l)), level + 1)
+    end
+  end
+  for l, L in ipairs(self.P.layers) do
+    for role, t in pairs(L) do check(t, role, l - 1) end
+  end
+  check(self.P.final_norm, "final_norm")
+  if self.P.final_norm_bias then check(self.P.final_norm_bias, "final_norm_bias") end
+end
+
+local function const_names(roles)
+  local list = {}
+  for _, role in ipairs(roles) do list[#list + 1] = M.const_name(role) end
+  table.sort(list)
+  return list
+end
+
+--- Builds a model on `self` (a fresh decoder.new_state with the model's metatable) from
+--- loader-layout weights W. arch: the architecture table; naming: { name = function(role, l) }
+--- and optionally transposed = { [role] = true } for matrices the checkpoint stores [in, out].
+--- opts: quantize, quantize_classifier, weights_as_inputs, lora (as ane.models.llama says).
+function M.init(self, W, arch, naming, opts, level)
+  self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
+  self.vocab_size, self.context_length, self.width, self.n_layer = arch.vocab_size, arch.context_length, arch.dim, arch.n_layer
+  self.cache_width = arch.n_head * arch.head_dim -- q, k, v (GQA-repeated) and the caches
+  self.roles = { attn = M.roles(arch, "attn"), ffn = M.roles(arch, "ffn"), norm = M.roles(arch, "norm") }
+  self.weight_consts = { attn_prefill = const_names(self.roles.attn), ffn = const_names(self.roles.ffn),
+    norm = const_names(self.roles.norm) }
+  self.saved = M.saved(arch)
+  self.shared_classifier = W.classifier == nil
+  self.weights = W
+  self.quantize, self.quantize_classifier = decoder.check_quantize_options(opts, W, level + 1)
+  self.P = M.prepare(self, W, self.quantize)
+  if self.quantize_classifier and not ane.quantized.is(self.P.classifier) then
+    self.P.classifier = ane.quantize(self.P.classifier, self.quantize_classifier,
+      { dtype = "fp32", name = self:checkpoint_name(self.shared_classifier and "token_embedding" or "classifier") })
+  end
+  self.quantized = self.quantize or decoder.holds_quantized(self.P.layers)
+  if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
+  if self.dtype == "fp16" then check_fp16_range(self, level + 1) end
+  if opts.weights_as_inputs then
+    self.weights_as_inputs = true
+    self.weight_feed = M.weight_feed(self)
+  end
+  if opts.lora then self:enable_lora(opts.lora) end
+  return self
+end
+
+--- [1, dim, 1, S] input: the token embeddings of ids at positions start.. (plus their
+--- position embeddings, for learned positions), zero padding after them.
+function Methods:embed(ids, start, S)
+  local rows = self.P.token_embedding:gather(ids)                            -- [T, dim]
+  if self.P.position_embedding then
+    local positions = {}
+    for i = 1, #ids do positions[i] = start + i - 1 end
+    rows = rows:add(self.P.position_embedding:gather(positions))
+  end
+  local x = ane.tensor({ 1, self.width, 1, S }, self.dtype)
+  x:slice(4, 1, #ids):copy_from(rows:transpose():reshape(1, self.width, 1, #ids))
+  return x
+end
+
+--- Runs all layers over ids padded to their bucket; returns the residual stream, the
+--- per-layer outputs (k, v for the cache) and the bucket S.
+function Methods:forward(ids)
+  self:check_ids(ids, self.vocab_size, self.context_length, 3)
+  local S = self:bucket(#ids, self.context_length)
+  local x = self:embed(ids, 0, S)
+  local caches = {}
+  for l = 1, self.n_layer do
+    local r = self:eval(self:program("attn_prefill", l, S), "attn", l, { x = x })
+    caches[l] = r
+    x = self:eval(self:program("ffn", l, S), "ffn", l, { x = r.y }).y
+  end
+  return x, caches, S
+end
+
+--- Logits [T - first + 1, V] (fp32) of positions first (default 1) .. T of a final-norm input.
+function Methods:classify(x, T, S, first)
+  first = first or 1
+  local h = self:eval(self:program(self:kind_for("norm", T, S), nil, S), "norm", 0, { x = x }).y -- [1, dim, 1, S]
+  local n = T - first + 1
+  return decoder.classifier_logits(self.P.classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"))
+end
+
+-- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
+-- take the decoded position's rotary angles as inputs.
+function Methods:embed_token(id, position, W) return self:embed({ id }, position, W) end
+function Methods:cache_keys(k, T) return k:slice(4, 1, T) end
+
+function Methods:decode_inputs(position, W)
+  local a = self.arch
+  if a.positions ~= "rope" then return {} end
+  local head = a.head_dim
+  local cos_t, sin_t = nn.rope_tables(1, head, { convention = a.rope, theta = a.rope_theta, offset = position,
+    dtype = self.dtype })
+  local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
+  cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
+  sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
+  return { rope_cos = cos, rope_sin = sin }
+end
+
+-- ------------------------------------------------------------------ parameters and gradients
+
+-- A loader-layout tensor of `role` in checkpoint layout (fp32, a copy) and back.
+local function to_checkpoint(self, role, t)
+  if self.naming.transposed and self.naming.transposed[role] then return t:to("fp32"):transpose():copy() end
+  return t:to("fp32")
+end
+
+--- Loader-layout weights (W) from parameters in checkpoint naming and layout (what
+--- model:parameters() returns and checkpoints store); views where no transpose is needed.
+function M.weights_from_parameters(arch, naming, config, params, source)
+  local function get(role, l)
+    local t = params[naming.name(role, l)]
+    if t == nil then error(string.format("%s: no parameter '%s'", tostring(source), naming.name(role, l)), 3) end
+    if naming.transposed and naming.transposed[role] then return t:transpose():copy() end -- [in, out] -> [out, in]
+    return t
+  end
+  local W = { config = config, layers = {}, source = source, naming = config.naming, token_embedding = get("token_embedding"),
+    final_norm = get("final_norm") }
+  if arch.norm == "layer" then W.final_norm_bias = get("final_norm_bias") end
+  if arch.positions == "learned" then W.position_embedding = get("position_embedding") end
+  if not arch.tied and params[naming.name("classifier")] then W.classifier = get("classifier") end
+  for l = 1, arch.n_layer do
+    W.layers[l] = {}
+    for _, role in ipairs(M.layer_roles(arch)) do W.layers[l][role] = get(role, l - 1) end
+  end
+  return W
+end
+
+--- The weights as fp32 master copies in the checkpoint's naming and layout, for an
+--- optimizer to update in place (LoRA: the adapters). Created once.
+function Methods:parameters()
+  if self.lora then return self.adapters end -- LoRA trains the adapters only
+  if self.quantized then decoder.refuse_quantized_training(self, 2) end
+  if self.master then return self.master end
+  local W, master = self.weights, {}
+  for _, role in ipairs({ "token_embedding", "position_embedding", "classifier", "final_norm", "final_norm_bias" }) do
+    if W[role] then master[self:checkpoint_name(role)] = to_checkpoint(self, role, W[role]) end
+  end
+  for l, L in ipairs(W.layers) do
+    for role, t in pairs(L) do master[self:checkpoint_name(role, l - 1)] = to_checkpoint(self, role, t) end
+  end
+  self.master = master
+  return master
+end
+
+--- Writes parameters (default: the master weights) into every compiled program by
+--- patching (no compile), into the CPU's embeddings and classifier, and into the weights
+--- programs compiled later are built from.
+function Methods:load_parameters(params)
+  if self.lora then return end -- adapters are program inputs: nothing to write
+  if self.quantized then decoder.refuse_quantized_training(self, 2) end
+  params = params or self.master
+  local W = M.weights_from_parameters(self.arch, self.naming, self.config, params, self.source)
+  self.P.token_embedding, self.P.position_embedding = W.token_embedding, W.position_embedding
+  self.P.classifier = W.classifier or W.token_embedding
+  if not self.weights_as_inputs then -- (fed as inputs: nothing to patch)
+    for program, kind, layer in self:each_program() do
+      local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or "norm"
+      local source, patch = layer and W.layers[layer] or W, {}
+      for _, role in ipairs(self.roles[group]) do -- (GQA: programs hold k/v rows repeated per query head)
+        patch[M.const_name(role)] = KV_ROLES[role] and repeat_kv_rows(source[role], self.arch) or source[role]
+      end
+      decoder.patch_present(program, patch)
+    end
+  end
+  -- Programs compiled later start from these weights too: converted when one is built (or
+  -- now, when the weights are fed as inputs), not at every step.
+  self.stale_weights = W
+  if self.weights_as_inputs then self:refresh_weights() end
+end
+
+--- Brings the program-layout weights (self.P) up to date with the latest parameters (views
+--- when the dtype already matches, conversions otherwise); called before a graph is built.
+function Methods:refresh_weights()
+  local W = self.stale_weights
+  if not W then return end
+  self.stale_weights = nil
+  self.P = M.prepare(self, W)
+  if self.weights_as_inputs then self.weight_feed = M.weight_feed(self) end
+end
+
+-- Hooks of ane.models.training.
+function Methods:embed_sequence(ids, S) return self:embed(ids, 0, S) end
+
+--- dx [T, dim]: each position adds to its token's embedding row (and its position's).
+function Methods:embedding_gradients(ids, dx, raw)
+  raw.embedding = raw.embedding or ane.tensor({ self.vocab_size, self.width })
+  if self.P.position_embedding then raw.positions = raw.positions or ane.tensor({ self.context_length, self.width }) end
+  for t, id in ipairs(ids) do
+    local column = dx:slice(1, t, t)
+    local row = raw.embedding:slice(1, id + 1, id + 1)
+    row:copy_from(row:add(column))
+    if raw.positions then
+      local position = raw.positions:slice(1, t, t)
+      position:copy_from(position:add(column))
+    end
+  end
+end
+
+--- The gradients of the programs' consts (raw) as the checkpoint names and lays them out:
+--- each in its weight's checkpoint shape (programs hold [out, in, 1, 1] consts, or the
+--- device's [1, out, 1, in] with weights_as_inputs; GQA's repeated k/v rows summed).
+function Methods:checkpoint_gradients(raw)
+  local grads, a = {}, self.arch
+  for l = 1, self.n_layer do
+    local weights = self.weights.layers[l]
+    for _, group in ipairs({ "attn", "ffn" }) do
+      for _, role in ipairs(self.roles[group]) do
+        local grad, shape = raw.layers[l][M.const_name(role)], weights[role]:shape() -- shape: [out, in] or [n]
+        if KV_ROLES[role] then grad = sum_kv_rows(grad:reshape(self.cache_width, shape[2]), a) end
+        grad = grad:reshape(table.unpack(shape))
+        if self.naming.transposed and self.naming.transposed[role] then grad = grad:transpose():copy() end -- [in, out]
+        grads[self:checkpoint_name(role, l - 1)] = grad
+      end
+    end
+  end
+  for _, role in ipairs(self.roles.norm) do
+    grads[self:checkpoint_name(role)] = raw.norm[M.const_name(role)]:reshape(self.width)
+  end
+  if self.shared_classifier then
+    grads[self:checkpoint_name("token_embedding")] = raw.embedding:add(raw.classifier)
+  else
+    grads[self:checkpoint_name("token_embedding")], grads[self:checkpoint_name("classifier")] = raw.embedding, raw.classifier
+  end
+  if raw.positions then grads[self:checkpoint_name("position_embedding")] = raw.positions end
+  return grads
+end
+
+--- Copies the shared methods into a model's method table: the block's here, the program
+--- cache, generation and training of ane.models.decoder, LoRA of ane.models.lora.
+function M.mixin(methods)
+  decoder.mixin(methods)
+  for name, f in pairs(Methods) do methods[name] = f end
+  for name, f in pairs(require("ane.models.lora").methods) do methods[name] = f end
+  return methods
+end
+
+return M
