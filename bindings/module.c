@@ -40,9 +40,9 @@ int ane_lua_fail(lua_State *L, const ane_error *err) {
 
 /* ------------------------------------------------------------------ backends */
 
-/* The backends this build knows, asked through the registry: whether each is usable here
- * and, if not, why. Selecting an unusable one is an error, never a silent fallback. */
-static const char *const backend_names[] = {"sim", "ane"};
+/* The backends this build knows, all from the core's registry (ane_backend_at): whether each
+ * is usable here and, if not, why. Selecting an unusable one is an error, never a silent
+ * fallback. */
 
 static int backend_usable(const char *name, char *why, size_t size) {
     const ane_backend *backend = ane_backend_find(name);
@@ -73,7 +73,10 @@ const char *ane_lua_default_backend(void) {
 
 int ane_lua_set_default_backend(const char *name, char *message, size_t size) {
     if (!ane_backend_find(name)) {
-        snprintf(message, size, "unknown backend '%s' (known: sim, ane)", name);
+        char known[128] = "";
+        for (int i = 0; ane_backend_at(i); i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", ane_backend_at(i)->name);
+        snprintf(message, size, "unknown backend '%s' (known: %s)", name, known);
         return -1;
     }
     char why[ANE_ERROR_MESSAGE_MAX];
@@ -123,11 +126,12 @@ static int l_set_default_backend(lua_State *L) {
 /* ane.backends() -> { sim = true, ane = "why it is unavailable" } */
 static int l_backends(lua_State *L) {
     lua_newtable(L);
-    for (size_t i = 0; i < sizeof backend_names / sizeof backend_names[0]; i++) {
+    for (int i = 0; ane_backend_at(i); i++) {
+        const char *name = ane_backend_at(i)->name;
         char why[ANE_ERROR_MESSAGE_MAX];
-        if (backend_usable(backend_names[i], why, sizeof why)) lua_pushboolean(L, 1);
+        if (backend_usable(name, why, sizeof why)) lua_pushboolean(L, 1);
         else lua_pushstring(L, why);
-        lua_setfield(L, -2, backend_names[i]);
+        lua_setfield(L, -2, name);
     }
     return 1;
 }

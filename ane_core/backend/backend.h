@@ -144,6 +144,8 @@ ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options 
 
 /* The backend called `name` ("sim", "ane"), or NULL. */
 const ane_backend *ane_backend_find(const char *name);
+/* The i-th backend this build knows (0, 1, ...), or NULL past the last: the one list. */
+const ane_backend *ane_backend_at(int i);
 
 /* The error of patching a quantized weight: its codes are baked at load time, so a new
  * value means a new program (both backends say the same). */

@@ -3,10 +3,15 @@
 
 #include "backend.h"
 
+static const ane_backend *const all_backends[] = {&ane_sim_backend, &ane_device_backend};
+
+const ane_backend *ane_backend_at(int i) {
+    return i >= 0 && (size_t)i < sizeof all_backends / sizeof all_backends[0] ? all_backends[i] : NULL;
+}
+
 const ane_backend *ane_backend_find(const char *name) {
-    static const ane_backend *const all[] = {&ane_sim_backend, &ane_device_backend};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(all[i]->name, name) == 0) return all[i];
+    for (int i = 0; ane_backend_at(i); i++)
+        if (strcmp(ane_backend_at(i)->name, name) == 0) return ane_backend_at(i);
     return NULL;
 }
 
