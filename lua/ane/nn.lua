@@ -108,12 +108,14 @@ function nn.silu(g, x, opts)
   return g:mul(x, g:sigmoid(x, { name = prefixed(opts, "sigmoid") }), { name = opts and opts.name })
 end
 
---- SwiGLU feed-forward: down(silu(gate(x)) * up(x)), weights [hidden, dim] / [dim, hidden].
+--- SwiGLU feed-forward: down(silu(gate(x)) * up(x)), weights [hidden, dim] / [dim, hidden];
+--- opts.biases = { gate =, up =, down = } adds biases to the products (none by default).
 function nn.swiglu(g, x, w_gate, w_up, w_down, opts)
-  local gate = nn.linear(g, x, w_gate, nil, { name = prefixed(opts, "gate") })
-  local up = nn.linear(g, x, w_up, nil, { name = prefixed(opts, "up") })
+  local biases = opts and opts.biases or {}
+  local gate = nn.linear(g, x, w_gate, biases.gate, { name = prefixed(opts, "gate") })
+  local up = nn.linear(g, x, w_up, biases.up, { name = prefixed(opts, "up") })
   local hidden = g:mul(nn.silu(g, gate, { name = prefixed(opts, "gate_silu") }), up, { name = prefixed(opts, "hidden") })
-  return nn.linear(g, hidden, w_down, nil, { name = prefixed(opts, "down") })
+  return nn.linear(g, hidden, w_down, biases.down, { name = prefixed(opts, "down") })
 end
 
 --- [1, C, 1, S] -> [1, H, S, D] (D = C / H) by reshape + transpose.

@@ -44,7 +44,7 @@ local MASK = decoder.MASK
 -- architectures have them.
 local GROUP_ROLES = {
   attn = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "q", "k", "v", "q_norm", "k_norm", "out", "out_bias" },
-  ffn = { "ffn_norm", "ffn_norm_bias", "gate", "up", "up_bias", "down", "down_bias" },
+  ffn = { "ffn_norm", "ffn_norm_bias", "gate", "gate_bias", "up", "up_bias", "down", "down_bias" },
   norm = { "final_norm", "final_norm_bias" },
 }
 
@@ -57,6 +57,7 @@ local PRESENT = {
   q_norm = function(a) return a.qk_norm end, k_norm = function(a) return a.qk_norm end,
   out_bias = function(a) return a.bias end, up_bias = function(a) return a.bias end,
   down_bias = function(a) return a.bias end, gate = function(a) return a.ffn == "swiglu" end,
+  gate_bias = function(a) return a.ffn == "swiglu" and a.bias end,
 }
 
 --- The roles architecture `arch` has in a program group ("attn", "ffn" or "norm").
@@ -167,6 +168,17 @@ end
 
 -- ------------------------------------------------------------------ the programs
 
+-- Whether keys change between projection and cache (per-head norms, rotation): then they
+-- are cached as heads merged back, else as projected.
+local function keys_transformed(a) return a.positions == "rope" or a.qk_norm end
+
+--- The names of the q, k, v projections' nodes: "q", "k", "v" when the programs output the
+--- projected k and v as they are (they are the outputs k and v), else "q_proj", ...
+function M.projection_names(arch)
+  if keys_transformed(arch) then return { "q_proj", "k_proj", "v_proj" } end
+  return { "q", "k", "v" }
+end
+
 -- The node of role `role` in a program: a const (its tensor shaped for its use: conv weight,
 -- [1, C, 1, 1] per channel, [1, 1, 1, head] per head), or with weights_as_inputs a graph
 -- input named as the const would be, in the device's I/O layout ([1, out, 1, in] matrices,
@@ -222,13 +234,14 @@ end
 local function project(self, g, L, x)
   local a = self.arch
   local h = norm(self, g, x, L, "attn_norm")
+  local names = M.projection_names(a)
   if a.qkv == "fused" then
     local width = self.cache_width
     local qkv = linear(self, g, h, L, "qkv", "qkv")                                    -- [1, 3 width, 1, S]
-    local function part(i, name) return g:slice_by_size(qkv, { 0, i * width, 0, 0 }, { -1, width, -1, -1 }, { name = name }) end
-    return part(0, "q"), part(1, "k"), part(2, "v")
+    local function part(i) return g:slice_by_size(qkv, { 0, i * width, 0, 0 }, { -1, width, -1, -1 }, { name = names[i + 1] }) end
+    return part(0), part(1), part(2)
   end
-  local q, k, v = linear(self, g, h, L, "q", "q_proj"), linear(self, g, h, L, "k", "k_proj"), linear(self, g, h, L, "v", "v_proj")
+  local q, k, v = linear(self, g, h, L, "q", names[1]), linear(self, g, h, L, "k", names[2]), linear(self, g, h, L, "v", names[3])
   if self.lora then
     local lora = require("ane.models.lora")
     q = g:add(q, lora.delta(self, g, h, "q"), { name = "q_adapted" })
@@ -237,9 +250,6 @@ local function project(self, g, L, x)
   return q, k, v
 end
 
--- Whether keys change between projection and cache (per-head norms, rotation): then they
--- are cached as heads merged back, else as projected.
-local function keys_transformed(a) return a.positions == "rope" or a.qk_norm end
 
 -- q and k as heads [1, H, S, head], normed per head (qk_norm) and rotated by the cos/sin
 -- tables [S, head] (RoPE) as the architecture says.
@@ -330,7 +340,9 @@ local function ffn_graph(self, L, S)
   local h = norm(self, g, x, L, "ffn_norm")
   local y
   if a.ffn == "swiglu" then
-    y = nn.swiglu(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), { name = "ffn" })
+    y = nn.swiglu(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), { name = "ffn",
+      biases = { gate = weight(self, g, L, "gate_bias"), up = weight(self, g, L, "up_bias"),
+        down = weight(self, g, L, "down_bias") } })
   else
     y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
   end
@@ -349,7 +361,7 @@ end
 --- so the backward redoes only cheap elementwise work.
 function M.saved(arch)
   return {
-    attn_prefill = arch.qkv == "fused" and { "q", "k", "v" } or { "k_proj", "q_proj", "v_proj" },
+    attn_prefill = M.projection_names(arch),
     ffn = arch.ffn == "swiglu" and { "ffn_gate", "ffn_up" } or { "ffn_up" },
   }
 end
@@ -397,6 +409,14 @@ end
 --- opts: quantize, quantize_classifier, weights_as_inputs, lora (as ane.models.llama says).
 function M.init(self, W, arch, naming, opts, level)
   self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
+  for l = 1, arch.n_layer do -- every weight the table implies, by the name its checkpoint gives it
+    for _, role in ipairs(M.layer_roles(arch)) do
+      if not (W.layers[l] and W.layers[l][role]) then
+        error(string.format("%s: no weight '%s' (role %s of layer %d, which a %s model has)", tostring(W.source),
+          naming.name(role, l - 1), role, l - 1, arch.name), level + 1)
+      end
+    end
+  end
   self.vocab_size, self.context_length, self.width, self.n_layer = arch.vocab_size, arch.context_length, arch.dim, arch.n_layer
   self.cache_width = arch.n_head * arch.head_dim -- q, k, v (GQA-repeated) and the caches
   self.roles = { attn = M.roles(arch, "attn"), ffn = M.roles(arch, "ffn"), norm = M.roles(arch, "norm") }
