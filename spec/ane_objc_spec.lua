@@ -1,6 +1,7 @@
--- The `ane` backend's boundary table (ane_core/backend/ane_objc.h): every message has an
--- exact prototype and an encoding, and none is variadic (a variadic cast of objc_msgSend
--- works on x86-64 and breaks on arm64, where variadic arguments go on the stack).
+-- backend/ane_objc.c: the `ane` backend's boundary table (ane_core/backend/ane_objc.h):
+-- every message has an exact prototype and an encoding, and none is variadic (a variadic
+-- cast of objc_msgSend works on x86-64 and breaks on arm64, where variadic arguments go on
+-- the stack).
 local helpers = require("spec.helpers")
 
 describe("the ane backend's boundary table", function()

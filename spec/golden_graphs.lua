@@ -1,6 +1,6 @@
 -- The graphs behind the golden MIL files in spec/golden/: small (C = 64, S = 32, 4 heads)
 -- so the expected text stays readable, with seeded weights so the bytes are fixed.
--- spec/mil_golden_spec.lua compares against the files; scripts/update_golden.lua rewrites
+-- spec/emit_spec.lua compares against the files; scripts/update_golden.lua rewrites
 -- them after an intended change of the emitter (review the diff before committing).
 local ane = require("ane")
 local nn = require("ane.nn")

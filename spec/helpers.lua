@@ -250,4 +250,47 @@ function M.check_gradient(name, shapes, f, opts)
   end
 end
 
+--- The nodes of a graph as "name:op name:op ..." in its dump's order (for the passes' specs).
+function M.ops_of(g)
+  local ops = {}
+  for line in g:dump():gmatch("[^\n]+") do
+    local name, op = line:match("^  (%S+)%s.-= ([%w_]+)%(")
+    if name then ops[#ops + 1] = name .. ":" .. op end
+  end
+  return table.concat(ops, " ")
+end
+
+--- A seeded fp16 tensor of normal(0, std = 0.1) values.
+function M.fp16_randn(shape, seed, std)
+  return require("ane").tensor.randn(shape, { seed = seed, std = std or 0.1, dtype = "fp16" })
+end
+
+--- A two-layer program: y = relu(W2 relu(W1 x + b1)), x [1, 64, 1, 32].
+function M.two_layer_graph(w1, b1, w2)
+  local ane, nn = require("ane"), require("ane.nn")
+  local g = ane.graph("mlp")
+  local x = g:input("x", { 1, 64, 1, 32 })
+  local h = g:relu(nn.linear(g, x, w1, b1, { name = "fc1" }))
+  g:output("y", g:relu(nn.linear(g, h, w2, nil, { name = "fc2" })))
+  return g
+end
+
+--- Checks every line of a golden.jsonl: tok:encode gives its ids exactly and tok:decode gives
+--- back expected_text(text). Returns the number of lines.
+function M.check_golden(tok, golden, expected_text)
+  local cjson = require("cjson")
+  local lines = 0
+  for line in io.lines(golden) do
+    local case = cjson.decode(line)
+    local ids = tok:encode(case.text)
+    local same = #ids == #case.ids
+    for i = 1, #case.ids do same = same and ids[i] == case.ids[i] end
+    assert(same, string.format("%q: ids %s, expected %s", case.text, table.concat(ids, " "), table.concat(case.ids, " ")))
+    local decoded = tok:decode(ids)
+    assert(decoded == expected_text(case.text), string.format("%q decodes to %q", case.text, decoded))
+    lines = lines + 1
+  end
+  return lines
+end
+
 return M

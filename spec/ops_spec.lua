@@ -2,7 +2,7 @@
 -- builds (shape rule), its MIL parses back to a program that gives the same values as the
 -- graph compiled directly (emitter and parser), sim runs it (kernel), and a row flagged
 -- differentiable has a gradient rule that agrees with finite differences (VJP). A new row
--- without any of these fails here. (Values against independent references: sim_ops_spec;
+-- without any of these fails here. (Values against independent references: sim_kernels_spec;
 -- gradients in more configurations: autodiff_spec.)
 local ane = require("ane")
 local helpers = require("spec.helpers")
@@ -93,7 +93,7 @@ describe("the op table", function()
     if op.name ~= "input" and op.name ~= "const" then
       it("has a working row for " .. op.name, function()
         local sample = samples[op.name]
-        assert.is_truthy(sample, "op '" .. op.name .. "' has no sample in spec/op_table_spec.lua")
+        assert.is_truthy(sample, "op '" .. op.name .. "' has no sample in spec/ops_spec.lua")
         local g, feed = build(op.name, sample)
         local options = { precision = "fp32", profile = "cpu" }
         local direct = ane.compile(g, options):eval(feed).y

@@ -1,22 +1,11 @@
--- The runtime over the sim backend: program lifecycle, binding by name, the cache and the
--- compile budget, surfaces and the device's allocation rules, delta patching, weights as
--- inputs (LoRA), and the MIL parser's errors and round trip.
+-- runtime/program.c over the sim backend: program lifecycle, binding by name, resident
+-- inputs, the cache and the compile budget, surfaces and the device's allocation rules,
+-- delta patching and weights as inputs (LoRA). (Asynchronous evals: async_spec; the MIL
+-- parser: parse_spec.)
 local ane = require("ane")
 local nn = require("ane.nn")
-local graphs = require("spec.golden_graphs")
-
-local function fp16(shape, seed, std)
-  return ane.tensor.randn(shape, { seed = seed, std = std or 0.1, dtype = "fp16" })
-end
-
--- A two-layer program: y = relu(W2 relu(W1 x + b1)).
-local function mlp_graph(w1, b1, w2)
-  local g = ane.graph("mlp")
-  local x = g:input("x", { 1, 64, 1, 32 })
-  local h = g:relu(nn.linear(g, x, w1, b1, { name = "fc1" }))
-  g:output("y", g:relu(nn.linear(g, h, w2, nil, { name = "fc2" })))
-  return g
-end
+local helpers = require("spec.helpers")
+local fp16, mlp_graph = helpers.fp16_randn, helpers.two_layer_graph
 
 describe("programs", function()
   it("compile, eval by name, report ports in binding order, close", function()
@@ -114,52 +103,6 @@ describe("programs", function()
     local cx = c:input("x", { 1, 64, 1, 32 })
     c:output("y", c:concat({ c:conv(cx, c:const("w", fp16({ 64, 64, 1, 1 }, 8))), cx }, 1))
     assert.error_matches(function() ane.compile(c) end, "ANE%-01: concat is rejected")
-  end)
-
-  it("evaluate asynchronously: submit, other work, wait; each ticket its own outputs", function()
-    local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
-    local program = ane.compile(g)
-    local x1, x2 = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 4 }), ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 5 })
-    local want1, want2 = program:eval({ x = x1 }).y:bytes(), program:eval({ x = x2 }).y:bytes()
-    assert.are_not.equal(want1, want2)
-    -- two submissions of one program: the second waits for the first, neither overwrites the other
-    local t1 = program:submit({ x = x1 })
-    local t2 = program:submit({ x = x2 })
-    local y2 = t2:wait().y
-    local y1 = t1:wait().y
-    assert.are.equal(want1, y1:bytes())
-    assert.are.equal(want2, y2:bytes())
-    -- into a destination, like eval
-    local out = ane.tensor({ 1, 64, 1, 32 }, "fp16")
-    assert.are.equal(out, program:submit({ x = x1 }, { y = out }):wait().y)
-    assert.are.equal(want1, out:bytes())
-    -- a patch waits for the eval in flight, and the next submission sees the patch
-    local in_flight = program:submit({ x = x1 })
-    program:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 7) })
-    assert.are.equal(want1, in_flight:wait().y:bytes())
-    local reference = ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 7)))
-    assert.are.equal(reference:eval({ x = x1 }).y:bytes(), program:submit({ x = x1 }):wait().y:bytes())
-    -- two programs in flight at once (the helpers and sim's thread pool shared)
-    local wide = ane.graph("wide")
-    local xw = wide:input("x", { 1, 512, 1, 64 })
-    wide:output("y", wide:relu(nn.linear(wide, xw, fp16({ 512, 512, 1, 1 }, 8), fp16({ 512 }, 9), { name = "fc" })))
-    local other = ane.compile(wide)
-    local xo = ane.tensor.randn({ 1, 512, 1, 64 }, { seed = 10 })
-    local want_other = other:eval({ x = xo }).y:bytes()
-    for _ = 1, 4 do
-      local a, b = other:submit({ x = xo }), program:submit({ x = x2 })
-      assert.are.equal(want_other, a:wait().y:bytes())
-      assert.are.equal(reference:eval({ x = x2 }).y:bytes(), b:wait().y:bytes())
-    end
-    -- a program closed before the wait: the close waits for the eval, the wait says so
-    local closed = ane.compile(wide)
-    local orphan = closed:submit({ x = xo })
-    closed:close()
-    assert.error_matches(function() orphan:wait() end, "the program was closed before ticket:wait%(%)")
-    -- errors arrive at the wait, once
-    local bad = program:submit({ y = x1 })
-    assert.error_matches(function() bad:wait() end, "program 'mlp' has no input 'y' %(inputs: x%)")
-    assert.error_matches(function() bad:wait() end, "already waited for")
   end)
 
   -- A KV cache kept in the program: written a few positions at a time, read by every eval that
@@ -264,22 +207,6 @@ describe("delta patching", function()
   local w1, b1, w2 = fp16({ 64, 64, 1, 1 }, 31), fp16({ 64 }, 32), fp16({ 64, 64, 1, 1 }, 33)
   local x = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 34 })
 
-  it("gives bit-identical outputs to a fresh compile with the new weights", function()
-    for _, precision in ipairs({ "fp16", "fp32" }) do
-      local program = ane.compile(mlp_graph(w1, b1, w2), { precision = precision })
-      local before = program:eval({ x = x }).y
-      local new_w1 = ane.tensor.randn({ 64, 64 }, { seed = 35, std = 0.1 }) -- fp32 [out, in]: converted on patch
-      local new_b1 = fp16({ 64 }, 36)
-      local compiles = ane.stats().compiles
-      program:patch({ fc1_weight = new_w1, fc1_bias = new_b1 })
-      assert.are.equal(compiles, ane.stats().compiles)
-      local patched = program:eval({ x = x }).y
-      local fresh = ane.compile(mlp_graph(new_w1:reshape(64, 64, 1, 1):to("fp16"), new_b1, w2), { precision = precision })
-      assert.are.equal(fresh:eval({ x = x }).y:bytes(), patched:bytes())
-      assert.are_not.equal(before:bytes(), patched:bytes())
-    end
-  end)
-
   it("does not move the compile count over 100 patches, and each patch takes effect", function()
     local program = ane.compile(mlp_graph(w1, b1, w2))
     local compiles, patches = ane.stats().compiles, ane.stats().patches
@@ -292,18 +219,6 @@ describe("delta patching", function()
     end
     assert.are.equal(compiles, ane.stats().compiles)
     assert.are.equal(patches + 100, ane.stats().patches)
-  end)
-
-  it("only changes its own instance", function()
-    local a = ane.compile(mlp_graph(w1, b1, w2))
-    local b = ane.compile(mlp_graph(w1, b1, w2)) -- a cache hit: same compiled program
-    local before = b:eval({ x = x }).y:bytes()
-    a:patch({ fc2_weight = fp16({ 64, 64, 1, 1 }, 40) })
-    assert.are.equal(before, b:eval({ x = x }).y:bytes())
-    assert.are_not.equal(before, a:eval({ x = x }).y:bytes())
-    -- instances read fp16 weights where the compiled program holds them until their first
-    -- patch: a patch copies first, so a later instance still starts from the compiled weights
-    assert.are.equal(before, ane.compile(mlp_graph(w1, b1, w2)):eval({ x = x }).y:bytes())
   end)
 
   it("sanitizes NaN and infinities, counting them", function()
@@ -359,87 +274,5 @@ describe("weights as inputs", function()
       assert.is_true(y:max_abs_diff(expected) < 1e-5)
     end
     assert.are.equal(compiles, ane.stats().compiles)
-  end)
-end)
-
-describe("MIL parsing", function()
-  it("reproduces every golden program's semantics: parse(emit(g)) evaluates bit-identically", function()
-    for _, name in ipairs(graphs.names) do
-      local g = graphs[name]()
-      local text, weights = g:mil()
-      local parsed = assert(ane.graph.parse(text, weights))
-      assert.are.equal(text, (parsed:mil())) -- and re-emits the same bytes
-      local direct = ane.compile(g, { profile = "cpu" })
-      local via_text = ane.compile_mil(text, weights, { profile = "cpu" })
-      local feed = {}
-      for i, port in ipairs(direct:inputs()) do feed[port.name] = ane.tensor.randn(port.shape, { seed = i, std = 0.5 }) end
-      local a, b = direct:eval(feed), via_text:eval(feed)
-      for key, value in pairs(a) do assert.are.equal(value:bytes(), b[key]:bytes(), name) end
-    end
-  end)
-
-  it("reports errors at line:column with the line and a caret", function()
-    local text = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {\n" ..
-        "        tensor<fp16, [1, 4, 1, 32]> y = relu(x = x)[name = string(\"y\")]\n    } -> (y);\n}\n"
-    local ok, err = ane.graph.parse(text)
-    assert.is_nil(ok)
-    assert.are.equal("<mil>:5:5: expected ';' at the end of the statement, found '}'\n" ..
-      "        } -> (y);\n" ..
-      "        ^", err)
-    local cases = {
-      { "tensor<fp16, [1, 4, 1, 32]> y = conv(x = x, weight = w, bias = b)", "conv takes no bias %(ANE%-13%)" },
-      { "tensor<fp16, [1, 4, 1, 32]> y = relu(x = nope)", "'nope' is not defined" },
-      { "tensor<fp16, [1, 4, 1, 64]> y = relu(x = x)", "'y' is declared tensor<fp16, %[1, 4, 1, 64%]> but relu gives fp16%[1, 4, 1, 32%]" },
-      { "tensor<fp16, [1, 4, 1, 32]> y = matmul(x = x, y = x, transpose_x = bool(false), transpose_y = bool(true))",
-        "matmul transpose_x must name a bool const, not an inline literal %(ANE%-12%)" },
-      { "tensor<fp16, [1, 4, 1, 32]> y = write_state(x = x)", "ANE%-24" },
-      { "tensor<fp16, [1, 4, 1, 32]> y = relu(x = x, alpha = x)", "relu has no parameter 'alpha'" },
-      { "tensor<fp16, [4]> c = const()[name = string(\"c\"), val = tensor<fp16, [4]>(BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(64)))]",
-        "weight file '@model_path/weights/weight.bin' was not given" },
-    }
-    for _, case in ipairs(cases) do
-      local program = "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {\n        " .. case[1] ..
-          ";\n    } -> (x);\n}\n"
-      local parsed, message = ane.graph.parse(program)
-      assert.is_nil(parsed, case[2])
-      assert.matches("^<mil>:4:%d+: .*" .. case[2], message)
-      assert.matches("\n    %s+ *%^$", message)
-    end
-    local _, dead = ane.graph.parse("program(1.3) { func main(tensor<fp16, [1, 4, 1, 32]> x) { } -> (ghost); }")
-    assert.matches("returned name 'ghost' is not a live node of the function %(ANE%-14%)", dead)
-  end)
-
-  it("checks BLOBFILE references against the weight file (ANE-08)", function()
-    local g = graphs.linear()
-    local text, weights = g:mil()
-    local bad = text:gsub("offset = uint64%(64%)", "offset = uint64(128)")
-    local _, err = ane.graph.parse(bad, weights)
-    assert.matches("record at offset 128: sentinel is 0x[%x]+, not 0xDEADBEEF %(ANE%-08%)", err)
-  end)
-
-  it("accepts the dialect's variants: comments, inline consts, several functions, hex floats", function()
-    local text = [[
-program(1.3)
-[buildInfo = dict<string, string>({{"coremlc-version", "3505.4.1"}})]
-{
-    // a helper function, parsed and set aside
-    func helper<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {
-        tensor<fp16, [1, 4, 1, 32]> y = relu(x = x)[name = string("y")];
-    } -> (y);
-    func main<ios18>(tensor<fp16, [1, 4, 1, 32]> x) {
-        fp16 half = const()[name = string("half"), val = fp16(0x1p-1)];  /* 0.5 */
-        tensor<fp16, [1, 4, 1, 32]> scaled = mul(x = x, y = half)[name = string("scaled")];
-        tensor<fp16, [1, 4, 1, 32]> y = add(x = scaled, y = fp16(-0x1.8p+1))[name = string("y")];
-    } -> (y);
-}
-]]
-    local program = ane.compile_mil(text, {}, { profile = "cpu" })
-    local x = ane.tensor.from({ 2, 4, 6, 8 }, { 1, 4, 1, 1 }):reshape(1, 4, 1, 1)
-    local full = ane.tensor({ 1, 4, 1, 32 })
-    full:slice(4, 1, 1):copy_from(x)
-    local y = program:eval({ x = full }).y
-    assert.are.same({ -2, -1, 0, 1 }, { y:get(1, 1, 1, 1), y:get(1, 2, 1, 1), y:get(1, 3, 1, 1), y:get(1, 4, 1, 1) })
-    local helper = assert(ane.graph.parse(text, {}, { ["function"] = "helper" }))
-    assert.are.equal("helper", helper:name())
   end)
 end)

@@ -1,38 +1,10 @@
--- ANE validation: for every rule of the constraint catalogue that can be checked on a
+-- passes/validate_ane.c: for every rule of the constraint catalogue that can be checked on a
 -- graph, one graph that violates it (reported with its ID and node) and one that passes.
 local ane = require("ane")
 
-local function fp16(shape) return ane.tensor.randn(shape, { seed = 1, dtype = "fp16", std = 0.1 }) end
-
--- A graph with an [1, C, 1, S] input, anchored by a conv so ANE-28 stays quiet; `build`
--- adds the part under test and returns the output node.
-local function graph_with(build, opts)
-  opts = opts or {}
-  local g = ane.graph("rule")
-  local x = g:input("x", opts.input_shape or { 1, 64, 1, 32 }, opts.input_dtype or "fp16")
-  local anchored = opts.no_anchor and x or g:conv(x, g:const("anchor_w", fp16({ 64, 64, 1, 1 })), { name = "anchor" })
-  g:output("y", build(g, anchored, x))
-  return g
-end
-
-local function find(violations, id)
-  for _, v in ipairs(violations) do
-    if v.id == id then return v end
-  end
-end
-
-local function expect_violation(g, id, node, severity, pattern, target)
-  local v = find(g:validate({ target = target }), id)
-  assert.is_table(v, "expected " .. id)
-  assert.are.equal(node, v.node)
-  assert.are.equal(severity, v.severity)
-  if pattern then assert.matches(pattern, v.message) end
-end
-
-local function expect_clean(g, id, target)
-  local v = find(g:validate({ target = target }), id)
-  assert.is_nil(v, id .. " reported: " .. (v and v.message or ""))
-end
+local rules = require("spec.support.rules")
+local fp16, graph_with = rules.fp16, rules.graph_with
+local expect_violation, expect_clean, find = rules.expect_violation, rules.expect_clean, rules.find
 
 describe("ANE validation", function()
   it("ANE-01: concat is rejected", function()
@@ -182,38 +154,5 @@ describe("ANE validation", function()
     expect_violation(g, "ANE-33", "to32", "warning", "a problem only there")
     expect_violation(g, "ANE-33", "to32", "warning", nil, "m4")
     expect_clean(graph_with(function(g, h) return h end), "ANE-33", "m1")
-  end)
-
-  it("a target turns rules off, demotes or promotes them, and accepts or refuses ops", function()
-    local concat = graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end)
-    expect_clean(concat, "ANE-01", { accepted_ops = { "concat" } })
-    expect_violation(concat, "ANE-01", "qkv_cat", "warning", nil, { rules = { ["ANE-01"] = "warning" } })
-    expect_clean(concat, "ANE-01", { rules = { ["ANE-01"] = "off" } })
-    local softmax = graph_with(function(g, h) return g:softmax(h, 3, { name = "sm" }) end, { input_shape = { 1, 64, 1, 48 } })
-    expect_violation(softmax, "ANE-30", "sm", "error", nil, { rules = { ["ANE-30"] = "error" } })
-    local exp = graph_with(function(g, h) return g:exp(h, { name = "e" }) end)
-    expect_clean(exp, "target")
-    expect_violation(exp, "target", "e", "error", "target my%-m4 measured that this chip refuses exp",
-      { name = "my-m4", refused_ops = { "exp" } })
-    -- the unchecked target lets everything through to the device (the probes' way to ask it)
-    assert.are.same({}, concat:validate({ target = "unchecked" }))
-    local t = ane.target({ base = "m4", max_spatial = 1000, rules = { ["ANE-06"] = "off" } })
-    assert.are.same({ 1000, 15, "off" }, { t.max_spatial, t.max_kernel_width, t.rules["ANE-06"] })
-  end)
-
-  it("names the targets there are", function()
-    local g = graph_with(function(_, h) return h end)
-    assert.error_matches(function() g:validate({ target = "gpu" }) end,
-      "target 'gpu' is neither a built%-in target %(generic, m1, m2, m3, m4, m5, unchecked%) nor a probe report")
-    assert.error_matches(function() g:validate({ target = { rules = { ["ANE-1x"] = "off" } } }) end, "'ANE%-1x' is no rule ID")
-    assert.error_matches(function() g:validate({ target = { rules = { ["ANE-01"] = "maybe" } } }) end, "invalid option 'maybe'")
-    assert.error_matches(function() g:validate({ target = { refused_ops = { "frobnicate" } } }) end, "no op 'frobnicate'")
-  end)
-
-  it("keeps programs compiled for different targets apart in the cache", function()
-    local concat = graph_with(function(g, h) return g:concat({ h, h }, 3, { name = "qkv_cat" }) end)
-    local accepted = ane.compile(concat, { backend = "sim", target = { accepted_ops = { "concat" } } })
-    assert.is_not_nil(accepted)
-    assert.error_matches(function() ane.compile(concat, { backend = "sim" }) end, "ANE%-01")
   end)
 end)

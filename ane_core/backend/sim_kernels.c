@@ -687,7 +687,7 @@ static ane_status k_gather(const sim_context *context, const ane_node *node, flo
 }
 
 /* The kernel of every op of the op table but the sources (inputs and consts are filled at
- * eval and load); a row without one is an error at eval, and spec/op_table_spec.lua. */
+ * eval and load); a row without one is an error at eval, and spec/ops_spec.lua. */
 static const sim_kernel kernels[ANE_OP_COUNT] = {
     [ANE_OP_CONV] = k_conv, [ANE_OP_MATMUL] = k_matmul,
     [ANE_OP_ADD] = k_binary, [ANE_OP_SUB] = k_binary, [ANE_OP_MUL] = k_binary, [ANE_OP_REAL_DIV] = k_binary,

@@ -1,0 +1,32 @@
+-- tensor/dtype.c through ane.tensor: fp16 and bf16 rounding exactly as computed here, every
+-- dtype to every other through copy_from, and fills of strided views.
+local ane = require("ane")
+
+local dtypes = { "fp32", "fp16", "bf16", "int32", "int64", "int16", "uint16", "int8", "uint8", "bool" }
+
+describe("ane.tensor conversion", function()
+  it("rounds to fp16 and bf16 exactly", function()
+    local values = ane.tensor.from({ 1 + 2 ^ -11, 1 + 3 * 2 ^ -11, 65519, 65520, 2 ^ -24, 2 ^ -26, 1 + 2 ^ -8 })
+    -- ties to even at 1 + 2^-11 (down) and 1 + 3 * 2^-11 (up); 65520 overflows; 2^-26 underflows
+    assert.are.same({ 1, 1 + 2 ^ -9, 65504, math.huge, 2 ^ -24, 0, 1 + 2 ^ -8 }, values:to("fp16"):totable())
+    assert.are.same({ 1, 1, 65536, 65536, 2 ^ -24, 2 ^ -26, 1 }, values:to("bf16"):totable())
+  end)
+
+  it("converts between all dtypes through copy_from", function()
+    local source = ane.tensor.from({ 0, 1, 2, 3 }, { 2, 2 }, "int16")
+    for _, dtype in ipairs(dtypes) do
+      local target = ane.tensor({ 2, 2 }, dtype):copy_from(source)
+      if dtype == "bool" then
+        assert.are.same({ { false, true }, { true, true } }, target:totable())
+      else
+        assert.are.same({ { 0, 1 }, { 2, 3 } }, target:totable())
+      end
+    end
+  end)
+
+  it("fills a strided view only", function()
+    local t = ane.tensor({ 3, 3 })
+    t:slice(2, 2, 2):fill(7)
+    assert.are.same({ { 0, 7, 0 }, { 0, 7, 0 }, { 0, 7, 0 } }, t:totable())
+  end)
+end)
