@@ -185,6 +185,40 @@ describe("nn composites", function()
     end
   end)
 
+  it("grouped-query attention equals attention over kv heads repeated per query head", function()
+    -- 4 query heads on 2 kv heads: the reference repeats kv head j for query heads 2j, 2j + 1
+    -- (Hugging Face's repeat_kv) and attends head by head; grouped, one product per kv head.
+    -- The same sums in the same order: 1e-6 covers fp32 evaluation order differences.
+    local q = ane.tensor.randn({ 1, 4, 8, 16 }, { seed = 11 })
+    local k = ane.tensor.randn({ 1, 2, 8, 16 }, { seed = 12 })
+    local v = ane.tensor.randn({ 1, 2, 8, 16 }, { seed = 13 })
+    local function repeated(t) -- [1, 2, a, b] -> [1, 4, a, b]: kv head j for query heads 2j - 1, 2j
+      local shape = t:shape()
+      shape[2] = 4
+      local out = ane.tensor(shape)
+      for h = 1, 4 do out:slice(2, h, h):copy_from(t:slice(2, (h + 1) // 2, (h + 1) // 2)) end
+      return out
+    end
+    local reference = run(function(g, qn, kn, vn) return nn.causal_attention(g, qn, kn, vn) end, { q, repeated(k), repeated(v) })
+    local grouped = run(function(g, qn, kn, vn)
+      return nn.ungroup_heads(g, nn.causal_attention(g, nn.group_heads(g, qn, 2), kn, vn), 4)
+    end, { q, k, v })
+    assert.are.same({ 1, 4, 8, 16 }, grouped:shape())
+    assert.is_true(grouped:max_abs_diff(reference) < 1e-6)
+    -- the decode form: 3 of 8 cache positions filled, a block of 2 own positions
+    local kc, vc = ane.tensor.randn({ 1, 2, 16, 8 }, { seed = 14 }), ane.tensor.randn({ 1, 2, 16, 8 }, { seed = 15 })
+    local mask = ane.tensor({ 1, 1, 1, 8 }):fill(-65504)
+    mask:slice(4, 1, 3):fill(0)
+    local qd, kd, vd = q:slice(3, 1, 2):copy(), k:slice(3, 1, 2):copy(), v:slice(3, 1, 2):copy()
+    local decode_reference = run(function(g, qn, kcn, vcn, mn, kn, vn)
+      return nn.cached_attention(g, qn, kcn, vcn, mn, kn, vn)
+    end, { qd, repeated(kc), repeated(vc), mask, repeated(kd), repeated(vd) })
+    local decode_grouped = run(function(g, qn, kcn, vcn, mn, kn, vn)
+      return nn.ungroup_heads(g, nn.cached_attention(g, nn.group_heads(g, qn, 2), kcn, vcn, mn, kn, vn), 4)
+    end, { qd, kc, vc, mask, kd, vd })
+    assert.is_true(decode_grouped:max_abs_diff(decode_reference) < 1e-6)
+  end)
+
   it("causal attention with clip saturates overflowing fp16 scores instead of making NaN", function()
     -- q . k / sqrt(8) = 300 * 300 * 8 / 2.83 ~ 2.5e5: beyond fp16 (+-inf). Key 1 points with
     -- q, key 2 against it; every row sees key 1, so every output is v's first row.

@@ -184,17 +184,39 @@ function nn.rope(g, x, cos, sin, opts)
   return g:add(a, b, { name = opts and opts.name })
 end
 
---- An additive causal mask [S, S]: 0 on and below the diagonal, mask_value above.
-function nn.causal_mask(seq, mask_value, dtype)
+--- An additive causal mask [S, S]: 0 on and below the diagonal, mask_value above. With
+--- `group` (default 1) it is [group * S, S]: the rows of `group` query heads sharing one kv
+--- head stacked (grouped-query attention, nn.group_heads), row r for position r % S.
+function nn.causal_mask(seq, mask_value, dtype, group)
   dtype = dtype or "fp16"
   local zero = ane.tensor({ 1 }, dtype):bytes()
   local masked = ane.tensor.from({ mask_value }, { 1 }, dtype):bytes()
   local rows = {}
   for i = 1, seq do rows[i] = zero:rep(i) .. masked:rep(seq - i) end -- row i: keys 1..i visible
-  return ane.tensor.from_bytes(table.concat(rows), { seq, seq }, dtype)
+  local block = table.concat(rows)
+  return ane.tensor.from_bytes(block:rep(group or 1), { (group or 1) * seq, seq }, dtype)
 end
 
---- Causal attention on q, k, v [1, H, S, D], decomposed as the device needs it (its
+--- Grouped-query attention without repeating keys: q heads [1, H, S, D] as [1, KV, group * S, D]
+--- (H = KV * group; query head h = kv * group + j reads kv head kv, as Hugging Face repeats
+--- them), so each kv head's keys and values [1, KV, ., D] multiply its group's queries in one
+--- batched product. A reshape: the heads' memory order is already kv-major. Returns q when
+--- group is 1.
+function nn.group_heads(g, q, kv_heads, opts)
+  local shape = q:shape()
+  if shape[2] == kv_heads then return q end
+  return g:reshape(q, { 1, kv_heads, shape[2] // kv_heads * shape[3], shape[4] }, { name = opts and opts.name })
+end
+
+--- The inverse of nn.group_heads: [1, KV, group * S, D] -> [1, H, S, D].
+function nn.ungroup_heads(g, x, heads, opts)
+  local shape = x:shape()
+  if shape[2] == heads then return x end
+  return g:reshape(x, { 1, heads, shape[3] * shape[2] // heads, shape[4] }, { name = opts and opts.name })
+end
+
+--- Causal attention on q, k, v [1, H, S, D] (or q [1, KV, group * S, D] against KV heads of
+--- k and v: nn.group_heads), decomposed as the device needs it (its
 --- scaled_dot_product_attention ignores masks, ANE-06): scale q -> matmul -> additive mask
 --- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D).
 --- The scale multiplies q ([S, D]) rather than the scores ([S, S]): S/D times fewer
@@ -203,11 +225,11 @@ end
 --- 65504: an overflow to +-inf then stays finite instead of turning the softmax into NaN).
 function nn.causal_attention(g, q, k, v, opts)
   local shape = q:shape()
-  local s, d = shape[3], shape[4]
+  local s, d = k:shape()[3], shape[4] -- q may hold a group of heads' rows per kv head (nn.group_heads)
   local mask_value = opts and opts.mask_value or -65504
   local q_scaled = g:mul(q, opts and opts.scale or 1 / math.sqrt(d), { name = prefixed(opts, "q_scaled") })
   local scaled = g:matmul(q_scaled, k, { transpose_y = true, name = prefixed(opts, "scores") })
-  local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype()))
+  local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype(), shape[3] // s))
   local masked = g:add(scaled, mask, { name = prefixed(opts, "masked") })
   if opts and opts.clip then masked = g:clip(masked, -opts.clip, opts.clip, { name = prefixed(opts, "clipped") }) end
   local probs = g:softmax(masked, -1, { name = prefixed(opts, "probs") })
@@ -221,20 +243,22 @@ end
 --- the cache is filled, mask_value elsewhere); own_k and own_v the block's keys and values,
 --- [1, H, W, D], or [1, H, D, W] with opts.own_layout = "DW". The block is causal inside.
 --- opts.scale (1/sqrt(D)), opts.mask_value (-65504), opts.clip (saturate the scores to
---- [-clip, clip], as in causal_attention). Returns [1, H, W, D].
+--- [-clip, clip], as in causal_attention). Returns [1, H, W, D]. For grouped-query
+--- attention q is [1, KV, group * W, D] (nn.group_heads) against KV heads of keys and values.
 function nn.cached_attention(g, q, k_cache, v_cache, mask, own_k, own_v, opts)
   opts = opts or {}
   local shape = q:shape()
-  local W, D = shape[3], shape[4]
+  local D = shape[4]
   local scale = opts.scale or 1 / math.sqrt(D)
   local by_rows = opts.own_layout ~= "DW" -- own keys [W, D]: multiplied transposed
+  local W = by_rows and own_k:shape()[3] or own_k:shape()[4] -- q's rows: W, or a group's W each (nn.group_heads)
   local function clipped(scores, name)
     if not opts.clip then return scores end
     return g:clip(scores, -opts.clip, opts.clip, { name = name })
   end
   local cached = clipped(g:add(g:mul(g:matmul(q, k_cache, { name = prefixed(opts, "cached_scores") }), scale), mask,
     { name = prefixed(opts, "cached_masked") }), prefixed(opts, "cached_clipped"))
-  local own_mask = g:const(prefixed(opts, "own_mask"), nn.causal_mask(W, opts.mask_value or -65504, q:dtype()))
+  local own_mask = g:const(prefixed(opts, "own_mask"), nn.causal_mask(W, opts.mask_value or -65504, q:dtype(), shape[3] // W))
   local own = clipped(g:add(g:mul(g:matmul(q, own_k, { transpose_y = by_rows, name = prefixed(opts, "own_scores") }), scale),
     own_mask, { name = prefixed(opts, "own_masked") }), prefixed(opts, "own_clipped"))
   local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),

@@ -11,10 +11,15 @@ local Methods = M.methods
 -- The adapters' program inputs, per layer.
 M.INPUTS = { "lora_a_q", "lora_b_q", "lora_a_v", "lora_b_v" }
 
+-- The output rows of projection `which`: q's heads, or v's kv heads.
+local function projection_width(model, which)
+  return which == "q" and model.arch.n_head * model.arch.head_dim or model.cache_width
+end
+
 --- The LoRA delta of projection `which` ("q" or "v") of h [1, dim, 1, S]: nn.lora_delta with
 --- A [1, rank, 1, dim] and B^T [1, rank, 1, width] as the inputs lora_a_<which>, lora_b_<which>.
 function M.delta(model, g, h, which)
-  local rank, width = model.lora.rank, model.cache_width
+  local rank, width = model.lora.rank, projection_width(model, which)
   local a = g:input("lora_a_" .. which, { 1, rank, 1, model.width }, model.dtype)
   local b_t = g:input("lora_b_" .. which, { 1, rank, 1, width }, model.dtype)
   return nn.lora_delta(g, h, a, b_t, width, model.lora.alpha, { name = "lora_" .. which })
@@ -36,7 +41,7 @@ function Methods:enable_lora(lora)
       n = n + 1
       self.adapters["lora_a_" .. which .. "." .. l] = ane.tensor.randn({ 1, rank, 1, dim },
         { seed = seed * 1000 + n, std = 1 / math.sqrt(dim) })
-      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, rank, 1, self.cache_width })
+      self.adapters["lora_b_" .. which .. "." .. l] = ane.tensor({ 1, rank, 1, projection_width(self, which) })
     end
   end
 end

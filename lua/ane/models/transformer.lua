@@ -25,6 +25,10 @@
 -- programs hold each role as the const M.const_name(role). So there is one name map:
 -- checkpoint name <-> role -> program const.
 --
+-- Grouped-query attention runs without repeated k/v rows: k, v and their caches have the kv
+-- heads only, and each kv head's keys and values multiply its group of query heads in one
+-- batched product (nn.group_heads).
+--
 -- Each layer runs as two programs, attention and FFN, compiled per sequence bucket by
 -- ane.models.decoder; embeddings, the classifier (too wide for the device, ANE-16) and
 -- sampling run on the CPU (no gather on the device, ANE-25). Prefill runs a causal
@@ -81,65 +85,25 @@ function M.const_name(role) return role:match("_bias$") and role or role .. "_we
 
 -- Vectors applied per head ([1, H, S, head] activations: axis 3) rather than per channel.
 local PER_HEAD = { q_norm = true, k_norm = true }
--- Matrices whose rows are kv heads: repeated per query head for grouped-query attention.
-local KV_ROLES = { k = true, v = true }
 
 -- ------------------------------------------------------------------ weights in program layout
 
--- Grouped-query attention: query head h reads kv head h // group. The device has neither
--- tile nor concat (ANE-01), so the programs get k and v with each kv head's rows repeated
--- group times ([n_head * head_dim, dim]): k and v come out with one head per query head,
--- exactly, for group x the k/v projection work and cache. Checkpoints keep the
--- [n_kv_head * head_dim, dim] originals; their gradients sum over the copies.
--- Calls visit(rows of kv head h // group in kv_side, rows of head h in head_side) for every h.
-local function for_each_copy(arch, kv_side, head_side, visit)
-  local group, head = arch.n_head // arch.n_kv_head, arch.head_dim
-  for h = 0, arch.n_head - 1 do
-    local kv = h // group
-    visit(kv_side:slice(1, kv * head + 1, (kv + 1) * head), head_side:slice(1, h * head + 1, (h + 1) * head))
-  end
-end
-
-local function repeat_kv_rows(t, arch) -- [KV * head, dim] -> [H * head, dim]
-  if arch.n_kv_head == arch.n_head then return t end
-  if ane.quantized.is(t) then -- the same for its codes and its per-row table
-    local shape, rows = t:shape(), t:shape()[1]
-    local codes, per_row = t:data(), t:table()
-    shape[1] = arch.n_head * arch.head_dim
-    return ane.quantized { encoding = t:encoding(), dtype = t:dtype(), shape = shape,
-      data = repeat_kv_rows(codes:reshape(rows, codes:numel() // rows), arch),
-      table = repeat_kv_rows(per_row:reshape(rows, per_row:numel() // rows), arch) }
-  end
-  local out = ane.tensor({ arch.n_head * arch.head_dim, t:shape()[2] }, t:dtype())
-  for_each_copy(arch, t, out, function(rows, copy) copy:copy_from(rows) end)
-  return out
-end
-
-local function sum_kv_rows(grad, arch) -- [H * head, dim] -> [KV * head, dim]
-  if arch.n_kv_head == arch.n_head then return grad end
-  local out = ane.tensor({ arch.n_kv_head * arch.head_dim, grad:shape()[2] })
-  for_each_copy(arch, out, grad, function(sum, copy) sum:copy_from(sum:add(copy)) end)
-  return out
-end
-
--- One layer's weights in program layout: matrices as [out, in, 1, 1] conv weights (k, v
--- repeated for GQA), vectors as they are, in dtype. quantize ("int8" | "int4" | nil): the
--- matrices become quantized weights (per output row, before the GQA repeat, which is then
--- exact), which the programs carry compressed; weights that come quantized (a quantized
--- checkpoint) stay as they are. `stored` (a table) receives the quantized weights in
--- checkpoint layout, for saving.
-local function program_layer(L, arch, dtype, quantize, label, stored)
+-- One layer's weights in program layout: matrices as [out, in, 1, 1] conv weights, vectors
+-- as they are, in dtype. quantize ("int8" | "int4" | nil): the matrices become quantized
+-- weights (per output row), which the programs carry compressed; weights that come
+-- quantized (a quantized checkpoint) stay as they are. `stored` (a table) receives the
+-- quantized weights in checkpoint layout, for saving.
+local function program_layer(L, dtype, quantize, label, stored)
   local P = {}
   for role, t in pairs(L) do
     if quantize and not ane.quantized.is(t) and t:ndim() == 2 then
       t = ane.quantize(t, quantize, { dtype = dtype, name = label(role) })
     end
     if stored and ane.quantized.is(t) then stored[role] = t end
-    local rows = KV_ROLES[role] and repeat_kv_rows(t, arch) or t
-    if ane.quantized.is(rows) then
-      P[role] = decoder.quantized_conv_weight(rows, dtype)
-    elseif rows:ndim() == 2 then
-      P[role] = decoder.conv_weight(rows, dtype)
+    if ane.quantized.is(t) then
+      P[role] = decoder.quantized_conv_weight(t, dtype)
+    elseif t:ndim() == 2 then
+      P[role] = decoder.conv_weight(t, dtype)
     else
       P[role] = decoder.in_dtype(t, dtype)
     end
@@ -154,7 +118,7 @@ function M.prepare(self, W, quantize)
   local P = { layers = {}, stored_layers = {} }
   for l, L in ipairs(W.layers) do
     P.stored_layers[l] = {}
-    P.layers[l] = program_layer(L, self.arch, self.dtype, quantize, function(role) return self:checkpoint_name(role, l - 1) end,
+    P.layers[l] = program_layer(L, self.dtype, quantize, function(role) return self:checkpoint_name(role, l - 1) end,
       P.stored_layers[l])
   end
   P.final_norm = decoder.in_dtype(W.final_norm, self.dtype)
@@ -235,11 +199,13 @@ local function project(self, g, L, x)
   local a = self.arch
   local h = norm(self, g, x, L, "attn_norm")
   local names = M.projection_names(a)
-  if a.qkv == "fused" then
-    local width = self.cache_width
-    local qkv = linear(self, g, h, L, "qkv", "qkv")                                    -- [1, 3 width, 1, S]
-    local function part(i) return g:slice_by_size(qkv, { 0, i * width, 0, 0 }, { -1, width, -1, -1 }, { name = names[i + 1] }) end
-    return part(0), part(1), part(2)
+  if a.qkv == "fused" then -- rows: q [H * head], k and v [KV * head] each
+    local q_width, kv_width = a.n_head * a.head_dim, self.cache_width
+    local qkv = linear(self, g, h, L, "qkv", "qkv")                             -- [1, q + 2 kv, 1, S]
+    local function part(first, width, name)
+      return g:slice_by_size(qkv, { 0, first, 0, 0 }, { -1, width, -1, -1 }, { name = name })
+    end
+    return part(0, q_width, names[1]), part(q_width, kv_width, names[2]), part(q_width + kv_width, kv_width, names[3])
   end
   local q, k, v = linear(self, g, h, L, "q", names[1]), linear(self, g, h, L, "k", names[2]), linear(self, g, h, L, "v", names[3])
   if self.lora then
@@ -251,11 +217,12 @@ local function project(self, g, L, x)
 end
 
 
--- q and k as heads [1, H, S, head], normed per head (qk_norm) and rotated by the cos/sin
--- tables [S, head] (RoPE) as the architecture says.
+-- q and k as heads, [1, H, S, head] and [1, KV, S, head], normed per head (qk_norm) and
+-- rotated by the cos/sin tables [S, head] (RoPE) as the architecture says.
 local function query_key_heads(self, g, L, q, k, cos, sin)
   local a = self.arch
-  local qh, kh = nn.split_heads(g, q, a.n_head, { name = "q_heads" }), nn.split_heads(g, k, a.n_head, { name = "k_heads" })
+  local qh = nn.split_heads(g, q, a.n_head, { name = "q_heads" })
+  local kh = nn.split_heads(g, k, a.n_kv_head, { name = "k_heads" })
   if a.qk_norm then
     qh = nn.rms_norm(g, qh, weight(self, g, L, "q_norm"), { name = "q_norm", eps = a.norm_eps, axis = 3 })
     kh = nn.rms_norm(g, kh, weight(self, g, L, "k_norm"), { name = "k_norm", eps = a.norm_eps, axis = 3 })
@@ -267,9 +234,10 @@ local function query_key_heads(self, g, L, q, k, cos, sin)
   return qh, kh
 end
 
--- The end of both attention programs: out projection and residual, the outputs y and the
--- block's k and v as cached ([1, H * head, 1, S]).
+-- The end of both attention programs: the heads back from their kv groups, out projection
+-- and residual, the outputs y and the block's k and v as cached ([1, KV * head, 1, S]).
 local function finish_attention(self, g, L, x, attended, k, kh, v)
+  attended = nn.ungroup_heads(g, attended, self.arch.n_head, { name = "attended_heads" }) -- [1, H, S, head]
   local out = linear(self, g, nn.merge_heads(g, attended, { name = "merged" }), L, "out", "out_proj")
   g:output("y", g:add(x, out))
   g:output("k", keys_transformed(self.arch) and nn.merge_heads(g, kh, { name = "k_rot" }) or k)
@@ -290,8 +258,9 @@ local function attention_prefill_graph(self, L, S)
   end
   local q, k, v = project(self, g, L, x)
   local qh, kh = query_key_heads(self, g, L, q, k, cos, sin)
-  local attended = nn.causal_attention(g, qh, kh, nn.split_heads(g, v, a.n_head, { name = "v_heads" }),
-    { name = "attn", mask_value = MASK, clip = self.softmax_clip })
+  -- grouped-query attention: each kv head's keys serve its group of query heads in one product
+  local attended = nn.causal_attention(g, nn.group_heads(g, qh, a.n_kv_head, { name = "q_grouped" }), kh,
+    nn.split_heads(g, v, a.n_kv_head, { name = "v_heads" }), { name = "attn", mask_value = MASK, clip = self.softmax_clip })
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
 
@@ -301,7 +270,7 @@ end
 -- take the block's rotary angles as inputs (cached keys are rotated already).
 local function attention_decode_graph(self, L, W, Smax)
   local a, dtype = self.arch, self.dtype
-  local H, head, width = a.n_head, a.head_dim, self.cache_width
+  local H, KV, head, width = a.n_head, a.n_kv_head, a.head_dim, self.cache_width
   local g = self:graph(a.name .. "_attn_decode")
   local x = g:input("x", { 1, a.dim, 1, W }, dtype)
   local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
@@ -315,19 +284,20 @@ local function attention_decode_graph(self, L, W, Smax)
     sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
   end
   local q, k, v = project(self, g, L, x)
-  local kc = g:reshape(k_cache, { 1, H, head, Smax }, { name = "k_cache_heads" })
-  local vc = g:reshape(v_cache, { 1, H, head, Smax }, { name = "v_cache_heads" })
+  local kc = g:reshape(k_cache, { 1, KV, head, Smax }, { name = "k_cache_heads" })
+  local vc = g:reshape(v_cache, { 1, KV, head, Smax }, { name = "v_cache_heads" })
   local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended" }
   local attended, kh
-  if keys_transformed(a) then -- own keys and values as heads [1, H, W, head]
+  if keys_transformed(a) then -- own keys and values as heads [1, KV, W, head]
     local qh
     qh, kh = query_key_heads(self, g, L, q, k, cos, sin)
-    attended = nn.cached_attention(g, qh, kc, vc, mask, kh, nn.split_heads(g, v, H, { name = "v_heads" }), options)
-  else -- as [1, H, head, W], straight from the projections' layout
+    attended = nn.cached_attention(g, nn.group_heads(g, qh, KV, { name = "q_grouped" }), kc, vc, mask, kh,
+      nn.split_heads(g, v, KV, { name = "v_heads" }), options)
+  else -- as [1, KV, head, W], straight from the projections' layout
     options.own_layout = "DW"
-    attended = nn.cached_attention(g, nn.split_heads(g, q, H, { name = "q_heads" }), kc, vc, mask,
-      g:reshape(k, { 1, H, head, W }, { name = "k_new_heads" }), g:reshape(v, { 1, H, head, W }, { name = "v_new_heads" }),
-      options)
+    local qh = nn.group_heads(g, nn.split_heads(g, q, H, { name = "q_heads" }), KV, { name = "q_grouped" })
+    attended = nn.cached_attention(g, qh, kc, vc, mask, g:reshape(k, { 1, KV, head, W }, { name = "k_new_heads" }),
+      g:reshape(v, { 1, KV, head, W }, { name = "v_new_heads" }), options)
   end
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
@@ -418,7 +388,7 @@ function M.init(self, W, arch, naming, opts, level)
     end
   end
   self.vocab_size, self.context_length, self.width, self.n_layer = arch.vocab_size, arch.context_length, arch.dim, arch.n_layer
-  self.cache_width = arch.n_head * arch.head_dim -- q, k, v (GQA-repeated) and the caches
+  self.cache_width = arch.n_kv_head * arch.head_dim -- k, v and their caches (kv heads: no repeats)
   self.roles = { attn = M.roles(arch, "attn"), ffn = M.roles(arch, "ffn"), norm = M.roles(arch, "norm") }
   self.weight_consts = { attn_prefill = const_names(self.roles.attn), ffn = const_names(self.roles.ffn),
     norm = const_names(self.roles.norm) }
@@ -556,9 +526,7 @@ function Methods:load_parameters(params)
     for program, kind, layer in self:each_program() do
       local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or "norm"
       local source, patch = layer and W.layers[layer] or W, {}
-      for _, role in ipairs(self.roles[group]) do -- (GQA: programs hold k/v rows repeated per query head)
-        patch[M.const_name(role)] = KV_ROLES[role] and repeat_kv_rows(source[role], self.arch) or source[role]
-      end
+      for _, role in ipairs(self.roles[group]) do patch[M.const_name(role)] = source[role] end
       decoder.patch_present(program, patch)
     end
   end
@@ -598,15 +566,14 @@ end
 
 --- The gradients of the programs' consts (raw) as the checkpoint names and lays them out:
 --- each in its weight's checkpoint shape (programs hold [out, in, 1, 1] consts, or the
---- device's [1, out, 1, in] with weights_as_inputs; GQA's repeated k/v rows summed).
+--- device's [1, out, 1, in] with weights_as_inputs).
 function Methods:checkpoint_gradients(raw)
-  local grads, a = {}, self.arch
+  local grads = {}
   for l = 1, self.n_layer do
     local weights = self.weights.layers[l]
     for _, group in ipairs({ "attn", "ffn" }) do
       for _, role in ipairs(self.roles[group]) do
         local grad, shape = raw.layers[l][M.const_name(role)], weights[role]:shape() -- shape: [out, in] or [n]
-        if KV_ROLES[role] then grad = sum_kv_rows(grad:reshape(self.cache_width, shape[2]), a) end
         grad = grad:reshape(table.unpack(shape))
         if self.naming.transposed and self.naming.transposed[role] then grad = grad:transpose():copy() end -- [in, out]
         grads[self:checkpoint_name(role, l - 1)] = grad
