@@ -198,8 +198,10 @@ describe("quantized models", function()
 
   -- The same weights dequantized: the dense model the quantized one must equal.
   local function dequantized(W, encoding)
-    local copy = { config = W.config, layers = {}, source = W.source, naming = W.naming, stop_token = W.stop_token,
-      token_embedding = W.token_embedding, final_norm = W.final_norm }
+    local copy = { layers = {} }
+    for key, value in pairs(W) do
+      if key ~= "layers" then copy[key] = value end -- embeddings, final norm, config, names
+    end
     for l, L in ipairs(W.layers) do
       copy.layers[l] = {}
       for field, t in pairs(L) do
@@ -210,15 +212,16 @@ describe("quantized models", function()
     return copy
   end
 
-  for _, case in ipairs({ { "qwen3-tiny", "hf" }, { "llama-tiny", "bin" } }) do
+  local READERS = { hf = "ane.formats.hf_llama", bin = "ane.formats.llama2c", gpt2 = "ane.formats.hf_gpt2" }
+  for _, case in ipairs({ { "qwen3-tiny", "hf" }, { "llama-tiny", "bin" }, { "gpt2-tiny", "gpt2" } }) do
     local name = case[1]
     local path = set.reference_root .. "/" .. name .. (case[2] == "bin" and "/model.bin" or "")
+    local model_module = case[2] == "gpt2" and require("ane.models.gpt2") or llama
     for _, encoding in ipairs({ "int8", "int4" }) do
       it(name .. " " .. encoding .. " equals the dense model of its dequantized weights", function()
-        local reader = require(case[2] == "bin" and "ane.formats.llama2c" or "ane.formats.hf_llama")
-        local W = assert(reader.read(path))
-        local quantized = llama.from_weights(W, { precision = "fp32", quantize = encoding })
-        local dense = llama.from_weights(dequantized(W, encoding), { precision = "fp32" })
+        local W = assert(require(READERS[case[2]]).read(path))
+        local quantized = model_module.from_weights(W, { precision = "fp32", quantize = encoding })
+        local dense = model_module.from_weights(dequantized(W, encoding), { precision = "fp32" })
         local a, b = quantized:logits(ids), dense:logits(ids)
         -- fp32 throughout; the only difference is where int8's scale is applied and the
         -- order of sums: 1e-4 of the largest logit
