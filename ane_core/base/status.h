@@ -22,7 +22,8 @@ typedef enum ane_status {
     ANE_ERR_FORMAT,      /* a file or text is malformed */
     ANE_ERR_NOMEM,       /* out of memory */
     ANE_ERR_UNAVAILABLE, /* a backend or device is not available on this machine */
-    ANE_ERR_INTERRUPTED, /* the user interrupted a long operation (Ctrl-C) */
+    ANE_ERR_INTERRUPTED, /* the user interrupted a long operation (Ctrl-C): neither kind; the
+                          * binding raises it as an interruption of its own */
 } ane_status;
 
 #define ANE_ERROR_MESSAGE_MAX 768
