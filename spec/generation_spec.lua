@@ -17,6 +17,21 @@ local function random_ids(n, seed)
 end
 
 describe("decoding sessions", function()
+  it("of different short lengths share the decode programs of 256 positions (on sim)", function()
+    local m = tiny_llama("fp32", 1024)
+    local prompt = random_ids(9, 7)
+    local function tokens(n)
+      local out = {}
+      for id in m:generate(prompt, { max_tokens = n, temperature = 0, stop_at_end = false }) do out[#out + 1] = id end
+      return out
+    end
+    local four = tokens(4)
+    local programs = m:stats().programs
+    local forty = tokens(40) -- capacity 49 instead of 13: the same programs, no compile
+    assert.are.equal(programs, m:stats().programs)
+    assert.are.same(four, { table.unpack(forty, 1, 4) })
+  end)
+
   it("grow their caches as positions fill (256, 512, then every 256), logits equal to one prefill", function()
     local m = tiny_llama("fp32", 1024)
     local ids = random_ids(600, 5)

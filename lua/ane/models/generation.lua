@@ -71,6 +71,9 @@ function Methods:session(opts)
   opts = opts or {}
   local capacity = math.min(opts.capacity or self.context_length, self.context_length)
   local Smax = self:bucket(capacity, self.context_length)
+  if self.backend ~= "ane" then -- sim's caches start at 256 positions: short sessions share those programs
+    Smax = math.max(Smax, math.min(256, self:bucket(self.context_length, self.context_length)))
+  end
   local session = setmetatable({ model = self, Smax = Smax, capacity = math.min(capacity, Smax), position = 0,
     W = self.min_width }, Session)
   -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
