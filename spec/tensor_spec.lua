@@ -181,6 +181,11 @@ describe("ane.tensor arithmetic", function()
     local x16 = x:to("fp16")
     local expected16 = ane.tensor.from(naive_matmul(x16:to("fp32"):totable(), y:totable()))
     assert.is_true(x16:matmul(yt):max_abs_diff(expected16) < 1e-4)
+    -- an fp16 matrix times a vector is read as stored (the decode classifier's path): the
+    -- same reference, the rounded values, 64 terms of |w x| < ~10 in fp32
+    local tall16 = tall:to("fp16")
+    local expected_tall16 = ane.tensor.from(naive_matmul(tall16:to("fp32"):totable(), vector:totable()))
+    assert.is_true(tall16:matmul(vector):max_abs_diff(expected_tall16) < 1e-4)
     local batched = ane.tensor.randn({ 3, 4, 5 }, { seed = 3 }):matmul(ane.tensor.randn({ 3, 5, 2 }, { seed = 4 }))
     assert.are.same({ 3, 4, 2 }, batched:shape())
     assert.error_matches(function() x:matmul(x) end, "matmul needs %[m, k%] x %[k, n%]")

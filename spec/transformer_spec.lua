@@ -52,6 +52,22 @@ describe("the transformer's architecture table", function()
     assert.are.same(l.weight_consts.attn_prefill, sorted_weight_names(l:program("attn_prefill", 1, 8)))
   end)
 
+  it("reads the classifier in fp16 for one position in fp16 models, in fp32 for sequences", function()
+    local m = llama.from_weights(llama.random_weights(TINY_LLAMA, 4), { precision = "fp16", profile = "cpu" })
+    local x, _, S = m:forward(IDS)
+    local h = m:program("norm", nil, S):eval({ x = x }).y:slice(4, #IDS, #IDS):reshape(TINY_LLAMA.dim, 1):to("fp32")
+    local one = m:classify(x, #IDS, S, #IDS)                                   -- [1, V]: the last position
+    local fp16_rows = m.P.classifier:to("fp16"):to("fp32"):matmul(h):reshape(1, TINY_LLAMA.vocab_size)
+    local fp32_rows = m.P.classifier:matmul(h):reshape(1, TINY_LLAMA.vocab_size)
+    -- the same rounded weights, summed in another order: 1e-5 of the logits' scale; the fp32
+    -- classifier's logits differ by the rounding of the weights (relative ~2^-11 each)
+    local scale = math.max(1, select(1, fp32_rows:abs():topk(1))[1])
+    assert.is_true(one:max_abs_diff(fp16_rows) <= 1e-5 * scale)
+    assert.is_true(one:max_abs_diff(fp32_rows) > 1e-5 * scale)
+    local all = m:classify(x, #IDS, S)                                         -- every position: fp32
+    assert.is_true(all:slice(1, #IDS, #IDS):max_abs_diff(fp32_rows) <= 1e-5 * scale)
+  end)
+
   it("computes the same logits from one fused qkv product as from separate q, k, v", function()
     local W = llama.random_weights(TINY_LLAMA, 3)
     local separate = llama.from_weights(W, { precision = "fp32", profile = "cpu" })

@@ -611,6 +611,20 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         else *out = c32;
         return status;
     }
+    if (!batched && n == 1 && a->dtype == ANE_FP16 && ane_tensor_is_contiguous(a)) {
+        /* an fp16 matrix times a vector: read as stored, two bytes a weight (gemv.h), not
+         * converted to an fp32 copy first */
+        ane_status status = ane_tensor_contiguous_fp32(&b32, b, err);
+        if (status) return status;
+        status = ane_tensor_empty(&c32, 2, (int64_t[]){m, 1}, ANE_FP32, err);
+        if (!status) {
+            ane_gemv_fp16((float *)ane_tensor_data(&c32), (const uint16_t *)ane_tensor_data(a),
+                          (const float *)ane_tensor_data(&b32), m, k);
+            *out = c32;
+        }
+        ane_tensor_release(&b32);
+        return status;
+    }
     ane_status status = ane_tensor_contiguous_fp32(&a32, a, err);
     if (status) return status;
     status = ane_tensor_contiguous_fp32(&b32, b, err);

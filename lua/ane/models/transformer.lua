@@ -441,12 +441,23 @@ function Methods:forward(ids)
   return x, caches, S
 end
 
+-- The classifier that reads one position (a decode step, a prefill's last position): in fp16
+-- models an fp16 copy, made once, as their layers' weights are, so the largest matrix streams
+-- half the bytes (the fp32 one stays for whole sequences: logits() and the training loss).
+local function one_position_classifier(self)
+  local P = self.P
+  if self.dtype ~= "fp16" or ane.quantized.is(P.classifier) or P.classifier:dtype() ~= "fp32" then return P.classifier end
+  P.classifier_fp16 = P.classifier_fp16 or P.classifier:to("fp16") -- [V, dim]
+  return P.classifier_fp16
+end
+
 --- Logits [T - first + 1, V] (fp32) of positions first (default 1) .. T of a final-norm input.
 function Methods:classify(x, T, S, first)
   first = first or 1
   local h = self:eval(self:program(self:kind_for("norm", T, S), nil, S), "norm", 0, { x = x }).y -- [1, dim, 1, S]
   local n = T - first + 1
-  return decoder.classifier_logits(self.P.classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"))
+  local classifier = n == 1 and one_position_classifier(self) or self.P.classifier
+  return decoder.classifier_logits(classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"))
 end
 
 -- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
@@ -521,7 +532,7 @@ function Methods:load_parameters(params)
   params = params or self.master
   local W = M.weights_from_parameters(self.arch, self.naming, self.config, params, self.source)
   self.P.token_embedding, self.P.position_embedding = W.token_embedding, W.position_embedding
-  self.P.classifier = W.classifier or W.token_embedding
+  self.P.classifier, self.P.classifier_fp16 = W.classifier or W.token_embedding, nil
   if not self.weights_as_inputs then -- (fed as inputs: nothing to patch)
     for program, kind, layer in self:each_program() do
       local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or "norm"
