@@ -35,10 +35,11 @@ local function model_options(mode)
     quantize_classifier = mode ~= "fp16" and "int8" or nil }
 end
 
--- Bytes one decoded token reads: every layer weight and the classifier, as stored.
+-- Bytes one decoded token reads: every layer weight and the classifier, as stored (an fp16
+-- model's decode reads its fp16 copy of the classifier, once one was made).
 local function bytes_per_token(model)
   local function bytes(w) return ane.quantized.is(w) and w:bytes() or w:numel() * w:element_size() end
-  local total = bytes(model.P.classifier)
+  local total = bytes(model.P.classifier_fp16 or model.P.classifier)
   for _, L in ipairs(model.P.layers) do
     for _, w in pairs(L) do total = total + bytes(w) end
   end

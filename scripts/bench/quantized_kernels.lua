@@ -1,15 +1,16 @@
--- Benchmark: the quantized matrix-vector products alone (int8 rows x scale, 4-bit indices into
--- a row's palette; ane_gemv_encoded through q:matmul) against BLAS's fp32 product over the
--- same [rows, k] matrix in the same process, alternating in each round: bytes of weights
--- read per second for each, and the median ratio of each quantized kernel's rate to BLAS's
--- read bandwidth, with its range.
+-- Benchmark: the matrix-vector products of decoding alone -- fp16 rows (an fp16 model's
+-- classifier), int8 rows x scale, 4-bit indices into a row's palette (ane_gemv_fp16 /
+-- ane_gemv_encoded through t:matmul) -- against BLAS's fp32 product over the same [rows, k]
+-- matrix in the same process, alternating in each round: bytes of weights read per second
+-- for each, the median ratio of each kernel's rate to BLAS's, with its range, and for fp16
+-- the median ratio of its time to BLAS's (the time a decode step saves on that matrix).
 --   build/anelua scripts/bench/quantized_kernels.lua [--rows N] [--k K] [--rounds R]
 local ane = require("ane")
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local common = dofile(root .. "/scripts/bench/common.lua")
 local opts = require("ane.cli").command {
   name = "scripts/bench/quantized_kernels.lua",
-  summary = "int8 / int4 matrix-vector products against BLAS's fp32 one on the same matrix, alternating.",
+  summary = "fp16 / int8 / int4 matrix-vector products against BLAS's fp32 one on the same matrix, alternating.",
   options = {
     { "rows", "integer", 8192, "rows of the matrix", min = 1 },
     { "k", "integer", 4096, "columns (even)", min = 2 },
@@ -19,8 +20,10 @@ local opts = require("ane.cli").command {
 
 local w = ane.tensor.randn({ opts.rows, opts.k }, { seed = 1, std = 0.02 })
 local x = ane.tensor.randn({ opts.k, 1 }, { seed = 2 })
+local w16 = w:to("fp16")
 local kernels = {
   { name = "fp32 BLAS", bytes = opts.rows * opts.k * 4, run = function() return w:matmul(x) end },
+  { name = "fp16", bytes = opts.rows * opts.k * 2, run = function() return w16:matmul(x) end },
 }
 for _, encoding in ipairs({ "int8", "int4" }) do
   local q = ane.quantize(w, encoding)
@@ -28,15 +31,18 @@ for _, encoding in ipairs({ "int8", "int4" }) do
 end
 for _, kernel in ipairs(kernels) do kernel.run() end -- warm (pages, helpers)
 print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels", opts.rows, opts.k))
-print(string.format("%-6s %12s %12s %12s", "round", "fp32 BLAS", "int8", "int4"))
-local ratios = { int8 = {}, int4 = {} }
+print(string.format("%-6s %12s %12s %12s %12s", "round", "fp32 BLAS", "fp16", "int8", "int4"))
+local ratios, fp16_time = { fp16 = {}, int8 = {}, int4 = {} }, {}
 for round = 1, opts.rounds do
   local rates = {}
   for i, kernel in ipairs(kernels) do rates[i] = kernel.bytes / common.best_of(5, kernel.run) / 1e9 end
-  ratios.int8[round], ratios.int4[round] = rates[2] / rates[1], rates[3] / rates[1]
-  print(string.format("%-6d %12.1f %12.1f %12.1f", round, rates[1], rates[2], rates[3]))
+  ratios.fp16[round], ratios.int8[round], ratios.int4[round] = rates[2] / rates[1], rates[3] / rates[1], rates[4] / rates[1]
+  fp16_time[round] = (kernels[2].bytes / rates[2]) / (kernels[1].bytes / rates[1])
+  print(string.format("%-6d %12.1f %12.1f %12.1f %12.1f", round, rates[1], rates[2], rates[3], rates[4]))
 end
-for _, encoding in ipairs({ "int8", "int4" }) do
-  local median, low, high = common.median_and_range(ratios[encoding])
-  print(string.format("%s bytes/s over BLAS fp32's: median %.2fx (range %.2f-%.2f)", encoding, median, low, high))
+for _, name in ipairs({ "fp16", "int8", "int4" }) do
+  local median, low, high = common.median_and_range(ratios[name])
+  print(string.format("%s bytes/s over BLAS fp32's: median %.2fx (range %.2f-%.2f)", name, median, low, high))
 end
+local median, low, high = common.median_and_range(fp16_time)
+print(string.format("fp16 time over BLAS fp32's: median %.2fx (range %.2f-%.2f)", median, low, high))

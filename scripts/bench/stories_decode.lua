@@ -30,8 +30,9 @@ print(string.format("Stories110M shape: %d layers, dim %d, hidden %d, vocab %d; 
 print("bandwidth (1 GB sgemv, best of 3) then a decode; the row shows the round with the median ratio and the range")
 print(string.format("%-10s %9s %9s %9s %11s %9s %12s", "decode", "GB/s", "tok/s", "ms/tok", "bound tok/s", "of bound",
   "range"))
--- fp16 precision: fp16 layer weights, the fp32 classifier on the CPU; fp32: everything fp32.
-local bytes_read = { fp16 = layer_params * 2 + classifier_params * 4, fp32 = (layer_params + classifier_params) * 4 }
+-- fp16 precision: fp16 layer weights, and a decode step reads the classifier in fp16 too
+-- (ane.models.transformer); fp32: everything fp32.
+local bytes_read = { fp16 = (layer_params + classifier_params) * 2, fp32 = (layer_params + classifier_params) * 4 }
 for _, precision in ipairs({ "fp16", "fp32" }) do
   local model = llama.from_weights(weights, { precision = precision, profile = "cpu" })
   for _ in model:generate(prompt, { max_tokens = 4, temperature = 0, stop_at_end = false }) do end -- compile, warm up
