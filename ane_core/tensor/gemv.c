@@ -87,7 +87,22 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_avx2(const uint8_t *pa
     return total;
 }
 
-/* AVX-512: sixteen lanes, and the 16-entry palette is one register that vpermps indexes. */
+/* AVX-512: sixteen lanes (one conversion turns 16 halves into floats), and the 16-entry
+ * palette is one register that vpermps indexes. */
+__attribute__((target("avx512f,avx2,fma,f16c"))) static float dot_avx512(const uint16_t *w, const float *x, int64_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j)));
+        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j + 16)));
+        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
+        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + j + 16), a1);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
+    return total;
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static float dot_int8_avx512(const int8_t *q, const float *x, int64_t k) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
@@ -159,6 +174,7 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     float (*dot)(const uint16_t *, const float *, int64_t) = dot_scalar;
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_avx2;
+    if (ane_cpu_has_avx512f()) dot = dot_avx512;
 #endif
     const uint16_t *w = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
