@@ -6,7 +6,6 @@
 -- precision (anelua / llama.cpp) and its range. anelua's rate leaves out compiling (done
 -- once before the rounds); llama-bench reports its own. Without the peers it says so.
 --   build/anelua scripts/bench/prefill_vs_llamacpp.lua [--tokens 256] [--rounds 3]
-local ane = require("ane")
 local llama = require("ane.models.llama")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
