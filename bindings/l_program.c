@@ -39,7 +39,8 @@ static program_box *new_program_box(lua_State *L) {
     return box;
 }
 
-/* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", key =, target =,
+/* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", activations =
+ * "float" | "int8" (quantized weights' products; cpu profile), key =, target =,
  * max_conv_channels =} (targets: l_target.c) */
 static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
     memset(options, 0, sizeof *options);
@@ -58,11 +59,15 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     const char *profile = luaL_optstring(L, -1, "ane");
     if (strcmp(profile, "cpu") == 0) options->profile = ANE_PROFILE_CPU;
     else if (strcmp(profile, "ane") != 0) luaL_error(L, "profile must be 'ane' or 'cpu', not '%s'", profile);
+    lua_getfield(L, index, "activations");
+    const char *activations = luaL_optstring(L, -1, "float");
+    if (!ane_activations_from_name(activations, &options->activations))
+        luaL_error(L, "activations must be 'float' or 'int8', not '%s'", activations);
     lua_getfield(L, index, "key");
     *key = lua_tostring(L, -1);
     lua_getfield(L, index, "name");
     if (lua_isstring(L, -1)) snprintf(options->name, sizeof options->name, "%s", lua_tostring(L, -1));
-    lua_pop(L, 5); /* the strings stay anchored by the options table */
+    lua_pop(L, 6); /* the strings stay anchored by the options table */
     return explicit ? backend : ane_lua_backend_for(options);
 }
 
@@ -431,9 +436,10 @@ static int m_tostring(lua_State *L) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(box->program, &in_ports, &nin, &out_ports, &nout);
-    lua_pushfstring(L, "ane.program %s (backend %s, %s, profile %s, %d inputs, %d outputs)", ane_program_name(box->program),
+    lua_pushfstring(L, "ane.program %s (backend %s, %s, profile %s%s, %d inputs, %d outputs)", ane_program_name(box->program),
                     ane_program_backend(box->program), o->precision == ANE_PRECISION_FP32 ? "fp32" : "fp16",
-                    o->profile == ANE_PROFILE_CPU ? "cpu" : "ane", nin, nout);
+                    o->profile == ANE_PROFILE_CPU ? "cpu" : "ane",
+                    o->activations == ANE_ACTIVATIONS_INT8 ? ", int8 activations" : "", nin, nout);
     return 1;
 }
 

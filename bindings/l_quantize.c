@@ -197,10 +197,16 @@ static int q_reshape(lua_State *L) {
     return 1;
 }
 
-/* q:matmul(x): W x for x fp32 [k, T] (W viewed as [rows, k]), an fp32 [rows, T] tensor. */
+/* q:matmul(x [, activations]): W x for x fp32 [k, T] (W viewed as [rows, k]), an fp32
+ * [rows, T] tensor; activations "float" (the default: exact in the dequantized W) or "int8"
+ * (blocks of 32 quantized for integer products, tensor/gemv.h). */
 static int q_matmul(lua_State *L) {
     ane_quantized_weight *q = check_quantized(L, 1);
     ane_tensor *x = ane_lua_check_tensor(L, 2);
+    const char *activations_name = luaL_optstring(L, 3, "float");
+    ane_activations activations;
+    if (!ane_activations_from_name(activations_name, &activations))
+        return luaL_error(L, "activations must be 'float' or 'int8', not '%s'", activations_name);
     int64_t rows = q->shape[0], k = rows ? numel_of(q) / rows : 0;
     if (x->ndim != 2 || x->shape[0] != k || x->dtype != ANE_FP32)
         return luaL_error(L, "quantized weight [%lld, %lld]: matmul takes an fp32 [%lld, T] tensor", (long long)rows,
@@ -214,7 +220,7 @@ static int q_matmul(lua_State *L) {
     if (!status)
         status = ane_encoded_matmul((float *)ane_tensor_data(out), q->encoding, ane_tensor_data(&q->data),
                                     (const float *)ane_tensor_data(&q->table), (const float *)ane_tensor_data(&packed),
-                                    rows, k, x->shape[1], &err);
+                                    rows, k, x->shape[1], activations, &err);
     ane_tensor_release(&packed);
     if (status) return ane_lua_raise(L, &err);
     return 1;

@@ -190,6 +190,106 @@ describe("programs with quantized weights", function()
   end
 end)
 
+-- activations = "int8" (tensor/gemv.h): the arithmetic rebuilt here from its definition, in
+-- Lua: each column of x in blocks of 32 with scale fl32(max |x| / 127) and codes
+-- round-half-even(fl32(x * fl32(127 / max |x|))), a 4-bit row's palette the same way, the
+-- integer dot product of each block times its scales.
+local function f32(v) return (string.unpack("f", string.pack("f", v))) end
+local function round_even(v)
+  local r = math.floor(v + 0.5)
+  if r - v == 0.5 and r % 2 ~= 0 then r = r - 1 end
+  return r
+end
+local function quantize_block(values) -- -> codes, scale
+  local largest = 0
+  for _, v in ipairs(values) do largest = math.max(largest, math.abs(v)) end
+  local inverse = largest > 0 and f32(127 / largest) or 0
+  local codes = {}
+  for i, v in ipairs(values) do codes[i] = round_even(f32(v * inverse)) end
+  return codes, f32(largest / 127)
+end
+local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][T]
+  local rows, k = q:shape()[1], q:shape()[2]
+  local data, table_, xs = q:data():totable(), q:table():totable(), x:totable()
+  local y = {}
+  for r = 1, rows do
+    local weight_codes, row_scale = {}, nil -- the row as integers, and its scale
+    if q:encoding() == "int8" then
+      weight_codes, row_scale = data[r], table_[r]
+    else
+      local entries, scale = quantize_block(table_[r])
+      for j = 1, k do
+        local byte = data[r][(j + 1) // 2]
+        weight_codes[j] = entries[(j % 2 == 1 and byte % 16 or byte // 16) + 1]
+      end
+      row_scale = scale
+    end
+    y[r] = {}
+    for t = 1, #xs[1] do
+      local sum = 0
+      for first = 1, k, 32 do
+        local block = {}
+        for j = first, math.min(first + 31, k) do block[#block + 1] = xs[j][t] end
+        local codes, scale = quantize_block(block)
+        local dot = 0
+        for i, c in ipairs(codes) do dot = dot + c * weight_codes[first + i - 1] end
+        sum = sum + scale * dot
+      end
+      y[r][t] = sum * row_scale
+    end
+  end
+  return ane.tensor.from(y)
+end
+
+describe("int8 activations", function()
+  local cin, cout = 136, 48 -- 136 = 2 x 64 + 8: the vector loop and a short last block
+  local w = randn({ cout, cin }, 0.05, 41)
+  local function program(q, S, opts)
+    local g = ane.graph("int8_activations")
+    local x = g:input("x", { 1, cin, 1, S }, opts and opts.precision or "fp32")
+    g:output("y", nn.linear(g, x, q, nil, { name = "proj" }))
+    return ane.compile(g, opts or { profile = "cpu", precision = "fp32", activations = "int8" })
+  end
+
+  for _, encoding in ipairs({ "int8", "int4" }) do
+    for _, S in ipairs({ 1, 5 }) do
+      it(encoding .. " weights at S = " .. S .. ": the block-quantized integer products, as defined", function()
+        local q = ane.quantize(w, encoding, { dtype = "fp32" })
+        local x = randn({ 1, cin, 1, S }, 1.0, 42 + S)
+        local y = program(q, S):eval({ x = x }).y:reshape(cout, S)
+        local want = int8_activation_product(q, x:reshape(cin, S))
+        -- integer sums are exact on both sides; the kernel sums <= 136 / 4 lane terms in fp32
+        -- (relative 2^-24 each), the reference in double: 1e-5 of the largest output
+        assert.is_true(relative_error(y, want) < 1e-5, "relative " .. relative_error(y, want))
+        -- and it is not the float-activation product (the option reached the kernel)
+        local float = program(q, S, { profile = "cpu", precision = "fp32" }):eval({ x = x }).y:reshape(cout, S)
+        assert.is_true(relative_error(y, float) > 1e-5, "equal to the float-activation product")
+        -- q:matmul, the classifier's path, computes the same
+        assert.is_true(relative_error(q:matmul(x:reshape(cin, S), "int8"), want) < 1e-5)
+      end)
+    end
+  end
+
+  it("is refused outside sim's cpu profile, and for dense weights in a model", function()
+    local q = ane.quantize(w, "int8")
+    local ok, err = pcall(program, q, 32, { profile = "ane", precision = "fp16", activations = "int8" })
+    assert.is_false(ok)
+    assert.matches("activations 'int8' is an option of sim's cpu profile", tostring(err), 1, true)
+    ok, err = pcall(program, ane.quantize(w, "int8", { dtype = "fp32" }), 1,
+      { profile = "cpu", precision = "fp32", activations = "int4" })
+    assert.is_false(ok)
+    assert.matches("activations must be 'float' or 'int8', not 'int4'", tostring(err), 1, true)
+    local llama = require("ane.models.llama")
+    local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 1, n_head = 4, vocab_size = 64, seq_len = 64 }, 3)
+    ok, err = pcall(llama.from_weights, W, { precision = "fp16", profile = "cpu", activations = "int8" })
+    assert.is_false(ok)
+    assert.matches("activations = 'int8' is for quantized weights", tostring(err), 1, true)
+    ok, err = pcall(llama.from_weights, W, { precision = "fp16", quantize = "int8", activations = "int8" })
+    assert.is_false(ok)
+    assert.matches("activations = 'int8' runs in the cpu profile only", tostring(err), 1, true)
+  end)
+end)
+
 describe("quantized models", function()
   local llama = require("ane.models.llama")
   local hf_llama = require("ane.formats.hf_llama")
@@ -229,6 +329,27 @@ describe("quantized models", function()
         assert.matches(encoding .. " weights %(classifier int8%)", tostring(quantized))
       end)
     end
+  end
+
+  for _, encoding in ipairs({ "int8", "int4" }) do
+    it("qwen3-tiny " .. encoding .. " with int8 activations: decode as its prefill, logits near float activations'",
+      function()
+        local W = assert(hf_llama.read(set.reference_root .. "/qwen3-tiny"))
+        local opts = { precision = "fp32", profile = "cpu", quantize = encoding }
+        local float = llama.from_weights(W, opts)
+        opts.activations = "int8"
+        local model = llama.from_weights(W, opts)
+        assert.matches("int8 activations", tostring(model))
+        helpers.assert_decode_matches_prefill(model, ids, 4)
+        -- Each product's error from quantizing x: |dx| <= d / 2 per element (d = block max /
+        -- 127), RMS d / sqrt(12); with block max <= 4 x RMS for 32 samples that is <= 0.9% of
+        -- the product's RMS. About 9 products in series (q/k/v, out, gate/up, down per layer,
+        -- the classifier) add independent errors: ~sqrt(9) x 0.9% = 2.7% RMS, so 5% of the
+        -- largest logit bounds the largest error with margin.
+        local a, b = model:logits(ids), float:logits(ids)
+        assert.is_true(relative_error(a, b) < 0.05, "relative " .. relative_error(a, b))
+        assert.is_true(relative_error(a, b) > 0, "the option changed nothing")
+      end)
   end
 
   it("saves a quantized Qwen3 that loads back without re-quantizing, to the same logits", function()

@@ -22,6 +22,7 @@
 #include "../ir/profile.h"
 #include "../mil/parse.h"
 #include "../passes/target.h"
+#include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
 
 typedef struct ane_compile_options {
@@ -29,6 +30,8 @@ typedef struct ane_compile_options {
     ane_profile profile;
     ane_target target;           /* the device the rules check against (generic unless chosen) */
     char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
+    ane_activations activations; /* products with quantized weights: float activations (the device's
+                                    fp16), or int8 blocks, sim's cpu profile only (tensor/gemv.h) */
 } ane_compile_options;
 
 /* One bound buffer of an eval. */

@@ -324,6 +324,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         .scratch = instance->scratch,
         .scratch_floats = p->scratch_floats,
         .halves = (const uint16_t *const *)instance->halves,
+        .activations = p->options.activations,
     };
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];

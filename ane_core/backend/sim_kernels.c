@@ -339,24 +339,30 @@ static void multiply(const float *w, const float *columns, float *o, int64_t row
 /* Rows [first, first + count) of an encoded weight times columns [k, pixels]: decoding
  * reads the codes as stored (int8 times the row's scale, in fp32; or 4-bit indices into the
  * row's palette), prefill decodes a block of rows exactly and multiplies it. */
-static void run_encoded_rows(const ane_node *w, int64_t first, int64_t count, int64_t k, const float *columns,
-                             int64_t pixels, float *weight_block /* [block_rows, k] */, int64_t block_rows, float *o) {
+static ane_status run_encoded_rows(const sim_context *context, const ane_node *w, int64_t first, int64_t count,
+                                   int64_t k, const float *columns, int64_t pixels,
+                                   float *weight_block /* [block_rows, k] */, int64_t block_rows, float *o, ane_error *err) {
     const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
     const float *table = (const float *)ane_tensor_data(&w->table);
+    int64_t width = ane_encoded_table_width(w->encoding);
+    if (context->activations == ANE_ACTIVATIONS_INT8) /* integer products (the cpu profile's option) */
+        return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
+                                  table + first * width, columns, count, k, pixels, ANE_ACTIVATIONS_INT8, err);
     if (pixels == 1) {
-        int64_t width = ane_encoded_table_width(w->encoding);
         ane_gemv_encoded(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
                          columns, count, k);
-        return;
+        return ANE_OK;
     }
     for (int64_t row = 0; row < count; row += block_rows) {
         int64_t rows = count - row < block_rows ? count - row : block_rows;
         ane_const_decode_rows(w, first + row, rows, weight_block);
         multiply(weight_block, columns, o + row * pixels, rows, k, pixels);
     }
+    return ANE_OK;
 }
 
-static void run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out) {
+static ane_status run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                           ane_error *err) {
     const ane_node *x = node->operands[0], *w = node->operands[1];
     const ane_node_attrs *a = &node->attrs;
     const float *input = IN(node, 0);
@@ -392,7 +398,9 @@ static void run_conv(const sim_context *context, const ane_node *node, float *co
                 columns = col;
             }
             if (encoded) {
-                run_encoded_rows(w, g * cout_g, cout_g, k, columns, pixels, weight_block, block_rows, o_g);
+                ane_status status =
+                    run_encoded_rows(context, w, g * cout_g, cout_g, k, columns, pixels, weight_block, block_rows, o_g, err);
+                if (status) return status;
                 continue;
             }
             if (!half) {
@@ -411,6 +419,7 @@ static void run_conv(const sim_context *context, const ane_node *node, float *co
             }
         }
     }
+    return ANE_OK;
 }
 
 static void run_matmul(const ane_node *node, float *const *values, float *out) {
@@ -660,7 +669,6 @@ typedef ane_status (*sim_kernel)(const sim_context *context, const ane_node *nod
         call;                                                                                                \
         return ANE_OK;                                                                                       \
     }
-KERNEL(k_conv, run_conv(context, node, values, out))
 KERNEL(k_matmul, run_matmul(node, values, out))
 KERNEL(k_binary, run_binary(node, values, out))
 KERNEL(k_unary, run_unary(node, IN(node, 0), out))
@@ -673,6 +681,11 @@ KERNEL(k_concat, run_concat(node, values, out))
 KERNEL(k_split, run_split(node, IN(node, 0), out))
 KERNEL(k_pad, run_pad(node, IN(node, 0), out))
 #undef KERNEL
+
+static ane_status k_conv(const sim_context *context, const ane_node *node, float *const *values, float *out,
+                         ane_error *err) {
+    return run_conv(context, node, values, out, err);
+}
 
 static ane_status k_reduce(const sim_context *context, const ane_node *node, float *const *values, float *out,
                            ane_error *err) {

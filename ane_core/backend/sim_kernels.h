@@ -10,6 +10,7 @@
 
 #include "../base/status.h"
 #include "../ir/graph.h"
+#include "../tensor/quantize.h"
 
 typedef struct sim_context {
     int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
@@ -17,6 +18,7 @@ typedef struct sim_context {
     float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16 (NULL where not) */
+    ane_activations activations;   /* quantized conv weights: float activations, or int8 (tensor/gemv.h) */
 } sim_context;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */

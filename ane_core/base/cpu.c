@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int f16c, avx2_fma_f16c, avx512f, avx512_skylake;
+static int f16c, avx2_fma_f16c, avx512f, avx512_skylake, avx512_vnni;
 static pthread_once_t asked = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
@@ -31,6 +31,8 @@ static void ask_cpu(void) {
     /* EBX bits 17 = DQ, 28 = CD, 30 = BW, 31 = VL */
     const unsigned int skylake = (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);
     avx512_skylake = avx512f && (b & skylake) == skylake;
+    /* ECX bit 11 = AVX512_VNNI; the integer kernels also use BW's byte shuffles */
+    avx512_vnni = avx512f && (b & (1u << 30)) && (c & (1u << 11));
 }
 #else
 static void ask_cpu(void) {}
@@ -41,8 +43,8 @@ static void ask_cpu(void) {}
 static void ask(void) {
     ask_cpu();
     const char *cap = getenv("ANELUA_CPU");
-    if (cap && strcmp(cap, "avx2") == 0) avx512f = 0;
-    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = 0;
+    if (cap && strcmp(cap, "avx2") == 0) avx512f = avx512_vnni = 0;
+    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = avx512_vnni = 0;
 }
 
 int ane_cpu_has_f16c(void) {
@@ -63,4 +65,9 @@ int ane_cpu_has_avx512_skylake(void) {
 int ane_cpu_has_avx512f(void) {
     pthread_once(&asked, ask);
     return avx512f;
+}
+
+int ane_cpu_has_avx512_vnni(void) {
+    pthread_once(&asked, ask);
+    return avx512_vnni;
 }

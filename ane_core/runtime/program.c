@@ -121,6 +121,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     h = ane_hash64(h, &options->precision, sizeof options->precision);
     h = ane_hash64(h, &options->profile, sizeof options->profile);
     h = ane_hash64(h, &options->target, sizeof options->target);
+    h = ane_hash64(h, &options->activations, sizeof options->activations);
     h = ane_hash64(h, options->name, strlen(options->name));
     h = ane_hash64(h, mil, length);
     ane_mil_file sorted[16];
@@ -136,7 +137,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
 
 static int same_options(const ane_compile_options *a, const ane_compile_options *b) {
     return a->precision == b->precision && a->profile == b->profile && !memcmp(&a->target, &b->target, sizeof a->target) &&
-           strcmp(a->name, b->name) == 0;
+           a->activations == b->activations && strcmp(a->name, b->name) == 0;
 }
 
 static cache_entry *find_by_hash(uint64_t hash, const ane_backend *backend, const ane_compile_options *options) {
@@ -198,6 +199,12 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
     if (!backend->available(why, sizeof why))
         return ane_fail(err, ANE_ERR_UNAVAILABLE, "backend '%s' is not available: %s", backend->name, why);
     if (nfiles > 16) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 16 weight files per program");
+    if (options->activations != ANE_ACTIVATIONS_FLOAT && (options->profile != ANE_PROFILE_CPU || strcmp(backend->name, "sim")))
+        return ane_fail(err, ANE_ERR_ARGUMENT,
+                        "activations '%s' is an option of sim's cpu profile (the device multiplies in fp16); this "
+                        "program is for backend %s, profile %s",
+                        ane_activations_name(options->activations), backend->name,
+                        options->profile == ANE_PROFILE_CPU ? "cpu" : "ane");
 
     uint64_t hash = content_hash(backend, options, mil, length, files, nfiles);
     cache_entry *entry = find_by_hash(hash, backend, options);

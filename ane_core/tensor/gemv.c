@@ -9,7 +9,9 @@
 #include "../base/parallel.h"
 #include "blas.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -228,6 +230,201 @@ void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64
     ane_parallel_for(rows, grain_rows(k, 4), rows_fp32, &job);
 }
 
+/* ------------------------------------------------ int8 activations (integer dot products) */
+
+/* x quantized per block of 32 consecutive elements: scale = max |x| / 127, code =
+ * round(x / scale). The vector loop covers whole 64-element chunks and feeds VNNI's
+ * unsigned-by-signed byte products the weight codes plus 128; each 4-element lane starts
+ * from -128 times its activation codes' sum, so every lane's integer sum is exact. */
+#define Q8_BLOCK 32
+#define Q8_CHUNK 64
+
+typedef struct q8_vector {
+    int64_t k, chunked;  /* elements; those in whole 64-element chunks */
+    int8_t *codes;       /* [k] */
+    float *block_scales; /* [ceil(k / 32)] */
+    float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block */
+    int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum */
+} q8_vector;
+
+static size_t q8_bytes(int64_t k) {
+    int64_t lanes = k / Q8_CHUNK * Q8_CHUNK / 4, blocks = (k + Q8_BLOCK - 1) / Q8_BLOCK;
+    return (size_t)(lanes * 8 + blocks * 4 + k + 64);
+}
+
+/* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)). */
+static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+    v->k = k;
+    v->chunked = k / Q8_CHUNK * Q8_CHUNK;
+    v->lane_scales = memory;
+    v->lane_bias = (int32_t *)(v->lane_scales + v->chunked / 4);
+    v->block_scales = (float *)(v->lane_bias + v->chunked / 4);
+    v->codes = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
+    for (int64_t first = 0, b = 0; first < k; first += Q8_BLOCK, b++) {
+        int64_t last = first + Q8_BLOCK < k ? first + Q8_BLOCK : k;
+        float largest = 0.0f;
+        int not_finite = 0;
+        for (int64_t j = first; j < last; j++) {
+            float a = fabsf(x[j * stride]);
+            not_finite |= !isfinite(a);
+            largest = a > largest ? a : largest;
+        }
+        float inverse = largest > 0.0f && !not_finite ? 127.0f / largest : 0.0f;
+        v->block_scales[b] = not_finite ? NAN : largest / 127.0f; /* a NaN or inf makes the products NaN */
+        for (int64_t j = first; j < last; j++) v->codes[j] = (int8_t)lrintf(x[j * stride] * inverse);
+    }
+    for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
+        const int8_t *c = v->codes + lane * 4;
+        v->lane_scales[lane] = v->block_scales[lane * 4 / Q8_BLOCK];
+        v->lane_bias[lane] = -128 * (c[0] + c[1] + c[2] + c[3]);
+    }
+}
+
+/* A row's palette as int8 entries times one scale, quantized like an activation block. */
+typedef struct q8_palette {
+    int8_t entries[ANE_LUT4_ENTRIES];
+    float scale;
+} q8_palette;
+
+static void q8_palette_scalar(q8_palette *p, const float *palette) {
+    float largest = 0.0f;
+    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) largest = fabsf(palette[i]) > largest ? fabsf(palette[i]) : largest;
+    float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+    p->scale = largest / 127.0f;
+    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) p->entries[i] = (int8_t)lrintf(palette[i] * inverse);
+}
+
+/* Blocks from element `from` (a chunk boundary) on: sum over blocks of scale x integer sum. */
+static float q8_int8_from(const int8_t *q, const q8_vector *v, int64_t from) {
+    float total = 0.0f;
+    for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
+        int64_t last = first + Q8_BLOCK < v->k ? first + Q8_BLOCK : v->k;
+        int32_t sum = 0;
+        for (int64_t j = first; j < last; j++) sum += q[j] * v->codes[j];
+        total += v->block_scales[first / Q8_BLOCK] * (float)sum;
+    }
+    return total;
+}
+
+static float q8_lut4_from(const uint8_t *packed, const q8_palette *p, const q8_vector *v, int64_t from) {
+    float total = 0.0f;
+    for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
+        int64_t last = first + Q8_BLOCK < v->k ? first + Q8_BLOCK : v->k;
+        int32_t sum = 0;
+        for (int64_t j = first; j < last; j++) sum += p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes[j];
+        total += v->block_scales[first / Q8_BLOCK] * (float)sum;
+    }
+    return total;
+}
+
+static float q8_int8_scalar(const int8_t *q, const q8_vector *v) { return q8_int8_from(q, v, 0); }
+static float q8_lut4_scalar(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
+    return q8_lut4_from(packed, p, v, 0);
+}
+
+#if defined(__x86_64__)
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
+VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const q8_vector *v, int64_t j) {
+    __m512i lanes = _mm512_dpbusd_epi32(_mm512_loadu_si512(v->lane_bias + j / 4), unsigned_weights,
+                                        _mm512_loadu_si512(v->codes + j));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_loadu_ps(v->lane_scales + j / 4), sum);
+}
+
+VNNI static float q8_int8_vnni(const int8_t *q, const q8_vector *v) {
+    const __m512i plus_128 = _mm512_set1_epi8((char)0x80);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
+        a1 = q8_chunk(a1, _mm512_xor_si512(_mm512_loadu_si512(q + j + Q8_CHUNK), plus_128), v, j + Q8_CHUNK);
+    }
+    if (j < v->chunked) a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_int8_from(q, v, v->chunked);
+}
+
+/* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
+ * maximum, one multiply, round to nearest even). */
+VNNI static void q8_palette_vnni(q8_palette *p, const float *palette) {
+    __m512 entries = _mm512_loadu_ps(palette);
+    float largest = _mm512_reduce_max_ps(_mm512_abs_ps(entries));
+    float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+    p->scale = largest / 127.0f;
+    _mm_storeu_si128((__m128i *)p->entries, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
+}
+
+/* 32 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
+ * byte 2i and element 2i + 1's in byte 2i + 1, the order of the activation codes; vpshufb
+ * looks each up in the palette (entries plus 128, one copy per 128-bit lane). */
+VNNI static inline __m512i q8_lut4_weights(const uint8_t *packed, __m512i table) {
+    __m512i words = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)packed));
+    __m512i indices = _mm512_ternarylogic_epi32(words, _mm512_slli_epi16(words, 4), _mm512_set1_epi16(0x0F0F), 0xA8);
+    return _mm512_shuffle_epi8(table, indices);
+}
+
+VNNI static float q8_lut4_vnni(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
+    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries), _mm_set1_epi8((char)0x80)));
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
+        a1 = q8_chunk(a1, q8_lut4_weights(packed + (j + Q8_CHUNK) / 2, table), v, j + Q8_CHUNK);
+    }
+    if (j < v->chunked) a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, v->chunked);
+}
+#endif
+
+typedef struct q8_job {
+    float *y; /* [rows, columns] */
+    const void *data;
+    const float *table;
+    const q8_vector *columns; /* [columns] */
+    int64_t count, k;
+    ane_weight_encoding encoding;
+} q8_job;
+
+static void rows_q8(void *context, int64_t first, int64_t last) {
+    const q8_job *job = context;
+    float (*dot_int8)(const int8_t *, const q8_vector *) = q8_int8_scalar;
+    float (*dot_lut4)(const uint8_t *, const q8_palette *, const q8_vector *) = q8_lut4_scalar;
+    void (*palette_of)(q8_palette *, const float *) = q8_palette_scalar;
+#if defined(__x86_64__)
+    if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
+#endif
+    int64_t count = job->count;
+    for (int64_t r = first; r < last; r++) {
+        float *y = job->y + r * count;
+        if (job->encoding == ANE_ENCODING_INT8) {
+            const int8_t *q = (const int8_t *)job->data + r * job->k;
+            for (int64_t c = 0; c < count; c++) y[c] = dot_int8(q, &job->columns[c]) * job->table[r];
+        } else {
+            q8_palette palette;
+            palette_of(&palette, job->table + r * ANE_LUT4_ENTRIES);
+            const uint8_t *packed = (const uint8_t *)job->data + r * (job->k / 2);
+            for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, &palette, &job->columns[c]) * palette.scale;
+        }
+    }
+}
+
+/* y [rows, columns] with the activations x [k, columns] quantized per column. */
+static ane_status encoded_matmul_q8(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                    const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+    size_t bytes = (q8_bytes(k) + 63) / 64 * 64;
+    char stack[16384];
+    char *memory = (size_t)columns * (bytes + sizeof(q8_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(q8_vector)));
+    if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+    q8_vector *vectors = (q8_vector *)memory;
+    char *buffers = memory + (size_t)columns * sizeof(q8_vector);
+    for (int64_t c = 0; c < columns; c++) q8_quantize(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k);
+    q8_job job = {y, data, table, vectors, columns, k, encoding};
+    int64_t row_bytes = ane_encoded_data_bytes(encoding, 1, k) * columns;
+    ane_parallel_for(rows, ((int64_t)1 << 18) / (row_bytes > 0 ? row_bytes : 1) + 1, rows_q8, &job);
+    if (memory != stack) free(memory);
+    return ANE_OK;
+}
+
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
     gemv_job job = {y, data, x, k, table};
@@ -236,7 +433,9 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
 }
 
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_activations activations,
+                              ane_error *err) {
+    if (activations == ANE_ACTIVATIONS_INT8) return encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err);
     if (columns == 1) {
         ane_gemv_encoded(y, encoding, data, table, x, rows, k);
         return ANE_OK;

@@ -24,6 +24,17 @@ int ane_encoding_from_name(const char *name, ane_weight_encoding *out) {
     return 1;
 }
 
+const char *ane_activations_name(ane_activations activations) {
+    return activations == ANE_ACTIVATIONS_INT8 ? "int8" : "float";
+}
+
+int ane_activations_from_name(const char *name, ane_activations *out) {
+    if (strcmp(name, "float") == 0) *out = ANE_ACTIVATIONS_FLOAT;
+    else if (strcmp(name, "int8") == 0) *out = ANE_ACTIVATIONS_INT8;
+    else return 0;
+    return 1;
+}
+
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k) {
     return encoding == ANE_ENCODING_LUT4 ? rows * (k / 2) : rows * k;
 }

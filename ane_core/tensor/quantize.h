@@ -20,6 +20,18 @@ typedef enum ane_weight_encoding {
 
 #define ANE_LUT4_ENTRIES 16
 
+/* How a product with a quantized weight treats its activations: as they are (fp32, so the
+ * product equals the dequantized weight's), or quantized to int8 in blocks of 32 for integer
+ * dot products (tensor/gemv.h: faster, a small measured drift; sim's cpu profile only). */
+typedef enum ane_activations {
+    ANE_ACTIVATIONS_FLOAT = 0,
+    ANE_ACTIVATIONS_INT8,
+} ane_activations;
+
+/* "float" / "int8"; from a name returns 0 for any other. */
+const char *ane_activations_name(ane_activations activations);
+int ane_activations_from_name(const char *name, ane_activations *out);
+
 /* "dense", "int8", "int4" (the user-facing name of LUT4); NULL for an unknown value. */
 const char *ane_encoding_name(ane_weight_encoding encoding);
 /* Reads "int8" / "int4"; returns 0 for any other name. */

@@ -28,20 +28,29 @@ local kernels = {
 for _, encoding in ipairs({ "int8", "int4" }) do
   local q = ane.quantize(w, encoding)
   kernels[#kernels + 1] = { name = encoding, bytes = q:bytes(), run = function() return q:matmul(x) end }
+  kernels[#kernels + 1] = { name = encoding .. "/a8", bytes = q:bytes(), run = function() return q:matmul(x, "int8") end }
 end
 for _, kernel in ipairs(kernels) do kernel.run() end -- warm (pages, helpers)
-print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels", opts.rows, opts.k))
-print(string.format("%-6s %12s %12s %12s %12s", "round", "fp32 BLAS", "fp16", "int8", "int4"))
-local ratios, fp16_time = { fp16 = {}, int8 = {}, int4 = {} }, {}
+print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels; "
+  .. "/a8: activations quantized to int8 (integer products)", opts.rows, opts.k))
+local header = { string.format("%-6s", "round") }
+for _, kernel in ipairs(kernels) do header[#header + 1] = string.format("%11s", kernel.name) end
+print(table.concat(header, " "))
+local ratios, fp16_time = {}, {}
+for i = 2, #kernels do ratios[i] = {} end
 for round = 1, opts.rounds do
-  local rates = {}
-  for i, kernel in ipairs(kernels) do rates[i] = kernel.bytes / common.best_of(5, kernel.run) / 1e9 end
-  ratios.fp16[round], ratios.int8[round], ratios.int4[round] = rates[2] / rates[1], rates[3] / rates[1], rates[4] / rates[1]
+  local rates, row = {}, { string.format("%-6d", round) }
+  for i, kernel in ipairs(kernels) do
+    rates[i] = kernel.bytes / common.best_of(5, kernel.run) / 1e9
+    row[#row + 1] = string.format("%11.1f", rates[i])
+  end
+  for i = 2, #kernels do ratios[i][round] = rates[i] / rates[1] end
   fp16_time[round] = (kernels[2].bytes / rates[2]) / (kernels[1].bytes / rates[1])
-  print(string.format("%-6d %12.1f %12.1f %12.1f %12.1f", round, rates[1], rates[2], rates[3], rates[4]))
+  print(table.concat(row, " "))
 end
-for _, name in ipairs({ "fp16", "int8", "int4" }) do
-  local median, low, high = common.median_and_range(ratios[name])
+for i = 2, #kernels do
+  local name = kernels[i].name
+  local median, low, high = common.median_and_range(ratios[i])
   print(string.format("%s bytes/s over BLAS fp32's: median %.2fx (range %.2f-%.2f)", name, median, low, high))
 end
 local median, low, high = common.median_and_range(fp16_time)

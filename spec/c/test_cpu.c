@@ -41,18 +41,22 @@ int main(void) {
     const char *avx2[] = { "avx", "f16c", "avx2", "fma", NULL };
     const char *avx512f[] = { "avx", "f16c", "avx2", "fma", "avx512f", NULL };
     const char *skylake[] = { "avx", "f16c", "avx2", "fma", "avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl", NULL };
+    const char *vnni[] = { "avx", "f16c", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", NULL };
     CHECK(ane_cpu_has_avx512_skylake() == all_listed(skylake), "AVX-512 Skylake set: %d, cpuinfo %d",
           ane_cpu_has_avx512_skylake(), all_listed(skylake));
     if (getenv("ANELUA_CPU")) { /* capped: only never more than the CPU has, and each level implies the one below */
         CHECK(!ane_cpu_has_f16c() || all_listed(f16c), "F16C reported only when present");
         CHECK(!ane_cpu_has_avx2_fma_f16c() || ane_cpu_has_f16c(), "AVX2 implies F16C");
         CHECK(!ane_cpu_has_avx512f() || ane_cpu_has_avx2_fma_f16c(), "AVX-512F implies AVX2");
+        CHECK(!ane_cpu_has_avx512_vnni() || ane_cpu_has_avx512f(), "AVX-512 VNNI implies AVX-512F");
     } else {
         CHECK(ane_cpu_has_f16c() == all_listed(f16c), "F16C: %d, cpuinfo %d", ane_cpu_has_f16c(), all_listed(f16c));
         CHECK(ane_cpu_has_avx2_fma_f16c() == all_listed(avx2), "AVX2+FMA: %d, cpuinfo %d", ane_cpu_has_avx2_fma_f16c(),
               all_listed(avx2));
         CHECK(ane_cpu_has_avx512f() == all_listed(avx512f), "AVX-512F: %d, cpuinfo %d", ane_cpu_has_avx512f(),
               all_listed(avx512f));
+        CHECK(ane_cpu_has_avx512_vnni() == all_listed(vnni), "AVX-512 VNNI: %d, cpuinfo %d", ane_cpu_has_avx512_vnni(),
+              all_listed(vnni));
     }
     return check_summary("cpu");
 }

@@ -3,7 +3,17 @@
  * that leave vector tails, and the multi-column ane_encoded_matmul. Tolerance: fp32
  * accumulation of k products has a forward error of at most ~k u sum_j |w_j x_j| (u = 2^-24,
  * recursive summation; blocked or FMA sums do better), so each row is held to
- * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row. */
+ * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row.
+ *
+ * int8 activations (ANE_ACTIVATIONS_INT8) are checked twice. (1) Against the quantized
+ * arithmetic computed here from its definition (gemv.h: codes and scales in fp32 as
+ * specified, each block's integer dot product exact, the sum in double): only the kernel's
+ * fp32 sum of at most k / 4 lane terms differs, held to 2 (k / 4) u sum |terms|. (2) Against
+ * the true product of the dequantized weights and x: quantizing a block with largest |x| L
+ * to scale d = fl(L / 127) and codes round(x fl(127 / L)) leaves |x - d c| <= d (1/2 + 381 u)
+ * <= 0.5001 d (d fl(127/L) = 1 + 2u at most, |x| fl(127/L) <= 127 (1 + u)); a palette entry
+ * likewise |p - s e| <= 0.5001 s. So |w x - (s e)(d c)| <= 0.5001 (s |x| + (|w| + 0.5001 s) d)
+ * per element, summed, plus the fp32 term of (1). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -99,12 +109,77 @@ int main(void) {
                   (long long)rows, (long long)k);
         }
 
+        /* int8 activations, one and several columns, both encodings */
+        for (int columns = 1; columns <= 3; columns += 2) {
+            float *xs = malloc(sizeof(float) * k * columns), *ys = malloc(sizeof(float) * rows * columns);
+            for (int64_t i = 0; i < k * columns; i++) xs[i] = uniform() * (i % 7 == 3 ? 4.0f : 1.0f); /* some outliers */
+            for (int lut = 0; lut <= (k % 2 == 0); lut++) {
+                ane_error err;
+                CHECK(ane_encoded_matmul(ys, lut ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, lut ? (void *)nibbles : (void *)codes,
+                                         lut ? palettes : scales, xs, rows, k, columns, ANE_ACTIVATIONS_INT8, &err) == ANE_OK,
+                      "int8-activation matmul");
+                int exact_bad = 0, true_bad = 0;
+                for (int c = 0; c < columns; c++) {
+                    int8_t *xc = malloc(k);
+                    float *xd = malloc(sizeof(float) * k); /* each element's block scale */
+                    for (int64_t first = 0; first < k; first += 32) {
+                        int64_t last = first + 32 < k ? first + 32 : k;
+                        float largest = 0;
+                        for (int64_t j = first; j < last; j++) largest = fmaxf(largest, fabsf(xs[j * columns + c]));
+                        float inverse = largest > 0 ? 127.0f / largest : 0.0f, scale = largest / 127.0f;
+                        for (int64_t j = first; j < last; j++) {
+                            xc[j] = (int8_t)lrintf(xs[j * columns + c] * inverse);
+                            xd[j] = scale;
+                        }
+                    }
+                    for (int64_t r = 0; r < rows; r++) {
+                        int8_t entries[16];
+                        float s = 1.0f;
+                        if (lut) {
+                            float largest = 0;
+                            for (int e = 0; e < 16; e++) largest = fmaxf(largest, fabsf(palettes[r * 16 + e]));
+                            float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+                            s = largest / 127.0f;
+                            for (int e = 0; e < 16; e++) entries[e] = (int8_t)lrintf(palettes[r * 16 + e] * inverse);
+                        }
+                        double exact = 0, terms = 0, truth = 0, quantization = 0, magnitude = 0;
+                        for (int64_t first = 0; first < k; first += 32) {
+                            int64_t last = first + 32 < k ? first + 32 : k, dot = 0;
+                            for (int64_t j = first; j < last; j++) {
+                                int index = lut ? (nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15 : 0;
+                                int code = lut ? entries[index] : codes[r * k + j];
+                                double wv = lut ? palettes[r * 16 + index] : (double)codes[r * k + j] * scales[r];
+                                double xv = xs[j * columns + c];
+                                dot += code * xc[j];
+                                truth += wv * xv;
+                                magnitude += fabs(wv * xv);
+                                quantization += lut ? 0.5001 * (s * fabs(xv) + (fabs(wv) + 0.5001 * s) * xd[j])
+                                                    : 0.5001 * fabs(wv) * xd[j];
+                            }
+                            double term = (double)xd[first] * (double)dot * (lut ? s : scales[r]);
+                            exact += term;
+                            terms += fabs(term);
+                        }
+                        double y = ys[r * columns + c], fp32 = 2.0 * (double)(k / 4 + 2) * ldexp(1.0, -24);
+                        exact_bad += !(fabs(y - exact) <= fp32 * terms + 1e-30);
+                        true_bad += !(fabs(y - truth) <= quantization + fp32 * (magnitude + quantization) + 1e-30);
+                    }
+                    free(xc), free(xd);
+                }
+                CHECK(exact_bad == 0, "%s x int8 activations [%lld, %lld], %d columns: %d rows off the quantized arithmetic",
+                      lut ? "int4" : "int8", (long long)rows, (long long)k, columns, exact_bad);
+                CHECK(true_bad == 0, "%s x int8 activations [%lld, %lld], %d columns: %d rows outside the quantization bound",
+                      lut ? "int4" : "int8", (long long)rows, (long long)k, columns, true_bad);
+            }
+            free(xs), free(ys);
+        }
+
         /* several columns: y [rows, columns] = W x, int8 */
         enum { COLUMNS = 5 };
         float *xs = malloc(sizeof(float) * k * COLUMNS), *ys = malloc(sizeof(float) * rows * COLUMNS);
         for (int64_t i = 0; i < k * COLUMNS; i++) xs[i] = uniform();
         ane_error err;
-        CHECK(ane_encoded_matmul(ys, ANE_ENCODING_INT8, codes, scales, xs, rows, k, COLUMNS, &err) == ANE_OK,
+        CHECK(ane_encoded_matmul(ys, ANE_ENCODING_INT8, codes, scales, xs, rows, k, COLUMNS, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK,
               "encoded matmul");
         int bad = 0;
         for (int64_t r = 0; r < rows; r++)

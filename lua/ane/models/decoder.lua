@@ -160,7 +160,7 @@ function Methods:program(kind, layer, a, b)
   end
   local start = ane.clock() -- ane.compile runs the pass pipeline itself
   program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
-    key = self.id .. ":" .. key })
+    activations = self.activations, key = self.id .. ":" .. key })
   self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
   self.counters.programs = self.counters.programs + 1
   self.programs[key] = program
@@ -325,11 +325,12 @@ end
 
 --- Logits [T, V] of the classifier wcls [V, C] (fp32) for final-norm columns [C, T] (fp32):
 --- h^T W^T through transposed views (no copies); one column goes through the
---- matrix-vector product, which streams wcls at memory speed.
-function M.classifier_logits(wcls, columns)
+--- matrix-vector product, which streams wcls at memory speed. activations ("float" | "int8",
+--- for a quantized wcls) as the model's.
+function M.classifier_logits(wcls, columns, activations)
   local T = columns:shape()[2]
   if ane.quantized.is(wcls) then -- read as stored: int8 / 4-bit rows
-    local logits = wcls:matmul(columns) -- [V, T]
+    local logits = wcls:matmul(columns, activations) -- [V, T]
     return T == 1 and logits:reshape(1, wcls:shape()[1]) or logits:transpose():copy()
   end
   if T == 1 then return wcls:matmul(columns):reshape(1, wcls:shape()[1]) end
@@ -383,6 +384,25 @@ function M.check_quantize_options(opts, W, level)
   return quantize, classifier or nil
 end
 
+--- opts.activations: "float" (the default) or "int8", the activations of the products with
+--- quantized weights quantized in blocks of 32 for integer dot products (faster; a measured
+--- drift, docs/performance.md). Needs quantized weights and sim's cpu profile: the device
+--- multiplies in fp16, and the `ane` profile is its faithful double. Returns the choice.
+function M.check_activations(opts, model, level)
+  local activations = opts.activations or "float"
+  if activations ~= "float" and activations ~= "int8" then
+    error(string.format("activations must be 'float' or 'int8', not %s", tostring(activations)), level + 1)
+  end
+  if activations == "int8" and not model.quantized then
+    error("activations = 'int8' is for quantized weights: add quantize = 'int8' or 'int4' (or load a quantized checkpoint)",
+      level + 1)
+  end
+  if activations == "int8" and model.profile ~= "cpu" then
+    error("activations = 'int8' runs in the cpu profile only (the device multiplies in fp16): add profile = 'cpu'", level + 1)
+  end
+  return activations
+end
+
 --- Whether any layer weight is a quantized one (a quantized checkpoint).
 function M.holds_quantized(layers)
   for _, L in ipairs(layers) do
@@ -403,7 +423,8 @@ function M.quantization_label(model)
       if ane.quantized.is(t) then layers = t:encoding() end
     end
   end
-  return string.format(", %s weights (classifier %s)", layers or "dense", classifier)
+  return string.format(", %s weights (classifier %s)%s", layers or "dense", classifier,
+    model.activations == "int8" and ", int8 activations" or "")
 end
 
 function M.refuse_quantized_training(model, level)

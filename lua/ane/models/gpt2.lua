@@ -57,7 +57,7 @@ end
 
 --- Loads a model: a Hugging Face directory (config.json + model.safetensors, or sharded) or
 --- an llm.c gpt2_124M.bin. opts: backend, precision ("fp16" | "fp32"), profile ("ane" |
---- "cpu"), quantize. Returns the model, or nil and a message naming the file and tensor at fault.
+--- "cpu"), quantize, activations (as ane.models.llama). Returns the model, or nil and a message naming the file and tensor at fault.
 function M.load(path, opts)
   if type(path) ~= "string" then error("gpt2.load: path must be a string", 2) end
   local W, err = require(lfs.attributes(path, "mode") == "directory" and "ane.formats.hf_gpt2" or "ane.formats.llmc").read(path)

@@ -376,7 +376,8 @@ end
 --- Builds a model on `self` (a fresh decoder.new_state with the model's metatable) from
 --- loader-layout weights W. arch: the architecture table; naming: { name = function(role, l) }
 --- and optionally transposed = { [role] = true } for matrices the checkpoint stores [in, out].
---- opts: quantize, quantize_classifier, weights_as_inputs, lora (as ane.models.llama says).
+--- opts: quantize, quantize_classifier, activations, weights_as_inputs, lora (as
+--- ane.models.llama says).
 function M.init(self, W, arch, naming, opts, level)
   self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
   for l = 1, arch.n_layer do -- every weight the table implies, by the name its checkpoint gives it
@@ -402,6 +403,7 @@ function M.init(self, W, arch, naming, opts, level)
       { dtype = "fp32", name = self:checkpoint_name(self.shared_classifier and "token_embedding" or "classifier") })
   end
   self.quantized = self.quantize or decoder.holds_quantized(self.P.layers)
+  self.activations = decoder.check_activations(opts, self, level + 1)
   if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
   if self.dtype == "fp16" then check_fp16_range(self, level + 1) end
   if opts.weights_as_inputs then
@@ -457,7 +459,7 @@ function Methods:classify(x, T, S, first)
   local h = self:eval(self:program(self:kind_for("norm", T, S), nil, S), "norm", 0, { x = x }).y -- [1, dim, 1, S]
   local n = T - first + 1
   local classifier = n == 1 and one_position_classifier(self) or self.P.classifier
-  return decoder.classifier_logits(classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"))
+  return decoder.classifier_logits(classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"), self.activations)
 end
 
 -- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
