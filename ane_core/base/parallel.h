@@ -3,9 +3,9 @@
  * take the CPU from the BLAS threads on small machines.
  *
  * ane_parallel_for(n, grain, body, context) runs body(context, first, last) over disjoint
- * ranges covering 0..n-1, one per thread (the caller works on one too), and returns when
- * all are done. Loops shorter than `grain` elements per thread, and calls made from inside
- * a body, run on the caller alone. */
+ * ranges covering 0..n-1 (a few chunks per thread, claimed by whichever thread is free,
+ * the caller included) and returns when all are done. Loops shorter than `grain` elements
+ * per thread, and calls made from inside a body, run on the caller alone. */
 #ifndef ANE_BASE_PARALLEL_H
 #define ANE_BASE_PARALLEL_H
 

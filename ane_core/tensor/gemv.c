@@ -215,19 +215,20 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
         job->y[r] = dot(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, job->k);
 }
 
-/* Shares of at least 2^18 bytes of weights: below that, a helper costs more than it saves. */
-static int64_t grain_rows(int64_t k, int64_t bytes_per_weight) {
-    return k > 0 ? ((int64_t)1 << 18) / (k * bytes_per_weight) + 1 : 1;
-}
+/* Shares of at least GRAIN_BYTES of weights: below that, handing rows to a helper costs
+ * more than it saves. */
+#define GRAIN_BYTES ((int64_t)1 << 16)
+
+static int64_t grain_rows(int64_t row_bytes) { return row_bytes > 0 ? GRAIN_BYTES / row_bytes + 1 : 1; }
 
 void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k) {
     gemv_job job = {y, w, x, k, NULL};
-    ane_parallel_for(rows, grain_rows(k, 2), rows_fp16, &job);
+    ane_parallel_for(rows, grain_rows(k * 2), rows_fp16, &job);
 }
 
 void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64_t k) {
     gemv_job job = {y, w, x, k, NULL};
-    ane_parallel_for(rows, grain_rows(k, 4), rows_fp32, &job);
+    ane_parallel_for(rows, grain_rows(k * 4), rows_fp32, &job);
 }
 
 /* ------------------------------------------------ int8 activations (integer dot products) */
@@ -419,8 +420,7 @@ static ane_status encoded_matmul_q8(float *y, ane_weight_encoding encoding, cons
     char *buffers = memory + (size_t)columns * sizeof(q8_vector);
     for (int64_t c = 0; c < columns; c++) q8_quantize(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k);
     q8_job job = {y, data, table, vectors, columns, k, encoding};
-    int64_t row_bytes = ane_encoded_data_bytes(encoding, 1, k) * columns;
-    ane_parallel_for(rows, ((int64_t)1 << 18) / (row_bytes > 0 ? row_bytes : 1) + 1, rows_q8, &job);
+    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_q8, &job);
     if (memory != stack) free(memory);
     return ANE_OK;
 }
@@ -428,8 +428,8 @@ static ane_status encoded_matmul_q8(float *y, ane_weight_encoding encoding, cons
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
     gemv_job job = {y, data, x, k, table};
-    if (encoding == ANE_ENCODING_INT8) ane_parallel_for(rows, grain_rows(k, 1), rows_int8, &job);
-    else ane_parallel_for(rows, grain_rows(k / 2 > 0 ? k / 2 : 1, 1), rows_lut4, &job);
+    if (encoding == ANE_ENCODING_INT8) ane_parallel_for(rows, grain_rows(k), rows_int8, &job);
+    else ane_parallel_for(rows, grain_rows(k / 2), rows_lut4, &job);
 }
 
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,

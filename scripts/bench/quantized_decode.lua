@@ -1,6 +1,7 @@
 -- Benchmark: decoding with quantized weights, in one run, two parts.
 --   qwen3    Qwen3-0.6B shape (random weights, the real config): prefill of 256 tokens and
---            greedy decode in fp16, int8 and int4 (cpu profile), each decode round right
+--            greedy decode in fp16, int8 and int4 (cpu profile; int8/a8 and int4/a8: the
+--            same weights with activations = "int8", integer products), each decode round right
 --            after a measurement of the memory read bandwidth: the bound of a round is
 --            bandwidth / bytes read per token (the layers' weights and the classifier as
 --            stored); prints tok/s, the bound and the median ratio with its range.
@@ -28,11 +29,13 @@ local opts = require("ane.cli").command {
   }),
 }:parse(arg)
 ane.set_compile_budget(1000000)
-local MODES = { "fp16", "int8", "int4" }
+local MODES = { "fp16", "int8", "int4", "int8/a8", "int4/a8" }
+local WEIGHTS = { fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4" }
 
 local function model_options(mode)
-  return { precision = "fp16", profile = "cpu", quantize = mode ~= "fp16" and mode or nil,
-    quantize_classifier = mode ~= "fp16" and "int8" or nil }
+  local weights = WEIGHTS[mode]
+  return { precision = "fp16", profile = "cpu", quantize = weights ~= "fp16" and weights or nil,
+    quantize_classifier = weights ~= "fp16" and "int8" or nil, activations = mode:match("/a8$") and "int8" or nil }
 end
 
 -- Bytes one decoded token reads: every layer weight and the classifier, as stored (an fp16
@@ -111,6 +114,7 @@ local function stories_part()
   end
   local peer_file = { fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
   local peer_name = { fp16 = "F16", int8 = "Q8_0", int4 = "Q4_0" }
+  for mode, weights in pairs(WEIGHTS) do peer_file[mode], peer_name[mode] = peer_file[weights], peer_name[weights] end
   local tok = assert(require("ane.sentencepiece").load(tokenizer_bin, { vocab_size = 32000 }))
   local prompt = "Once upon a time"
   local models = {}
@@ -119,9 +123,13 @@ local function stories_part()
     common.anelua_greedy(models[mode], tok, prompt, 16) -- compile outside the rounds
   end
   print(string.format("Stories110M shape (random weights), %d tokens decoded per run, greedy, 2 threads; alternating", opts.tokens))
-  print(string.format("%-6s %9s %9s %9s %9s %9s %9s %9s", "round", "run.c", "a.fp16", "cpp.F16", "a.int8", "cpp.Q8_0",
-    "a.int4", "cpp.Q4_0"))
-  local ratios = { fp16 = {}, int8 = {}, int4 = {}, runc = {} }
+  local header = { string.format("%-6s %9s", "round", "run.c") }
+  for _, mode in ipairs(MODES) do
+    header[#header + 1] = string.format("%9s %9s", "a." .. mode, "cpp." .. peer_name[mode])
+  end
+  print(table.concat(header, " "))
+  local ratios = { runc = {} }
+  for _, mode in ipairs(MODES) do ratios[mode] = {} end
   for round = 1, opts.rounds do
     local runc = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
     local row = { string.format("%-6d %9.1f", round, runc) }
