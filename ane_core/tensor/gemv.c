@@ -432,14 +432,9 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
     else ane_parallel_for(rows, grain_rows(k / 2), rows_lut4, &job);
 }
 
-ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_activations activations,
-                              ane_error *err) {
-    if (activations == ANE_ACTIVATIONS_INT8) return encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err);
-    if (columns == 1) {
-        ane_gemv_encoded(y, encoding, data, table, x, rows, k);
-        return ANE_OK;
-    }
+/* y [rows, columns] = dequantized W x, a block of rows decoded exactly at a time, BLAS's product. */
+static ane_status decoded_product(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                  const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
     int64_t block = ((int64_t)1 << 18) / (k > 0 ? k : 1); /* rows decoded at a time: ~1 MB of fp32 */
     block = block < 1 ? 1 : block > rows ? rows : block;
     float *decoded = malloc((size_t)(block * k) * sizeof *decoded + 1);
@@ -452,4 +447,51 @@ ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void
     }
     free(decoded);
     return ANE_OK;
+}
+
+/* Columns at most this many go through the integer products; more (a prefill) through BLAS. */
+#define Q8_INTEGER_COLUMNS 4
+
+/* Many columns with int8 activations: the same quantized values multiplied by BLAS. Each
+ * element of x becomes its block's scale times its code, a 4-bit row's palette its int8
+ * entries times their scale; the fp32 product then differs from the integer one by rounding
+ * only, so a prefill and the decode steps after it compute the same arithmetic. */
+static ane_status encoded_matmul_q8_blas(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                         const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+    float *values = malloc((size_t)(k * columns) * sizeof *values + 1);                   /* [k, columns] */
+    void *memory = malloc(q8_bytes(k));
+    float *palettes = encoding == ANE_ENCODING_LUT4 ? malloc((size_t)rows * ANE_LUT4_ENTRIES * sizeof *palettes) : NULL;
+    ane_status status = ANE_OK;
+    if (!values || !memory || (encoding == ANE_ENCODING_LUT4 && !palettes)) {
+        status = ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+        goto done;
+    }
+    for (int64_t c = 0; c < columns; c++) {
+        q8_vector v;
+        q8_quantize(&v, memory, x + c, columns, k);
+        for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)v.codes[j];
+    }
+    if (palettes)
+        for (int64_t r = 0; r < rows; r++) {
+            q8_palette p;
+            q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
+            for (int i = 0; i < ANE_LUT4_ENTRIES; i++) palettes[r * ANE_LUT4_ENTRIES + i] = p.scale * (float)p.entries[i];
+        }
+    status = decoded_product(y, encoding, data, palettes ? palettes : table, values, rows, k, columns, err);
+done:
+    free(values), free(memory), free(palettes);
+    return status;
+}
+
+ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_activations activations,
+                              ane_error *err) {
+    if (activations == ANE_ACTIVATIONS_INT8)
+        return columns <= Q8_INTEGER_COLUMNS ? encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err)
+                                             : encoded_matmul_q8_blas(y, encoding, data, table, x, rows, k, columns, err);
+    if (columns == 1) {
+        ane_gemv_encoded(y, encoding, data, table, x, rows, k);
+        return ANE_OK;
+    }
+    return decoded_product(y, encoding, data, table, x, rows, k, columns, err);
 }
