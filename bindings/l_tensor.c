@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "../ane_core/base/hash.h"
+#include "../ane_core/tensor/intern.h"
+#include "../ane_core/tensor/storage.h"
 #include "ane_lua.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -427,11 +429,36 @@ static int m_get(lua_State *L) {
     return 1;
 }
 
+/* t:intern() -> t: its bytes become read-only and shared with every program const of the
+ * same bytes (compiled programs hold no copy of their own; tensor/intern.h). */
+static int m_intern(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    ane_intern_add(t);
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* t:is_readonly() -> whether writes through t are refused (it maps a file, or is interned) */
+static int m_is_readonly(lua_State *L) {
+    lua_pushboolean(L, ane_lua_check_tensor(L, 1)->storage->readonly);
+    return 1;
+}
+
+/* t:release_pages() -> t: a tensor mapping a file gives back the pages it has read (they
+ * leave resident memory; reading t again brings them back); other tensors: nothing. */
+static int m_release_pages(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    if (ane_tensor_is_contiguous(t))
+        ane_storage_release_pages(t->storage, t->offset, (size_t)ane_tensor_numel(t) * ane_dtype_size(t->dtype));
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* t:set(value, i, j, ...) */
 static int m_set(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     luaL_checkany(L, 2);
-    if (t->storage->readonly) return luaL_error(L, "tensor is read-only (it maps a file); copy() it before writing");
+    if (t->storage->readonly) return luaL_error(L, "tensor is read-only (it maps a file, or programs share it as a weight); copy() it before writing");
     char *element = element_at_args(L, t, 3);
     if (!store_lua_value(L, 2, element, t->dtype))
         luaL_argexpected(L, 0, 2, "number");
@@ -719,7 +746,8 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs}, {NULL, NULL},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs},
+        {"intern", m_intern}, {"is_readonly", m_is_readonly}, {"release_pages", m_release_pages}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {
         {"__gc", tensor_gc}, {"__tostring", m_tostring}, {"__len", m_len}, {"__add", m_add},

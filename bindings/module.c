@@ -17,6 +17,8 @@
 #include "../ane_core/runtime/program.h"
 #include "../ane_core/base/hash.h"
 #include "../ane_core/base/interrupt.h"
+#include "../ane_core/tensor/intern.h"
+#include "../ane_core/tensor/storage.h"
 #include "ane_lua.h"
 
 /* ------------------------------------------------------------------ errors */
@@ -224,6 +226,21 @@ static int l_checksum(lua_State *L) {
     return 1;
 }
 
+/* ane.memory() -> { heap_bytes = tensor and surface heap bytes alive, interned = consts
+ * shared by content across programs, interned_bytes = their bytes (counted once) } */
+static int l_memory(lua_State *L) {
+    size_t count, bytes;
+    ane_intern_stats(&count, &bytes);
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, (lua_Integer)ane_storage_live_heap_bytes());
+    lua_setfield(L, -2, "heap_bytes");
+    lua_pushinteger(L, (lua_Integer)count);
+    lua_setfield(L, -2, "interned");
+    lua_pushinteger(L, (lua_Integer)bytes);
+    lua_setfield(L, -2, "interned_bytes");
+    return 1;
+}
+
 static int l_simd(lua_State *L) {
     lua_pushstring(L, ane_fp16_simd_name());
     return 1;
@@ -324,6 +341,7 @@ int luaopen_ane(lua_State *L) {
         {"set_default_backend", l_set_default_backend},
         {"backends", l_backends},
         {"simd", l_simd},
+        {"memory", l_memory},
         {"clock", l_clock},
         {"exec", l_exec}, {"executable", l_executable},
         {"data_dir", l_data_dir},

@@ -2,11 +2,12 @@
 -- tokenizer.json, and generation_config.json when there is one) in the terminal.
 --   anelua examples/chat.lua [MODEL_DIR] [--system TEXT] [--prompt TEXT] [--no-think]
 --          [--show-thinking] [--max-tokens N] [--context N] [--temperature T] [--top-k K]
---          [--top-p P] [--seed S] [--quantize int8|int4] [--backend sim|ane]
---          [--precision fp16|fp32] [--profile ane|cpu]
+--          [--top-p P] [--seed S] [--quantize int8|int4] [--activations int8]
+--          [--backend sim|ane] [--precision fp16|fp32] [--profile ane|cpu]
 -- Without MODEL_DIR it runs a demo: a small Qwen3-shaped model with random weights and the
 -- Qwen3 tokenizer in data/tokenizers (the replies are noise; the chat machinery is real).
--- --quantize int8 | int4 quantizes every linear layer at load (ane.quantize).
+-- --quantize int8 | int4 quantizes every linear layer at load (ane.quantize); --activations
+-- int8 multiplies them on int8 activations (the cpu profile, chosen by it).
 -- With --prompt it answers once and exits; otherwise it reads one user turn per line until
 -- end of input (Ctrl-D); "/reset" starts a new conversation. The conversation stays in the
 -- model's KV cache across turns (earlier turns are never computed again) until it fills
@@ -37,6 +38,8 @@ local command = cli.command{
     { "seed", "integer", 1, "sampling seed" },
     { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
       choices = { "int8", "int4" } },
+    { "activations", "choice", nil, "int8: products with the quantized weights on int8 activations (faster, the cpu "
+      .. "profile's; a small measured drift, docs/performance.md)", choices = { "int8" } },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS)", choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
     { "profile", "choice", nil, "ane (the device's rules) or cpu", choices = { "ane", "cpu" } },
@@ -47,7 +50,8 @@ local opts, positional = command:parse(arg)
 local dir = positional[1]
 command:use_backend(opts.backend)
 local qwen3 = require("ane.models.qwen3")
-local model_options = { precision = opts.precision, profile = opts.profile, quantize = opts.quantize }
+local model_options = { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),
+  quantize = opts.quantize, activations = opts.activations }
 local model, err, tokenizer_path, config, generation
 if dir then
   if lfs.attributes(dir, "mode") ~= "directory" then command:fail(dir .. " is not a model directory") end

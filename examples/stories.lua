@@ -2,8 +2,9 @@
 -- Llama / Qwen3 directory on anelua.
 --   anelua examples/stories.lua MODEL.bin|MODEL_DIR [--tokenizer tokenizer.bin|tokenizer.model|tokenizer.json]
 --          [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--seed S]
---          [--precision fp16|fp32] [--profile ane|cpu] [--quantize int8|int4]
--- --quantize quantizes every linear layer at load (ane.quantize; the classifier in int8).
+--          [--precision fp16|fp32] [--profile ane|cpu] [--quantize int8|int4] [--activations int8]
+-- --quantize quantizes every linear layer at load (ane.quantize; the classifier in int8);
+-- --activations int8 multiplies them on int8 activations (the cpu profile, chosen by it).
 -- The tokenizer defaults to tokenizer.bin or tokenizer.model beside a checkpoint file (the
 -- SentencePiece vocabulary, with BOS), or tokenizer.json inside a model directory (byte-level
 -- BPE, no BOS).
@@ -21,6 +22,8 @@ local command = cli.command{
     { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
     { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
       choices = { "int8", "int4" } },
+    { "activations", "choice", nil, "int8: products with the quantized weights on int8 activations (faster, the cpu "
+      .. "profile's; a small measured drift, docs/performance.md)", choices = { "int8" } },
   }, 64),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
@@ -29,7 +32,8 @@ local model_path = positional[1]
 command:use_backend(opts.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
-local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile, quantize = opts.quantize })
+local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),
+  quantize = opts.quantize, activations = opts.activations })
 if not model then command:fail(err) end
 local is_directory = lfs.attributes(model_path, "mode") == "directory"
 local dir = is_directory and model_path or model_path:match("^(.*)/[^/]*$") or "."

@@ -1,5 +1,5 @@
--- tensor/storage.c: heap blocks, the large-block pool's reuse (zeroed again) and file
--- mappings.
+-- tensor/storage.c: heap blocks, the large-block pool's reuse (zeroed again), file
+-- mappings, and giving a mapping's read pages back (resident memory from /proc/self/statm).
 local ane = require("ane")
 local helpers = require("spec.helpers")
 
@@ -34,5 +34,31 @@ describe("storage", function()
     local missing, why = ane._io.map_file(path .. ".absent")
     assert.is_nil(missing)
     assert.matches("mapped%.bin%.absent", why)
+  end)
+
+  it("gives back the pages a mapped tensor has read, and reads the same bytes again", function()
+    local function resident_mb() -- the second field of statm: resident pages
+      local f = io.open("/proc/self/statm")
+      if not f then return nil end
+      local pages = tonumber(f:read("a"):match("^%d+%s+(%d+)"))
+      f:close()
+      return pages * 4096 / 2 ^ 20
+    end
+    if not resident_mb() then return pending("no /proc/self/statm on this system") end
+    local n = 8 * 1048576 -- 32 MB of fp32
+    local path = helpers.tmpdir() .. "/pages.bin"
+    helpers.write_file(path, ane.tensor.randn({ n }, { seed = 5 }):bytes())
+    local mapping = assert(ane._io.map_file(path))
+    local t = assert(mapping:tensor(path, "all", "F32", { n }, 0, 4 * n))
+    local before = resident_mb()
+    local sum = t:sum_of_squares() -- reads every page
+    local read = resident_mb()
+    t:release_pages()
+    local released = resident_mb()
+    -- reading brought in ~32 MB; giving them back drops nearly all of it (the allowance:
+    -- other allocations of this process between the readings)
+    assert.is_true(read - before > 28, string.format("reading made %.1f MB resident", read - before))
+    assert.is_true(read - released > 28, string.format("release gave back %.1f MB", read - released))
+    assert.are.equal(sum, t:sum_of_squares()) -- the same bytes, read again from the file
   end)
 end)

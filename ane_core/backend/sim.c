@@ -36,12 +36,14 @@ typedef struct sim_compiled {
 typedef struct sim_loaded {
     ane_loaded base;
     sim_compiled *program;
-    float **values;                 /* [graph->count] buffers into `slab` (NULL for fp16 weights) */
+    float **values;                 /* [graph->count] buffers into `slab`, fp32 consts' values in
+                                       the graph itself (NULL for fp16 weights) */
     float *slab;
-    uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere: the
-                                       compiled graph's own bytes until a patch gives the
-                                       instance its copy (owned) */
-    unsigned char *owned;           /* [graph->count] */
+    uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere */
+    unsigned char *owned;           /* [graph->count]: a const's halves / values are this
+                                       instance's copy (made at its first patch); until then
+                                       they are the compiled graph's bytes, which the
+                                       programs holding the same weights share (intern.h) */
     float *scratch;
 } sim_loaded;
 
@@ -137,9 +139,9 @@ static void sim_ports(const ane_compiled *compiled, const ane_port **inputs, int
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
-    if (instance->halves && instance->owned)
+    if (instance->halves && instance->values && instance->owned)
         for (int i = 0; i < instance->program->graph->count; i++)
-            if (instance->owned[i]) free(instance->halves[i]);
+            if (instance->owned[i]) free(instance->halves[i] ? (void *)instance->halves[i] : (void *)instance->values[i]);
     free(instance->halves);
     free(instance->owned);
     free(instance->values);
@@ -183,13 +185,20 @@ static void load_const(sim_loaded *instance, const ane_node *node) {
     ane_tensor_copy_into(&view, &node->value, NULL);
 }
 
+/* fp32 consts are read where the graph keeps them (no copy per program instance). */
+static int reads_graph_values(const ane_node *node) {
+    return node->op == ANE_OP_CONST && !node->encoding && node->value.dtype == ANE_FP32 &&
+           ane_tensor_is_contiguous(&node->value);
+}
+
 static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *err) {
     sim_compiled *p = (sim_compiled *)compiled;
     ane_graph *g = p->graph;
     sim_loaded *instance = calloc(1, sizeof *instance);
     size_t total = 0;
     for (int i = 0; i < g->count; i++)
-        if (!p->weight_form[i] && !is_view(g->nodes[i])) total += (size_t)ane_node_numel(g->nodes[i]);
+        if (!p->weight_form[i] && !is_view(g->nodes[i]) && !reads_graph_values(g->nodes[i]))
+            total += (size_t)ane_node_numel(g->nodes[i]);
     if (instance) {
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
@@ -210,6 +219,10 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         }
         if (is_view(node)) { /* the operand's values, read in the new shape */
             instance->values[i] = instance->values[node->operands[0]->id];
+            continue;
+        }
+        if (reads_graph_values(node)) { /* fp32 values as they are, where the graph holds them */
+            instance->values[i] = (float *)ane_tensor_data(&node->value);
             continue;
         }
         instance->values[i] = instance->slab + offset;
@@ -438,6 +451,21 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
         }
         memcpy(copy, half, bytes);
         instance->halves[node->id] = half = copy;
+        instance->owned[node->id] = 1;
+    }
+    if (!half && reads_graph_values(node) && !instance->owned[node->id]) { /* likewise for fp32 values */
+        size_t bytes = (size_t)numel * sizeof(float);
+        float *copy = malloc(bytes ? bytes : 4);
+        if (!copy) {
+            ane_tensor_release(&packed);
+            return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
+        }
+        float *shared = instance->values[node->id];
+        memcpy(copy, shared, bytes);
+        const ane_graph *g = instance->program->graph;
+        for (int i = 0; i < g->count; i++) /* reshapes of the weight read the copy too */
+            if (instance->values[i] == shared && is_view(g->nodes[i])) instance->values[i] = copy;
+        instance->values[node->id] = copy;
         instance->owned[node->id] = 1;
     }
     int64_t replaced = 0;

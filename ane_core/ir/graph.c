@@ -2,6 +2,7 @@
 #include "graph.h"
 
 #include "../base/text.h"
+#include "../tensor/intern.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -26,12 +27,14 @@ static void release_const(ane_node *node) {
 
 void ane_graph_free(ane_graph *g) {
     if (!g) return;
+    int had_consts = 0;
     for (int i = 0; i < g->count; i++)
-        if (g->nodes[i]->op == ANE_OP_CONST) release_const(g->nodes[i]);
+        if (g->nodes[i]->op == ANE_OP_CONST) release_const(g->nodes[i]), had_consts = 1;
     free(g->nodes);
     free(g->outputs);
     ane_arena_free(&g->arena);
     free(g);
+    if (had_consts) ane_intern_sweep(); /* weights no other graph holds are freed now */
 }
 
 int ane_is_valid_identifier(const char *name) {
@@ -133,9 +136,13 @@ ane_status ane_graph_const(ane_graph *g, const char *name, const ane_tensor *val
     ane_status status = new_node(g, ANE_OP_CONST, name, 0, &node, err);
     if (status) return status;
     /* Keep a contiguous private copy, so later writes to the caller's tensor cannot change
-     * the graph (ANE-07: weights are baked at compile time). */
-    status = ane_tensor_to(&node->value, value, value->dtype, err);
-    if (status) return status;
+     * the graph (ANE-07: weights are baked at compile time), or share the interned copy of
+     * the same bytes (tensor/intern.h: programs of one model hold each weight once). */
+    if (!ane_intern_find(value, &node->value)) {
+        status = ane_tensor_to(&node->value, value, value->dtype, err);
+        if (status) return status;
+        ane_intern_add(&node->value);
+    }
     node->dtype = value->dtype;
     node->rank = value->ndim;
     memcpy(node->shape, value->shape, (size_t)value->ndim * sizeof *value->shape);
@@ -406,8 +413,9 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
     ane_node *node;
     ane_status status = new_node(g, ANE_OP_CONST, name, 0, &node, err);
     if (status) return status;
-    ane_tensor_share(&node->value, data); /* quantized once, never written: shared like clones share */
-    ane_tensor_share(&node->table, table);
+    /* quantized once, never written: shared like clones share (the interned copy when there is one) */
+    if (!ane_intern_find(data, &node->value)) ane_tensor_share(&node->value, data), ane_intern_add(data);
+    if (!ane_intern_find(table, &node->table)) ane_tensor_share(&node->table, table), ane_intern_add(table);
     node->encoding = encoding;
     node->dtype = dtype;
     node->rank = rank;

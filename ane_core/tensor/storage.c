@@ -221,6 +221,14 @@ ane_status ane_storage_wrap(void *data, size_t nbytes, int readonly, const ane_a
     return ANE_OK;
 }
 
+void ane_storage_release_pages(ane_storage *storage, size_t offset, size_t nbytes) {
+    if (!storage || storage->allocator != &mapped_file_allocator || offset >= storage->nbytes) return;
+    if (nbytes > storage->nbytes - offset) nbytes = storage->nbytes - offset;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), first = (uintptr_t)storage->data + offset;
+    uintptr_t begin = (first + page - 1) / page * page, end = (first + nbytes) / page * page; /* whole pages inside */
+    if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
 void ane_storage_retain(ane_storage *storage) {
     __atomic_add_fetch(&storage->refcount, 1, __ATOMIC_RELAXED);
 }

@@ -45,6 +45,11 @@ ane_status ane_storage_wrap(void *data, size_t nbytes, int readonly, const ane_a
  * its collector sees only the small boxes that hold these). */
 size_t ane_storage_live_heap_bytes(void);
 
+/* For a file mapping: gives back the pages of [offset, offset + nbytes) this process has
+ * read (they leave its resident memory; reading them again brings them back from the file
+ * or the page cache). Other storages: nothing. */
+void ane_storage_release_pages(ane_storage *storage, size_t offset, size_t nbytes);
+
 void ane_storage_retain(ane_storage *storage);
 void ane_storage_release(ane_storage *storage); /* NULL is fine */
 

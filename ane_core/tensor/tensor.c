@@ -161,7 +161,7 @@ const char *ane_shape_string(char *buf, size_t size, int ndim, const int64_t *sh
 static ane_status check_writable(const ane_tensor *t, ane_error *err) {
     if (t->storage->readonly)
         return ane_fail(err, ANE_ERR_ARGUMENT,
-                        "tensor is read-only (it maps a file); copy() it before writing");
+                        "tensor is read-only (it maps a file, or programs share it as a weight); copy() it before writing");
     return ANE_OK;
 }
 

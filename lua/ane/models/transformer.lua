@@ -102,10 +102,16 @@ local function program_layer(L, dtype, quantize, label, stored)
     if stored and ane.quantized.is(t) then stored[role] = t end
     if ane.quantized.is(t) then
       P[role] = decoder.quantized_conv_weight(t, dtype)
-    elseif t:ndim() == 2 then
-      P[role] = decoder.conv_weight(t, dtype)
     else
-      P[role] = decoder.in_dtype(t, dtype)
+      P[role] = t:ndim() == 2 and decoder.conv_weight(t, dtype) or decoder.in_dtype(t, dtype)
+      -- The programs share these bytes instead of copying them: a conversion (read-only from
+      -- now on: new parameters replace P, never write it) or a view of a file mapping. A
+      -- view of writable weights (masters an optimizer updates in place) is not shared:
+      -- programs change only when patched. A converted checkpoint tensor gives back the file
+      -- pages it was read from (the master copy reads them again when training).
+      local converted = t:dtype() ~= dtype
+      if converted or t:is_readonly() then P[role]:intern() end
+      if converted then t:release_pages() end
     end
   end
   return P
@@ -449,7 +455,10 @@ end
 local function one_position_classifier(self)
   local P = self.P
   if self.dtype ~= "fp16" or ane.quantized.is(P.classifier) or P.classifier:dtype() ~= "fp32" then return P.classifier end
-  P.classifier_fp16 = P.classifier_fp16 or P.classifier:to("fp16") -- [V, dim]
+  if not P.classifier_fp16 then
+    P.classifier_fp16 = P.classifier:to("fp16") -- [V, dim]
+    P.classifier:release_pages() -- when it maps a file: the embedding lookups read a few rows a token
+  end
   return P.classifier_fp16
 end
 
