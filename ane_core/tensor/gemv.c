@@ -105,6 +105,18 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) static float dot_avx512(const u
     return total;
 }
 
+__attribute__((target("avx512f,avx2,fma"))) static float dot32_avx512(const float *w, const float *x, int64_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j + 16), _mm512_loadu_ps(x + j + 16), a1);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; j < k; j++) total += w[j] * x[j];
+    return total;
+}
+
 __attribute__((target("avx512f,avx2,fma"))) static float dot_int8_avx512(const int8_t *q, const float *x, int64_t k) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
@@ -187,6 +199,7 @@ static void rows_fp32(void *context, int64_t first, int64_t last) {
     float (*dot)(const float *, const float *, int64_t) = dot32_scalar;
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot32_avx2;
+    if (ane_cpu_has_avx512f()) dot = dot32_avx512;
 #endif
     const float *w = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
