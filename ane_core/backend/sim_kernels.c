@@ -9,6 +9,7 @@
 
 #include "../base/fp16.h"
 #include "../tensor/blas.h"
+#include "../base/parallel.h"
 #include "../tensor/gemv.h"
 
 #define IN(node, k) (values[(node)->operands[k]->id])
@@ -422,28 +423,62 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
     return ANE_OK;
 }
 
+/* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,
+ * found through broadcasting strides over the leading dims. */
+typedef struct matmul_job {
+    const float *x, *y;
+    float *out;
+    int64_t m, n, k, lda, ldb, x_matrix, y_matrix;
+    int tx, ty;
+    const ane_node *batch; /* the output's leading dims */
+    const int64_t *sx, *sy;
+} matmul_job;
+
+static void matmul_batches(void *context, int64_t first, int64_t last) {
+    const matmul_job *j = context;
+    for (int64_t b = first; b < last; b++) {
+        int64_t ox = 0, oy = 0, rest = b;
+        for (int i = j->batch->rank - 1; i >= 0; i--) {
+            int64_t at = rest % j->batch->shape[i];
+            rest /= j->batch->shape[i];
+            ox += at * j->sx[i], oy += at * j->sy[i];
+        }
+        const float *xm = j->x + ox * j->x_matrix, *ym = j->y + oy * j->y_matrix;
+        float *om = j->out + b * j->m * j->n;
+        if (!j->tx && j->m <= 4) {
+            /* a few rows (a decode step's attention: one query per head, or a group of
+             * them): vector products, as a BLAS call per head costs more than its arithmetic */
+            for (int64_t i = 0; i < j->m; i++) {
+                if (j->ty) ane_gemv_fp32(om + i * j->n, ym, xm + i * j->lda, j->n, j->k);
+                else ane_vecmat_fp32(om + i * j->n, xm + i * j->lda, ym, j->k, j->n);
+            }
+        } else {
+            cblas_sgemm(CblasRowMajor, j->tx ? CblasTrans : CblasNoTrans, j->ty ? CblasTrans : CblasNoTrans, (int)j->m,
+                        (int)j->n, (int)j->k, 1.0f, xm, (int)j->lda, ym, (int)j->ldb, 0.0f, om, (int)j->n);
+        }
+    }
+}
+
 static void run_matmul(const ane_node *node, float *const *values, float *out) {
     const ane_node *x = node->operands[0], *y = node->operands[1];
     int tx = node->attrs.transpose_x, ty = node->attrs.transpose_y;
     int r = node->rank;
     int64_t m = node->shape[r - 2], n = node->shape[r - 1];
     int64_t k = tx ? x->shape[x->rank - 2] : x->shape[x->rank - 1];
-    int64_t lda = x->shape[x->rank - 1], ldb = y->shape[y->rank - 1];
     /* Batch offsets with broadcasting over the leading dims. */
     ane_node xb = *x, yb = *y, ob = *node;
     xb.rank -= 2, yb.rank -= 2, ob.rank -= 2;
-    int64_t sx[ANE_IR_MAX_RANK], sy[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
+    int64_t sx[ANE_IR_MAX_RANK], sy[ANE_IR_MAX_RANK];
     broadcast_strides(&xb, &ob, sx);
     broadcast_strides(&yb, &ob, sy);
-    int64_t batches = ane_node_numel(&ob), x_matrix = x->shape[x->rank - 2] * x->shape[x->rank - 1],
-            y_matrix = y->shape[y->rank - 2] * y->shape[y->rank - 1];
-    for (int64_t b = 0; b < batches; b++) {
-        int64_t ox = 0, oy = 0;
-        for (int i = 0; i < ob.rank; i++) ox += index[i] * sx[i], oy += index[i] * sy[i];
-        cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                    1.0f, IN(node, 0) + ox * x_matrix, (int)lda, IN(node, 1) + oy * y_matrix, (int)ldb, 0.0f,
-                    out + b * m * n, (int)n);
-        for (int i = ob.rank - 1; i >= 0 && ++index[i] == ob.shape[i]; i--) index[i] = 0;
+    matmul_job job = {IN(node, 0), IN(node, 1), out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
+                      x->shape[x->rank - 2] * x->shape[x->rank - 1], y->shape[y->rank - 2] * y->shape[y->rank - 1],
+                      tx, ty, &ob, sx, sy};
+    int64_t batches = ane_node_numel(&ob);
+    if (!tx && m <= 4) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
+        ane_parallel_for(batches, ((int64_t)1 << 16) / (k * n * (int64_t)sizeof(float) + 1) + 1, matmul_batches, &job);
+    } else {
+        matmul_batches(&job, 0, batches); /* BLAS threads these itself */
     }
 }
 

@@ -239,6 +239,32 @@ void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, in
     ane_parallel_for(rows, grain_rows(k * 2), rows_fp16, &job);
 }
 
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void vecmat_avx512(float *y, const float *x, const float *m, int64_t k, int64_t n) {
+    for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
+    for (int64_t i = 0; i < k; i++) {
+        const float *row = m + i * n;
+        __m512 weight = _mm512_set1_ps(x[i]);
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16)
+            _mm512_storeu_ps(y + j, _mm512_fmadd_ps(weight, _mm512_loadu_ps(row + j), _mm512_loadu_ps(y + j)));
+        for (; j < n; j++) y[j] += x[i] * row[j];
+    }
+}
+#endif
+
+void ane_vecmat_fp32(float *y, const float *x, const float *m, int64_t k, int64_t n) {
+#if defined(__x86_64__)
+    if (ane_cpu_has_avx512f()) {
+        vecmat_avx512(y, x, m, k, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < n; j++) y[j] += x[i] * m[i * n + j];
+}
+
 void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64_t k) {
     gemv_job job = {y, w, x, k, NULL};
     ane_parallel_for(rows, grain_rows(k * 4), rows_fp32, &job);

@@ -16,6 +16,10 @@ void ane_gemv_fp16(float *y /* [rows] */, const uint16_t *w /* [rows, k] */, con
 void ane_gemv_fp32(float *y /* [rows] */, const float *w /* [rows, k] */, const float *x /* [k] */, int64_t rows,
                    int64_t k);
 
+/* y = x^T M for a row vector x and a row-major M (attention's weights times the cached
+ * values at one position); single-threaded, for small products. */
+void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *m /* [k, n] */, int64_t k, int64_t n);
+
 /* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, or
  * 4-bit indices looked up in their row's palette. */
 void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,

@@ -180,6 +180,22 @@ int main(void) {
             free(xs), free(ys);
         }
 
+        /* y = x^T M (ane_vecmat_fp32), M = w viewed as [rows, k]: x has rows elements here */
+        {
+            float *xr = malloc(sizeof(float) * rows), *yr = malloc(sizeof(float) * k);
+            for (int64_t i = 0; i < rows; i++) xr[i] = uniform();
+            ane_vecmat_fp32(yr, xr, w, rows, k);
+            int bad = 0;
+            for (int64_t j = 0; j < k; j++) {
+                double sum = 0, mag = 0;
+                for (int64_t i = 0; i < rows; i++) sum += (double)xr[i] * w[i * k + j], mag += fabs((double)xr[i] * w[i * k + j]);
+                bad += !(fabs(yr[j] - sum) <= 2.0 * (double)rows * ldexp(1.0, -24) * mag + 1e-30);
+            }
+            CHECK(bad == 0, "vecmat [%lld] x [%lld, %lld]: %d outside the bound", (long long)rows, (long long)rows,
+                  (long long)k, bad);
+            free(xr), free(yr);
+        }
+
         /* several columns: y [rows, columns] = W x, int8 */
         enum { COLUMNS = 5 };
         float *xs = malloc(sizeof(float) * k * COLUMNS), *ys = malloc(sizeof(float) * rows * COLUMNS);
