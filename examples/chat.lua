@@ -55,13 +55,13 @@ local model_options = { precision = opts.precision, profile = opts.profile or (o
 local model, err, tokenizer_path, config, generation
 if dir then
   if lfs.attributes(dir, "mode") ~= "directory" then command:fail(dir .. " is not a model directory") end
-  model, err = qwen3.load(dir, model_options)
+  model, err = command:call(qwen3.load, dir, model_options)
   if not model then command:fail(err) end
   tokenizer_path, config = dir .. "/tokenizer.json", assert(ane.io.read_json(dir .. "/config.json"))
   generation = lfs.attributes(dir .. "/generation_config.json") and ane.io.read_json(dir .. "/generation_config.json") or {}
 else -- the demo: Qwen3's shape at a size that answers at once, its tokenizer, its end-of-turn ids
   local root = arg[0]:match("^(.*)/examples/[^/]*$") or "."
-  model = qwen3.from_weights(qwen3.random_weights(qwen3.CONFIGS.demo, opts.seed), model_options)
+  model = command:call(qwen3.from_weights, qwen3.random_weights(qwen3.CONFIGS.demo, opts.seed), model_options)
   tokenizer_path, config, generation = root .. "/data/tokenizers/qwen3/tokenizer.json", qwen3.DEMO_IDS, {}
   io.stderr:write("demo: no MODEL_DIR given, so a small Qwen3-shaped model with random weights answers (noise);\n"
     .. "      pass a Hugging Face Qwen3 directory (e.g. Qwen3-0.6B) to chat for real\n")

@@ -41,7 +41,7 @@ end
 local model_opts = { precision = options.precision, profile = options.profile }
 local model, tok, err
 if model_path then
-  model, err = gpt2.load(model_path, model_opts)
+  model, err = command:call(gpt2.load, model_path, model_opts)
   if not model then command:fail(err) end
   local dir = lfs.attributes(model_path, "mode") == "directory" and model_path or model_path:match("^(.*)/[^/]*$") or "."
   tok = tokenizer.load(dir)

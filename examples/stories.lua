@@ -32,7 +32,7 @@ local model_path = positional[1]
 command:use_backend(opts.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
-local model, err = llama.load(model_path, { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),
+local model, err = command:call(llama.load, model_path, { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),
   quantize = opts.quantize, activations = opts.activations })
 if not model then command:fail(err) end
 local is_directory = lfs.attributes(model_path, "mode") == "directory"

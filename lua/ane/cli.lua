@@ -134,6 +134,14 @@ function Command:fail(message)
   os.exit(1)
 end
 
+-- Calls f(...) and returns its results; an error it raises (a model refusing a combination
+-- of options, say) ends the run with that message on one line instead of a traceback.
+function Command:call(f, ...)
+  local results = table.pack(pcall(f, ...))
+  if not results[1] then self:fail((tostring(results[2]):gsub("^[^:\n]+:%d+: ", ""))) end
+  return table.unpack(results, 2, results.n)
+end
+
 -- Parses argv (a script's `arg`): returns opts (keys with underscores, defaults filled in)
 -- and the list of positional arguments.
 function Command:parse(argv)
