@@ -213,11 +213,12 @@ local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][
   local data, table_, xs = q:data():totable(), q:table():totable(), x:totable()
   local y, magnitude = {}, {}
   for r = 1, rows do
-    local weight_codes, row_scale = {}, nil -- the row as integers, and its scale
+    local weight_codes, row_scale -- the row as integers, and its scale
     if q:encoding() == "int8" then
       weight_codes, row_scale = data[r], table_[r]
     else
       local entries, scale = quantize_block(table_[r])
+      weight_codes = {}
       for j = 1, k do
         local byte = data[r][(j + 1) // 2]
         weight_codes[j] = entries[(j % 2 == 1 and byte % 16 or byte // 16) + 1]
