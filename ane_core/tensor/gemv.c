@@ -16,6 +16,12 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+/* How far ahead of the weights being read the AVX-512 kernels of fp16 and quantized rows ask
+ * for the next ones (the rows are one stream; the hardware prefetcher alone leaves their
+ * loads waiting on memory: Stories110M fp16 decode 58-60 -> 70-75 tok/s with it; fp32 rows,
+ * read twice as fast per element, gain nothing). */
+#define PREFETCH_BYTES 1024
+
 __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
     __m128 half = _mm_add_ps(_mm256_castps256_ps128(sum), _mm256_extractf128_ps(sum, 1));
     half = _mm_add_ps(half, _mm_movehl_ps(half, half));
@@ -95,6 +101,7 @@ __attribute__((target("avx512f,avx2,fma,f16c"))) static float dot_avx512(const u
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(w + j) + PREFETCH_BYTES, _MM_HINT_T0);
         __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j)));
         __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j + 16)));
         a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
@@ -109,7 +116,7 @@ __attribute__((target("avx512f,avx2,fma"))) static float dot32_avx512(const floa
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0);
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0); /* no prefetch: slower here */
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j + 16), _mm512_loadu_ps(x + j + 16), a1);
     }
     float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
@@ -121,6 +128,7 @@ __attribute__((target("avx512f,avx2,fma"))) static float dot_int8_avx512(const i
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
         __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j))));
         __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j + 16))));
         a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
@@ -138,6 +146,7 @@ __attribute__((target("avx512f,avx2,fma"))) static float dot_lut4_avx512(const u
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
         __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2)); /* 16 bytes: 32 indices */
         __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
         __m512i i0 = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high)); /* elements j .. j + 15 */
@@ -377,6 +386,8 @@ VNNI static float q8_int8_vnni(const int8_t *q, const q8_vector *v) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES), _MM_HINT_T0);
+        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES + 64), _MM_HINT_T0);
         a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
         a1 = q8_chunk(a1, _mm512_xor_si512(_mm512_loadu_si512(q + j + Q8_CHUNK), plus_128), v, j + Q8_CHUNK);
     }
@@ -408,6 +419,7 @@ VNNI static float q8_lut4_vnni(const uint8_t *packed, const q8_palette *p, const
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        _mm_prefetch((const char *)(packed + j / 2 + PREFETCH_BYTES), _MM_HINT_T0);
         a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
         a1 = q8_chunk(a1, q8_lut4_weights(packed + (j + Q8_CHUNK) / 2, table), v, j + Q8_CHUNK);
     }
