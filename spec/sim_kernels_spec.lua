@@ -489,6 +489,17 @@ describe("sim data movement matches plain Lua", function()
       end)
       assert_close(expected, run(function(g, n) return g:pad(n, amounts, { mode = mode, value = 7.5 }) end, { x }), out_shape, mode)
     end
+    -- a decode output widened to the device's 32-wide rows: [1, 3, 1, 1] -> [1, 3, 1, 32], and a
+    -- middle axis padded too: [1, 3, 2, 1] -> [1, 3, 4, 32] (rows outside the input are all value)
+    local column = random_values({ 1, 3, 2, 1 }, 65)
+    local cv = flat(column)
+    local widened = map({ 1, 3, 4, 32 }, function(idx) -- 0-based index
+      local h, w = idx[3] - 1, idx[4] -- axis 3: one row before and one after; axis 4: 31 after
+      if h < 0 or h >= 2 or w ~= 0 then return -1 end
+      return cv[idx[2] * 2 + h + 1]
+    end)
+    assert_close(widened, run(function(g, n) return g:pad(n, { 1, 1, 0, 31 }, { mode = "constant", value = -1 }) end,
+      { column }), { 1, 3, 4, 32 }, "constant, rank 4")
   end)
 
   it("gather", function()

@@ -599,6 +599,28 @@ static void run_pad(const ane_node *node, const float *x, float *out) {
     int64_t in_strides[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
     row_major_strides(in->shape, in->rank, in_strides);
     int64_t numel = ane_node_numel(node);
+    if (mode == 0 && node->rank > 0) { /* constant: whole rows of the last axis, copied or filled */
+        int last = node->rank - 1;
+        int64_t width = node->shape[last], in_width = in->shape[last];
+        int64_t before = last >= first ? a->amounts.values[2 * (last - first)] : 0;
+        for (int64_t row = 0; row * width < numel; row++) {
+            float *o = out + row * width;
+            int64_t source = 0;
+            int inside = 1;
+            for (int i = 0; i < last; i++) {
+                int64_t c = index[i] - (i >= first ? a->amounts.values[2 * (i - first)] : 0);
+                inside &= c >= 0 && c < in->shape[i];
+                source += c * in_strides[i];
+            }
+            for (int64_t j = 0; j < width; j++) o[j] = (float)a->alpha;
+            if (inside) { /* the input's row lands at [before, before + in_width), cut to the output */
+                int64_t from = before < 0 ? -before : 0, to = before + in_width > width ? width - before : in_width;
+                if (to > from) memcpy(o + before + from, x + source + from, (size_t)(to - from) * sizeof *o);
+            }
+            for (int i = last - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+        }
+        return;
+    }
     for (int64_t o = 0; o < numel; o++) {
         int64_t source = 0;
         int outside = 0;
