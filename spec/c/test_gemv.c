@@ -196,6 +196,21 @@ int main(void) {
             free(xr), free(yr);
         }
 
+        /* int8 activations: a NaN or an inf in x makes every product NaN (not a silent number) */
+        for (int bad = 0; bad < 2; bad++) {
+            float *xs = malloc(sizeof(float) * k);
+            for (int64_t j = 0; j < k; j++) xs[j] = uniform();
+            xs[k / 2] = bad ? INFINITY : NAN;
+            ane_error err;
+            CHECK(ane_encoded_matmul(y, ANE_ENCODING_INT8, codes, scales, xs, rows, k, 1, ANE_ACTIVATIONS_INT8, &err) == ANE_OK,
+                  "int8-activation product of a non-finite x");
+            int finite = 0;
+            for (int64_t r = 0; r < rows; r++) finite += !isnan(y[r]);
+            CHECK(finite == 0, "int8 activations [%lld, %lld] with %s in x: %d finite outputs", (long long)rows, (long long)k,
+                  bad ? "inf" : "NaN", finite);
+            free(xs);
+        }
+
         /* several columns: y [rows, columns] = W x, int8 */
         enum { COLUMNS = 5 };
         float *xs = malloc(sizeof(float) * k * COLUMNS), *ys = malloc(sizeof(float) * rows * COLUMNS);
