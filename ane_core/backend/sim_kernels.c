@@ -430,6 +430,7 @@ typedef struct matmul_job {
     float *out;
     int64_t m, n, k, lda, ldb, x_matrix, y_matrix;
     int tx, ty;
+    int few_rows; /* at most 4 rows of x, not transposed: vector products instead of BLAS */
     const ane_node *batch; /* the output's leading dims */
     const int64_t *sx, *sy;
 } matmul_job;
@@ -445,7 +446,7 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
         }
         const float *xm = j->x + ox * j->x_matrix, *ym = j->y + oy * j->y_matrix;
         float *om = j->out + b * j->m * j->n;
-        if (!j->tx && j->m <= 4) {
+        if (j->few_rows) {
             /* a few rows (a decode step's attention: one query per head, or a group of
              * them): vector products, as a BLAS call per head costs more than its arithmetic */
             for (int64_t i = 0; i < j->m; i++) {
@@ -473,9 +474,9 @@ static void run_matmul(const ane_node *node, float *const *values, float *out) {
     broadcast_strides(&yb, &ob, sy);
     matmul_job job = {IN(node, 0), IN(node, 1), out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
                       x->shape[x->rank - 2] * x->shape[x->rank - 1], y->shape[y->rank - 2] * y->shape[y->rank - 1],
-                      tx, ty, &ob, sx, sy};
+                      tx, ty, !tx && m <= 4, &ob, sx, sy};
     int64_t batches = ane_node_numel(&ob);
-    if (!tx && m <= 4) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
+    if (job.few_rows) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
         ane_parallel_for(batches, ((int64_t)1 << 16) / (k * n * (int64_t)sizeof(float) + 1) + 1, matmul_batches, &job);
     } else {
         matmul_batches(&job, 0, batches); /* BLAS threads these itself */
