@@ -21,6 +21,7 @@
 #include "../tensor/surface.h"
 #include "backend.h"
 #include "sim_kernels.h"
+#include "sim_plan.h"
 
 typedef struct sim_compiled {
     ane_compiled base;
@@ -30,6 +31,9 @@ typedef struct sim_compiled {
     int ninputs, noutputs;
     int *input_nodes, *output_nodes; /* node ids in port order */
     unsigned char *weight_form;     /* [graph->count]: SIM_WEIGHT_* of consts only conv weights use */
+    size_t *slab_offsets;           /* [graph->count] each value's place in an instance's slab
+                                       (sim_plan.c: temporaries share places) */
+    size_t slab_floats;
     size_t scratch_floats;
 } sim_compiled;
 
@@ -62,7 +66,45 @@ static void sim_close(ane_compiled *compiled) {
     free(p->input_nodes);
     free(p->output_nodes);
     free(p->weight_form);
+    free(p->slab_offsets);
     free(p);
+}
+
+/* A reshape moves no data in row-major order: its value buffer is its operand's. */
+static int is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
+
+/* fp32 consts are read where the graph keeps them (no copy per program instance). */
+static int reads_graph_values(const ane_node *node) {
+    return node->op == ANE_OP_CONST && !node->encoding && node->value.dtype == ANE_FP32 &&
+           ane_tensor_is_contiguous(&node->value);
+}
+
+/* Where each value lives in an instance's slab: weights read from the graph have no place,
+ * reshapes read their operand's, inputs, converted consts and outputs keep theirs between
+ * evaluations, and every other value shares places with values not live at the same time. */
+static ane_status plan_slab(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    unsigned char *kinds = calloc((size_t)g->count + 1, 1);
+    p->slab_offsets = calloc((size_t)g->count + 1, sizeof *p->slab_offsets);
+    if (!kinds || !p->slab_offsets) {
+        free(kinds);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", g->name);
+    }
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (p->weight_form[i] || reads_graph_values(node)) kinds[i] = SIM_SLOT_NONE;
+        else if (is_view(node)) kinds[i] = SIM_SLOT_VIEW;
+        else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) kinds[i] = SIM_SLOT_KEPT;
+        else kinds[i] = SIM_SLOT_TEMP;
+    }
+    for (int i = 0; i < g->noutputs; i++) { /* read after the last node: kept, as is what they view */
+        int id = g->outputs[i].node->id;
+        while (kinds[id] == SIM_SLOT_VIEW) id = g->nodes[id]->operands[0]->id;
+        if (kinds[id] == SIM_SLOT_TEMP) kinds[id] = SIM_SLOT_KEPT;
+    }
+    ane_status status = ane_sim_plan(g, kinds, p->slab_offsets, &p->slab_floats, err);
+    free(kinds);
+    return status;
 }
 
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
@@ -119,6 +161,11 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->weight_form[node->operands[1]->id]);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
+    status = plan_slab(p, err);
+    if (status) {
+        sim_close(&p->base);
+        return status;
+    }
     for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
     for (int i = 0; i < p->noutputs; i++)
         for (int k = 0; k < g->noutputs; k++)
@@ -170,9 +217,6 @@ static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin)
     return view;
 }
 
-/* A reshape moves no data in row-major order: its value buffer is its operand's. */
-static int is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
-
 static void load_const(sim_loaded *instance, const ane_node *node) {
     if (node->encoding) { /* a quantized weight used by other ops: decoded once, as the device decodes it */
         float *values = instance->values[node->id];
@@ -185,20 +229,11 @@ static void load_const(sim_loaded *instance, const ane_node *node) {
     ane_tensor_copy_into(&view, &node->value, NULL);
 }
 
-/* fp32 consts are read where the graph keeps them (no copy per program instance). */
-static int reads_graph_values(const ane_node *node) {
-    return node->op == ANE_OP_CONST && !node->encoding && node->value.dtype == ANE_FP32 &&
-           ane_tensor_is_contiguous(&node->value);
-}
-
 static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *err) {
     sim_compiled *p = (sim_compiled *)compiled;
     ane_graph *g = p->graph;
     sim_loaded *instance = calloc(1, sizeof *instance);
-    size_t total = 0;
-    for (int i = 0; i < g->count; i++)
-        if (!p->weight_form[i] && !is_view(g->nodes[i]) && !reads_graph_values(g->nodes[i]))
-            total += (size_t)ane_node_numel(g->nodes[i]);
+    size_t total = p->slab_floats;
     if (instance) {
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
@@ -209,7 +244,6 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
     }
     int ok = instance && instance->values && instance->halves && instance->owned && instance->slab &&
              (!p->scratch_floats || instance->scratch);
-    size_t offset = 0;
     for (int i = 0; ok && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (p->weight_form[i] == SIM_WEIGHT_ENCODED) continue; /* read from the graph's node by the kernels */
@@ -225,8 +259,7 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
             instance->values[i] = (float *)ane_tensor_data(&node->value);
             continue;
         }
-        instance->values[i] = instance->slab + offset;
-        offset += (size_t)ane_node_numel(node);
+        instance->values[i] = instance->slab + p->slab_offsets[i];
         if (node->op == ANE_OP_CONST) load_const(instance, node); /* other weights converted once, to fp32 */
     }
     if (!ok) {

@@ -4,7 +4,8 @@
  * tune_malloc_once); larger ones are mappings of their own, and a freed one waits in a small
  * pool for the next request of about its size, so a training step's large gradients and
  * logits reuse the pages of the step before instead of faulting fresh zero pages in (and
- * the kernel clearing them) every step. */
+ * the kernel clearing them) every step. Mappings ask for transparent huge pages; the host
+ * asks glibc to do the same for malloc's heap (host/anelua.c, prepare_environment). */
 #include "storage.h"
 
 #include <errno.h>
@@ -52,7 +53,13 @@ static void *large_block(size_t nbytes, size_t *length, int *fresh) {
     void *data = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     *length = nbytes;
     *fresh = 1;
-    return data == MAP_FAILED ? NULL : data;
+    if (data == MAP_FAILED) return NULL;
+#if defined(MADV_HUGEPAGE)
+    /* 2 MB pages where the kernel has them (transparent huge pages in "madvise" mode): a
+     * first touch faults 512x fewer times, which on a virtual machine is most of its cost */
+    madvise(data, nbytes, MADV_HUGEPAGE);
+#endif
+    return data;
 }
 
 static int pool_has_room(size_t length) {

@@ -1,0 +1,27 @@
+/* The sim backend's memory plan: where each value of a program lives in an instance's slab
+ * (sim_plan.c says how places are chosen). */
+#ifndef ANE_SIM_PLAN_H
+#define ANE_SIM_PLAN_H
+
+#include <stddef.h>
+
+#include "../base/status.h"
+#include "../ir/graph.h"
+
+/* How a node's value is held. */
+typedef enum {
+    SIM_SLOT_NONE = 0, /* no slab buffer: a weight read where the graph keeps it */
+    SIM_SLOT_VIEW,     /* its operand's buffer, read in another shape (a reshape) */
+    SIM_SLOT_KEPT,     /* a buffer of its own for the instance's life: inputs (write_input keeps
+                          them between evaluations), consts converted at load, the outputs */
+    SIM_SLOT_TEMP,     /* needed from the node that computes it to the last node reading it */
+} sim_slot_kind;
+
+/* Offsets (in floats, 16-float aligned) into the slab for every node of kind KEPT or TEMP
+ * (offsets[i] = 0 for the others), and the slab's length in *total_floats. kinds[count]
+ * comes from the caller; a VIEW node's operand 0 must hold its buffer (directly or through
+ * other views). Values computed in node order never overlap a value still to be read. */
+ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *total_floats,
+                        ane_error *err);
+
+#endif
