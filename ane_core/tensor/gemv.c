@@ -29,22 +29,28 @@ __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
     return _mm_cvtss_f32(half);
 }
 
+/* AVX2: 32 elements an iteration in four accumulators (an FMA's latency is four of its
+ * issue slots, so two chains left half of them idle), and the weights prefetched ahead as
+ * in the AVX-512 kernels below. */
 __attribute__((target("avx2,fma,f16c"))) static float dot_avx2(const uint16_t *w, const float *x, int64_t k) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j)));
-        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 8)));
-        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0);
-        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j + 8), a1);
+    for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(w + j) + PREFETCH_BYTES, _MM_HINT_T0);
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j))), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 8))), _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 16))), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 24))), _mm256_loadu_ps(x + j + 24), a3);
     }
-    float total = horizontal_sum(_mm256_add_ps(a0, a1));
+    for (; j + 8 <= k; j += 8)
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j))), _mm256_loadu_ps(x + j), a0);
+    float total = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
     return total;
 }
 
 __attribute__((target("avx2,fma"))) static float dot32_avx2(const float *w, const float *x, int64_t k) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(); /* (four chains gained nothing here) */
     int64_t j = 0;
     for (; j + 16 <= k; j += 16) {
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
@@ -57,40 +63,48 @@ __attribute__((target("avx2,fma"))) static float dot32_avx2(const float *w, cons
 
 /* int8 row: sum q[j] x[j] (the row's scale is applied by the caller). */
 __attribute__((target("avx2,fma"))) static float dot_int8_avx2(const int8_t *q, const float *x, int64_t k) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m128i bytes = _mm_loadu_si128((const __m128i *)(q + j));
-        __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-        __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
-        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0);
-        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j + 8), a1);
+    for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m128i b0 = _mm_loadu_si128((const __m128i *)(q + j)), b1 = _mm_loadu_si128((const __m128i *)(q + j + 16));
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b0)), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b0, 8))), _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b1)), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b1, 8))), _mm256_loadu_ps(x + j + 24), a3);
     }
-    float total = horizontal_sum(_mm256_add_ps(a0, a1));
+    float total = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < k; j++) total += (float)q[j] * x[j];
     return total;
 }
 
-/* 4-bit row: sum palette[index j] x[j]; the 16 entries sit in two registers, looked up with
- * a permute each and chosen by the index's bit 3. */
+/* 8 palette entries for 8 indices: the 16 entries sit in two registers, looked up with a
+ * permute each and chosen by the index's bit 3. */
+__attribute__((target("avx2"))) static inline __m256 lut4_lookup_avx2(__m256 low, __m256 high, __m256i index) {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, index), _mm256_permutevar8x32_ps(high, index),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+}
+
+/* 4-bit row: sum palette[index j] x[j]. */
 __attribute__((target("avx2,fma"))) static float dot_lut4_avx2(const uint8_t *packed, const float *palette,
                                                                 const float *x, int64_t k) {
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
     __m128i nibble = _mm_set1_epi8(15);
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
-        __m128i bytes = _mm_loadl_epi64((const __m128i *)(packed + j / 2)); /* 8 bytes: 16 indices */
-        __m128i indices = _mm_unpacklo_epi8(_mm_and_si128(bytes, nibble), _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble));
-        __m256i i0 = _mm256_cvtepu8_epi32(indices), i1 = _mm256_cvtepu8_epi32(_mm_srli_si128(indices, 8));
-        __m256 w0 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, i0), _mm256_permutevar8x32_ps(high, i0),
-                                     _mm256_castsi256_ps(_mm256_slli_epi32(i0, 28)));
-        __m256 w1 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, i1), _mm256_permutevar8x32_ps(high, i1),
-                                     _mm256_castsi256_ps(_mm256_slli_epi32(i1, 28)));
-        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0);
-        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j + 8), a1);
+    for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2)); /* 16 bytes: 32 indices */
+        __m128i lo = _mm_and_si128(bytes, nibble), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+        __m128i first = _mm_unpacklo_epi8(lo, hi), second = _mm_unpackhi_epi8(lo, hi); /* j .. j + 15, j + 16 .. */
+        a0 = _mm256_fmadd_ps(lut4_lookup_avx2(low, high, _mm256_cvtepu8_epi32(first)), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(lut4_lookup_avx2(low, high, _mm256_cvtepu8_epi32(_mm_srli_si128(first, 8))),
+                             _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(lut4_lookup_avx2(low, high, _mm256_cvtepu8_epi32(second)), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(lut4_lookup_avx2(low, high, _mm256_cvtepu8_epi32(_mm_srli_si128(second, 8))),
+                             _mm256_loadu_ps(x + j + 24), a3);
     }
-    float total = horizontal_sum(_mm256_add_ps(a0, a1));
+    float total = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < k; j += 2) total += palette[packed[j / 2] & 15u] * x[j] + palette[packed[j / 2] >> 4] * x[j + 1];
     return total;
 }
@@ -372,6 +386,53 @@ static float q8_lut4_scalar(const uint8_t *packed, const q8_palette *p, const q8
 }
 
 #if defined(__x86_64__)
+/* AVX2 (no VNNI): a block of 32 products at a time. vpmaddubsw multiplies unsigned by signed
+ * bytes, so the weight codes' signs move onto the activation codes (|w| x sign(w) x) and each
+ * pair sums to a word (at most 2 x 128 x 127, no saturation); vpmaddwd adds word pairs into
+ * eight exact 4-product lane sums, which take the block's scale. */
+#define Q8_AVX2 __attribute__((target("avx2,fma")))
+
+Q8_AVX2 static inline __m256 q8_block_avx2(__m256 sum, __m256i weights, const q8_vector *v, int64_t j) {
+    __m256i codes = _mm256_loadu_si256((const __m256i *)(v->codes + j));
+    __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(weights, weights), _mm256_sign_epi8(codes, weights));
+    __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(v->block_scales[j / Q8_BLOCK]), sum);
+}
+
+Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const q8_vector *v) {
+    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; j + 2 * Q8_BLOCK <= whole; j += 2 * Q8_BLOCK) {
+        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES), _MM_HINT_T0);
+        a0 = q8_block_avx2(a0, _mm256_loadu_si256((const __m256i *)(q + j)), v, j);
+        a1 = q8_block_avx2(a1, _mm256_loadu_si256((const __m256i *)(q + j + Q8_BLOCK)), v, j + Q8_BLOCK);
+    }
+    if (j < whole) a0 = q8_block_avx2(a0, _mm256_loadu_si256((const __m256i *)(q + j)), v, j), j += Q8_BLOCK;
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_int8_from(q, v, j);
+}
+
+/* 16 packed bytes: the low and high nibbles interleaved are elements j .. j + 31 in order,
+ * looked up (vpshufb) in the palette's int8 entries, one copy per 128-bit lane. */
+Q8_AVX2 static inline __m256i q8_lut4_weights_avx2(const uint8_t *packed, __m256i table) {
+    __m128i bytes = _mm_loadu_si128((const __m128i *)packed), nibble = _mm_set1_epi8(15);
+    __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+    __m256i indices = _mm256_set_m128i(_mm_unpackhi_epi8(low, high), _mm_unpacklo_epi8(low, high));
+    return _mm256_shuffle_epi8(table, indices);
+}
+
+Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
+    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries));
+    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (; j + 2 * Q8_BLOCK <= whole; j += 2 * Q8_BLOCK) {
+        _mm_prefetch((const char *)(packed + j / 2 + PREFETCH_BYTES), _MM_HINT_T0);
+        a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j);
+        a1 = q8_block_avx2(a1, q8_lut4_weights_avx2(packed + (j + Q8_BLOCK) / 2, table), v, j + Q8_BLOCK);
+    }
+    if (j < whole) a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j), j += Q8_BLOCK;
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, j);
+}
+
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 /* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
@@ -443,6 +504,7 @@ static void rows_q8(void *context, int64_t first, int64_t last) {
     float (*dot_lut4)(const uint8_t *, const q8_palette *, const q8_vector *) = q8_lut4_scalar;
     void (*palette_of)(q8_palette *, const float *) = q8_palette_scalar;
 #if defined(__x86_64__)
+    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2;
     if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
 #endif
     int64_t count = job->count;

@@ -31,7 +31,8 @@ void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const
  * ANE_ACTIVATIONS_INT8: each column of x quantized in blocks of 32 consecutive elements
  * (scale = max |x| / 127, code = round(x / scale)), a 4-bit row's palette to int8 the same
  * way, and each block's integer dot product (exact) times its scales summed in fp32 (AVX-512
- * VNNI where the CPU has it; the same sums in scalar code elsewhere). More than 4 columns
+ * VNNI where the CPU has it, else AVX2's byte products; the same sums in scalar code
+ * elsewhere). More than 4 columns
  * multiply the same quantized values (scale x code, rounded to fp32) with BLAS instead: the
  * same arithmetic up to fp32 rounding. A NaN or inf in a block makes its products NaN. */
 ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encoding encoding, const void *data,

@@ -40,7 +40,8 @@ static int rows_within(const float *y, const double *ref, const double *magnitud
 }
 
 int main(void) {
-    const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 } };
+    const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
+                                  { 17, 110 } /* an odd number of whole 32-blocks, then a tail */ };
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int64_t rows = shapes[s][0], k = shapes[s][1];
         float *w = malloc(sizeof(float) * rows * k), *x = malloc(sizeof(float) * k), *y = malloc(sizeof(float) * rows);
