@@ -475,14 +475,15 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     const char *source = ane_tensor_data(&packed);
     size_t element = ane_dtype_size(packed.dtype);
     uint16_t *half = instance->halves[node->id];
-    if (half && !instance->owned[node->id]) { /* this instance's own copy from its first patch on */
+    /* This instance's own buffer from its first patch on. The patch below writes every
+     * element, so the shared values are not copied into it first. */
+    if (half && !instance->owned[node->id]) {
         size_t bytes = (size_t)numel * sizeof *half;
         uint16_t *copy = malloc(bytes ? bytes : 2);
         if (!copy) {
             ane_tensor_release(&packed);
             return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
         }
-        memcpy(copy, half, bytes);
         instance->halves[node->id] = half = copy;
         instance->owned[node->id] = 1;
     }
@@ -494,7 +495,6 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
             return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
         }
         float *shared = instance->values[node->id];
-        memcpy(copy, shared, bytes);
         const ane_graph *g = instance->program->graph;
         for (int i = 0; i < g->count; i++) /* reshapes of the weight read the copy too */
             if (instance->values[i] == shared && is_view(g->nodes[i])) instance->values[i] = copy;
