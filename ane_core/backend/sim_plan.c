@@ -30,8 +30,8 @@ static int holder_of(const ane_graph *g, const unsigned char *kinds, int id) {
     return id;
 }
 
-ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *total_floats,
-                        ane_error *err) {
+ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
+                        size_t *total_floats, ane_error *err) {
     int n = g->count;
     int *last_reader = malloc(((size_t)n + 1) * sizeof *last_reader);
     live_block *live = malloc(((size_t)n + 1) * sizeof *live); /* sorted by offset */
@@ -78,6 +78,7 @@ ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *
             if (live[b].last_reader > i) live[kept_blocks++] = live[b];
         nlive = kept_blocks;
     }
+    *kept_floats = kept;
     *total_floats = kept + peak;
     free(last_reader);
     free(live);

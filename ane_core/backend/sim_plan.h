@@ -17,11 +17,12 @@ typedef enum {
     SIM_SLOT_TEMP,     /* needed from the node that computes it to the last node reading it */
 } sim_slot_kind;
 
-/* Offsets (in floats, 16-float aligned) into the slab for every node of kind KEPT or TEMP
- * (offsets[i] = 0 for the others), and the slab's length in *total_floats. kinds[count]
+/* Offsets (in floats, 16-float aligned) for every node of kind KEPT or TEMP (offsets[i] = 0
+ * for the others): KEPT values in [0, *kept_floats), TEMP values in the region
+ * [*kept_floats, *total_floats) after them, at offsets from the slab's start. kinds[count]
  * comes from the caller; a VIEW node's operand 0 must hold its buffer (directly or through
  * other views). Values computed in node order never overlap a value still to be read. */
-ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *total_floats,
-                        ane_error *err);
+ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
+                        size_t *total_floats, ane_error *err);
 
 #endif

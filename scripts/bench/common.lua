@@ -94,6 +94,15 @@ function M.llama_cpp_models(peers, work, checkpoint, tokenizer_bin)
       M.quote(checkpoint), M.quote(tokenizer_bin), M.quote(gguf))) then
     return nil, "make_models.sh could not convert the checkpoint to GGUF"
   end
+  -- the binaries were built for one CPU (GGML_NATIVE): on another they may die on an
+  -- instruction it lacks, which must read as "not available", not as a speed
+  local ran, how, code = os.execute(string.format("%s -m %s -p 8 -n 0 -t 1 -r 1 > /dev/null 2>&1",
+    M.quote(bin .. "/llama-bench"), M.quote(gguf .. "/model-f32.gguf")))
+  if not ran then
+    local illegal = (how == "signal" and code == 4) or (how == "exit" and code == 128 + 4)
+    return nil, string.format("llama.cpp's binaries do not run on this CPU (llama-bench: %s %s%s)", how, tostring(code),
+      illegal and ", an illegal instruction: they were built for a CPU with other instruction sets" or "")
+  end
   return bin, gguf
 end
 

@@ -123,9 +123,15 @@ int main(void) {
     for (int trial = 0; trial < 300; trial++) {
         ane_graph *g = random_program(20 + (int)next_random(300));
         unsigned char kinds[1024];
-        size_t offsets[1024], total = 0;
+        size_t offsets[1024], kept = 0, total = 0;
         kinds_of(g, kinds);
-        CHECK(ane_sim_plan(g, kinds, offsets, &total, &err) == ANE_OK, "plan: %s", err.message);
+        CHECK(ane_sim_plan(g, kinds, offsets, &kept, &total, &err) == ANE_OK, "plan: %s", err.message);
+        for (int i = 0; i < g->count; i++) {
+            size_t end = offsets[i] + (size_t)ane_node_numel(g->nodes[i]);
+            if (kinds[i] == SIM_SLOT_KEPT) CHECK(end <= kept, "kept node %d ends at %zu, past the kept region's %zu", i, end, kept);
+            if (kinds[i] == SIM_SLOT_TEMP)
+                CHECK(offsets[i] >= kept, "temporary node %d starts at %zu, inside the kept region (%zu)", i, offsets[i], kept);
+        }
         for (int i = 0; i < g->count; i++)
             if (kinds[i] == SIM_SLOT_KEPT || kinds[i] == SIM_SLOT_TEMP) unplanned += (size_t)ane_node_numel(g->nodes[i]);
         planned += total;
@@ -153,9 +159,10 @@ int main(void) {
     for (int k = 0; k < 200; k++) ane_graph_op(g, ANE_OP_RELU, NULL, &y, 1, NULL, &y, &err);
     ane_graph_output_node(g, "y", y, &err);
     unsigned char kinds[256];
-    size_t offsets[256], total = 0;
+    size_t offsets[256], kept = 0, total = 0;
     kinds_of(g, kinds);
-    ane_sim_plan(g, kinds, offsets, &total, &err);
+    ane_sim_plan(g, kinds, offsets, &kept, &total, &err);
+    CHECK(kept == 2 * 1024, "the chain keeps its input and output: %zu floats (2 x 1024 expected)", kept);
     CHECK(total == 4 * 1024, "a chain of 200 values takes %zu floats (4 x 1024 expected)", total);
     CHECK(simulate(g, kinds, offsets, total) == 0, "the chain's values are intact");
     ane_graph_free(g);
