@@ -21,6 +21,18 @@ static int reserve(ane_text *text, size_t extra) {
     return 1;
 }
 
+void ane_text_reserve(ane_text *text, size_t extra) {
+    if (text->failed || text->length + extra + 1 <= text->capacity) return;
+    char *data = realloc(text->data, text->length + extra + 1);
+    if (!data) {
+        text->failed = 1;
+        return;
+    }
+    if (!text->data) data[0] = '\0';
+    text->data = data;
+    text->capacity = text->length + extra + 1;
+}
+
 void ane_text_append(ane_text *text, const char *format, ...) {
     va_list args;
     va_start(args, format);

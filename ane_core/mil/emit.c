@@ -337,6 +337,13 @@ ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err
     if (g->noutputs == 0) return ane_fail(err, ANE_ERR_ARGUMENT, "graph '%s' has no outputs; declare them with output()", g->name);
     emitter e = {.g = g, .err = err};
     ane_milblob_writer_init(&e.blobs);
+    /* The weight file's size ahead (each const's records and padding, at most two records for
+     * an encoded one), so its bytes are copied once instead of again at every doubling. */
+    size_t blob_bytes = 0;
+    for (int i = 0; i < g->count; i++)
+        if (!g->nodes[i]->dead && g->nodes[i]->op == ANE_OP_CONST)
+            blob_bytes += (size_t)ane_const_stored_bytes(g->nodes[i]) + 4 * ANE_MILBLOB_ALIGN;
+    ane_text_reserve(&e.blobs.bytes, blob_bytes);
 
     ane_text_append(&e.text, "program(1.3)\n");
     ane_text_append(&e.text, "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
