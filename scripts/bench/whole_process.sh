@@ -20,7 +20,7 @@ done
 # this one lacks, their pairs are left out and said so (a crash is not a run)
 order=(anelua_fp16 llamacpp_f16 anelua_fp32 llamacpp_f32 runc)
 pairs=("anelua_fp16 llamacpp_f16" "anelua_fp32 llamacpp_f32" "anelua_fp32 runc" "anelua_fp16 runc")
-if ! "$bin/llama-bench" -m "$work/gguf/model-f32.gguf" -p 8 -n 0 -t 1 -r 1 >/dev/null 2>&1; then
+if ! { "$bin/llama-bench" -m "$work/gguf/model-f32.gguf" -p 8 -n 0 -t 1 -r 1 >/dev/null 2>&1; } 2>/dev/null; then
   echo "llama.cpp not available: its binaries do not run on this CPU (llama-bench failed); comparing with run.c only"
   order=(anelua_fp16 anelua_fp32 runc)
   pairs=("anelua_fp32 runc" "anelua_fp16 runc")
