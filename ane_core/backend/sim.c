@@ -11,7 +11,6 @@
  * write_input  keeps an input in its value buffer between evals (a KV cache written one
  *          position at a time: nothing is copied in at eval). */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "../base/fp16.h"
 #include "../base/interrupt.h"
 #include "../passes/passes.h"
+#include "../tensor/storage.h"
 #include "../tensor/surface.h"
 #include "backend.h"
 #include "sim_kernels.h"
@@ -33,7 +33,7 @@ typedef struct sim_compiled {
     int *input_nodes, *output_nodes; /* node ids in port order */
     unsigned char *weight_form;     /* [graph->count]: SIM_WEIGHT_* of consts only conv weights use */
     size_t *slab_offsets;           /* [graph->count] each value's place (sim_plan.c): kept values
-                                       in an instance's slab, temporaries in a region lent to
+                                       in an instance's slab, temporaries in a region taken by
                                        each evaluation at offset - kept_floats */
     unsigned char *slot_kinds;      /* [graph->count] sim_slot_kind */
     size_t kept_floats, temp_floats;
@@ -104,81 +104,18 @@ static ane_status plan_slab(sim_compiled *p, ane_error *err) {
         else kinds[i] = SIM_SLOT_TEMP;
     }
     for (int i = 0; i < g->noutputs; i++) { /* read after the last node: kept, as is what they view */
-        int id = g->outputs[i].node->id;
-        while (kinds[id] == SIM_SLOT_VIEW) id = g->nodes[id]->operands[0]->id;
-        if (kinds[id] == SIM_SLOT_TEMP) kinds[id] = SIM_SLOT_KEPT;
+        int holder = ane_sim_slot_holder(g, kinds, g->outputs[i].node->id);
+        if (kinds[holder] == SIM_SLOT_TEMP) kinds[holder] = SIM_SLOT_KEPT;
     }
     size_t total = 0;
     ane_status status = ane_sim_plan(g, kinds, p->slab_offsets, &p->kept_floats, &total, err);
     p->temp_floats = total - p->kept_floats;
     p->temp_nodes = calloc((size_t)g->count + 1, sizeof *p->temp_nodes);
     if (!status && !p->temp_nodes) status = ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", g->name);
-    for (int i = 0; !status && i < g->count; i++) {
-        int holder = i;
-        while (kinds[holder] == SIM_SLOT_VIEW) holder = g->nodes[holder]->operands[0]->id;
-        if (kinds[holder] == SIM_SLOT_TEMP) p->temp_nodes[p->ntemp++] = i;
-    }
+    for (int i = 0; !status && i < g->count; i++)
+        if (kinds[ane_sim_slot_holder(g, kinds, i)] == SIM_SLOT_TEMP) p->temp_nodes[p->ntemp++] = i;
     p->slot_kinds = kinds;
     return status;
-}
-
-/* ---- the temporaries' regions, lent to evaluations ----
- * Instances that do not evaluate at the same time (a model's layers, a training step's
- * forward and backward programs) use the same memory for their temporaries instead of a
- * region each: a training step of Stories110M touches one program's temporaries, not fifty. */
-enum { TEMP_POOL_REGIONS = 4 };
-static struct {
-    pthread_mutex_t lock; /* asynchronous evaluations borrow on the helper threads */
-    float *data[TEMP_POOL_REGIONS];
-    size_t floats[TEMP_POOL_REGIONS];
-} temp_pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* A region of at least `floats` floats: the smallest pooled one that fits, or a new one
- * (the pool's largest is given up for it, so the pool grows to what programs need). */
-static float *borrow_temp(size_t floats, size_t *length) {
-    pthread_mutex_lock(&temp_pool.lock);
-    int best = -1, largest = -1;
-    for (int i = 0; i < TEMP_POOL_REGIONS; i++) {
-        if (!temp_pool.data[i]) continue;
-        if (temp_pool.floats[i] >= floats && (best < 0 || temp_pool.floats[i] < temp_pool.floats[best])) best = i;
-        if (largest < 0 || temp_pool.floats[i] > temp_pool.floats[largest]) largest = i;
-    }
-    float *data = NULL, *give_up = NULL;
-    if (best >= 0) {
-        data = temp_pool.data[best], *length = temp_pool.floats[best];
-        temp_pool.data[best] = NULL;
-    } else if (largest >= 0) {
-        give_up = temp_pool.data[largest];
-        temp_pool.data[largest] = NULL;
-    }
-    pthread_mutex_unlock(&temp_pool.lock);
-    free(give_up);
-    if (!data) {
-        data = malloc((floats + 1) * sizeof *data);
-        *length = floats;
-    }
-    return data;
-}
-
-/* Back into the pool; when it is full, the smallest region is freed. */
-static void return_temp(float *data, size_t floats) {
-    pthread_mutex_lock(&temp_pool.lock);
-    int slot = -1;
-    for (int i = 0; i < TEMP_POOL_REGIONS && slot < 0; i++)
-        if (!temp_pool.data[i]) slot = i;
-    if (slot < 0) {
-        slot = 0;
-        for (int i = 1; i < TEMP_POOL_REGIONS; i++)
-            if (temp_pool.floats[i] < temp_pool.floats[slot]) slot = i;
-        if (temp_pool.floats[slot] > floats) slot = -1; /* the returned one is the smallest */
-    }
-    float *freed = data;
-    if (slot >= 0) {
-        freed = temp_pool.data[slot];
-        temp_pool.data[slot] = data, temp_pool.floats[slot] = floats;
-    }
-    pthread_mutex_unlock(&temp_pool.lock);
-    free(freed);
 }
 
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
@@ -406,23 +343,27 @@ static void apply_numeric_cliffs(const ane_target *t, const ane_node *node, floa
 static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                            int noutputs, ane_error *err);
 
-/* An evaluation borrows a region for the temporaries and points them (and views of them) into it. */
+/* An evaluation takes a region for the temporaries and points them (and views of them) into
+ * it, and gives it back after. The region is heap storage: glibc keeps freed blocks below 32 MB
+ * and storage.c's pool the larger ones, so instances that do not evaluate at the same time (a
+ * model's layers, a training step's forward and backward programs) reuse the same memory
+ * instead of holding a region each. */
 static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
                            ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
     sim_compiled *p = instance->program;
-    size_t length = 0;
-    float *region = p->ntemp ? borrow_temp(p->temp_floats, &length) : NULL;
-    if (p->ntemp && !region)
-        return ane_fail(err, ANE_ERR_NOMEM, "out of memory evaluating program '%s' (%zu temporary values)", p->graph->name,
-                        p->temp_floats);
+    ane_storage *region = NULL;
+    if (p->ntemp) {
+        ane_status status = ane_storage_new_heap_uninitialized((p->temp_floats + 1) * sizeof(float), &region, err);
+        if (status) return status;
+    }
     for (int t = 0; t < p->ntemp; t++) {
         int i = p->temp_nodes[t];
         instance->values[i] = p->slot_kinds[i] == SIM_SLOT_VIEW ? instance->values[p->graph->nodes[i]->operands[0]->id]
-                                                                : region + (p->slab_offsets[i] - p->kept_floats);
+                                                                : (float *)region->data + (p->slab_offsets[i] - p->kept_floats);
     }
     ane_status status = evaluate(instance, inputs, ninputs, outputs, noutputs, err);
-    if (region) return_temp(region, length);
+    ane_storage_release(region);
     return status;
 }
 

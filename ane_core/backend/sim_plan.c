@@ -24,8 +24,7 @@ typedef struct {
     int last_reader;
 } live_block;
 
-/* The node whose buffer `id` reads: itself, or for a view the holder of its operand's. */
-static int holder_of(const ane_graph *g, const unsigned char *kinds, int id) {
+int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id) {
     while (kinds[id] == SIM_SLOT_VIEW) id = g->nodes[id]->operands[0]->id;
     return id;
 }
@@ -43,7 +42,7 @@ ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *
     for (int i = 0; i < n; i++) last_reader[i] = i;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i]->noperands; k++) {
-            int holder = holder_of(g, kinds, g->nodes[i]->operands[k]->id);
+            int holder = ane_sim_slot_holder(g, kinds, g->nodes[i]->operands[k]->id);
             if (i > last_reader[holder]) last_reader[holder] = i;
         }
 

@@ -17,6 +17,9 @@ typedef enum {
     SIM_SLOT_TEMP,     /* needed from the node that computes it to the last node reading it */
 } sim_slot_kind;
 
+/* The node whose buffer node `id` reads: itself, or for a VIEW the holder of its operand's. */
+int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id);
+
 /* Offsets (in floats, 16-float aligned) for every node of kind KEPT or TEMP (offsets[i] = 0
  * for the others): KEPT values in [0, *kept_floats), TEMP values in the region
  * [*kept_floats, *total_floats) after them, at offsets from the slab's start. kinds[count]

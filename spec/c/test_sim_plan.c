@@ -17,14 +17,9 @@ static uint32_t next_random(uint32_t below) {
     return (rng >> 8) % below;
 }
 
-static int holder(const ane_graph *g, const unsigned char *kinds, int id) {
-    while (kinds[id] == SIM_SLOT_VIEW) id = g->nodes[id]->operands[0]->id;
-    return id;
-}
-
 /* 1 if every float of value `id`'s place still carries the stamp of its holder. */
 static int intact(const ane_graph *g, const unsigned char *kinds, const size_t *offsets, const int *stamps, int id) {
-    int h = holder(g, kinds, id);
+    int h = ane_sim_slot_holder(g, kinds, id);
     int64_t n = ane_node_numel(g->nodes[h]);
     for (int64_t k = 0; k < n; k++)
         if (stamps[offsets[h] + (size_t)k] != h) return 0;
@@ -111,7 +106,7 @@ static void kinds_of(const ane_graph *g, unsigned char *kinds) {
         kinds[i] = op == ANE_OP_RESHAPE ? SIM_SLOT_VIEW : op == ANE_OP_INPUT ? SIM_SLOT_KEPT : SIM_SLOT_TEMP;
     }
     for (int i = 0; i < g->noutputs; i++) {
-        int h = holder(g, kinds, g->outputs[i].node->id);
+        int h = ane_sim_slot_holder(g, kinds, g->outputs[i].node->id);
         if (kinds[h] == SIM_SLOT_TEMP) kinds[h] = SIM_SLOT_KEPT;
     }
 }
