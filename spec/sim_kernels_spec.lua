@@ -304,6 +304,27 @@ describe("sim reductions match plain Lua", function()
     end)
   end
 
+  -- A long innermost axis (37 = four runs of the kernel's 8 partials and a tail of 5), and a
+  -- NaN in one row, which reduce_max must pass on rather than skip.
+  it("reduce_sum and reduce_max over a long innermost axis, NaN passed on", function()
+    local rows, count = 3, 37
+    local values = flat(random_values({ rows, count }, 12))
+    values[count + 30] = 0 / 0 -- row 2, inside the partials' span
+    local x = ane.tensor.from(values):reshape({ rows, count })
+    local sums, peaks = {}, {}
+    for r = 1, rows do
+      local sum, peak = 0, -math.huge
+      for c = 1, count do
+        local v = values[(r - 1) * count + c]
+        sum = sum + v
+        peak = (v ~= v or peak ~= peak) and 0 / 0 or math.max(peak, v)
+      end
+      sums[r], peaks[r] = sum, peak
+    end
+    assert_close(sums, run(function(g, a) return g:reduce_sum(a, { -1 }) end, { x }), { rows })
+    assert_close(peaks, run(function(g, a) return g:reduce_max(a, { -1 }) end, { x }), { rows })
+  end)
+
   it("softmax over each axis", function()
     for axis = 0, 3 do
       local expected = map(shape, function(idx)
