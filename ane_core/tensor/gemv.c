@@ -9,6 +9,7 @@
 #include "../base/parallel.h"
 #include "blas.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,10 +277,42 @@ __attribute__((target("avx512f"))) static void vecmat_avx512(float *y, const flo
 }
 #endif
 
+#if defined(__x86_64__)
+/* AVX2: 64 columns of y held in eight registers over all k rows (a decode step's head is
+ * 64-256 columns wide), so y is written once per tile instead of loaded and stored per row. */
+__attribute__((target("avx2,fma"))) static void vecmat_avx2(float *y, const float *x, const float *m, int64_t k, int64_t n) {
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+        __m256 a[8];
+        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k; i++) {
+            __m256 weight = _mm256_broadcast_ss(x + i);
+            const float *row = m + i * n + j;
+            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * t), a[t]);
+        }
+        for (int t = 0; t < 8; t++) _mm256_storeu_ps(y + j + 8 * t, a[t]);
+    }
+    for (; j + 8 <= n; j += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t i = 0; i < k; i++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i), _mm256_loadu_ps(m + i * n + j), a);
+        _mm256_storeu_ps(y + j, a);
+    }
+    for (; j < n; j++) {
+        float total = 0.0f;
+        for (int64_t i = 0; i < k; i++) total += x[i] * m[i * n + j];
+        y[j] = total;
+    }
+}
+#endif
+
 void ane_vecmat_fp32(float *y, const float *x, const float *m, int64_t k, int64_t n) {
 #if defined(__x86_64__)
     if (ane_cpu_has_avx512f()) {
         vecmat_avx512(y, x, m, k, n);
+        return;
+    }
+    if (ane_cpu_has_avx2_fma_f16c()) {
+        vecmat_avx2(y, x, m, k, n);
         return;
     }
 #endif
@@ -315,6 +348,35 @@ static size_t q8_bytes(int64_t k) {
     return (size_t)(lanes * 8 + blocks * 4 + k + 64);
 }
 
+#if defined(__x86_64__)
+/* One whole block of contiguous x: the same scale and codes as the scalar loop below
+ * (cvtps rounds to nearest even under the default rounding mode, as lrintf does; the packs
+ * cannot saturate, |x| x 127 / max |x| <= 127). Returns 0 when the block holds a NaN or inf. */
+__attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x, int8_t *codes, float *scale) {
+    const __m256 magnitude_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4], largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        __m256 a = _mm256_and_ps(v[i], magnitude_mask);
+        not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
+        largest = _mm256_max_ps(largest, a);
+    }
+    if (_mm256_movemask_ps(not_finite)) return 0;
+    __m128 half = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
+    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+    float top = _mm_cvtss_f32(half);
+    *scale = top / 127.0f;
+    __m256 inverse = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+    __m256i c[4];
+    for (int i = 0; i < 4; i++) c[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse));
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    /* the in-lane packs leave 4-byte groups in the order 0 2 4 6 1 3 5 7 */
+    _mm256_storeu_si256((__m256i *)codes, _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return 1;
+}
+#endif
+
 /* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)). */
 static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
     v->k = k;
@@ -323,8 +385,15 @@ static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stri
     v->lane_bias = (int32_t *)(v->lane_scales + v->chunked / 4);
     v->block_scales = (float *)(v->lane_bias + v->chunked / 4);
     v->codes = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
+#if defined(__x86_64__)
+    int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
+#endif
     for (int64_t first = 0, b = 0; first < k; first += Q8_BLOCK, b++) {
         int64_t last = first + Q8_BLOCK < k ? first + Q8_BLOCK : k;
+#if defined(__x86_64__)
+        if (vector_blocks && last - first == Q8_BLOCK && q8_block_quantize_avx2(x + first, v->codes + first, &v->block_scales[b]))
+            continue;
+#endif
         float largest = 0.0f;
         int not_finite = 0;
         for (int64_t j = first; j < last; j++) {
