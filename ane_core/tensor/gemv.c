@@ -68,11 +68,13 @@ __attribute__((target("avx2,fma"))) static float dot_int8_avx2(const int8_t *q, 
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
         _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
-        __m128i b0 = _mm_loadu_si128((const __m128i *)(q + j)), b1 = _mm_loadu_si128((const __m128i *)(q + j + 16));
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b0)), _mm256_loadu_ps(x + j), a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b0, 8))), _mm256_loadu_ps(x + j + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b1)), _mm256_loadu_ps(x + j + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b1, 8))), _mm256_loadu_ps(x + j + 24), a3);
+        /* 8-byte loads the widening takes as its memory operand: no shifts to reach a half */
+#define INT8_EIGHT(at) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + (at)))))
+        a0 = _mm256_fmadd_ps(INT8_EIGHT(j), _mm256_loadu_ps(x + j), a0);
+        a1 = _mm256_fmadd_ps(INT8_EIGHT(j + 8), _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(INT8_EIGHT(j + 16), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(INT8_EIGHT(j + 24), _mm256_loadu_ps(x + j + 24), a3);
+#undef INT8_EIGHT
     }
     float total = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < k; j++) total += (float)q[j] * x[j];
@@ -101,16 +103,20 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_avx2(const uint8_t *pa
                                                                 const float *x, int64_t k) {
     __m256i tables[4];
     lut4_byte_tables_avx2(palette, tables);
-    /* packed bytes 0 1 4 5 8 9 12 13 feed lane 0, the others lane 1 (two elements a byte) */
-    const __m128i lane_order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    /* packed bytes 0 1 4 5 8 9 12 13 feed lane 0, the others lane 1, each byte b doubled into
+     * a word b | b << 8 (two elements a byte: low nibble first) */
+    const __m256i lane_order = _mm256_setr_epi8(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13, /* lane 0 */
+                                                2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
     const __m256i low_nibble = _mm256_set1_epi16(0x000f), high_nibble = _mm256_set1_epi16(0x0f00);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
         _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
-        __m256i words = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(packed + j / 2)), lane_order));
+        __m256i words = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(packed + j / 2))),
+                                            lane_order);
+        /* byte 0: b & 15; byte 1: bits 12-15 of the word, b >> 4 */
         __m256i indices = _mm256_or_si256(_mm256_and_si256(words, low_nibble),
-                                          _mm256_and_si256(_mm256_slli_epi16(words, 4), high_nibble));
+                                          _mm256_and_si256(_mm256_srli_epi16(words, 4), high_nibble));
         __m256i b0 = _mm256_shuffle_epi8(tables[0], indices), b1 = _mm256_shuffle_epi8(tables[1], indices);
         __m256i b2 = _mm256_shuffle_epi8(tables[2], indices), b3 = _mm256_shuffle_epi8(tables[3], indices);
         __m256i low01 = _mm256_unpacklo_epi8(b0, b1), low23 = _mm256_unpacklo_epi8(b2, b3);
@@ -495,13 +501,31 @@ Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const q8_vector *v) {
     return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_int8_from(q, v, j);
 }
 
-/* 16 packed bytes: the low and high nibbles interleaved are elements j .. j + 31 in order,
- * looked up (vpshufb) in the palette's int8 entries, one copy per 128-bit lane. */
+/* 16 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
+ * byte 2i and element 2i + 1's in byte 2i + 1 (elements j .. j + 31 in order), looked up
+ * (vpshufb) in the palette's int8 entries, one copy per 128-bit lane. */
 Q8_AVX2 static inline __m256i q8_lut4_weights_avx2(const uint8_t *packed, __m256i table) {
-    __m128i bytes = _mm_loadu_si128((const __m128i *)packed), nibble = _mm_set1_epi8(15);
-    __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
-    __m256i indices = _mm256_set_m128i(_mm_unpackhi_epi8(low, high), _mm_unpacklo_epi8(low, high));
+    __m256i words = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)packed));
+    __m256i indices = _mm256_and_si256(_mm256_or_si256(words, _mm256_slli_epi16(words, 4)), _mm256_set1_epi16(0x0F0F));
     return _mm256_shuffle_epi8(table, indices);
+}
+
+/* The palette as int8 entries times one scale (q8_palette_scalar's values: palettes are
+ * finite, and cvtps rounds to nearest even as lrintf does). */
+Q8_AVX2 static void q8_palette_avx2(q8_palette *p, const float *palette) {
+    const __m256 magnitude_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
+    __m256 both = _mm256_max_ps(_mm256_and_ps(low, magnitude_mask), _mm256_and_ps(high, magnitude_mask));
+    __m128 half = _mm_max_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
+    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+    float largest = _mm_cvtss_f32(half);
+    __m256 inverse = _mm256_set1_ps(largest > 0.0f ? 127.0f / largest : 0.0f);
+    p->scale = largest / 127.0f;
+    __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
+                                       _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
+    __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+    _mm_storeu_si128((__m128i *)p->entries, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
 Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
@@ -588,7 +612,7 @@ static void rows_q8(void *context, int64_t first, int64_t last) {
     float (*dot_lut4)(const uint8_t *, const q8_palette *, const q8_vector *) = q8_lut4_scalar;
     void (*palette_of)(q8_palette *, const float *) = q8_palette_scalar;
 #if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2;
+    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2, palette_of = q8_palette_avx2;
     if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
 #endif
     int64_t count = job->count;
