@@ -106,6 +106,28 @@ describe("ane.tensor views", function()
     assert.is_true(tt:copy():is_contiguous())
   end)
 
+  -- Transposed copies go in 32 x 32 tiles, 8 x 8 register blocks inside whole tiles and bands
+  -- of tiles over threads past 256 KB: shapes with whole tiles, ragged edges on either side,
+  -- and one large enough to be split; every element checked against its source position.
+  it("copies transposed views exactly at tile edges and across threads", function()
+    for _, shape in ipairs({ { 64, 96 }, { 37, 70 }, { 33, 8 }, { 300, 1000 } }) do
+      local rows, cols = shape[1], shape[2]
+      local values = {}
+      for i = 1, rows * cols do values[i] = i end -- distinct, exact in fp32
+      local source = ane.tensor.from(values):reshape(rows, cols)
+      local copied = source:transpose():copy()
+      assert.are.same({ cols, rows }, copied:shape())
+      local flat_copy = copied:reshape(-1):totable()
+      local wrong = 0
+      for c = 1, cols do
+        for r = 1, rows do
+          if flat_copy[(c - 1) * rows + r] ~= values[(r - 1) * cols + c] then wrong = wrong + 1 end
+        end
+      end
+      assert.are.equal(0, wrong, string.format("[%d, %d] transposed", rows, cols))
+    end
+  end)
+
   it("reshapes contiguous data as a view and other data by copying", function()
     local r = t:reshape(2, -1)
     assert.are.same({ 2, 6 }, r:shape())
