@@ -7,11 +7,16 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "ane_core/base/cpu.h"
 #include "ane_core/base/fp16.h"
 #include "ane_core/tensor/optim.h"
 #include "check.h"
 
-enum { N = 1000 };
+enum { N = 1003 }; /* not a multiple of 8: the vector loop's tail runs too */
+
+/* One fp32 operation, rounded on its own (a volatile store: no contraction into FMA). */
+static float mul(float a, float b) { volatile float r = a * b; return r; }
+static float add(float a, float b) { volatile float r = a + b; return r; }
 
 static uint32_t state = 5;
 static float uniform(void) {
@@ -28,13 +33,24 @@ int main(void) {
           "tensors");
     float *pd = (float *)ane_tensor_data(&p), *gd = (float *)ane_tensor_data(&g);
     double rp[N], rm[N] = { 0 }, rv[N] = { 0 };
-    for (int i = 0; i < N; i++) rp[i] = pd[i] = uniform();
+    float fp[N], fm[N] = { 0 }, fv[N] = { 0 }; /* the scalar loop's fp32 operations in its order */
+    for (int i = 0; i < N; i++) fp[i] = (float)(rp[i] = pd[i] = uniform());
     const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1, scale = 0.5;
     for (int step = 1; step <= 3; step++) {
         for (int i = 0; i < N; i++) gd[i] = uniform() * (i % 10 == 0 ? 1e-4f : 1.0f);
         ane_adamw_options options = { .lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd,
                                       .grad_scale = scale, .step = step };
         CHECK(ane_adamw_step(&p, &g, &m, &v, &options, &err) == ANE_OK, "step %d: %s", step, err.message);
+        float b1f = (float)b1, b2f = (float)b2, inv_c1 = (float)(1.0 / (1.0 - pow(b1, step))),
+              inv_c2 = (float)(1.0 / (1.0 - pow(b2, step)));
+        for (int i = 0; i < N; i++) {
+            float gi = mul(gd[i], (float)scale);
+            fm[i] = add(mul(b1f, fm[i]), mul(1.0f - b1f, gi));
+            fv[i] = add(mul(b2f, fv[i]), mul(mul(1.0f - b2f, gi), gi));
+            volatile float root = sqrtf(mul(fv[i], inv_c2));
+            volatile float ratio = mul(fm[i], inv_c1) / add(root, (float)eps);
+            fp[i] = add(fp[i], -mul((float)lr, add(ratio, mul((float)wd, fp[i]))));
+        }
         for (int i = 0; i < N; i++) {
             double gi = (double)gd[i] * scale;
             rm[i] = b1 * rm[i] + (1 - b1) * gi;
@@ -46,6 +62,14 @@ int main(void) {
     double worst = 0;
     for (int i = 0; i < N; i++) worst = fmax(worst, fabs(pd[i] - rp[i]));
     CHECK(worst <= 1e-6, "AdamW after 3 steps: max |p - reference| = %.3g", worst);
+#if defined(__x86_64__)
+    /* The AVX path claims the scalar loop's bits: each operation rounded, none fused. */
+    if (ane_cpu_has_f16c()) {
+        int differ = 0;
+        for (int i = 0; i < N; i++) differ += pd[i] != fp[i];
+        CHECK(differ == 0, "AdamW's vector path: %d of %d parameters differ from the fp32 operations in order", differ, N);
+    }
+#endif
 
     double sum = 0, reference = 0;
     for (int i = 0; i < N; i++) reference += (double)pd[i] * pd[i];
