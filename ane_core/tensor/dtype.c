@@ -173,6 +173,11 @@ void ane_dtype_convert_row(void *dst, ane_dtype dst_dtype, const void *src, ane_
 
 int64_t ane_sanitize_weight_values(float *values, size_t count, ane_dtype weight_dtype) {
     float limit = weight_dtype == ANE_FP16 ? 65504.0f : 3.4028234663852886e38f;
+    /* First a branch-free count (it vectorizes; NaN fails the comparison): weights are almost
+     * always all in range, and then nothing is written. */
+    size_t outside = 0;
+    for (size_t i = 0; i < count; i++) outside += !(fabsf(values[i]) <= limit);
+    if (outside == 0) return 0;
     int64_t replaced = 0;
     for (size_t i = 0; i < count; i++) {
         float v = values[i];

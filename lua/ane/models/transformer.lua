@@ -573,7 +573,13 @@ function Methods:embed_sequence(ids, S) return self:embed(ids, 0, S) end
 
 --- dx [T, dim]: each position adds to its token's embedding row (and its position's).
 function Methods:embedding_gradients(ids, dx, raw)
-  raw.embedding = raw.embedding or ane.tensor({ self.vocab_size, self.width })
+  if not raw.embedding then
+    -- tied: the rows go straight into the classifier's gradient (the same matrix), rather than
+    -- into a second [V, C] of zeros added to it afterwards
+    local classifier = self.shared_classifier and raw.classifier
+    local own = classifier and classifier:dtype() == "fp32" and classifier:is_contiguous()
+    raw.embedding = own and classifier or ane.tensor({ self.vocab_size, self.width })
+  end
   if self.P.position_embedding then raw.positions = raw.positions or ane.tensor({ self.context_length, self.width }) end
   for t, id in ipairs(ids) do
     local column = dx:slice(1, t, t)
@@ -606,7 +612,8 @@ function Methods:checkpoint_gradients(raw)
     grads[self:checkpoint_name(role)] = raw.norm[M.const_name(role)]:reshape(self.width)
   end
   if self.shared_classifier then
-    grads[self:checkpoint_name("token_embedding")] = raw.embedding:add(raw.classifier)
+    grads[self:checkpoint_name("token_embedding")] =
+        rawequal(raw.embedding, raw.classifier) and raw.embedding or raw.embedding:add(raw.classifier)
   else
     grads[self:checkpoint_name("token_embedding")], grads[self:checkpoint_name("classifier")] = raw.embedding, raw.classifier
   end
