@@ -594,6 +594,15 @@ static int m_copy_from(lua_State *L) {
     return 1;
 }
 
+/* t:add_from(u): t += u in place (same shape), in t's dtype; returns t */
+static int m_add_from(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1), *u = ane_lua_check_tensor(L, 2);
+    ane_error err;
+    if (ane_tensor_add_into(t, u, &err)) return ane_lua_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int m_fill(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     double value = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
@@ -743,7 +752,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"shape", m_shape}, {"strides", m_strides}, {"dtype", m_dtype}, {"numel", m_numel}, {"element_size", m_element_size},
         {"ndim", m_ndim}, {"is_contiguous", m_is_contiguous}, {"bytes", m_bytes}, {"checksum", m_checksum}, {"get", m_get},
         {"set", m_set}, {"totable", m_totable}, {"slice", m_slice}, {"transpose", m_transpose},
-        {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from},
+        {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from}, {"add_from", m_add_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
         {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs},

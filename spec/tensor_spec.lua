@@ -156,6 +156,20 @@ describe("ane.tensor arithmetic", function()
     assert.are.same({ { 9, 8, 7 }, { 6, 5, 4 } }, (10 - a):totable())
   end)
 
+  it("adds into a tensor in place, through views, and refuses what it cannot write", function()
+    local sum = ane.tensor.from({ { 1, 2, 3 }, { 4, 5, 6 } })
+    assert.are.equal(sum, sum:add_from(ane.tensor.from({ { 10, 20, 30 }, { 40, 50, 60 } })))
+    assert.are.same({ { 11, 22, 33 }, { 44, 55, 66 } }, sum:totable())
+    sum:add_from(ane.tensor.from({ { 1, 2 }, { 3, 4 }, { 5, 6 } }):transpose()) -- a strided source
+    assert.are.same({ { 12, 25, 38 }, { 46, 59, 72 } }, sum:totable())
+    local half = ane.tensor.from({ 1, 2 }):to("fp16")
+    half:add_from(ane.tensor.from({ 0.25, 2048 })) -- stored in fp16: 2050 rounds to 2048 + 2
+    assert.are.same({ 1.25, 2050 }, half:totable())
+    assert.error_matches(function() sum:add_from(ane.tensor.from({ 1, 2, 3 })) end, "cannot add a %[3%] tensor into a %[2, 3%] tensor")
+    local shared = ane.tensor.randn({ 64, 64 }, { seed = 71 }):intern() -- shared with programs: read-only
+    assert.error_matches(function() shared:add_from(ane.tensor.randn({ 64, 64 })) end, "read%-only")
+  end)
+
   it("broadcasts like numpy", function()
     local row = ane.tensor.from({ 10, 20, 30 })
     local column = ane.tensor.from({ { 100 }, { 200 } })

@@ -575,6 +575,23 @@ ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_ten
     return ANE_OK;
 }
 
+ane_status ane_tensor_add_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
+    char a[128], b[128];
+    if (!ane_shapes_equal(dst, src))
+        return ane_fail(err, ANE_ERR_SHAPE, "cannot add a %s tensor into a %s tensor",
+                        ane_shape_string(b, sizeof b, src->ndim, src->shape),
+                        ane_shape_string(a, sizeof a, dst->ndim, dst->shape));
+    ane_status status = check_writable(dst, err);
+    if (status) return status;
+    binary_context context = {ANE_BINARY_ADD, dst->dtype, dst->dtype, src->dtype};
+    row_walk walk = {.ndim = dst->ndim};
+    memcpy(walk.shape, dst->shape, sizeof walk.shape);
+    walk_add_operand(&walk, dst); /* written: out[i] = dst[i] + src[i], element by element */
+    walk_add_operand(&walk, dst);
+    walk_add_operand(&walk, src);
+    return walk_rows(&walk, binary_row, &context, "an in-place add", err);
+}
+
 ane_status ane_tensor_scale(ane_tensor *out, const ane_tensor *a, double factor, ane_error *err) {
     /* The factor is a 0-D fp32 tensor broadcast over a. fp16/bf16 inputs keep their dtype
      * (the fp32 product is converted back); integer inputs give fp32. */

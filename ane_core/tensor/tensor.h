@@ -74,6 +74,10 @@ ane_status ane_tensor_fill(ane_tensor *t, double value, ane_error *err);
 ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
                              ane_binary_op op, ane_error *err);
 ane_status ane_tensor_scale(ane_tensor *out, const ane_tensor *a, double factor, ane_error *err);
+/* dst += src in place (gradients summed over sequences without a new tensor per sum): shapes
+ * must match, dst must be writable, the sum is stored in dst's dtype; src is either dst
+ * itself or does not overlap it. */
+ane_status ane_tensor_add_into(ane_tensor *dst, const ane_tensor *src, ane_error *err);
 /* [m, k] x [k, n] -> [m, n], or batched [B, m, k] x [B, k, n]; float tensors, computed by BLAS
  * sgemm in fp32 and stored in a's dtype. */
 ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,

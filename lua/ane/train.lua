@@ -40,7 +40,11 @@ end
 local function accumulate(into, grads, scale)
   for name, g in pairs(grads) do
     local scaled = scale == 1 and g or g:scale(scale)
-    into[name] = into[name] and into[name]:add(scaled) or scaled
+    if into[name] and not into[name]:is_readonly() then
+      into[name]:add_from(scaled) -- in place: no new tensor per batch
+    else
+      into[name] = into[name] and into[name]:add(scaled) or scaled
+    end
   end
 end
 

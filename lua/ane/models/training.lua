@@ -21,8 +21,9 @@ end
 -- makes an fp32 sum.
 local function accumulate(into, name, value)
   if into[name] then
-    local sum = into[name]:dtype() == "fp32" and into[name] or into[name]:to("fp32")
-    into[name] = sum:add(value)
+    local sum = into[name]
+    if sum:dtype() ~= "fp32" or sum:is_readonly() then sum = sum:to("fp32") end
+    into[name] = sum:add_from(value) -- in place: no new [out, in] tensor per sequence
   else
     into[name] = value
   end
