@@ -157,6 +157,41 @@ describe("loss scaling", function()
   end)
 end)
 
+describe("batched loss", function()
+  local llama = require("ane.models.llama")
+
+  -- The loss is the mean over all of a batch's tokens, so its gradient is the sequences'
+  -- own mean gradients weighted by their lengths. Sequences of one bucket run their FFN
+  -- programs side by side, sequences of different buckets one by one: both against the
+  -- single-sequence path (itself checked against PyTorch in llama_spec). fp32 throughout;
+  -- the sums differ only in order, so they agree to a few fp32 ulps of the largest
+  -- gradients (~0.3 here): 1e-5.
+  it("is the length-weighted mean of its sequences' gradients, side by side or one by one", function()
+    local dir, expected = helpers.repo_data():reference("llama-tiny")
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32" }))
+    local ids, targets = expected.input_ids:reshape(-1):totable(), expected.targets:reshape(-1):totable()
+    assert.is_true(#ids >= 20, "the reference sequence is long enough to split")
+    local function part(list, first, last) return table.move(list, first, last, 1, {}) end
+    for _, lengths in ipairs({ { { 1, 8 }, { 9, 16 } }, { { 1, 5 }, { 3, 20 } } }) do
+      local batch_ids, batch_targets, singles, total = {}, {}, {}, 0
+      for i, range in ipairs(lengths) do
+        batch_ids[i], batch_targets[i] = part(ids, range[1], range[2]), part(targets, range[1], range[2])
+        local _, grads = model:loss(batch_ids[i], batch_targets[i])
+        singles[i] = { grads = grads, T = #batch_ids[i] }
+        total = total + #batch_ids[i]
+      end
+      local _, batched = model:loss(batch_ids, batch_targets)
+      local checked = 0
+      for name, g in pairs(batched) do
+        local want = singles[1].grads[name]:scale(singles[1].T / total):add(singles[2].grads[name]:scale(singles[2].T / total))
+        assert.is_true(g:max_abs_diff(want) < 1e-5, string.format("%s (lengths %d, %d)", name, singles[1].T, singles[2].T))
+        checked = checked + 1
+      end
+      assert.are.equal(21, checked)
+    end
+  end)
+end)
+
 describe("activation clamping", function()
   it("clamps beyond the limit and zeroes NaN, in fp32 and fp16, counting both", function()
     for _, dtype in ipairs({ "fp32", "fp16" }) do
