@@ -585,23 +585,20 @@ static int m_copy(lua_State *L) {
     return push_converted(L, t, t->dtype);
 }
 
-/* t:copy_from(u): writes u's values into t (same shape), converting dtypes */
-static int m_copy_from(lua_State *L) {
+/* t:<method>(u) writing u's values into t by `write`; returns t */
+static int write_from(lua_State *L, ane_status (*write)(ane_tensor *, const ane_tensor *, ane_error *)) {
     ane_tensor *t = ane_lua_check_tensor(L, 1), *u = ane_lua_check_tensor(L, 2);
     ane_error err;
-    if (ane_tensor_copy_into(t, u, &err)) return ane_lua_raise(L, &err);
+    if (write(t, u, &err)) return ane_lua_raise(L, &err);
     lua_settop(L, 1);
     return 1;
 }
 
-/* t:add_from(u): t += u in place (same shape), in t's dtype; returns t */
-static int m_add_from(lua_State *L) {
-    ane_tensor *t = ane_lua_check_tensor(L, 1), *u = ane_lua_check_tensor(L, 2);
-    ane_error err;
-    if (ane_tensor_add_into(t, u, &err)) return ane_lua_raise(L, &err);
-    lua_settop(L, 1);
-    return 1;
-}
+/* t:copy_from(u): writes u's values into t (same shape), converting dtypes */
+static int m_copy_from(lua_State *L) { return write_from(L, ane_tensor_copy_into); }
+
+/* t:add_from(u): t += u in place (same shape), in t's dtype */
+static int m_add_from(lua_State *L) { return write_from(L, ane_tensor_add_into); }
 
 static int m_fill(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);

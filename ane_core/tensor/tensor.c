@@ -423,13 +423,19 @@ static int copy_transposed_2d(ane_tensor *dst, const ane_tensor *src) {
     return 1;
 }
 
-ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
+/* What writing src into dst element by element needs: the same shape and a writable dst
+ * (`verb` names the operation in the message). */
+static ane_status check_writes_into(const ane_tensor *dst, const ane_tensor *src, const char *verb, ane_error *err) {
     char a[128], b[128];
     if (!ane_shapes_equal(dst, src))
-        return ane_fail(err, ANE_ERR_SHAPE, "cannot copy a %s tensor into a %s tensor",
+        return ane_fail(err, ANE_ERR_SHAPE, "cannot %s a %s tensor into a %s tensor", verb,
                         ane_shape_string(b, sizeof b, src->ndim, src->shape),
                         ane_shape_string(a, sizeof a, dst->ndim, dst->shape));
-    ane_status status = check_writable(dst, err);
+    return check_writable(dst, err);
+}
+
+ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
+    ane_status status = check_writes_into(dst, src, "copy", err);
     if (status) return status;
     if (copy_transposed_2d(dst, src)) return ANE_OK;
     row_walk walk = {.ndim = dst->ndim};
@@ -576,12 +582,7 @@ ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_ten
 }
 
 ane_status ane_tensor_add_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
-    char a[128], b[128];
-    if (!ane_shapes_equal(dst, src))
-        return ane_fail(err, ANE_ERR_SHAPE, "cannot add a %s tensor into a %s tensor",
-                        ane_shape_string(b, sizeof b, src->ndim, src->shape),
-                        ane_shape_string(a, sizeof a, dst->ndim, dst->shape));
-    ane_status status = check_writable(dst, err);
+    ane_status status = check_writes_into(dst, src, "add", err);
     if (status) return status;
     binary_context context = {ANE_BINARY_ADD, dst->dtype, dst->dtype, src->dtype};
     row_walk walk = {.ndim = dst->ndim};
