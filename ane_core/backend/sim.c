@@ -17,6 +17,7 @@
 
 #include "../base/fp16.h"
 #include "../base/interrupt.h"
+#include "../base/parallel.h"
 #include "../passes/passes.h"
 #include "../tensor/storage.h"
 #include "../tensor/surface.h"
@@ -492,6 +493,35 @@ static int64_t copy_sanitized_half(uint16_t *dst, const uint16_t *src, int64_t n
     return replaced;
 }
 
+/* Blocks of a patch written into a weight's buffer (below), a share of them per thread. */
+enum { PATCH_BLOCK = 4096 };
+
+typedef struct patch_job {
+    const char *source; /* numel elements of source_dtype, element bytes each */
+    size_t element;
+    ane_dtype source_dtype, weight_dtype;
+    float *values;   /* fp32 values [numel], or NULL when the weight keeps fp16 bits */
+    uint16_t *half;  /* fp16 bits [numel], or NULL */
+    int64_t numel;
+    int64_t replaced; /* out of range or NaN, summed over the shares (atomically) */
+} patch_job;
+
+static void patch_blocks(void *context, int64_t first, int64_t last) {
+    patch_job *job = context;
+    int to_half = job->weight_dtype == ANE_FP16;
+    float staging[PATCH_BLOCK]; /* fp32 values of one block */
+    int64_t replaced = 0;
+    for (int64_t block = first; block < last; block++) {
+        int64_t start = block * PATCH_BLOCK, count = job->numel - start < PATCH_BLOCK ? job->numel - start : PATCH_BLOCK;
+        float *out = job->half ? staging : job->values + start;
+        ane_dtype_convert_row(out, ANE_FP32, job->source + (size_t)start * job->element, job->source_dtype, (size_t)count);
+        replaced += ane_sanitize_weight_values(out, (size_t)count, job->weight_dtype);
+        if (job->half) ane_fp32_to_fp16_n(job->half + start, staging, (size_t)count);
+        else if (to_half && job->source_dtype != ANE_FP16) ane_round_fp32_through_fp16_n(out, (size_t)count);
+    }
+    if (replaced) __atomic_add_fetch(&job->replaced, replaced, __ATOMIC_RELAXED);
+}
+
 /* One pass, block by block, into the weight's own buffer: fp16 weights get the new bits
  * (converted from fp32 with the same rounding as a fresh compile), other weights fp32
  * values; NaN -> 0 and values beyond the dtype's range -> its largest finite value. */
@@ -543,17 +573,11 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     if (half && packed.dtype == ANE_FP16) {
         replaced = copy_sanitized_half(half, (const uint16_t *)source, numel);
     } else {
-        int to_half = node->dtype == ANE_FP16;
-        enum { block = 4096 };
-        float staging[block]; /* fp32 values of one block */
-        for (int64_t start = 0; start < numel; start += block) {
-            int64_t count = numel - start < block ? numel - start : block;
-            float *out = half ? staging : instance->values[node->id] + start;
-            ane_dtype_convert_row(out, ANE_FP32, source + (size_t)start * element, packed.dtype, (size_t)count);
-            replaced += ane_sanitize_weight_values(out, (size_t)count, node->dtype);
-            if (half) ane_fp32_to_fp16_n(half + start, staging, (size_t)count);
-            else if (to_half && packed.dtype != ANE_FP16) ane_round_fp32_through_fp16_n(out, (size_t)count);
-        }
+        patch_job job = {.source = source, .element = element, .source_dtype = packed.dtype, .weight_dtype = node->dtype,
+                         .values = half ? NULL : instance->values[node->id], .half = half, .numel = numel};
+        /* a weight of a training step is megabytes: both cores' share of the bandwidth */
+        ane_parallel_for((numel + PATCH_BLOCK - 1) / PATCH_BLOCK, 64, patch_blocks, &job);
+        replaced = job.replaced;
     }
     ane_tensor_release(&packed);
     *sanitized += replaced;
