@@ -210,34 +210,30 @@ static void split_at_axis(const ane_node *x, int64_t axis, int64_t *outer, int64
     for (int i = (int)axis + 1; i < x->rank; i++) *inner *= x->shape[i];
 }
 
-/* Reduces one axis of a buffer shaped `shape` (rank) into out; shape[axis] becomes 1. */
+/* A reduction's step: the sum, or the maximum with NaN passed on. */
+static inline float reduce_step(float acc, float v, int take_max) {
+    return take_max ? (v > acc || v != v ? v : acc) : acc + v;
+}
+
 /* One contiguous run reduced (the reduced axis is the innermost, as in a decode step's
  * [1, C, 1, 1] norms): eight independent partial results, so the loop is not one chain of
  * dependent adds through memory; the partials are combined in a fixed order. */
 #define REDUCE_PARTIALS 8
 static float reduce_run(const float *x, int64_t count, int take_max) {
+    if (count == 0) return take_max ? -INFINITY : 0.0f;
     float partial[REDUCE_PARTIALS];
+    int used = count < REDUCE_PARTIALS ? (int)count : REDUCE_PARTIALS;
+    for (int l = 0; l < used; l++) partial[l] = x[l];
     int64_t whole = count / REDUCE_PARTIALS * REDUCE_PARTIALS;
-    if (whole == 0) {
-        float result = x[0];
-        for (int64_t c = 1; c < count; c++)
-            result = take_max ? (x[c] > result || x[c] != x[c] ? x[c] : result) : result + x[c];
-        return result;
-    }
-    for (int l = 0; l < REDUCE_PARTIALS; l++) partial[l] = x[l];
     for (int64_t c = REDUCE_PARTIALS; c < whole; c += REDUCE_PARTIALS)
-        for (int l = 0; l < REDUCE_PARTIALS; l++) {
-            float v = x[c + l];
-            partial[l] = take_max ? (v > partial[l] || v != v ? v : partial[l]) : partial[l] + v;
-        }
-    for (int64_t c = whole; c < count; c++)
-        partial[0] = take_max ? (x[c] > partial[0] || x[c] != x[c] ? x[c] : partial[0]) : partial[0] + x[c];
+        for (int l = 0; l < REDUCE_PARTIALS; l++) partial[l] = reduce_step(partial[l], x[c + l], take_max);
+    for (int64_t c = whole > used ? whole : used; c < count; c++) partial[0] = reduce_step(partial[0], x[c], take_max);
     float result = partial[0];
-    for (int l = 1; l < REDUCE_PARTIALS; l++)
-        result = take_max ? (partial[l] > result || partial[l] != partial[l] ? partial[l] : result) : result + partial[l];
+    for (int l = 1; l < used; l++) result = reduce_step(result, partial[l], take_max);
     return result;
 }
 
+/* Reduces one axis of a buffer shaped `shape` (rank) into out; shape[axis] becomes 1. */
 static void reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max) {
     int64_t outer = 1, inner = 1, count = shape[axis];
     for (int i = 0; i < axis; i++) outer *= shape[i];
