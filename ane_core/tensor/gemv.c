@@ -30,6 +30,19 @@ __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
     return _mm_cvtss_f32(half);
 }
 
+/* |values| (the sign bit cleared), and the largest of the eight. */
+__attribute__((target("avx2"))) static inline __m256 abs_ps(__m256 values) {
+    return _mm256_and_ps(values, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+}
+
+__attribute__((target("avx2"))) static inline float horizontal_max_abs(__m256 values) {
+    __m256 magnitudes = abs_ps(values);
+    __m128 half = _mm_max_ps(_mm256_castps256_ps128(magnitudes), _mm256_extractf128_ps(magnitudes, 1));
+    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+    return _mm_cvtss_f32(half);
+}
+
 /* AVX2: 32 elements an iteration in four accumulators (an FMA's latency is four of its
  * issue slots, so two chains left half of them idle), and the weights prefetched ahead as
  * in the AVX-512 kernels below. */
@@ -360,8 +373,8 @@ typedef struct q8_vector {
     int64_t k, chunked;  /* elements; those in whole 64-element chunks */
     int8_t *codes;       /* [k] */
     float *block_scales; /* [ceil(k / 32)] */
-    float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block */
-    int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum */
+    float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block (VNNI only) */
+    int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum (VNNI only) */
 } q8_vector;
 
 static size_t q8_bytes(int64_t k) {
@@ -374,19 +387,15 @@ static size_t q8_bytes(int64_t k) {
  * (cvtps rounds to nearest even under the default rounding mode, as lrintf does; the packs
  * cannot saturate, |x| x 127 / max |x| <= 127). Returns 0 when the block holds a NaN or inf. */
 __attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x, int8_t *codes, float *scale) {
-    const __m256 magnitude_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 v[4], largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_loadu_ps(x + 8 * i);
-        __m256 a = _mm256_and_ps(v[i], magnitude_mask);
+        __m256 a = abs_ps(v[i]);
         not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
         largest = _mm256_max_ps(largest, a);
     }
     if (_mm256_movemask_ps(not_finite)) return 0;
-    __m128 half = _mm_max_ps(_mm256_castps256_ps128(largest), _mm256_extractf128_ps(largest, 1));
-    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
-    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
-    float top = _mm_cvtss_f32(half);
+    float top = horizontal_max_abs(largest);
     *scale = top / 127.0f;
     __m256 inverse = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
     __m256i c[4];
@@ -398,7 +407,17 @@ __attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x
 }
 #endif
 
-/* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)). */
+/* Whether the lane arrays are read: by the VNNI kernels only. */
+static int q8_lanes_read(void) {
+#if defined(__x86_64__)
+    return ane_cpu_has_avx512_vnni();
+#else
+    return 0;
+#endif
+}
+
+/* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)); the
+ * lane arrays only where a kernel reads them. */
 static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
     v->k = k;
     v->chunked = k / Q8_CHUNK * Q8_CHUNK;
@@ -426,6 +445,7 @@ static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stri
         v->block_scales[b] = not_finite ? NAN : largest / 127.0f; /* a NaN or inf makes the products NaN */
         for (int64_t j = first; j < last; j++) v->codes[j] = (int8_t)lrintf(x[j * stride] * inverse);
     }
+    if (!q8_lanes_read()) return;
     for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
         const int8_t *c = v->codes + lane * 4;
         v->lane_scales[lane] = v->block_scales[lane * 4 / Q8_BLOCK];
@@ -513,13 +533,8 @@ Q8_AVX2 static inline __m256i q8_lut4_weights_avx2(const uint8_t *packed, __m256
 /* The palette as int8 entries times one scale (q8_palette_scalar's values: palettes are
  * finite, and cvtps rounds to nearest even as lrintf does). */
 Q8_AVX2 static void q8_palette_avx2(q8_palette *p, const float *palette) {
-    const __m256 magnitude_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
-    __m256 both = _mm256_max_ps(_mm256_and_ps(low, magnitude_mask), _mm256_and_ps(high, magnitude_mask));
-    __m128 half = _mm_max_ps(_mm256_castps256_ps128(both), _mm256_extractf128_ps(both, 1));
-    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
-    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
-    float largest = _mm_cvtss_f32(half);
+    float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
     __m256 inverse = _mm256_set1_ps(largest > 0.0f ? 127.0f / largest : 0.0f);
     p->scale = largest / 127.0f;
     __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
