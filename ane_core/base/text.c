@@ -6,31 +6,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int reserve(ane_text *text, size_t extra) {
-    if (text->failed) return 0;
-    if (text->length + extra + 1 <= text->capacity) return 1;
-    size_t capacity = text->capacity ? text->capacity : 4096;
-    while (capacity < text->length + extra + 1) capacity *= 2;
+/* The buffer reallocated to `capacity` bytes (a failure is remembered); returns 0 on failure. */
+static int resize(ane_text *text, size_t capacity) {
     char *data = realloc(text->data, capacity);
     if (!data) {
         text->failed = 1;
         return 0;
     }
+    if (!text->data) data[0] = '\0';
     text->data = data;
     text->capacity = capacity;
     return 1;
 }
 
+/* Room for `extra` more bytes and the terminator, growing by doubling. */
+static int reserve(ane_text *text, size_t extra) {
+    if (text->failed) return 0;
+    if (text->length + extra + 1 <= text->capacity) return 1;
+    size_t capacity = text->capacity ? text->capacity : 4096;
+    while (capacity < text->length + extra + 1) capacity *= 2;
+    return resize(text, capacity);
+}
+
 void ane_text_reserve(ane_text *text, size_t extra) {
     if (text->failed || text->length + extra + 1 <= text->capacity) return;
-    char *data = realloc(text->data, text->length + extra + 1);
-    if (!data) {
-        text->failed = 1;
-        return;
-    }
-    if (!text->data) data[0] = '\0';
-    text->data = data;
-    text->capacity = text->length + extra + 1;
+    resize(text, text->length + extra + 1);
 }
 
 void ane_text_append(ane_text *text, const char *format, ...) {

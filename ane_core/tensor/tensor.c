@@ -391,7 +391,7 @@ __attribute__((target("avx"))) static void transpose_8x8_avx(const transpose_job
 static void transpose_tile_rows(void *context, int64_t first, int64_t last) {
     const transpose_job *j = context;
 #if defined(__x86_64__)
-    int vector = ane_cpu_has_avx2_fma_f16c();
+    int vector = ane_cpu_has_f16c(); /* AVX, with the OS saving its state */
 #endif
     for (int64_t tile = first; tile < last; tile++) {
         int64_t r0 = tile * TRANSPOSE_TILE, r1 = r0 + TRANSPOSE_TILE < j->rows ? r0 + TRANSPOSE_TILE : j->rows;
