@@ -305,7 +305,7 @@ describe("sim reductions match plain Lua", function()
   end
 
   -- A long innermost axis (37 = four runs of the kernel's 8 partials and a tail of 5), and a
-  -- NaN in one row, which reduce_max must pass on rather than skip.
+  -- NaN in one row, which reduce_max must pass on (not ignore).
   it("reduce_sum and reduce_max over a long innermost axis, NaN passed on", function()
     local rows, count = 3, 37
     local values = flat(random_values({ rows, count }, 12))
