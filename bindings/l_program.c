@@ -369,6 +369,37 @@ static int m_patch(lua_State *L) {
     return 1;
 }
 
+/* ane.patch_together({prog, ...}, { name = tensor, ... }): each weight patched into every
+ * program listed (distinct ones, each holding it) at once; the sim backend writes it once,
+ * into bytes the programs then share (until one of them is patched alone). */
+static int l_patch_together(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    enum { MOST = 64 };
+    ane_program *programs[MOST];
+    lua_Integer count = luaL_len(L, 1);
+    if (count < 1 || count > MOST) return luaL_error(L, "patch_together: 1 to %d programs, got %d", MOST, (int)count);
+    for (lua_Integer i = 1; i <= count; i++) {
+        lua_geti(L, 1, i);
+        program_box *box = luaL_testudata(L, -1, ANE_PROGRAM_TYPE);
+        if (!box || !box->program)
+            return luaL_error(L, "patch_together: entry %d of the list is %s", (int)i, box ? "a closed program" : "not a program");
+        programs[i - 1] = box->program;
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) != LUA_TSTRING) return luaL_error(L, "patch_together: weight names must be strings");
+        const char *name = lua_tostring(L, -2);
+        ane_tensor *value = ane_lua_test_tensor(L, -1);
+        if (!value) return luaL_error(L, "patch_together: '%s' must be a tensor, not a %s", name, luaL_typename(L, -1));
+        ane_error err;
+        if (ane_program_patch_together(programs, (int)count, name, value, &err)) return ane_lua_raise(L, &err);
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
 static void push_port(lua_State *L, const ane_port *port, int index) {
     lua_createtable(L, 0, 4);
     lua_pushstring(L, port->name);
@@ -588,7 +619,7 @@ void ane_lua_open_program(lua_State *L) {
     lua_pop(L, 1);
     static const luaL_Reg functions[] = {
         {"compile", l_compile}, {"compile_mil", l_compile_mil}, {"cached", l_cached}, {"stats", l_stats},
-        {"capabilities", l_capabilities},
+        {"capabilities", l_capabilities}, {"patch_together", l_patch_together},
         {"reset_stats", l_reset_stats}, {"set_compile_budget", l_set_compile_budget},
         {"clear_cache", l_clear_cache}, {"set_cache_limit", l_set_cache_limit}, {NULL, NULL},
     };

@@ -235,6 +235,80 @@ describe("delta patching", function()
     assert.are.equal(fresh:eval({ x = x }).y:bytes(), program:eval({ x = x }).y:bytes())
   end)
 
+  it("patches programs together: each gets the weight, one patched alone later keeps the others' as they were", function()
+    -- two instances of one compiled program and one of another (fp32: weights of another form)
+    local a, b = ane.compile(mlp_graph(w1, b1, w2)), ane.compile(mlp_graph(w1, b1, w2))
+    local other = ane.compile(mlp_graph(w1, b1, w2), { precision = "fp32" })
+    local function expect(program, bias, weight, precision) -- against a fresh compile of those weights
+      local fresh = ane.compile(mlp_graph(w1, bias, weight), { precision = precision })
+      assert.are.equal(fresh:eval({ x = x }).y:bytes(), program:eval({ x = x }).y:bytes())
+      fresh:close()
+    end
+    local v = {}
+    for i = 1, 5 do v[i] = fp16({ 64, 64, 1, 1 }, 70 + i) end
+    local bias = fp16({ 64 }, 80)
+    local patches = ane.stats().patches
+    ane.patch_together({ a, b, other }, { fc2_weight = v[1], fc1_bias = bias })
+    assert.are.equal(patches + 6, ane.stats().patches)
+    for _, program in ipairs({ a, b }) do expect(program, bias, v[1]) end
+    expect(other, bias, v[1], "fp32")
+    a:patch({ fc2_weight = v[2] }) -- alone: b and other keep v[1]
+    expect(a, bias, v[2])
+    expect(b, bias, v[1])
+    expect(other, bias, v[1], "fp32")
+    ane.patch_together({ a, b }, { fc2_weight = v[3] })
+    ane.patch_together({ a, b }, { fc2_weight = v[4] }) -- (the bytes they share already)
+    expect(a, bias, v[4])
+    expect(b, bias, v[4])
+    ane.patch_together({ a, other }, { fc2_weight = v[5] }) -- a shared with b: b keeps v[4]
+    expect(a, bias, v[5])
+    expect(b, bias, v[4])
+    expect(other, bias, v[5], "fp32")
+    b:patch({ fc2_weight = v[2] })
+    expect(a, bias, v[5])
+    expect(b, bias, v[2])
+    a:close()
+    expect(b, bias, v[2])
+    ane.patch_together({ b, other }, { fc2_weight = v[1] })
+    expect(b, bias, v[1])
+    expect(other, bias, v[1], "fp32")
+    assert.error_matches(function() ane.patch_together({ b, b }, { fc2_weight = v[1] }) end,
+      "patch together: program 'mlp' is listed twice")
+    assert.error_matches(function() ane.patch_together({ b, a }, { fc2_weight = v[1] }) end,
+      "entry 2 of the list is a closed program")
+    assert.error_matches(function() ane.patch_together({ b, 7 }, { fc2_weight = v[1] }) end,
+      "entry 2 of the list is not a program")
+    assert.error_matches(function() ane.patch_together({ b, other }, { nope = v[1] }) end,
+      "program 'mlp' has no weight 'nope'")
+  end)
+
+  it("patches an fp32 weight from a transposed view as from its copy, sanitizing it", function()
+    local function fp32_graph(weight) -- y = conv(x, w), all fp32
+      local g = ane.graph("fp32_conv")
+      g:output("y", g:conv(g:input("x", { 1, 64, 1, 32 }, "fp32"), g:const("w", weight)))
+      return g
+    end
+    local t = ane.tensor.randn({ 64, 64 }, { seed = 90 })
+    t:slice(1, 3, 3):slice(2, 5, 5):copy_from(ane.tensor.from({ 0 / 0 }):reshape(1, 1))
+    local view, packed = t:transpose(), t:transpose():copy() -- [64, 64]: w[o][i] = t[i][o]
+    assert.is_false(view:is_contiguous())
+    local start = ane.tensor.randn({ 64, 64, 1, 1 }, { seed = 91 })
+    local from_view = ane.compile(fp32_graph(start), { precision = "fp32", profile = "cpu" })
+    local from_copy = ane.compile(fp32_graph(start), { precision = "fp32", profile = "cpu" })
+    local x32 = ane.tensor.randn({ 1, 64, 1, 32 }, { seed = 92 })
+    local sanitized = ane.stats().sanitized_values
+    from_view:patch({ w = view })
+    assert.are.equal(sanitized + 1, ane.stats().sanitized_values) -- the NaN, written as 0
+    local zeroed = packed:copy()
+    zeroed:slice(1, 5, 5):slice(2, 3, 3):copy_from(ane.tensor({ 1, 1 }, "fp32"))
+    from_copy:patch({ w = zeroed })
+    assert.are.equal(from_copy:eval({ x = x32 }).y:bytes(), from_view:eval({ x = x32 }).y:bytes())
+    local fresh = ane.compile(fp32_graph(zeroed:reshape(64, 64, 1, 1)), { precision = "fp32", profile = "cpu" })
+    assert.are.equal(fresh:eval({ x = x32 }).y:bytes(), from_view:eval({ x = x32 }).y:bytes())
+    assert.are_not.equal(fresh:eval({ x = x32 }).y:bytes(),
+      ane.compile(fp32_graph(start), { precision = "fp32", profile = "cpu" }):eval({ x = x32 }).y:bytes())
+  end)
+
   it("checks names and shapes", function()
     local program = ane.compile(mlp_graph(w1, b1, w2))
     local names = {}

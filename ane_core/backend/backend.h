@@ -87,6 +87,11 @@ struct ane_backend {
      * weights; +-FLT_MAX for fp32). Adds the number of replaced values to *sanitized. */
     ane_status (*patch)(ane_loaded *instance, const char *name, const ane_tensor *value, int64_t *sanitized,
                         ane_error *err);
+    /* The same patch into `count` distinct instances of this backend at once, which may then
+     * read one copy of the weight until one of them is patched alone (NULL: patched one by
+     * one). */
+    ane_status (*patch_together)(ane_loaded *const *instances, int count, const char *name, const ane_tensor *value,
+                                 int64_t *sanitized, ane_error *err);
     /* Applies patches batched since the last eval (NULL: patches apply at once). The eval
      * commits by itself too; the runtime commits before handing an eval to another thread. */
     ane_status (*commit)(ane_loaded *instance, ane_error *err);

@@ -8,6 +8,8 @@
  *          ANE-04 and ANE-18; then runs every node, rounding each output to fp16 (RNE,
  *          overflow to inf) in fp16 precision, or nothing in fp32 precision (the reference);
  * patch    rewrites one weight buffer of the loaded instance, no parsing or compiling;
+ *          patch_together writes one buffer that the instances patched with the same value
+ *          share (a training step's forward and backward programs of a layer);
  * write_input  keeps an input in its value buffer between evals (a KV cache written one
  *          position at a time: nothing is copied in at eval). */
 #include <math.h>
@@ -42,6 +44,14 @@ typedef struct sim_compiled {
     size_t scratch_floats;
 } sim_compiled;
 
+/* A patched weight's bytes (fp32 values or fp16 bits): one instance's own, or shared by the
+ * instances patched together with one value. Written in place only while one instance
+ * reads them; a patch of one sharer alone gives it new bytes (the others keep theirs). */
+typedef struct sim_weight {
+    int sharers;
+    void *data;
+} sim_weight;
+
 typedef struct sim_loaded {
     ane_loaded base;
     sim_compiled *program;
@@ -49,8 +59,8 @@ typedef struct sim_loaded {
                                        the graph itself (NULL for fp16 weights) */
     float *slab;
     uint16_t **halves;              /* [graph->count] fp16 conv weights, NULL elsewhere */
-    unsigned char *owned;           /* [graph->count]: a const's halves / values are this
-                                       instance's copy (made at its first patch); until then
+    sim_weight **patched;           /* [graph->count]: the bytes a const's halves / values
+                                       point at from its first patch on; until then (NULL)
                                        they are the compiled graph's bytes, which the
                                        programs holding the same weights share (intern.h) */
     float *scratch;
@@ -195,38 +205,50 @@ static void sim_ports(const ane_compiled *compiled, const ane_port **inputs, int
     *noutputs = p->noutputs;
 }
 
+static void release_weight(sim_weight *weight) {
+    if (--weight->sharers > 0) return;
+    free(weight->data);
+    free(weight);
+}
+
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
-    if (instance->halves && instance->values && instance->owned)
+    if (instance->patched)
         for (int i = 0; i < instance->program->graph->count; i++)
-            if (instance->owned[i]) free(instance->halves[i] ? (void *)instance->halves[i] : (void *)instance->values[i]);
+            if (instance->patched[i]) release_weight(instance->patched[i]);
     free(instance->halves);
-    free(instance->owned);
+    free(instance->patched);
     free(instance->values);
     free(instance->slab);
     free(instance->scratch);
     free(instance);
 }
 
-/* An fp32 tensor header over a value buffer, for converting copies in and out. */
-static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin) {
+/* A row-major fp32 tensor header of `shape` over a value buffer, for converting copies in
+ * and out. */
+static ane_tensor fp32_view_shaped(float *data, int ndim, const int64_t *shape, ane_storage *pin) {
     memset(pin, 0, sizeof *pin);
     pin->refcount = 1;
     pin->data = data;
-    pin->nbytes = (size_t)ane_node_numel(node) * sizeof(float);
     ane_tensor view;
     memset(&view, 0, sizeof view);
     view.storage = pin;
     view.dtype = ANE_FP32;
-    view.ndim = node->rank;
+    view.ndim = ndim;
     int64_t stride = 1;
-    for (int i = node->rank - 1; i >= 0; i--) {
-        view.shape[i] = node->shape[i];
+    for (int i = ndim - 1; i >= 0; i--) {
+        view.shape[i] = shape[i];
         view.strides[i] = stride;
-        stride *= node->shape[i];
+        stride *= shape[i];
     }
+    pin->nbytes = (size_t)stride * sizeof(float);
     return view;
+}
+
+/* The same over a node's value buffer, in the node's shape. */
+static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin) {
+    return fp32_view_shaped(data, node->rank, node->shape, pin);
 }
 
 static void load_const(sim_loaded *instance, const ane_node *node) {
@@ -250,11 +272,11 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
         instance->halves = calloc((size_t)g->count + 1, sizeof *instance->halves);
-        instance->owned = calloc((size_t)g->count + 1, 1);
+        instance->patched = calloc((size_t)g->count + 1, sizeof *instance->patched);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
         instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
-    int ok = instance && instance->values && instance->halves && instance->owned && instance->slab &&
+    int ok = instance && instance->values && instance->halves && instance->patched && instance->slab &&
              (!p->scratch_floats || instance->scratch);
     for (int i = 0; ok && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
@@ -522,12 +544,9 @@ static void patch_blocks(void *context, int64_t first, int64_t last) {
     if (replaced) __atomic_add_fetch(&job->replaced, replaced, __ATOMIC_RELAXED);
 }
 
-/* One pass, block by block, into the weight's own buffer: fp16 weights get the new bits
- * (converted from fp32 with the same rounding as a fresh compile), other weights fp32
- * values; NaN -> 0 and values beyond the dtype's range -> its largest finite value. */
-static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
-                            ane_error *err) {
-    sim_loaded *instance = (sim_loaded *)loaded;
+/* The const `name` of an instance's program, checked against a patch of `value`. */
+static ane_status patchable_node(const sim_loaded *instance, const char *name, const ane_tensor *value, ane_node **out,
+                                 ane_error *err) {
     ane_node *node = ane_graph_find(instance->program->graph, name);
     if (!node || node->op != ANE_OP_CONST)
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s' has no weight '%s'", instance->program->graph->name, name);
@@ -536,44 +555,96 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     if (ane_tensor_numel(value) != numel)
         return ane_fail(err, ANE_ERR_SHAPE, "weight '%s' has %lld elements, the patch %lld", name, (long long)numel,
                         (long long)ane_tensor_numel(value));
+    *out = node;
+    return ANE_OK;
+}
+
+/* Points the const's halves (fp16 bits) or values (and the reshapes reading them) at `data`. */
+static void point_weight_at(sim_loaded *instance, const ane_node *node, void *data) {
+    if (instance->halves[node->id]) {
+        instance->halves[node->id] = data;
+        return;
+    }
+    float *before = instance->values[node->id];
+    const ane_graph *g = instance->program->graph;
+    for (int i = 0; i < g->count; i++)
+        if (instance->values[i] == before && is_view(g->nodes[i])) instance->values[i] = data;
+    instance->values[node->id] = data;
+}
+
+/* Whether a patch gives the const bytes of its own (sim_weight): fp16 bits and fp32 values
+ * read where the graph keeps them. Other consts live in the instance's slab already. */
+static int patches_into_weight(const sim_loaded *instance, const ane_node *node) {
+    return instance->halves[node->id] || reads_graph_values(node);
+}
+
+/* Makes the const's bytes this instance's alone, to be overwritten whole (nothing is copied
+ * into them): new bytes unless it reads its own unshared ones or its slab's already. */
+static ane_status own_weight(sim_loaded *instance, const ane_node *node, ane_error *err) {
+    sim_weight *current = instance->patched[node->id];
+    if (current && current->sharers == 1) return ANE_OK;
+    if (!current && !patches_into_weight(instance, node)) return ANE_OK;
+    size_t bytes = (size_t)ane_node_numel(node) * (instance->halves[node->id] ? sizeof(uint16_t) : sizeof(float));
+    sim_weight *fresh = malloc(sizeof *fresh);
+    void *data = malloc(bytes ? bytes : 4);
+    if (!fresh || !data) {
+        free(fresh);
+        free(data);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", node->name);
+    }
+    fresh->sharers = 1;
+    fresh->data = data;
+    if (current) release_weight(current);
+    instance->patched[node->id] = fresh;
+    point_weight_at(instance, node, data);
+    return ANE_OK;
+}
+
+static void sanitize_blocks(void *context, int64_t first, int64_t last) {
+    patch_job *job = context;
+    int64_t replaced = 0;
+    for (int64_t block = first; block < last; block++) {
+        int64_t start = block * PATCH_BLOCK, count = job->numel - start < PATCH_BLOCK ? job->numel - start : PATCH_BLOCK;
+        replaced += ane_sanitize_weight_values(job->values + start, (size_t)count, ANE_FP32);
+    }
+    if (replaced) __atomic_add_fetch(&job->replaced, replaced, __ATOMIC_RELAXED);
+}
+
+/* An fp32 weight from a strided fp32 view (a transposed parameter, GPT-2's [in, out]
+ * matrices): copied straight into the weight's values in its row-major order (the blocked,
+ * threaded strided copy), then sanitized in place; no packed copy in between. */
+static ane_status write_strided_fp32(float *values, const ane_tensor *value, int64_t *sanitized, ane_error *err) {
+    int64_t numel = ane_tensor_numel(value);
+    ane_storage pin;
+    ane_tensor destination = fp32_view_shaped(values, value->ndim, value->shape, &pin);
+    ane_status status = ane_tensor_copy_into(&destination, value, err);
+    if (status) return status;
+    patch_job job = {.values = values, .numel = numel};
+    ane_parallel_for((numel + PATCH_BLOCK - 1) / PATCH_BLOCK, 64, sanitize_blocks, &job);
+    *sanitized += job.replaced;
+    return ANE_OK;
+}
+
+/* One pass, block by block, into the const's buffer: fp16 weights get the new bits
+ * (converted from fp32 with the same rounding as a fresh compile), other weights fp32
+ * values; NaN -> 0 and values beyond the dtype's range -> its largest finite value. */
+static ane_status write_weight(sim_loaded *instance, const ane_node *node, const ane_tensor *value, int64_t *sanitized,
+                               ane_error *err) {
+    if (!instance->halves[node->id] && node->dtype == ANE_FP32 && value->dtype == ANE_FP32 &&
+        !ane_tensor_is_contiguous(value))
+        return write_strided_fp32(instance->values[node->id], value, sanitized, err);
     ane_tensor packed;
     ane_status status = ane_tensor_is_contiguous(value) ? (ane_tensor_share(&packed, value), ANE_OK)
                                                         : ane_tensor_to(&packed, value, value->dtype, err);
     if (status) return status;
-    const char *source = ane_tensor_data(&packed);
-    size_t element = ane_dtype_size(packed.dtype);
+    int64_t numel = ane_node_numel(node);
     uint16_t *half = instance->halves[node->id];
-    /* This instance's own buffer from its first patch on. The patch below writes every
-     * element, so the shared values are not copied into it first. */
-    if (half && !instance->owned[node->id]) {
-        size_t bytes = (size_t)numel * sizeof *half;
-        uint16_t *copy = malloc(bytes ? bytes : 2);
-        if (!copy) {
-            ane_tensor_release(&packed);
-            return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
-        }
-        instance->halves[node->id] = half = copy;
-        instance->owned[node->id] = 1;
-    }
-    if (!half && reads_graph_values(node) && !instance->owned[node->id]) { /* likewise for fp32 values */
-        size_t bytes = (size_t)numel * sizeof(float);
-        float *copy = malloc(bytes ? bytes : 4);
-        if (!copy) {
-            ane_tensor_release(&packed);
-            return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
-        }
-        float *shared = instance->values[node->id];
-        const ane_graph *g = instance->program->graph;
-        for (int i = 0; i < g->count; i++) /* reshapes of the weight read the copy too */
-            if (instance->values[i] == shared && is_view(g->nodes[i])) instance->values[i] = copy;
-        instance->values[node->id] = copy;
-        instance->owned[node->id] = 1;
-    }
     int64_t replaced = 0;
     if (half && packed.dtype == ANE_FP16) {
-        replaced = copy_sanitized_half(half, (const uint16_t *)source, numel);
+        replaced = copy_sanitized_half(half, (const uint16_t *)ane_tensor_data(&packed), numel);
     } else {
-        patch_job job = {.source = source, .element = element, .source_dtype = packed.dtype, .weight_dtype = node->dtype,
+        patch_job job = {.source = ane_tensor_data(&packed), .element = ane_dtype_size(packed.dtype),
+                         .source_dtype = packed.dtype, .weight_dtype = node->dtype,
                          .values = half ? NULL : instance->values[node->id], .half = half, .numel = numel};
         /* a weight of a training step is megabytes: both cores' share of the bandwidth */
         ane_parallel_for((numel + PATCH_BLOCK - 1) / PATCH_BLOCK, 64, patch_blocks, &job);
@@ -582,6 +653,67 @@ static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tens
     ane_tensor_release(&packed);
     *sanitized += replaced;
     return ANE_OK;
+}
+
+static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
+                            ane_error *err) {
+    sim_loaded *instance = (sim_loaded *)loaded;
+    ane_node *node = NULL;
+    ane_status status = patchable_node(instance, name, value, &node, err);
+    if (!status) status = own_weight(instance, node, err);
+    if (!status) status = write_weight(instance, node, value, sanitized, err);
+    return status;
+}
+
+/* Whether instance b's const can read instance a's bytes: the same dtype, size and form. */
+static int can_share_weight(const sim_loaded *a, const ane_node *node_a, const sim_loaded *b, const ane_node *node_b) {
+    return patches_into_weight(a, node_a) && patches_into_weight(b, node_b) && node_a->dtype == node_b->dtype &&
+           !a->halves[node_a->id] == !b->halves[node_b->id] && ane_node_numel(node_a) == ane_node_numel(node_b);
+}
+
+/* The same value into weight `name` of each instance (distinct ones): written once, into
+ * bytes the instances that can share them read together. When exactly those instances
+ * share the bytes already (the previous step's patch), they are overwritten in place;
+ * otherwise the first instance gets bytes of its own and the others adopt them. */
+static ane_status sim_patch_together(ane_loaded *const *loaded, int count, const char *name, const ane_tensor *value,
+                                     int64_t *sanitized, ane_error *err) {
+    sim_loaded *first = (sim_loaded *)loaded[0];
+    ane_node *first_node = NULL;
+    ane_status status = patchable_node(first, name, value, &first_node, err);
+    if (status) return status;
+    sim_weight *shared = first->patched[first_node->id];
+    int sharing = 0, readers = 0; /* instances that can share; of them, those reading `shared` */
+    for (int i = 0; i < count; i++) {
+        sim_loaded *instance = (sim_loaded *)loaded[i];
+        ane_node *node = NULL;
+        status = patchable_node(instance, name, value, &node, err);
+        if (status) return status;
+        if (!can_share_weight(first, first_node, instance, node)) continue;
+        sharing++;
+        readers += shared && instance->patched[node->id] == shared;
+    }
+    if (sharing < 2) { /* nothing to share: each on its own */
+        for (int i = 0; i < count && !status; i++) status = sim_patch(loaded[i], name, value, sanitized, err);
+        return status;
+    }
+    int in_place = shared && readers == sharing && shared->sharers == sharing;
+    if (!in_place) status = own_weight(first, first_node, err);
+    if (!status) status = write_weight(first, first_node, value, sanitized, err);
+    shared = first->patched[first_node->id];
+    for (int i = 1; i < count && !status; i++) {
+        sim_loaded *instance = (sim_loaded *)loaded[i];
+        ane_node *node = ane_graph_find(instance->program->graph, name);
+        if (!can_share_weight(first, first_node, instance, node)) {
+            status = sim_patch(loaded[i], name, value, sanitized, err);
+            continue;
+        }
+        if (instance->patched[node->id] == shared) continue;
+        if (instance->patched[node->id]) release_weight(instance->patched[node->id]);
+        shared->sharers++;
+        instance->patched[node->id] = shared;
+        point_weight_at(instance, node, shared->data);
+    }
+    return status;
 }
 
 static void sim_weights(const ane_compiled *compiled, void (*visit)(void *context, const ane_node *node), void *context) {
@@ -599,6 +731,7 @@ const ane_backend ane_sim_backend = {
     .load = sim_load,
     .eval = sim_eval,
     .patch = sim_patch,
+    .patch_together = sim_patch_together,
     .write_input = sim_write_input,
     .read_input = sim_read_input,
     .weights = sim_weights,

@@ -594,7 +594,9 @@ static int compatible_shape(const ane_tensor *value, const ane_node *node) {
     return 1;
 }
 
-ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err) {
+/* Waits for the program's evals in flight and checks that it has a float weight `name` the
+ * value fits. */
+static ane_status check_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err) {
     ane_async_wait_idle(program);
     weight_search search = {name, NULL};
     ane_program_weights(program, match_weight, &search);
@@ -608,11 +610,43 @@ ane_status ane_program_patch(ane_program *program, const char *name, const ane_t
     if (ane_dtype_kind_of(value->dtype) != ANE_KIND_FLOAT && ane_dtype_kind_of(node->dtype) == ANE_KIND_FLOAT)
         return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' is %s; patch it with a float tensor, not %s", name,
                         ane_dtype_name(node->dtype), ane_dtype_name(value->dtype));
+    return ANE_OK;
+}
+
+ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err) {
+    return ane_program_patch_together(&program, 1, name, value, err);
+}
+
+enum { PATCH_TOGETHER_MAX = 64 };
+
+ane_status ane_program_patch_together(ane_program *const *programs, int count, const char *name,
+                                      const ane_tensor *value, ane_error *err) {
+    if (count < 1 || count > PATCH_TOGETHER_MAX)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "patch together: %d programs (1 to %d)", count, PATCH_TOGETHER_MAX);
+    const ane_backend *backend = programs[0]->entry->backend;
+    int same_backend = 1;
+    for (int i = 0; i < count; i++) {
+        for (int j = 0; j < i; j++)
+            if (programs[j] == programs[i])
+                return ane_fail(err, ANE_ERR_ARGUMENT, "patch together: program '%s' is listed twice",
+                                ane_program_name(programs[i]));
+        ane_status status = check_patch(programs[i], name, value, err);
+        if (status) return status;
+        same_backend &= programs[i]->entry->backend == backend;
+    }
     double start = now_ms();
     int64_t sanitized = 0;
-    ane_status status = program->entry->backend->patch(program->instance, name, value, &sanitized, err);
+    ane_status status = ANE_OK;
+    if (count > 1 && same_backend && backend->patch_together) {
+        ane_loaded *instances[PATCH_TOGETHER_MAX];
+        for (int i = 0; i < count; i++) instances[i] = programs[i]->instance;
+        status = backend->patch_together(instances, count, name, value, &sanitized, err);
+    } else {
+        for (int i = 0; i < count && !status; i++)
+            status = programs[i]->entry->backend->patch(programs[i]->instance, name, value, &sanitized, err);
+    }
     if (status) return status;
-    stats.patches++;
+    stats.patches += count;
     stats.sanitized_values += sanitized;
     stats.patch_ms += now_ms() - start;
     return ANE_OK;

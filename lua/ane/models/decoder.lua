@@ -239,14 +239,36 @@ function Methods:build_graph(kind, layer, a, b)
   return self.graphs[kind](self, layer and self.P.layers[layer], a, b)
 end
 
---- Patches the weights of `patch` (const name -> tensor) that `program` holds: a backward
---- program lacks the consts its gradients do not need (a bias, for one).
-function M.patch_present(program, patch)
-  local present = {}
-  for _, weight in ipairs(program:weights()) do
-    if patch[weight.name] then present[weight.name] = patch[weight.name] end
+--- Patches weights into programs: `patches` is a list of { program, { const name -> tensor } }.
+--- A program lacks the consts its graph does not need (a backward one has no bias, for one).
+--- A tensor that several programs take as the same const (a layer's forward, backward and
+--- decoding programs) is patched into them together: the sim backend writes it once and
+--- they read the same bytes.
+function M.patch_programs(patches)
+  local holders, order = {}, {} -- holders[tensor][const name]: the programs, in order of appearance
+  for _, item in ipairs(patches) do
+    local program, patch = item[1], item[2]
+    for _, weight in ipairs(program:weights()) do
+      local value = patch[weight.name]
+      if value then
+        local by_name = holders[value] or {}
+        holders[value] = by_name
+        if not by_name[weight.name] then
+          by_name[weight.name] = {}
+          order[#order + 1] = { value, weight.name }
+        end
+        table.insert(by_name[weight.name], program)
+      end
+    end
   end
-  program:patch(present)
+  local MOST = 64 -- programs per ane.patch_together call
+  for _, entry in ipairs(order) do
+    local value, name = entry[1], entry[2]
+    local programs = holders[value][name]
+    for first = 1, #programs, MOST do
+      ane.patch_together(table.move(programs, first, math.min(first + MOST - 1, #programs), 1, {}), { [name] = value })
+    end
+  end
 end
 
 --- The sequence size programs are built for to hold T positions (at most the size of

@@ -96,6 +96,7 @@ local PER_HEAD = { q_norm = true, k_norm = true }
 local function program_layer(L, dtype, quantize, label, stored)
   local P = {}
   for role, t in pairs(L) do
+    if not ane.quantized.is(t) and not t:is_contiguous() then t = t:copy() end -- (transposed parameters)
     if quantize and not ane.quantized.is(t) and t:ndim() == 2 then
       t = ane.quantize(t, quantize, { dtype = dtype, name = label(role) })
     end
@@ -497,12 +498,15 @@ local function to_checkpoint(self, role, t)
 end
 
 --- Loader-layout weights (W) from parameters in checkpoint naming and layout (what
---- model:parameters() returns and checkpoints store); views where no transpose is needed.
-function M.weights_from_parameters(arch, naming, config, params, source)
+--- model:parameters() returns and checkpoints store); views where no transpose is needed,
+--- and with `views` the transposed matrices too (not contiguous).
+function M.weights_from_parameters(arch, naming, config, params, source, views)
   local function get(role, l)
     local t = params[naming.name(role, l)]
     if t == nil then error(string.format("%s: no parameter '%s'", tostring(source), naming.name(role, l)), 3) end
-    if naming.transposed and naming.transposed[role] then return t:transpose():copy() end -- [in, out] -> [out, in]
+    if naming.transposed and naming.transposed[role] then -- [in, out] -> [out, in]
+      return views and t:transpose() or t:transpose():copy()
+    end
     return t
   end
   local W = { config = config, layers = {}, source = source, naming = config.naming, token_embedding = get("token_embedding"),
@@ -541,16 +545,19 @@ function Methods:load_parameters(params)
   if self.lora then return end -- adapters are program inputs: nothing to write
   if self.quantized then decoder.refuse_quantized_training(self, 2) end
   params = params or self.master
-  local W = M.weights_from_parameters(self.arch, self.naming, self.config, params, self.source)
+  -- (transposed matrices as views: a patch writes them straight into the programs' layout)
+  local W = M.weights_from_parameters(self.arch, self.naming, self.config, params, self.source, true)
   self.P.token_embedding, self.P.position_embedding = W.token_embedding, W.position_embedding
   self.P.classifier, self.P.classifier_fp16 = W.classifier or W.token_embedding, nil
   if not self.weights_as_inputs then -- (fed as inputs: nothing to patch)
+    local patches = {}
     for program, kind, layer in self:each_program() do
       local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or "norm"
       local source, patch = layer and W.layers[layer] or W, {}
       for _, role in ipairs(self.roles[group]) do patch[M.const_name(role)] = source[role] end
-      decoder.patch_present(program, patch)
+      patches[#patches + 1] = { program, patch }
     end
+    decoder.patch_programs(patches) -- a layer's programs share each patched weight
   end
   -- Programs compiled later start from these weights too: converted when one is built (or
   -- now, when the weights are fed as inputs), not at every step.
