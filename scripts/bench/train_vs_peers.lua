@@ -4,8 +4,10 @@
 --     (gpt2_124M.bin) against llm.c's train_gpt2 on that file and PyTorch's GPT-2;
 --   Stories110M shape, batch 1 x T for T = 64, 256, 512: anelua against PyTorch's Llama.
 -- Per workload it prints each round, the median ratio of steady step times (anelua / peer,
--- below 1 is faster) with its range, anelua's first step over its steady one, and its minor
--- page faults per steady step. A peer that cannot run here is named as not available.
+-- below 1 is faster) with its range, anelua's first step over its steady one, its minor
+-- page faults per steady step, and the kernel's seconds in its first step and in a steady
+-- one (on a virtual machine mostly the zeroing of memory touched for the first time, which
+-- the first step pays for its buffers). A peer that cannot run here is named as not available.
 --   build/anelua scripts/bench/train_vs_peers.lua [--rounds R] [--steps N] [--only gpt2|stories]
 --     [--peers DIR] [--work DIR]
 -- (internally, --child WORKLOAD runs anelua's side in its own process and prints one line.)
@@ -27,18 +29,29 @@ local opts = require("ane.cli").command{
 
 local GPT2_BATCH, GPT2_SEQ = 4, 64 -- llm.c's train_gpt2 hard-codes these
 
--- Minor page faults of this process so far (Linux), or nil.
-local function minor_faults()
+-- Minor page faults of this process so far and its seconds in the kernel (all threads;
+-- Linux), or nil.
+local ticks_per_second
+local function minor_faults_and_system_seconds()
   local stat = io.open("/proc/self/stat")
   if not stat then return nil end
   local line = stat:read("l")
   stat:close()
+  if not ticks_per_second then
+    local pipe = io.popen("getconf CLK_TCK 2>/dev/null")
+    ticks_per_second = tonumber(pipe:read("a")) or 100
+    pipe:close()
+  end
   -- fields after the parenthesised command: state ppid pgrp session tty tpgid flags minflt
-  return tonumber(line:match("%) %S+ %S+ %S+ %S+ %S+ %S+ %S+ (%d+)"))
+  -- cminflt majflt cmajflt utime stime
+  local faults, system = line:match("%) %S+ %S+ %S+ %S+ %S+ %S+ %S+ (%d+) %S+ %S+ %S+ %S+ (%d+)")
+  return tonumber(faults), tonumber(system) / ticks_per_second
 end
 
 -- anelua's side of one workload, in this process: the first step (it compiles the programs)
--- and `steps` steady ones. Prints "first S steady S faults N" (faults per steady step).
+-- and `steps` steady ones. Prints "first S steady S faults N kernel K K" (faults per steady
+-- step; the kernel's seconds in the first step and in a steady one: on a virtual machine,
+-- mostly zeroing memory the process touches for the first time).
 local function child(workload)
   local train = require("ane.train")
   ane.set_compile_budget(1000000)
@@ -63,13 +76,19 @@ local function child(workload)
   end
   local trainer = train.new(model, { lr = 1e-4, warmup = 0, steps = 1000 })
   local batches = { position = 0, next = function(self) self.position = self.position + 1 return rows, next_rows end }
+  local _, kernel_start = minor_faults_and_system_seconds()
   local first = trainer:step(batches).ms.total / 1000
-  local faults_before, times = minor_faults(), {}
+  local faults_before, kernel_before = minor_faults_and_system_seconds()
+  local times = {}
   for i = 1, opts.steps do times[i] = trainer:step(batches).ms.total / 1000 end
-  local faults_after = minor_faults()
+  local faults_after, kernel_after = minor_faults_and_system_seconds()
   local steady = common.median_and_range(times)
-  print(string.format("first %.4f steady %.4f faults %s", first, steady,
-    faults_before and string.format("%.0f", (faults_after - faults_before) / opts.steps) or "n/a"))
+  if faults_before then
+    print(string.format("first %.4f steady %.4f faults %.0f kernel %.2f %.2f", first, steady,
+      (faults_after - faults_before) / opts.steps, kernel_before - kernel_start, (kernel_after - kernel_before) / opts.steps))
+  else
+    print(string.format("first %.4f steady %.4f faults n/a kernel n/a n/a", first, steady))
+  end
 end
 
 if opts.child ~= "" then
@@ -107,9 +126,11 @@ local function run_anelua(workload)
   local command = string.format("%s %s --child %s --steps %d --work %s 2>&1", common.quote(root .. "/build/anelua"),
     common.quote(root .. "/scripts/bench/train_vs_peers.lua"), workload, opts.steps, common.quote(opts.work))
   local out, text = capture(command)
-  local first, steady, faults = (out or ""):match("first ([%d.]+) steady ([%d.]+) faults (%S+)")
+  local first, steady, faults, kernel_first, kernel_steady =
+    (out or ""):match("first ([%d.]+) steady ([%d.]+) faults (%S+) kernel (%S+) (%S+)")
   if not first then error("anelua's " .. workload .. " process failed:\n" .. text) end
-  return { first = tonumber(first), steady = tonumber(steady), faults = faults }
+  return { first = tonumber(first), steady = tonumber(steady), faults = faults, kernel_first = kernel_first,
+    kernel_steady = kernel_steady }
 end
 
 local function run_torch(which, batch, seq)
@@ -153,7 +174,7 @@ print(string.format("training steps, fp32, 2 threads each; %d rounds, each proce
 local summary = {}
 for _, w in ipairs(workloads) do
   print(string.format("\n%s%s", w.name, w.anelua == "gpt2" and have_llmc and " (llm.c's gpt2_124M.bin)" or ""))
-  local header = string.format("%-6s %12s %12s %10s", "round", "anelua s", "first s", "faults")
+  local header = string.format("%-6s %12s %12s %10s %14s", "round", "anelua s", "first s", "faults", "kernel s 1st/st")
   for _, peer in ipairs(w.peers) do header = header .. string.format(" %12s %8s", peer[1] .. " s", "ratio") end
   print(header)
   local ratios, firsts = {}, {}
@@ -164,7 +185,8 @@ for _, w in ipairs(workloads) do
     for i, peer in ipairs(w.peers) do results[i] = peer[2]() end
     if round % 2 == 0 then ours = run_anelua(w.anelua) end
     firsts[round] = ours.first / ours.steady
-    local line = string.format("%-6d %12.3f %12.3f %10s", round, ours.steady, ours.first, ours.faults)
+    local line = string.format("%-6d %12.3f %12.3f %10s %14s", round, ours.steady, ours.first, ours.faults,
+      ours.kernel_first .. "/" .. ours.kernel_steady)
     for i, r in ipairs(results) do
       ratios[i] = ratios[i] or {}
       ratios[i][round] = ours.steady / r.steady
