@@ -114,55 +114,85 @@ static void run_binary(const ane_node *node, float *const *values, float *out) {
  * in fp32. Masked attention scores (about half of a causal softmax) take this path. */
 static inline float exp_or_zero(float x) { return x < -104.0f ? 0.0f : expf(x); }
 
-static void run_unary(const ane_node *node, const float *x, float *out) {
-    int64_t n = ane_node_numel(node);
+/* Elements first .. last - 1 of a unary op. */
+static void unary_range(const ane_node *node, const float *x, float *out, int64_t first, int64_t last) {
     const ane_node_attrs *a = &node->attrs;
     switch (node->op) {
-    case ANE_OP_NEG: for (int64_t i = 0; i < n; i++) out[i] = -x[i]; break;
-    case ANE_OP_ABS: for (int64_t i = 0; i < n; i++) out[i] = fabsf(x[i]); break;
-    case ANE_OP_EXP: for (int64_t i = 0; i < n; i++) out[i] = exp_or_zero(x[i]); break;
+    case ANE_OP_NEG: for (int64_t i = first; i < last; i++) out[i] = -x[i]; break;
+    case ANE_OP_ABS: for (int64_t i = first; i < last; i++) out[i] = fabsf(x[i]); break;
+    case ANE_OP_EXP: for (int64_t i = first; i < last; i++) out[i] = exp_or_zero(x[i]); break;
     case ANE_OP_LOG: {
         float epsilon = (float)node->attrs.epsilon; /* 1e-45 rounds to the smallest denormal in fp32 */
-        for (int64_t i = 0; i < n; i++) out[i] = logf(x[i] + epsilon);
+        for (int64_t i = first; i < last; i++) out[i] = logf(x[i] + epsilon);
         break;
     }
-    case ANE_OP_SQRT: for (int64_t i = 0; i < n; i++) out[i] = sqrtf(x[i]); break;
+    case ANE_OP_SQRT: for (int64_t i = first; i < last; i++) out[i] = sqrtf(x[i]); break;
     case ANE_OP_RSQRT: {
         float epsilon = (float)node->attrs.epsilon;
-        for (int64_t i = 0; i < n; i++) out[i] = 1.0f / sqrtf(x[i] + epsilon);
+        for (int64_t i = first; i < last; i++) out[i] = 1.0f / sqrtf(x[i] + epsilon);
         break;
     }
     case ANE_OP_INVERSE: {
         float epsilon = (float)node->attrs.epsilon;
-        for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (x[i] + epsilon);
+        for (int64_t i = first; i < last; i++) out[i] = 1.0f / (x[i] + epsilon);
         break;
     }
-    case ANE_OP_TANH: for (int64_t i = 0; i < n; i++) out[i] = tanhf(x[i]); break;
-    case ANE_OP_SIGMOID: for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
-    case ANE_OP_SILU: for (int64_t i = 0; i < n; i++) out[i] = x[i] / (1.0f + expf(-x[i])); break;
+    case ANE_OP_TANH: for (int64_t i = first; i < last; i++) out[i] = tanhf(x[i]); break;
+    case ANE_OP_SIGMOID: for (int64_t i = first; i < last; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
+    case ANE_OP_SILU: for (int64_t i = first; i < last; i++) out[i] = x[i] / (1.0f + expf(-x[i])); break;
     case ANE_OP_SOFTPLUS: /* log(1 + e^x), without overflow: max(x, 0) + log1p(e^-|x|) */
-        for (int64_t i = 0; i < n; i++) out[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
+        for (int64_t i = first; i < last; i++) out[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
         break;
-    case ANE_OP_RELU: for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? x[i] : 0.0f; break;
+    case ANE_OP_RELU: for (int64_t i = first; i < last; i++) out[i] = x[i] > 0 ? x[i] : 0.0f; break;
     case ANE_OP_CLIP: {
         float lo = (float)a->alpha, hi = (float)a->beta;
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+        for (int64_t i = first; i < last; i++) out[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
         break;
     }
     case ANE_OP_CAST:
         if (a->dtype == ANE_BOOL) {
-            for (int64_t i = 0; i < n; i++) out[i] = x[i] != 0.0f;
+            for (int64_t i = first; i < last; i++) out[i] = x[i] != 0.0f;
         } else if (a->dtype == ANE_INT32) { /* truncation toward zero, saturating */
-            for (int64_t i = 0; i < n; i++) {
+            for (int64_t i = first; i < last; i++) {
                 float v = truncf(x[i]);
                 out[i] = v != v ? 0.0f : v > 2147483520.0f ? 2147483520.0f : v < -2147483648.0f ? -2147483648.0f : v;
             }
         } else {
-            memcpy(out, x, (size_t)n * sizeof *out);
+            memcpy(out + first, x + first, (size_t)(last - first) * sizeof *out);
         }
         break;
-    default: memcpy(out, x, (size_t)n * sizeof *out); break;
+    default: memcpy(out + first, x + first, (size_t)(last - first) * sizeof *out); break;
     }
+}
+
+typedef struct unary_job {
+    const ane_node *node;
+    const float *x;
+    float *out;
+} unary_job;
+
+static void unary_chunk(void *context, int64_t first, int64_t last) {
+    const unary_job *job = context;
+    unary_range(job->node, job->x, job->out, first, last);
+}
+
+/* The ops that call libm per element (tens of nanoseconds each): shared with the helper
+ * threads from this many elements per thread on (a decode step's GELU over 3,072). */
+enum { LIBM_UNARY_GRAIN = 1024 };
+
+static int calls_libm(ane_op op) {
+    return op == ANE_OP_EXP || op == ANE_OP_LOG || op == ANE_OP_TANH || op == ANE_OP_SIGMOID || op == ANE_OP_SILU ||
+           op == ANE_OP_SOFTPLUS;
+}
+
+static void run_unary(const ane_node *node, const float *x, float *out) {
+    int64_t n = ane_node_numel(node);
+    if (!calls_libm(node->op)) {
+        unary_range(node, x, out, 0, n);
+        return;
+    }
+    unary_job job = {node, x, out};
+    ane_parallel_for(n, LIBM_UNARY_GRAIN, unary_chunk, &job);
 }
 
 /* quantize: clamp(round-half-even(x / scale + zero_point)) to int8 or uint8; dequantize:
