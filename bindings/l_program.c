@@ -2,6 +2,7 @@
  * prog:eval / submit / patch / write_input / read_input / inputs / outputs / weights / close,
  * and the runtime statistics.
  * Inputs and outputs are bound by name; values are tensors or surfaces. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,10 +376,10 @@ static int m_patch(lua_State *L) {
 static int l_patch_together(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
-    enum { MOST = 64 };
-    ane_program *programs[MOST];
     lua_Integer count = luaL_len(L, 1);
-    if (count < 1 || count > MOST) return luaL_error(L, "patch_together: 1 to %d programs, got %d", MOST, (int)count);
+    if (count < 1) return luaL_error(L, "patch_together: the list of programs is empty");
+    if (count > INT_MAX) return luaL_error(L, "patch_together: too many programs");
+    ane_program **programs = lua_newuserdatauv(L, (size_t)count * sizeof *programs, 0); /* [count], collected */
     for (lua_Integer i = 1; i <= count; i++) {
         lua_geti(L, 1, i);
         program_box *box = luaL_testudata(L, -1, ANE_PROGRAM_TYPE);

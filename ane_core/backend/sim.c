@@ -655,13 +655,20 @@ static ane_status write_weight(sim_loaded *instance, const ane_node *node, const
     return ANE_OK;
 }
 
+/* The patch of one instance's const: bytes of its own, then the values written. */
+static ane_status patch_node(sim_loaded *instance, const ane_node *node, const ane_tensor *value, int64_t *sanitized,
+                             ane_error *err) {
+    ane_status status = own_weight(instance, node, err);
+    if (!status) status = write_weight(instance, node, value, sanitized, err);
+    return status;
+}
+
 static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
                             ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
     ane_node *node = NULL;
     ane_status status = patchable_node(instance, name, value, &node, err);
-    if (!status) status = own_weight(instance, node, err);
-    if (!status) status = write_weight(instance, node, value, sanitized, err);
+    if (!status) status = patch_node(instance, node, value, sanitized, err);
     return status;
 }
 
@@ -677,42 +684,40 @@ static int can_share_weight(const sim_loaded *a, const ane_node *node_a, const s
  * otherwise the first instance gets bytes of its own and the others adopt them. */
 static ane_status sim_patch_together(ane_loaded *const *loaded, int count, const char *name, const ane_tensor *value,
                                      int64_t *sanitized, ane_error *err) {
-    sim_loaded *first = (sim_loaded *)loaded[0];
-    ane_node *first_node = NULL;
-    ane_status status = patchable_node(first, name, value, &first_node, err);
-    if (status) return status;
-    sim_weight *shared = first->patched[first_node->id];
+    sim_loaded *const *instances = (sim_loaded *const *)loaded;
+    ane_node **nodes = malloc((size_t)count * sizeof *nodes); /* [count]: each instance's const */
+    if (!nodes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
+    ane_status status = ANE_OK;
+    for (int i = 0; i < count && !status; i++) status = patchable_node(instances[i], name, value, &nodes[i], err);
+    sim_loaded *first = instances[0];
+    sim_weight *shared = status ? NULL : first->patched[nodes[0]->id];
     int sharing = 0, readers = 0; /* instances that can share; of them, those reading `shared` */
-    for (int i = 0; i < count; i++) {
-        sim_loaded *instance = (sim_loaded *)loaded[i];
-        ane_node *node = NULL;
-        status = patchable_node(instance, name, value, &node, err);
-        if (status) return status;
-        if (!can_share_weight(first, first_node, instance, node)) continue;
+    for (int i = 0; i < count && !status; i++) {
+        if (!can_share_weight(first, nodes[0], instances[i], nodes[i])) continue;
         sharing++;
-        readers += shared && instance->patched[node->id] == shared;
+        readers += shared && instances[i]->patched[nodes[i]->id] == shared;
     }
-    if (sharing < 2) { /* nothing to share: each on its own */
-        for (int i = 0; i < count && !status; i++) status = sim_patch(loaded[i], name, value, sanitized, err);
-        return status;
-    }
-    int in_place = shared && readers == sharing && shared->sharers == sharing;
-    if (!in_place) status = own_weight(first, first_node, err);
-    if (!status) status = write_weight(first, first_node, value, sanitized, err);
-    shared = first->patched[first_node->id];
-    for (int i = 1; i < count && !status; i++) {
-        sim_loaded *instance = (sim_loaded *)loaded[i];
-        ane_node *node = ane_graph_find(instance->program->graph, name);
-        if (!can_share_weight(first, first_node, instance, node)) {
-            status = sim_patch(loaded[i], name, value, sanitized, err);
-            continue;
+    if (!status && sharing < 2) { /* nothing to share: each on its own */
+        for (int i = 0; i < count && !status; i++) status = patch_node(instances[i], nodes[i], value, sanitized, err);
+    } else if (!status) {
+        if (!(shared && readers == sharing && shared->sharers == sharing)) status = own_weight(first, nodes[0], err);
+        if (!status) status = write_weight(first, nodes[0], value, sanitized, err);
+        shared = first->patched[nodes[0]->id];
+        for (int i = 1; i < count && !status; i++) {
+            sim_loaded *instance = instances[i];
+            const ane_node *node = nodes[i];
+            if (!can_share_weight(first, nodes[0], instance, node)) { /* another form: on its own */
+                status = patch_node(instance, node, value, sanitized, err);
+                continue;
+            }
+            if (instance->patched[node->id] == shared) continue;
+            if (instance->patched[node->id]) release_weight(instance->patched[node->id]);
+            shared->sharers++;
+            instance->patched[node->id] = shared;
+            point_weight_at(instance, node, shared->data);
         }
-        if (instance->patched[node->id] == shared) continue;
-        if (instance->patched[node->id]) release_weight(instance->patched[node->id]);
-        shared->sharers++;
-        instance->patched[node->id] = shared;
-        point_weight_at(instance, node, shared->data);
     }
+    free(nodes);
     return status;
 }
 

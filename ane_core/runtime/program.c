@@ -617,12 +617,9 @@ ane_status ane_program_patch(ane_program *program, const char *name, const ane_t
     return ane_program_patch_together(&program, 1, name, value, err);
 }
 
-enum { PATCH_TOGETHER_MAX = 64 };
-
 ane_status ane_program_patch_together(ane_program *const *programs, int count, const char *name,
                                       const ane_tensor *value, ane_error *err) {
-    if (count < 1 || count > PATCH_TOGETHER_MAX)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "patch together: %d programs (1 to %d)", count, PATCH_TOGETHER_MAX);
+    if (count < 1) return ane_fail(err, ANE_ERR_ARGUMENT, "patch together: no programs");
     const ane_backend *backend = programs[0]->entry->backend;
     int same_backend = 1;
     for (int i = 0; i < count; i++) {
@@ -637,11 +634,13 @@ ane_status ane_program_patch_together(ane_program *const *programs, int count, c
     double start = now_ms();
     int64_t sanitized = 0;
     ane_status status = ANE_OK;
-    if (count > 1 && same_backend && backend->patch_together) {
-        ane_loaded *instances[PATCH_TOGETHER_MAX];
+    ane_loaded **instances = count > 1 && same_backend && backend->patch_together
+                                 ? malloc((size_t)count * sizeof *instances) : NULL; /* [count] */
+    if (instances) {
         for (int i = 0; i < count; i++) instances[i] = programs[i]->instance;
         status = backend->patch_together(instances, count, name, value, &sanitized, err);
-    } else {
+        free(instances);
+    } else { /* one by one (also when there is no memory for the list) */
         for (int i = 0; i < count && !status; i++)
             status = programs[i]->entry->backend->patch(programs[i]->instance, name, value, &sanitized, err);
     }

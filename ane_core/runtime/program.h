@@ -99,7 +99,7 @@ ane_status ane_program_commit(ane_program *program, ane_error *err);
 /* Replaces baked weights without compiling: shape checked, converted to the weight's dtype,
  * NaN -> 0 and +-inf (or values beyond fp16's range) -> +-65504, counted in the stats. */
 ane_status ane_program_patch(ane_program *program, const char *name, const ane_tensor *value, ane_error *err);
-/* The same patch into several distinct programs (at most 64), e.g. a layer's forward and
+/* The same patch into several distinct programs, e.g. a layer's forward and
  * backward programs after an optimizer step: the sim backend writes the weight once into
  * bytes they then share, until one of them is patched alone (the others keep theirs). */
 ane_status ane_program_patch_together(ane_program *const *programs, int count, const char *name,

@@ -261,13 +261,9 @@ function M.patch_programs(patches)
       end
     end
   end
-  local MOST = 64 -- programs per ane.patch_together call
   for _, entry in ipairs(order) do
     local value, name = entry[1], entry[2]
-    local programs = holders[value][name]
-    for first = 1, #programs, MOST do
-      ane.patch_together(table.move(programs, first, math.min(first + MOST - 1, #programs), 1, {}), { [name] = value })
-    end
+    ane.patch_together(holders[value][name], { [name] = value })
   end
 end
 
