@@ -63,7 +63,7 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     lua_getfield(L, index, "activations");
     const char *activations = luaL_optstring(L, -1, "float");
     if (!ane_activations_from_name(activations, &options->activations))
-        luaL_error(L, "activations must be 'float' or 'int8', not '%s'", activations);
+        luaL_error(L, "activations must be 'float', 'int8' or 'int16', not '%s'", activations);
     lua_getfield(L, index, "key");
     *key = lua_tostring(L, -1);
     lua_getfield(L, index, "name");
@@ -468,10 +468,12 @@ static int m_tostring(lua_State *L) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(box->program, &in_ports, &nin, &out_ports, &nout);
+    char activations[32] = "";
+    if (o->activations != ANE_ACTIVATIONS_FLOAT)
+        snprintf(activations, sizeof activations, ", %s activations", ane_activations_name(o->activations));
     lua_pushfstring(L, "ane.program %s (backend %s, %s, profile %s%s, %d inputs, %d outputs)", ane_program_name(box->program),
                     ane_program_backend(box->program), o->precision == ANE_PRECISION_FP32 ? "fp32" : "fp16",
-                    o->profile == ANE_PROFILE_CPU ? "cpu" : "ane",
-                    o->activations == ANE_ACTIVATIONS_INT8 ? ", int8 activations" : "", nin, nout);
+                    o->profile == ANE_PROFILE_CPU ? "cpu" : "ane", activations, nin, nout);
     return 1;
 }
 

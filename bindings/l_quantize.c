@@ -198,15 +198,15 @@ static int q_reshape(lua_State *L) {
 }
 
 /* q:matmul(x [, activations]): W x for x fp32 [k, T] (W viewed as [rows, k]), an fp32
- * [rows, T] tensor; activations "float" (the default: exact in the dequantized W) or "int8"
- * (blocks of 32 quantized for integer products, tensor/gemv.h). */
+ * [rows, T] tensor; activations "float" (the default: exact in the dequantized W), "int8"
+ * or "int16" (blocks of 32 quantized for integer products, tensor/gemv.h). */
 static int q_matmul(lua_State *L) {
     ane_quantized_weight *q = check_quantized(L, 1);
     ane_tensor *x = ane_lua_check_tensor(L, 2);
     const char *activations_name = luaL_optstring(L, 3, "float");
     ane_activations activations;
     if (!ane_activations_from_name(activations_name, &activations))
-        return luaL_error(L, "activations must be 'float' or 'int8', not '%s'", activations_name);
+        return luaL_error(L, "activations must be 'float', 'int8' or 'int16', not '%s'", activations_name);
     int64_t rows = q->shape[0], k = rows ? numel_of(q) / rows : 0;
     if (x->ndim != 2 || x->shape[0] != k || x->dtype != ANE_FP32)
         return luaL_error(L, "quantized weight [%lld, %lld]: matmul takes an fp32 [%lld, T] tensor", (long long)rows,

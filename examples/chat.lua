@@ -2,12 +2,12 @@
 -- tokenizer.json, and generation_config.json when there is one) in the terminal.
 --   anelua examples/chat.lua [MODEL_DIR] [--system TEXT] [--prompt TEXT] [--no-think]
 --          [--show-thinking] [--max-tokens N] [--context N] [--temperature T] [--top-k K]
---          [--top-p P] [--seed S] [--quantize int8|int4] [--activations int8]
+--          [--top-p P] [--seed S] [--quantize int8|int4] [--activations int8|int16]
 --          [--backend sim|ane] [--precision fp16|fp32] [--profile ane|cpu]
 -- Without MODEL_DIR it runs a demo: a small Qwen3-shaped model with random weights and the
 -- Qwen3 tokenizer in data/tokenizers (the replies are noise; the chat machinery is real).
 -- --quantize int8 | int4 quantizes every linear layer at load (ane.quantize); --activations
--- int8 multiplies them on int8 activations (the cpu profile, chosen by it).
+-- int8 | int16 multiplies them on integer activations (the cpu profile, chosen by it).
 -- With --prompt it answers once and exits; otherwise it reads one user turn per line until
 -- end of input (Ctrl-D); "/reset" starts a new conversation. The conversation stays in the
 -- model's KV cache across turns (earlier turns are never computed again) until it fills
@@ -38,8 +38,9 @@ local command = cli.command{
     { "seed", "integer", 1, "sampling seed" },
     { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
       choices = { "int8", "int4" } },
-    { "activations", "choice", nil, "int8: products with the quantized weights on int8 activations (faster, the cpu "
-      .. "profile's; a small measured drift, docs/performance.md)", choices = { "int8" } },
+    { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
+      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
+      .. "docs/performance.md", choices = { "int8", "int16" } },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS)", choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
     { "profile", "choice", nil, "ane (the device's rules) or cpu", choices = { "ane", "cpu" } },

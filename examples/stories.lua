@@ -2,9 +2,9 @@
 -- Llama / Qwen3 directory on anelua.
 --   anelua examples/stories.lua MODEL.bin|MODEL_DIR [--tokenizer tokenizer.bin|tokenizer.model|tokenizer.json]
 --          [--prompt TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--seed S]
---          [--precision fp16|fp32] [--profile ane|cpu] [--quantize int8|int4] [--activations int8]
+--          [--precision fp16|fp32] [--profile ane|cpu] [--quantize int8|int4] [--activations int8|int16]
 -- --quantize quantizes every linear layer at load (ane.quantize; the classifier in int8);
--- --activations int8 multiplies them on int8 activations (the cpu profile, chosen by it).
+-- --activations int8 | int16 multiplies them on integer activations (the cpu profile, chosen by it).
 -- The tokenizer defaults to tokenizer.bin or tokenizer.model beside a checkpoint file (the
 -- SentencePiece vocabulary, with BOS), or tokenizer.json inside a model directory (byte-level
 -- BPE, no BOS).
@@ -22,8 +22,9 @@ local command = cli.command{
     { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
     { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
       choices = { "int8", "int4" } },
-    { "activations", "choice", nil, "int8: products with the quantized weights on int8 activations (faster, the cpu "
-      .. "profile's; a small measured drift, docs/performance.md)", choices = { "int8" } },
+    { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
+      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
+      .. "docs/performance.md", choices = { "int8", "int16" } },
   }, 64),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }

@@ -200,15 +200,19 @@ local function round_even(v)
   if r - v == 0.5 and r % 2 ~= 0 then r = r - 1 end
   return r
 end
-local function quantize_block(values) -- -> codes, scale
+local function quantize_block(values, levels) -- -> codes in [-levels, levels], scale
   local largest = 0
   for _, v in ipairs(values) do largest = math.max(largest, math.abs(v)) end
-  local inverse = largest > 0 and f32(127 / largest) or 0
+  local inverse = largest > 0 and f32(levels / largest) or 0
   local codes = {}
   for i, v in ipairs(values) do codes[i] = round_even(f32(v * inverse)) end
-  return codes, f32(largest / 127)
+  return codes, f32(largest / levels)
 end
-local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][T], sum |terms| [rows][T]
+-- The largest code of activations and of a 4-bit row's palette entries (tensor/gemv.h).
+local LEVELS = { int8 = { 127, 127 }, int16 = { 32767, 16383 } }
+-- q [rows, k]; x [k, T]; activations "int8" | "int16": y [rows][T], sum |terms| [rows][T]
+local function integer_activation_product(q, x, activations)
+  local levels, palette_levels = LEVELS[activations][1], LEVELS[activations][2]
   local rows, k = q:shape()[1], q:shape()[2]
   local data, table_, xs = q:data():totable(), q:table():totable(), x:totable()
   local y, magnitude = {}, {}
@@ -217,7 +221,7 @@ local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][
     if q:encoding() == "int8" then
       weight_codes, row_scale = data[r], table_[r]
     else
-      local entries, scale = quantize_block(table_[r])
+      local entries, scale = quantize_block(table_[r], palette_levels)
       weight_codes = {}
       for j = 1, k do
         local byte = data[r][(j + 1) // 2]
@@ -231,7 +235,7 @@ local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][
       for first = 1, k, 32 do
         local block = {}
         for j = first, math.min(first + 31, k) do block[#block + 1] = xs[j][t] end
-        local codes, scale = quantize_block(block)
+        local codes, scale = quantize_block(block, levels)
         local dot = 0
         for i, c in ipairs(codes) do
           dot = dot + c * weight_codes[first + i - 1]
@@ -245,14 +249,14 @@ local function int8_activation_product(q, x) -- q [rows, k]; x [k, T]: y [rows][
   return y, magnitude
 end
 
-describe("int8 activations", function()
+describe("integer activations", function()
   local cin, cout = 136, 48 -- 136 = 2 x 64 + 8: the vector loop and a short last block
   local w = randn({ cout, cin }, 0.05, 41)
   local function program(q, S, opts)
-    local g = ane.graph("int8_activations")
+    local g = ane.graph("integer_activations")
     local x = g:input("x", { 1, cin, 1, S }, opts and opts.precision or "fp32")
     g:output("y", nn.linear(g, x, q, nil, { name = "proj" }))
-    return ane.compile(g, opts or { profile = "cpu", precision = "fp32", activations = "int8" })
+    return ane.compile(g, opts)
   end
 
   -- Every output within 2 (k + 2) u sum |terms| of the reference (u = 2^-24): the integer
@@ -269,37 +273,43 @@ describe("int8 activations", function()
     assert.are.equal(0, bad, bad .. " outputs off the quantized arithmetic")
   end
 
-  for _, encoding in ipairs({ "int8", "int4" }) do
-    for _, S in ipairs({ 1, 3, 32 }) do -- decode, a few columns (integer products), a prefill (BLAS)
-      it(encoding .. " weights at S = " .. S .. ": the block-quantized integer products, as defined", function()
-        local q = ane.quantize(w, encoding, { dtype = "fp32" })
-        local x = randn({ 1, cin, 1, S }, 1.0, 42 + S)
-        local y = program(q, S):eval({ x = x }).y:reshape(cout, S)
-        local want, magnitude = int8_activation_product(q, x:reshape(cin, S))
-        assert_within(y, want, magnitude)
-        -- and it is not the float-activation product (the option reached the kernel)
-        local float = program(q, S, { profile = "cpu", precision = "fp32" }):eval({ x = x }).y:reshape(cout, S)
-        assert.is_true(relative_error(y, float) > 1e-5, "equal to the float-activation product")
-        -- q:matmul, the classifier's path, computes the same
-        assert_within(q:matmul(x:reshape(cin, S), "int8"), want, magnitude)
-      end)
+  for _, activations in ipairs({ "int8", "int16" }) do
+    for _, encoding in ipairs({ "int8", "int4" }) do
+      for _, S in ipairs({ 1, 3, 32 }) do -- decode, a few columns (integer products), a prefill (BLAS)
+        it(encoding .. " weights, " .. activations .. " activations at S = " .. S
+          .. ": the block-quantized integer products, as defined", function()
+          local q = ane.quantize(w, encoding, { dtype = "fp32" })
+          local x = randn({ 1, cin, 1, S }, 1.0, 42 + S)
+          local compiled = program(q, S, { profile = "cpu", precision = "fp32", activations = activations })
+          local y = compiled:eval({ x = x }).y:reshape(cout, S)
+          local want, magnitude = integer_activation_product(q, x:reshape(cin, S), activations)
+          assert_within(y, want, magnitude)
+          -- and it is not the float-activation product (the option reached the kernel)
+          local float = program(q, S, { profile = "cpu", precision = "fp32" }):eval({ x = x }).y:reshape(cout, S)
+          assert.is_true(relative_error(y, float) > 1e-8, "equal to the float-activation product")
+          -- q:matmul, the classifier's path, computes the same
+          assert_within(q:matmul(x:reshape(cin, S), activations), want, magnitude)
+        end)
+      end
     end
   end
 
   it("is refused outside sim's cpu profile, and for dense weights in a model", function()
     local q = ane.quantize(w, "int8")
-    local ok, err = pcall(program, q, 32, { profile = "ane", precision = "fp16", activations = "int8" })
-    assert.is_false(ok)
-    assert.matches("activations 'int8' is an option of sim's cpu profile", tostring(err), 1, true)
-    ok, err = pcall(program, ane.quantize(w, "int8", { dtype = "fp32" }), 1,
+    for _, activations in ipairs({ "int8", "int16" }) do
+      local ok, err = pcall(program, q, 32, { profile = "ane", precision = "fp16", activations = activations })
+      assert.is_false(ok)
+      assert.matches("activations '" .. activations .. "' is an option of sim's cpu profile", tostring(err), 1, true)
+    end
+    local ok, err = pcall(program, ane.quantize(w, "int8", { dtype = "fp32" }), 1,
       { profile = "cpu", precision = "fp32", activations = "int4" })
     assert.is_false(ok)
-    assert.matches("activations must be 'float' or 'int8', not 'int4'", tostring(err), 1, true)
+    assert.matches("activations must be 'float', 'int8' or 'int16', not 'int4'", tostring(err), 1, true)
     local llama = require("ane.models.llama")
     local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 1, n_head = 4, vocab_size = 64, seq_len = 64 }, 3)
-    ok, err = pcall(llama.from_weights, W, { precision = "fp16", profile = "cpu", activations = "int8" })
+    ok, err = pcall(llama.from_weights, W, { precision = "fp16", profile = "cpu", activations = "int16" })
     assert.is_false(ok)
-    assert.matches("activations = 'int8' is for quantized weights", tostring(err), 1, true)
+    assert.matches("activations = 'int16' is for quantized weights", tostring(err), 1, true)
     ok, err = pcall(llama.from_weights, W, { precision = "fp16", quantize = "int8", activations = "int8" })
     assert.is_false(ok)
     assert.matches("activations = 'int8' runs in the cpu profile only", tostring(err), 1, true)
@@ -347,25 +357,29 @@ describe("quantized models", function()
     end
   end
 
-  for _, encoding in ipairs({ "int8", "int4" }) do
-    it("qwen3-tiny " .. encoding .. " with int8 activations: decode as its prefill, logits near float activations'",
-      function()
+  -- Each product's error from quantizing x: |dx| <= d / 2 per element (d = block max / 127
+  -- for int8), RMS d / sqrt(12); with block max <= 4 x RMS for 32 samples that is <= 0.9% of
+  -- the product's RMS. About 9 products in series (q/k/v, out, gate/up, down per layer, the
+  -- classifier) add independent errors: ~sqrt(9) x 0.9% = 2.7% RMS, so 5% of the largest
+  -- logit bounds the largest error with margin. int16 codes (32767 levels) and palette
+  -- entries (16383) are at least 129x finer: 5% x 127 / 16383 = 0.039%.
+  local DRIFT = { int8 = 0.05, int16 = 0.05 * 127 / 16383 }
+  for _, activations in ipairs({ "int8", "int16" }) do
+    for _, encoding in ipairs({ "int8", "int4" }) do
+      it("qwen3-tiny " .. encoding .. " with " .. activations
+        .. " activations: decode as its prefill, logits near float activations'", function()
         local W = assert(hf_llama.read(set.reference_root .. "/qwen3-tiny"))
         local opts = { precision = "fp32", profile = "cpu", quantize = encoding }
         local float = llama.from_weights(W, opts)
-        opts.activations = "int8"
+        opts.activations = activations
         local model = llama.from_weights(W, opts)
-        assert.matches("int8 activations", tostring(model))
+        assert.matches(activations .. " activations", tostring(model))
         helpers.assert_decode_matches_prefill(model, ids, 4)
-        -- Each product's error from quantizing x: |dx| <= d / 2 per element (d = block max /
-        -- 127), RMS d / sqrt(12); with block max <= 4 x RMS for 32 samples that is <= 0.9% of
-        -- the product's RMS. About 9 products in series (q/k/v, out, gate/up, down per layer,
-        -- the classifier) add independent errors: ~sqrt(9) x 0.9% = 2.7% RMS, so 5% of the
-        -- largest logit bounds the largest error with margin.
         local a, b = model:logits(ids), float:logits(ids)
-        assert.is_true(relative_error(a, b) < 0.05, "relative " .. relative_error(a, b))
+        assert.is_true(relative_error(a, b) < DRIFT[activations], "relative " .. relative_error(a, b))
         assert.is_true(relative_error(a, b) > 0, "the option changed nothing")
       end)
+    end
   end
 
   it("saves a quantized Qwen3 that loads back without re-quantizing, to the same logits", function()

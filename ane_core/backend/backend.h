@@ -31,7 +31,7 @@ typedef struct ane_compile_options {
     ane_target target;           /* the device the rules check against (generic unless chosen) */
     char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
     ane_activations activations; /* products with quantized weights: float activations (the device's
-                                    fp16), or int8 blocks, sim's cpu profile only (tensor/gemv.h) */
+                                    fp16), or int8 / int16 blocks, sim's cpu profile only (tensor/gemv.h) */
 } ane_compile_options;
 
 /* One bound buffer of an eval. */

@@ -404,9 +404,9 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
     const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
     const float *table = (const float *)ane_tensor_data(&w->table);
     int64_t width = ane_encoded_table_width(w->encoding);
-    if (context->activations == ANE_ACTIVATIONS_INT8) /* integer products (the cpu profile's option) */
+    if (context->activations != ANE_ACTIVATIONS_FLOAT) /* integer products (the cpu profile's option) */
         return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
-                                  table + first * width, columns, count, k, pixels, ANE_ACTIVATIONS_INT8, err);
+                                  table + first * width, columns, count, k, pixels, context->activations, err);
     if (pixels == 1) {
         ane_gemv_encoded(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
                          columns, count, k);

@@ -18,7 +18,7 @@ typedef struct sim_context {
     float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16 (NULL where not) */
-    ane_activations activations;   /* quantized conv weights: float activations, or int8 (tensor/gemv.h) */
+    ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
 } sim_context;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */

@@ -30,6 +30,18 @@ __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
     return _mm_cvtss_f32(half);
 }
 
+/* The sum of a kernel's two accumulators, the upper halves of the vector registers then
+ * cleared: the kernels whose tails are plain (SSE-compiled) C functions run them next, and
+ * where the compiler does not inline them, SSE instructions after 256-bit ones that left
+ * those halves dirty pay a state transition each (a test program built with -O2 that called
+ * the tail: int8 rows of a [*, 1024] matrix 4x slower without this; the project's Release
+ * build inlines the tails and was not affected). */
+__attribute__((target("avx2"))) static inline float sum_clearing_upper(__m256 a0, __m256 a1) {
+    float total = horizontal_sum(_mm256_add_ps(a0, a1));
+    _mm256_zeroupper();
+    return total;
+}
+
 /* |values| (the sign bit cleared), and the largest of the eight. */
 __attribute__((target("avx2"))) static inline __m256 abs_ps(__m256 values) {
     return _mm256_and_ps(values, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -518,7 +530,7 @@ Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const q8_vector *v) {
         a1 = q8_block_avx2(a1, _mm256_loadu_si256((const __m256i *)(q + j + Q8_BLOCK)), v, j + Q8_BLOCK);
     }
     if (j < whole) a0 = q8_block_avx2(a0, _mm256_loadu_si256((const __m256i *)(q + j)), v, j), j += Q8_BLOCK;
-    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_int8_from(q, v, j);
+    return sum_clearing_upper(a0, a1) + q8_int8_from(q, v, j);
 }
 
 /* 16 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
@@ -553,10 +565,16 @@ Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const q8_palette *p, co
         a1 = q8_block_avx2(a1, q8_lut4_weights_avx2(packed + (j + Q8_BLOCK) / 2, table), v, j + Q8_BLOCK);
     }
     if (j < whole) a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j), j += Q8_BLOCK;
-    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, j);
+    return sum_clearing_upper(a0, a1) + q8_lut4_from(packed, p, v, j);
 }
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+VNNI static inline float sum512_clearing_upper(__m512 a0, __m512 a1) { /* as sum_clearing_upper */
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    _mm256_zeroupper();
+    return total;
+}
 
 /* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
 VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const q8_vector *v, int64_t j) {
@@ -576,7 +594,7 @@ VNNI static float q8_int8_vnni(const int8_t *q, const q8_vector *v) {
         a1 = q8_chunk(a1, _mm512_xor_si512(_mm512_loadu_si512(q + j + Q8_CHUNK), plus_128), v, j + Q8_CHUNK);
     }
     if (j < v->chunked) a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_int8_from(q, v, v->chunked);
+    return sum512_clearing_upper(a0, a1) + q8_int8_from(q, v, v->chunked);
 }
 
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
@@ -608,7 +626,7 @@ VNNI static float q8_lut4_vnni(const uint8_t *packed, const q8_palette *p, const
         a1 = q8_chunk(a1, q8_lut4_weights(packed + (j + Q8_CHUNK) / 2, table), v, j + Q8_CHUNK);
     }
     if (j < v->chunked) a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, v->chunked);
+    return sum512_clearing_upper(a0, a1) + q8_lut4_from(packed, p, v, v->chunked);
 }
 #endif
 
@@ -685,17 +703,224 @@ static ane_status decoded_product(float *y, ane_weight_encoding encoding, const 
     return ANE_OK;
 }
 
-/* Columns at most this many go through the integer products; more (a prefill) through BLAS. */
-#define Q8_INTEGER_COLUMNS 4
+/* ------------------------------------------------ int16 activations (integer dot products) */
 
-/* Many columns with int8 activations: the same quantized values multiplied by BLAS. Each
- * element of x becomes its block's scale times its code, a 4-bit row's palette its int8
- * entries times their scale; the fp32 product then differs from the integer one by rounding
- * only, so a prefill and the decode steps after it compute the same arithmetic. */
-static ane_status encoded_matmul_q8_blas(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                         const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+/* x quantized per block of 32 consecutive elements to 16-bit codes: scale = max |x| / 32767,
+ * code = round(x / scale); a 4-bit row's palette to 15-bit entries the same way (max |p| /
+ * 16383). A block's products are exact 32-bit integer sums (4 products of at most 16383 x
+ * 32767 fit in an int32), so only the rounding of x (at most 1/65534 of its block's largest)
+ * and of the palette separates the result from the dequantized W times x. */
+#define Q16_BLOCK 32
+#define Q16_LEVELS 32767
+#define Q16_PALETTE_LEVELS 16383
+
+typedef struct q16_vector {
+    int64_t k;
+    int16_t *codes;      /* [k] */
+    float *block_scales; /* [ceil(k / 32)]: NaN where the block holds a NaN or inf */
+} q16_vector;
+
+static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_BLOCK) * 4 + k * 2 + 64); }
+
+/* The scale and codes of one block of values (element j at x[j * stride]), `levels` the
+ * largest code: the one definition the int16 kernels and the BLAS path below both use. */
+static float block_codes(const float *x, int64_t stride, int64_t count, float levels, int16_t *codes) {
+    float largest = 0.0f;
+    int not_finite = 0;
+    for (int64_t j = 0; j < count; j++) {
+        float a = fabsf(x[j * stride]);
+        not_finite |= !isfinite(a);
+        largest = a > largest ? a : largest;
+    }
+    float inverse = largest > 0.0f && !not_finite ? levels / largest : 0.0f;
+    for (int64_t j = 0; j < count; j++) codes[j] = (int16_t)lrintf(x[j * stride] * inverse);
+    return not_finite ? NAN : largest / levels; /* a NaN or inf makes the block's products NaN */
+}
+
+static void q16_quantize(q16_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+    v->k = k;
+    v->block_scales = memory;
+    v->codes = (int16_t *)(v->block_scales + (k + Q16_BLOCK - 1) / Q16_BLOCK);
+    for (int64_t first = 0, b = 0; first < k; first += Q16_BLOCK, b++)
+        v->block_scales[b] = block_codes(x + first * stride, stride, k - first < Q16_BLOCK ? k - first : Q16_BLOCK,
+                                         (float)Q16_LEVELS, v->codes + first);
+}
+
+typedef struct q16_palette {
+    int16_t entries[ANE_LUT4_ENTRIES];
+    float scale;
+} q16_palette;
+
+static void q16_palette_of(q16_palette *p, const float *palette) {
+    p->scale = block_codes(palette, 1, ANE_LUT4_ENTRIES, (float)Q16_PALETTE_LEVELS, p->entries);
+}
+
+/* sum over blocks of scale x exact integer sum, from element `from` (a block boundary) on;
+ * weight(j) is the integer weight of element j */
+static float q16_int8_from(const int8_t *q, const q16_vector *v, int64_t from) {
+    float total = 0.0f;
+    for (int64_t first = from; first < v->k; first += Q16_BLOCK) {
+        int64_t last = first + Q16_BLOCK < v->k ? first + Q16_BLOCK : v->k, sum = 0;
+        for (int64_t j = first; j < last; j++) sum += (int32_t)q[j] * v->codes[j];
+        total += v->block_scales[first / Q16_BLOCK] * (float)sum;
+    }
+    return total;
+}
+
+static float q16_lut4_from(const uint8_t *packed, const q16_palette *p, const q16_vector *v, int64_t from) {
+    float total = 0.0f;
+    for (int64_t first = from; first < v->k; first += Q16_BLOCK) {
+        int64_t last = first + Q16_BLOCK < v->k ? first + Q16_BLOCK : v->k, sum = 0;
+        for (int64_t j = first; j < last; j++) sum += (int32_t)p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes[j];
+        total += v->block_scales[first / Q16_BLOCK] * (float)sum;
+    }
+    return total;
+}
+
+#if defined(__x86_64__)
+/* A block's 32 integer weights (two registers of 16 words, elements in order) times its
+ * codes: vpmaddwd sums word pairs, the two halves add into 8 exact lane sums, which take
+ * the block's scale. */
+Q8_AVX2 static inline __m256 q16_block_avx2(__m256 sum, __m256i first16, __m256i second16, const q16_vector *v, int64_t j) {
+    __m256i lanes = _mm256_add_epi32(_mm256_madd_epi16(first16, _mm256_loadu_si256((const __m256i *)(v->codes + j))),
+                                     _mm256_madd_epi16(second16, _mm256_loadu_si256((const __m256i *)(v->codes + j + 16))));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(v->block_scales[j / Q16_BLOCK]), sum);
+}
+
+Q8_AVX2 static float q16_int8_avx2(const int8_t *q, const q16_vector *v) {
+    int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+#define Q16_INT8_BLOCK(sum, at)                                                                                         \
+    q16_block_avx2(sum, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + (at)))),                            \
+                   _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q + (at) + 16))), v, at)
+    for (; j + 2 * Q16_BLOCK <= whole; j += 2 * Q16_BLOCK) {
+        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES), _MM_HINT_T0);
+        a0 = Q16_INT8_BLOCK(a0, j);
+        a1 = Q16_INT8_BLOCK(a1, j + Q16_BLOCK);
+    }
+    if (j < whole) a0 = Q16_INT8_BLOCK(a0, j), j += Q16_BLOCK;
+#undef Q16_INT8_BLOCK
+    return sum_clearing_upper(a0, a1) + q16_int8_from(q, v, j);
+}
+
+/* 16 packed bytes -> 32 index bytes (lane 0: elements 0-7 then 16-23; lane 1: 8-15 then
+ * 24-31), looked up in the entries' low-byte and high-byte tables; the two interleaves give
+ * the words of elements 0-15 and 16-31 in order. */
+Q8_AVX2 static inline void q16_lut4_words_avx2(const uint8_t *packed, __m256i low_table, __m256i high_table,
+                                                __m256i *first16, __m256i *second16) {
+    const __m256i lane_order = _mm256_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11,
+                                                4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15);
+    const __m256i low_nibble = _mm256_set1_epi16(0x000f), high_nibble = _mm256_set1_epi16(0x0f00);
+    __m256i words = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)packed)), lane_order);
+    __m256i indices = _mm256_or_si256(_mm256_and_si256(words, low_nibble),
+                                      _mm256_and_si256(_mm256_srli_epi16(words, 4), high_nibble));
+    __m256i low = _mm256_shuffle_epi8(low_table, indices), high = _mm256_shuffle_epi8(high_table, indices);
+    *first16 = _mm256_unpacklo_epi8(low, high);
+    *second16 = _mm256_unpackhi_epi8(low, high);
+}
+
+/* The palette's 15-bit entries in registers: q16_palette_of's values (palettes are finite;
+ * cvtps rounds to nearest even as lrintf does; the packs cannot saturate). */
+Q8_AVX2 static void q16_palette_avx2(q16_palette *p, const float *palette) {
+    __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
+    float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
+    __m256 inverse = _mm256_set1_ps(largest > 0.0f ? (float)Q16_PALETTE_LEVELS / largest : 0.0f);
+    p->scale = largest / (float)Q16_PALETTE_LEVELS;
+    __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
+                                       _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
+    _mm256_storeu_si256((__m256i *)p->entries, _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const q16_palette *p, const q16_vector *v) {
+    const __m128i bytes_apart = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m128i low8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p->entries), bytes_apart);       /* entries 0-7 */
+    __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries + 8)), bytes_apart); /* 8-15 */
+    __m256i low_table = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(low8, high8));
+    __m256i high_table = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(low8, high8));
+    int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256i first16, second16;
+    for (; j + 2 * Q16_BLOCK <= whole; j += 2 * Q16_BLOCK) {
+        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
+        q16_lut4_words_avx2(packed + j / 2, low_table, high_table, &first16, &second16);
+        a0 = q16_block_avx2(a0, first16, second16, v, j);
+        q16_lut4_words_avx2(packed + (j + Q16_BLOCK) / 2, low_table, high_table, &first16, &second16);
+        a1 = q16_block_avx2(a1, first16, second16, v, j + Q16_BLOCK);
+    }
+    if (j < whole) {
+        q16_lut4_words_avx2(packed + j / 2, low_table, high_table, &first16, &second16);
+        a0 = q16_block_avx2(a0, first16, second16, v, j);
+        j += Q16_BLOCK;
+    }
+    return sum_clearing_upper(a0, a1) + q16_lut4_from(packed, p, v, j);
+}
+#endif
+
+typedef struct q16_job {
+    float *y; /* [rows, columns] */
+    const void *data;
+    const float *table;
+    const q16_vector *columns; /* [columns] */
+    int64_t count, k;
+    ane_weight_encoding encoding;
+} q16_job;
+
+static float q16_int8_scalar(const int8_t *q, const q16_vector *v) { return q16_int8_from(q, v, 0); }
+static float q16_lut4_scalar(const uint8_t *packed, const q16_palette *p, const q16_vector *v) {
+    return q16_lut4_from(packed, p, v, 0);
+}
+
+static void rows_q16(void *context, int64_t first, int64_t last) {
+    const q16_job *job = context;
+    float (*dot_int8)(const int8_t *, const q16_vector *) = q16_int8_scalar;
+    float (*dot_lut4)(const uint8_t *, const q16_palette *, const q16_vector *) = q16_lut4_scalar;
+    void (*palette_of)(q16_palette *, const float *) = q16_palette_of;
+#if defined(__x86_64__)
+    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2, palette_of = q16_palette_avx2;
+#endif
+    int64_t count = job->count;
+    for (int64_t r = first; r < last; r++) {
+        float *y = job->y + r * count;
+        if (job->encoding == ANE_ENCODING_INT8) {
+            const int8_t *q = (const int8_t *)job->data + r * job->k;
+            for (int64_t c = 0; c < count; c++) y[c] = dot_int8(q, &job->columns[c]) * job->table[r];
+        } else {
+            q16_palette palette;
+            palette_of(&palette, job->table + r * ANE_LUT4_ENTRIES);
+            const uint8_t *packed = (const uint8_t *)job->data + r * (job->k / 2);
+            for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, &palette, &job->columns[c]) * palette.scale;
+        }
+    }
+}
+
+/* y [rows, columns] with the activations x [k, columns] quantized to 16-bit codes per column. */
+static ane_status encoded_matmul_q16(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                     const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+    size_t bytes = (q16_bytes(k) + 63) / 64 * 64;
+    char stack[32768];
+    char *memory = (size_t)columns * (bytes + sizeof(q16_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(q16_vector)));
+    if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+    q16_vector *vectors = (q16_vector *)memory;
+    char *buffers = memory + (size_t)columns * sizeof(q16_vector);
+    for (int64_t c = 0; c < columns; c++) q16_quantize(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k);
+    q16_job job = {y, data, table, vectors, columns, k, encoding};
+    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_q16, &job);
+    if (memory != stack) free(memory);
+    return ANE_OK;
+}
+
+/* Columns at most this many go through the integer products; more (a prefill) through BLAS. */
+#define INTEGER_COLUMNS 4
+
+/* Many columns with int8 or int16 activations: the same quantized values multiplied by
+ * BLAS. Each element of x becomes its block's scale times its code, a 4-bit row's palette its
+ * integer entries times their scale; the fp32 product then differs from the integer one by
+ * rounding only, so a prefill and the decode steps after it compute the same arithmetic. */
+static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                            const float *x, int64_t rows, int64_t k, int64_t columns,
+                                            ane_activations activations, ane_error *err) {
     float *values = malloc((size_t)(k * columns) * sizeof *values + 1);                   /* [k, columns] */
-    void *memory = malloc(q8_bytes(k));
+    void *memory = malloc(activations == ANE_ACTIVATIONS_INT8 ? q8_bytes(k) : q16_bytes(k));
     float *palettes = encoding == ANE_ENCODING_LUT4 ? malloc((size_t)rows * ANE_LUT4_ENTRIES * sizeof *palettes) : NULL;
     ane_status status = ANE_OK;
     if (!values || !memory || (encoding == ANE_ENCODING_LUT4 && !palettes)) {
@@ -703,15 +928,28 @@ static ane_status encoded_matmul_q8_blas(float *y, ane_weight_encoding encoding,
         goto done;
     }
     for (int64_t c = 0; c < columns; c++) {
-        q8_vector v;
-        q8_quantize(&v, memory, x + c, columns, k);
-        for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)v.codes[j];
+        if (activations == ANE_ACTIVATIONS_INT8) {
+            q8_vector v;
+            q8_quantize(&v, memory, x + c, columns, k);
+            for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)v.codes[j];
+        } else {
+            q16_vector v;
+            q16_quantize(&v, memory, x + c, columns, k);
+            for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q16_BLOCK] * (float)v.codes[j];
+        }
     }
     if (palettes)
         for (int64_t r = 0; r < rows; r++) {
-            q8_palette p;
-            q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
-            for (int i = 0; i < ANE_LUT4_ENTRIES; i++) palettes[r * ANE_LUT4_ENTRIES + i] = p.scale * (float)p.entries[i];
+            float *out = palettes + r * ANE_LUT4_ENTRIES;
+            if (activations == ANE_ACTIVATIONS_INT8) {
+                q8_palette p;
+                q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
+                for (int i = 0; i < ANE_LUT4_ENTRIES; i++) out[i] = p.scale * (float)p.entries[i];
+            } else {
+                q16_palette p;
+                q16_palette_of(&p, table + r * ANE_LUT4_ENTRIES);
+                for (int i = 0; i < ANE_LUT4_ENTRIES; i++) out[i] = p.scale * (float)p.entries[i];
+            }
         }
     status = decoded_product(y, encoding, data, palettes ? palettes : table, values, rows, k, columns, err);
 done:
@@ -722,9 +960,10 @@ done:
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const float *x, int64_t rows, int64_t k, int64_t columns, ane_activations activations,
                               ane_error *err) {
-    if (activations == ANE_ACTIVATIONS_INT8)
-        return columns <= Q8_INTEGER_COLUMNS ? encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err)
-                                             : encoded_matmul_q8_blas(y, encoding, data, table, x, rows, k, columns, err);
+    if (activations != ANE_ACTIVATIONS_FLOAT && columns > INTEGER_COLUMNS)
+        return encoded_matmul_codes_blas(y, encoding, data, table, x, rows, k, columns, activations, err);
+    if (activations == ANE_ACTIVATIONS_INT8) return encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err);
+    if (activations == ANE_ACTIVATIONS_INT16) return encoded_matmul_q16(y, encoding, data, table, x, rows, k, columns, err);
     if (columns == 1) {
         ane_gemv_encoded(y, encoding, data, table, x, rows, k);
         return ANE_OK;

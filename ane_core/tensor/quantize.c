@@ -25,12 +25,13 @@ int ane_encoding_from_name(const char *name, ane_weight_encoding *out) {
 }
 
 const char *ane_activations_name(ane_activations activations) {
-    return activations == ANE_ACTIVATIONS_INT8 ? "int8" : "float";
+    return activations == ANE_ACTIVATIONS_INT8 ? "int8" : activations == ANE_ACTIVATIONS_INT16 ? "int16" : "float";
 }
 
 int ane_activations_from_name(const char *name, ane_activations *out) {
     if (strcmp(name, "float") == 0) *out = ANE_ACTIVATIONS_FLOAT;
     else if (strcmp(name, "int8") == 0) *out = ANE_ACTIVATIONS_INT8;
+    else if (strcmp(name, "int16") == 0) *out = ANE_ACTIVATIONS_INT16;
     else return 0;
     return 1;
 }

@@ -21,14 +21,17 @@ typedef enum ane_weight_encoding {
 #define ANE_LUT4_ENTRIES 16
 
 /* How a product with a quantized weight treats its activations: as they are (fp32, so the
- * product equals the dequantized weight's), or quantized to int8 in blocks of 32 for integer
- * dot products (tensor/gemv.h: faster, a small measured drift; sim's cpu profile only). */
+ * product equals the dequantized weight's), or quantized in blocks of 32 for integer dot
+ * products (tensor/gemv.h; sim's cpu profile only): to int8 (fastest, a small measured
+ * drift) or to int16 (each activation within 1/65534 of its block's largest, finer than the
+ * fp16 the device computes in; 4-bit rows read with half the byte shuffles of float's). */
 typedef enum ane_activations {
     ANE_ACTIVATIONS_FLOAT = 0,
     ANE_ACTIVATIONS_INT8,
+    ANE_ACTIVATIONS_INT16,
 } ane_activations;
 
-/* "float" / "int8"; from a name returns 0 for any other. */
+/* "float" / "int8" / "int16"; from a name returns 0 for any other. */
 const char *ane_activations_name(ane_activations activations);
 int ane_activations_from_name(const char *name, ane_activations *out);
 

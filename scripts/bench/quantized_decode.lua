@@ -1,7 +1,7 @@
 -- Benchmark: decoding with quantized weights, in one run, two parts.
 --   qwen3    Qwen3-0.6B shape (random weights, the real config): prefill of 256 tokens and
---            greedy decode in fp16, int8 and int4 (cpu profile; int8/a8 and int4/a8: the
---            same weights with activations = "int8", integer products), each decode round right
+--            greedy decode in fp16, int8 and int4 (cpu profile; /a8 and /a16: the same
+--            weights with activations = "int8" / "int16", integer products), each decode round right
 --            after a measurement of the memory read bandwidth: the bound of a round is
 --            bandwidth / bytes read per token (the layers' weights and the classifier as
 --            stored); prints tok/s, the bound and the median ratio with its range.
@@ -29,13 +29,15 @@ local opts = require("ane.cli").command {
   }),
 }:parse(arg)
 ane.set_compile_budget(1000000)
-local MODES = { "fp16", "int8", "int4", "int8/a8", "int4/a8" }
-local WEIGHTS = { fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4" }
+local MODES = { "fp16", "int8", "int4", "int8/a8", "int4/a8", "int8/a16", "int4/a16" }
+local WEIGHTS = { fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4",
+  ["int8/a16"] = "int8", ["int4/a16"] = "int4" }
+local ACTIVATIONS = { a8 = "int8", a16 = "int16" }
 
 local function model_options(mode)
   local weights = WEIGHTS[mode]
   return { precision = "fp16", profile = "cpu", quantize = weights ~= "fp16" and weights or nil,
-    quantize_classifier = weights ~= "fp16" and "int8" or nil, activations = mode:match("/a8$") and "int8" or nil }
+    quantize_classifier = weights ~= "fp16" and "int8" or nil, activations = ACTIVATIONS[mode:match("/(a%d+)$")] }
 end
 
 -- Bytes one decoded token reads: every layer weight and the classifier, as stored (an fp16

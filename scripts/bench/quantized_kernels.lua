@@ -29,10 +29,11 @@ for _, encoding in ipairs({ "int8", "int4" }) do
   local q = ane.quantize(w, encoding)
   kernels[#kernels + 1] = { name = encoding, bytes = q:bytes(), run = function() return q:matmul(x) end }
   kernels[#kernels + 1] = { name = encoding .. "/a8", bytes = q:bytes(), run = function() return q:matmul(x, "int8") end }
+  kernels[#kernels + 1] = { name = encoding .. "/a16", bytes = q:bytes(), run = function() return q:matmul(x, "int16") end }
 end
 for _, kernel in ipairs(kernels) do kernel.run() end -- warm (pages, helpers)
 print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels; "
-  .. "/a8: activations quantized to int8 (integer products)", opts.rows, opts.k))
+  .. "/a8, /a16: activations quantized to int8 / int16 (integer products)", opts.rows, opts.k))
 local header = { string.format("%-6s", "round") }
 for _, kernel in ipairs(kernels) do header[#header + 1] = string.format("%11s", kernel.name) end
 print(table.concat(header, " "))

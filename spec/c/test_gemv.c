@@ -5,17 +5,20 @@
  * recursive summation; blocked or FMA sums do better), so each row is held to
  * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row.
  *
- * int8 activations (ANE_ACTIVATIONS_INT8) are checked twice. (1) Against the quantized
- * arithmetic computed here from its definition (gemv.h: codes and scales in fp32 as
- * specified, each block's integer dot product exact, the sum in double): only the kernel's
- * fp32 sum of at most k / 4 lane terms differs, held to 2 (k / 4) u sum |terms| (more than 4
- * columns go through BLAS: k fp32 products of the quantized values, each rounded twice, held
- * to 2 (k + 2) u sum |products|). (2) Against
- * the true product of the dequantized weights and x: quantizing a block with largest |x| L
- * to scale d = fl(L / 127) and codes round(x fl(127 / L)) leaves |x - d c| <= d (1/2 + 381 u)
- * <= 0.5001 d (d fl(127/L) = 1 + 2u at most, |x| fl(127/L) <= 127 (1 + u)); a palette entry
- * likewise |p - s e| <= 0.5001 s. So |w x - (s e)(d c)| <= 0.5001 (s |x| + (|w| + 0.5001 s) d)
- * per element, summed, plus the fp32 term of (1). */
+ * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
+ * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
+ * definition (gemv.h: codes and scales in fp32 as specified, each block's integer dot
+ * product exact, the sum in double): only the kernel's fp32 sum of at most k / 4 lane terms
+ * differs (a lane: 4 products of a block; lanes of a block may cancel, so the magnitude is
+ * summed over adjacent pairs, which every kernel's lanes are made of), held to
+ * 2 (k / 4 + 2) u sum |pair terms| (more than 4 columns go through BLAS: k fp32 products of
+ * the quantized values, each rounded twice, held to 2 (k + 2) u sum |products|). (2) Against
+ * the true product of the dequantized weights and x: quantizing a block with largest |x| M
+ * to scale d = fl(M / L) and codes round(x fl(L / M)) leaves |x - d c| <= d (1/2 + 3 L u)
+ * (the product x fl(L/M) is off by at most L u before rounding; d fl(L/M) = 1 + 2u at most,
+ * |x| <= L d (1 + u)); a palette entry likewise |p - s e| <= s (1/2 + 3 P u). So
+ * |w x - (s e)(d c)| <= (1/2 + 3 P u) s |x| + (|w| + (1/2 + 3 P u) s)(1/2 + 3 L u) d per
+ * element, summed, plus the fp32 term of (1). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,57 +115,67 @@ int main(void) {
                   (long long)rows, (long long)k);
         }
 
-        /* int8 activations, one and several columns, both encodings */
+        /* int8 and int16 activations, one and several columns, both encodings */
+        for (int a16 = 0; a16 < 2; a16++)
         for (int columns = 1; columns <= 9; columns += columns < 3 ? 2 : 6) { /* 9: through BLAS */
+            const ane_activations activations = a16 ? ANE_ACTIVATIONS_INT16 : ANE_ACTIVATIONS_INT8;
+            const float levels = a16 ? 32767.0f : 127.0f, palette_levels = a16 ? 16383.0f : 127.0f; /* largest codes */
             float *xs = malloc(sizeof(float) * k * columns), *ys = malloc(sizeof(float) * rows * columns);
             for (int64_t i = 0; i < k * columns; i++) xs[i] = uniform() * (i % 7 == 3 ? 4.0f : 1.0f); /* some outliers */
             for (int lut = 0; lut <= (k % 2 == 0); lut++) {
                 ane_error err;
                 CHECK(ane_encoded_matmul(ys, lut ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, lut ? (void *)nibbles : (void *)codes,
-                                         lut ? palettes : scales, xs, rows, k, columns, ANE_ACTIVATIONS_INT8, &err) == ANE_OK,
-                      "int8-activation matmul");
+                                         lut ? palettes : scales, xs, rows, k, columns, activations, &err) == ANE_OK,
+                      "integer-activation matmul");
                 int exact_bad = 0, true_bad = 0;
                 for (int c = 0; c < columns; c++) {
-                    int8_t *xc = malloc(k);
+                    int32_t *xc = malloc(sizeof(int32_t) * k);
                     float *xd = malloc(sizeof(float) * k); /* each element's block scale */
                     for (int64_t first = 0; first < k; first += 32) {
                         int64_t last = first + 32 < k ? first + 32 : k;
                         float largest = 0;
                         for (int64_t j = first; j < last; j++) largest = fmaxf(largest, fabsf(xs[j * columns + c]));
-                        float inverse = largest > 0 ? 127.0f / largest : 0.0f, scale = largest / 127.0f;
+                        float inverse = largest > 0 ? levels / largest : 0.0f, scale = largest / levels;
                         for (int64_t j = first; j < last; j++) {
-                            xc[j] = (int8_t)lrintf(xs[j * columns + c] * inverse);
+                            xc[j] = (int32_t)lrintf(xs[j * columns + c] * inverse);
                             xd[j] = scale;
                         }
                     }
                     for (int64_t r = 0; r < rows; r++) {
-                        int8_t entries[16];
+                        int32_t entries[16];
                         float s = 1.0f;
                         if (lut) {
                             float largest = 0;
                             for (int e = 0; e < 16; e++) largest = fmaxf(largest, fabsf(palettes[r * 16 + e]));
-                            float inverse = largest > 0 ? 127.0f / largest : 0.0f;
-                            s = largest / 127.0f;
-                            for (int e = 0; e < 16; e++) entries[e] = (int8_t)lrintf(palettes[r * 16 + e] * inverse);
+                            float inverse = largest > 0 ? palette_levels / largest : 0.0f;
+                            s = largest / palette_levels;
+                            for (int e = 0; e < 16; e++) entries[e] = (int32_t)lrintf(palettes[r * 16 + e] * inverse);
                         }
                         double exact = 0, terms = 0, truth = 0, quantization = 0, magnitude = 0, products = 0;
+                        /* |x - d c| <= step d, |p - s e| <= palette_step s (the header's bound) */
+                        const double step = 0.5 + 3.01 * levels * ldexp(1.0, -24),
+                                     palette_step = 0.5 + 3.01 * palette_levels * ldexp(1.0, -24);
                         for (int64_t first = 0; first < k; first += 32) {
-                            int64_t last = first + 32 < k ? first + 32 : k, dot = 0;
+                            int64_t last = first + 32 < k ? first + 32 : k, dot = 0, lane_dot = 0;
                             for (int64_t j = first; j < last; j++) {
                                 int index = lut ? (nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15 : 0;
                                 int code = lut ? entries[index] : codes[r * k + j];
                                 double wv = lut ? palettes[r * 16 + index] : (double)codes[r * k + j] * scales[r];
                                 double xv = xs[j * columns + c];
                                 dot += code * xc[j];
+                                lane_dot += code * xc[j];
+                                if ((j - first) % 2 == 1 || j == last - 1) { /* pairs: every kernel's lanes join pairs */
+                                    terms += fabs((double)xd[first] * (double)lane_dot * (lut ? s : scales[r]));
+                                    lane_dot = 0;
+                                }
                                 products += fabs((double)code * xc[j] * xd[j] * (lut ? s : scales[r]));
                                 truth += wv * xv;
                                 magnitude += fabs(wv * xv);
-                                quantization += lut ? 0.5001 * (s * fabs(xv) + (fabs(wv) + 0.5001 * s) * xd[j])
-                                                    : 0.5001 * fabs(wv) * xd[j];
+                                quantization += lut ? palette_step * s * fabs(xv) + step * (fabs(wv) + palette_step * s) * xd[j]
+                                                    : step * fabs(wv) * xd[j];
                             }
                             double term = (double)xd[first] * (double)dot * (lut ? s : scales[r]);
                             exact += term;
-                            terms += fabs(term);
                         }
                         double y = ys[r * columns + c], fp32 = 2.0 * (double)(k / 4 + 2) * ldexp(1.0, -24);
                         /* through BLAS (more than 4 columns): fp32 products of the quantized values
@@ -173,10 +186,10 @@ int main(void) {
                     }
                     free(xc), free(xd);
                 }
-                CHECK(exact_bad == 0, "%s x int8 activations [%lld, %lld], %d columns: %d rows off the quantized arithmetic",
-                      lut ? "int4" : "int8", (long long)rows, (long long)k, columns, exact_bad);
-                CHECK(true_bad == 0, "%s x int8 activations [%lld, %lld], %d columns: %d rows outside the quantization bound",
-                      lut ? "int4" : "int8", (long long)rows, (long long)k, columns, true_bad);
+                CHECK(exact_bad == 0, "%s x %s activations [%lld, %lld], %d columns: %d rows off the quantized arithmetic",
+                      lut ? "int4" : "int8", ane_activations_name(activations), (long long)rows, (long long)k, columns, exact_bad);
+                CHECK(true_bad == 0, "%s x %s activations [%lld, %lld], %d columns: %d rows outside the quantization bound",
+                      lut ? "int4" : "int8", ane_activations_name(activations), (long long)rows, (long long)k, columns, true_bad);
             }
             free(xs), free(ys);
         }
@@ -197,18 +210,19 @@ int main(void) {
             free(xr), free(yr);
         }
 
-        /* int8 activations: a NaN or an inf in x makes every product NaN (not a silent number) */
-        for (int bad = 0; bad < 2; bad++) {
+        /* integer activations: a NaN or an inf in x makes every product NaN (not a silent number) */
+        for (int bad = 0; bad < 4; bad++) {
+            const ane_activations activations = bad < 2 ? ANE_ACTIVATIONS_INT8 : ANE_ACTIVATIONS_INT16;
             float *xs = malloc(sizeof(float) * k);
             for (int64_t j = 0; j < k; j++) xs[j] = uniform();
-            xs[k / 2] = bad ? INFINITY : NAN;
+            xs[k / 2] = bad % 2 ? INFINITY : NAN;
             ane_error err;
-            CHECK(ane_encoded_matmul(y, ANE_ENCODING_INT8, codes, scales, xs, rows, k, 1, ANE_ACTIVATIONS_INT8, &err) == ANE_OK,
-                  "int8-activation product of a non-finite x");
+            CHECK(ane_encoded_matmul(y, ANE_ENCODING_INT8, codes, scales, xs, rows, k, 1, activations, &err) == ANE_OK,
+                  "integer-activation product of a non-finite x");
             int finite = 0;
             for (int64_t r = 0; r < rows; r++) finite += !isnan(y[r]);
-            CHECK(finite == 0, "int8 activations [%lld, %lld] with %s in x: %d finite outputs", (long long)rows, (long long)k,
-                  bad ? "inf" : "NaN", finite);
+            CHECK(finite == 0, "%s activations [%lld, %lld] with %s in x: %d finite outputs", ane_activations_name(activations),
+                  (long long)rows, (long long)k, bad % 2 ? "inf" : "NaN", finite);
             free(xs);
         }
 

@@ -343,8 +343,8 @@ end
 
 --- Logits [T, V] of the classifier wcls [V, C] (fp32) for final-norm columns [C, T] (fp32):
 --- h^T W^T through transposed views (no copies); one column goes through the
---- matrix-vector product, which streams wcls at memory speed. activations ("float" | "int8",
---- for a quantized wcls) as the model's.
+--- matrix-vector product, which streams wcls at memory speed. activations ("float" | "int8" |
+--- "int16", for a quantized wcls) as the model's.
 function M.classifier_logits(wcls, columns, activations)
   local T = columns:shape()[2]
   if ane.quantized.is(wcls) then -- read as stored: int8 / 4-bit rows
@@ -402,21 +402,24 @@ function M.check_quantize_options(opts, W, level)
   return quantize, classifier or nil
 end
 
---- opts.activations: "float" (the default) or "int8", the activations of the products with
---- quantized weights quantized in blocks of 32 for integer dot products (faster; a measured
---- drift, docs/performance.md). Needs quantized weights and sim's cpu profile: the device
---- multiplies in fp16, and the `ane` profile is its faithful double. Returns the choice.
+--- opts.activations: "float" (the default), "int8" or "int16": the activations of the
+--- products with quantized weights quantized in blocks of 32 for integer dot products (int8:
+--- fastest, a measured drift; int16: each activation within 1/65534 of its block's largest,
+--- 4-bit weights read faster than with float; docs/performance.md). Needs quantized weights and
+--- sim's cpu profile: the device multiplies in fp16, and the `ane` profile is its faithful
+--- double. Returns the choice.
 function M.check_activations(opts, model, level)
   local activations = opts.activations or "float"
-  if activations ~= "float" and activations ~= "int8" then
-    error(string.format("activations must be 'float' or 'int8', not %s", tostring(activations)), level + 1)
+  if activations ~= "float" and activations ~= "int8" and activations ~= "int16" then
+    error(string.format("activations must be 'float', 'int8' or 'int16', not %s", tostring(activations)), level + 1)
   end
-  if activations == "int8" and not model.quantized then
-    error("activations = 'int8' is for quantized weights: add quantize = 'int8' or 'int4' (or load a quantized checkpoint)",
-      level + 1)
+  if activations ~= "float" and not model.quantized then
+    error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
+      .. "quantized checkpoint)", activations), level + 1)
   end
-  if activations == "int8" and model.profile ~= "cpu" then
-    error("activations = 'int8' runs in the cpu profile only (the device multiplies in fp16): add profile = 'cpu'", level + 1)
+  if activations ~= "float" and model.profile ~= "cpu" then
+    error(string.format("activations = '%s' runs in the cpu profile only (the device multiplies in fp16): add profile = "
+      .. "'cpu'", activations), level + 1)
   end
   return activations
 end
@@ -442,7 +445,7 @@ function M.quantization_label(model)
     end
   end
   return string.format(", %s weights (classifier %s)%s", layers or "dense", classifier,
-    model.activations == "int8" and ", int8 activations" or "")
+    model.activations ~= "float" and ", " .. model.activations .. " activations" or "")
 end
 
 function M.refuse_quantized_training(model, level)

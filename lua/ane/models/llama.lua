@@ -75,8 +75,8 @@ end
 --- Builds a model from weights by role (ane.formats.llama2c / hf_llama, M.random_weights).
 --- opts: backend, precision ("fp16" | "fp32"), profile ("ane" | "cpu"); quantize ("int8" |
 --- "int4": every linear layer, the programs carry the codes) and quantize_classifier;
---- activations ("int8": products with the quantized weights on int8 activations, the cpu
---- profile's fast path, ane.models.decoder.check_activations); weights_as_inputs (the weights become program inputs, fed at each eval); lora ({ rank,
+--- activations ("int8" / "int16": products with the quantized weights on integer activations,
+--- the cpu profile's fast paths, ane.models.decoder.check_activations); weights_as_inputs (the weights become program inputs, fed at each eval); lora ({ rank,
 --- alpha, seed }: adapters on q and v, ane.models.lora).
 function M.from_weights(W, opts)
   opts = opts or {}
