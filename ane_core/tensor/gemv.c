@@ -737,13 +737,45 @@ static float block_codes(const float *x, int64_t stride, int64_t count, float le
     return not_finite ? NAN : largest / levels; /* a NaN or inf makes the block's products NaN */
 }
 
+#if defined(__x86_64__)
+/* One whole block of contiguous x: block_codes' scale and codes (cvtps rounds to nearest even
+ * as lrintf does; the packs cannot saturate). Returns 0 when the block holds a NaN or inf. */
+__attribute__((target("avx2"))) static int q16_block_quantize_avx2(const float *x, int16_t *codes, float *scale) {
+    __m256 v[4], largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        __m256 a = abs_ps(v[i]);
+        not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
+        largest = _mm256_max_ps(largest, a);
+    }
+    if (_mm256_movemask_ps(not_finite)) return 0;
+    float top = horizontal_max_abs(largest);
+    *scale = top / (float)Q16_LEVELS;
+    __m256 inverse = _mm256_set1_ps(top > 0.0f ? (float)Q16_LEVELS / top : 0.0f);
+    for (int i = 0; i < 4; i += 2) { /* the in-lane pack leaves 4-element groups in the order 0 2 1 3 */
+        __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse)),
+                                           _mm256_cvtps_epi32(_mm256_mul_ps(v[i + 1], inverse)));
+        _mm256_storeu_si256((__m256i *)(codes + 8 * i), _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    return 1;
+}
+#endif
+
 static void q16_quantize(q16_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
     v->k = k;
     v->block_scales = memory;
     v->codes = (int16_t *)(v->block_scales + (k + Q16_BLOCK - 1) / Q16_BLOCK);
-    for (int64_t first = 0, b = 0; first < k; first += Q16_BLOCK, b++)
-        v->block_scales[b] = block_codes(x + first * stride, stride, k - first < Q16_BLOCK ? k - first : Q16_BLOCK,
-                                         (float)Q16_LEVELS, v->codes + first);
+#if defined(__x86_64__)
+    int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
+#endif
+    for (int64_t first = 0, b = 0; first < k; first += Q16_BLOCK, b++) {
+        int64_t count = k - first < Q16_BLOCK ? k - first : Q16_BLOCK;
+#if defined(__x86_64__)
+        if (vector_blocks && count == Q16_BLOCK && q16_block_quantize_avx2(x + first, v->codes + first, &v->block_scales[b]))
+            continue;
+#endif
+        v->block_scales[b] = block_codes(x + first * stride, stride, count, (float)Q16_LEVELS, v->codes + first);
+    }
 }
 
 typedef struct q16_palette {
