@@ -381,13 +381,17 @@ void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64
 #define Q8_BLOCK 32
 #define Q8_CHUNK 64
 
-typedef struct q8_vector {
+/* An activation vector quantized in blocks of 32 for integer products: int8 codes (the int8
+ * activations, here) or int16 codes (below), the same block scales; the lane arrays of the
+ * VNNI kernels with int8 codes only. */
+typedef struct code_vector {
     int64_t k, chunked;  /* elements; those in whole 64-element chunks */
-    int8_t *codes;       /* [k] */
-    float *block_scales; /* [ceil(k / 32)] */
+    int8_t *codes8;      /* [k] (int8 activations) */
+    int16_t *codes16;    /* [k] (int16 activations) */
+    float *block_scales; /* [ceil(k / 32)]: NaN where the block holds a NaN or inf */
     float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block (VNNI only) */
     int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum (VNNI only) */
-} q8_vector;
+} code_vector;
 
 static size_t q8_bytes(int64_t k) {
     int64_t lanes = k / Q8_CHUNK * Q8_CHUNK / 4, blocks = (k + Q8_BLOCK - 1) / Q8_BLOCK;
@@ -395,11 +399,10 @@ static size_t q8_bytes(int64_t k) {
 }
 
 #if defined(__x86_64__)
-/* One whole block of contiguous x: the same scale and codes as the scalar loop below
- * (cvtps rounds to nearest even under the default rounding mode, as lrintf does; the packs
- * cannot saturate, |x| x 127 / max |x| <= 127). Returns 0 when the block holds a NaN or inf. */
-__attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x, int8_t *codes, float *scale) {
-    __m256 v[4], largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
+/* 32 contiguous values into four registers, and their largest magnitude; returns 0 when one
+ * of them is a NaN or an inf. */
+__attribute__((target("avx2"))) static inline int load_block_avx2(const float *x, __m256 v[4], float *top) {
+    __m256 largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
     for (int i = 0; i < 4; i++) {
         v[i] = _mm256_loadu_ps(x + 8 * i);
         __m256 a = abs_ps(v[i]);
@@ -407,7 +410,17 @@ __attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x
         largest = _mm256_max_ps(largest, a);
     }
     if (_mm256_movemask_ps(not_finite)) return 0;
-    float top = horizontal_max_abs(largest);
+    *top = horizontal_max_abs(largest);
+    return 1;
+}
+
+/* One whole block of contiguous x: the same scale and codes as the scalar loop below
+ * (cvtps rounds to nearest even under the default rounding mode, as lrintf does; the packs
+ * cannot saturate, |x| x 127 / max |x| <= 127). Returns 0 when the block holds a NaN or inf. */
+__attribute__((target("avx2"))) static int q8_block_quantize_avx2(const float *x, int8_t *codes, float *scale) {
+    __m256 v[4];
+    float top;
+    if (!load_block_avx2(x, v, &top)) return 0;
     *scale = top / 127.0f;
     __m256 inverse = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
     __m256i c[4];
@@ -430,20 +443,20 @@ static int q8_lanes_read(void) {
 
 /* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)); the
  * lane arrays only where a kernel reads them. */
-static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
     v->k = k;
     v->chunked = k / Q8_CHUNK * Q8_CHUNK;
     v->lane_scales = memory;
     v->lane_bias = (int32_t *)(v->lane_scales + v->chunked / 4);
     v->block_scales = (float *)(v->lane_bias + v->chunked / 4);
-    v->codes = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
+    v->codes8 = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
 #if defined(__x86_64__)
     int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
 #endif
     for (int64_t first = 0, b = 0; first < k; first += Q8_BLOCK, b++) {
         int64_t last = first + Q8_BLOCK < k ? first + Q8_BLOCK : k;
 #if defined(__x86_64__)
-        if (vector_blocks && last - first == Q8_BLOCK && q8_block_quantize_avx2(x + first, v->codes + first, &v->block_scales[b]))
+        if (vector_blocks && last - first == Q8_BLOCK && q8_block_quantize_avx2(x + first, v->codes8 + first, &v->block_scales[b]))
             continue;
 #endif
         float largest = 0.0f;
@@ -455,55 +468,57 @@ static void q8_quantize(q8_vector *v, void *memory, const float *x, int64_t stri
         }
         float inverse = largest > 0.0f && !not_finite ? 127.0f / largest : 0.0f;
         v->block_scales[b] = not_finite ? NAN : largest / 127.0f; /* a NaN or inf makes the products NaN */
-        for (int64_t j = first; j < last; j++) v->codes[j] = (int8_t)lrintf(x[j * stride] * inverse);
+        for (int64_t j = first; j < last; j++) v->codes8[j] = (int8_t)lrintf(x[j * stride] * inverse);
     }
     if (!q8_lanes_read()) return;
     for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
-        const int8_t *c = v->codes + lane * 4;
+        const int8_t *c = v->codes8 + lane * 4;
         v->lane_scales[lane] = v->block_scales[lane * 4 / Q8_BLOCK];
         v->lane_bias[lane] = -128 * (c[0] + c[1] + c[2] + c[3]);
     }
 }
 
-/* A row's palette as int8 entries times one scale, quantized like an activation block. */
-typedef struct q8_palette {
-    int8_t entries[ANE_LUT4_ENTRIES];
+/* A row's palette as integer entries times one scale, quantized like an activation block:
+ * int8 entries for int8 activations, 15-bit ones for int16 activations. */
+typedef struct code_palette {
+    int8_t entries8[ANE_LUT4_ENTRIES];
+    int16_t entries16[ANE_LUT4_ENTRIES];
     float scale;
-} q8_palette;
+} code_palette;
 
-static void q8_palette_scalar(q8_palette *p, const float *palette) {
+static void q8_palette_scalar(code_palette *p, const float *palette) {
     float largest = 0.0f;
     for (int i = 0; i < ANE_LUT4_ENTRIES; i++) largest = fabsf(palette[i]) > largest ? fabsf(palette[i]) : largest;
     float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
     p->scale = largest / 127.0f;
-    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) p->entries[i] = (int8_t)lrintf(palette[i] * inverse);
+    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) p->entries8[i] = (int8_t)lrintf(palette[i] * inverse);
 }
 
 /* Blocks from element `from` (a chunk boundary) on: sum over blocks of scale x integer sum. */
-static float q8_int8_from(const int8_t *q, const q8_vector *v, int64_t from) {
+static float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
         int64_t last = first + Q8_BLOCK < v->k ? first + Q8_BLOCK : v->k;
         int32_t sum = 0;
-        for (int64_t j = first; j < last; j++) sum += q[j] * v->codes[j];
+        for (int64_t j = first; j < last; j++) sum += q[j] * v->codes8[j];
         total += v->block_scales[first / Q8_BLOCK] * (float)sum;
     }
     return total;
 }
 
-static float q8_lut4_from(const uint8_t *packed, const q8_palette *p, const q8_vector *v, int64_t from) {
+static float q8_lut4_from(const uint8_t *packed, const code_palette *p, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
         int64_t last = first + Q8_BLOCK < v->k ? first + Q8_BLOCK : v->k;
         int32_t sum = 0;
-        for (int64_t j = first; j < last; j++) sum += p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes[j];
+        for (int64_t j = first; j < last; j++) sum += p->entries8[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes8[j];
         total += v->block_scales[first / Q8_BLOCK] * (float)sum;
     }
     return total;
 }
 
-static float q8_int8_scalar(const int8_t *q, const q8_vector *v) { return q8_int8_from(q, v, 0); }
-static float q8_lut4_scalar(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
+static float q8_int8_scalar(const int8_t *q, const code_vector *v) { return q8_int8_from(q, v, 0); }
+static float q8_lut4_scalar(const uint8_t *packed, const code_palette *p, const code_vector *v) {
     return q8_lut4_from(packed, p, v, 0);
 }
 
@@ -514,14 +529,14 @@ static float q8_lut4_scalar(const uint8_t *packed, const q8_palette *p, const q8
  * eight exact 4-product lane sums, which take the block's scale. */
 #define Q8_AVX2 __attribute__((target("avx2,fma")))
 
-Q8_AVX2 static inline __m256 q8_block_avx2(__m256 sum, __m256i weights, const q8_vector *v, int64_t j) {
-    __m256i codes = _mm256_loadu_si256((const __m256i *)(v->codes + j));
+Q8_AVX2 static inline __m256 q8_block_avx2(__m256 sum, __m256i weights, const code_vector *v, int64_t j) {
+    __m256i codes = _mm256_loadu_si256((const __m256i *)(v->codes8 + j));
     __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(weights, weights), _mm256_sign_epi8(codes, weights));
     __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(v->block_scales[j / Q8_BLOCK]), sum);
 }
 
-Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const q8_vector *v) {
+Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const code_vector *v) {
     int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (; j + 2 * Q8_BLOCK <= whole; j += 2 * Q8_BLOCK) {
@@ -544,7 +559,7 @@ Q8_AVX2 static inline __m256i q8_lut4_weights_avx2(const uint8_t *packed, __m256
 
 /* The palette as int8 entries times one scale (q8_palette_scalar's values: palettes are
  * finite, and cvtps rounds to nearest even as lrintf does). */
-Q8_AVX2 static void q8_palette_avx2(q8_palette *p, const float *palette) {
+Q8_AVX2 static void q8_palette_avx2(code_palette *p, const float *palette) {
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
     float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
     __m256 inverse = _mm256_set1_ps(largest > 0.0f ? 127.0f / largest : 0.0f);
@@ -552,11 +567,11 @@ Q8_AVX2 static void q8_palette_avx2(q8_palette *p, const float *palette) {
     __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
                                        _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
     __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
-    _mm_storeu_si128((__m128i *)p->entries, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm_storeu_si128((__m128i *)p->entries8, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
-    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries));
+Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const code_palette *p, const code_vector *v) {
+    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries8));
     int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (; j + 2 * Q8_BLOCK <= whole; j += 2 * Q8_BLOCK) {
@@ -577,13 +592,13 @@ VNNI static inline float sum512_clearing_upper(__m512 a0, __m512 a1) { /* as sum
 }
 
 /* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
-VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const q8_vector *v, int64_t j) {
+VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const code_vector *v, int64_t j) {
     __m512i lanes = _mm512_dpbusd_epi32(_mm512_loadu_si512(v->lane_bias + j / 4), unsigned_weights,
-                                        _mm512_loadu_si512(v->codes + j));
+                                        _mm512_loadu_si512(v->codes8 + j));
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_loadu_ps(v->lane_scales + j / 4), sum);
 }
 
-VNNI static float q8_int8_vnni(const int8_t *q, const q8_vector *v) {
+VNNI static float q8_int8_vnni(const int8_t *q, const code_vector *v) {
     const __m512i plus_128 = _mm512_set1_epi8((char)0x80);
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
@@ -599,12 +614,12 @@ VNNI static float q8_int8_vnni(const int8_t *q, const q8_vector *v) {
 
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
  * maximum, one multiply, round to nearest even). */
-VNNI static void q8_palette_vnni(q8_palette *p, const float *palette) {
+VNNI static void q8_palette_vnni(code_palette *p, const float *palette) {
     __m512 entries = _mm512_loadu_ps(palette);
     float largest = _mm512_reduce_max_ps(_mm512_abs_ps(entries));
     float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
     p->scale = largest / 127.0f;
-    _mm_storeu_si128((__m128i *)p->entries, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
+    _mm_storeu_si128((__m128i *)p->entries8, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
 }
 
 /* 32 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
@@ -616,8 +631,8 @@ VNNI static inline __m512i q8_lut4_weights(const uint8_t *packed, __m512i table)
     return _mm512_shuffle_epi8(table, indices);
 }
 
-VNNI static float q8_lut4_vnni(const uint8_t *packed, const q8_palette *p, const q8_vector *v) {
-    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries), _mm_set1_epi8((char)0x80)));
+VNNI static float q8_lut4_vnni(const uint8_t *packed, const code_palette *p, const code_vector *v) {
+    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries8), _mm_set1_epi8((char)0x80)));
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
@@ -629,55 +644,6 @@ VNNI static float q8_lut4_vnni(const uint8_t *packed, const q8_palette *p, const
     return sum512_clearing_upper(a0, a1) + q8_lut4_from(packed, p, v, v->chunked);
 }
 #endif
-
-typedef struct q8_job {
-    float *y; /* [rows, columns] */
-    const void *data;
-    const float *table;
-    const q8_vector *columns; /* [columns] */
-    int64_t count, k;
-    ane_weight_encoding encoding;
-} q8_job;
-
-static void rows_q8(void *context, int64_t first, int64_t last) {
-    const q8_job *job = context;
-    float (*dot_int8)(const int8_t *, const q8_vector *) = q8_int8_scalar;
-    float (*dot_lut4)(const uint8_t *, const q8_palette *, const q8_vector *) = q8_lut4_scalar;
-    void (*palette_of)(q8_palette *, const float *) = q8_palette_scalar;
-#if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2, palette_of = q8_palette_avx2;
-    if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
-#endif
-    int64_t count = job->count;
-    for (int64_t r = first; r < last; r++) {
-        float *y = job->y + r * count;
-        if (job->encoding == ANE_ENCODING_INT8) {
-            const int8_t *q = (const int8_t *)job->data + r * job->k;
-            for (int64_t c = 0; c < count; c++) y[c] = dot_int8(q, &job->columns[c]) * job->table[r];
-        } else {
-            q8_palette palette;
-            palette_of(&palette, job->table + r * ANE_LUT4_ENTRIES);
-            const uint8_t *packed = (const uint8_t *)job->data + r * (job->k / 2);
-            for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, &palette, &job->columns[c]) * palette.scale;
-        }
-    }
-}
-
-/* y [rows, columns] with the activations x [k, columns] quantized per column. */
-static ane_status encoded_matmul_q8(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                    const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
-    size_t bytes = (q8_bytes(k) + 63) / 64 * 64;
-    char stack[16384];
-    char *memory = (size_t)columns * (bytes + sizeof(q8_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(q8_vector)));
-    if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
-    q8_vector *vectors = (q8_vector *)memory;
-    char *buffers = memory + (size_t)columns * sizeof(q8_vector);
-    for (int64_t c = 0; c < columns; c++) q8_quantize(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k);
-    q8_job job = {y, data, table, vectors, columns, k, encoding};
-    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_q8, &job);
-    if (memory != stack) free(memory);
-    return ANE_OK;
-}
 
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
@@ -711,14 +677,9 @@ static ane_status decoded_product(float *y, ane_weight_encoding encoding, const 
  * 32767 fit in an int32), so only the rounding of x (at most 1/65534 of its block's largest)
  * and of the palette separates the result from the dequantized W times x. */
 #define Q16_BLOCK 32
+_Static_assert(Q16_BLOCK == Q8_BLOCK, "the BLAS path of integer activations reads one block size");
 #define Q16_LEVELS 32767
 #define Q16_PALETTE_LEVELS 16383
-
-typedef struct q16_vector {
-    int64_t k;
-    int16_t *codes;      /* [k] */
-    float *block_scales; /* [ceil(k / 32)]: NaN where the block holds a NaN or inf */
-} q16_vector;
 
 static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_BLOCK) * 4 + k * 2 + 64); }
 
@@ -741,15 +702,9 @@ static float block_codes(const float *x, int64_t stride, int64_t count, float le
 /* One whole block of contiguous x: block_codes' scale and codes (cvtps rounds to nearest even
  * as lrintf does; the packs cannot saturate). Returns 0 when the block holds a NaN or inf. */
 __attribute__((target("avx2"))) static int q16_block_quantize_avx2(const float *x, int16_t *codes, float *scale) {
-    __m256 v[4], largest = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
-    for (int i = 0; i < 4; i++) {
-        v[i] = _mm256_loadu_ps(x + 8 * i);
-        __m256 a = abs_ps(v[i]);
-        not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
-        largest = _mm256_max_ps(largest, a);
-    }
-    if (_mm256_movemask_ps(not_finite)) return 0;
-    float top = horizontal_max_abs(largest);
+    __m256 v[4];
+    float top;
+    if (!load_block_avx2(x, v, &top)) return 0;
     *scale = top / (float)Q16_LEVELS;
     __m256 inverse = _mm256_set1_ps(top > 0.0f ? (float)Q16_LEVELS / top : 0.0f);
     for (int i = 0; i < 4; i += 2) { /* the in-lane pack leaves 4-element groups in the order 0 2 1 3 */
@@ -761,49 +716,44 @@ __attribute__((target("avx2"))) static int q16_block_quantize_avx2(const float *
 }
 #endif
 
-static void q16_quantize(q16_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
     v->k = k;
     v->block_scales = memory;
-    v->codes = (int16_t *)(v->block_scales + (k + Q16_BLOCK - 1) / Q16_BLOCK);
+    v->codes16 = (int16_t *)(v->block_scales + (k + Q16_BLOCK - 1) / Q16_BLOCK);
 #if defined(__x86_64__)
     int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
 #endif
     for (int64_t first = 0, b = 0; first < k; first += Q16_BLOCK, b++) {
         int64_t count = k - first < Q16_BLOCK ? k - first : Q16_BLOCK;
 #if defined(__x86_64__)
-        if (vector_blocks && count == Q16_BLOCK && q16_block_quantize_avx2(x + first, v->codes + first, &v->block_scales[b]))
+        if (vector_blocks && count == Q16_BLOCK && q16_block_quantize_avx2(x + first, v->codes16 + first, &v->block_scales[b]))
             continue;
 #endif
-        v->block_scales[b] = block_codes(x + first * stride, stride, count, (float)Q16_LEVELS, v->codes + first);
+        v->block_scales[b] = block_codes(x + first * stride, stride, count, (float)Q16_LEVELS, v->codes16 + first);
     }
 }
 
-typedef struct q16_palette {
-    int16_t entries[ANE_LUT4_ENTRIES];
-    float scale;
-} q16_palette;
-
-static void q16_palette_of(q16_palette *p, const float *palette) {
-    p->scale = block_codes(palette, 1, ANE_LUT4_ENTRIES, (float)Q16_PALETTE_LEVELS, p->entries);
+static void q16_palette_of(code_palette *p, const float *palette) {
+    p->scale = block_codes(palette, 1, ANE_LUT4_ENTRIES, (float)Q16_PALETTE_LEVELS, p->entries16);
 }
 
 /* sum over blocks of scale x exact integer sum, from element `from` (a block boundary) on;
  * weight(j) is the integer weight of element j */
-static float q16_int8_from(const int8_t *q, const q16_vector *v, int64_t from) {
+static float q16_int8_from(const int8_t *q, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q16_BLOCK) {
         int64_t last = first + Q16_BLOCK < v->k ? first + Q16_BLOCK : v->k, sum = 0;
-        for (int64_t j = first; j < last; j++) sum += (int32_t)q[j] * v->codes[j];
+        for (int64_t j = first; j < last; j++) sum += (int32_t)q[j] * v->codes16[j];
         total += v->block_scales[first / Q16_BLOCK] * (float)sum;
     }
     return total;
 }
 
-static float q16_lut4_from(const uint8_t *packed, const q16_palette *p, const q16_vector *v, int64_t from) {
+static float q16_lut4_from(const uint8_t *packed, const code_palette *p, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q16_BLOCK) {
         int64_t last = first + Q16_BLOCK < v->k ? first + Q16_BLOCK : v->k, sum = 0;
-        for (int64_t j = first; j < last; j++) sum += (int32_t)p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes[j];
+        for (int64_t j = first; j < last; j++) sum += (int32_t)p->entries16[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes16[j];
         total += v->block_scales[first / Q16_BLOCK] * (float)sum;
     }
     return total;
@@ -813,13 +763,13 @@ static float q16_lut4_from(const uint8_t *packed, const q16_palette *p, const q1
 /* A block's 32 integer weights (two registers of 16 words, elements in order) times its
  * codes: vpmaddwd sums word pairs, the two halves add into 8 exact lane sums, which take
  * the block's scale. */
-Q8_AVX2 static inline __m256 q16_block_avx2(__m256 sum, __m256i first16, __m256i second16, const q16_vector *v, int64_t j) {
-    __m256i lanes = _mm256_add_epi32(_mm256_madd_epi16(first16, _mm256_loadu_si256((const __m256i *)(v->codes + j))),
-                                     _mm256_madd_epi16(second16, _mm256_loadu_si256((const __m256i *)(v->codes + j + 16))));
+Q8_AVX2 static inline __m256 q16_block_avx2(__m256 sum, __m256i first16, __m256i second16, const code_vector *v, int64_t j) {
+    __m256i lanes = _mm256_add_epi32(_mm256_madd_epi16(first16, _mm256_loadu_si256((const __m256i *)(v->codes16 + j))),
+                                     _mm256_madd_epi16(second16, _mm256_loadu_si256((const __m256i *)(v->codes16 + j + 16))));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(v->block_scales[j / Q16_BLOCK]), sum);
 }
 
-Q8_AVX2 static float q16_int8_avx2(const int8_t *q, const q16_vector *v) {
+Q8_AVX2 static float q16_int8_avx2(const int8_t *q, const code_vector *v) {
     int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
 #define Q16_INT8_BLOCK(sum, at)                                                                                         \
@@ -853,20 +803,20 @@ Q8_AVX2 static inline void q16_lut4_words_avx2(const uint8_t *packed, __m256i lo
 
 /* The palette's 15-bit entries in registers: q16_palette_of's values (palettes are finite;
  * cvtps rounds to nearest even as lrintf does; the packs cannot saturate). */
-Q8_AVX2 static void q16_palette_avx2(q16_palette *p, const float *palette) {
+Q8_AVX2 static void q16_palette_avx2(code_palette *p, const float *palette) {
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
     float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
     __m256 inverse = _mm256_set1_ps(largest > 0.0f ? (float)Q16_PALETTE_LEVELS / largest : 0.0f);
     p->scale = largest / (float)Q16_PALETTE_LEVELS;
     __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
                                        _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
-    _mm256_storeu_si256((__m256i *)p->entries, _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm256_storeu_si256((__m256i *)p->entries16, _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const q16_palette *p, const q16_vector *v) {
+Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const code_palette *p, const code_vector *v) {
     const __m128i bytes_apart = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    __m128i low8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p->entries), bytes_apart);       /* entries 0-7 */
-    __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries + 8)), bytes_apart); /* 8-15 */
+    __m128i low8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p->entries16), bytes_apart);       /* entries 0-7 */
+    __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries16 + 8)), bytes_apart); /* 8-15 */
     __m256i low_table = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(low8, high8));
     __m256i high_table = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(low8, high8));
     int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
@@ -888,27 +838,47 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const q16_palette *p, 
 }
 #endif
 
-typedef struct q16_job {
-    float *y; /* [rows, columns] */
-    const void *data;
-    const float *table;
-    const q16_vector *columns; /* [columns] */
-    int64_t count, k;
-    ane_weight_encoding encoding;
-} q16_job;
-
-static float q16_int8_scalar(const int8_t *q, const q16_vector *v) { return q16_int8_from(q, v, 0); }
-static float q16_lut4_scalar(const uint8_t *packed, const q16_palette *p, const q16_vector *v) {
+static float q16_int8_scalar(const int8_t *q, const code_vector *v) { return q16_int8_from(q, v, 0); }
+static float q16_lut4_scalar(const uint8_t *packed, const code_palette *p, const code_vector *v) {
     return q16_lut4_from(packed, p, v, 0);
 }
 
-static void rows_q16(void *context, int64_t first, int64_t last) {
-    const q16_job *job = context;
-    float (*dot_int8)(const int8_t *, const q16_vector *) = q16_int8_scalar;
-    float (*dot_lut4)(const uint8_t *, const q16_palette *, const q16_vector *) = q16_lut4_scalar;
-    void (*palette_of)(q16_palette *, const float *) = q16_palette_of;
+/* ------------------------------------------------ integer activations: the products */
+
+static size_t code_bytes(int64_t k, ane_activations activations) {
+    return activations == ANE_ACTIVATIONS_INT8 ? q8_bytes(k) : q16_bytes(k);
+}
+
+static void quantize_codes(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k,
+                           ane_activations activations) {
+    if (activations == ANE_ACTIVATIONS_INT8) q8_quantize(v, memory, x, stride, k);
+    else q16_quantize(v, memory, x, stride, k);
+}
+
+typedef struct integer_job {
+    float *y; /* [rows, columns] */
+    const void *data;
+    const float *table;
+    const code_vector *columns; /* [columns] */
+    int64_t count, k;
+    ane_weight_encoding encoding;
+    ane_activations activations;
+} integer_job;
+
+static void rows_integer(void *context, int64_t first, int64_t last) {
+    const integer_job *job = context;
+    float (*dot_int8)(const int8_t *, const code_vector *) = q16_int8_scalar;
+    float (*dot_lut4)(const uint8_t *, const code_palette *, const code_vector *) = q16_lut4_scalar;
+    void (*palette_of)(code_palette *, const float *) = q16_palette_of;
+    if (job->activations == ANE_ACTIVATIONS_INT8) {
+        dot_int8 = q8_int8_scalar, dot_lut4 = q8_lut4_scalar, palette_of = q8_palette_scalar;
 #if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2, palette_of = q16_palette_avx2;
+        if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2, palette_of = q8_palette_avx2;
+        if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
+#endif
+    }
+#if defined(__x86_64__)
+    else if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2, palette_of = q16_palette_avx2;
 #endif
     int64_t count = job->count;
     for (int64_t r = first; r < last; r++) {
@@ -917,7 +887,7 @@ static void rows_q16(void *context, int64_t first, int64_t last) {
             const int8_t *q = (const int8_t *)job->data + r * job->k;
             for (int64_t c = 0; c < count; c++) y[c] = dot_int8(q, &job->columns[c]) * job->table[r];
         } else {
-            q16_palette palette;
+            code_palette palette;
             palette_of(&palette, job->table + r * ANE_LUT4_ENTRIES);
             const uint8_t *packed = (const uint8_t *)job->data + r * (job->k / 2);
             for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, &palette, &job->columns[c]) * palette.scale;
@@ -925,18 +895,19 @@ static void rows_q16(void *context, int64_t first, int64_t last) {
     }
 }
 
-/* y [rows, columns] with the activations x [k, columns] quantized to 16-bit codes per column. */
-static ane_status encoded_matmul_q16(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                     const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
-    size_t bytes = (q16_bytes(k) + 63) / 64 * 64;
+/* y [rows, columns] with the activations x [k, columns] quantized per column. */
+static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding, const void *data, const float *table,
+                                         const float *x, int64_t rows, int64_t k, int64_t columns,
+                                         ane_activations activations, ane_error *err) {
+    size_t bytes = (code_bytes(k, activations) + 63) / 64 * 64;
     char stack[32768];
-    char *memory = (size_t)columns * (bytes + sizeof(q16_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(q16_vector)));
+    char *memory = (size_t)columns * (bytes + sizeof(code_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(code_vector)));
     if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
-    q16_vector *vectors = (q16_vector *)memory;
-    char *buffers = memory + (size_t)columns * sizeof(q16_vector);
-    for (int64_t c = 0; c < columns; c++) q16_quantize(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k);
-    q16_job job = {y, data, table, vectors, columns, k, encoding};
-    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_q16, &job);
+    code_vector *vectors = (code_vector *)memory;
+    char *buffers = memory + (size_t)columns * sizeof(code_vector);
+    for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations);
+    integer_job job = {y, data, table, vectors, columns, k, encoding, activations};
+    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
     if (memory != stack) free(memory);
     return ANE_OK;
 }
@@ -951,8 +922,9 @@ static ane_status encoded_matmul_q16(float *y, ane_weight_encoding encoding, con
 static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                                             const float *x, int64_t rows, int64_t k, int64_t columns,
                                             ane_activations activations, ane_error *err) {
+    int int8 = activations == ANE_ACTIVATIONS_INT8;
     float *values = malloc((size_t)(k * columns) * sizeof *values + 1);                   /* [k, columns] */
-    void *memory = malloc(activations == ANE_ACTIVATIONS_INT8 ? q8_bytes(k) : q16_bytes(k));
+    void *memory = malloc(code_bytes(k, activations));
     float *palettes = encoding == ANE_ENCODING_LUT4 ? malloc((size_t)rows * ANE_LUT4_ENTRIES * sizeof *palettes) : NULL;
     ane_status status = ANE_OK;
     if (!values || !memory || (encoding == ANE_ENCODING_LUT4 && !palettes)) {
@@ -960,28 +932,18 @@ static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encodi
         goto done;
     }
     for (int64_t c = 0; c < columns; c++) {
-        if (activations == ANE_ACTIVATIONS_INT8) {
-            q8_vector v;
-            q8_quantize(&v, memory, x + c, columns, k);
-            for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)v.codes[j];
-        } else {
-            q16_vector v;
-            q16_quantize(&v, memory, x + c, columns, k);
-            for (int64_t j = 0; j < k; j++) values[j * columns + c] = v.block_scales[j / Q16_BLOCK] * (float)v.codes[j];
-        }
+        code_vector v;
+        quantize_codes(&v, memory, x + c, columns, k, activations);
+        for (int64_t j = 0; j < k; j++)
+            values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)(int8 ? v.codes8[j] : v.codes16[j]);
     }
     if (palettes)
         for (int64_t r = 0; r < rows; r++) {
-            float *out = palettes + r * ANE_LUT4_ENTRIES;
-            if (activations == ANE_ACTIVATIONS_INT8) {
-                q8_palette p;
-                q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
-                for (int i = 0; i < ANE_LUT4_ENTRIES; i++) out[i] = p.scale * (float)p.entries[i];
-            } else {
-                q16_palette p;
-                q16_palette_of(&p, table + r * ANE_LUT4_ENTRIES);
-                for (int i = 0; i < ANE_LUT4_ENTRIES; i++) out[i] = p.scale * (float)p.entries[i];
-            }
+            code_palette p;
+            if (int8) q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
+            else q16_palette_of(&p, table + r * ANE_LUT4_ENTRIES);
+            for (int i = 0; i < ANE_LUT4_ENTRIES; i++)
+                palettes[r * ANE_LUT4_ENTRIES + i] = p.scale * (float)(int8 ? p.entries8[i] : p.entries16[i]);
         }
     status = decoded_product(y, encoding, data, palettes ? palettes : table, values, rows, k, columns, err);
 done:
@@ -994,8 +956,8 @@ ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void
                               ane_error *err) {
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > INTEGER_COLUMNS)
         return encoded_matmul_codes_blas(y, encoding, data, table, x, rows, k, columns, activations, err);
-    if (activations == ANE_ACTIVATIONS_INT8) return encoded_matmul_q8(y, encoding, data, table, x, rows, k, columns, err);
-    if (activations == ANE_ACTIVATIONS_INT16) return encoded_matmul_q16(y, encoding, data, table, x, rows, k, columns, err);
+    if (activations != ANE_ACTIVATIONS_FLOAT)
+        return encoded_matmul_integer(y, encoding, data, table, x, rows, k, columns, activations, err);
     if (columns == 1) {
         ane_gemv_encoded(y, encoding, data, table, x, rows, k);
         return ANE_OK;
