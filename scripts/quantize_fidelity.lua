@@ -3,7 +3,8 @@
 -- KL divergence of each position's next-token distribution from fp32's, how often the
 -- top-1 token agrees with fp32's, and over a few prompts how many greedy tokens agree
 -- before the first difference. Modes: fp16 (dense), int8, int4 (the classifier int8), and
--- int8/a8, int4/a8: the same weights with activations = "int8" (integer products).
+-- int8/a8, int4/a8 and int8/a16, int4/a16: the same weights with activations = "int8" /
+-- "int16" (integer products).
 --   anelua scripts/quantize_fidelity.lua [--models qwen3-tiny,llama-tiny,qwen3-0.6b,stories110m]
 --          [--tokens N] [--greedy N]
 -- qwen3-tiny and llama-tiny are the PyTorch-checked reference models (../shared/data's, else
@@ -73,6 +74,8 @@ local MODES = {
   { label = "int4", opts = { precision = "fp16", profile = "cpu", quantize = "int4" } },
   { label = "int8/a8", opts = { precision = "fp16", profile = "cpu", quantize = "int8", activations = "int8" } },
   { label = "int4/a8", opts = { precision = "fp16", profile = "cpu", quantize = "int4", activations = "int8" } },
+  { label = "int8/a16", opts = { precision = "fp16", profile = "cpu", quantize = "int8", activations = "int16" } },
+  { label = "int4/a16", opts = { precision = "fp16", profile = "cpu", quantize = "int4", activations = "int16" } },
 }
 
 -- Per position: log-softmax of the logits row [V] as a Lua array.
