@@ -286,7 +286,7 @@ describe("integer activations", function()
           assert_within(y, want, magnitude)
           -- and it is not the float-activation product (the option reached the kernel)
           local float = program(q, S, { profile = "cpu", precision = "fp32" }):eval({ x = x }).y:reshape(cout, S)
-          assert.is_true(relative_error(y, float) > 1e-8, "equal to the float-activation product")
+          assert.is_true(relative_error(y, float) > 1e-5, "equal to the float-activation product")
           -- q:matmul, the classifier's path, computes the same
           assert_within(q:matmul(x:reshape(cin, S), activations), want, magnitude)
         end)
