@@ -30,18 +30,6 @@ __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
     return _mm_cvtss_f32(half);
 }
 
-/* The sum of a kernel's two accumulators, the upper halves of the vector registers then
- * cleared: the kernels whose tails are plain (SSE-compiled) C functions run them next, and
- * where the compiler does not inline them, SSE instructions after 256-bit ones that left
- * those halves dirty pay a state transition each (a test program built with -O2 that called
- * the tail: int8 rows of a [*, 1024] matrix 4x slower without this; the project's Release
- * build inlines the tails and was not affected). */
-__attribute__((target("avx2"))) static inline float sum_clearing_upper(__m256 a0, __m256 a1) {
-    float total = horizontal_sum(_mm256_add_ps(a0, a1));
-    _mm256_zeroupper();
-    return total;
-}
-
 /* |values| (the sign bit cleared), and the largest of the eight. */
 __attribute__((target("avx2"))) static inline __m256 abs_ps(__m256 values) {
     return _mm256_and_ps(values, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -545,7 +533,7 @@ Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const code_vector *v) {
         a1 = q8_block_avx2(a1, _mm256_loadu_si256((const __m256i *)(q + j + Q8_BLOCK)), v, j + Q8_BLOCK);
     }
     if (j < whole) a0 = q8_block_avx2(a0, _mm256_loadu_si256((const __m256i *)(q + j)), v, j), j += Q8_BLOCK;
-    return sum_clearing_upper(a0, a1) + q8_int8_from(q, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_int8_from(q, v, j);
 }
 
 /* 16 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
@@ -580,16 +568,10 @@ Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const code_palette *p, 
         a1 = q8_block_avx2(a1, q8_lut4_weights_avx2(packed + (j + Q8_BLOCK) / 2, table), v, j + Q8_BLOCK);
     }
     if (j < whole) a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j), j += Q8_BLOCK;
-    return sum_clearing_upper(a0, a1) + q8_lut4_from(packed, p, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, j);
 }
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
-
-VNNI static inline float sum512_clearing_upper(__m512 a0, __m512 a1) { /* as sum_clearing_upper */
-    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    _mm256_zeroupper();
-    return total;
-}
 
 /* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
 VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const code_vector *v, int64_t j) {
@@ -609,7 +591,7 @@ VNNI static float q8_int8_vnni(const int8_t *q, const code_vector *v) {
         a1 = q8_chunk(a1, _mm512_xor_si512(_mm512_loadu_si512(q + j + Q8_CHUNK), plus_128), v, j + Q8_CHUNK);
     }
     if (j < v->chunked) a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
-    return sum512_clearing_upper(a0, a1) + q8_int8_from(q, v, v->chunked);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_int8_from(q, v, v->chunked);
 }
 
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
@@ -641,7 +623,7 @@ VNNI static float q8_lut4_vnni(const uint8_t *packed, const code_palette *p, con
         a1 = q8_chunk(a1, q8_lut4_weights(packed + (j + Q8_CHUNK) / 2, table), v, j + Q8_CHUNK);
     }
     if (j < v->chunked) a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
-    return sum512_clearing_upper(a0, a1) + q8_lut4_from(packed, p, v, v->chunked);
+    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, v->chunked);
 }
 #endif
 
@@ -782,7 +764,7 @@ Q8_AVX2 static float q16_int8_avx2(const int8_t *q, const code_vector *v) {
     }
     if (j < whole) a0 = Q16_INT8_BLOCK(a0, j), j += Q16_BLOCK;
 #undef Q16_INT8_BLOCK
-    return sum_clearing_upper(a0, a1) + q16_int8_from(q, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_int8_from(q, v, j);
 }
 
 /* 16 packed bytes -> 32 index bytes (lane 0: elements 0-7 then 16-23; lane 1: 8-15 then
@@ -834,7 +816,7 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const code_palette *p,
         a0 = q16_block_avx2(a0, first16, second16, v, j);
         j += Q16_BLOCK;
     }
-    return sum_clearing_upper(a0, a1) + q16_lut4_from(packed, p, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_lut4_from(packed, p, v, j);
 }
 #endif
 
