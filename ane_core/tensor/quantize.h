@@ -24,7 +24,7 @@ typedef enum ane_weight_encoding {
  * product equals the dequantized weight's), or quantized in blocks of 32 for integer dot
  * products (tensor/gemv.h; sim's cpu profile only): to int8 (fastest, a small measured
  * drift) or to int16 (each activation within 1/65534 of its block's largest, finer than the
- * fp16 the device computes in; 4-bit rows read with half the byte shuffles of float's). */
+ * fp16 the device computes in; 4-bit rows read with about a third of the shuffles of float's). */
 typedef enum ane_activations {
     ANE_ACTIVATIONS_FLOAT = 0,
     ANE_ACTIVATIONS_INT8,
