@@ -17,7 +17,7 @@ local function random_ids(n, seed)
 end
 
 describe("decoding sessions", function()
-  it("of different short lengths share the decode programs of 256 positions (on sim)", function()
+  it("of different short lengths share the decode programs of 64 positions (on sim)", function()
     local m = tiny_llama("fp32", 1024)
     local prompt = random_ids(9, 7)
     local function tokens(n)
@@ -32,12 +32,12 @@ describe("decoding sessions", function()
     assert.are.same(four, { table.unpack(forty, 1, 4) })
   end)
 
-  it("grow their caches as positions fill (256, 512, then every 256), logits equal to one prefill", function()
+  it("grow their caches as positions fill (64, 128, 256, 512, then every 256), logits equal to one prefill", function()
     local m = tiny_llama("fp32", 1024)
     local ids = random_ids(600, 5)
     local session = m:session()
     local prompt = {}
-    for i = 1, 200 do prompt[i] = ids[i] end
+    for i = 1, 40 do prompt[i] = ids[i] end
     local function decode_programs()
       local count = 0
       for _, kind in m:each_program() do count = count + (kind:match("^attn_decode") and 1 or 0) end
@@ -49,20 +49,20 @@ describe("decoding sessions", function()
     assert.is_nil(session.size)
     local want = m:logits(ids) -- [600, V]: no cache, every position computed at once
     local sizes = {}
-    for p = 201, 600 do
+    for p = 41, 600 do
       local row = session:feed({ ids[p] })
       sizes[session.size] = sizes[session.size] or p
-      if p == 256 or p == 257 or p == 512 or p == 513 or p == 600 then
+      if p == 64 or p == 65 or p == 129 or p == 256 or p == 257 or p == 512 or p == 513 or p == 600 then
         -- fp32 on both paths; they differ only in the order of sums (blocked matmuls, the
         -- softmax over a cache vs a causal row), a few fp32 ulps of logits of size ~1
         local diff = row:max_abs_diff(want:slice(1, p, p):reshape(-1))
         assert.is_true(diff < 1e-4, string.format("position %d: logits differ by %.3g", p, diff))
       end
     end
-    -- 256 positions first, not the 1,024 of the capacity (attention reads what is used); the
-    -- cache grew when position 257 and 513 arrived
-    assert.are.same({ [256] = 201, [512] = 257, [768] = 513 }, sizes)
-    assert.are.equal(3 * 2, decode_programs()) -- three sizes, two layers
+    -- 64 positions first, not the 1,024 of the capacity (attention reads what is used); the
+    -- cache grew when positions 65, 129, 257 and 513 arrived
+    assert.are.same({ [64] = 41, [128] = 65, [256] = 129, [512] = 257, [768] = 513 }, sizes)
+    assert.are.equal(5 * 2, decode_programs()) -- five sizes, two layers
     -- prefill sizes follow the same steps on sim: 480 -> 512, 520 -> 768, 900 -> 1024
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
