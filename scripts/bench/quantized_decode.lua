@@ -13,25 +13,34 @@
 --            characters that agree before the first difference), measured the same way.
 -- Without the peers the stories part says so and is skipped.
 --   build/anelua scripts/bench/quantized_decode.lua [--part qwen3|stories|both] [--tokens N] [--rounds R]
+--                                                   [--modes fp16,int8,...] (default: all seven)
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local qwen3 = require("ane.models.qwen3")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local common = dofile(root .. "/scripts/bench/common.lua")
-local opts = require("ane.cli").command {
+local command = require("ane.cli").command {
   name = "scripts/bench/quantized_decode.lua",
   summary = "Quantized decode against the bandwidth bound (Qwen3-0.6B shape) and llama.cpp (Stories110M shape).",
   options = common.peer_options(root, {
     { "part", "choice", "both", "which part to run", choices = { "qwen3", "stories", "both" } },
     { "tokens", "integer", 128, "tokens decoded per round", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
+    { "modes", "string", "fp16,int8,int4,int8/a8,int4/a8,int8/a16,int4/a16", "comma-separated modes to run" },
   }),
-}:parse(arg)
+}
+local opts = command:parse(arg)
 ane.set_compile_budget(1000000)
-local MODES = { "fp16", "int8", "int4", "int8/a8", "int4/a8", "int8/a16", "int4/a16" }
 local WEIGHTS = { fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4",
   ["int8/a16"] = "int8", ["int4/a16"] = "int4" }
+local MODES = {}
+for mode in opts.modes:gmatch("[^,]+") do
+  if not WEIGHTS[mode] then
+    command:fail("--modes: unknown mode '" .. mode .. "' (fp16, int8, int4, int8/a8, int4/a8, int8/a16, int4/a16)")
+  end
+  MODES[#MODES + 1] = mode
+end
 local ACTIVATIONS = { a8 = "int8", a16 = "int16" }
 
 local function model_options(mode)
