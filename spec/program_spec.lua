@@ -156,6 +156,54 @@ describe("programs", function()
     end
   end)
 
+  -- In fp16 precision a cache that only matmuls read (attention's keys and values) is held as
+  -- fp16 bits, half the bytes a decode step reads; its values are fp16 values either way. The
+  -- same products from caches that an extra output also reads (so they stay fp32 values) are
+  -- the reference: scores by x^T M (the same order of fused multiply-adds over converted
+  -- values: bit for bit), the weighted sum by row dot products (fp16 and fp32 rows are summed
+  -- in different lane orders: the fp32 sums differ by rounding, a few fp32 ulps, so an fp16
+  -- output may round to the neighbouring value: at most one fp16 ulp of the largest output).
+  it("holds a cache read only by matmuls as fp16 and computes what an fp32-held cache does", function()
+    local function program(rows, kept_fp32)
+      local g = ane.graph("cache_products")
+      local q = g:input("q", { 1, 4, rows, 16 })
+      local k = g:input("k_cache", { 1, 4, 16, 40 }) -- [1, heads, head dim, positions]
+      local v = g:input("v_cache", { 1, 4, 16, 40 })
+      local scores = g:matmul(q, k)                                       -- [1, 4, rows, 40]
+      g:output("scores", scores)
+      g:output("y", g:matmul(scores, v, { transpose_y = true }))          -- [1, 4, rows, 16]
+      if kept_fp32 then g:output("both", g:add(k, v)) end
+      return ane.compile(g, { precision = "fp16", profile = "cpu" })
+    end
+    for _, rows in ipairs({ 2, 8 }) do -- vector products (<= 4 rows) and BLAS on a converted copy
+      local half, fp32 = program(rows, false), program(rows, true)
+      local k = ane.tensor.randn({ 1, 4, 16, 40 }, { seed = 21 })
+      local v = ane.tensor.randn({ 1, 4, 16, 40 }, { seed = 22 })
+      local q = ane.tensor.randn({ 1, 4, rows, 16 }, { seed = 23 })
+      for _, p in ipairs({ half, fp32 }) do -- positions 1-25 from fp32 data, the rest as fp16
+        p:write_input("k_cache", k:slice(4, 1, 25))
+        p:write_input("k_cache", k:slice(4, 26, 40):to("fp16"), 26)
+        p:write_input("v_cache", v:slice(4, 1, 25))
+        p:write_input("v_cache", v:slice(4, 26, 40):to("fp16"), 26)
+      end
+      local a, b = half:eval({ q = q }), fp32:eval({ q = q })
+      assert.are.equal(b.scores:bytes(), a.scores:bytes())
+      local y_a, y_b = a.y:to("fp32"), b.y:to("fp32")
+      local largest = y_b:max_abs_diff(ane.tensor(y_b:shape()):fill(0))
+      local fp16_ulp = 2 ^ (math.floor(math.log(largest, 2)) - 10) -- of the largest output
+      assert.is_true(y_a:max_abs_diff(y_b) <= fp16_ulp,
+        string.format("rows %d: outputs differ by %.3g (one fp16 ulp: %.3g)", rows, y_a:max_abs_diff(y_b), fp16_ulp))
+      -- read back and bound: the values written, rounded to fp16 once
+      assert.are.equal(k:to("fp16"):bytes(), half:read_input("k_cache"):bytes())
+      assert.are.equal(v:to("fp16"):bytes(), half:read_input("v_cache"):bytes())
+      local bound = half:eval({ q = q, k_cache = k, v_cache = v })
+      assert.are.equal(a.scores:bytes(), bound.scores:bytes())
+      assert.are.equal(a.y:bytes(), bound.y:bytes())
+      half:close()
+      fp32:close()
+    end
+  end)
+
   it("refuses an unavailable backend instead of falling back", function()
     local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
     if ane.backends().ane == true then -- the ane matrix row (the test double): it runs there

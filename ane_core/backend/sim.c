@@ -11,7 +11,9 @@
  *          patch_together writes one buffer that the instances patched with the same value
  *          share (a training step's forward and backward programs of a layer);
  * write_input  keeps an input in its value buffer between evals (a KV cache written one
- *          position at a time: nothing is copied in at eval). */
+ *          position at a time: nothing is copied in at eval). In fp16 precision an fp16 input
+ *          that only matmuls read (through reshapes), a KV cache, is held as fp16 bits: the
+ *          values it holds are fp16 values either way, and attention reads half the bytes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@ typedef struct sim_compiled {
     int ninputs, noutputs;
     int *input_nodes, *output_nodes; /* node ids in port order */
     unsigned char *weight_form;     /* [graph->count]: SIM_WEIGHT_* of consts only conv weights use */
+    unsigned char *half_input;      /* [graph->count]: 1 for fp16 inputs held as fp16 bits (read
+                                       only as matmuls' second operands) and reshapes of them */
     size_t *slab_offsets;           /* [graph->count] each value's place (sim_plan.c): kept values
                                        in an instance's slab, temporaries in a region taken by
                                        each evaluation at offset - kept_floats */
@@ -81,6 +85,7 @@ static void sim_close(ane_compiled *compiled) {
     free(p->input_nodes);
     free(p->output_nodes);
     free(p->weight_form);
+    free(p->half_input);
     free(p->slab_offsets);
     free(p->temp_nodes);
     free(p->slot_kinds);
@@ -109,8 +114,8 @@ static ane_status plan_slab(sim_compiled *p, ane_error *err) {
     }
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        if (p->weight_form[i] || reads_graph_values(node)) kinds[i] = SIM_SLOT_NONE;
-        else if (is_view(node)) kinds[i] = SIM_SLOT_VIEW;
+        if (is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
+        else if (p->weight_form[i] || reads_graph_values(node) || p->half_input[i]) kinds[i] = SIM_SLOT_NONE;
         else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) kinds[i] = SIM_SLOT_KEPT;
         else kinds[i] = SIM_SLOT_TEMP;
     }
@@ -127,6 +132,33 @@ static ane_status plan_slab(sim_compiled *p, ane_error *err) {
         if (kinds[ane_sim_slot_holder(g, kinds, i)] == SIM_SLOT_TEMP) p->temp_nodes[p->ntemp++] = i;
     p->slot_kinds = kinds;
     return status;
+}
+
+/* The node whose value node `id` is, looking through reshapes. */
+static int value_source(const ane_graph *g, int id) {
+    while (is_view(g->nodes[id])) id = g->nodes[id]->operands[0]->id;
+    return id;
+}
+
+/* fp16 inputs of an fp16-precision program that are read only as a matmul's second operand
+ * (directly or through reshapes; not outputs): held as fp16 bits (the header says why). */
+static ane_status find_half_inputs(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    p->half_input = calloc((size_t)g->count + 1, 1);
+    if (!p->half_input) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", g->name);
+    if (p->options.precision != ANE_PRECISION_FP16) return ANE_OK;
+    for (int i = 0; i < g->count; i++)
+        p->half_input[i] = g->nodes[i]->op == ANE_OP_INPUT && g->nodes[i]->dtype == ANE_FP16;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (is_view(node)) continue;
+        for (int k = 0; k < node->noperands; k++)
+            if (!(node->op == ANE_OP_MATMUL && k == 1)) p->half_input[value_source(g, node->operands[k]->id)] = 0;
+    }
+    for (int i = 0; i < g->noutputs; i++) p->half_input[value_source(g, g->outputs[i].node->id)] = 0;
+    for (int i = 0; i < g->count; i++)
+        if (is_view(g->nodes[i])) p->half_input[i] = p->half_input[value_source(g, i)];
+    return ANE_OK;
 }
 
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
@@ -178,9 +210,16 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
             if (!(node->op == ANE_OP_CONV && k == 1)) p->weight_form[node->operands[k]->id] = SIM_WEIGHT_FP32;
     }
     for (int i = 0; i < g->noutputs; i++) p->weight_form[g->outputs[i].node->id] = SIM_WEIGHT_FP32;
+    status = find_half_inputs(p, err);
+    if (status) {
+        sim_close(&p->base);
+        return status;
+    }
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        size_t scratch = sim_scratch_floats(node, node->op == ANE_OP_CONV && p->weight_form[node->operands[1]->id]);
+        int stored = node->op == ANE_OP_CONV ? p->weight_form[node->operands[1]->id] != 0
+                     : node->op == ANE_OP_MATMUL && p->half_input[node->operands[1]->id];
+        size_t scratch = sim_scratch_floats(node, stored);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
     status = plan_slab(p, err);
@@ -217,6 +256,10 @@ static void sim_unload(ane_loaded *loaded) {
     if (instance->patched)
         for (int i = 0; i < instance->program->graph->count; i++)
             if (instance->patched[i]) release_weight(instance->patched[i]);
+    if (instance->halves)
+        for (int i = 0; i < instance->program->graph->count; i++)
+            if (instance->program->half_input[i] && instance->program->graph->nodes[i]->op == ANE_OP_INPUT)
+                free(instance->halves[i]);
     free(instance->halves);
     free(instance->patched);
     free(instance->values);
@@ -225,16 +268,16 @@ static void sim_unload(ane_loaded *loaded) {
     free(instance);
 }
 
-/* A row-major fp32 tensor header of `shape` over a value buffer, for converting copies in
- * and out. */
-static ane_tensor fp32_view_shaped(float *data, int ndim, const int64_t *shape, ane_storage *pin) {
+/* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits), for
+ * converting copies in and out. */
+static ane_tensor view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin) {
     memset(pin, 0, sizeof *pin);
     pin->refcount = 1;
     pin->data = data;
     ane_tensor view;
     memset(&view, 0, sizeof view);
     view.storage = pin;
-    view.dtype = ANE_FP32;
+    view.dtype = dtype;
     view.ndim = ndim;
     int64_t stride = 1;
     for (int i = ndim - 1; i >= 0; i--) {
@@ -242,13 +285,24 @@ static ane_tensor fp32_view_shaped(float *data, int ndim, const int64_t *shape, 
         view.strides[i] = stride;
         stride *= shape[i];
     }
-    pin->nbytes = (size_t)stride * sizeof(float);
+    pin->nbytes = (size_t)stride * (dtype == ANE_FP16 ? sizeof(uint16_t) : sizeof(float));
     return view;
+}
+
+static ane_tensor fp32_view_shaped(float *data, int ndim, const int64_t *shape, ane_storage *pin) {
+    return view_shaped(data, ANE_FP32, ndim, shape, pin);
 }
 
 /* The same over a node's value buffer, in the node's shape. */
 static ane_tensor fp32_view(float *data, const ane_node *node, ane_storage *pin) {
     return fp32_view_shaped(data, node->rank, node->shape, pin);
+}
+
+/* An input's buffer as a tensor: its fp16 bits for a half input, else its fp32 values. */
+static ane_tensor input_view(const sim_loaded *instance, const ane_node *node, ane_storage *pin) {
+    if (instance->program->half_input[node->id])
+        return view_shaped(instance->halves[node->id], ANE_FP16, node->rank, node->shape, pin);
+    return fp32_view(instance->values[node->id], node, pin);
 }
 
 static void load_const(sim_loaded *instance, const ane_node *node) {
@@ -285,8 +339,14 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
             instance->halves[i] = (uint16_t *)ane_tensor_data(&node->value);
             continue;
         }
-        if (is_view(node)) { /* the operand's values, read in the new shape */
+        if (is_view(node)) { /* the operand's values (or fp16 bits), read in the new shape */
             instance->values[i] = instance->values[node->operands[0]->id];
+            instance->halves[i] = p->half_input[i] ? instance->halves[node->operands[0]->id] : NULL;
+            continue;
+        }
+        if (p->half_input[i]) { /* fp16 bits of its own, zero until written */
+            instance->halves[i] = calloc((size_t)ane_node_numel(node) + 1, sizeof(uint16_t));
+            ok = instance->halves[i] != NULL;
             continue;
         }
         if (reads_graph_values(node)) { /* fp32 values as they are, where the graph holds them */
@@ -417,12 +477,13 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
         }
         const ane_node *node = g->nodes[p->input_nodes[i]];
         ane_storage pin;
-        ane_tensor target = fp32_view(instance->values[node->id], node, &pin);
+        ane_tensor target = input_view(instance, node, &pin); /* a half input's copy rounds to fp16 itself */
         ane_status status = ane_tensor_copy_into(&target, view, err);
         if (status) return status;
         /* fp32 data bound to an fp16 input is rounded as the device would read it (fp16 data
          * converts exactly: nothing to round) */
-        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16)
+        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16 &&
+            !p->half_input[node->id])
             ane_round_fp32_through_fp16_n(instance->values[node->id], (size_t)ane_node_numel(node));
     }
     sim_context context = {
@@ -473,14 +534,15 @@ static ane_status sim_write_input(ane_loaded *loaded, int port, int64_t offset, 
     const ane_node *node = p->graph->nodes[p->input_nodes[port]];
     float *values = instance->values[node->id]; /* [numel], the port's shape, last axis contiguous */
     int64_t numel = ane_node_numel(node), positions = node->shape[node->rank - 1];
-    if (first) memset(values, 0, (size_t)numel * sizeof *values);
+    int half = p->half_input[node->id]; /* fp16 bits instead: the copy rounds */
+    if (first) memset(half ? (void *)instance->halves[node->id] : (void *)values, 0, (size_t)numel * (half ? 2 : 4));
     int64_t count = value->shape[value->ndim - 1];
     ane_storage pin;
-    ane_tensor whole = fp32_view(values, node, &pin), target;
+    ane_tensor whole = input_view(instance, node, &pin), target;
     ane_status status = ane_tensor_slice(&target, &whole, node->rank - 1, offset, offset + count, err);
     if (!status) status = ane_tensor_copy_into(&target, value, err);
     if (status) return status;
-    if (p->options.precision == ANE_PRECISION_FP16 && p->inputs[port].dtype == ANE_FP16 && value->dtype != ANE_FP16)
+    if (!half && p->options.precision == ANE_PRECISION_FP16 && p->inputs[port].dtype == ANE_FP16 && value->dtype != ANE_FP16)
         for (int64_t row = 0; row < numel / positions; row++)
             ane_round_fp32_through_fp16_n(values + row * positions + offset, (size_t)count);
     return ANE_OK;
@@ -490,7 +552,7 @@ static ane_status sim_read_input(ane_loaded *loaded, int port, ane_tensor *out, 
     sim_loaded *instance = (sim_loaded *)loaded;
     const ane_node *node = instance->program->graph->nodes[instance->program->input_nodes[port]];
     ane_storage pin;
-    ane_tensor source = fp32_view(instance->values[node->id], node, &pin);
+    ane_tensor source = input_view(instance, node, &pin);
     return ane_tensor_copy_into(out, &source, err);
 }
 

@@ -378,6 +378,10 @@ static int64_t weight_block_rows(int64_t rows, int64_t k) {
 }
 
 size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
+    if (node->op == ANE_OP_MATMUL) { /* an fp16 second operand: one of its matrices in fp32 */
+        const ane_node *y = node->operands[1];
+        return stored_weight ? (size_t)(y->shape[y->rank - 2] * y->shape[y->rank - 1]) : 0;
+    }
     if (node->op != ANE_OP_CONV) return 0;
     const ane_node *w = node->operands[1];
     int64_t k = w->shape[1] * w->shape[2] * w->shape[3], cout_g = w->shape[0] / (node->attrs.groups ? node->attrs.groups : 1);
@@ -482,9 +486,12 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
 }
 
 /* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,
- * found through broadcasting strides over the leading dims. */
+ * found through broadcasting strides over the leading dims. y is fp32 values, or fp16 bits
+ * (y_half: a cache sim holds in fp16), which BLAS reads converted into `scratch`. */
 typedef struct matmul_job {
     const float *x, *y;
+    const uint16_t *y_half;
+    float *scratch; /* [y_matrix] */
     float *out;
     int64_t m, n, k, lda, ldb, x_matrix, y_matrix;
     int tx, ty;
@@ -502,23 +509,30 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
             rest /= j->batch->shape[i];
             ox += at * j->sx[i], oy += at * j->sy[i];
         }
-        const float *xm = j->x + ox * j->x_matrix, *ym = j->y + oy * j->y_matrix;
+        const float *xm = j->x + ox * j->x_matrix, *ym = j->y_half ? NULL : j->y + oy * j->y_matrix;
+        const uint16_t *yh = j->y_half ? j->y_half + oy * j->y_matrix : NULL;
         float *om = j->out + b * j->m * j->n;
         if (j->few_rows) {
             /* a few rows (a decode step's attention: one query per head, or a group of
              * them): vector products, as a BLAS call per head costs more than its arithmetic */
             for (int64_t i = 0; i < j->m; i++) {
-                if (j->ty) ane_gemv_fp32(om + i * j->n, ym, xm + i * j->lda, j->n, j->k);
+                if (j->ty && yh) ane_gemv_fp16(om + i * j->n, yh, xm + i * j->lda, j->n, j->k);
+                else if (j->ty) ane_gemv_fp32(om + i * j->n, ym, xm + i * j->lda, j->n, j->k);
+                else if (yh) ane_vecmat_fp16(om + i * j->n, xm + i * j->lda, yh, j->k, j->n);
                 else ane_vecmat_fp32(om + i * j->n, xm + i * j->lda, ym, j->k, j->n);
             }
         } else {
+            if (yh) { /* batches run one after another here: the scratch is free */
+                ane_fp16_to_fp32_n(j->scratch, yh, (size_t)j->y_matrix);
+                ym = j->scratch;
+            }
             cblas_sgemm(CblasRowMajor, j->tx ? CblasTrans : CblasNoTrans, j->ty ? CblasTrans : CblasNoTrans, (int)j->m,
                         (int)j->n, (int)j->k, 1.0f, xm, (int)j->lda, ym, (int)j->ldb, 0.0f, om, (int)j->n);
         }
     }
 }
 
-static void run_matmul(const ane_node *node, float *const *values, float *out) {
+static void run_matmul(const sim_context *context, const ane_node *node, float *const *values, float *out) {
     const ane_node *x = node->operands[0], *y = node->operands[1];
     int tx = node->attrs.transpose_x, ty = node->attrs.transpose_y;
     int r = node->rank;
@@ -530,7 +544,8 @@ static void run_matmul(const ane_node *node, float *const *values, float *out) {
     int64_t sx[ANE_IR_MAX_RANK], sy[ANE_IR_MAX_RANK];
     broadcast_strides(&xb, &ob, sx);
     broadcast_strides(&yb, &ob, sy);
-    matmul_job job = {IN(node, 0), IN(node, 1), out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
+    const uint16_t *y_half = context->halves ? context->halves[y->id] : NULL;
+    matmul_job job = {IN(node, 0), IN(node, 1), y_half, context->scratch, out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
                       x->shape[x->rank - 2] * x->shape[x->rank - 1], y->shape[y->rank - 2] * y->shape[y->rank - 1],
                       tx, ty, !tx && m <= 4, &ob, sx, sy};
     int64_t batches = ane_node_numel(&ob);
@@ -785,7 +800,7 @@ typedef ane_status (*sim_kernel)(const sim_context *context, const ane_node *nod
         call;                                                                                                \
         return ANE_OK;                                                                                       \
     }
-KERNEL(k_matmul, run_matmul(node, values, out))
+KERNEL(k_matmul, run_matmul(context, node, values, out))
 KERNEL(k_binary, run_binary(node, values, out))
 KERNEL(k_unary, run_unary(node, IN(node, 0), out))
 KERNEL(k_quantize, run_quantize(node, values, out))

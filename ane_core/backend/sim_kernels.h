@@ -17,7 +17,7 @@ typedef struct sim_context {
     int sdpa_mask_one_plane; /* a per-head mask applies its first plane to every head (newer facts) */
     float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
-    const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16 (NULL where not) */
+    const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16, half inputs (sim.c); NULL elsewhere */
     ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
 } sim_context;
 

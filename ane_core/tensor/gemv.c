@@ -297,62 +297,76 @@ void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, in
     ane_parallel_for(rows, grain_rows(k * 2), rows_fp16, &job);
 }
 
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) static void vecmat_avx512(float *y, const float *x, const float *m, int64_t k, int64_t n) {
-    for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
-    for (int64_t i = 0; i < k; i++) {
-        const float *row = m + i * n;
-        __m512 weight = _mm512_set1_ps(x[i]);
-        int64_t j = 0;
-        for (; j + 16 <= n; j += 16)
-            _mm512_storeu_ps(y + j, _mm512_fmadd_ps(weight, _mm512_loadu_ps(row + j), _mm512_loadu_ps(y + j)));
-        for (; j < n; j++) y[j] += x[i] * row[j];
-    }
-}
-#endif
+/* y[first..n) = x^T M's columns, element by element: the one order every vecmat kernel
+ * below keeps (per column, rows 0..k-1, one fused multiply-add each), so an fp16 matrix
+ * gives the very sums of its values converted to fp32. AT(i, j) reads M[i, j] as fp32. */
+#define VECMAT_COLUMNS(y, x, k, first, n, AT)                                                      \
+    for (int64_t j_ = (first); j_ < (n); j_++) (y)[j_] = 0.0f;                                      \
+    for (int64_t i_ = 0; i_ < (k); i_++)                                                            \
+        for (int64_t j_ = (first); j_ < (n); j_++) (y)[j_] = fmaf((x)[i_], AT(i_, j_), (y)[j_]);
 
 #if defined(__x86_64__)
 /* AVX2: 64 columns of y held in eight registers over all k rows (a decode step's head is
- * 64-256 columns wide), so y is written once per tile instead of loaded and stored per row. */
+ * 64-256 columns wide), so y is written once per tile instead of loaded and stored per row.
+ * LOAD8(i, j) loads M[i, j .. j + 7] as fp32; the fp32 and fp16 kernels differ only there. */
+#define VECMAT_AVX2(y, x, k, n, LOAD8, AT)                                                          \
+    int64_t j = 0;                                                                                  \
+    for (; j + 64 <= (n); j += 64) {                                                                \
+        __m256 a[8];                                                                                \
+        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();                                     \
+        for (int64_t i = 0; i < (k); i++) {                                                         \
+            __m256 weight = _mm256_broadcast_ss((x) + i);                                           \
+            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(weight, LOAD8(i, j + 8 * t), a[t]);  \
+        }                                                                                           \
+        for (int t = 0; t < 8; t++) _mm256_storeu_ps((y) + j + 8 * t, a[t]);                        \
+    }                                                                                               \
+    for (; j + 8 <= (n); j += 8) {                                                                  \
+        __m256 a = _mm256_setzero_ps();                                                             \
+        for (int64_t i = 0; i < (k); i++) a = _mm256_fmadd_ps(_mm256_broadcast_ss((x) + i), LOAD8(i, j), a); \
+        _mm256_storeu_ps((y) + j, a);                                                               \
+    }                                                                                               \
+    VECMAT_COLUMNS(y, x, k, j, n, AT)
+
 __attribute__((target("avx2,fma"))) static void vecmat_avx2(float *y, const float *x, const float *m, int64_t k, int64_t n) {
-    int64_t j = 0;
-    for (; j + 64 <= n; j += 64) {
-        __m256 a[8];
-        for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < k; i++) {
-            __m256 weight = _mm256_broadcast_ss(x + i);
-            const float *row = m + i * n + j;
-            for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * t), a[t]);
-        }
-        for (int t = 0; t < 8; t++) _mm256_storeu_ps(y + j + 8 * t, a[t]);
-    }
-    for (; j + 8 <= n; j += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (int64_t i = 0; i < k; i++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(x + i), _mm256_loadu_ps(m + i * n + j), a);
-        _mm256_storeu_ps(y + j, a);
-    }
-    for (; j < n; j++) {
-        float total = 0.0f;
-        for (int64_t i = 0; i < k; i++) total += x[i] * m[i * n + j];
-        y[j] = total;
-    }
+#define LOAD8(i, j) _mm256_loadu_ps(m + (i) * n + (j))
+#define AT(i, j) m[(i) * n + (j)]
+    VECMAT_AVX2(y, x, k, n, LOAD8, AT)
+#undef LOAD8
+#undef AT
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void vecmat_fp16_avx2(float *y, const float *x, const uint16_t *m, int64_t k,
+                                                                     int64_t n) {
+#define LOAD8(i, j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m + (i) * n + (j))))
+#define AT(i, j) ane_fp16_to_fp32(m[(i) * n + (j)])
+    VECMAT_AVX2(y, x, k, n, LOAD8, AT)
+#undef LOAD8
+#undef AT
 }
 #endif
 
 void ane_vecmat_fp32(float *y, const float *x, const float *m, int64_t k, int64_t n) {
 #if defined(__x86_64__)
-    if (ane_cpu_has_avx512f()) {
-        vecmat_avx512(y, x, m, k, n);
-        return;
-    }
     if (ane_cpu_has_avx2_fma_f16c()) {
         vecmat_avx2(y, x, m, k, n);
         return;
     }
 #endif
-    for (int64_t j = 0; j < n; j++) y[j] = 0.0f;
-    for (int64_t i = 0; i < k; i++)
-        for (int64_t j = 0; j < n; j++) y[j] += x[i] * m[i * n + j];
+#define AT(i, j) m[(i) * n + (j)]
+    VECMAT_COLUMNS(y, x, k, 0, n, AT)
+#undef AT
+}
+
+void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t k, int64_t n) {
+#if defined(__x86_64__)
+    if (ane_cpu_has_avx2_fma_f16c()) {
+        vecmat_fp16_avx2(y, x, m, k, n);
+        return;
+    }
+#endif
+#define AT(i, j) ane_fp16_to_fp32(m[(i) * n + (j)])
+    VECMAT_COLUMNS(y, x, k, 0, n, AT)
+#undef AT
 }
 
 void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64_t k) {

@@ -20,6 +20,10 @@ void ane_gemv_fp32(float *y /* [rows] */, const float *w /* [rows, k] */, const 
  * values at one position); single-threaded, for small products. */
 void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *m /* [k, n] */, int64_t k, int64_t n);
 
+/* The same with M's elements in fp16 (a cache sim holds in fp16): the sums ane_vecmat_fp32
+ * computes from M's values converted to fp32, bit for bit. */
+void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_t *m /* [k, n] */, int64_t k, int64_t n);
+
 /* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, or
  * 4-bit indices looked up in their row's palette. */
 void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,

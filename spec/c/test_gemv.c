@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ane_core/base/fp16.h"
 #include "ane_core/tensor/gemv.h"
@@ -207,6 +208,15 @@ int main(void) {
             }
             CHECK(bad == 0, "vecmat [%lld] x [%lld, %lld]: %d outside the bound", (long long)rows, (long long)rows,
                   (long long)k, bad);
+            /* fp16 M (a cache sim holds in fp16): the very sums of the fp32 kernel over M's
+             * values converted, bit for bit (same order, same fused multiply-adds) */
+            float *w16_values = malloc(sizeof(float) * rows * k), *y16 = malloc(sizeof(float) * k);
+            for (int64_t i = 0; i < rows * k; i++) w16[i] = ane_fp32_to_fp16(w[i]), w16_values[i] = ane_fp16_to_fp32(w16[i]);
+            ane_vecmat_fp32(yr, xr, w16_values, rows, k);
+            ane_vecmat_fp16(y16, xr, w16, rows, k);
+            CHECK(memcmp(yr, y16, sizeof(float) * k) == 0, "vecmat fp16 [%lld] x [%lld, %lld]: not the fp32 kernel's sums",
+                  (long long)rows, (long long)rows, (long long)k);
+            free(w16_values), free(y16);
             free(xr), free(yr);
         }
 
