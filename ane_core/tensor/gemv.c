@@ -393,11 +393,13 @@ typedef struct code_vector {
     float *block_scales; /* [ceil(k / 32)]: NaN where the block holds a NaN or inf */
     float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block (VNNI only) */
     int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum (VNNI only) */
+    int8_t *split8;      /* [chunked]: per 64-element chunk, the codes of its even elements then of
+                            its odd ones, the order 4-bit rows unpack in (AVX2's lookup; else NULL) */
 } code_vector;
 
 static size_t q8_bytes(int64_t k) {
     int64_t lanes = k / Q8_CHUNK * Q8_CHUNK / 4, blocks = (k + Q8_BLOCK - 1) / Q8_BLOCK;
-    return (size_t)(lanes * 8 + blocks * 4 + k + 64);
+    return (size_t)(lanes * 8 + blocks * 4 + 2 * k + 64);
 }
 
 #if defined(__x86_64__)
@@ -445,13 +447,30 @@ static int q8_lanes_read(void) {
 
 /* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)); the
  * lane arrays only where a kernel reads them. */
-static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+#if defined(__x86_64__)
+/* 64 codes -> the 32 of even elements, then the 32 of odd ones. */
+__attribute__((target("avx2"))) static void q8_split_chunk_avx2(const int8_t *codes, int8_t *split) {
+    const __m256i apart = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+                                           0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    /* per 16 codes: evens then odds; then per 32: evens 0-15, evens 16-31 | odds 0-15, odds 16-31 */
+    __m256i first = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)codes), apart),
+                                             _MM_SHUFFLE(3, 1, 2, 0));
+    __m256i second = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(codes + 32)), apart),
+                                              _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_storeu_si256((__m256i *)split, _mm256_permute2x128_si256(first, second, 0x20));
+    _mm256_storeu_si256((__m256i *)(split + 32), _mm256_permute2x128_si256(first, second, 0x31));
+}
+#endif
+
+/* for_lut4: the product's weights are 4-bit rows (fills split8 where the AVX2 kernel reads it). */
+static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k, int for_lut4) {
     v->k = k;
     v->chunked = k / Q8_CHUNK * Q8_CHUNK;
     v->lane_scales = memory;
     v->lane_bias = (int32_t *)(v->lane_scales + v->chunked / 4);
     v->block_scales = (float *)(v->lane_bias + v->chunked / 4);
     v->codes8 = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
+    v->split8 = NULL;
 #if defined(__x86_64__)
     int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
 #endif
@@ -472,6 +491,12 @@ static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t st
         v->block_scales[b] = not_finite ? NAN : largest / 127.0f; /* a NaN or inf makes the products NaN */
         for (int64_t j = first; j < last; j++) v->codes8[j] = (int8_t)lrintf(x[j * stride] * inverse);
     }
+#if defined(__x86_64__)
+    if (for_lut4 && !q8_lanes_read() && ane_cpu_has_avx2_fma_f16c()) {
+        v->split8 = v->codes8 + k;
+        for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) q8_split_chunk_avx2(v->codes8 + j, v->split8 + j);
+    }
+#endif
     if (!q8_lanes_read()) return;
     for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
         const int8_t *c = v->codes8 + lane * 4;
@@ -550,15 +575,6 @@ Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const code_vector *v) {
     return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_int8_from(q, v, j);
 }
 
-/* 16 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
- * byte 2i and element 2i + 1's in byte 2i + 1 (elements j .. j + 31 in order), looked up
- * (vpshufb) in the palette's int8 entries, one copy per 128-bit lane. */
-Q8_AVX2 static inline __m256i q8_lut4_weights_avx2(const uint8_t *packed, __m256i table) {
-    __m256i words = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)packed));
-    __m256i indices = _mm256_and_si256(_mm256_or_si256(words, _mm256_slli_epi16(words, 4)), _mm256_set1_epi16(0x0F0F));
-    return _mm256_shuffle_epi8(table, indices);
-}
-
 /* The palette as int8 entries times one scale (q8_palette_scalar's values: palettes are
  * finite, and cvtps rounds to nearest even as lrintf does). */
 Q8_AVX2 static void q8_palette_avx2(code_palette *p, const float *palette) {
@@ -572,17 +588,39 @@ Q8_AVX2 static void q8_palette_avx2(code_palette *p, const float *palette) {
     _mm_storeu_si128((__m128i *)p->entries8, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
+/* 64 weights from 32 packed bytes: byte i holds element 2i's index in its low nibble and
+ * element 2i + 1's in its high one, so the two nibble masks give the even and the odd
+ * elements, looked up (vpshufb) in the palette's int8 entries; the activation codes come in
+ * the same order (split8). Bytes 0-15 of either half are elements of the chunk's first block
+ * of 32, bytes 16-31 of its second: each 32-bit lane sums 8 products of one block (exact,
+ * |sum| <= 8 x 127 x 128), the lower four lanes take the first block's scale, the upper four
+ * the second's. */
+Q8_AVX2 static inline __m256 q8_lut4_chunk_avx2(__m256 sum, const uint8_t *packed, __m256i table, const code_vector *v,
+                                               int64_t j) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)packed);
+    __m256i even = _mm256_shuffle_epi8(table, _mm256_and_si256(bytes, nibble));
+    __m256i odd = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+    __m256i even_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j));
+    __m256i odd_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j + 32));
+    __m256i lanes = _mm256_add_epi32(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(even, even), _mm256_sign_epi8(even_codes, even)), ones),
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(odd, odd), _mm256_sign_epi8(odd_codes, odd)), ones));
+    __m256 scales = _mm256_set_m128(_mm_set1_ps(v->block_scales[j / Q8_BLOCK + 1]), _mm_set1_ps(v->block_scales[j / Q8_BLOCK]));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scales, sum);
+}
+
 Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const code_palette *p, const code_vector *v) {
     __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries8));
-    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    for (; j + 2 * Q8_BLOCK <= whole; j += 2 * Q8_BLOCK) {
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
         _mm_prefetch((const char *)(packed + j / 2 + PREFETCH_BYTES), _MM_HINT_T0);
-        a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j);
-        a1 = q8_block_avx2(a1, q8_lut4_weights_avx2(packed + (j + Q8_BLOCK) / 2, table), v, j + Q8_BLOCK);
+        a0 = q8_lut4_chunk_avx2(a0, packed + j / 2, table, v, j);
+        a1 = q8_lut4_chunk_avx2(a1, packed + (j + Q8_CHUNK) / 2, table, v, j + Q8_CHUNK);
     }
-    if (j < whole) a0 = q8_block_avx2(a0, q8_lut4_weights_avx2(packed + j / 2, table), v, j), j += Q8_BLOCK;
-    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, j);
+    if (j < v->chunked) a0 = q8_lut4_chunk_avx2(a0, packed + j / 2, table, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, v->chunked);
 }
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -845,9 +883,10 @@ static size_t code_bytes(int64_t k, ane_activations activations) {
     return activations == ANE_ACTIVATIONS_INT8 ? q8_bytes(k) : q16_bytes(k);
 }
 
+/* for_lut4: the codes are for the integer products with 4-bit rows (q8_quantize). */
 static void quantize_codes(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k,
-                           ane_activations activations) {
-    if (activations == ANE_ACTIVATIONS_INT8) q8_quantize(v, memory, x, stride, k);
+                           ane_activations activations, int for_lut4) {
+    if (activations == ANE_ACTIVATIONS_INT8) q8_quantize(v, memory, x, stride, k, for_lut4);
     else q16_quantize(v, memory, x, stride, k);
 }
 
@@ -901,7 +940,8 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
     code_vector *vectors = (code_vector *)memory;
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
-    for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations);
+    for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
+                                                          encoding == ANE_ENCODING_LUT4);
     integer_job job = {y, data, table, vectors, columns, k, encoding, activations};
     ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
     if (memory != stack) free(memory);
@@ -929,7 +969,7 @@ static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encodi
     }
     for (int64_t c = 0; c < columns; c++) {
         code_vector v;
-        quantize_codes(&v, memory, x + c, columns, k, activations);
+        quantize_codes(&v, memory, x + c, columns, k, activations, 0);
         for (int64_t j = 0; j < k; j++)
             values[j * columns + c] = v.block_scales[j / Q8_BLOCK] * (float)(int8 ? v.codes8[j] : v.codes16[j]);
     }
