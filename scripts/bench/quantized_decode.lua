@@ -30,7 +30,8 @@ local command = require("ane.cli").command {
     { "tokens", "integer", 128, "tokens decoded per round", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
     { "modes", "string", "fp16,int8,int4,int8/a8,int4/a8,int8/a16,int4/a16", "comma-separated modes to run" },
-    { "prompt", "integer", 4, "prompt tokens before the decode (qwen3 part)", min = 1 },
+    { "prompt", "integer", 4, "prompt tokens before the decode (qwen3 part; with --tokens within its 40,960 positions)",
+      min = 1, max = 32768 },
   }),
 }
 local opts = command:parse(arg)
