@@ -445,8 +445,6 @@ static int q8_lanes_read(void) {
 #endif
 }
 
-/* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)); the
- * lane arrays only where a kernel reads them. */
 #if defined(__x86_64__)
 /* 64 codes -> the 32 of even elements, then the 32 of odd ones. */
 __attribute__((target("avx2"))) static void q8_split_chunk_avx2(const int8_t *codes, int8_t *split) {
@@ -462,7 +460,9 @@ __attribute__((target("avx2"))) static void q8_split_chunk_avx2(const int8_t *co
 }
 #endif
 
-/* for_lut4: the product's weights are 4-bit rows (fills split8 where the AVX2 kernel reads it). */
+/* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)); the
+ * lane arrays and split8 only where a kernel reads them (split8: for_lut4, the product's
+ * weights are 4-bit rows, on AVX2 without VNNI). */
 static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k, int for_lut4) {
     v->k = k;
     v->chunked = k / Q8_CHUNK * Q8_CHUNK;
