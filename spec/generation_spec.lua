@@ -67,6 +67,21 @@ describe("decoding sessions", function()
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
 
+  it("keep their capacity's cache size in the ane profile, as on the device (ANE-05)", function()
+    local m = tiny_llama("fp16", 1024) -- fp16: the ane profile
+    assert.are.equal("ane", m.profile)
+    local session = m:session({ capacity = 300 })
+    local ids = random_ids(140, 6)
+    local prompt = {}
+    for i = 1, 40 do prompt[i] = ids[i] end
+    session:feed(prompt)
+    for p = 41, 140 do session:feed({ ids[p] }) end -- past 64 and 128 positions
+    assert.are.equal(m:bucket(300, 1024), session.size) -- one size from the start: no growth
+    local decode_programs = 0
+    for _, kind in m:each_program() do decode_programs = decode_programs + (kind:match("^attn_decode") and 1 or 0) end
+    assert.are.equal(2, decode_programs) -- one per layer: a new size would cost the device a compile per layer
+  end)
+
   it("compute one position of the device's 32-wide rows per step in the ane profile", function()
     local m = tiny_llama("fp32", 512) -- profile ane: I/O at least 32 wide (ANE-21)
     assert.are.equal("attn_decode_step", m:kind_for("attn_decode", 1, 32))

@@ -249,6 +249,24 @@ describe("the program cache and the compile budget", function()
     ane.set_compile_budget() -- back to the default
     assert.are.equal(119, ane.stats().compile_budget)
   end)
+
+  it("counts sim's cpu-profile programs outside the budget (no device runs them)", function()
+    local used = ane.stats().compile_budget - ane.stats().budget_left
+    ane.set_compile_budget(used + 1)
+    local compiles = ane.stats().compiles
+    for seed = 41, 43 do -- three new cpu-profile programs with one compile left
+      ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, seed), fp16({ 64 }, seed + 10), fp16({ 64, 64, 1, 1 }, seed + 20)),
+        { profile = "cpu" })
+    end
+    assert.are.equal(compiles + 3, ane.stats().compiles)
+    assert.are.equal(1, ane.stats().budget_left)
+    ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 51), fp16({ 64 }, 52), fp16({ 64, 64, 1, 1 }, 53))) -- the ane profile
+    assert.are.equal(0, ane.stats().budget_left)
+    assert.error_matches(function()
+      ane.compile(mlp_graph(fp16({ 64, 64, 1, 1 }, 54), fp16({ 64 }, 55), fp16({ 64, 64, 1, 1 }, 56)))
+    end, "compile budget exhausted")
+    ane.set_compile_budget()
+  end)
 end)
 
 describe("delta patching", function()

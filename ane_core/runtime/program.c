@@ -190,6 +190,13 @@ static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error
     return ANE_OK;
 }
 
+/* The compile budget models the device's per-process limit (ANE-05), so it counts the
+ * programs that follow the device's rules: the device's own and sim's `ane` profile. sim's
+ * `cpu` profile is a CPU path no device ever runs, and its compiles are free. */
+static int counts_against_budget(const ane_backend *backend, const ane_compile_options *options) {
+    return options->profile != ANE_PROFILE_CPU || strcmp(backend->name, "sim") != 0;
+}
+
 ane_status ane_program_create(const char *backend_name, const ane_compile_options *options, const char *key,
                               const char *mil, size_t length, const ane_mil_file *files, int nfiles, ane_program **out,
                               ane_error *err) {
@@ -213,7 +220,7 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
     } else {
         char what[ANE_NAME_MAX + 16];
         snprintf(what, sizeof what, "program '%s'", options->name[0] ? options->name : "(unnamed)");
-        ane_status over = ane_budget_check(what, err);
+        ane_status over = counts_against_budget(backend, options) ? ane_budget_check(what, err) : ANE_OK;
         if (over) return over;
         entry = calloc(1, sizeof *entry);
         if (!entry) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching a program");
@@ -233,7 +240,7 @@ ane_status ane_program_create(const char *backend_name, const ane_compile_option
             free(entry);
             return status;
         }
-        ane_budget_count(0);
+        if (counts_against_budget(backend, options)) ane_budget_count(0);
         stats.compiles++;
         stats.compile_ms += now_ms() - start;
         stats.sram_warnings += entry->compiled->sram_spill_nodes > 0;

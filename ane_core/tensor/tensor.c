@@ -849,7 +849,7 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
     int64_t n = ane_tensor_numel(t);
     if (k < 1 || k > n) return ane_fail(err, ANE_ERR_ARGUMENT, "k = %lld is outside 1..%lld", (long long)k, (long long)n);
     ane_tensor flat;
-    ane_status status = ane_tensor_to(&flat, t, ANE_FP32, err);
+    ane_status status = ane_tensor_contiguous_fp32(&flat, t, err);
     if (status) return status;
     const float *data = (const float *)ane_tensor_data(&flat);
     if (k == 1) { /* argmax: one pass */

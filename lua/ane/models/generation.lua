@@ -61,14 +61,18 @@ end
 --
 -- The caches live in the decode attention programs themselves, as resident inputs
 -- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
--- a whole cache in. On sim a cache starts at 64 positions and grows in steps (doubling to
--- 512, then every 256) as it fills, so attention reads about as many positions as are used
--- (a short chat's step reads a quarter of what a 256-position cache costs); on the
--- device every size costs a compile per layer (ANE-05), so a session there keeps the size of
--- its capacity. Sessions of one model share the programs of a size, and take turns: the one
+-- a whole cache in. In sim's cpu profile a cache starts at 64 positions and grows in steps
+-- (doubling to 512, then every 256) as it fills, so attention reads about as many positions
+-- as are used (a short chat's step reads a quarter of what a 256-position cache costs). On
+-- the device every size costs a compile per layer (ANE-05: a 28-layer model's second size
+-- would spend the budget), so a session there, and in sim's ane profile, which keeps the
+-- device's rules, keeps the size of its capacity. Sessions of one model share the programs of a size, and take turns: the one
 -- about to run first saves the caches of the one that ran last (and gets its own back).
 local Session = {}
 Session.__index = Session
+
+-- Whether a model's session caches grow as they fill (see above): sim's cpu profile only.
+local function grows(m) return m.backend ~= "ane" and m.profile == "cpu" end
 
 --- session({capacity =, asynchronous =}) -> a session over at most `capacity` positions
 --- (default: the model's context length).
@@ -76,7 +80,7 @@ function Methods:session(opts)
   opts = opts or {}
   local capacity = math.min(opts.capacity or self.context_length, self.context_length)
   local Smax = self:bucket(capacity, self.context_length)
-  if self.backend ~= "ane" then -- sim's caches start at FIRST_CACHE positions: short sessions share those programs
+  if grows(self) then -- caches start at FIRST_CACHE positions: short sessions share those programs
     Smax = math.max(Smax, math.min(FIRST_CACHE, self:bucket(self.context_length, self.context_length)))
   end
   local session = setmetatable({ model = self, Smax = Smax, capacity = math.min(capacity, Smax), position = 0,
@@ -94,7 +98,7 @@ function Session:room() return self.capacity - self.position end
 -- The cache size that holds `positions`: see above (the model's bucket, at least FIRST_CACHE).
 local function cache_size(self, positions)
   local m = self.model
-  if m.backend == "ane" then return self.Smax end
+  if not grows(m) then return self.Smax end
   return math.min(math.max(m:bucket(positions, m.context_length), FIRST_CACHE), self.Smax)
 end
 
