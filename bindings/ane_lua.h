@@ -80,6 +80,8 @@ typedef struct ane_quantized_weight {
     int rank;
     int64_t shape[ANE_MAX_DIMS];    /* the dense weight's shape; rows = shape[0] */
     ane_tensor data, table;         /* as ane_quantize_rows makes them */
+    void *palette_codes[2];         /* 4-bit rows' palettes for int8 / int16 activations (tensor/gemv.h),
+                                       made by the first q:matmul that multiplies on them */
 } ane_quantized_weight;
 ane_quantized_weight *ane_lua_test_quantized(lua_State *L, int index);
 void ane_lua_open_quantize(lua_State *L);     /* adds ane.quantize and ane.quantized to the table on top */

@@ -8,6 +8,7 @@
  *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
  *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
  *   ane.quantized.is(v) */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ane_core/ir/graph.h"
@@ -36,6 +37,8 @@ static int q_gc(lua_State *L) {
     ane_quantized_weight *q = check_quantized(L, 1);
     ane_tensor_release(&q->data);
     ane_tensor_release(&q->table);
+    free(q->palette_codes[0]), free(q->palette_codes[1]);
+    q->palette_codes[0] = q->palette_codes[1] = NULL;
     return 0;
 }
 
@@ -192,6 +195,7 @@ static int q_reshape(lua_State *L) {
     *r = *q;
     ane_tensor_share(&r->data, &q->data);
     ane_tensor_share(&r->table, &q->table);
+    r->palette_codes[0] = r->palette_codes[1] = NULL; /* its own, when a product needs them */
     r->rank = rank;
     memcpy(r->shape, shape, sizeof(int64_t) * (size_t)rank);
     return 1;
@@ -211,6 +215,12 @@ static int q_matmul(lua_State *L) {
     if (x->ndim != 2 || x->shape[0] != k || x->dtype != ANE_FP32)
         return luaL_error(L, "quantized weight [%lld, %lld]: matmul takes an fp32 [%lld, T] tensor", (long long)rows,
                           (long long)k, (long long)k);
+    void **palette_codes = activations == ANE_ACTIVATIONS_FLOAT ? NULL : &q->palette_codes[activations == ANE_ACTIVATIONS_INT16];
+    if (palette_codes && !*palette_codes && q->encoding == ANE_ENCODING_LUT4) { /* once per weight, not per product */
+        *palette_codes = malloc((size_t)rows * ane_palette_codes_stride(activations) + 1);
+        if (!*palette_codes) return luaL_error(L, "out of memory preparing a quantized weight's palettes");
+        ane_palette_codes(*palette_codes, (const float *)ane_tensor_data(&q->table), rows, activations);
+    }
     ane_tensor packed;
     ane_error err;
     if (ane_tensor_to(&packed, x, ANE_FP32, &err)) return ane_lua_raise(L, &err);
@@ -219,7 +229,8 @@ static int q_matmul(lua_State *L) {
     ane_status status = ane_tensor_empty(out, 2, shape, ANE_FP32, &err);
     if (!status)
         status = ane_encoded_matmul((float *)ane_tensor_data(out), q->encoding, ane_tensor_data(&q->data),
-                                    (const float *)ane_tensor_data(&q->table), (const float *)ane_tensor_data(&packed),
+                                    (const float *)ane_tensor_data(&q->table), palette_codes ? *palette_codes : NULL,
+                                    (const float *)ane_tensor_data(&packed),
                                     rows, k, x->shape[1], activations, &err);
     ane_tensor_release(&packed);
     if (status) return ane_lua_raise(L, &err);

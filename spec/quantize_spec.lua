@@ -289,12 +289,42 @@ describe("integer activations", function()
           -- 5.3e-5 (measured), so a difference above 1e-5 shows either reached the kernel
           local float = program(q, S, { profile = "cpu", precision = "fp32" }):eval({ x = x }).y:reshape(cout, S)
           assert.is_true(relative_error(y, float) > 1e-5, "equal to the float-activation product")
-          -- q:matmul, the classifier's path, computes the same
-          assert_within(q:matmul(x:reshape(cin, S), activations), want, magnitude)
+          -- q:matmul, the classifier's path, computes the same; it prepares a 4-bit weight's
+          -- palettes once per activation type, so products on the other type in between, and
+          -- this type's again, still compute theirs
+          local columns, other = x:reshape(cin, S), activations == "int8" and "int16" or "int8"
+          assert_within(q:matmul(columns, activations), want, magnitude)
+          assert_within(q:matmul(columns, other), integer_activation_product(q, columns, other))
+          assert_within(q:matmul(columns, activations), want, magnitude)
         end)
       end
     end
   end
+
+  it("int4 weights of a grouped conv: each group's rows multiply with their own palettes", function()
+    -- two groups of 24 output rows over 68 input channels each; the second group's rows start
+    -- at row 24 of the weight, and so do its palettes (sim computes them once per program)
+    local groups, per_group, rows = 2, cin // 2, cout // 2
+    local q = ane.quantize(randn({ cout, per_group }, 0.05, 43), "int4", { dtype = "fp32" })
+    local data, palettes = q:data():reshape(cout, per_group // 2), q:table() -- [cout, 34] bytes, [cout, 16]
+    for _, activations in ipairs({ "int8", "int16" }) do
+      local g = ane.graph("grouped_integer_activations")
+      local x = g:input("x", { 1, cin, 1, 1 }, "fp32")
+      g:output("y", g:conv(x, g:const("w", q:reshape(cout, per_group, 1, 1)), { groups = groups }))
+      local xv = randn({ 1, cin, 1, 1 }, 1.0, 44)
+      local y = ane.compile(g, { profile = "cpu", precision = "fp32", activations = activations }):eval({ x = xv }).y
+      for group = 1, groups do
+        local first, last = (group - 1) * rows + 1, group * rows
+        local group_rows = ane.quantized { encoding = "int4", dtype = "fp32", shape = { rows, per_group },
+          data = data:slice(1, first, last):copy():reshape(-1), table = palettes:slice(1, first, last):copy() }
+        local want = group_rows:matmul(xv:reshape(cin, 1):slice(1, (group - 1) * per_group + 1, group * per_group):copy(),
+          activations)
+        -- the same integer products, bit for bit, as the group's rows alone multiply
+        assert.are.equal(want:bytes(), y:reshape(cout, 1):slice(1, first, last):copy():bytes(),
+          activations .. " group " .. group)
+      end
+    end
+  end)
 
   it("is refused outside sim's cpu profile, and for dense weights in a model", function()
     local q = ane.quantize(w, "int8")

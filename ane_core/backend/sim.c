@@ -23,6 +23,7 @@
 #include "../base/interrupt.h"
 #include "../base/parallel.h"
 #include "../passes/passes.h"
+#include "../tensor/gemv.h"
 #include "../tensor/storage.h"
 #include "../tensor/surface.h"
 #include "backend.h"
@@ -46,6 +47,9 @@ typedef struct sim_compiled {
     size_t kept_floats, temp_floats;
     int *temp_nodes, ntemp;         /* temporaries and the views of them, in node order */
     size_t scratch_floats;
+    void **palette_codes;           /* [graph->count]: 4-bit weights' palettes as the integer
+                                       products read them (tensor/gemv.h), computed here once;
+                                       NULL under float activations and for other nodes */
 } sim_compiled;
 
 /* A patched weight's bytes (fp32 values or fp16 bits): one instance's own, or shared by the
@@ -79,6 +83,9 @@ static int sim_available(char *why, size_t size) {
 static void sim_close(ane_compiled *compiled) {
     sim_compiled *p = (sim_compiled *)compiled;
     if (!p) return;
+    if (p->palette_codes)
+        for (int i = 0; i < p->graph->count; i++) free(p->palette_codes[i]);
+    free(p->palette_codes);
     ane_graph_free(p->graph);
     free(p->inputs);
     free(p->outputs);
@@ -161,6 +168,23 @@ static ane_status find_half_inputs(sim_compiled *p, ane_error *err) {
     return ANE_OK;
 }
 
+/* Under integer activations, every 4-bit weight's palettes as the products read them. */
+static ane_status compute_palette_codes(sim_compiled *p, ane_error *err) {
+    if (p->options.activations == ANE_ACTIVATIONS_FLOAT) return ANE_OK;
+    const ane_graph *g = p->graph;
+    p->palette_codes = calloc((size_t)g->count + 1, sizeof *p->palette_codes);
+    if (!p->palette_codes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (p->weight_form[i] != SIM_WEIGHT_ENCODED || node->encoding != ANE_ENCODING_LUT4) continue;
+        int64_t rows = node->shape[0];
+        p->palette_codes[i] = malloc((size_t)rows * ane_palette_codes_stride(p->options.activations) + 1);
+        if (!p->palette_codes[i]) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
+        ane_palette_codes(p->palette_codes[i], (const float *)ane_tensor_data(&node->table), rows, p->options.activations);
+    }
+    return ANE_OK;
+}
+
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
                               int nfiles, ane_compiled **out, ane_error *err) {
     sim_compiled *p = calloc(1, sizeof *p);
@@ -211,6 +235,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     }
     for (int i = 0; i < g->noutputs; i++) p->weight_form[g->outputs[i].node->id] = SIM_WEIGHT_FP32;
     status = find_half_inputs(p, err);
+    if (!status) status = compute_palette_codes(p, err);
     if (status) {
         sim_close(&p->base);
         return status;
@@ -493,6 +518,7 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
         .scratch_floats = p->scratch_floats,
         .halves = (const uint16_t *const *)instance->halves,
         .activations = p->options.activations,
+        .palette_codes = (const void *const *)p->palette_codes,
     };
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];

@@ -408,9 +408,12 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
     const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
     const float *table = (const float *)ane_tensor_data(&w->table);
     int64_t width = ane_encoded_table_width(w->encoding);
-    if (context->activations != ANE_ACTIVATIONS_FLOAT) /* integer products (the cpu profile's option) */
+    if (context->activations != ANE_ACTIVATIONS_FLOAT) { /* integer products (the cpu profile's option) */
+        const char *palette_codes = context->palette_codes ? context->palette_codes[w->id] : NULL;
+        if (palette_codes) palette_codes += (size_t)first * ane_palette_codes_stride(context->activations);
         return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
-                                  table + first * width, columns, count, k, pixels, context->activations, err);
+                                  table + first * width, palette_codes, columns, count, k, pixels, context->activations, err);
+    }
     if (pixels == 1) {
         ane_gemv_encoded(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
                          columns, count, k);

@@ -19,6 +19,7 @@ typedef struct sim_context {
     size_t scratch_floats;
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16, half inputs (sim.c); NULL elsewhere */
     ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
+    const void *const *palette_codes; /* [node count]: 4-bit weights' palettes for integer activations (sim.c); NULL */
 } sim_context;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */

@@ -506,19 +506,24 @@ static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t st
 }
 
 /* A row's palette as integer entries times one scale, quantized like an activation block:
- * int8 entries for int8 activations, 15-bit ones for int16 activations. */
-typedef struct code_palette {
-    int8_t entries8[ANE_LUT4_ENTRIES];
-    int16_t entries16[ANE_LUT4_ENTRIES];
+ * int8 entries for int8 activations, 15-bit ones for int16 activations. A weight's rows keep
+ * theirs in one array (ane_palette_codes), the scale first in both. */
+typedef struct palette8 {
     float scale;
-} code_palette;
+    int8_t entries[ANE_LUT4_ENTRIES];
+} palette8;
 
-static void q8_palette_scalar(code_palette *p, const float *palette) {
+typedef struct palette16 {
+    float scale;
+    int16_t entries[ANE_LUT4_ENTRIES];
+} palette16;
+
+static void q8_palette_scalar(palette8 *p, const float *palette) {
     float largest = 0.0f;
     for (int i = 0; i < ANE_LUT4_ENTRIES; i++) largest = fabsf(palette[i]) > largest ? fabsf(palette[i]) : largest;
     float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
     p->scale = largest / 127.0f;
-    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) p->entries8[i] = (int8_t)lrintf(palette[i] * inverse);
+    for (int i = 0; i < ANE_LUT4_ENTRIES; i++) p->entries[i] = (int8_t)lrintf(palette[i] * inverse);
 }
 
 /* Blocks from element `from` (a chunk boundary) on: sum over blocks of scale x integer sum. */
@@ -533,20 +538,20 @@ static float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from) {
     return total;
 }
 
-static float q8_lut4_from(const uint8_t *packed, const code_palette *p, const code_vector *v, int64_t from) {
+static float q8_lut4_from(const uint8_t *packed, const palette8 *p, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
         int64_t last = first + Q8_BLOCK < v->k ? first + Q8_BLOCK : v->k;
         int32_t sum = 0;
-        for (int64_t j = first; j < last; j++) sum += p->entries8[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes8[j];
+        for (int64_t j = first; j < last; j++) sum += p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes8[j];
         total += v->block_scales[first / Q8_BLOCK] * (float)sum;
     }
     return total;
 }
 
 static float q8_int8_scalar(const int8_t *q, const code_vector *v) { return q8_int8_from(q, v, 0); }
-static float q8_lut4_scalar(const uint8_t *packed, const code_palette *p, const code_vector *v) {
-    return q8_lut4_from(packed, p, v, 0);
+static float q8_lut4_scalar(const uint8_t *packed, const void *palette, const code_vector *v) {
+    return q8_lut4_from(packed, palette, v, 0);
 }
 
 #if defined(__x86_64__)
@@ -577,7 +582,7 @@ Q8_AVX2 static float q8_int8_avx2(const int8_t *q, const code_vector *v) {
 
 /* The palette as int8 entries times one scale (q8_palette_scalar's values: palettes are
  * finite, and cvtps rounds to nearest even as lrintf does). */
-Q8_AVX2 static void q8_palette_avx2(code_palette *p, const float *palette) {
+Q8_AVX2 static void q8_palette_avx2(palette8 *p, const float *palette) {
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
     float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
     __m256 inverse = _mm256_set1_ps(largest > 0.0f ? 127.0f / largest : 0.0f);
@@ -585,7 +590,7 @@ Q8_AVX2 static void q8_palette_avx2(code_palette *p, const float *palette) {
     __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
                                        _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
     __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
-    _mm_storeu_si128((__m128i *)p->entries8, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm_storeu_si128((__m128i *)p->entries, _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
 /* 64 weights from 32 packed bytes: byte i holds element 2i's index in its low nibble and
@@ -610,8 +615,9 @@ Q8_AVX2 static inline __m256 q8_lut4_chunk_avx2(__m256 sum, const uint8_t *packe
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scales, sum);
 }
 
-Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const code_palette *p, const code_vector *v) {
-    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries8));
+Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const void *palette, const code_vector *v) {
+    const palette8 *p = palette;
+    __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p->entries));
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
@@ -648,12 +654,12 @@ VNNI static float q8_int8_vnni(const int8_t *q, const code_vector *v) {
 
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
  * maximum, one multiply, round to nearest even). */
-VNNI static void q8_palette_vnni(code_palette *p, const float *palette) {
+VNNI static void q8_palette_vnni(palette8 *p, const float *palette) {
     __m512 entries = _mm512_loadu_ps(palette);
     float largest = _mm512_reduce_max_ps(_mm512_abs_ps(entries));
     float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
     p->scale = largest / 127.0f;
-    _mm_storeu_si128((__m128i *)p->entries8, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
+    _mm_storeu_si128((__m128i *)p->entries, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
 }
 
 /* 32 packed bytes widen to words; (word | word << 4) & 0x0F0F puts element 2i's index in
@@ -665,8 +671,9 @@ VNNI static inline __m512i q8_lut4_weights(const uint8_t *packed, __m512i table)
     return _mm512_shuffle_epi8(table, indices);
 }
 
-VNNI static float q8_lut4_vnni(const uint8_t *packed, const code_palette *p, const code_vector *v) {
-    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries8), _mm_set1_epi8((char)0x80)));
+VNNI static float q8_lut4_vnni(const uint8_t *packed, const void *palette, const code_vector *v) {
+    const palette8 *p = palette;
+    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries), _mm_set1_epi8((char)0x80)));
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
@@ -767,8 +774,8 @@ static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t s
     }
 }
 
-static void q16_palette_of(code_palette *p, const float *palette) {
-    p->scale = block_codes(palette, 1, ANE_LUT4_ENTRIES, (float)Q16_PALETTE_LEVELS, p->entries16);
+static void q16_palette_scalar(palette16 *p, const float *palette) {
+    p->scale = block_codes(palette, 1, ANE_LUT4_ENTRIES, (float)Q16_PALETTE_LEVELS, p->entries);
 }
 
 /* sum over blocks of scale x exact integer sum, from element `from` (a block boundary) on;
@@ -783,11 +790,11 @@ static float q16_int8_from(const int8_t *q, const code_vector *v, int64_t from) 
     return total;
 }
 
-static float q16_lut4_from(const uint8_t *packed, const code_palette *p, const code_vector *v, int64_t from) {
+static float q16_lut4_from(const uint8_t *packed, const palette16 *p, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q16_BLOCK) {
         int64_t last = first + Q16_BLOCK < v->k ? first + Q16_BLOCK : v->k, sum = 0;
-        for (int64_t j = first; j < last; j++) sum += (int32_t)p->entries16[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes16[j];
+        for (int64_t j = first; j < last; j++) sum += (int32_t)p->entries[(packed[j / 2] >> (4 * (j & 1))) & 15u] * v->codes16[j];
         total += v->block_scales[first / Q16_BLOCK] * (float)sum;
     }
     return total;
@@ -835,22 +842,23 @@ Q8_AVX2 static inline void q16_lut4_words_avx2(const uint8_t *packed, __m256i lo
     *second16 = _mm256_unpackhi_epi8(low, high);
 }
 
-/* The palette's 15-bit entries in registers: q16_palette_of's values (palettes are finite;
+/* The palette's 15-bit entries in registers: q16_palette_scalar's values (palettes are finite;
  * cvtps rounds to nearest even as lrintf does; the packs cannot saturate). */
-Q8_AVX2 static void q16_palette_avx2(code_palette *p, const float *palette) {
+Q8_AVX2 static void q16_palette_avx2(palette16 *p, const float *palette) {
     __m256 low = _mm256_loadu_ps(palette), high = _mm256_loadu_ps(palette + 8);
     float largest = horizontal_max_abs(_mm256_max_ps(abs_ps(low), abs_ps(high)));
     __m256 inverse = _mm256_set1_ps(largest > 0.0f ? (float)Q16_PALETTE_LEVELS / largest : 0.0f);
     p->scale = largest / (float)Q16_PALETTE_LEVELS;
     __m256i words = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(low, inverse)),
                                        _mm256_cvtps_epi32(_mm256_mul_ps(high, inverse))); /* 0-3 8-11 | 4-7 12-15 */
-    _mm256_storeu_si256((__m256i *)p->entries16, _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm256_storeu_si256((__m256i *)p->entries, _mm256_permute4x64_epi64(words, _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const code_palette *p, const code_vector *v) {
+Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const void *palette, const code_vector *v) {
+    const palette16 *p = palette;
     const __m128i bytes_apart = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    __m128i low8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p->entries16), bytes_apart);       /* entries 0-7 */
-    __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries16 + 8)), bytes_apart); /* 8-15 */
+    __m128i low8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)p->entries), bytes_apart);       /* entries 0-7 */
+    __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries + 8)), bytes_apart); /* 8-15 */
     __m256i low_table = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(low8, high8));
     __m256i high_table = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(low8, high8));
     int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
@@ -873,11 +881,11 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const code_palette *p,
 #endif
 
 static float q16_int8_scalar(const int8_t *q, const code_vector *v) { return q16_int8_from(q, v, 0); }
-static float q16_lut4_scalar(const uint8_t *packed, const code_palette *p, const code_vector *v) {
-    return q16_lut4_from(packed, p, v, 0);
+static float q16_lut4_scalar(const uint8_t *packed, const void *palette, const code_vector *v) {
+    return q16_lut4_from(packed, palette, v, 0);
 }
 
-/* ------------------------------------------------ integer activations: the products */
+/* ------------------------------------------------ integer activations: the codes */
 
 static size_t code_bytes(int64_t k, ane_activations activations) {
     return activations == ANE_ACTIVATIONS_INT8 ? q8_bytes(k) : q16_bytes(k);
@@ -890,10 +898,46 @@ static void quantize_codes(code_vector *v, void *memory, const float *x, int64_t
     else q16_quantize(v, memory, x, stride, k);
 }
 
+/* ------------------------------------------------ integer activations: the palettes */
+
+size_t ane_palette_codes_stride(ane_activations activations) {
+    return activations == ANE_ACTIVATIONS_INT8 ? sizeof(palette8) : sizeof(palette16);
+}
+
+void ane_palette_codes(void *codes, const float *table, int64_t rows, ane_activations activations) {
+    if (activations == ANE_ACTIVATIONS_INT8) {
+        void (*palette_of)(palette8 *, const float *) = q8_palette_scalar;
+#if defined(__x86_64__)
+        if (ane_cpu_has_avx2_fma_f16c()) palette_of = q8_palette_avx2;
+        if (ane_cpu_has_avx512_vnni()) palette_of = q8_palette_vnni;
+#endif
+        for (int64_t r = 0; r < rows; r++) palette_of((palette8 *)codes + r, table + r * ANE_LUT4_ENTRIES);
+    } else {
+        void (*palette_of)(palette16 *, const float *) = q16_palette_scalar;
+#if defined(__x86_64__)
+        if (ane_cpu_has_avx2_fma_f16c()) palette_of = q16_palette_avx2;
+#endif
+        for (int64_t r = 0; r < rows; r++) palette_of((palette16 *)codes + r, table + r * ANE_LUT4_ENTRIES);
+    }
+}
+
+/* A product's palette codes: the caller's, or (NULL) computed into *owned (freed by the caller). */
+static const void *palette_codes_for(const void *given, void **owned, const float *table, int64_t rows,
+                                     ane_activations activations) {
+    *owned = NULL;
+    if (given) return given;
+    *owned = malloc((size_t)rows * ane_palette_codes_stride(activations) + 1);
+    if (*owned) ane_palette_codes(*owned, table, rows, activations);
+    return *owned;
+}
+
+/* ------------------------------------------------ integer activations: the products */
+
 typedef struct integer_job {
     float *y; /* [rows, columns] */
     const void *data;
-    const float *table;
+    const float *table;         /* int8 rows: [rows] scales */
+    const char *palette_codes;  /* 4-bit rows: [rows] palette8 or palette16 */
     const code_vector *columns; /* [columns] */
     int64_t count, k;
     ane_weight_encoding encoding;
@@ -903,48 +947,54 @@ typedef struct integer_job {
 static void rows_integer(void *context, int64_t first, int64_t last) {
     const integer_job *job = context;
     float (*dot_int8)(const int8_t *, const code_vector *) = q16_int8_scalar;
-    float (*dot_lut4)(const uint8_t *, const code_palette *, const code_vector *) = q16_lut4_scalar;
-    void (*palette_of)(code_palette *, const float *) = q16_palette_of;
+    float (*dot_lut4)(const uint8_t *, const void *palette, const code_vector *) = q16_lut4_scalar;
     if (job->activations == ANE_ACTIVATIONS_INT8) {
-        dot_int8 = q8_int8_scalar, dot_lut4 = q8_lut4_scalar, palette_of = q8_palette_scalar;
+        dot_int8 = q8_int8_scalar, dot_lut4 = q8_lut4_scalar;
 #if defined(__x86_64__)
-        if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2, palette_of = q8_palette_avx2;
-        if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni, palette_of = q8_palette_vnni;
+        if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2;
+        if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni;
 #endif
     }
 #if defined(__x86_64__)
-    else if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2, palette_of = q16_palette_avx2;
+    else if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2;
 #endif
     int64_t count = job->count;
+    size_t stride = ane_palette_codes_stride(job->activations);
     for (int64_t r = first; r < last; r++) {
         float *y = job->y + r * count;
         if (job->encoding == ANE_ENCODING_INT8) {
             const int8_t *q = (const int8_t *)job->data + r * job->k;
             for (int64_t c = 0; c < count; c++) y[c] = dot_int8(q, &job->columns[c]) * job->table[r];
         } else {
-            code_palette palette;
-            palette_of(&palette, job->table + r * ANE_LUT4_ENTRIES);
+            const char *palette = job->palette_codes + (size_t)r * stride;
+            float scale = *(const float *)palette; /* palette8 and palette16 both start with it */
             const uint8_t *packed = (const uint8_t *)job->data + r * (job->k / 2);
-            for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, &palette, &job->columns[c]) * palette.scale;
+            for (int64_t c = 0; c < count; c++) y[c] = dot_lut4(packed, palette, &job->columns[c]) * scale;
         }
     }
 }
 
 /* y [rows, columns] with the activations x [k, columns] quantized per column. */
 static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                         const float *x, int64_t rows, int64_t k, int64_t columns,
-                                         ane_activations activations, ane_error *err) {
+                                         const void *palette_codes, const float *x, int64_t rows, int64_t k,
+                                         int64_t columns, ane_activations activations, ane_error *err) {
     size_t bytes = (code_bytes(k, activations) + 63) / 64 * 64;
     char stack[32768];
     char *memory = (size_t)columns * (bytes + sizeof(code_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(code_vector)));
-    if (!memory) return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+    void *owned = NULL;
+    if (encoding == ANE_ENCODING_LUT4) palette_codes = palette_codes_for(palette_codes, &owned, table, rows, activations);
+    if (!memory || (encoding == ANE_ENCODING_LUT4 && !palette_codes)) {
+        if (memory != stack) free(memory);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+    }
     code_vector *vectors = (code_vector *)memory;
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
     for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
                                                           encoding == ANE_ENCODING_LUT4);
-    integer_job job = {y, data, table, vectors, columns, k, encoding, activations};
+    integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
     ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
     if (memory != stack) free(memory);
+    free(owned);
     return ANE_OK;
 }
 
@@ -956,14 +1006,16 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
  * integer entries times their scale; the fp32 product then differs from the integer one by
  * rounding only, so a prefill and the decode steps after it compute the same arithmetic. */
 static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                            const float *x, int64_t rows, int64_t k, int64_t columns,
-                                            ane_activations activations, ane_error *err) {
+                                            const void *palette_codes, const float *x, int64_t rows, int64_t k,
+                                            int64_t columns, ane_activations activations, ane_error *err) {
     int int8 = activations == ANE_ACTIVATIONS_INT8;
     float *values = malloc((size_t)(k * columns) * sizeof *values + 1);                   /* [k, columns] */
     void *memory = malloc(code_bytes(k, activations));
     float *palettes = encoding == ANE_ENCODING_LUT4 ? malloc((size_t)rows * ANE_LUT4_ENTRIES * sizeof *palettes) : NULL;
+    void *owned = NULL;
+    if (encoding == ANE_ENCODING_LUT4) palette_codes = palette_codes_for(palette_codes, &owned, table, rows, activations);
     ane_status status = ANE_OK;
-    if (!values || !memory || (encoding == ANE_ENCODING_LUT4 && !palettes)) {
+    if (!values || !memory || (encoding == ANE_ENCODING_LUT4 && (!palettes || !palette_codes))) {
         status = ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
         goto done;
     }
@@ -975,25 +1027,24 @@ static ane_status encoded_matmul_codes_blas(float *y, ane_weight_encoding encodi
     }
     if (palettes)
         for (int64_t r = 0; r < rows; r++) {
-            code_palette p;
-            if (int8) q8_palette_scalar(&p, table + r * ANE_LUT4_ENTRIES);
-            else q16_palette_of(&p, table + r * ANE_LUT4_ENTRIES);
+            const palette8 *p8 = (const palette8 *)palette_codes + r;
+            const palette16 *p16 = (const palette16 *)palette_codes + r;
             for (int i = 0; i < ANE_LUT4_ENTRIES; i++)
-                palettes[r * ANE_LUT4_ENTRIES + i] = p.scale * (float)(int8 ? p.entries8[i] : p.entries16[i]);
+                palettes[r * ANE_LUT4_ENTRIES + i] = int8 ? p8->scale * (float)p8->entries[i] : p16->scale * (float)p16->entries[i];
         }
     status = decoded_product(y, encoding, data, palettes ? palettes : table, values, rows, k, columns, err);
 done:
-    free(values), free(memory), free(palettes);
+    free(values), free(memory), free(palettes), free(owned);
     return status;
 }
 
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                              const float *x, int64_t rows, int64_t k, int64_t columns, ane_activations activations,
-                              ane_error *err) {
+                              const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
+                              ane_activations activations, ane_error *err) {
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > INTEGER_COLUMNS)
-        return encoded_matmul_codes_blas(y, encoding, data, table, x, rows, k, columns, activations, err);
+        return encoded_matmul_codes_blas(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
     if (activations != ANE_ACTIVATIONS_FLOAT)
-        return encoded_matmul_integer(y, encoding, data, table, x, rows, k, columns, activations, err);
+        return encoded_matmul_integer(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
     if (columns == 1) {
         ane_gemv_encoded(y, encoding, data, table, x, rows, k);
         return ANE_OK;

@@ -41,7 +41,17 @@ void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const
  * multiply the same quantized values (scale x code, rounded to fp32) with BLAS instead: the
  * same arithmetic up to fp32 rounding. A NaN or inf in a block makes its products NaN. */
 ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encoding encoding, const void *data,
-                              const float *table, const float *x /* [k, columns] */, int64_t rows, int64_t k,
-                              int64_t columns, ane_activations activations, ane_error *err);
+                              const float *table, const void *palette_codes, const float *x /* [k, columns] */,
+                              int64_t rows, int64_t k, int64_t columns, ane_activations activations, ane_error *err);
+
+/* The palettes of 4-bit rows as the integer products above read them: per row, its entries
+ * quantized to int8 (ANE_ACTIVATIONS_INT8) or 15-bit codes (INT16) and their scale, in rows
+ * of ane_palette_codes_stride bytes. A weight's codes computed once (sim does at compile) and
+ * passed as palette_codes (offset by first_row x stride for a slice of rows) spare every
+ * product the quantizing of its palettes and read less than half the palettes' bytes;
+ * palette_codes NULL computes them per product. */
+size_t ane_palette_codes_stride(ane_activations activations);
+void ane_palette_codes(void *codes /* [rows x stride bytes] */, const float *table /* [rows, 16] */, int64_t rows,
+                       ane_activations activations);
 
 #endif

@@ -126,8 +126,31 @@ int main(void) {
             for (int lut = 0; lut <= (k % 2 == 0); lut++) {
                 ane_error err;
                 CHECK(ane_encoded_matmul(ys, lut ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, lut ? (void *)nibbles : (void *)codes,
-                                         lut ? palettes : scales, xs, rows, k, columns, activations, &err) == ANE_OK,
+                                         lut ? palettes : scales, NULL, xs, rows, k, columns, activations, &err) == ANE_OK,
                       "integer-activation matmul");
+                if (lut && rows > 1) { /* the palette codes computed once: the same sums, bit for bit */
+                    size_t stride = ane_palette_codes_stride(activations);
+                    char *palette_codes = malloc(stride * rows);
+                    float *again = malloc(sizeof(float) * rows * columns);
+                    ane_palette_codes(palette_codes, palettes, rows, activations);
+                    CHECK(ane_encoded_matmul(again, ANE_ENCODING_LUT4, nibbles, palettes, palette_codes, xs, rows, k, columns,
+                                             activations, &err) == ANE_OK,
+                          "integer-activation matmul with palette codes");
+                    CHECK(memcmp(again, ys, sizeof(float) * rows * columns) == 0,
+                          "int4 x %s activations [%lld, %lld], %d columns: palette codes computed once give other sums",
+                          ane_activations_name(activations), (long long)rows, (long long)k, columns);
+                    /* rows 1.. alone, their codes at an offset (the integer kernels, row by row; BLAS
+                     * may block other row counts differently) */
+                    if (columns <= 4) {
+                        CHECK(ane_encoded_matmul(again, ANE_ENCODING_LUT4, nibbles + k / 2, palettes + 16, palette_codes + stride,
+                                                 xs, rows - 1, k, columns, activations, &err) == ANE_OK,
+                              "integer-activation matmul of a slice of rows");
+                        CHECK(memcmp(again, ys + columns, sizeof(float) * (rows - 1) * columns) == 0,
+                              "int4 x %s activations [%lld, %lld], %d columns: rows 1.. with their codes at an offset differ",
+                              ane_activations_name(activations), (long long)rows, (long long)k, columns);
+                    }
+                    free(palette_codes), free(again);
+                }
                 int exact_bad = 0, true_bad = 0;
                 for (int c = 0; c < columns; c++) {
                     int32_t *xc = malloc(sizeof(int32_t) * k);
@@ -227,7 +250,7 @@ int main(void) {
             for (int64_t j = 0; j < k; j++) xs[j] = uniform();
             xs[k / 2] = bad % 2 ? INFINITY : NAN;
             ane_error err;
-            CHECK(ane_encoded_matmul(y, ANE_ENCODING_INT8, codes, scales, xs, rows, k, 1, activations, &err) == ANE_OK,
+            CHECK(ane_encoded_matmul(y, ANE_ENCODING_INT8, codes, scales, NULL, xs, rows, k, 1, activations, &err) == ANE_OK,
                   "integer-activation product of a non-finite x");
             int finite = 0;
             for (int64_t r = 0; r < rows; r++) finite += !isnan(y[r]);
@@ -241,7 +264,7 @@ int main(void) {
         float *xs = malloc(sizeof(float) * k * COLUMNS), *ys = malloc(sizeof(float) * rows * COLUMNS);
         for (int64_t i = 0; i < k * COLUMNS; i++) xs[i] = uniform();
         ane_error err;
-        CHECK(ane_encoded_matmul(ys, ANE_ENCODING_INT8, codes, scales, xs, rows, k, COLUMNS, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK,
+        CHECK(ane_encoded_matmul(ys, ANE_ENCODING_INT8, codes, scales, NULL, xs, rows, k, COLUMNS, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK,
               "encoded matmul");
         int bad = 0;
         for (int64_t r = 0; r < rows; r++)
