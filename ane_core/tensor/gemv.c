@@ -395,11 +395,21 @@ typedef struct code_vector {
     int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum (VNNI only) */
     int8_t *split8;      /* [chunked]: per 64-element chunk, the codes of its even elements then of
                             its odd ones, the order 4-bit rows unpack in (AVX2's lookup; else NULL) */
+    int16_t *split16;    /* [chunked]: the int16 codes in the order AVX2's 4-bit products read them
+                            (q16_split_chunk; else NULL) */
+    float *chunk_scales; /* [chunked / 8]: per 64-element chunk, its first block's scale four times,
+                            then its second's: the lanes of AVX2's 4-bit products (else NULL) */
 } code_vector;
 
 static size_t q8_bytes(int64_t k) {
     int64_t lanes = k / Q8_CHUNK * Q8_CHUNK / 4, blocks = (k + Q8_BLOCK - 1) / Q8_BLOCK;
-    return (size_t)(lanes * 8 + blocks * 4 + 2 * k + 64);
+    return (size_t)(lanes * 8 + blocks * 4 + 2 * ((k + 3) / 4 * 4) + k / 2 + 64); /* codes8, split8, chunk_scales */
+}
+
+/* Per 64-element chunk, its two blocks' scales as the lanes of AVX2's 4-bit products take them. */
+static void fill_chunk_scales(code_vector *v) {
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK)
+        for (int lane = 0; lane < 8; lane++) v->chunk_scales[j / 8 + lane] = v->block_scales[j / Q8_BLOCK + lane / 4];
 }
 
 #if defined(__x86_64__)
@@ -470,7 +480,7 @@ static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t st
     v->lane_bias = (int32_t *)(v->lane_scales + v->chunked / 4);
     v->block_scales = (float *)(v->lane_bias + v->chunked / 4);
     v->codes8 = (int8_t *)(v->block_scales + (k + Q8_BLOCK - 1) / Q8_BLOCK);
-    v->split8 = NULL;
+    v->split8 = NULL, v->split16 = NULL, v->chunk_scales = NULL;
 #if defined(__x86_64__)
     int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
 #endif
@@ -494,7 +504,9 @@ static void q8_quantize(code_vector *v, void *memory, const float *x, int64_t st
 #if defined(__x86_64__)
     if (for_lut4 && !q8_lanes_read() && ane_cpu_has_avx2_fma_f16c()) {
         v->split8 = v->codes8 + k;
+        v->chunk_scales = (float *)(v->codes8 + 2 * ((k + 3) / 4 * 4)); /* past split8, 4-byte aligned */
         for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) q8_split_chunk_avx2(v->codes8 + j, v->split8 + j);
+        fill_chunk_scales(v);
     }
 #endif
     if (!q8_lanes_read()) return;
@@ -599,7 +611,7 @@ Q8_AVX2 static void q8_palette_avx2(palette8 *p, const float *palette) {
  * the same order (split8). Bytes 0-15 of either half are elements of the chunk's first block
  * of 32, bytes 16-31 of its second: each 32-bit lane sums 8 products of one block (exact,
  * |sum| <= 8 x 127 x 128), the lower four lanes take the first block's scale, the upper four
- * the second's. */
+ * the second's (chunk_scales). */
 Q8_AVX2 static inline __m256 q8_lut4_chunk_avx2(__m256 sum, const uint8_t *packed, __m256i table, const code_vector *v,
                                                int64_t j) {
     const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -611,8 +623,7 @@ Q8_AVX2 static inline __m256 q8_lut4_chunk_avx2(__m256 sum, const uint8_t *packe
     __m256i lanes = _mm256_add_epi32(
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(even, even), _mm256_sign_epi8(even_codes, even)), ones),
         _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(odd, odd), _mm256_sign_epi8(odd_codes, odd)), ones));
-    __m256 scales = _mm256_set_m128(_mm_set1_ps(v->block_scales[j / Q8_BLOCK + 1]), _mm_set1_ps(v->block_scales[j / Q8_BLOCK]));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scales, sum);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_loadu_ps(v->chunk_scales + j / 8), sum);
 }
 
 Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const void *palette, const code_vector *v) {
@@ -722,7 +733,8 @@ _Static_assert(Q16_BLOCK == Q8_BLOCK, "the BLAS path of integer activations read
 #define Q16_LEVELS 32767
 #define Q16_PALETTE_LEVELS 16383
 
-static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_BLOCK) * 4 + k * 2 + 64); }
+/* block scales, codes16, split16, chunk_scales */
+static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_BLOCK) * 4 + k * 4 + k / 2 + 64); }
 
 /* The scale and codes of one block of values (element j at x[j * stride]), `levels` the
  * largest code: the one definition the int16 kernels and the BLAS path below both use. */
@@ -757,10 +769,26 @@ __attribute__((target("avx2"))) static int q16_block_quantize_avx2(const float *
 }
 #endif
 
-static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k) {
+/* 64 codes in the order q16_lut4_chunk_avx2's word products take them: four groups of 16,
+ * (even elements of 0-15, 32-47), (odd ones), (even of 16-31, 48-63), (odd ones). */
+static void q16_split_chunk(const int16_t *codes, int16_t *split) {
+    for (int group = 0; group < 4; group++) {
+        int odd = group & 1, base = group / 2 * 16;
+        for (int i = 0; i < 8; i++) {
+            split[group * 16 + i] = codes[base + 2 * i + odd];           /* lane 0: the first block */
+            split[group * 16 + 8 + i] = codes[32 + base + 2 * i + odd];  /* lane 1: the second */
+        }
+    }
+}
+
+/* Quantizes x as q8_quantize does, to int16 codes; the split order and chunk scales for the
+ * 4-bit products on AVX2 (for_lut4). */
+static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k, int for_lut4) {
     v->k = k;
+    v->chunked = k / Q8_CHUNK * Q8_CHUNK;
     v->block_scales = memory;
     v->codes16 = (int16_t *)(v->block_scales + (k + Q16_BLOCK - 1) / Q16_BLOCK);
+    v->split16 = NULL, v->chunk_scales = NULL;
 #if defined(__x86_64__)
     int vector_blocks = stride == 1 && ane_cpu_has_avx2_fma_f16c();
 #endif
@@ -772,6 +800,16 @@ static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t s
 #endif
         v->block_scales[b] = block_codes(x + first * stride, stride, count, (float)Q16_LEVELS, v->codes16 + first);
     }
+#if defined(__x86_64__)
+    if (for_lut4 && ane_cpu_has_avx2_fma_f16c()) {
+        v->split16 = v->codes16 + k;
+        v->chunk_scales = (float *)(v->split16 + (k + 1) / 2 * 2); /* 4-byte aligned */
+        for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) q16_split_chunk(v->codes16 + j, v->split16 + j);
+        fill_chunk_scales(v);
+    }
+#else
+    (void)for_lut4;
+#endif
 }
 
 static void q16_palette_scalar(palette16 *p, const float *palette) {
@@ -826,20 +864,26 @@ Q8_AVX2 static float q16_int8_avx2(const int8_t *q, const code_vector *v) {
     return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_int8_from(q, v, j);
 }
 
-/* 16 packed bytes -> 32 index bytes (lane 0: elements 0-7 then 16-23; lane 1: 8-15 then
- * 24-31), looked up in the entries' low-byte and high-byte tables; the two interleaves give
- * the words of elements 0-15 and 16-31 in order. */
-Q8_AVX2 static inline void q16_lut4_words_avx2(const uint8_t *packed, __m256i low_table, __m256i high_table,
-                                                __m256i *first16, __m256i *second16) {
-    const __m256i lane_order = _mm256_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11,
-                                                4, 4, 5, 5, 6, 6, 7, 7, 12, 12, 13, 13, 14, 14, 15, 15);
-    const __m256i low_nibble = _mm256_set1_epi16(0x000f), high_nibble = _mm256_set1_epi16(0x0f00);
-    __m256i words = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)packed)), lane_order);
-    __m256i indices = _mm256_or_si256(_mm256_and_si256(words, low_nibble),
-                                      _mm256_and_si256(_mm256_srli_epi16(words, 4), high_nibble));
-    __m256i low = _mm256_shuffle_epi8(low_table, indices), high = _mm256_shuffle_epi8(high_table, indices);
-    *first16 = _mm256_unpacklo_epi8(low, high);
-    *second16 = _mm256_unpackhi_epi8(low, high);
+/* 64 weights from 32 packed bytes (as q8_lut4_chunk_avx2): the even and the odd elements'
+ * indices look up the entries' low and high bytes, and interleaving those gives words: per
+ * 128-bit lane (lane 0 the chunk's first block, lane 1 its second), the even elements of the
+ * lane's first 16, the odd ones, the even of its second 16, the odd ones; split16 holds the
+ * codes in that order. Each 32-bit lane of `first` and `second` sums 4 exact products (at most
+ * 4 x 16383 x 32767 < 2^31); both become floats and take their block's scale. */
+Q8_AVX2 static inline __m256 q16_lut4_chunk_avx2(__m256 sum, const uint8_t *packed, __m256i low_table, __m256i high_table,
+                                                const code_vector *v, int64_t j) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    const __m256i *codes = (const __m256i *)(v->split16 + j);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)packed);
+    __m256i even = _mm256_and_si256(bytes, nibble), odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+    __m256i even_low = _mm256_shuffle_epi8(low_table, even), even_high = _mm256_shuffle_epi8(high_table, even);
+    __m256i odd_low = _mm256_shuffle_epi8(low_table, odd), odd_high = _mm256_shuffle_epi8(high_table, odd);
+    __m256i first = _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi8(even_low, even_high), _mm256_loadu_si256(codes)),
+                                     _mm256_madd_epi16(_mm256_unpacklo_epi8(odd_low, odd_high), _mm256_loadu_si256(codes + 1)));
+    __m256i second = _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi8(even_low, even_high), _mm256_loadu_si256(codes + 2)),
+                                      _mm256_madd_epi16(_mm256_unpackhi_epi8(odd_low, odd_high), _mm256_loadu_si256(codes + 3)));
+    __m256 lanes = _mm256_add_ps(_mm256_cvtepi32_ps(first), _mm256_cvtepi32_ps(second));
+    return _mm256_fmadd_ps(lanes, _mm256_loadu_ps(v->chunk_scales + j / 8), sum);
 }
 
 /* The palette's 15-bit entries in registers: q16_palette_scalar's values (palettes are finite;
@@ -861,22 +905,15 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const void *palette, c
     __m128i high8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p->entries + 8)), bytes_apart); /* 8-15 */
     __m256i low_table = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(low8, high8));
     __m256i high_table = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(low8, high8));
-    int64_t whole = v->k / Q16_BLOCK * Q16_BLOCK, j = 0;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    __m256i first16, second16;
-    for (; j + 2 * Q16_BLOCK <= whole; j += 2 * Q16_BLOCK) {
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
         _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
-        q16_lut4_words_avx2(packed + j / 2, low_table, high_table, &first16, &second16);
-        a0 = q16_block_avx2(a0, first16, second16, v, j);
-        q16_lut4_words_avx2(packed + (j + Q16_BLOCK) / 2, low_table, high_table, &first16, &second16);
-        a1 = q16_block_avx2(a1, first16, second16, v, j + Q16_BLOCK);
+        a0 = q16_lut4_chunk_avx2(a0, packed + j / 2, low_table, high_table, v, j);
+        a1 = q16_lut4_chunk_avx2(a1, packed + (j + Q8_CHUNK) / 2, low_table, high_table, v, j + Q8_CHUNK);
     }
-    if (j < whole) {
-        q16_lut4_words_avx2(packed + j / 2, low_table, high_table, &first16, &second16);
-        a0 = q16_block_avx2(a0, first16, second16, v, j);
-        j += Q16_BLOCK;
-    }
-    return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_lut4_from(packed, p, v, j);
+    if (j < v->chunked) a0 = q16_lut4_chunk_avx2(a0, packed + j / 2, low_table, high_table, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_lut4_from(packed, p, v, v->chunked);
 }
 #endif
 
@@ -895,7 +932,7 @@ static size_t code_bytes(int64_t k, ane_activations activations) {
 static void quantize_codes(code_vector *v, void *memory, const float *x, int64_t stride, int64_t k,
                            ane_activations activations, int for_lut4) {
     if (activations == ANE_ACTIVATIONS_INT8) q8_quantize(v, memory, x, stride, k, for_lut4);
-    else q16_quantize(v, memory, x, stride, k);
+    else q16_quantize(v, memory, x, stride, k, for_lut4);
 }
 
 /* ------------------------------------------------ integer activations: the palettes */
