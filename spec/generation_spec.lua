@@ -67,6 +67,27 @@ describe("decoding sessions", function()
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
 
+  it("of at most 256 positions take their capacity's size at once (growing would cost compiles)", function()
+    local m = tiny_llama("fp32", 1024) -- fp32: the cpu profile, whose caches grow
+    local ids = random_ids(150, 9)
+    local session = m:session({ capacity = 200 })
+    local prompt = {}
+    for i = 1, 10 do prompt[i] = ids[i] end
+    session:feed(prompt)
+    local want = m:logits(ids)
+    for p = 11, 150 do
+      local row = session:feed({ ids[p] })
+      assert.are.equal(256, session.size, "position " .. p) -- from the first step on
+      if p == 11 or p == 150 then
+        -- fp32 on both paths, sums in other orders (as in the growth test above)
+        assert.is_true(row:max_abs_diff(want:slice(1, p, p):reshape(-1)) < 1e-4, "position " .. p)
+      end
+    end
+    local decode_programs = 0
+    for _, kind in m:each_program() do decode_programs = decode_programs + (kind:match("^attn_decode") and 1 or 0) end
+    assert.are.equal(2, decode_programs) -- one size, two layers
+  end)
+
   it("keep their capacity's cache size in the ane profile, as on the device (ANE-05)", function()
     local m = tiny_llama("fp16", 1024) -- fp16: the ane profile
     assert.are.equal("ane", m.profile)

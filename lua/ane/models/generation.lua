@@ -9,6 +9,10 @@ local MASK = require("ane.models.decoder").MASK -- the additive attention mask
 -- On sim, the smallest cache a session starts with (positions): a size costs one program per
 -- layer, compiled in ~4 ms for Qwen3-0.6B at this size, and its attention reads all of it.
 local FIRST_CACHE = 64
+-- Sessions of at most this many positions start at their capacity's size: attention over so
+-- few reads little next to the weights (Stories110M fp16 at 256 positions: 9 MB a token beside
+-- 220 MB), less than growing costs in compiles (a whole 256-token run grew twice: 24 programs).
+local WHOLE_UP_TO = 256
 
 local M = { methods = {} }
 local Methods = M.methods
@@ -63,7 +67,8 @@ end
 -- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
 -- a whole cache in. In sim's cpu profile a cache starts at 64 positions and grows in steps
 -- (doubling to 512, then every 256) as it fills, so attention reads about as many positions
--- as are used (a short chat's step reads a quarter of what a 256-position cache costs). On
+-- as are used (a short chat's step reads a quarter of what a 256-position cache costs); a
+-- session of at most WHOLE_UP_TO positions takes its whole size at once. On
 -- the device every size costs a compile per layer (ANE-05: a 28-layer model's second size
 -- would spend the budget), so a session there, and in sim's ane profile, which keeps the
 -- device's rules, keeps the size of its capacity. Sessions of one model share the programs of a size, and take turns: the one
@@ -98,7 +103,7 @@ function Session:room() return self.capacity - self.position end
 -- The cache size that holds `positions`: see above (the model's bucket, at least FIRST_CACHE).
 local function cache_size(self, positions)
   local m = self.model
-  if not grows(m) then return self.Smax end
+  if not grows(m) or self.Smax <= WHOLE_UP_TO then return self.Smax end
   return math.min(math.max(m:bucket(positions, m.context_length), FIRST_CACHE), self.Smax)
 end
 
