@@ -16,6 +16,7 @@
 
 #include "../base/arena.h"
 #include "../base/fp16.h"
+#include "../tensor/storage.h"
 #include "lex.h"
 #include "milblob.h"
 
@@ -639,11 +640,22 @@ static double param_at(const mil_value *v, int64_t i) {
     return v->kind == VAL_FLOAT ? v->number : (double)v->integer;
 }
 
-/* The literal's values as a host tensor of its declared type. */
+/* The literal's values as a host tensor of its declared type. A weight file's bytes in the
+ * literal's own type are not copied: the tensor reads them where the file is (for the parse
+ * only; ane_graph_const keeps a copy, or shares the interned one without copying at all). */
 static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     ane_error inner;
     int rank = v->kind == VAL_TENSOR ? v->type.rank : 0;
     ane_dtype dtype = v->type.dtype;
+    if (v->kind == VAL_TENSOR && v->blob && !v->type.bits) {
+        ane_storage *borrowed = NULL;
+        size_t nbytes = (size_t)type_numel(&v->type) * ane_dtype_size(dtype);
+        ane_status status = ane_storage_wrap((void *)v->blob, nbytes, 1, NULL, NULL, &borrowed, &inner);
+        if (!status) status = ane_tensor_on_storage(out, borrowed, 0, rank, v->type.dims, NULL, dtype, &inner);
+        ane_storage_release(borrowed);
+        if (status) fail_at(p, &v->at, "%s", inner.message);
+        return status == ANE_OK;
+    }
     if (ane_tensor_zeros(out, rank, v->type.dims, dtype, &inner)) {
         fail_at(p, &v->at, "%s", inner.message);
         return 0;
@@ -652,8 +664,6 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     if (v->kind == VAL_TENSOR && v->blob && v->type.bits) {
         int64_t numel = ane_tensor_numel(out);
         for (int64_t i = 0; i < numel; i++) ane_dtype_store(data + i * (int64_t)ane_dtype_size(dtype), dtype, element_at(v, i));
-    } else if (v->kind == VAL_TENSOR && v->blob) {
-        memcpy(data, v->blob, (size_t)ane_tensor_numel(out) * ane_dtype_size(dtype));
     } else if (v->kind == VAL_TENSOR) {
         int64_t numel = ane_tensor_numel(out);
         for (int64_t i = 0; i < numel; i++) ane_dtype_store(data + i * (int64_t)ane_dtype_size(dtype), dtype, v->elements[i]);
