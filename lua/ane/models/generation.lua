@@ -68,11 +68,12 @@ end
 -- a whole cache in. In sim's cpu profile a cache starts at 64 positions and grows in steps
 -- (doubling to 512, then every 256) as it fills, so attention reads about as many positions
 -- as are used (a short chat's step reads a quarter of what a 256-position cache costs); a
--- session of at most WHOLE_UP_TO positions takes its whole size at once. On
--- the device every size costs a compile per layer (ANE-05: a 28-layer model's second size
--- would spend the budget), so a session there, and in sim's ane profile, which keeps the
--- device's rules, keeps the size of its capacity. Sessions of one model share the programs of a size, and take turns: the one
--- about to run first saves the caches of the one that ran last (and gets its own back).
+-- session of at most WHOLE_UP_TO positions takes its whole size at once. On the device every
+-- size costs a compile per layer (ANE-05: a 28-layer model's second size would spend the
+-- budget), so a session there, and in sim's ane profile, which keeps the device's rules,
+-- keeps the size of its capacity. Sessions of one model share the programs of a size, and
+-- take turns: the one about to run first saves the caches of the one that ran last (and gets
+-- its own back).
 local Session = {}
 Session.__index = Session
 
