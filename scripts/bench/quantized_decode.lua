@@ -13,7 +13,8 @@
 --            programs round by round; prints the median ratio of each pair and its range, and
 --            the drift of each mode from its engine's own full-precision greedy text (the
 --            characters that agree before the first difference), measured the same way.
--- Without the peers the stories part says so and is skipped.
+-- Without run.c and the checkpoint the stories part says so and is skipped; without llama.cpp
+-- (its binaries need the CPU they were built for) it says so and compares with run.c alone.
 --   build/anelua scripts/bench/quantized_decode.lua [--part qwen3|stories|both] [--tokens N] [--rounds R]
 --                                                   [--modes fp16,int8,...] (default: all seven) [--prompt N]
 local ane = require("ane")
@@ -127,12 +128,12 @@ end
 local function stories_part()
   local paths, why = common.stories_peers(opts.peers, opts.work)
   local tokenizer_bin = root .. "/data/tokenizers/llama2/tokenizer.bin"
-  local bin, gguf
-  if paths then bin, gguf = common.llama_cpp_models(opts.peers, opts.work, paths.checkpoint, tokenizer_bin) end
-  if not bin then
-    print("stories: peer not available: " .. (why or gguf) .. "; skipped")
+  if not paths then
+    print("stories: peer not available: " .. why .. "; skipped")
     return
   end
+  local bin, gguf = common.llama_cpp_models(opts.peers, opts.work, paths.checkpoint, tokenizer_bin)
+  if not bin then print("stories: llama.cpp not available: " .. gguf .. "; anelua against run.c alone") end
   local peer_file = { fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
   local peer_name = { fp16 = "F16", int8 = "Q8_0", int4 = "Q4_0" }
   for mode, weights in pairs(WEIGHTS) do peer_file[mode], peer_name[mode] = peer_file[weights], peer_name[weights] end
@@ -146,28 +147,30 @@ local function stories_part()
   print(string.format("Stories110M shape (random weights), %d tokens decoded per run, greedy, 2 threads; alternating", opts.tokens))
   local header = { string.format("%-6s %9s", "round", "run.c") }
   for _, mode in ipairs(MODES) do
-    header[#header + 1] = string.format("%9s %9s", "a." .. mode, "cpp." .. peer_name[mode])
+    header[#header + 1] = string.format("%9s", "a." .. mode) .. (bin and string.format(" %9s", "cpp." .. peer_name[mode]) or "")
   end
   print(table.concat(header, " "))
-  local ratios = { runc = {} }
-  for _, mode in ipairs(MODES) do ratios[mode] = {} end
+  local ratios, runc_ratios = {}, {}
+  for _, mode in ipairs(MODES) do ratios[mode], runc_ratios[mode] = {}, {} end
   for round = 1, opts.rounds do
     local runc = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
     local row = { string.format("%-6d %9.1f", round, runc) }
     for _, mode in ipairs(MODES) do
       local ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
-      local theirs = common.llama_bench(bin, gguf .. "/" .. peer_file[mode], 0, opts.tokens)
+      local theirs = bin and common.llama_bench(bin, gguf .. "/" .. peer_file[mode], 0, opts.tokens)
       ratios[mode][round] = theirs and ours / theirs or 0 / 0
-      if mode == "int8" then ratios.runc[round] = ours / runc end
-      row[#row + 1] = string.format("%9.1f %9.1f", ours, theirs or 0 / 0)
+      runc_ratios[mode][round] = ours / runc
+      row[#row + 1] = string.format("%9.1f", ours) .. (bin and string.format(" %9.1f", theirs or 0 / 0) or "")
     end
     print(table.concat(row, " "))
     io.stdout:flush()
   end
   print()
   local rows = {}
-  for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "llama.cpp " .. peer_name[mode], ratios[mode] } end
-  rows[#rows + 1] = { "int8", "run.c (fp32)", ratios.runc }
+  if bin then
+    for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "llama.cpp " .. peer_name[mode], ratios[mode] } end
+  end
+  for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "run.c (fp32)", runc_ratios[mode] } end
   common.print_ratios(rows)
   -- drift: each engine's quantized greedy text against its own full-precision one
   print()
@@ -175,13 +178,13 @@ local function stories_part()
   print("|---|---|---|")
   local fp32 = assert(llama.load(paths.checkpoint, { precision = "fp32", profile = "cpu" }))
   local _, our_reference = common.anelua_greedy(fp32, tok, prompt, 64)
-  local their_reference = llama_cpp_text(bin, gguf .. "/model-f32.gguf", prompt, 60)
+  local their_reference = bin and llama_cpp_text(bin, gguf .. "/model-f32.gguf", prompt, 60)
   for _, mode in ipairs(MODES) do
     local _, ours = common.anelua_greedy(models[mode], tok, prompt, 64)
-    local theirs = llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
-    print(string.format("| %s / %s | %d of %d characters agree | %d of %d characters agree |", mode, peer_name[mode],
-      agreeing_characters(ours, our_reference), #our_reference, agreeing_characters(theirs, their_reference),
-      #their_reference))
+    local theirs = bin and llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
+    print(string.format("| %s / %s | %d of %d characters agree | %s |", mode, peer_name[mode],
+      agreeing_characters(ours, our_reference), #our_reference, bin and string.format("%d of %d characters agree",
+      agreeing_characters(theirs, their_reference), #their_reference) or "not available"))
   end
 end
 
