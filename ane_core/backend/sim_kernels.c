@@ -11,6 +11,7 @@
 #include "../tensor/blas.h"
 #include "../base/parallel.h"
 #include "../tensor/gemv.h"
+#include "../tensor/vector_math.h"
 
 #define IN(node, k) (values[(node)->operands[k]->id])
 
@@ -110,17 +111,13 @@ static void run_binary(const ane_node *node, float *const *values, float *out) {
     broadcast_binary(node, IN(node, 0), IN(node, 1), out, row);
 }
 
-/* expf(x), skipping the call where it is exactly 0: below -104, e^x < 2^-150 rounds to 0
- * in fp32. Masked attention scores (about half of a causal softmax) take this path. */
-static inline float exp_or_zero(float x) { return x < -104.0f ? 0.0f : expf(x); }
-
 /* Elements first .. last - 1 of a unary op. */
 static void unary_range(const ane_node *node, const float *x, float *out, int64_t first, int64_t last) {
     const ane_node_attrs *a = &node->attrs;
     switch (node->op) {
     case ANE_OP_NEG: for (int64_t i = first; i < last; i++) out[i] = -x[i]; break;
     case ANE_OP_ABS: for (int64_t i = first; i < last; i++) out[i] = fabsf(x[i]); break;
-    case ANE_OP_EXP: for (int64_t i = first; i < last; i++) out[i] = exp_or_zero(x[i]); break;
+    case ANE_OP_EXP: ane_exp_n(out + first, x + first, last - first); break;
     case ANE_OP_LOG: {
         float epsilon = (float)node->attrs.epsilon; /* 1e-45 rounds to the smallest denormal in fp32 */
         for (int64_t i = first; i < last; i++) out[i] = logf(x[i] + epsilon);
@@ -137,9 +134,9 @@ static void unary_range(const ane_node *node, const float *x, float *out, int64_
         for (int64_t i = first; i < last; i++) out[i] = 1.0f / (x[i] + epsilon);
         break;
     }
-    case ANE_OP_TANH: for (int64_t i = first; i < last; i++) out[i] = tanhf(x[i]); break;
-    case ANE_OP_SIGMOID: for (int64_t i = first; i < last; i++) out[i] = 1.0f / (1.0f + expf(-x[i])); break;
-    case ANE_OP_SILU: for (int64_t i = first; i < last; i++) out[i] = x[i] / (1.0f + expf(-x[i])); break;
+    case ANE_OP_TANH: ane_tanh_n(out + first, x + first, last - first); break;
+    case ANE_OP_SIGMOID: ane_sigmoid_n(out + first, x + first, last - first); break;
+    case ANE_OP_SILU: ane_silu_n(out + first, x + first, last - first); break;
     case ANE_OP_SOFTPLUS: /* log(1 + e^x), without overflow: max(x, 0) + log1p(e^-|x|) */
         for (int64_t i = first; i < last; i++) out[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
         break;
@@ -176,23 +173,26 @@ static void unary_chunk(void *context, int64_t first, int64_t last) {
     unary_range(job->node, job->x, job->out, first, last);
 }
 
-/* The ops that call libm per element (tens of nanoseconds each): shared with the helper
- * threads from this many elements per thread on (a decode step's GELU over 3,072). */
-enum { LIBM_UNARY_GRAIN = 1024 };
-
-static int calls_libm(ane_op op) {
-    return op == ANE_OP_EXP || op == ANE_OP_LOG || op == ANE_OP_TANH || op == ANE_OP_SIGMOID || op == ANE_OP_SILU ||
-           op == ANE_OP_SOFTPLUS;
+/* Elements per helper thread from which a unary op is shared with the helper threads: the
+ * ops calling libm per element (tens of nanoseconds each) from 1,024 (a decode step's
+ * SoftPlus over 3,072), those of tensor/vector_math.h (a nanosecond or two) from 16,384
+ * (prefill's GELU over 256 x 3,072); the rest run alone (0). */
+static int64_t unary_grain(ane_op op) {
+    switch (op) {
+    case ANE_OP_LOG: case ANE_OP_SOFTPLUS: return 1024;
+    case ANE_OP_EXP: case ANE_OP_TANH: case ANE_OP_SIGMOID: case ANE_OP_SILU: return 16384;
+    default: return 0;
+    }
 }
 
 static void run_unary(const ane_node *node, const float *x, float *out) {
-    int64_t n = ane_node_numel(node);
-    if (!calls_libm(node->op)) {
+    int64_t n = ane_node_numel(node), grain = unary_grain(node->op);
+    if (!grain) {
         unary_range(node, x, out, 0, n);
         return;
     }
     unary_job job = {node, x, out};
-    ane_parallel_for(n, LIBM_UNARY_GRAIN, unary_chunk, &job);
+    ane_parallel_for(n, grain, unary_chunk, &job);
 }
 
 /* quantize: clamp(round-half-even(x / scale + zero_point)) to int8 or uint8; dequantize:
@@ -350,10 +350,10 @@ static void run_softmax(const ane_node *node, const float *x, float *out) {
             float peak = -INFINITY;
             for (int64_t c = 0; c < count; c++) peak = src[c * inner] > peak ? src[c * inner] : peak;
             float sum = 0.0f;
-            for (int64_t c = 0; c < count; c++) {
-                float e = exp_or_zero(src[c * inner] - peak);
-                dst[c * inner] = e;
-                sum += e;
+            if (inner == 1) {
+                sum = ane_exp_shifted_sum_n(dst, src, peak, count);
+            } else { /* along a strided axis: one element at a time */
+                for (int64_t c = 0; c < count; c++) sum += ane_exp_shifted_sum_n(&dst[c * inner], &src[c * inner], peak, 1);
             }
             float scale = 1.0f / sum;
             for (int64_t c = 0; c < count; c++) dst[c * inner] *= scale;
@@ -779,7 +779,7 @@ static ane_status run_sdpa(const sim_context *context, const ane_node *node, flo
         for (int64_t i = 0; i < l; i++) {
             float *row = scores + i * s, peak = -INFINITY, sum = 0.0f;
             for (int64_t j = 0; j < s; j++) peak = row[j] > peak ? row[j] : peak;
-            for (int64_t j = 0; j < s; j++) sum += row[j] = exp_or_zero(row[j] - peak);
+            sum = ane_exp_shifted_sum_n(row, row, peak, s);
             for (int64_t j = 0; j < s; j++) row[j] /= sum;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f, scores, (int)s,
