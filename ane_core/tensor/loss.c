@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "tensor.h"
+#include "vector_math.h"
 
 ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, double scale, double *loss_sum,
                              ane_tensor *grad, ane_error *err) {
@@ -29,11 +30,12 @@ ane_status ane_cross_entropy(const ane_tensor *logits, const int64_t *targets, d
         }
         const float *zr = z + row * v;
         float *gr = g + row * v;
-        double peak = zr[0];
+        float peak = zr[0];
         for (int64_t j = 1; j < v; j++) peak = zr[j] > peak ? zr[j] : peak;
         /* e_j = exp(z_j - peak) once, kept in the gradient row; the sum in double */
+        ane_exp_shifted_sum_n(gr, zr, peak, v);
         double sum = 0;
-        for (int64_t j = 0; j < v; j++) sum += gr[j] = expf((float)(zr[j] - peak));
+        for (int64_t j = 0; j < v; j++) sum += gr[j];
         double log_sum = log(sum) + peak;
         total += log_sum - zr[target];
         float softmax_scale = (float)(scale / sum); /* dz_j = (softmax_j - [j == target]) * scale */
