@@ -109,6 +109,27 @@ describe("ane.tensor views", function()
   -- Transposed copies go in 32 x 32 tiles, 8 x 8 register blocks inside whole tiles and bands
   -- of tiles over threads past 256 KB: shapes with whole tiles, ragged edges on either side,
   -- and one large enough to be split; every element checked against its source position.
+  -- A column of a [rows, cols] tensor is a strided row (a decode step writes each new key
+  -- and value so into its cache); each dtype pair must convert as the contiguous path does.
+  it("copies strided columns between dtypes as contiguous copies convert", function()
+    local values = { 1 / 3, -2.5, 65519, 70000, 1e-7, -0.0, 12345.678, 2 ^ -20, 0.1 }
+    local pairs_to_check = { { "fp16", "fp16" }, { "fp32", "fp32" }, { "fp16", "fp32" }, { "fp32", "fp16" },
+      { "int32", "int32" }, { "fp32", "bf16" } }
+    for _, pair in ipairs(pairs_to_check) do
+      local from, to = pair[1], pair[2]
+      local column = ane.tensor.from(values):to(from):reshape(#values, 1)
+      local expected = column:to(to):reshape(-1):totable() -- the contiguous conversion
+      local wide = ane.tensor({ #values, 5 }, to):fill(0)
+      wide:slice(2, 4, 4):copy_from(column) -- into a strided column
+      assert.are.same(expected, wide:slice(2, 4, 4):copy():reshape(-1):totable(), from .. " -> " .. to .. " (into)")
+      local source = ane.tensor({ #values, 3 }, from):fill(0)
+      source:slice(2, 2, 2):copy_from(column) -- out of a strided column
+      local back = ane.tensor({ #values, 1 }, to)
+      back:copy_from(source:slice(2, 2, 2))
+      assert.are.same(expected, back:reshape(-1):totable(), from .. " -> " .. to .. " (out of)")
+    end
+  end)
+
   it("copies transposed views exactly at tile edges and across threads", function()
     for _, shape in ipairs({ { 64, 96 }, { 37, 70 }, { 33, 8 }, { 300, 1000 } }) do
       local rows, cols = shape[1], shape[2]

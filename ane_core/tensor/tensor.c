@@ -12,6 +12,7 @@
 #endif
 
 #include "../base/cpu.h"
+#include "../base/fp16.h"
 #include "../base/interrupt.h"
 #include "../base/parallel.h"
 #include "blas.h"
@@ -341,16 +342,38 @@ typedef struct copy_context {
     ane_dtype dst_dtype, src_dtype;
 } copy_context;
 
+/* Strided rows element by element: a decode step writes each layer's new key and value
+ * as one column of its [channels, positions] cache (1,024 elements 2-4 KB apart, twice per
+ * layer), so the usual pairs are moved here without a call per element. */
+#define STRIDED_ROW(DST_TYPE, SRC_TYPE, CONVERT)                                                        \
+    for (int64_t i = 0; i < n; i++) {                                                                \
+        SRC_TYPE value_;                                                                             \
+        memcpy(&value_, rows[1] + i * stride[1], sizeof value_);                                     \
+        DST_TYPE converted_ = CONVERT(value_);                                                       \
+        memcpy(rows[0] + i * stride[0], &converted_, sizeof converted_);                             \
+    }
+#define AS_IS(value) (value)
+
 static void copy_row(void *context, char *const *rows, const int64_t *stride, int64_t n) {
     const copy_context *c = context;
     int64_t dst_size = (int64_t)ane_dtype_size(c->dst_dtype), src_size = (int64_t)ane_dtype_size(c->src_dtype);
     if (stride[0] == dst_size && stride[1] == src_size) {
         ane_dtype_convert_row(rows[0], c->dst_dtype, rows[1], c->src_dtype, (size_t)n);
-        return;
+    } else if (c->dst_dtype == c->src_dtype && dst_size == 2) {
+        STRIDED_ROW(uint16_t, uint16_t, AS_IS)
+    } else if (c->dst_dtype == c->src_dtype && dst_size == 4) {
+        STRIDED_ROW(uint32_t, uint32_t, AS_IS)
+    } else if (c->dst_dtype == ANE_FP32 && c->src_dtype == ANE_FP16) {
+        STRIDED_ROW(float, uint16_t, ane_fp16_to_fp32)
+    } else if (c->dst_dtype == ANE_FP16 && c->src_dtype == ANE_FP32) {
+        STRIDED_ROW(uint16_t, float, ane_fp32_to_fp16)
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            ane_dtype_convert_row(rows[0] + i * stride[0], c->dst_dtype, rows[1] + i * stride[1], c->src_dtype, 1);
     }
-    for (int64_t i = 0; i < n; i++)
-        ane_dtype_convert_row(rows[0] + i * stride[0], c->dst_dtype, rows[1] + i * stride[1], c->src_dtype, 1);
 }
+#undef STRIDED_ROW
+#undef AS_IS
 
 /* A contiguous 2-D destination filled from a transposed view of the same 4-byte dtype
  * (e.g. Conv1D [in, out] weights into [out, in], and their gradients back), copied in
