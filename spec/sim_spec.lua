@@ -2,6 +2,7 @@
 -- gives bit-identical outputs to a fresh compile with the new weights and changes only its
 -- own instance. Different programs with equal weights hold one copy (tensor/intern.h).
 local ane = require("ane")
+local nn = require("ane.nn")
 local helpers = require("spec.helpers")
 local fp16, mlp_graph = helpers.fp16_randn, helpers.two_layer_graph
 
@@ -80,5 +81,123 @@ describe("the sim backend's instances", function()
     local ok, err = pcall(t.set, t, 1, 1, 1)
     assert.is_false(ok)
     assert.matches("programs share it as a weight", tostring(err), 1, true)
+  end)
+end)
+
+-- A matmul by a constant with one nonzero a column (RoPE's rotation, nn.rope_rotation, a
+-- signed permutation) computes one product an output element instead of the whole sum
+-- (backend/sim.c, find_column_copies). The same graph with the matrix as an input runs the
+-- full product: every case is compared with it and with the sums written out here.
+describe("sim's matmuls by a constant with one nonzero a column", function()
+  local D = 8
+
+  local function graph(x_shape, matrix, flags, as_input)
+    local g = ane.graph("rotate")
+    local x = g:input("x", x_shape, matrix:dtype())
+    local r = as_input and g:input("r", matrix:shape(), matrix:dtype()) or g:const("rotation", matrix)
+    g:output("y", g:matmul(x, r, flags))
+    return g
+  end
+
+  -- y from the matrix's entries in double: y[row][j] = sum_i x[row][i] R(i, j), where R is
+  -- read transposed when flags say; every column of a permutation has one nonzero
+  local function reference(x, matrix, transposed)
+    local xv, rv, rows = x:reshape(-1):to("fp32"):totable(), matrix:reshape(-1):to("fp32"):totable(), x:numel() // D
+    local out = {}
+    for row = 0, rows - 1 do
+      for j = 0, D - 1 do
+        local sum = 0
+        for i = 0, D - 1 do
+          sum = sum + xv[row * D + i + 1] * rv[(transposed and j * D + i or i * D + j) + 1]
+        end
+        out[#out + 1] = sum
+      end
+    end
+    return out
+  end
+
+  local function same_values(expected, got, what) -- NaN where NaN, else equal (+0 == -0)
+    assert.are.equal(#expected, #got, what)
+    for i = 1, #expected do
+      local e, g = expected[i], got[i]
+      if e ~= e or g ~= g then
+        assert(e ~= e and g ~= g, string.format("%s: element %d is %s, the product's %s", what, i, g, e))
+      else
+        assert(e == g, string.format("%s: element %d is %.9g, the product's %.9g", what, i, g, e))
+      end
+    end
+  end
+
+  -- a scaled permutation with a column of zeros: still one product (or none) a column
+  local function scaled(precision)
+    local m = nn.rope_rotation(D, "half", "fp32")
+    m:set(0.375, 7, 3) -- column 3 (its nonzero is in row 7): -1 -> 0.375
+    for i = 1, D do m:set(0, i, 5) end
+    return m:to(precision)
+  end
+
+  it("gives the product's values in both precisions, conventions and orientations, few rows and many", function()
+    for _, precision in ipairs({ "fp32", "fp16" }) do
+      for _, convention in ipairs({ "half", "interleaved", "scaled" }) do
+        for _, transposed in ipairs({ false, true }) do
+          for _, x_shape in ipairs({ { 1, 3, 1, D }, { 1, 3, 6, D } }) do -- 1 row a head (vector products), 6 (BLAS)
+            local what = string.format("%s %s %s %s", precision, convention, transposed and "R^T" or "R",
+              table.concat(x_shape, "x"))
+            local matrix = convention == "scaled" and scaled(precision) or nn.rope_rotation(D, convention, precision)
+            local x = ane.tensor.randn(x_shape, { seed = #what })
+            x:set(0, 1, 1, 1, 2)
+            x:set(-0.0, 1, 2, 1, 5) -- zeros of both signs: their copies are +0, as the product's sums
+            local flags = { transpose_y = transposed }
+            local options = { precision = precision, profile = "cpu" }
+            local got = ane.compile(graph(x_shape, matrix, flags), options):eval({ x = x }).y
+            local dense = ane.compile(graph(x_shape, matrix, flags, true), options):eval({ x = x, r = matrix }).y
+            local input = precision == "fp16" and x:to("fp16") or x -- the values the program reads
+            -- the one product of a column is exact in double: rounded to fp32 as the kernel
+            -- rounds it, then to the output's fp16 in that precision, as sim rounds every op
+            local expected = ane.tensor.from(reference(input, matrix, transposed), { got:numel() }, "fp32")
+            same_values(expected:to(precision):to("fp32"):totable(), got:reshape(-1):to("fp32"):totable(), what)
+            same_values(dense:reshape(-1):to("fp32"):totable(), got:reshape(-1):to("fp32"):totable(), what .. " vs the product")
+            if x_shape[3] == 1 then -- the vector products' sums start from +0: the same bits, zeros too
+              assert.are.equal(dense:bytes(), got:bytes(), what)
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it("gives NaN and inf where the product does (inf times the zeros)", function()
+    local matrix = nn.rope_rotation(D, "half", "fp32")
+    local x = ane.tensor.randn({ 1, 3, 1, D }, { seed = 5 })
+    x:set(math.huge, 1, 2, 1, 3)  -- row 2: an inf
+    x:set(0 / 0, 1, 3, 1, 8)      -- row 3: a NaN
+    local cpu = { profile = "cpu", precision = "fp32" }
+    local got = ane.compile(graph({ 1, 3, 1, D }, matrix, {}), cpu):eval({ x = x }).y:reshape(-1):totable()
+    local dense = ane.compile(graph({ 1, 3, 1, D }, matrix, {}, true), cpu):eval({ x = x, r = matrix }).y:reshape(-1):totable()
+    same_values(dense, got, "non-finite rows")
+    assert.are.equal(math.huge, got[D + 7]) -- row 2: column 7 copies its 3rd element, the inf; the others NaN
+    assert.is_true(got[D + 1] ~= got[D + 1])
+  end)
+
+  it("follows patches of the matrix: to a dense one and back", function()
+    local matrix = nn.rope_rotation(D, "interleaved", "fp32")
+    local dense_matrix = ane.tensor.randn({ D, D }, { seed = 9 })
+    local near = matrix:copy()
+    near:set(0.5, 1, 1) -- column 1: a second nonzero
+    local x = ane.tensor.randn({ 1, 2, 1, D }, { seed = 10 })
+    local cpu = { profile = "cpu", precision = "fp32" }
+    local program = ane.compile(graph({ 1, 2, 1, D }, matrix, {}), cpu)
+    local rotated = program:eval({ x = x }).y:bytes()
+    for _, other in ipairs({ dense_matrix, near }) do
+      program:patch({ rotation = other })
+      local fresh = ane.compile(graph({ 1, 2, 1, D }, other, {}), { profile = "cpu", precision = "fp32", name = "fresh" })
+        :eval({ x = x }).y
+      local product = ane.compile(graph({ 1, 2, 1, D }, other, {}, true), cpu):eval({ x = x, r = other }).y
+      assert.are.equal(product:bytes(), fresh:bytes())
+      assert.are.equal(fresh:bytes(), program:eval({ x = x }).y:bytes())
+      assert.are_not.equal(rotated, fresh:bytes())
+    end
+    program:patch({ rotation = matrix })
+    assert.are.equal(rotated, program:eval({ x = x }).y:bytes())
   end)
 end)

@@ -72,6 +72,10 @@ typedef struct sim_loaded {
                                        they are the compiled graph's bytes, which the
                                        programs holding the same weights share (intern.h) */
     float *scratch;
+    sim_column_copies **column_copies; /* [graph->count]: matmuls by a const with one nonzero a
+                                       column (sim_kernels.h), found from the values the
+                                       instance reads; again after every patch (copies_current 0) */
+    int copies_current;
 } sim_loaded;
 
 static int sim_available(char *why, size_t size) {
@@ -275,9 +279,17 @@ static void release_weight(sim_weight *weight) {
     free(weight);
 }
 
+static void free_column_copies(sim_loaded *instance) {
+    if (instance->column_copies)
+        for (int i = 0; i < instance->program->graph->count; i++) sim_column_copies_free(instance->column_copies[i]);
+    free(instance->column_copies);
+    instance->column_copies = NULL;
+}
+
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
+    free_column_copies(instance);
     if (instance->patched)
         for (int i = 0; i < instance->program->graph->count; i++)
             if (instance->patched[i]) release_weight(instance->patched[i]);
@@ -475,6 +487,35 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     return status;
 }
 
+/* The matmuls whose second operand is a const (through reshapes) with at most one nonzero a
+ * column in the values this instance reads now. Without memory for them, none (the products run). */
+static void find_column_copies(sim_loaded *instance) {
+    free_column_copies(instance);
+    instance->copies_current = 1;
+    const ane_graph *g = instance->program->graph;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i], *y = node->op == ANE_OP_MATMUL ? node->operands[1] : NULL;
+        if (!y || node->attrs.transpose_x || y->rank < 2) continue;
+        int source = value_source(g, y->id);
+        const float *values = instance->values[source];
+        int64_t rows = y->shape[y->rank - 2], columns = y->shape[y->rank - 1];
+        if (g->nodes[source]->op != ANE_OP_CONST || g->nodes[source]->encoding || !values || instance->halves[source] ||
+            ane_node_numel(y) != rows * columns)
+            continue;
+        sim_column_copies found;
+        if (!sim_find_column_copies(values, rows, columns, node->attrs.transpose_y, &found)) continue;
+        if (!instance->column_copies) instance->column_copies = calloc((size_t)g->count + 1, sizeof *instance->column_copies);
+        sim_column_copies *kept = instance->column_copies ? malloc(sizeof *kept) : NULL;
+        if (kept) {
+            *kept = found;
+            instance->column_copies[i] = kept;
+        } else {
+            free(found.source);
+            free(found.factor);
+        }
+    }
+}
+
 static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                            int noutputs, ane_error *err) {
     sim_compiled *p = instance->program;
@@ -520,6 +561,8 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
         .activations = p->options.activations,
         .palette_codes = (const void *const *)p->palette_codes,
     };
+    if (!instance->copies_current) find_column_copies(instance);
+    context.column_copies = (sim_column_copies *const *)instance->column_copies;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (is_view(node)) continue;
@@ -754,6 +797,7 @@ static ane_status patch_node(sim_loaded *instance, const ane_node *node, const a
 static ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized,
                             ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
+    instance->copies_current = 0; /* the patched const may be one a matmul reads */
     ane_node *node = NULL;
     ane_status status = patchable_node(instance, name, value, &node, err);
     if (!status) status = patch_node(instance, node, value, sanitized, err);
@@ -776,6 +820,7 @@ static ane_status sim_patch_together(ane_loaded *const *loaded, int count, const
     ane_node **nodes = malloc((size_t)count * sizeof *nodes); /* [count]: each instance's const */
     if (!nodes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
     ane_status status = ANE_OK;
+    for (int i = 0; i < count; i++) instances[i]->copies_current = 0; /* (bytes shared change for all) */
     for (int i = 0; i < count && !status; i++) status = patchable_node(instances[i], name, value, &nodes[i], err);
     sim_loaded *first = instances[0];
     sim_weight *shared = status ? NULL : first->patched[nodes[0]->id];

@@ -535,7 +535,59 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
     }
 }
 
+int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, int transposed, sim_column_copies *out) {
+    int64_t k = transposed ? columns : rows, n = transposed ? rows : columns; /* the product's [k, n] */
+    if (k <= 0 || n <= 0 || k > INT32_MAX) return 0;
+    int32_t *source = malloc((size_t)n * sizeof *source);
+    float *factor = malloc((size_t)n * sizeof *factor);
+    int found = source && factor;
+    for (int64_t j = 0; found && j < n; j++) {
+        int64_t nonzero = -1;
+        for (int64_t i = 0; found && i < k; i++) {
+            float v = transposed ? values[j * columns + i] : values[i * columns + j];
+            if (v == 0.0f) continue; /* +0 and -0 alike: either times a finite x is a zero */
+            found = nonzero < 0;
+            nonzero = i;
+        }
+        source[j] = nonzero < 0 ? 0 : (int32_t)nonzero;
+        factor[j] = nonzero < 0 ? 0.0f : (transposed ? values[j * columns + nonzero] : values[nonzero * columns + j]);
+    }
+    if (!found) {
+        free(source);
+        free(factor);
+        return 0;
+    }
+    *out = (sim_column_copies){k, n, source, factor};
+    return 1;
+}
+
+void sim_column_copies_free(sim_column_copies *copies) {
+    if (!copies) return;
+    free(copies->source);
+    free(copies->factor);
+    free(copies);
+}
+
+/* x R for such an R: one product an output element. The sum the full product would form is
+ * that product plus zeros, the same value in any order, and +0 where the product is a zero of
+ * either sign (every kernel's sum starts from +0); a NaN or inf in x would turn the zeros'
+ * products into NaN, so such an x takes the full product (returns 0). */
+static int run_column_copies(const sim_column_copies *copies, const ane_node *node, const float *x, float *out) {
+    int64_t n = copies->n, k = copies->k, rows = ane_node_numel(node) / n;
+    if (ane_node_numel(node->operands[0]) != rows * k) return 0; /* (x broadcast over batches: the full product) */
+    for (int64_t i = 0; i < rows * k; i++)
+        if (!isfinite(x[i])) return 0;
+    for (int64_t row = 0; row < rows; row++) {
+        const float *in = x + row * k;
+        float *o = out + row * n;
+        for (int64_t j = 0; j < n; j++) o[j] = copies->factor[j] * in[copies->source[j]] + 0.0f;
+    }
+    return 1;
+}
+
 static void run_matmul(const sim_context *context, const ane_node *node, float *const *values, float *out) {
+    const sim_column_copies *copies = context->column_copies ? context->column_copies[node->id] : NULL;
+    if (copies && run_column_copies(copies, node, IN(node, 0), out)) return;
     const ane_node *x = node->operands[0], *y = node->operands[1];
     int tx = node->attrs.transpose_x, ty = node->attrs.transpose_y;
     int r = node->rank;

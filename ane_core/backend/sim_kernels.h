@@ -12,6 +12,22 @@
 #include "../ir/graph.h"
 #include "../tensor/quantize.h"
 
+/* A matmul whose second operand is a constant with at most one nonzero entry per column of
+ * the [k, n] matrix it multiplies by (after its transpose, if any), as RoPE's rotation, a
+ * signed permutation, has (nn.rope: the device has no concat, ANE-01). Column j of x R is
+ * then one product, factor[j] x x[source[j]], which sim computes instead of the whole sum
+ * (sim.c finds them). */
+typedef struct sim_column_copies {
+    int64_t k, n;
+    int32_t *source; /* [n] the element of x's row each column multiplies */
+    float *factor;   /* [n] that column's nonzero entry (0 for a column of zeros) */
+} sim_column_copies;
+
+/* Whether values [rows, columns] (read transposed when `transposed`) have at most one nonzero
+ * per column as above; fills out (its arrays malloc'ed, sim_column_copies_free) when so. */
+int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, int transposed, sim_column_copies *out);
+void sim_column_copies_free(sim_column_copies *copies);
+
 typedef struct sim_context {
     int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
     int sdpa_mask_one_plane; /* a per-head mask applies its first plane to every head (newer facts) */
@@ -20,6 +36,7 @@ typedef struct sim_context {
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16, half inputs (sim.c); NULL elsewhere */
     ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
     const void *const *palette_codes; /* [node count]: 4-bit weights' palettes for integer activations (sim.c); NULL */
+    sim_column_copies *const *column_copies; /* [node count]: matmuls by one-nonzero-per-column consts (sim.c); NULL */
 } sim_context;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */
