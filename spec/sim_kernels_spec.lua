@@ -394,6 +394,8 @@ describe("sim conv and matmul match plain Lua", function()
     { { 5, 7 }, { 3, 7 }, { transpose_y = true } },
     { { 2, 3, 4, 6 }, { 6, 5 }, {} },
     { { 2, 1, 4, 6 }, { 3, 5, 6 }, { transpose_y = true } },
+    { { 2, 1, 3, 1 }, { 3, 5, 1 }, { transpose_y = true } }, -- k = 1, a few rows: outer products
+    { { 3, 2, 1 }, { 3, 1, 70 }, {} },
   }
   for k, case in ipairs(matmuls) do
     it("matmul " .. k, function()
