@@ -255,10 +255,22 @@ static void temp_root(char *out, size_t size) {
     if (n > 1 && out[n - 1] == '/') out[n - 1] = '\0';
 }
 
-static void program_dir(const char *identifier, char *out, size_t size) {
+/* A program's directory under the temporary root; 0 when it does not fit in size bytes (a
+ * TMPDIR close to PATH_MAX long), which writing the directory reports before any other use. */
+static int program_dir(const char *identifier, char *out, size_t size) {
     char root[PATH_MAX];
     temp_root(root, sizeof root);
-    snprintf(out, size, "%s/%s", root, identifier);
+    int length = snprintf(out, size, "%s/%s", root, identifier);
+    return length >= 0 && (size_t)length < size;
+}
+
+static ane_status program_dir_or_fail(const char *identifier, char *out, size_t size, ane_error *err) {
+    if (program_dir(identifier, out, size)) return ANE_OK;
+    const char *tmp = getenv("TMPDIR");
+    return ane_fail(err, ANE_ERR_IO,
+                    "backend 'ane': a program directory under TMPDIR (%zu characters) would be longer than %zu; "
+                    "set TMPDIR to a shorter path",
+                    tmp ? strlen(tmp) : (size_t)0, size - 1);
 }
 
 static int remove_entry(const char *path, const struct stat *info, int flag, struct FTW *ftw) {
@@ -339,12 +351,13 @@ static void dir_release(const char *identifier) {
         if (!dirs[i].users || strcmp(dirs[i].identifier, identifier) != 0) continue;
         if (--dirs[i].users == 0) {
             char dir[PATH_MAX], marker[PATH_MAX + 64];
-            program_dir(identifier, dir, sizeof dir);
-            snprintf(marker, sizeof marker, "%s/" OWNER_PREFIX "%ld", dir, (long)getpid());
-            lock_dir(identifier);
-            remove(marker);
-            if (!other_live_owner(dir)) remove_tree(dir);
-            unlock_dir(identifier);
+            if (program_dir(identifier, dir, sizeof dir)) { /* (else never written: nothing to remove) */
+                snprintf(marker, sizeof marker, "%s/" OWNER_PREFIX "%ld", dir, (long)getpid());
+                lock_dir(identifier);
+                remove(marker);
+                if (!other_live_owner(dir)) remove_tree(dir);
+                unlock_dir(identifier);
+            }
         }
         return;
     }
@@ -450,8 +463,8 @@ static ane_status write_weights(const char *dir, const weight_file *files, int n
 static ane_status write_program_dir(const device_compiled *p, const char *identifier, const weight_file *files,
                                     ane_error *err) {
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    program_dir(identifier, dir, sizeof dir);
-    ane_status status = make_dirs(dir, err);
+    ane_status status = program_dir_or_fail(identifier, dir, sizeof dir, err);
+    if (!status) status = make_dirs(dir, err);
     if (!status) {
         snprintf(path, sizeof path, "%s/model.mil", dir);
         status = write_file(path, p->mil, p->mil_length, err);
@@ -467,8 +480,9 @@ static ane_status write_program_dir(const device_compiled *p, const char *identi
 /* Copies the donor's compiled files (everything but the weights, the MIL and `data`). */
 static ane_status copy_compiled_files(const char *from_identifier, const char *to_identifier, ane_error *err) {
     char from[PATH_MAX], to[PATH_MAX];
-    program_dir(from_identifier, from, sizeof from);
-    program_dir(to_identifier, to, sizeof to);
+    ane_status checked = program_dir_or_fail(from_identifier, from, sizeof from, err);
+    if (!checked) checked = program_dir_or_fail(to_identifier, to, sizeof to, err);
+    if (checked) return checked;
     DIR *listing = opendir(from);
     if (!listing) return ane_fail(err, ANE_ERR_IO, "backend 'ane': the donor directory %s is gone: %s", from, strerror(errno));
     ane_status status = ANE_OK;
@@ -1024,7 +1038,8 @@ static ane_status apply_strategy(device_loaded *instance, patch_strategy strateg
     *model = NULL;
     if (strategy == STRATEGY_RELOAD) {
         /* unload, overwrite the weight files, reload the same model object */
-        program_dir(instance->identifier, dir, sizeof dir);
+        ane_status checked = program_dir_or_fail(instance->identifier, dir, sizeof dir, err);
+        if (checked) return checked;
         id error = NULL;
         lock_dir(instance->identifier);
         if (ANE_SEND(model_unload, instance->model, DEVICE_QOS, &error)) loaded_programs--;
@@ -1042,14 +1057,16 @@ static ane_status apply_strategy(device_loaded *instance, patch_strategy strateg
     dir_acquire(identifier);
     if (strategy == STRATEGY_DONOR) {
         /* Orion's path: the donor's compiled files, the new weights and `data`, no compile */
-        program_dir(identifier, dir, sizeof dir);
-        lock_dir(identifier);
-        status = write_program_dir(p, identifier, instance->files, err);
-        if (!status && strcmp(identifier, instance->identifier) != 0)
-            status = copy_compiled_files(instance->identifier, identifier, err);
-        if (!status) status = write_weights(dir, instance->files, p->nfiles, WRITE_DATA, err);
-        if (!status) status = load_model(p, *model, identifier, err);
-        unlock_dir(identifier);
+        status = program_dir_or_fail(identifier, dir, sizeof dir, err);
+        if (!status) {
+            lock_dir(identifier);
+            status = write_program_dir(p, identifier, instance->files, err);
+            if (!status && strcmp(identifier, instance->identifier) != 0)
+                status = copy_compiled_files(instance->identifier, identifier, err);
+            if (!status) status = write_weights(dir, instance->files, p->nfiles, WRITE_DATA, err);
+            if (!status) status = load_model(p, *model, identifier, err);
+            unlock_dir(identifier);
+        }
         if (!status) device_stats.donor_loads++;
     } else {
         status = compile_model(p, *model, identifier, instance->files, 1, err);
@@ -1098,8 +1115,7 @@ static ane_status check_strategies(device_loaded *instance, ane_error *err) {
     lock_dir(original);
     int reload_ok = apply_strategy(instance, STRATEGY_RELOAD, &same_model, same_id, sizeof same_id, &ignored) == ANE_OK &&
                     probe(instance, instance->model, &reloaded, &ignored) == ANE_OK;
-    program_dir(original, dir, sizeof dir);
-    write_weights(dir, p->files, p->nfiles, WRITE_WEIGHTS, &ignored);
+    if (program_dir(original, dir, sizeof dir)) write_weights(dir, p->files, p->nfiles, WRITE_WEIGHTS, &ignored);
     unlock_dir(original);
     int donor_ok = apply_strategy(instance, STRATEGY_DONOR, &donor, donor_id, sizeof donor_id, &ignored) == ANE_OK &&
                    probe(instance, donor, &donor_out, &ignored) == ANE_OK;

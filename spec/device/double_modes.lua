@@ -119,6 +119,17 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
       assert.are.equal(1, told, out)
     end)
 
+    it("refuses a TMPDIR too long for its program directories, saying so", function()
+      local helpers = require("spec.helpers")
+      local long = "/tmp/" .. string.rep("d", 4085) -- never created: the path is refused first
+      local script = 'local ane = require("ane"); local g = ane.graph("t"); g:output("y", g:relu(g:input("x", {1, 8, 1, 32}))); '
+        .. 'local ok, err = pcall(ane.compile, g, { backend = "ane" }); print(ok, err)'
+      local out, err, code = helpers.run_anelua("-e " .. helpers.quote(script), nil, "TMPDIR=" .. long)
+      assert.are.equal(0, code, err)
+      assert.matches("^false\t.*a program directory under TMPDIR %(4090 characters%) would be longer than %d+; "
+        .. "set TMPDIR to a shorter path", out)
+    end)
+
     it("sweeps the temporary directories of processes that died", function()
       local helpers = require("spec.helpers")
       local dead = helpers.run("sh -c 'echo $$'"):match("%d+") -- a process that has exited
