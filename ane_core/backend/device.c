@@ -181,7 +181,9 @@ static void describe_error(id error, char *out, size_t size, long *code) {
         }
         cf_release(info);
     }
-    snprintf(out, size, "status 0x%lx: %s%s%s", *code, text, underlying_text[0] ? "; underlying: " : "", underlying_text);
+    int length = snprintf(out, size, "status 0x%lx: %s%s%s", *code, text, underlying_text[0] ? "; underlying: " : "",
+                          underlying_text);
+    if (length >= 0 && (size_t)length >= size && size > 4) memcpy(out + size - 4, "...", 4); /* cut, and says so */
 }
 
 /* The one error shape of this backend: program, message, status and text, rule. */
