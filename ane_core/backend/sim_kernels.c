@@ -515,9 +515,11 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
         const float *xm = j->x + ox * j->x_matrix, *ym = j->y_half ? NULL : j->y + oy * j->y_matrix;
         const uint16_t *yh = j->y_half ? j->y_half + oy * j->y_matrix : NULL;
         float *om = j->out + b * j->m * j->n;
-        if (j->few_rows && j->k == 1) {
-            /* an outer product (a decode step's own value times its attention weight): one
-             * product an element, plus the +0 every vector product's sum starts from */
+        if (j->few_rows && j->k == 1 && j->ty) {
+            /* an outer product with y as a column (a decode step's own value times its attention
+             * weight), which would be a vector product of length 1 per element: one product an
+             * element, plus the +0 every vector product's sum starts from (y as a row is the
+             * vector-matrix kernel's best case already) */
             for (int64_t i = 0; i < j->m; i++)
                 for (int64_t c = 0; c < j->n; c++)
                     om[i * j->n + c] = xm[i * j->lda] * (yh ? ane_fp16_to_fp32(yh[c]) : ym[c]) + 0.0f;
