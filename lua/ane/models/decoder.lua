@@ -119,8 +119,10 @@ end
 --- node names, typically the projections' outputs); "<kind>_grad" is the backward graph of
 --- <kind> for its weight consts and its input x, taking those activations as inputs
 --- instead of recomputing them.
+local function program_key(kind, layer, a, b) return string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0) end
+
 function Methods:program(kind, layer, a, b)
-  local key = string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0)
+  local key = program_key(kind, layer, a, b)
   local program = self.programs[key]
   if program then return program end
   local g
@@ -166,6 +168,14 @@ function Methods:program(kind, layer, a, b)
   self.programs[key] = program
   self.program_kinds[key] = { kind = kind, layer = layer }
   return program
+end
+
+--- Lets go of a program of self:program(kind, layer, a, b): the next request compiles it
+--- again, and whoever still holds it keeps it until they let go too (then it is collected,
+--- with its inputs' buffers).
+function Methods:forget_program(kind, layer, a, b)
+  local key = program_key(kind, layer, a, b)
+  self.programs[key], self.program_kinds[key] = nil, nil
 end
 
 --- Iterates the compiled programs as program, kind, layer (nil for the ones of no layer).

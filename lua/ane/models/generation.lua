@@ -149,13 +149,23 @@ local function use_size(self, size)
   for _, attention in ipairs(self.attention) do attention:write_input("mask", closed) end
 end
 
--- A larger cache once the next position does not fit: the filled positions move over.
+-- A larger cache once the next position does not fit: the filled positions move over. The
+-- model lets go of the programs of a size left behind above WHOLE_UP_TO (their caches are
+-- this session's alone unless another long session reached the same size, which keeps them):
+-- a long chat would otherwise hold the caches of every size it passed (Qwen3-0.6B, 1,500
+-- positions: 1.1 GB more than the last size's). Smaller sizes stay for the sessions that
+-- start with them.
 local function grow(self)
   hold(self)
   local filled = read_caches(self)
+  local left = self.size
   use_size(self, cache_size(self, self.position + 1))
   for l, attention in ipairs(self.attention) do
     for _, name in ipairs(CACHES) do attention:write_input(name, filled[l][name]) end
+  end
+  if left > WHOLE_UP_TO then
+    local m = self.model
+    for l = 1, m.n_layer do m:forget_program(m:kind_for("attn_decode", 1, self.W), l, self.W, left) end
   end
 end
 
