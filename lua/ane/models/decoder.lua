@@ -113,14 +113,15 @@ function Methods:kind_for(kind, valid, width)
   return (valid == 1 and width > 1) and kind .. "_step" or kind
 end
 
+-- The key of self.programs for a program's kind, layer and sizes.
+local function program_key(kind, layer, a, b) return string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0) end
+
 --- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
 --- "<kind>_step" is <kind> computing only the first of its `a` positions (kind_for).
 --- "<kind>_train" is <kind> that also outputs its saved activations (self.saved[kind]:
 --- node names, typically the projections' outputs); "<kind>_grad" is the backward graph of
 --- <kind> for its weight consts and its input x, taking those activations as inputs
 --- instead of recomputing them.
-local function program_key(kind, layer, a, b) return string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0) end
-
 function Methods:program(kind, layer, a, b)
   local key = program_key(kind, layer, a, b)
   local program = self.programs[key]

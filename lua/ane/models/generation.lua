@@ -152,9 +152,9 @@ end
 -- A larger cache once the next position does not fit: the filled positions move over. The
 -- model lets go of the programs of a size left behind above WHOLE_UP_TO (their caches are
 -- this session's alone unless another long session reached the same size, which keeps them):
--- a long chat would otherwise hold the caches of every size it passed (Qwen3-0.6B, 1,500
--- positions: 1.1 GB more than the last size's). Smaller sizes stay for the sessions that
--- start with them.
+-- a long chat would otherwise hold the caches of every size it passed (Qwen3-0.6B int4 at
+-- 1,500 positions: 2.47 GB resident, 2.14 GB with this). Smaller sizes stay for the sessions
+-- that start with them.
 local function grow(self)
   hold(self)
   local filled = read_caches(self)
