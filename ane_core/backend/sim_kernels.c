@@ -550,15 +550,14 @@ int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, i
     float *factor = malloc((size_t)n * sizeof *factor);
     int found = source && factor;
     for (int64_t j = 0; found && j < n; j++) {
-        int64_t nonzero = -1;
+        source[j] = -1, factor[j] = 0.0f; /* a column of zeros: 0 times any element */
         for (int64_t i = 0; found && i < k; i++) {
             float v = transposed ? values[j * columns + i] : values[i * columns + j];
             if (v == 0.0f) continue; /* +0 and -0 alike: either times a finite x is a zero */
-            found = nonzero < 0;
-            nonzero = i;
+            found = source[j] < 0;
+            source[j] = (int32_t)i, factor[j] = v;
         }
-        source[j] = nonzero < 0 ? 0 : (int32_t)nonzero;
-        factor[j] = nonzero < 0 ? 0.0f : (transposed ? values[j * columns + nonzero] : values[nonzero * columns + j]);
+        if (source[j] < 0) source[j] = 0;
     }
     if (!found) {
         free(source);
