@@ -90,6 +90,35 @@ describe("ane.quantize", function()
     assert.is_true(rms > 0.05, "relative RMS " .. rms .. " is below what 16 levels can do: the check is broken")
   end)
 
+  it("int4: palette entries hold 8 significant bits (the decode kernels rebuild them from two bytes)", function()
+    -- Rows of ordinary weights, of values up to fp16's largest (rounding to 8 bits must not
+    -- carry past 65504 into inf), and of values in fp16's subnormal range.
+    local values = {}
+    for r = 1, 6 do
+      for j = 1, 64 do
+        local v = math.sin(r * 7.3 + j * 1.91) -- a spread of values, deterministic
+        values[#values + 1] = r <= 2 and 0.05 * v or r == 3 and j % 2 == 1 and 65504 or r <= 4 and 65504 * v or 3e-6 * v
+      end
+    end
+    local weight = ane.tensor.from(values, { 6, 64 })
+    for _, dtype in ipairs({ "fp32", "fp16" }) do
+      local palettes = ane.quantize(weight, "int4", { dtype = dtype }):table():totable()
+      for r = 1, 6 do
+        for e = 1, 16 do
+          local v = palettes[r][e]
+          local bits = string.unpack("<I4", string.pack("<f", v))
+          assert.are.equal(0, bits & 0xFFFF, dtype .. " row " .. r .. " entry " .. e .. ": " .. v .. " has more than 8 significant bits")
+          if dtype == "fp16" then
+            assert.are.equal(v, ane.tensor.from({ v }):to("fp16"):to("fp32"):get(1), "row " .. r .. " entry " .. e .. " is not an fp16 value")
+          end
+        end
+      end
+      -- row 3's top entry, 65504 (half the row holds it), to 8 bits: 65536 in fp32, and in fp16,
+      -- whose largest value it is, 65280 (the largest 8-bit value below it), not inf
+      assert.are.equal(dtype == "fp16" and 65280 or 65536, palettes[3][16])
+    end
+  end)
+
   it("names the weight when it cannot quantize it", function()
     local bad = ane.tensor({ 2, 4 }):fill(0.5)
     bad:set(0 / 0, 2, 3)

@@ -2,7 +2,9 @@
  * independent, so both quantizers split rows over the helper threads. */
 #include "quantize.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../base/fp16.h"
@@ -64,6 +66,22 @@ static void int8_row(const float *w, int64_t k, ane_dtype table_dtype, int8_t *q
 
 /* ------------------------------------------------------------------ 4-bit palettes */
 
+/* A palette entry: rounded to 8 significant bits (bf16's, to nearest even), then to the
+ * table's dtype, which keeps it (a value of 8 significant bits within fp16's range is an
+ * fp16 value, and fp16's subnormals below 2^-16 have 8 bits at most). The decode kernels
+ * rebuild such an entry from two bytes (tensor/gemv.c); against the row's spread of 16
+ * entries, the rounding moves an entry by at most 2^-9 of its own size. */
+static float palette_value(float value, ane_dtype table_dtype) {
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    uint32_t nearest = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u, toward_zero = bits & 0xFFFF0000u;
+    float rounded;
+    memcpy(&rounded, &nearest, sizeof rounded);
+    if (!(fabsf(rounded) <= (table_dtype == ANE_FP16 ? 65504.0f : FLT_MAX))) /* rounding up left the range */
+        memcpy(&rounded, &toward_zero, sizeof rounded);
+    return table_value(rounded, table_dtype);
+}
+
 enum { HISTOGRAM_BINS = 4096, LLOYD_ROUNDS = 40 };
 
 /* 16 sorted palette values for one row: Lloyd's algorithm on the row's histogram (each bin
@@ -72,7 +90,7 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
     float lo = w[0], hi = w[0];
     for (int64_t j = 1; j < k; j++) lo = w[j] < lo ? w[j] : lo, hi = w[j] > hi ? w[j] : hi;
     if (!(hi > lo)) {
-        for (int c = 0; c < ANE_LUT4_ENTRIES; c++) palette[c] = table_value(lo, table_dtype);
+        for (int c = 0; c < ANE_LUT4_ENTRIES; c++) palette[c] = palette_value(lo, table_dtype);
         return;
     }
     static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS];
@@ -112,7 +130,7 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         }
         if (!moved) break;
     }
-    for (int e = 0; e < ANE_LUT4_ENTRIES; e++) palette[e] = table_value((float)centroid[e], table_dtype);
+    for (int e = 0; e < ANE_LUT4_ENTRIES; e++) palette[e] = palette_value((float)centroid[e], table_dtype);
     for (int e = 1; e < ANE_LUT4_ENTRIES; e++) /* rounding keeps the order; an empty cluster may not */
         for (int f = e; f > 0 && palette[f] < palette[f - 1]; f--) {
             float t = palette[f];
