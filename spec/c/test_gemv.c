@@ -114,6 +114,35 @@ int main(void) {
             ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, x, rows, k);
             CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int4 [%lld, %lld]: rows outside the bound",
                   (long long)rows, (long long)k);
+
+            /* palettes of 8 significant bits, as the quantizer writes them (AVX2 rebuilds such an
+             * entry from two bytes), in every row, then in every third row only (the others keep
+             * 16 significant bits, more than two bytes hold, and take the fp32 kernel): the same
+             * bound */
+            float *short_palettes = malloc(sizeof(float) * rows * 16);
+            for (int every = 1; every <= 3; every += 2) {
+                for (int64_t r = 0; r < rows; r++)
+                    for (int e = 0; e < 16; e++) {
+                        float v = palettes[r * 16 + e];
+                        uint32_t bits;
+                        memcpy(&bits, &v, sizeof bits);
+                        bits &= r % every == 0 ? 0xFFFF0000u : 0xFFFFFF00u;
+                        memcpy(&short_palettes[r * 16 + e], &bits, sizeof bits);
+                    }
+                for (int64_t r = 0; r < rows; r++) {
+                    ref[r] = magnitude[r] = 0;
+                    for (int64_t j = 0; j < k; j++) {
+                        double term = (double)short_palettes[r * 16 + ((nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15)] * x[j];
+                        ref[r] += term;
+                        magnitude[r] += fabs(term);
+                    }
+                }
+                ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, short_palettes, x, rows, k);
+                CHECK(rows_within(y, ref, magnitude, rows, k) == 0,
+                      "int4, 8-bit palette entries in every %s row [%lld, %lld]: rows outside the bound",
+                      every == 1 ? "" : "third", (long long)rows, (long long)k);
+            }
+            free(short_palettes);
         }
 
         /* int8 and int16 activations, one and several columns, both encodings */
