@@ -146,10 +146,11 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_avx2(const uint8_t *pa
 
 /* 4-bit row whose palette entries have 8 significant bits (bf16's; the quantizer rounds them
  * so): an entry's fp32 bits are its top two bytes followed by two zero bytes, so two byte
- * lookups and a shift rebuild it exactly, five shuffles fewer per 32 weights than the four
- * lookups and two interleaves of dot_lut4_avx2. The values come out of the registers in an
- * order of their own (lut4_split_slot), the one x_split was written in once per product.
- * A palette with any other entry takes dot_lut4_avx2. */
+ * lookups, an interleave of them into words and a shift or a mask of each word rebuild it
+ * exactly: four shuffles per 32 weights against the thirteen of dot_lut4_avx2's four lookups
+ * and two rounds of interleaving. The values come out of the registers in an order of their
+ * own (lut4_split_slot), the one x_split was written in once per product. A palette with any
+ * other entry takes dot_lut4_avx2. */
 enum { LUT4_SPLIT_CHUNK = 64 };
 
 /* The element (0-63) of a 64-weight chunk that slot s of x_split holds: the kernel's eight

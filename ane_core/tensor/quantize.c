@@ -67,10 +67,11 @@ static void int8_row(const float *w, int64_t k, ane_dtype table_dtype, int8_t *q
 /* ------------------------------------------------------------------ 4-bit palettes */
 
 /* A palette entry: rounded to 8 significant bits (bf16's, to nearest even), then to the
- * table's dtype, which keeps it (a value of 8 significant bits within fp16's range is an
- * fp16 value, and fp16's subnormals below 2^-16 have 8 bits at most). The decode kernels
- * rebuild such an entry from two bytes (tensor/gemv.c); against the row's spread of 16
- * entries, the rounding moves an entry by at most 2^-9 of its own size. */
+ * table's dtype, which keeps it (fp16 holds a value of 8 significant bits from 2^-16 to its
+ * largest, and rounds smaller ones to subnormals of at most 8 bits). The decode kernels
+ * rebuild such an entry from two bytes (tensor/gemv.c). The rounding moves an entry by at
+ * most 2^-9 of itself (2^-8 where it is cut toward zero below fp16's largest), far less than
+ * the spacing of a row's 16 entries. */
 static float palette_value(float value, ane_dtype table_dtype) {
     uint32_t bits;
     memcpy(&bits, &value, sizeof bits);

@@ -139,8 +139,8 @@ int main(void) {
                 }
                 ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, short_palettes, x, rows, k);
                 CHECK(rows_within(y, ref, magnitude, rows, k) == 0,
-                      "int4, 8-bit palette entries in every %s row [%lld, %lld]: rows outside the bound",
-                      every == 1 ? "" : "third", (long long)rows, (long long)k);
+                      "int4, 8-bit palette entries in %s row [%lld, %lld]: rows outside the bound",
+                      every == 1 ? "every" : "every third", (long long)rows, (long long)k);
             }
             free(short_palettes);
         }
