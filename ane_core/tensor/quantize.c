@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/parallel.h"
+#include "lut4_avx2.h"
 
 const char *ane_encoding_name(ane_weight_encoding encoding) {
     switch (encoding) {
@@ -217,8 +219,30 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
     return status;
 }
 
+#if defined(__x86_64__)
+/* A 4-bit row's values, 32 at a time with AVX2's exact lookup (lut4_avx2.h), the tail here. */
+__attribute__((target("avx2"))) static void lut4_row_avx2(const uint8_t *packed, const float *palette, int64_t k,
+                                                           float *out /* [k] */) {
+    __m256i tables[4];
+    lut4_byte_tables_avx2(palette, tables);
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m256 values[4];
+        lut4_values_avx2(packed + j / 2, tables, values);
+        for (int i = 0; i < 4; i++) _mm256_storeu_ps(out + j + 8 * i, values[i]);
+    }
+    for (; j < k; j += 2) {
+        out[j] = palette[packed[j / 2] & 15u];
+        out[j + 1] = palette[packed[j / 2] >> 4];
+    }
+}
+#endif
+
 void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,
                          int64_t count, float *out) {
+#if defined(__x86_64__)
+    int avx2 = ane_cpu_has_avx2_fma_f16c();
+#endif
     for (int64_t r = 0; r < count; r++) {
         int64_t row = first + r;
         float *o = out + r * k;
@@ -229,6 +253,12 @@ void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const f
         } else {
             const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
             const float *palette = table + row * ANE_LUT4_ENTRIES;
+#if defined(__x86_64__)
+            if (avx2) {
+                lut4_row_avx2(packed, palette, k, o);
+                continue;
+            }
+#endif
             for (int64_t j = 0; j < k; j += 2) {
                 o[j] = palette[packed[j / 2] & 15u];
                 o[j + 1] = palette[packed[j / 2] >> 4];

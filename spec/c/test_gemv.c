@@ -115,6 +115,19 @@ int main(void) {
             CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int4 [%lld, %lld]: rows outside the bound",
                   (long long)rows, (long long)k);
 
+            /* the rows decoded (prefill's blocks, q:dequantize()): each element its palette entry, bit
+             * for bit, from a row offset on */
+            float *decoded = malloc(sizeof(float) * rows * k), *looked_up = malloc(sizeof(float) * rows * k);
+            int64_t from = rows > 1 ? 1 : 0;
+            for (int64_t r = from; r < rows; r++)
+                for (int64_t j = 0; j < k; j++)
+                    looked_up[(r - from) * k + j] = palettes[r * 16 + ((nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15)];
+            ane_dequantize_rows(ANE_ENCODING_LUT4, nibbles, palettes, k, from, rows - from, decoded);
+            CHECK(memcmp(decoded, looked_up, sizeof(float) * (rows - from) * k) == 0,
+                  "int4 rows %lld.. of [%lld, %lld] decoded: not their palette entries", (long long)from, (long long)rows,
+                  (long long)k);
+            free(decoded), free(looked_up);
+
             /* palettes of 8 significant bits, as the quantizer writes them (AVX2 rebuilds such an
              * entry from two bytes), in every row, then in every third row only (the others keep
              * 16 significant bits, more than two bytes hold, and take the fp32 kernel): the same
