@@ -75,13 +75,12 @@ static void int8_row(const float *w, int64_t k, ane_dtype table_dtype, int8_t *q
  * most 2^-9 of itself (2^-8 where it is cut toward zero below fp16's largest), far less than
  * the spacing of a row's 16 entries. */
 static float palette_value(float value, ane_dtype table_dtype) {
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    uint32_t nearest = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u, toward_zero = bits & 0xFFFF0000u;
-    float rounded;
-    memcpy(&rounded, &nearest, sizeof rounded);
-    if (!(fabsf(rounded) <= (table_dtype == ANE_FP16 ? 65504.0f : FLT_MAX))) /* rounding up left the range */
-        memcpy(&rounded, &toward_zero, sizeof rounded);
+    float rounded = ane_bf16_to_fp32(ane_fp32_to_bf16(value));
+    if (!(fabsf(rounded) <= (table_dtype == ANE_FP16 ? 65504.0f : FLT_MAX))) { /* rounding up left the range */
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        rounded = ane_bf16_to_fp32((uint16_t)(bits >> 16)); /* toward zero */
+    }
     return table_value(rounded, table_dtype);
 }
 
@@ -220,9 +219,10 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
 }
 
 #if defined(__x86_64__)
-/* A 4-bit row's values, 32 at a time with AVX2's exact lookup (lut4_avx2.h), the tail here. */
-__attribute__((target("avx2"))) static void lut4_row_avx2(const uint8_t *packed, const float *palette, int64_t k,
-                                                           float *out /* [k] */) {
+/* A 4-bit row's whole 32-element groups with AVX2's exact lookup (lut4_avx2.h); returns how
+ * many elements it wrote (the caller looks up the rest). */
+__attribute__((target("avx2"))) static int64_t lut4_groups_avx2(const uint8_t *packed, const float *palette, int64_t k,
+                                                                 float *out /* [k] */) {
     __m256i tables[4];
     lut4_byte_tables_avx2(palette, tables);
     int64_t j = 0;
@@ -231,10 +231,7 @@ __attribute__((target("avx2"))) static void lut4_row_avx2(const uint8_t *packed,
         lut4_values_avx2(packed + j / 2, tables, values);
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(out + j + 8 * i, values[i]);
     }
-    for (; j < k; j += 2) {
-        out[j] = palette[packed[j / 2] & 15u];
-        out[j + 1] = palette[packed[j / 2] >> 4];
-    }
+    return j;
 }
 #endif
 
@@ -253,13 +250,11 @@ void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const f
         } else {
             const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
             const float *palette = table + row * ANE_LUT4_ENTRIES;
+            int64_t j = 0;
 #if defined(__x86_64__)
-            if (avx2) {
-                lut4_row_avx2(packed, palette, k, o);
-                continue;
-            }
+            if (avx2) j = lut4_groups_avx2(packed, palette, k, o);
 #endif
-            for (int64_t j = 0; j < k; j += 2) {
+            for (; j < k; j += 2) {
                 o[j] = palette[packed[j / 2] & 15u];
                 o[j + 1] = palette[packed[j / 2] >> 4];
             }
