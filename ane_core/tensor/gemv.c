@@ -18,10 +18,11 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* How far ahead of the weights being read the AVX-512 kernels of fp16 and quantized rows ask
- * for the next ones (the rows are one stream; the hardware prefetcher alone leaves their
- * loads waiting on memory: Stories110M fp16 decode 58-60 -> 70-75 tok/s with it; fp32 rows,
- * read twice as fast per element, gain nothing). */
+/* How far ahead of the weights being read the AVX2 and the integer-product kernels of fp16
+ * and quantized rows ask for the next ones (the rows are one stream; the hardware prefetcher
+ * alone left their loads waiting on memory: Stories110M fp16 decode 58-60 -> 70-75 tok/s
+ * with it, Intel AVX-512, single rows; fp32 rows, read twice as fast per element, gain
+ * nothing). */
 #define PREFETCH_BYTES 1024
 
 __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
@@ -177,24 +178,71 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_bf16_avx2(const uint8_
     return total;
 }
 
-/* AVX-512: sixteen lanes (one conversion turns 16 halves into floats), and the 16-entry
- * palette is one register that vpermps indexes. */
-__attribute__((target("avx512f,avx2,fma,f16c"))) static float dot_avx512(const uint16_t *w, const float *x, int64_t k) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        _mm_prefetch((const char *)(w + j) + PREFETCH_BYTES, _MM_HINT_T0);
-        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j)));
-        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + j + 16)));
-        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
-        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + j + 16), a1);
-    }
-    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    for (; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
-    return total;
-}
+/* AVX-512: sixteen lanes (one conversion turns 16 halves into floats; the 16-entry palette
+ * is one register that vpermps indexes), and four rows at a time, so each load of x serves
+ * four rows of weights: fewer loads per byte of weights leave more of them waiting on memory
+ * at once (fp16 [8192, 4096] from memory, 2 threads, Zen 4: 24 -> 30 GB/s; the 4-bit
+ * kernel's arithmetic below is lighter too). The four rows are far apart (rows_in_groups:
+ * the quarters of a thread's share), so each is one long stream the hardware prefetcher
+ * follows; four neighbouring rows of a decode-sized matrix are four short streams in the
+ * same pages, which it does not follow ([2048, 768]: 26-33 GB/s one row at a time and four
+ * quarters apart alike, ~14 four neighbours). A software prefetch, which the single-row
+ * kernels had, cost the grouped ones 20% of a Stories110M fp16 decode. A row's sums are the
+ * same in any group (two accumulators, elements j .. j + 15 and j + 16 .. j + 31 of each 32,
+ * the same tail), so its result does not depend on how the rows were split.
+ *
+ * ROWS_AVX512(name, type, WEIGHTS32, ELEMENT) defines name(w, row_bytes, k, x, tables,
+ * table_stride, y, y_stride, count), a rows_kernel: for r < count (1 or 4), y[r y_stride] = row
+ * r (at w + r row_bytes, of `type`) times x, the row's table at tables + r table_stride. In it,
+ * WEIGHTS32(row, table, j, w0, w1) sets w0 and w1 to the row's fp32 weights j .. j + 15 and
+ * j + 16 .. j + 31 (j a multiple of 32; in the order x is in) and ELEMENT(row, table, j) is one
+ * weight (in the tail). */
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define GEMV_GROUP 4
 
-__attribute__((target("avx512f,avx2,fma"))) static float dot32_avx512(const float *w, const float *x, int64_t k) {
+#define ROWS_AVX512(name, type, WEIGHTS32, ELEMENT)                                                         \
+    AVX512 static inline __attribute__((always_inline)) void name##_inline(                                 \
+        const char *w, int64_t row_bytes, int64_t k, const float *x, const float *tables, int64_t table_stride, \
+        float *y, int64_t y_stride, int count) {                                                            \
+        const type *rows[GEMV_GROUP];                                                                       \
+        const float *row_tables[GEMV_GROUP]; /* (unused by kernels without tables) */                       \
+        __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];                                                              \
+        for (int r = 0; r < count; r++) {                                                                   \
+            rows[r] = (const type *)(w + r * row_bytes);                                                    \
+            row_tables[r] = tables ? tables + r * table_stride : NULL;                                      \
+            a0[r] = a1[r] = _mm512_setzero_ps();                                                            \
+        }                                                                                                   \
+        (void)row_tables;                                                                                   \
+        int64_t j = 0;                                                                                      \
+        for (; j + 32 <= k; j += 32) {                                                                      \
+            __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);                            \
+            for (int r = 0; r < count; r++) {                                                               \
+                __m512 w0, w1;                                                                              \
+                WEIGHTS32(rows[r], row_tables[r], j, w0, w1);                                               \
+                a0[r] = _mm512_fmadd_ps(w0, x0, a0[r]);                                                     \
+                a1[r] = _mm512_fmadd_ps(w1, x1, a1[r]);                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < count; r++) {                                                                   \
+            float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));                                \
+            for (int64_t t = j; t < k; t++) total += ELEMENT(rows[r], row_tables[r], t) * x[t];             \
+            y[r * y_stride] = total;                                                                        \
+        }                                                                                                   \
+    }                                                                                                       \
+    AVX512 static void name(const void *w, int64_t row_bytes, int64_t k, const float *x, const float *tables, \
+                            int64_t table_stride, float *y, int64_t y_stride, int count) {                  \
+        if (count == GEMV_GROUP) name##_inline(w, row_bytes, k, x, tables, table_stride, y, y_stride, GEMV_GROUP); \
+        else name##_inline(w, row_bytes, k, x, tables, table_stride, y, y_stride, 1);                       \
+    }
+
+#define FP16_WEIGHTS32(row, table, j, w0, w1)                                                               \
+    (w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((row) + (j)))),                               \
+     w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((row) + (j) + 16))))
+#define FP16_ELEMENT(row, table, j) ane_fp16_to_fp32((row)[j])
+ROWS_AVX512(rows_avx512_fp16, uint16_t, FP16_WEIGHTS32, FP16_ELEMENT)
+
+/* fp32 rows one at a time: grouped, a Stories110M fp32 decode lost 6-10% (paired). */
+AVX512 static float dot32_avx512(const float *w, const float *x, int64_t k) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
@@ -206,40 +254,33 @@ __attribute__((target("avx512f,avx2,fma"))) static float dot32_avx512(const floa
     return total;
 }
 
-__attribute__((target("avx512f,avx2,fma"))) static float dot_int8_avx512(const int8_t *q, const float *x, int64_t k) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
-        __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j))));
-        __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + j + 16))));
-        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + j), a0);
-        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + j + 16), a1);
-    }
-    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    for (; j < k; j++) total += (float)q[j] * x[j];
-    return total;
-}
+/* int8 rows: the codes times x (the caller applies each row's scale). */
+#define INT8_SIXTEEN(at) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(at))))
+#define INT8_WEIGHTS32(row, table, j, w0, w1) (w0 = INT8_SIXTEEN((row) + (j)), w1 = INT8_SIXTEEN((row) + (j) + 16))
+#define INT8_ELEMENT(row, table, j) (float)(row)[j]
+ROWS_AVX512(rows_avx512_int8, int8_t, INT8_WEIGHTS32, INT8_ELEMENT)
 
-__attribute__((target("avx512f,avx2,fma"))) static float dot_lut4_avx512(const uint8_t *packed, const float *palette,
-                                                                          const float *x, int64_t k) {
-    __m512 table = _mm512_loadu_ps(palette);
-    __m128i nibble = _mm_set1_epi8(15);
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
-        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2)); /* 16 bytes: 32 indices */
-        __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
-        __m512i i0 = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(low, high)); /* elements j .. j + 15 */
-        __m512i i1 = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(low, high)); /* j + 16 .. j + 31 */
-        a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i0, table), _mm512_loadu_ps(x + j), a0);
-        a1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i1, table), _mm512_loadu_ps(x + j + 16), a1);
-    }
-    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    for (; j < k; j += 2) total += palette[packed[j / 2] & 15u] * x[j] + palette[packed[j / 2] >> 4] * x[j + 1];
-    return total;
-}
+/* 4-bit rows (k even; a table is the row's 16-entry palette). vpermps reads only the low four
+ * bits of an index, so the 16 bytes of a 32-weight chunk, copied into each 128-bit lane, need
+ * one shift per lane to bring a different index into each lane's low bits: dword d holds
+ * elements 8d .. 8d + 7 (element 8d + n in nibble n), so lane L of the first vector, shifted
+ * by 4 (L / 4), holds element 8 (L % 4) + L / 4, and of the second, shifted 16 bits further,
+ * element 8 (L % 4) + 4 + L / 4. x comes in that order (lut4_avx512_slot; x_split, written once
+ * per product); the tail, after the whole chunks, in its own. */
+enum { LUT4_AVX512_CHUNK = 32 };
+
+static int lut4_avx512_slot(int s) { return 8 * (s % 4) + 4 * (s / 16) + (s % 16) / 4; }
+
+#define LUT4_WEIGHTS32(row, table, j, w0, w1)                                                               \
+    do {                                                                                                    \
+        __m512 palette_ = _mm512_loadu_ps(table);                                                           \
+        __m512i chunk_ = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)((row) + (j) / 2)));         \
+        const __m512i shifts_ = _mm512_set_epi32(12, 12, 12, 12, 8, 8, 8, 8, 4, 4, 4, 4, 0, 0, 0, 0);         \
+        w0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, shifts_), palette_);                           \
+        w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, _mm512_add_epi32(shifts_, _mm512_set1_epi32(16))), palette_); \
+    } while (0)
+#define LUT4_ELEMENT(row, table, j) (table)[((row)[(j) / 2] >> 4 * ((j) & 1)) & 15u]
+ROWS_AVX512(rows_avx512_lut4, uint8_t, LUT4_WEIGHTS32, LUT4_ELEMENT)
 #endif
 
 static float dot_int8_scalar(const int8_t *q, const float *x, int64_t k) {
@@ -272,15 +313,42 @@ typedef struct gemv_job {
     const float *x;
     int64_t k;
     const float *table; /* encoded: per-row scales [rows] or palettes [rows, 16] */
-    const float *x_split; /* 4-bit rows on AVX2: x [k] in dot_lut4_bf16_avx2's order, else NULL */
+    const float *x_split; /* 4-bit rows: x [k] in the order of rows_avx512_lut4 (AVX-512) or dot_lut4_bf16_avx2 (AVX2), else NULL */
 } gemv_job;
+
+#if defined(__x86_64__)
+/* Rows first .. last of the job through a kernel of ROWS_AVX512: four rows a quarter of the
+ * share apart at a time (row i of each quarter), then the rows left over one by one; a row's
+ * weights are row_bytes apart, its table entries table_stride. */
+typedef void (*rows_kernel)(const void *w, int64_t row_bytes, int64_t k, const float *x, const float *tables,
+                            int64_t table_stride, float *y, int64_t y_stride, int count);
+
+static void rows_in_groups(const gemv_job *job, const float *x, int64_t first, int64_t last, rows_kernel kernel,
+                           int64_t row_bytes, int64_t table_stride) {
+    int64_t quarter = (last - first) / GEMV_GROUP;
+    const char *w = job->w;
+    const float *tables = job->table;
+#define ROW_TABLE(r) (tables ? tables + (r) * table_stride : NULL)
+    for (int64_t i = 0; i < quarter; i++) {
+        int64_t r = first + i;
+        kernel(w + r * row_bytes, quarter * row_bytes, job->k, x, ROW_TABLE(r), quarter * table_stride, job->y + r,
+               quarter, GEMV_GROUP);
+    }
+    for (int64_t r = first + GEMV_GROUP * quarter; r < last; r++)
+        kernel(w + r * row_bytes, row_bytes, job->k, x, ROW_TABLE(r), table_stride, job->y + r, 1, 1);
+#undef ROW_TABLE
+}
+#endif
 
 static void rows_fp16(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     float (*dot)(const uint16_t *, const float *, int64_t) = dot_scalar;
 #if defined(__x86_64__)
+    if (ane_cpu_has_avx512f()) {
+        rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->k * 2, 0);
+        return;
+    }
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_avx2;
-    if (ane_cpu_has_avx512f()) dot = dot_avx512;
 #endif
     const uint16_t *w = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
@@ -301,8 +369,12 @@ static void rows_int8(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     float (*dot)(const int8_t *, const float *, int64_t) = dot_int8_scalar;
 #if defined(__x86_64__)
+    if (ane_cpu_has_avx512f()) {
+        rows_in_groups(job, job->x, first, last, rows_avx512_int8, job->k, 0);
+        for (int64_t r = first; r < last; r++) job->y[r] *= job->table[r];
+        return;
+    }
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_int8_avx2;
-    if (ane_cpu_has_avx512f()) dot = dot_int8_avx512;
 #endif
     const int8_t *q = job->w;
     for (int64_t r = first; r < last; r++) job->y[r] = dot(q + r * job->k, job->x, job->k) * job->table[r];
@@ -311,18 +383,19 @@ static void rows_int8(void *context, int64_t first, int64_t last) {
 static void rows_lut4(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     float (*dot)(const uint8_t *, const float *, const float *, int64_t) = dot_lut4_scalar;
-#if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c()) dot = dot_lut4_avx2;
-    if (ane_cpu_has_avx512f()) dot = dot_lut4_avx512;
-#endif
     const uint8_t *packed = job->w;
 #if defined(__x86_64__)
+    if (job->x_split && ane_cpu_has_avx512f()) {
+        rows_in_groups(job, job->x_split, first, last, rows_avx512_lut4, job->k / 2, ANE_LUT4_ENTRIES);
+        return;
+    }
     if (job->x_split) {
         for (int64_t r = first; r < last; r++)
             job->y[r] = dot_lut4_bf16_avx2(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x_split,
                                            job->x, job->k);
         return;
     }
+    if (ane_cpu_has_avx2_fma_f16c()) dot = dot_lut4_avx2;
 #endif
     for (int64_t r = first; r < last; r++)
         job->y[r] = dot(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, job->k);
@@ -746,18 +819,23 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
         ane_parallel_for(rows, grain_rows(k), rows_int8, &job);
         return;
     }
-    float stack[4096], *x_split = NULL; /* [k / 64 x 64]: x's whole chunks in the two-byte kernel's order */
+    /* x_split [k]: x's whole chunks in the order the 4-bit kernel reads them (AVX-512's
+     * 32-element chunks, else AVX2's two-byte kernel's 64), the tail as it is */
+    float stack[4096], *x_split = NULL;
 #if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c() && !ane_cpu_has_avx512f() && k >= LUT4_SPLIT_CHUNK) {
-        int64_t whole = k / LUT4_SPLIT_CHUNK * LUT4_SPLIT_CHUNK;
-        x_split = whole <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)whole * sizeof *x_split);
+    int chunk = ane_cpu_has_avx512f() ? LUT4_AVX512_CHUNK : LUT4_SPLIT_CHUNK;
+    int (*slot)(int) = ane_cpu_has_avx512f() ? lut4_avx512_slot : lut4_split_slot;
+    if (ane_cpu_has_avx2_fma_f16c() && k >= chunk) {
+        x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
+        int64_t whole = k / chunk * chunk;
         int slot_element[LUT4_SPLIT_CHUNK];
-        for (int s = 0; s < LUT4_SPLIT_CHUNK; s++) slot_element[s] = lut4_split_slot(s);
-        for (int64_t c = 0; x_split && c < whole; c += LUT4_SPLIT_CHUNK)
-            for (int s = 0; s < LUT4_SPLIT_CHUNK; s++) x_split[c + s] = x[c + slot_element[s]];
+        for (int s = 0; s < chunk; s++) slot_element[s] = slot(s);
+        for (int64_t c = 0; x_split && c < whole; c += chunk)
+            for (int s = 0; s < chunk; s++) x_split[c + s] = x[c + slot_element[s]];
+        if (x_split) memcpy(x_split + whole, x + whole, (size_t)(k - whole) * sizeof *x_split);
     }
 #endif
-    job.x_split = x_split; /* (NULL when its memory could not be had: the fp32-palette kernel) */
+    job.x_split = x_split; /* (NULL when its memory could not be had: the kernels that read x as it is) */
     ane_parallel_for(rows, grain_rows(k / 2), rows_lut4, &job);
     if (x_split != stack) free(x_split);
 }

@@ -43,6 +43,38 @@ static int rows_within(const float *y, const double *ref, const double *magnitud
     return bad;
 }
 
+/* Each row's result is the one it has as a product of that row alone: the kernels take rows
+ * in groups whose members depend on how the rows were split (over threads, then a share's
+ * quarters), and greedy decoding must not depend on that split. `product` is called with
+ * all rows, then one row at a time. */
+typedef void (*row_product)(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k);
+
+static int rows_differing_alone(row_product product, const void *w, size_t row_bytes, const float *tables,
+                                int64_t table_stride, const float *x, int64_t rows, int64_t k, const float *y) {
+    int differing = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        float alone = NAN;
+        product(&alone, (const char *)w + r * row_bytes, tables ? tables + r * table_stride : NULL, x, 1, k);
+        differing += memcmp(&alone, &y[r], sizeof alone) != 0;
+    }
+    return differing;
+}
+
+static void product_fp32(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    (void)tables;
+    ane_gemv_fp32(y, w, x, rows, k);
+}
+static void product_fp16(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    (void)tables;
+    ane_gemv_fp16(y, w, x, rows, k);
+}
+static void product_int8(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    ane_gemv_encoded(y, ANE_ENCODING_INT8, w, tables, x, rows, k);
+}
+static void product_lut4(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    ane_gemv_encoded(y, ANE_ENCODING_LUT4, w, tables, x, rows, k);
+}
+
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
                                   { 17, 110 } /* an odd number of whole 32-blocks, then a tail */ };
@@ -68,6 +100,8 @@ int main(void) {
         ane_gemv_fp32(y, w, x, rows, k);
         CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "fp32 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
+        CHECK(rows_differing_alone(product_fp32, w, sizeof(float) * k, NULL, 0, x, rows, k, y) == 0,
+              "fp32 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
 
         /* fp16: the reference multiplies the fp16 values themselves */
         for (int64_t i = 0; i < rows * k; i++) w16[i] = ane_fp32_to_fp16(w[i]);
@@ -82,6 +116,8 @@ int main(void) {
         ane_gemv_fp16(y, w16, x, rows, k);
         CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "fp16 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
+        CHECK(rows_differing_alone(product_fp16, w16, 2 * k, NULL, 0, x, rows, k, y) == 0,
+              "fp16 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
 
         /* int8: w = code * scale[row] */
         for (int64_t r = 0; r < rows; r++) {
@@ -97,6 +133,8 @@ int main(void) {
         ane_gemv_encoded(y, ANE_ENCODING_INT8, codes, scales, x, rows, k);
         CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int8 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
+        CHECK(rows_differing_alone(product_int8, codes, k, scales, 1, x, rows, k, y) == 0,
+              "int8 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
 
         /* 4-bit palettes (even k only): element j's index in byte j / 2, low nibble first */
         if (k % 2 == 0) {
@@ -114,6 +152,8 @@ int main(void) {
             ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, x, rows, k);
             CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int4 [%lld, %lld]: rows outside the bound",
                   (long long)rows, (long long)k);
+            CHECK(rows_differing_alone(product_lut4, nibbles, k / 2, palettes, 16, x, rows, k, y) == 0,
+                  "int4 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
 
             /* the rows decoded (prefill's blocks, q:dequantize()): each element its palette entry, bit
              * for bit, from a row offset on */
