@@ -35,11 +35,8 @@ local shared = os.getenv("ANELUA_TEST_DATA") or root .. "/../shared/data"
 local references = lfs.attributes(shared .. "/reference/qwen3-tiny", "mode") and shared .. "/reference"
   or root .. "/spec/data/reference"
 
-local TEXT = [[Once upon a time, in a small village by the sea, there lived a girl named Lily who loved to
-collect shells. Every morning she walked along the beach with her little dog, Max, and filled her
-basket with shells of every colour. One day she found a shell that was bigger than any she had ever
-seen. When she held it to her ear she heard a soft voice singing a song about the waves, the wind and
-a ship that sailed far away to an island where the trees were made of gold.]]
+local common = dofile(root .. "/scripts/bench/common.lua")
+local TEXT, log_softmax = common.FIDELITY_TEXT, common.log_softmax
 local PROMPTS = { "Once upon a time", "The little dog", "In a small village" }
 
 -- Each model: how to load it (opts -> model) and how to turn text into its ids.
@@ -78,22 +75,6 @@ local MODES = {
   { label = "int4/a16", opts = { precision = "fp16", profile = "cpu", quantize = "int4", activations = "int16" } },
 }
 
--- Per position: log-softmax of the logits row [V] as a Lua array.
-local function log_softmax(row)
-  local peak = -math.huge
-  for _, v in ipairs(row) do peak = math.max(peak, v) end
-  local sum = 0
-  for _, v in ipairs(row) do sum = sum + math.exp(v - peak) end
-  local log_sum, out = peak + math.log(sum), {}
-  for i, v in ipairs(row) do out[i] = v - log_sum end
-  return out
-end
-
-local function argmax(row)
-  local best, at = -math.huge, 1
-  for i, v in ipairs(row) do if v > best then best, at = v, i end end
-  return at
-end
 
 local function greedy(model, ids, n)
   local out = {}
@@ -116,17 +97,10 @@ for name in opts.models:gmatch("[^,]+") do
       input, targets = { table.unpack(ids, 1, #ids - 1) }, { table.unpack(ids, 2) }
     end
     local logits = model:logits(input):to("fp32"):totable() -- [T, V]
-    local ce, kl, agree = 0, 0, 0
-    local rows = {}
+    local ce, rows = 0, {}
     for t = 1, #input do
-      local lp = log_softmax(logits[t])
-      rows[t] = lp
-      ce = ce - lp[targets[t] + 1]
-      if reference then
-        local ref = reference.rows[t]
-        for v = 1, #lp do kl = kl + math.exp(ref[v]) * (ref[v] - lp[v]) end
-        if argmax(lp) == argmax(ref) then agree = agree + 1 end
-      end
+      rows[t] = log_softmax(logits[t])
+      ce = ce - rows[t][targets[t] + 1]
     end
     ce = ce / #input
     local streams = {}
@@ -145,8 +119,9 @@ for name in opts.models:gmatch("[^,]+") do
         while n < #stream and stream[n + 1] == reference_greedy[p][n + 1] do n = n + 1 end
         equal[p] = tostring(n)
       end
+      local kl, agree = common.divergence(reference.rows, rows)
       print(string.format("| %s | %s | %.1f MB | %.4f | %+.4f | %.5f | %.1f%% | %s |", name, mode.label, bytes / 1e6, ce,
-        ce - reference.ce, kl / #input, 100 * agree / #input, table.concat(equal, ", ")))
+        ce - reference.ce, kl, 100 * agree, table.concat(equal, ", ")))
     end
     io.stdout:flush()
     model = nil

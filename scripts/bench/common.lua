@@ -1,5 +1,6 @@
--- Shared by the benchmarks: best-of-n timing and the memory read bandwidth that bounds
--- decoding. Load with dofile(<dir of the script> .. "/common.lua").
+-- Shared by the benchmarks: best-of-n timing, the memory read bandwidth that bounds decoding,
+-- the peers (run.c, llama.cpp) built and run on the same checkpoint, and the divergence of
+-- logits from a reference. Load with dofile(<dir of the script> .. "/common.lua").
 local ane = require("ane")
 
 local M = {}
@@ -104,6 +105,56 @@ function M.llama_cpp_models(peers, work, checkpoint, tokenizer_bin)
       illegal and ", an illegal instruction: they were built for a CPU with other instruction sets" or "")
   end
   return bin, gguf
+end
+
+--- llama.cpp's weights in `gguf_file` (a file of llama_cpp_models), dequantized to fp32 as a
+--- llama2.c checkpoint (scripts/bench/gguf_to_llama2c.py, with gguf-py from the peers) at
+--- `out`, made once; returns out, or nil and why.
+function M.llama_cpp_weights(peers, gguf_file, out)
+  if require("lfs").attributes(out) then return out end
+  local script = (arg[0]:match("^(.*)/scripts/") or ".") .. "/scripts/bench/gguf_to_llama2c.py"
+  local ok = os.execute(string.format("PYTHONPATH=%s /usr/bin/python3 %s %s %s.part > /dev/null 2>&1 && mv %s.part %s",
+    M.quote(peers .. "/llama.cpp/gguf-py"), M.quote(script), M.quote(gguf_file), M.quote(out), M.quote(out), M.quote(out)))
+  if not ok then return nil, "gguf_to_llama2c.py could not read " .. gguf_file end
+  return out
+end
+
+--- The fixed text quantized weights are scored on (scripts/quantize_fidelity.lua,
+--- quantized_decode.lua).
+M.FIDELITY_TEXT = [[Once upon a time, in a small village by the sea, there lived a girl named Lily who loved to
+collect shells. Every morning she walked along the beach with her little dog, Max, and filled her
+basket with shells of every colour. One day she found a shell that was bigger than any she had ever
+seen. When she held it to her ear she heard a soft voice singing a song about the waves, the wind and
+a ship that sailed far away to an island where the trees were made of gold.]]
+
+--- Per position of a logits row [V] (a Lua array): its log-softmax.
+function M.log_softmax(row)
+  local peak = -math.huge
+  for _, v in ipairs(row) do peak = math.max(peak, v) end
+  local sum = 0
+  for _, v in ipairs(row) do sum = sum + math.exp(v - peak) end
+  local log_sum, out = peak + math.log(sum), {}
+  for i, v in ipairs(row) do out[i] = v - log_sum end
+  return out
+end
+
+function M.argmax(row)
+  local best, at = -math.huge, 1
+  for i, v in ipairs(row) do if v > best then best, at = v, i end end
+  return at
+end
+
+--- How far logits [T, V] are from reference ones on the same positions: the mean KL
+--- divergence of each position's next-token distribution from the reference's (nats), and the
+--- share of positions whose top-1 token is the reference's. Both as log-softmax rows (log_softmax).
+function M.divergence(reference_rows, rows)
+  local kl, agree = 0, 0
+  for t, lp in ipairs(rows) do
+    local ref = reference_rows[t]
+    for v = 1, #lp do kl = kl + math.exp(ref[v]) * (ref[v] - lp[v]) end
+    if M.argmax(lp) == M.argmax(ref) then agree = agree + 1 end
+  end
+  return kl / #rows, agree / #rows
 end
 
 --- llama-bench's tokens/s (2 threads, one repetition) for a prompt of `prompt` tokens

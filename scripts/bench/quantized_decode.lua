@@ -7,16 +7,18 @@
 --            after a measurement of the memory read bandwidth: the bound of a round is
 --            bandwidth / bytes read per token (the layers' weights and the classifier as
 --            stored); prints tok/s, the bound and the median ratio with its range.
---   stories  the same random Stories110M-shaped llama2.c checkpoint in anelua fp16 / int8 /
---            int4 and in llama.cpp F16 / Q8_0 / Q4_0 (converted to GGUF by
+--   stories  the same random Stories110M-shaped llama2.c checkpoint in anelua fp32 / fp16 /
+--            int8 / int4 and in llama.cpp F32 / F16 / Q8_0 / Q4_0 (converted to GGUF by
 --            ../shared/peers/llama.cpp/make_models.sh), plus run.c fp32, alternating the
 --            programs round by round; prints the median ratio of each pair and its range, and
---            the drift of each mode from its engine's own full-precision greedy text (the
---            characters that agree before the first difference), measured the same way.
+--            each mode's drift from fp32: on a fixed text, anelua's mode and llama.cpp's
+--            weights of the matching format (dequantized, scripts/bench/gguf_to_llama2c.py) in
+--            anelua's fp32 forward (mean KL, top-1 agreement), and each engine's greedy text
+--            against its own full-precision one.
 -- Without run.c and the checkpoint the stories part says so and is skipped; without llama.cpp
 -- (its binaries need the CPU they were built for) it says so and compares with run.c alone.
 --   build/anelua scripts/bench/quantized_decode.lua [--part qwen3|stories|both] [--tokens N] [--rounds R]
---                                                   [--modes fp16,int8,...] (default: all seven) [--prompt N]
+--                                                   [--modes fp16,int8,...] (default: all) [--prompt N]
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local qwen3 = require("ane.models.qwen3")
@@ -30,28 +32,34 @@ local command = require("ane.cli").command {
     { "part", "choice", "both", "which part to run", choices = { "qwen3", "stories", "both" } },
     { "tokens", "integer", 128, "tokens decoded per round", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
-    { "modes", "string", "fp16,int8,int4,int8/a8,int4/a8,int8/a16,int4/a16", "comma-separated modes to run" },
+    { "modes", "string", "", "comma-separated modes to run (default: all; fp32 in the stories part only)" },
     { "prompt", "integer", 4, "prompt tokens before the decode (qwen3 part; with --tokens within its 40,960 positions)",
       min = 1, max = 32768 },
   }),
 }
 local opts = command:parse(arg)
 ane.set_compile_budget(1000000)
-local WEIGHTS = { fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4",
+local WEIGHTS = { fp32 = "fp32", fp16 = "fp16", int8 = "int8", int4 = "int4", ["int8/a8"] = "int8", ["int4/a8"] = "int4",
   ["int8/a16"] = "int8", ["int4/a16"] = "int4" }
-local MODES = {}
-for mode in opts.modes:gmatch("[^,]+") do
-  if not WEIGHTS[mode] then
-    command:fail("--modes: unknown mode '" .. mode .. "' (fp16, int8, int4, int8/a8, int4/a8, int8/a16, int4/a16)")
+local QUANTIZED_AND_FP16 = "fp16,int8,int4,int8/a8,int4/a8,int8/a16,int4/a16"
+local function modes(default)
+  local list = {}
+  for mode in (opts.modes ~= "" and opts.modes or default):gmatch("[^,]+") do
+    if not WEIGHTS[mode] then
+      command:fail("--modes: unknown mode '" .. mode .. "' (fp32, fp16, int8, int4, int8/a8, int4/a8, int8/a16, int4/a16)")
+    end
+    list[#list + 1] = mode
   end
-  MODES[#MODES + 1] = mode
+  return list
 end
+local QWEN3_MODES, STORIES_MODES = modes(QUANTIZED_AND_FP16), modes("fp32," .. QUANTIZED_AND_FP16)
 local ACTIVATIONS = { a8 = "int8", a16 = "int16" }
 
 local function model_options(mode)
   local weights = WEIGHTS[mode]
-  return { precision = "fp16", profile = "cpu", quantize = weights ~= "fp16" and weights or nil,
-    quantize_classifier = weights ~= "fp16" and "int8" or nil, activations = ACTIVATIONS[mode:match("/(a%d+)$")] }
+  local dense = weights == "fp16" or weights == "fp32"
+  return { precision = dense and weights or "fp16", profile = "cpu", quantize = not dense and weights or nil,
+    quantize_classifier = not dense and "int8" or nil, activations = ACTIVATIONS[mode:match("/(a%d+)$")] }
 end
 
 -- Bytes one decoded token reads: every layer weight and the classifier, as stored (an fp16
@@ -89,7 +97,7 @@ local function qwen3_part()
   for i = 1, opts.prompt do decode_prompt[i] = i <= 4 and i or (i * 7919) % 151000 + 1 end
   print("| mode | weights + classifier read per token | prefill 256 tok/s | decode tok/s | bound tok/s | of bound (median, range) |")
   print("|---|---|---|---|---|---|")
-  for _, mode in ipairs(MODES) do
+  for _, mode in ipairs(QWEN3_MODES) do
     local model = qwen3.from_weights(weights, model_options(mode))
     decode_rate(model, decode_prompt, 4) -- compile the decode programs outside the timing
     assert(model:session({ capacity = 512 }):feed(prompt)) -- compiles the prefill programs
@@ -134,28 +142,28 @@ local function stories_part()
   end
   local bin, gguf = common.llama_cpp_models(opts.peers, opts.work, paths.checkpoint, tokenizer_bin)
   if not bin then print("stories: llama.cpp not available: " .. gguf .. "; anelua against run.c alone") end
-  local peer_file = { fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
-  local peer_name = { fp16 = "F16", int8 = "Q8_0", int4 = "Q4_0" }
+  local peer_file = { fp32 = "model-f32.gguf", fp16 = "model-f16.gguf", int8 = "model-q8_0.gguf", int4 = "model-q4_0.gguf" }
+  local peer_name = { fp32 = "F32", fp16 = "F16", int8 = "Q8_0", int4 = "Q4_0" }
   for mode, weights in pairs(WEIGHTS) do peer_file[mode], peer_name[mode] = peer_file[weights], peer_name[weights] end
   local tok = assert(require("ane.sentencepiece").load(tokenizer_bin, { vocab_size = 32000 }))
   local prompt = "Once upon a time"
   local models = {}
-  for _, mode in ipairs(MODES) do
+  for _, mode in ipairs(STORIES_MODES) do
     models[mode] = assert(llama.load(paths.checkpoint, model_options(mode)))
     common.anelua_greedy(models[mode], tok, prompt, 16) -- compile outside the rounds
   end
   print(string.format("Stories110M shape (random weights), %d tokens decoded per run, greedy, 2 threads; alternating", opts.tokens))
   local header = { string.format("%-6s %9s", "round", "run.c") }
-  for _, mode in ipairs(MODES) do
+  for _, mode in ipairs(STORIES_MODES) do
     header[#header + 1] = string.format("%9s", "a." .. mode) .. (bin and string.format(" %9s", "cpp." .. peer_name[mode]) or "")
   end
   print(table.concat(header, " "))
   local ratios, runc_ratios = {}, {}
-  for _, mode in ipairs(MODES) do ratios[mode], runc_ratios[mode] = {}, {} end
+  for _, mode in ipairs(STORIES_MODES) do ratios[mode], runc_ratios[mode] = {}, {} end
   for round = 1, opts.rounds do
     local runc = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
     local row = { string.format("%-6d %9.1f", round, runc) }
-    for _, mode in ipairs(MODES) do
+    for _, mode in ipairs(STORIES_MODES) do
       local ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
       local theirs = bin and common.llama_bench(bin, gguf .. "/" .. peer_file[mode], 0, opts.tokens)
       ratios[mode][round] = theirs and ours / theirs or 0 / 0
@@ -168,23 +176,60 @@ local function stories_part()
   print()
   local rows = {}
   if bin then
-    for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "llama.cpp " .. peer_name[mode], ratios[mode] } end
+    for _, mode in ipairs(STORIES_MODES) do rows[#rows + 1] = { mode, "llama.cpp " .. peer_name[mode], ratios[mode] } end
   end
-  for _, mode in ipairs(MODES) do rows[#rows + 1] = { mode, "run.c (fp32)", runc_ratios[mode] } end
+  for _, mode in ipairs(STORIES_MODES) do rows[#rows + 1] = { mode, "run.c (fp32)", runc_ratios[mode] } end
   common.print_ratios(rows)
-  -- drift: each engine's quantized greedy text against its own full-precision one
+  -- drift from full precision, two ways. (1) On a fixed text, teacher-forced: each mode's
+  -- next-token distributions against anelua fp32's at the same positions, and llama.cpp's
+  -- weights of the matching format (its GGUF dequantized by gguf_to_llama2c.py) in anelua's
+  -- fp32 forward: their weight rounding alone (llama.cpp's Q8_0 / Q4_0 products also round the
+  -- activations to 8 bits, as the /a8 modes do, so in llama.cpp it drifts that much or more).
+  -- (2) Each engine's greedy text against its own full-precision one: the characters that
+  -- agree before the first difference (on random weights a lottery of near-ties).
   print()
-  print("| drift from full precision (64 greedy tokens) | anelua (vs its fp32) | llama.cpp (vs its F32) |")
-  print("|---|---|---|")
   local fp32 = assert(llama.load(paths.checkpoint, { precision = "fp32", profile = "cpu" }))
+  local text = tok:encode(common.FIDELITY_TEXT, { bos = true })
+  local input = { table.unpack(text, 1, math.min(#text, 129) - 1) }
+  local function log_softmax_rows(model)
+    local rows = {}
+    for t, row in ipairs(model:logits(input):to("fp32"):totable()) do rows[t] = common.log_softmax(row) end
+    return rows
+  end
+  local reference = log_softmax_rows(fp32)
   local _, our_reference = common.anelua_greedy(fp32, tok, prompt, 64)
   local their_reference = bin and llama_cpp_text(bin, gguf .. "/model-f32.gguf", prompt, 60)
-  for _, mode in ipairs(MODES) do
+  fp32 = nil
+  local their_drift = {} -- per peer format: mean KL and top-1 agreement, or the reason there is none
+  local function their_weights_drift(mode)
+    local name = peer_name[mode]
+    if not bin then return "llama.cpp not available" end
+    if name == "F32" then return "(the reference)" end
+    if not their_drift[name] then
+      local path, why = common.llama_cpp_weights(opts.peers, gguf .. "/" .. peer_file[mode],
+        opts.work .. "/llama-cpp-" .. name .. "-fp32.bin")
+      local model = path and assert(llama.load(path, { precision = "fp32", profile = "cpu" }))
+      if model then
+        local kl, agree = common.divergence(reference, log_softmax_rows(model))
+        their_drift[name] = string.format("%.5f, %.1f%%", kl, 100 * agree)
+      else
+        their_drift[name] = why
+      end
+      model = nil
+      collectgarbage()
+    end
+    return their_drift[name]
+  end
+  print(string.format("| drift from fp32 | on the text (%d positions): anelua's mode, mean KL (nats), top-1 agreement | llama.cpp's weights in anelua's fp32 forward | greedy text, 64 tokens: anelua vs its fp32 | llama.cpp vs its F32 |", #input))
+  print("|---|---|---|---|---|")
+  for _, mode in ipairs(STORIES_MODES) do
+    local kl, agree = common.divergence(reference, log_softmax_rows(models[mode]))
     local _, ours = common.anelua_greedy(models[mode], tok, prompt, 64)
     local theirs = bin and llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
-    print(string.format("| %s / %s | %d of %d characters agree | %s |", mode, peer_name[mode],
-      agreeing_characters(ours, our_reference), #our_reference, bin and string.format("%d of %d characters agree",
-      agreeing_characters(theirs, their_reference), #their_reference) or "not available"))
+    print(string.format("| %s / %s | %.5f, %.1f%% | %s | %d of %d characters agree | %s |", mode, peer_name[mode], kl,
+      100 * agree, their_weights_drift(mode), agreeing_characters(ours, our_reference), #our_reference,
+      bin and string.format("%d of %d characters agree", agreeing_characters(theirs, their_reference), #their_reference)
+        or "not available"))
   end
 end
 
