@@ -317,26 +317,40 @@ typedef struct gemv_job {
 } gemv_job;
 
 #if defined(__x86_64__)
-/* Rows first .. last of the job through a kernel of ROWS_AVX512: four rows a quarter of the
- * share apart at a time (row i of each quarter), then the rows left over one by one; a row's
- * weights are row_bytes apart, its table entries table_stride. */
+/* Rows first .. last of a share in groups: four rows a quarter of the share apart at a time
+ * (row i of each quarter), then the rows left over one by one; body(context, row, apart,
+ * count) takes rows row, row + apart, ... (count of them). */
+typedef void (*row_group_body)(const void *context, int64_t row, int64_t apart, int count);
+
+static void in_row_groups(int64_t first, int64_t last, row_group_body body, const void *context) {
+    int64_t quarter = (last - first) / GEMV_GROUP;
+    for (int64_t i = 0; i < quarter; i++) body(context, first + i, quarter, GEMV_GROUP);
+    for (int64_t r = first + GEMV_GROUP * quarter; r < last; r++) body(context, r, 1, 1);
+}
+
+/* A kernel of ROWS_AVX512 over a job's rows (x: the job's x, or x_split); a row's weights are
+ * row_bytes apart, its table entries table_stride. */
 typedef void (*rows_kernel)(const void *w, int64_t row_bytes, int64_t k, const float *x, const float *tables,
                             int64_t table_stride, float *y, int64_t y_stride, int count);
 
+typedef struct float_groups {
+    const gemv_job *job;
+    const float *x;
+    rows_kernel kernel;
+    int64_t row_bytes, table_stride;
+} float_groups;
+
+static void float_group(const void *context, int64_t row, int64_t apart, int count) {
+    const float_groups *g = context;
+    const float *tables = g->job->table ? g->job->table + row * g->table_stride : NULL;
+    g->kernel((const char *)g->job->w + row * g->row_bytes, apart * g->row_bytes, g->job->k, g->x, tables,
+              apart * g->table_stride, g->job->y + row, apart, count);
+}
+
 static void rows_in_groups(const gemv_job *job, const float *x, int64_t first, int64_t last, rows_kernel kernel,
                            int64_t row_bytes, int64_t table_stride) {
-    int64_t quarter = (last - first) / GEMV_GROUP;
-    const char *w = job->w;
-    const float *tables = job->table;
-#define ROW_TABLE(r) (tables ? tables + (r) * table_stride : NULL)
-    for (int64_t i = 0; i < quarter; i++) {
-        int64_t r = first + i;
-        kernel(w + r * row_bytes, quarter * row_bytes, job->k, x, ROW_TABLE(r), quarter * table_stride, job->y + r,
-               quarter, GEMV_GROUP);
-    }
-    for (int64_t r = first + GEMV_GROUP * quarter; r < last; r++)
-        kernel(w + r * row_bytes, row_bytes, job->k, x, ROW_TABLE(r), table_stride, job->y + r, 1, 1);
-#undef ROW_TABLE
+    float_groups groups = {job, x, kernel, row_bytes, table_stride};
+    in_row_groups(first, last, float_group, &groups);
 }
 #endif
 
@@ -757,27 +771,6 @@ Q8_AVX2 static float q8_lut4_avx2(const uint8_t *packed, const void *palette, co
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-/* One chunk's 16 lane sums (integer, exact) times their block scales, added to sum. */
-VNNI static inline __m512 q8_chunk(__m512 sum, __m512i unsigned_weights, const code_vector *v, int64_t j) {
-    __m512i lanes = _mm512_dpbusd_epi32(_mm512_loadu_si512(v->lane_bias + j / 4), unsigned_weights,
-                                        _mm512_loadu_si512(v->codes8 + j));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_loadu_ps(v->lane_scales + j / 4), sum);
-}
-
-VNNI static float q8_int8_vnni(const int8_t *q, const code_vector *v) {
-    const __m512i plus_128 = _mm512_set1_epi8((char)0x80);
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
-        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES), _MM_HINT_T0);
-        _mm_prefetch((const char *)(q + j + PREFETCH_BYTES + 64), _MM_HINT_T0);
-        a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
-        a1 = q8_chunk(a1, _mm512_xor_si512(_mm512_loadu_si512(q + j + Q8_CHUNK), plus_128), v, j + Q8_CHUNK);
-    }
-    if (j < v->chunked) a0 = q8_chunk(a0, _mm512_xor_si512(_mm512_loadu_si512(q + j), plus_128), v, j);
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_int8_from(q, v, v->chunked);
-}
-
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
  * maximum, one multiply, round to nearest even). */
 VNNI static void q8_palette_vnni(palette8 *p, const float *palette) {
@@ -797,19 +790,65 @@ VNNI static inline __m512i q8_lut4_weights(const uint8_t *packed, __m512i table)
     return _mm512_shuffle_epi8(table, indices);
 }
 
-VNNI static float q8_lut4_vnni(const uint8_t *packed, const void *palette, const code_vector *v) {
-    const palette8 *p = palette;
-    __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)p->entries), _mm_set1_epi8((char)0x80)));
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
-        _mm_prefetch((const char *)(packed + j / 2 + PREFETCH_BYTES), _MM_HINT_T0);
-        a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
-        a1 = q8_chunk(a1, q8_lut4_weights(packed + (j + Q8_CHUNK) / 2, table), v, j + Q8_CHUNK);
+/* Up to four rows at a time, as the float kernels (rows_in_groups' quarters): a chunk's
+ * activation codes, lane biases and lane scales are loaded once for all of them. A chunk's
+ * 16 lane sums are integer and exact (VNNI's unsigned weights plus 128 against the signed
+ * codes, from the lane's bias), then times their block scales; two accumulators a row,
+ * alternate chunks, then the tail: a row's dot is the same in any group.
+ *
+ * ROWS_VNNI(name, SETUP, WEIGHTS64, TAIL) defines name(w, row_bytes, palettes, palette_bytes,
+ * v, dots, count): dots[r] = row r (at w + r row_bytes; its palette8 at palettes + r
+ * palette_bytes) times the codes of v, unscaled by the row, for count 1 or 4. SETUP(r) runs
+ * once a row, WEIGHTS64(r, j) is the row's 64 weights from element j plus 128 as bytes, and
+ * TAIL(r) the row's sum over the elements after the whole chunks. */
+#define ROWS_VNNI(name, SETUP, WEIGHTS64, TAIL)                                                             \
+    VNNI static inline __attribute__((always_inline)) void name##_inline(                                   \
+        const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, \
+        float *dots, int count) {                                                                           \
+        const char *rows[GEMV_GROUP];                                                                       \
+        const palette8 *row_palettes[GEMV_GROUP];                                                           \
+        __m512i tables[GEMV_GROUP];                                                                         \
+        __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];                                                              \
+        for (int r = 0; r < count; r++) {                                                                   \
+            rows[r] = w + r * row_bytes;                                                                    \
+            row_palettes[r] = palettes ? (const palette8 *)(palettes + r * palette_bytes) : NULL;           \
+            SETUP(r);                                                                                       \
+            a0[r] = a1[r] = _mm512_setzero_ps();                                                            \
+        }                                                                                                   \
+        (void)tables, (void)row_palettes;                                                                   \
+        int64_t j = 0;                                                                                      \
+        for (; j < v->chunked; j += 2 * Q8_CHUNK) {                                                         \
+            int second = j + Q8_CHUNK < v->chunked; /* a second chunk to take this round */                 \
+            __m512i bias0 = _mm512_loadu_si512(v->lane_bias + j / 4), codes0 = _mm512_loadu_si512(v->codes8 + j); \
+            __m512 scales0 = _mm512_loadu_ps(v->lane_scales + j / 4);                                       \
+            for (int r = 0; r < count; r++)                                                                 \
+                a0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias0, WEIGHTS64(r, j), codes0)), scales0, a0[r]); \
+            if (!second) break;                                                                             \
+            int64_t i = j + Q8_CHUNK;                                                                       \
+            __m512i bias1 = _mm512_loadu_si512(v->lane_bias + i / 4), codes1 = _mm512_loadu_si512(v->codes8 + i); \
+            __m512 scales1 = _mm512_loadu_ps(v->lane_scales + i / 4);                                       \
+            for (int r = 0; r < count; r++)                                                                 \
+                a1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias1, WEIGHTS64(r, i), codes1)), scales1, a1[r]); \
+        }                                                                                                   \
+        for (int r = 0; r < count; r++) dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r])) + TAIL(r); \
+    }                                                                                                       \
+    VNNI static void name(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,      \
+                          const code_vector *v, float *dots, int count) {                                   \
+        if (count == GEMV_GROUP) name##_inline(w, row_bytes, palettes, palette_bytes, v, dots, GEMV_GROUP);  \
+        else name##_inline(w, row_bytes, palettes, palette_bytes, v, dots, 1);                              \
     }
-    if (j < v->chunked) a0 = q8_chunk(a0, q8_lut4_weights(packed + j / 2, table), v, j);
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) + q8_lut4_from(packed, p, v, v->chunked);
-}
+
+#define Q8_INT8_SETUP(r) ((void)0)
+#define Q8_INT8_WEIGHTS64(r, j) _mm512_xor_si512(_mm512_loadu_si512(rows[r] + (j)), _mm512_set1_epi8((char)0x80))
+#define Q8_INT8_TAIL(r) q8_int8_from((const int8_t *)rows[r], v, v->chunked)
+ROWS_VNNI(q8_int8_vnni, Q8_INT8_SETUP, Q8_INT8_WEIGHTS64, Q8_INT8_TAIL)
+
+#define Q8_LUT4_SETUP(r)                                                                                     \
+    (tables[r] = _mm512_broadcast_i32x4(                                                                     \
+         _mm_xor_si128(_mm_loadu_si128((const __m128i *)row_palettes[r]->entries), _mm_set1_epi8((char)0x80))))
+#define Q8_LUT4_WEIGHTS64(r, j) q8_lut4_weights((const uint8_t *)rows[r] + (j) / 2, tables[r])
+#define Q8_LUT4_TAIL(r) q8_lut4_from((const uint8_t *)rows[r], row_palettes[r], v, v->chunked)
+ROWS_VNNI(q8_lut4_vnni, Q8_LUT4_SETUP, Q8_LUT4_WEIGHTS64, Q8_LUT4_TAIL)
 #endif
 
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
@@ -1117,6 +1156,28 @@ typedef struct integer_job {
     ane_activations activations;
 } integer_job;
 
+#if defined(__x86_64__)
+/* Rows of an integer job through the grouped VNNI kernels, each column's dots times the
+ * rows' scales. */
+static void integer_group_vnni(const void *context, int64_t row, int64_t apart, int count) {
+    const integer_job *job = context;
+    int lut = job->encoding == ANE_ENCODING_LUT4;
+    int64_t row_bytes = lut ? job->k / 2 : job->k, palette_bytes = (int64_t)ane_palette_codes_stride(job->activations);
+    const char *w = (const char *)job->data + row * row_bytes;
+    const char *palettes = lut ? job->palette_codes + row * palette_bytes : NULL;
+    for (int64_t c = 0; c < job->count; c++) {
+        float dots[GEMV_GROUP];
+        (lut ? q8_lut4_vnni : q8_int8_vnni)(w, apart * row_bytes, palettes, apart * palette_bytes, &job->columns[c], dots,
+                                          count);
+        for (int g = 0; g < count; g++) {
+            int64_t r = row + g * apart;
+            float scale = lut ? ((const palette8 *)(job->palette_codes + r * palette_bytes))->scale : job->table[r];
+            job->y[r * job->count + c] = dots[g] * scale;
+        }
+    }
+}
+#endif
+
 static void rows_integer(void *context, int64_t first, int64_t last) {
     const integer_job *job = context;
     float (*dot_int8)(const int8_t *, const code_vector *) = q16_int8_scalar;
@@ -1125,7 +1186,10 @@ static void rows_integer(void *context, int64_t first, int64_t last) {
         dot_int8 = q8_int8_scalar, dot_lut4 = q8_lut4_scalar;
 #if defined(__x86_64__)
         if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q8_int8_avx2, dot_lut4 = q8_lut4_avx2;
-        if (ane_cpu_has_avx512_vnni()) dot_int8 = q8_int8_vnni, dot_lut4 = q8_lut4_vnni;
+        if (ane_cpu_has_avx512_vnni()) {
+            in_row_groups(first, last, integer_group_vnni, job);
+            return;
+        }
 #endif
     }
 #if defined(__x86_64__)
