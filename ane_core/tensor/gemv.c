@@ -18,11 +18,12 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* How far ahead of the weights being read the AVX2 and the integer-product kernels of fp16
- * and quantized rows ask for the next ones (the rows are one stream; the hardware prefetcher
- * alone left their loads waiting on memory: Stories110M fp16 decode 58-60 -> 70-75 tok/s
- * with it, Intel AVX-512, single rows; fp32 rows, read twice as fast per element, gain
- * nothing). */
+/* How far ahead of the weights being read the AVX2 kernels of fp16 and quantized rows (float
+ * and integer activations) ask for the next ones (the rows are one stream; the hardware
+ * prefetcher alone left their loads waiting on memory: Stories110M fp16 decode 58-60 -> 70-75
+ * tok/s with it, measured when the AVX-512 kernels were single-row too; fp32 rows, read twice
+ * as fast per element, gain nothing). The AVX-512 kernels read four rows at once and do
+ * without (see below). */
 #define PREFETCH_BYTES 1024
 
 __attribute__((target("avx2"))) static inline float horizontal_sum(__m256 sum) {
