@@ -3,7 +3,8 @@
  * that leave vector tails, and the multi-column ane_encoded_matmul. Tolerance: fp32
  * accumulation of k products has a forward error of at most ~k u sum_j |w_j x_j| (u = 2^-24,
  * recursive summation; blocked or FMA sums do better), so each row is held to
- * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row.
+ * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row. Every row's result must also equal,
+ * bit for bit, the product of that row alone (rows_differing_alone).
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
