@@ -75,7 +75,6 @@ local MODES = {
   { label = "int4/a16", opts = { precision = "fp16", profile = "cpu", quantize = "int4", activations = "int16" } },
 }
 
-
 local function greedy(model, ids, n)
   local out = {}
   for id in model:generate(ids, { max_tokens = n, temperature = 0 }) do out[#out + 1] = id end
