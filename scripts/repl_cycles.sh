@@ -25,9 +25,10 @@ home=$(mktemp -d)
 ANELUA_COMPILE_BUDGET=1000000 HOME=$home script -q -c "'$root/build/anelua' --backend $backend" "$log" < "$lines" > /dev/null
 reports=$(grep -a "cycles [0-9]" "$log" | sed 's/.*\(cycles [0-9]\)/\1/' | tr -d '\r' || true)
 [ -n "$reports" ] && echo "$reports"
-if [ "$(printf '%s' "$reports" | grep -c "cycles")" -lt 3 ]; then
+count=$(printf '%s' "$reports" | grep -c "cycles" || true)
+if [ "$count" -lt 3 ]; then
   # a short run: what the terminal showed last says whether the REPL stopped, failed or was cut off
-  echo "only $(printf '%s' "$reports" | grep -c "cycles") of 3 report lines; the terminal's last 2,000 bytes:" >&2
+  echo "only $count of 3 report lines; the terminal's last 2,000 bytes:" >&2
   tail -c 2000 "$log" | tr -d '\r' >&2
 fi
 [ -n "${KEEP_LOG:-}" ] && cp "$log" "$KEEP_LOG"
