@@ -137,7 +137,8 @@ describe("anelua REPL", function()
     -- compile, run and close a program; the program cache is full (256) and memory settled by
     -- line 1,000. Before the fix the in-memory history grew ~1.1 KB per line (4.4 MB over the
     -- last 4,000 here) and the history file was rewritten on every line; now RSS moves by
-    -- about 1 MB of allocator noise (10,000 lines: 12 -> 13 MB).
+    -- about 1 MB of allocator noise (10,000 lines: 12 -> 13 MB). The script keeps malloc's heap
+    -- on ordinary pages: khugepaged's collapses would add 2 MB steps whenever its scan comes round.
     local out, err, code = helpers.run(q(helpers.root .. "/scripts/repl_cycles.sh") .. " 5000")
     assert.are.equal(0, code, err)
     local early, last = out:match("cycles 1000 rss_mb (%d+)"), out:match("cycles 5000 rss_mb (%d+)")
