@@ -391,17 +391,22 @@ size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
 }
 
 /* o[rows, pixels] = W[rows, k] x columns[k, pixels]; one position is a matrix-vector product. */
-static void multiply(const float *w, const float *columns, float *o, int64_t rows, int64_t k, int64_t pixels) {
-    if (pixels == 1)
+static ane_status multiply(const float *w, const float *columns, float *o, int64_t rows, int64_t k, int64_t pixels,
+                           ane_error *err) {
+    if (pixels == 1) {
         ane_gemv_fp32(o, w, columns, rows, k);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)pixels, (int)k, 1.0f, w, (int)k, columns,
-                    (int)pixels, 0.0f, o, (int)pixels);
+        return ANE_OK;
+    }
+    if (pixels <= ANE_FEW_COLUMNS) return ane_gemm_fp32_few_columns(o, w, columns, rows, k, pixels, err);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)pixels, (int)k, 1.0f, w, (int)k, columns,
+                (int)pixels, 0.0f, o, (int)pixels);
+    return ANE_OK;
 }
 
 /* Rows [first, first + count) of an encoded weight times columns [k, pixels]: decoding
  * reads the codes as stored (int8 times the row's scale, in fp32; or 4-bit indices into the
- * row's palette), prefill decodes a block of rows exactly and multiplies it. */
+ * row's palette), a short prefill does the same once a column
+ * (ANE_FEW_COLUMNS), a longer one decodes a block of rows exactly and multiplies it. */
 static ane_status run_encoded_rows(const sim_context *context, const ane_node *w, int64_t first, int64_t count,
                                    int64_t k, const float *columns, int64_t pixels,
                                    float *weight_block /* [block_rows, k] */, int64_t block_rows, float *o, ane_error *err) {
@@ -414,15 +419,14 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
         return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
                                   table + first * width, palette_codes, columns, count, k, pixels, context->activations, err);
     }
-    if (pixels == 1) {
-        ane_gemv_encoded(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
-                         columns, count, k);
-        return ANE_OK;
-    }
+    if (pixels <= ANE_FEW_COLUMNS)
+        return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
+                                  NULL, columns, count, k, pixels, ANE_ACTIVATIONS_FLOAT, err);
     for (int64_t row = 0; row < count; row += block_rows) {
         int64_t rows = count - row < block_rows ? count - row : block_rows;
         ane_const_decode_rows(w, first + row, rows, weight_block);
-        multiply(weight_block, columns, o + row * pixels, rows, k, pixels);
+        ane_status status = multiply(weight_block, columns, o + row * pixels, rows, k, pixels, err);
+        if (status) return status;
     }
     return ANE_OK;
 }
@@ -470,18 +474,25 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
                 continue;
             }
             if (!half) {
-                multiply(weight + g * cout_g * k, columns, o_g, cout_g, k, pixels);
+                ane_status status = multiply(weight + g * cout_g * k, columns, o_g, cout_g, k, pixels, err);
+                if (status) return status;
                 continue;
             }
             if (pixels == 1) { /* decode: read the fp16 weights once, convert in registers */
                 ane_gemv_fp16(o_g, half + g * cout_g * k, columns, cout_g, k);
                 continue;
             }
+            if (pixels <= ANE_FEW_COLUMNS) { /* a short prefill: the same, once a column (multiply's sums) */
+                ane_status status = ane_gemm_fp16_few_columns(o_g, half + g * cout_g * k, columns, cout_g, k, pixels, err);
+                if (status) return status;
+                continue;
+            }
             /* fp16 weights: convert a block of rows (exactly), multiply, next block. */
             for (int64_t row = 0; row < cout_g; row += block_rows) {
                 int64_t rows = cout_g - row < block_rows ? cout_g - row : block_rows;
                 ane_fp16_to_fp32_n(weight_block, half + (g * cout_g + row) * k, (size_t)(rows * k));
-                multiply(weight_block, columns, o_g + row * pixels, rows, k, pixels);
+                ane_status status = multiply(weight_block, columns, o_g + row * pixels, rows, k, pixels, err);
+                if (status) return status;
             }
         }
     }

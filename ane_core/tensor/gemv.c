@@ -66,14 +66,20 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_avx2(const uint16_t *w
     return total;
 }
 
+/* fp32 rows in dot_avx2's order (the same chains, tails and sums), so an fp16 row and its
+ * values in fp32 give the same result bit for bit, as the AVX-512 and scalar kernels do:
+ * weights fed to a program as inputs compute what the same weights as fp16 consts do. */
 __attribute__((target("avx2,fma"))) static float dot32_avx2(const float *w, const float *x, int64_t k) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(); /* (four chains gained nothing here) */
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     int64_t j = 0;
-    for (; j + 16 <= k; j += 16) {
+    for (; j + 32 <= k; j += 32) {
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 8), _mm256_loadu_ps(x + j + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 16), _mm256_loadu_ps(x + j + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 24), _mm256_loadu_ps(x + j + 24), a3);
     }
-    float total = horizontal_sum(_mm256_add_ps(a0, a1));
+    for (; j + 8 <= k; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+    float total = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < k; j++) total += w[j] * x[j];
     return total;
 }
@@ -852,6 +858,27 @@ ROWS_VNNI(q8_int8_vnni, Q8_INT8_SETUP, Q8_INT8_WEIGHTS64, Q8_INT8_TAIL)
 ROWS_VNNI(q8_lut4_vnni, Q8_LUT4_SETUP, Q8_LUT4_WEIGHTS64, Q8_LUT4_TAIL)
 #endif
 
+/* x_split [k] (memory for k floats, or NULL): x's whole chunks in the order the 4-bit kernel
+ * reads them (AVX-512's 32-element chunks, else AVX2's two-byte kernel's 64), the tail as it
+ * is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
+static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
+#if defined(__x86_64__)
+    int chunk = ane_cpu_has_avx512f() ? LUT4_AVX512_CHUNK : LUT4_SPLIT_CHUNK;
+    int (*slot)(int) = ane_cpu_has_avx512f() ? lut4_avx512_slot : lut4_split_slot;
+    if (!x_split || !ane_cpu_has_avx2_fma_f16c() || k < chunk) return NULL;
+    int64_t whole = k / chunk * chunk;
+    int slot_element[LUT4_SPLIT_CHUNK];
+    for (int s = 0; s < chunk; s++) slot_element[s] = slot(s);
+    for (int64_t c = 0; c < whole; c += chunk)
+        for (int s = 0; s < chunk; s++) x_split[c + s] = x[c + slot_element[s]];
+    memcpy(x_split + whole, x + whole, (size_t)(k - whole) * sizeof *x_split);
+    return x_split;
+#else
+    (void)x_split, (void)x, (void)k;
+    return NULL;
+#endif
+}
+
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
     gemv_job job = {y, data, x, k, table, NULL};
@@ -859,23 +886,9 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
         ane_parallel_for(rows, grain_rows(k), rows_int8, &job);
         return;
     }
-    /* x_split [k]: x's whole chunks in the order the 4-bit kernel reads them (AVX-512's
-     * 32-element chunks, else AVX2's two-byte kernel's 64), the tail as it is */
-    float stack[4096], *x_split = NULL;
-#if defined(__x86_64__)
-    int chunk = ane_cpu_has_avx512f() ? LUT4_AVX512_CHUNK : LUT4_SPLIT_CHUNK;
-    int (*slot)(int) = ane_cpu_has_avx512f() ? lut4_avx512_slot : lut4_split_slot;
-    if (ane_cpu_has_avx2_fma_f16c() && k >= chunk) {
-        x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
-        int64_t whole = k / chunk * chunk;
-        int slot_element[LUT4_SPLIT_CHUNK];
-        for (int s = 0; s < chunk; s++) slot_element[s] = slot(s);
-        for (int64_t c = 0; x_split && c < whole; c += chunk)
-            for (int s = 0; s < chunk; s++) x_split[c + s] = x[c + slot_element[s]];
-        if (x_split) memcpy(x_split + whole, x + whole, (size_t)(k - whole) * sizeof *x_split);
-    }
-#endif
-    job.x_split = x_split; /* (NULL when its memory could not be had: the kernels that read x as it is) */
+    float stack[4096];
+    float *x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
+    job.x_split = split_for_lut4(x_split, x, k); /* (NULL: the kernels that read x as it is) */
     ane_parallel_for(rows, grain_rows(k / 2), rows_lut4, &job);
     if (x_split != stack) free(x_split);
 }
@@ -1276,6 +1289,62 @@ done:
     return status;
 }
 
+/* ------------------------------------------------ a few columns, one at a time */
+
+/* Rows taken per block: ~256 KB of weights, read from memory by a block's first column and
+ * from cache by the others. */
+#define FEW_COLUMNS_BLOCK_BYTES ((int64_t)1 << 18)
+
+typedef struct columns_job {
+    void (*rows)(void *context, int64_t first, int64_t last); /* rows_fp32, rows_fp16, rows_int8 or rows_lut4 */
+    gemv_job *columns;                                         /* [count]: a column's x and its y [rows] */
+    int64_t count, block_rows;
+} columns_job;
+
+static void rows_of_columns(void *context, int64_t first, int64_t last) {
+    const columns_job *job = context;
+    for (int64_t from = first; from < last; from += job->block_rows) {
+        int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
+        for (int64_t c = 0; c < job->count; c++) job->rows(&job->columns[c], from, to);
+    }
+}
+
+/* y [rows, columns] = W x [k, columns] (W: data and table as a gemv_job holds them, rows of
+ * row_bytes), through a matrix-vector product's row kernel: one split of the rows over the
+ * helpers, each taking its rows a block at a time, every column per block. A row's result does
+ * not depend on how the rows were split, so a column's sums are its matrix-vector product's. */
+static ane_status by_columns(float *y, void (*rows_kernel)(void *, int64_t, int64_t), const void *data, const float *table,
+                             int64_t row_bytes, int lut4, const float *x, int64_t rows, int64_t k, int64_t columns,
+                             ane_error *err) {
+    float *memory = malloc((size_t)(columns * (2 * k + rows)) * sizeof *memory); /* per column: x, x_split, y */
+    gemv_job *jobs = malloc((size_t)columns * sizeof *jobs);
+    if (!memory || !jobs) {
+        free(memory), free(jobs);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory multiplying %lld columns", (long long)columns);
+    }
+    for (int64_t c = 0; c < columns; c++) {
+        float *column = memory + c * (2 * k + rows), *split = column + k, *out = split + k;
+        for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
+        jobs[c] = (gemv_job){out, data, column, k, table, lut4 ? split_for_lut4(split, column, k) : NULL};
+    }
+    columns_job job = {rows_kernel, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
+    ane_parallel_for(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);
+    for (int64_t c = 0; c < columns; c++)
+        for (int64_t r = 0; r < rows; r++) y[r * columns + c] = jobs[c].y[r];
+    free(memory), free(jobs);
+    return ANE_OK;
+}
+
+ane_status ane_gemm_fp32_few_columns(float *y, const float *w, const float *x, int64_t rows, int64_t k, int64_t columns,
+                                     ane_error *err) {
+    return by_columns(y, rows_fp32, w, NULL, k * (int64_t)sizeof(float), 0, x, rows, k, columns, err);
+}
+
+ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k, int64_t columns,
+                                     ane_error *err) {
+    return by_columns(y, rows_fp16, w, NULL, k * (int64_t)sizeof(uint16_t), 0, x, rows, k, columns, err);
+}
+
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
                               ane_activations activations, ane_error *err) {
@@ -1287,5 +1356,8 @@ ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void
         ane_gemv_encoded(y, encoding, data, table, x, rows, k);
         return ANE_OK;
     }
+    if (columns <= ANE_FEW_COLUMNS)
+        return by_columns(y, encoding == ANE_ENCODING_INT8 ? rows_int8 : rows_lut4, data, table,
+                          ane_encoded_data_bytes(encoding, 1, k), encoding == ANE_ENCODING_LUT4, x, rows, k, columns, err);
     return decoded_product(y, encoding, data, table, x, rows, k, columns, err);
 }

@@ -357,27 +357,57 @@ int main(void) {
             free(xs);
         }
 
-        /* several columns: y [rows, columns] = W x, int8 */
-        enum { COLUMNS = 5 };
-        float *xs = malloc(sizeof(float) * k * COLUMNS), *ys = malloc(sizeof(float) * rows * COLUMNS);
-        for (int64_t i = 0; i < k * COLUMNS; i++) xs[i] = uniform();
-        ane_error err;
-        CHECK(ane_encoded_matmul(ys, ANE_ENCODING_INT8, codes, scales, NULL, xs, rows, k, COLUMNS, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK,
-              "encoded matmul");
-        int bad = 0;
-        for (int64_t r = 0; r < rows; r++)
-            for (int c = 0; c < COLUMNS; c++) {
-                double sum = 0, mag = 0;
-                for (int64_t j = 0; j < k; j++) {
-                    double term = (double)codes[r * k + j] * scales[r] * xs[j * COLUMNS + c];
-                    sum += term;
-                    mag += fabs(term);
+        /* several columns: y [rows, columns] = W x for int8, 4-bit, fp32 and fp16 weights; up to
+         * ANE_FEW_COLUMNS a column at a time (each column bit for bit its own matrix-vector
+         * product; an fp16 weight's bit for bit the fp32 product of its values, which is what
+         * lets sim's weights fed as inputs match the same weights as fp16 consts), more through
+         * BLAS on the decoded rows; both within the bound above */
+        float *w16_as_fp32 = malloc(sizeof(float) * rows * k);
+        for (int64_t i = 0; i < rows * k; i++) w16_as_fp32[i] = ane_fp16_to_fp32(w16[i]);
+        const int column_counts[] = {5, ANE_FEW_COLUMNS, ANE_FEW_COLUMNS + 1};
+        for (int n = 0; n < 3; n++)
+            for (int kind = 0; kind < 4; kind++) {
+                const int columns = column_counts[n];
+                const char *name = kind == 0 ? "int8" : kind == 1 ? "int4" : kind == 2 ? "fp32" : "fp16";
+                if (kind == 1 && k % 2) continue;
+                if (kind >= 2 && columns > ANE_FEW_COLUMNS) continue; /* (sim's own BLAS path) */
+                float *xs = malloc(sizeof(float) * k * columns), *ys = malloc(sizeof(float) * rows * columns);
+                float *column = malloc(sizeof(float) * k), *alone = malloc(sizeof(float) * rows);
+                for (int64_t i = 0; i < k * columns; i++) xs[i] = uniform();
+                ane_error err;
+                ane_status status =
+                    kind == 3   ? ane_gemm_fp16_few_columns(ys, w16, xs, rows, k, columns, &err)
+                    : kind == 2 ? ane_gemm_fp32_few_columns(ys, w, xs, rows, k, columns, &err)
+                              : ane_encoded_matmul(ys, kind ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, kind ? (void *)nibbles : (void *)codes,
+                                                   kind ? palettes : scales, NULL, xs, rows, k, columns, ANE_ACTIVATIONS_FLOAT, &err);
+                CHECK(status == ANE_OK, "%s matmul of %d columns", name, columns);
+                int bad = 0, differing = 0;
+                for (int c = 0; c < columns; c++) {
+                    for (int64_t j = 0; j < k; j++) column[j] = xs[j * columns + c];
+                    if (kind == 0) ane_gemv_encoded(alone, ANE_ENCODING_INT8, codes, scales, column, rows, k);
+                    else if (kind == 1) ane_gemv_encoded(alone, ANE_ENCODING_LUT4, nibbles, palettes, column, rows, k);
+                    else ane_gemv_fp32(alone, kind == 2 ? w : w16_as_fp32, column, rows, k);
+                    for (int64_t r = 0; r < rows; r++) {
+                        double sum = 0, mag = 0;
+                        for (int64_t j = 0; j < k; j++) {
+                            double weight = kind == 0 ? (double)codes[r * k + j] * scales[r]
+                                            : kind == 1 ? palettes[r * 16 + ((nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15)]
+                                                        : kind == 2 ? w[r * k + j] : w16_as_fp32[r * k + j];
+                            double term = weight * xs[j * columns + c];
+                            sum += term;
+                            mag += fabs(term);
+                        }
+                        bad += !(fabs(ys[r * columns + c] - sum) <= 2.0 * (double)k * ldexp(1.0, -24) * mag + 1e-30);
+                        differing += columns <= ANE_FEW_COLUMNS && memcmp(&ys[r * columns + c], &alone[r], sizeof(float)) != 0;
+                    }
                 }
-                bad += !(fabs(ys[r * COLUMNS + c] - sum) <= 2.0 * (double)k * ldexp(1.0, -24) * mag + 1e-30);
+                CHECK(bad == 0, "%s matmul [%lld, %lld] x %d columns: %d entries outside the bound", name, (long long)rows,
+                      (long long)k, columns, bad);
+                CHECK(differing == 0, "%s matmul [%lld, %lld] x %d columns: %d entries not their column's own product", name,
+                      (long long)rows, (long long)k, columns, differing);
+                free(xs), free(ys), free(column), free(alone);
             }
-        CHECK(bad == 0, "int8 matmul [%lld, %lld] x %d columns: %d entries outside the bound", (long long)rows,
-              (long long)k, COLUMNS, bad);
-        free(xs), free(ys);
+        free(w16_as_fp32);
         free(w), free(x), free(y), free(w16), free(codes), free(nibbles), free(scales), free(palettes), free(ref),
             free(magnitude);
     }
