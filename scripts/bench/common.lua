@@ -186,18 +186,21 @@ function M.run_runc(paths, tokenizer_bin, tokens, prompt)
 end
 
 --- anelua's greedy generation from `prompt` (with BOS) to `tokens` positions, as run.c
---- counts them: decode tok/s without compile time, and the text.
+--- counts them: generated tok/s without compile time (the prompt's prefill inside), the text,
+--- and the decode steps' own rate (the prefill outside, as llama-bench's tg counts).
 function M.anelua_greedy(model, tok, prompt, tokens)
   local ids = tok:encode(prompt, { bos = true })
   local produced = {}
   local before = model:stats()
+  local steps, step_seconds = model.counters.decode_tokens, model.counters.decode_seconds
   local start = ane.clock()
   for id in model:generate(ids, { max_tokens = tokens - #ids, temperature = 0, stop_at_end = false }) do
     produced[#produced + 1] = id
   end
   local seconds = ane.clock() - start
   local compiling = (model:stats().compile_ms - before.compile_ms) / 1000
-  return #produced / (seconds - compiling), tok:decode({ 29871, table.unpack(produced) })
+  local decode_rate = (model.counters.decode_tokens - steps) / (model.counters.decode_seconds - step_seconds)
+  return #produced / (seconds - compiling), tok:decode({ 29871, table.unpack(produced) }), decode_rate
 end
 
 return M

@@ -152,7 +152,9 @@ local function stories_part()
     models[mode] = assert(llama.load(paths.checkpoint, model_options(mode)))
     common.anelua_greedy(models[mode], tok, prompt, 16) -- compile outside the rounds
   end
-  print(string.format("Stories110M shape (random weights), %d tokens decoded per run, greedy, 2 threads; alternating", opts.tokens))
+  print(string.format("Stories110M shape (random weights), %d positions per run, greedy, 2 threads; alternating; tok/s of "
+    .. "decode steps (anelua's prompt prefill outside, as llama-bench's tg has no prompt; run.c's prompt tokens are steps)",
+    opts.tokens))
   local header = { string.format("%-6s %9s", "round", "run.c") }
   for _, mode in ipairs(STORIES_MODES) do
     header[#header + 1] = string.format("%9s", "a." .. mode) .. (bin and string.format(" %9s", "cpp." .. peer_name[mode]) or "")
@@ -164,7 +166,7 @@ local function stories_part()
     local runc = common.run_runc(paths, tokenizer_bin, opts.tokens, prompt)
     local row = { string.format("%-6d %9.1f", round, runc) }
     for _, mode in ipairs(STORIES_MODES) do
-      local ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
+      local _, _, ours = common.anelua_greedy(models[mode], tok, prompt, opts.tokens)
       local theirs = bin and common.llama_bench(bin, gguf .. "/" .. peer_file[mode], 0, opts.tokens)
       ratios[mode][round] = theirs and ours / theirs or 0 / 0
       runc_ratios[mode][round] = ours / runc
