@@ -1249,8 +1249,6 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     return ANE_OK;
 }
 
-/* Columns at most this many go through the integer products; more (a prefill) through BLAS. */
-#define INTEGER_COLUMNS 4
 
 /* Many columns with int8 or int16 activations: the same quantized values multiplied by
  * BLAS. Each element of x becomes its block's scale times its code, a 4-bit row's palette its
@@ -1348,7 +1346,7 @@ ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
                               ane_activations activations, ane_error *err) {
-    if (activations != ANE_ACTIVATIONS_FLOAT && columns > INTEGER_COLUMNS)
+    if (activations != ANE_ACTIVATIONS_FLOAT && columns > ANE_FEW_COLUMNS)
         return encoded_matmul_codes_blas(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
     if (activations != ANE_ACTIVATIONS_FLOAT)
         return encoded_matmul_integer(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);

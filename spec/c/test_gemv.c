@@ -12,7 +12,7 @@
  * product exact, the sum in double): only the kernel's fp32 sum of at most k / 4 lane terms
  * differs (a lane: 4 products of a block; lanes of a block may cancel, so the magnitude is
  * summed over adjacent pairs, which every kernel's lanes are made of), held to
- * 2 (k / 4 + 2) u sum |pair terms| (more than 4 columns go through BLAS: k fp32 products of
+ * 2 (k / 4 + 2) u sum |pair terms| (more than 16 columns go through BLAS: k fp32 products of
  * the quantized values, each rounded twice, held to 2 (k + 2) u sum |products|). (2) Against
  * the true product of the dequantized weights and x: quantizing a block with largest |x| M
  * to scale d = fl(M / L) and codes round(x fl(L / M)) leaves |x - d c| <= d (1/2 + 3 L u)
@@ -210,7 +210,7 @@ int main(void) {
 
         /* int8 and int16 activations, one and several columns, both encodings */
         for (int a16 = 0; a16 < 2; a16++)
-        for (int columns = 1; columns <= 9; columns += columns < 3 ? 2 : 6) { /* 9: through BLAS */
+        for (int columns = 1; columns <= ANE_FEW_COLUMNS + 1; columns += columns < 3 ? 2 : columns < 9 ? 6 : ANE_FEW_COLUMNS - 8) { /* 1, 3, 9, then ANE_FEW_COLUMNS + 1: through BLAS */
             const ane_activations activations = a16 ? ANE_ACTIVATIONS_INT16 : ANE_ACTIVATIONS_INT8;
             const float levels = a16 ? 32767.0f : 127.0f, palette_levels = a16 ? 16383.0f : 127.0f; /* largest codes */
             float *xs = malloc(sizeof(float) * k * columns), *ys = malloc(sizeof(float) * rows * columns);
@@ -239,7 +239,7 @@ int main(void) {
                           ane_activations_name(activations), (long long)rows, (long long)k, columns);
                     /* rows 1.. alone, their codes at an offset (the integer kernels, row by row; BLAS
                      * may block other row counts differently) */
-                    if (columns <= 4) {
+                    if (columns <= ANE_FEW_COLUMNS) {
                         CHECK(ane_encoded_matmul(again, ANE_ENCODING_LUT4, nibbles + k / 2, palettes + 16, palette_codes + stride,
                                                  xs, rows - 1, k, columns, activations, &err) == ANE_OK,
                               "integer-activation matmul of a slice of rows");
@@ -300,9 +300,9 @@ int main(void) {
                             exact += term;
                         }
                         double y = ys[r * columns + c], fp32 = 2.0 * (double)(k / 4 + 2) * ldexp(1.0, -24);
-                        /* through BLAS (more than 4 columns): fp32 products of the quantized values
-                         * (each rounded twice, 2u) summed over k terms */
-                        double tolerance = columns > 4 ? 2.0 * (double)(k + 2) * ldexp(1.0, -24) * products : fp32 * terms;
+                        /* through BLAS (more than ANE_FEW_COLUMNS columns): fp32 products of the
+                         * quantized values (each rounded twice, 2u) summed over k terms */
+                        double tolerance = columns > ANE_FEW_COLUMNS ? 2.0 * (double)(k + 2) * ldexp(1.0, -24) * products : fp32 * terms;
                         exact_bad += !(fabs(y - exact) <= tolerance + 1e-30);
                         true_bad += !(fabs(y - truth) <= quantization + fp32 * (magnitude + quantization) + 1e-30);
                     }
