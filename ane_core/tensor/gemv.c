@@ -858,6 +858,19 @@ ROWS_VNNI(q8_int8_vnni, Q8_INT8_SETUP, Q8_INT8_WEIGHTS64, Q8_INT8_TAIL)
 ROWS_VNNI(q8_lut4_vnni, Q8_LUT4_SETUP, Q8_LUT4_WEIGHTS64, Q8_LUT4_TAIL)
 #endif
 
+#if defined(__x86_64__)
+/* The AVX-512 chunks of x_split: each 32 elements of x permuted by two two-source permutes
+ * (the same elements as the scalar gather, a decode step's product wrote them one by one). */
+AVX512 static void split_avx512(float *x_split, const float *x, int64_t whole, const int slot_element[LUT4_AVX512_CHUNK]) {
+    __m512i first = _mm512_loadu_si512(slot_element), second = _mm512_loadu_si512(slot_element + 16);
+    for (int64_t c = 0; c < whole; c += LUT4_AVX512_CHUNK) {
+        __m512 low = _mm512_loadu_ps(x + c), high = _mm512_loadu_ps(x + c + 16);
+        _mm512_storeu_ps(x_split + c, _mm512_permutex2var_ps(low, first, high));
+        _mm512_storeu_ps(x_split + c + 16, _mm512_permutex2var_ps(low, second, high));
+    }
+}
+#endif
+
 /* x_split [k] (memory for k floats, or NULL): x's whole chunks in the order the 4-bit kernel
  * reads them (AVX-512's 32-element chunks, else AVX2's two-byte kernel's 64), the tail as it
  * is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
@@ -869,8 +882,10 @@ static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
     int64_t whole = k / chunk * chunk;
     int slot_element[LUT4_SPLIT_CHUNK];
     for (int s = 0; s < chunk; s++) slot_element[s] = slot(s);
-    for (int64_t c = 0; c < whole; c += chunk)
-        for (int s = 0; s < chunk; s++) x_split[c + s] = x[c + slot_element[s]];
+    if (ane_cpu_has_avx512f()) split_avx512(x_split, x, whole, slot_element);
+    else
+        for (int64_t c = 0; c < whole; c += chunk)
+            for (int s = 0; s < chunk; s++) x_split[c + s] = x[c + slot_element[s]];
     memcpy(x_split + whole, x + whole, (size_t)(k - whole) * sizeof *x_split);
     return x_split;
 #else
