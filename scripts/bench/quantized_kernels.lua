@@ -4,7 +4,9 @@
 -- matrix in the same process, alternating in each round: bytes of weights read per second
 -- for each, the median ratio of each kernel's rate to BLAS's, with its range, and for fp16
 -- the median ratio of its time to BLAS's (the time a decode step saves on that matrix).
---   build/anelua scripts/bench/quantized_kernels.lua [--rows N] [--k K] [--rounds R]
+-- --matrices M multiplies M different matrices of the shape in turn per call, as a decode
+-- step does its layers' (M x the bytes beyond the last-level cache: weights from memory).
+--   build/anelua scripts/bench/quantized_kernels.lua [--rows N] [--k K] [--rounds R] [--matrices M]
 local ane = require("ane")
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local common = dofile(root .. "/scripts/bench/common.lua")
@@ -15,25 +17,33 @@ local opts = require("ane.cli").command {
     { "rows", "integer", 8192, "rows of the matrix", min = 1 },
     { "k", "integer", 4096, "columns (even)", min = 2 },
     { "rounds", "integer", 5, "alternating rounds", min = 1 },
+    { "matrices", "integer", 1, "different matrices of the shape multiplied in turn per call", min = 1 },
   },
 }:parse(arg)
 
-local w = ane.tensor.randn({ opts.rows, opts.k }, { seed = 1, std = 0.02 })
 local x = ane.tensor.randn({ opts.k, 1 }, { seed = 2 })
-local w16 = w:to("fp16")
-local kernels = {
-  { name = "fp32 BLAS", bytes = opts.rows * opts.k * 4, run = function() return w:matmul(x) end },
-  { name = "fp16", bytes = opts.rows * opts.k * 2, run = function() return w16:matmul(x) end },
-}
+local ws, w16s = {}, {}
+for m = 1, opts.matrices do
+  ws[m] = ane.tensor.randn({ opts.rows, opts.k }, { seed = m, std = 0.02 })
+  w16s[m] = ws[m]:to("fp16")
+end
+-- a kernel over all the matrices: run(matrix, activations) per matrix, bytes the total
+local function kernel(name, matrices, bytes, activations)
+  return { name = name, bytes = bytes * #matrices, run = function()
+    for _, matrix in ipairs(matrices) do matrix:matmul(x, activations) end
+  end }
+end
+local kernels = { kernel("fp32 BLAS", ws, opts.rows * opts.k * 4), kernel("fp16", w16s, opts.rows * opts.k * 2) }
 for _, encoding in ipairs({ "int8", "int4" }) do
-  local q = ane.quantize(w, encoding)
-  kernels[#kernels + 1] = { name = encoding, bytes = q:bytes(), run = function() return q:matmul(x) end }
-  kernels[#kernels + 1] = { name = encoding .. "/a8", bytes = q:bytes(), run = function() return q:matmul(x, "int8") end }
-  kernels[#kernels + 1] = { name = encoding .. "/a16", bytes = q:bytes(), run = function() return q:matmul(x, "int16") end }
+  local qs = {}
+  for m, w in ipairs(ws) do qs[m] = ane.quantize(w, encoding) end
+  kernels[#kernels + 1] = kernel(encoding, qs, qs[1]:bytes())
+  kernels[#kernels + 1] = kernel(encoding .. "/a8", qs, qs[1]:bytes(), "int8")
+  kernels[#kernels + 1] = kernel(encoding .. "/a16", qs, qs[1]:bytes(), "int16")
 end
 for _, kernel in ipairs(kernels) do kernel.run() end -- warm (pages, helpers)
-print(string.format("[%d, %d] matrix; GB/s of weights read (best of 5 calls), rounds alternate the kernels; "
-  .. "/a8, /a16: activations quantized to int8 / int16 (integer products)", opts.rows, opts.k))
+print(string.format("%d matrices of [%d, %d]; GB/s of weights read (best of 5 calls), rounds alternate the kernels; "
+  .. "/a8, /a16: activations quantized to int8 / int16 (integer products)", opts.matrices, opts.rows, opts.k))
 local header = { string.format("%-6s", "round") }
 for _, kernel in ipairs(kernels) do header[#header + 1] = string.format("%11s", kernel.name) end
 print(table.concat(header, " "))
