@@ -1318,7 +1318,6 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     return ANE_OK;
 }
 
-
 /* Many columns with int8 or int16 activations: the same quantized values multiplied by
  * BLAS. Each element of x becomes its block's scale times its code, a 4-bit row's palette its
  * integer entries times their scale; the fp32 product then differs from the integer one by

@@ -10,7 +10,7 @@
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
  * definition (gemv.h: codes and scales in fp32 as specified, each block's integer dot
  * product exact, the sum in double): only the kernel's fp32 sum of at most k / 4 lane terms
- * differs (a lane: 4 products of a block; lanes of a block may cancel, so the magnitude is
+ * differs (a lane: 4 products of a block, or 8 in VNNI's 4-bit kernel; lanes of a block may cancel, so the magnitude is
  * summed over adjacent pairs, which every kernel's lanes are made of), held to
  * 2 (k / 4 + 2) u sum |pair terms| (more than 16 columns go through BLAS: k fp32 products of
  * the quantized values, each rounded twice, held to 2 (k + 2) u sum |products|). (2) Against
