@@ -810,58 +810,42 @@ VNNI static void q8_palette_vnni(palette8 *p, const float *palette) {
     _mm_storeu_si128((__m128i *)p->entries, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
 }
 
-/* Up to four rows at a time, as the float kernels (rows_in_groups' quarters): a chunk's
+/* int8 rows, up to four at a time as the float kernels (rows_in_groups' quarters): a chunk's
  * activation codes, lane biases and lane scales are loaded once for all of them. A chunk's
  * 16 lane sums are integer and exact (VNNI's unsigned weights plus 128 against the signed
  * codes, from the lane's bias), then times their block scales; two accumulators a row,
- * alternate chunks, then the tail: a row's dot is the same in any group.
- *
- * ROWS_VNNI(name, SETUP, WEIGHTS64, TAIL) defines name(w, row_bytes, palettes, palette_bytes,
- * v, dots, count): dots[r] = row r (at w + r row_bytes; its palette8 at palettes + r
- * palette_bytes) times the codes of v, unscaled by the row, for count 1 or 4. SETUP(r) runs
- * once a row, WEIGHTS64(r, j) is the row's 64 weights from element j plus 128 as bytes, and
- * TAIL(r) the row's sum over the elements after the whole chunks. */
-#define ROWS_VNNI(name, SETUP, WEIGHTS64, TAIL)                                                             \
-    VNNI static inline __attribute__((always_inline)) void name##_inline(                                   \
-        const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, \
-        float *dots, int count) {                                                                           \
-        const char *rows[GEMV_GROUP];                                                                       \
-        const palette8 *row_palettes[GEMV_GROUP];                                                           \
-        __m512i tables[GEMV_GROUP];                                                                         \
-        __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];                                                              \
-        for (int r = 0; r < count; r++) {                                                                   \
-            rows[r] = w + r * row_bytes;                                                                    \
-            row_palettes[r] = palettes ? (const palette8 *)(palettes + r * palette_bytes) : NULL;           \
-            SETUP(r);                                                                                       \
-            a0[r] = a1[r] = _mm512_setzero_ps();                                                            \
-        }                                                                                                   \
-        (void)tables, (void)row_palettes;                                                                   \
-        int64_t j = 0;                                                                                      \
-        for (; j < v->chunked; j += 2 * Q8_CHUNK) {                                                         \
-            int second = j + Q8_CHUNK < v->chunked; /* a second chunk to take this round */                 \
-            __m512i bias0 = _mm512_loadu_si512(v->lane_bias + j / 4), codes0 = _mm512_loadu_si512(v->codes8 + j); \
-            __m512 scales0 = _mm512_loadu_ps(v->lane_scales + j / 4);                                       \
-            for (int r = 0; r < count; r++)                                                                 \
-                a0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias0, WEIGHTS64(r, j), codes0)), scales0, a0[r]); \
-            if (!second) break;                                                                             \
-            int64_t i = j + Q8_CHUNK;                                                                       \
-            __m512i bias1 = _mm512_loadu_si512(v->lane_bias + i / 4), codes1 = _mm512_loadu_si512(v->codes8 + i); \
-            __m512 scales1 = _mm512_loadu_ps(v->lane_scales + i / 4);                                       \
-            for (int r = 0; r < count; r++)                                                                 \
-                a1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias1, WEIGHTS64(r, i), codes1)), scales1, a1[r]); \
-        }                                                                                                   \
-        for (int r = 0; r < count; r++) dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r])) + TAIL(r); \
-    }                                                                                                       \
-    VNNI static void name(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,      \
-                          const code_vector *v, float *dots, int count) {                                   \
-        if (count == GEMV_GROUP) name##_inline(w, row_bytes, palettes, palette_bytes, v, dots, GEMV_GROUP);  \
-        else name##_inline(w, row_bytes, palettes, palette_bytes, v, dots, 1);                              \
+ * alternate chunks, then the tail: a row's dot is the same in any group. dots[r] = row r (at
+ * w + r row_bytes) times the codes of v, unscaled by the row, for count 1 or 4; the palette
+ * arguments are the 4-bit kernel's (q8_lut4_vnni takes the same), unused here. */
+VNNI static inline __attribute__((always_inline)) void q8_int8_vnni_inline(const char *w, int64_t row_bytes,
+                                                                            const code_vector *v, float *dots, int count) {
+    const char *rows[GEMV_GROUP];
+    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];
+    const __m512i plus128 = _mm512_set1_epi8((char)0x80);
+    for (int r = 0; r < count; r++) {
+        rows[r] = w + r * row_bytes;
+        a0[r] = a1[r] = _mm512_setzero_ps();
     }
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
+        __m512i bias = _mm512_loadu_si512(v->lane_bias + j / 4), codes = _mm512_loadu_si512(v->codes8 + j);
+        __m512 scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        for (int r = 0; r < count; r++) {
+            __m512i weights = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + j), plus128);
+            __m512 lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes));
+            if ((j / Q8_CHUNK) % 2 == 0) a0[r] = _mm512_fmadd_ps(lanes, scales, a0[r]);
+            else a1[r] = _mm512_fmadd_ps(lanes, scales, a1[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r])) + q8_int8_from((const int8_t *)rows[r], v, v->chunked);
+}
 
-#define Q8_INT8_SETUP(r) ((void)0)
-#define Q8_INT8_WEIGHTS64(r, j) _mm512_xor_si512(_mm512_loadu_si512(rows[r] + (j)), _mm512_set1_epi8((char)0x80))
-#define Q8_INT8_TAIL(r) q8_int8_from((const int8_t *)rows[r], v, v->chunked)
-ROWS_VNNI(q8_int8_vnni, Q8_INT8_SETUP, Q8_INT8_WEIGHTS64, Q8_INT8_TAIL)
+VNNI static void q8_int8_vnni(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,
+                              const code_vector *v, float *dots, int count) {
+    (void)palettes, (void)palette_bytes;
+    if (count == GEMV_GROUP) q8_int8_vnni_inline(w, row_bytes, v, dots, GEMV_GROUP);
+    else q8_int8_vnni_inline(w, row_bytes, v, dots, 1);
+}
 
 /* 4-bit rows, 128 weights a step: the 64 packed bytes' two nibble masks are the even and the
  * odd elements' indices, looked up (vpshufb) in the palette's entries plus 128, against the
@@ -869,7 +853,7 @@ ROWS_VNNI(q8_int8_vnni, Q8_INT8_SETUP, Q8_INT8_WEIGHTS64, Q8_INT8_TAIL)
  * step, one block's, so two vpdpbusd from the 8 elements' bias (bias8) give each lane's exact
  * sum, which takes its block's scale (chunk_scales). Per 128 weights a row: 9 vector
  * operations, against 14 with the codes in element order (each index widened to its own
- * byte). Grouped as ROWS_VNNI (the same arguments); the elements after the whole steps in
+ * byte). Grouped as q8_int8_vnni (the same arguments); the elements after the whole steps in
  * scalar code (decode shapes have none: 768, 1024, 2048, 3072 are whole steps). */
 VNNI static inline __attribute__((always_inline)) void q8_lut4_vnni_inline(
     const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, float *dots,
