@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int f16c, avx2_fma_f16c, avx512f, avx512_skylake, avx512_vnni;
+static int f16c, avx2_fma_f16c, avx512f, avx512_bf16, avx512_skylake, avx512_vnni;
 static pthread_once_t asked = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
@@ -33,6 +33,10 @@ static void ask_cpu(void) {
     avx512_skylake = avx512f && (b & skylake) == skylake;
     /* ECX bit 11 = AVX512_VNNI; the integer kernels also use BW's byte shuffles */
     avx512_vnni = avx512f && (b & (1u << 30)) && (c & (1u << 11));
+    /* leaf 7 subleaf 1 EAX bit 5 = AVX512_BF16 (bf16 pair dot products); with BW's word permutes */
+    unsigned int max_subleaf = a;
+    avx512_bf16 = avx512f && (b & (1u << 30)) && max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
+                  (a & (1u << 5));
 }
 #else
 static void ask_cpu(void) {}
@@ -43,8 +47,8 @@ static void ask_cpu(void) {}
 static void ask(void) {
     ask_cpu();
     const char *cap = getenv("ANELUA_CPU");
-    if (cap && strcmp(cap, "avx2") == 0) avx512f = avx512_vnni = 0;
-    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = avx512_vnni = 0;
+    if (cap && strcmp(cap, "avx2") == 0) avx512f = avx512_bf16 = avx512_vnni = 0;
+    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = avx512_bf16 = avx512_vnni = 0;
 }
 
 int ane_cpu_has_f16c(void) {
@@ -65,6 +69,11 @@ int ane_cpu_has_avx512_skylake(void) {
 int ane_cpu_has_avx512f(void) {
     pthread_once(&asked, ask);
     return avx512f;
+}
+
+int ane_cpu_has_avx512_bf16(void) {
+    pthread_once(&asked, ask);
+    return avx512_bf16;
 }
 
 int ane_cpu_has_avx512_vnni(void) {

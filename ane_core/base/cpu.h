@@ -9,5 +9,6 @@ int ane_cpu_has_avx2_fma_f16c(void); /* ... and AVX2 and FMA */
 int ane_cpu_has_avx512f(void);       /* ... and AVX-512F, with the OS saving ZMM state */
 int ane_cpu_has_avx512_skylake(void); /* ... and AVX-512 CD, BW, DQ, VL (Skylake-SP's set); not capped */
 int ane_cpu_has_avx512_vnni(void);    /* AVX-512F, BW and VNNI (byte dot products) */
+int ane_cpu_has_avx512_bf16(void);    /* AVX-512F, BW and BF16 (bf16 pair dot products) */
 
 #endif

@@ -288,6 +288,131 @@ static int lut4_avx512_slot(int s) { return 8 * (s % 4) + 4 * (s / 16) + (s % 16
     } while (0)
 #define LUT4_ELEMENT(row, table, j) (table)[((row)[(j) / 2] >> 4 * ((j) & 1)) & 15u]
 ROWS_AVX512(rows_avx512_lut4, uint8_t, LUT4_WEIGHTS32, LUT4_ELEMENT)
+
+/* 4-bit rows where the CPU has AVX512_BF16 (Zen 4, Sapphire Rapids), 128 weights (64 packed
+ * bytes) a step, in about half the vector operations of the kernel above. A row whose palette
+ * entries have 8 significant bits (bf16's; the quantizer writes them so) looks its entries up as
+ * bf16 words: vpermw reads an index's low five bits, so a table of the 16 words twice takes the
+ * word of 4 packed nibbles as an index for its first nibble, and the word shifted by 4, 8 and 12
+ * for the others (32 weights per lookup; slot p of lookup v holds element 4 p + v of the chunk).
+ * vdpbf16ps multiplies pairs of bf16 numbers, each product exact in fp32, and adds them to fp32
+ * sums; x comes as two bf16 parts (x_split: x rounded to bf16, then the rest rounded), whose sum
+ * is x to 16 significant bits: off by at most 2^-16 |x| (exact for fp16 activations, whose 11
+ * bits two parts hold; parts below 2^-126, which the instruction reads as zero, aside). A third
+ * part would make it x itself at ~20% more time from cache; the device multiplies fp16
+ * activations. A row with any other palette takes its fp32 entries through vpermps against the
+ * parts added back together, and the tail after the whole chunks is summed element by element
+ * against x itself; a row's path depends on its palette alone, so its result does not depend on
+ * its group. */
+enum { LUT4_BF16_CHUNK = 128, LUT4_BF16_PARTS = 2, LUT4_BF16_PREFETCH_BYTES = 1024 };
+
+/* The element (0-127) of a chunk that slot s of each part of x_split holds. */
+static int lut4_bf16_slot(int s) { return 4 * (s % 32) + s / 32; }
+
+#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16,avx2,fma,f16c")))
+
+/* Sums 0 and 1 of a row (even and odd lookups) gain a chunk's 128 products (parts: the chunk's
+ * parts of x, 128 words each); two_bytes: the row's entries are its bf16 table `words`,
+ * else its fp32 palette. */
+AVX512_BF16 static inline __attribute__((always_inline)) void lut4_bf16_chunk(__m512i packed, const uint16_t *parts,
+                                                                             int two_bytes, __m512i words,
+                                                                             __m512 palette, __m512 *sum0, __m512 *sum1) {
+    for (int v = 0; v < 4; v++) {
+        __m512i indices = v ? _mm512_srli_epi16(packed, 4 * v) : packed;
+        __m512 sum = v % 2 ? *sum1 : *sum0;
+        if (two_bytes) {
+            __m512bh entries = (__m512bh)_mm512_permutexvar_epi16(indices, words);
+            for (int part = 0; part < LUT4_BF16_PARTS; part++)
+                sum = _mm512_dpbf16_ps(sum, entries, (__m512bh)_mm512_loadu_si512(parts + LUT4_BF16_CHUNK * part + 32 * v));
+        } else {
+            for (int half = 0; half < 2; half++) { /* 16 words at a time, widened (vpermps reads 4 bits) */
+                __m512i wide = _mm512_cvtepu16_epi32(half ? _mm512_extracti64x4_epi64(indices, 1)
+                                                          : _mm512_castsi512_si256(indices));
+                __m512 x = _mm512_setzero_ps();
+                for (int part = 0; part < LUT4_BF16_PARTS; part++) {
+                    const __m256i *bf16 = (const __m256i *)(parts + LUT4_BF16_CHUNK * part + 32 * v + 16 * half);
+                    x = _mm512_add_ps(x, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(bf16)), 16)));
+                }
+                sum = _mm512_fmadd_ps(_mm512_permutexvar_ps(wide, palette), x, sum);
+            }
+        }
+        if (v % 2) *sum1 = sum;
+        else *sum0 = sum;
+    }
+}
+
+/* count rows (1 or 4); all_two_bytes: every one of them has a bf16 table (the common case,
+ * compiled without the other path); else each row takes its own. */
+AVX512_BF16 static inline __attribute__((always_inline)) void rows_avx512_lut4_bf16_inline(
+    const uint8_t *w, int64_t row_bytes, int64_t k, const float *x_split, const float *tables, int64_t table_stride,
+    float *y, int64_t y_stride, int count, int all_two_bytes) {
+    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP], palettes[GEMV_GROUP];
+    __m512i words[GEMV_GROUP]; /* each row's 16 bf16 entries, twice */
+    int two_bytes[GEMV_GROUP];
+    for (int r = 0; r < count; r++) {
+        a0[r] = a1[r] = _mm512_setzero_ps();
+        palettes[r] = _mm512_loadu_ps(tables + r * table_stride);
+        __m512i bits = _mm512_castps_si512(palettes[r]);
+        two_bytes[r] = all_two_bytes || _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF)) == 0;
+        __m256i top_words = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16));
+        words[r] = _mm512_inserti64x4(_mm512_castsi256_si512(top_words), top_words, 1);
+    }
+    int64_t j = 0;
+    for (; j + LUT4_BF16_CHUNK <= k; j += LUT4_BF16_CHUNK) {
+        const uint16_t *parts = (const uint16_t *)x_split + LUT4_BF16_PARTS * j;
+        for (int r = 0; r < count; r++)
+            _mm_prefetch((const char *)(w + r * row_bytes + j / 2) + LUT4_BF16_PREFETCH_BYTES, _MM_HINT_T0);
+        for (int r = 0; r < count; r++)
+            lut4_bf16_chunk(_mm512_loadu_si512(w + r * row_bytes + j / 2), parts, all_two_bytes || two_bytes[r], words[r],
+                            palettes[r], &a0[r], &a1[r]);
+    }
+    const float *tail = (const float *)((const uint16_t *)x_split + LUT4_BF16_PARTS * j); /* x from element j on */
+    for (int r = 0; r < count; r++) {
+        const uint8_t *row = w + r * row_bytes;
+        const float *palette = tables + r * table_stride;
+        float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+        for (int64_t t = j; t < k; t++) total += palette[(row[t / 2] >> 4 * (t & 1)) & 15u] * tail[t - j];
+        y[r * y_stride] = total;
+    }
+}
+
+AVX512_BF16 static void rows_avx512_lut4_bf16(const void *w, int64_t row_bytes, int64_t k, const float *x_split,
+                                             const float *tables, int64_t table_stride, float *y, int64_t y_stride,
+                                             int count) {
+    __m512i low_bits = _mm512_setzero_si512();
+    for (int r = 0; r < count; r++) low_bits = _mm512_or_si512(low_bits, _mm512_loadu_si512(tables + r * table_stride));
+    int all_two_bytes = _mm512_test_epi32_mask(low_bits, _mm512_set1_epi32(0xFFFF)) == 0;
+#define LUT4_BF16_ROWS(n, all) rows_avx512_lut4_bf16_inline(w, row_bytes, k, x_split, tables, table_stride, y, y_stride, n, all)
+    if (count == GEMV_GROUP) {
+        if (all_two_bytes) LUT4_BF16_ROWS(GEMV_GROUP, 1);
+        else LUT4_BF16_ROWS(GEMV_GROUP, 0);
+    } else if (all_two_bytes) LUT4_BF16_ROWS(1, 1);
+    else LUT4_BF16_ROWS(1, 0);
+#undef LUT4_BF16_ROWS
+}
+
+/* x_split for rows_avx512_lut4_bf16: per 128 elements, the parts of x as 128 bf16 words each in
+ * lut4_bf16_slot's order (x rounded to nearest even, then the rest rounded; an infinite x leaves
+ * no rest, a NaN stays NaN: 4 bytes per element, a float's), then x's tail as it is. */
+AVX512_BF16 static void split_bf16(float *x_split, const float *x, int64_t k) {
+    int slot_element[LUT4_BF16_CHUNK];
+    for (int s = 0; s < LUT4_BF16_CHUNK; s++) slot_element[s] = lut4_bf16_slot(s);
+    int64_t whole = k / LUT4_BF16_CHUNK * LUT4_BF16_CHUNK;
+    for (int64_t c = 0; c < whole; c += LUT4_BF16_CHUNK) {
+        uint16_t *parts = (uint16_t *)x_split + LUT4_BF16_PARTS * c;
+        for (int s = 0; s < LUT4_BF16_CHUNK; s += 16) {
+            __m512 rest = _mm512_i32gather_ps(_mm512_loadu_si512(slot_element + s), x + c, 4);
+            for (int part = 0; part < LUT4_BF16_PARTS; part++) {
+                __m256i rounded = (__m256i)_mm512_cvtneps_pbh(rest);
+                _mm256_storeu_si256((__m256i *)(parts + LUT4_BF16_CHUNK * part + s), rounded);
+                __m512 back = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(rounded), 16));
+                rest = _mm512_sub_ps(rest, back); /* exact; NaN where x is infinite, then 0 */
+                rest = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(rest, rest, _CMP_ORD_Q), rest);
+            }
+        }
+    }
+    memcpy((uint16_t *)x_split + LUT4_BF16_PARTS * whole, x + whole, (size_t)(k - whole) * sizeof *x);
+}
 #endif
 
 static float dot_int8_scalar(const int8_t *q, const float *x, int64_t k) {
@@ -320,7 +445,7 @@ typedef struct gemv_job {
     const float *x;
     int64_t k;
     const float *table; /* encoded: per-row scales [rows] or palettes [rows, 16] */
-    const float *x_split; /* 4-bit rows: x [k] in the order of rows_avx512_lut4 (AVX-512) or dot_lut4_bf16_avx2 (AVX2), else NULL */
+    const float *x_split; /* 4-bit rows: x [k] as rows_avx512_lut4_bf16, rows_avx512_lut4 or dot_lut4_bf16_avx2 read it (split_for_lut4), else NULL */
 } gemv_job;
 
 #if defined(__x86_64__)
@@ -406,6 +531,10 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
     float (*dot)(const uint8_t *, const float *, const float *, int64_t) = dot_lut4_scalar;
     const uint8_t *packed = job->w;
 #if defined(__x86_64__)
+    if (job->x_split && ane_cpu_has_avx512_bf16()) {
+        rows_in_groups(job, job->x_split, first, last, rows_avx512_lut4_bf16, job->k / 2, ANE_LUT4_ENTRIES);
+        return;
+    }
     if (job->x_split && ane_cpu_has_avx512f()) {
         rows_in_groups(job, job->x_split, first, last, rows_avx512_lut4, job->k / 2, ANE_LUT4_ENTRIES);
         return;
@@ -910,10 +1039,16 @@ AVX512 static void split_avx512(float *x_split, const float *x, int64_t whole, c
 #endif
 
 /* x_split [k] (memory for k floats, or NULL): x's whole chunks in the order the 4-bit kernel
- * reads them (AVX-512's 32-element chunks, else AVX2's two-byte kernel's 64), the tail as it
+ * reads them (bf16 parts in AVX512_BF16's 128-element chunks, AVX-512's 32-element chunks, else
+ * AVX2's two-byte kernel's 64), the tail as it
  * is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
 static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
 #if defined(__x86_64__)
+    if (ane_cpu_has_avx512_bf16()) {
+        if (!x_split || k < LUT4_BF16_CHUNK) return NULL;
+        split_bf16(x_split, x, k);
+        return x_split;
+    }
     int chunk = ane_cpu_has_avx512f() ? LUT4_AVX512_CHUNK : LUT4_SPLIT_CHUNK;
     int (*slot)(int) = ane_cpu_has_avx512f() ? lut4_avx512_slot : lut4_split_slot;
     if (!x_split || !ane_cpu_has_avx2_fma_f16c() || k < chunk) return NULL;

@@ -3,7 +3,10 @@
  * that leave vector tails, and the multi-column ane_encoded_matmul. Tolerance: fp32
  * accumulation of k products has a forward error of at most ~k u sum_j |w_j x_j| (u = 2^-24,
  * recursive summation; blocked or FMA sums do better), so each row is held to
- * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row. Every row's result must also equal,
+ * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row; 4-bit rows with float activations on
+ * a CPU with AVX512_BF16 (k >= 128) plus 2^-16 sum_j |w_j x_j|: that kernel reads x as two bf16
+ * parts, each rounded to nearest (8 significant bits, relative error <= 2^-8), so hi + lo is off x
+ * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result must also equal,
  * bit for bit, the product of that row alone (rows_differing_alone).
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ane_core/base/cpu.h"
 #include "ane_core/base/fp16.h"
 #include "ane_core/tensor/gemv.h"
 #include "check.h"
@@ -35,10 +39,16 @@ static float uniform(void) { /* in [-1, 1) */
     return (float)((double)(state >> 8) / (1 << 23) - 1.0);
 }
 
-static int rows_within(const float *y, const double *ref, const double *magnitude, int64_t rows, int64_t k) {
+/* The bound above over sum_j |w_j x_j| (see there); lut4: 4-bit rows with float activations. */
+static double bound_factor(int64_t k, int lut4) {
+    double split = lut4 && k >= 128 && ane_cpu_has_avx512_bf16() ? ldexp(1.0, -16) : 0.0;
+    return 2.0 * (double)k * ldexp(1.0, -24) + split;
+}
+
+static int rows_within(const float *y, const double *ref, const double *magnitude, int64_t rows, int64_t k, int lut4) {
     int bad = 0;
     for (int64_t r = 0; r < rows; r++) {
-        double bound = 2.0 * (double)k * ldexp(1.0, -24) * magnitude[r] + 1e-30;
+        double bound = bound_factor(k, lut4) * magnitude[r] + 1e-30;
         bad += !(fabs(y[r] - ref[r]) <= bound);
     }
     return bad;
@@ -108,7 +118,7 @@ int main(void) {
             }
         }
         ane_gemv_fp32(y, w, x, rows, k);
-        CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "fp32 [%lld, %lld]: rows outside the bound", (long long)rows,
+        CHECK(rows_within(y, ref, magnitude, rows, k, 0) == 0, "fp32 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
         CHECK(rows_differing_alone(product_fp32, w, sizeof(float) * k, NULL, 0, x, rows, k, y) == 0,
               "fp32 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
@@ -124,7 +134,7 @@ int main(void) {
             }
         }
         ane_gemv_fp16(y, w16, x, rows, k);
-        CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "fp16 [%lld, %lld]: rows outside the bound", (long long)rows,
+        CHECK(rows_within(y, ref, magnitude, rows, k, 0) == 0, "fp16 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
         CHECK(rows_differing_alone(product_fp16, w16, 2 * k, NULL, 0, x, rows, k, y) == 0,
               "fp16 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
@@ -141,7 +151,7 @@ int main(void) {
             }
         }
         ane_gemv_encoded(y, ANE_ENCODING_INT8, codes, scales, x, rows, k);
-        CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int8 [%lld, %lld]: rows outside the bound", (long long)rows,
+        CHECK(rows_within(y, ref, magnitude, rows, k, 0) == 0, "int8 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
         CHECK(rows_differing_alone(product_int8, codes, k, scales, 1, x, rows, k, y) == 0,
               "int8 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
@@ -160,7 +170,7 @@ int main(void) {
                 }
             }
             ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, x, rows, k);
-            CHECK(rows_within(y, ref, magnitude, rows, k) == 0, "int4 [%lld, %lld]: rows outside the bound",
+            CHECK(rows_within(y, ref, magnitude, rows, k, 1) == 0, "int4 [%lld, %lld]: rows outside the bound",
                   (long long)rows, (long long)k);
             CHECK(rows_differing_alone(product_lut4, nibbles, k / 2, palettes, 16, x, rows, k, y) == 0,
                   "int4 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
@@ -201,11 +211,33 @@ int main(void) {
                     }
                 }
                 ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, short_palettes, x, rows, k);
-                CHECK(rows_within(y, ref, magnitude, rows, k) == 0,
+                CHECK(rows_within(y, ref, magnitude, rows, k, 1) == 0,
                       "int4, 8-bit palette entries in %s row [%lld, %lld]: rows outside the bound",
+                      every == 1 ? "every" : "every third", (long long)rows, (long long)k);
+                CHECK(rows_differing_alone(product_lut4, nibbles, k / 2, short_palettes, 16, x, rows, k, y) == 0,
+                      "int4, 8-bit palette entries in %s row [%lld, %lld]: rows differ from their products alone",
                       every == 1 ? "every" : "every third", (long long)rows, (long long)k);
             }
             free(short_palettes);
+
+            /* an inf or a NaN in x: each row what the sum in double makes of it (inf, -inf or
+             * NaN: x_split's parts of an inf must not turn it into NaN) */
+            for (int bad = 0; bad < 2; bad++) {
+                float *xs = malloc(sizeof(float) * k);
+                memcpy(xs, x, sizeof(float) * k);
+                xs[k / 2] = bad ? NAN : -INFINITY;
+                ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, xs, rows, k);
+                int wrong = 0;
+                for (int64_t r = 0; r < rows; r++) {
+                    double sum = 0;
+                    for (int64_t j = 0; j < k; j++)
+                        sum += (double)palettes[r * 16 + ((nibbles[r * (k / 2) + j / 2] >> (4 * (j & 1))) & 15)] * xs[j];
+                    wrong += isnan(sum) ? !isnan(y[r]) : !(y[r] == (float)sum || !isinf(sum));
+                }
+                CHECK(wrong == 0, "int4 [%lld, %lld] with %s in x: %d rows not what the double sum gives", (long long)rows,
+                      (long long)k, bad ? "NaN" : "-inf", wrong);
+                free(xs);
+            }
         }
 
         /* int8 and int16 activations, one and several columns, both encodings */
@@ -397,7 +429,7 @@ int main(void) {
                             sum += term;
                             mag += fabs(term);
                         }
-                        bad += !(fabs(ys[r * columns + c] - sum) <= 2.0 * (double)k * ldexp(1.0, -24) * mag + 1e-30);
+                        bad += !(fabs(ys[r * columns + c] - sum) <= bound_factor(k, kind == 1 && columns <= ANE_FEW_COLUMNS) * mag + 1e-30);
                         differing += columns <= ANE_FEW_COLUMNS && memcmp(&ys[r * columns + c], &alone[r], sizeof(float)) != 0;
                     }
                 }
