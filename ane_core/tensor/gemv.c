@@ -1040,8 +1040,7 @@ AVX512 static void split_avx512(float *x_split, const float *x, int64_t whole, c
 
 /* x_split [k] (memory for k floats, or NULL): x's whole chunks in the order the 4-bit kernel
  * reads them (bf16 parts in AVX512_BF16's 128-element chunks, AVX-512's 32-element chunks, else
- * AVX2's two-byte kernel's 64), the tail as it
- * is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
+ * AVX2's two-byte kernel's 64), the tail as it is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
 static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
 #if defined(__x86_64__)
     if (ane_cpu_has_avx512_bf16()) {
