@@ -393,7 +393,8 @@ AVX512_BF16 static void rows_avx512_lut4_bf16(const void *w, int64_t row_bytes, 
 
 /* x_split for rows_avx512_lut4_bf16: per 128 elements, the parts of x as 128 bf16 words each in
  * lut4_bf16_slot's order (x rounded to nearest even, then the rest rounded; an infinite x leaves
- * no rest, a NaN stays NaN: 4 bytes per element, a float's), then x's tail as it is. */
+ * no rest, a NaN stays NaN, and an x beyond bf16's largest number, 3.39e38, rounds to infinity:
+ * 4 bytes per element, a float's), then x's tail as it is. */
 AVX512_BF16 static void split_bf16(float *x_split, const float *x, int64_t k) {
     int slot_element[LUT4_BF16_CHUNK];
     for (int s = 0; s < LUT4_BF16_CHUNK; s++) slot_element[s] = lut4_bf16_slot(s);
@@ -1040,7 +1041,8 @@ AVX512 static void split_avx512(float *x_split, const float *x, int64_t whole, c
 
 /* x_split [k] (memory for k floats, or NULL): x's whole chunks in the order the 4-bit kernel
  * reads them (bf16 parts in AVX512_BF16's 128-element chunks, AVX-512's 32-element chunks, else
- * AVX2's two-byte kernel's 64), the tail as it is. Returns x_split, or NULL where no kernel reads it (or x_split is NULL). */
+ * AVX2's two-byte kernel's 64), the tail as it is. Returns x_split, or NULL where no kernel
+ * reads it (or x_split is NULL). */
 static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
 #if defined(__x86_64__)
     if (ane_cpu_has_avx512_bf16()) {

@@ -6,8 +6,8 @@
  * 2 k u sum_j |w_j x_j|, plus 1e-30 for an all-zero row; 4-bit rows with float activations on
  * a CPU with AVX512_BF16 (k >= 128) plus 2^-16 sum_j |w_j x_j|: that kernel reads x as two bf16
  * parts, each rounded to nearest (8 significant bits, relative error <= 2^-8), so hi + lo is off x
- * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result must also equal,
- * bit for bit, the product of that row alone (rows_differing_alone).
+ * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result
+ * must also equal, bit for bit, the product of that row alone (rows_differing_alone).
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
