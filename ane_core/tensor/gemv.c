@@ -373,7 +373,7 @@ AVX512_BF16 static inline __attribute__((always_inline)) void rows_avx512_lut4_b
         const uint8_t *row = w + r * row_bytes;
         const float *palette = tables + r * table_stride;
         float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
-        for (int64_t t = j; t < k; t++) total += palette[(row[t / 2] >> 4 * (t & 1)) & 15u] * tail[t - j];
+        for (int64_t t = j; t < k; t++) total += LUT4_ELEMENT(row, palette, t) * tail[t - j];
         y[r * y_stride] = total;
     }
 }

@@ -56,8 +56,8 @@ ane_status ane_gemm_fp16_few_columns(float *y /* [rows, columns] */, const uint1
  * VNNI where the CPU has it, else AVX2's byte products; the same sums in scalar code
  * elsewhere). ANE_ACTIVATIONS_INT16: the same with codes up to 32767 (scale = max |x| /
  * 32767) and palette entries up to 16383 (AVX2's word products; scalar elsewhere). More than
- * ANE_FEW_COLUMNS columns multiply the same quantized values (scale x code, rounded to fp32) with BLAS instead: the
- * same arithmetic up to fp32 rounding. A NaN or inf in a block makes its products NaN. */
+ * ANE_FEW_COLUMNS columns multiply the same quantized values (scale x code, rounded to fp32)
+ * with BLAS instead: the same arithmetic up to fp32 rounding. A NaN or inf in a block makes its products NaN. */
 ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encoding encoding, const void *data,
                               const float *table, const void *palette_codes, const float *x /* [k, columns] */,
                               int64_t rows, int64_t k, int64_t columns, ane_activations activations, ane_error *err);
