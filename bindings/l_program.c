@@ -1,5 +1,5 @@
 /* Programs from Lua (type "ane.Program"): ane.compile, ane.compile_mil, ane.cached,
- * prog:eval / submit / patch / write_input / read_input / inputs / outputs / weights / close,
+ * prog:eval / submit / patch / write_input / read_input / reset_input / inputs / outputs / weights / close,
  * and the runtime statistics.
  * Inputs and outputs are bound by name; values are tensors or surfaces. */
 #include <limits.h>
@@ -352,6 +352,16 @@ static int m_read_input(lua_State *L) {
     return 1;
 }
 
+/* prog:reset_input(name) -> prog: forgets what write_input kept for `name` (the next write
+ * starts from zeros; evals bind it until then) */
+static int m_reset_input(lua_State *L) {
+    ane_program *program = check_program(L, 1);
+    ane_error err;
+    if (ane_program_reset_input(program, luaL_checkstring(L, 2), &err)) return ane_lua_raise(L, &err);
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* prog:patch{ name = tensor, ... } -> prog */
 static int m_patch(lua_State *L) {
     ane_program *program = check_program(L, 1);
@@ -601,7 +611,7 @@ static int l_set_cache_limit(lua_State *L) {
 void ane_lua_open_program(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"eval", m_eval}, {"submit", m_submit}, {"patch", m_patch}, {"write_input", m_write_input},
-        {"read_input", m_read_input}, {"inputs", m_inputs}, {"outputs", m_outputs},
+        {"read_input", m_read_input}, {"reset_input", m_reset_input}, {"inputs", m_inputs}, {"outputs", m_outputs},
         {"weights", m_weights}, {"close", program_release}, {NULL, NULL},
     };
     static const luaL_Reg meta[] = {

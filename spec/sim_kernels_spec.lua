@@ -448,6 +448,82 @@ describe("sim conv and matmul match plain Lua", function()
   end)
 end)
 
+-- A cache kept resident (write_input) and written to `filled` of its positions holds zeros
+-- after them, and a decode step's vector products leave those out: the scores there are +0
+-- (a sum of products of zeros), and the weighted sum over them is cut at whole chunks of the
+-- row kernels, whose sums are then the whole rows' (a skipped chunk would add only zeros).
+-- So the resident eval must give the very bits of the same cache bound whole (every position
+-- computed), under every CPU level (this file runs per ANELUA_CPU); where an operand is
+-- infinite, products with the zeros are NaN, and the products must not be left out.
+describe("sim attention over a cache's written positions", function()
+  local HEADS, D, POSITIONS = 4, 16, 160
+  local function program(precision)
+    local g = ane.graph("filled_cache")
+    local q = g:input("q", { 1, HEADS, 2, D })
+    local e = g:input("e", { 1, HEADS, 2, POSITIONS })
+    local k = g:input("k_cache", { 1, HEADS * D, 1, POSITIONS }) -- the decode programs' layout
+    local v = g:input("v_cache", { 1, HEADS * D, 1, POSITIONS })
+    local kh = g:reshape(k, { 1, HEADS, D, POSITIONS })
+    local vh = g:reshape(v, { 1, HEADS, D, POSITIONS })
+    g:output("scores", g:matmul(q, kh))                          -- [1, heads, 2, positions]
+    g:output("y", g:matmul(e, vh, { transpose_y = true }))      -- [1, heads, 2, D]
+    return ane.compile(g, { precision = precision, profile = "cpu" })
+  end
+  local function padded(t, filled) -- t's first `filled` positions, zeros after
+    local out = ane.tensor(t:shape()):fill(0)
+    out:slice(4, 1, filled):copy_from(t:slice(4, 1, filled))
+    return out
+  end
+  for _, precision in ipairs({ "fp16", "fp32" }) do
+    it(precision .. ": the same bits as the whole cache bound, at every filled count", function()
+      local p = program(precision)
+      local k = ane.tensor.randn({ 1, HEADS * D, 1, POSITIONS }, { seed = 61 })
+      local v = ane.tensor.randn({ 1, HEADS * D, 1, POSITIONS }, { seed = 62 })
+      local q = ane.tensor.randn({ 1, HEADS, 2, D }, { seed = 63 })
+      local e = ane.tensor.rand({ 1, HEADS, 2, POSITIONS }, { seed = 64 }) -- softmax weights are in [0, 1]
+      for _, filled in ipairs({ 1, 31, 32, 40, 97, 159, 160 }) do
+        p:reset_input("k_cache"):reset_input("v_cache")
+        p:write_input("k_cache", k:slice(4, 1, filled)):write_input("v_cache", v:slice(4, 1, filled))
+        local resident = p:eval({ q = q, e = e })
+        local bound = p:eval({ q = q, e = e, k_cache = padded(k, filled), v_cache = padded(v, filled) })
+        assert.are.equal(bound.scores:bytes(), resident.scores:bytes(), "scores, filled " .. filled)
+        assert.are.equal(bound.y:bytes(), resident.y:bytes(), "weighted sum, filled " .. filled)
+      end
+      -- infinite operands: inf x 0 is NaN where the cache is empty, as in the whole product
+      local q_inf, e_inf = q:copy(), e:copy()
+      q_inf:slice(4, 3, 3):fill(math.huge)
+      e_inf:slice(4, 150, 150):fill(math.huge)
+      p:reset_input("k_cache"):reset_input("v_cache")
+      p:write_input("k_cache", k:slice(4, 1, 40)):write_input("v_cache", v:slice(4, 1, 40))
+      local resident = p:eval({ q = q_inf, e = e_inf })
+      local bound = p:eval({ q = q_inf, e = e_inf, k_cache = padded(k, 40), v_cache = padded(v, 40) })
+      local scores, y = flat(resident.scores), flat(resident.y)
+      assert.is_true(scores[#scores] ~= scores[#scores], "a score past the filled positions is NaN")
+      assert.is_true(y[1] ~= y[1], "the weighted sum with an infinite weight on an empty position is NaN")
+      assert.are.equal(bound.scores:bytes(), resident.scores:bytes())
+      assert.are.equal(bound.y:bytes(), resident.y:bytes())
+      p:close()
+    end)
+  end
+
+  it("reset_input clears what another writer left: later writes start from zeros", function()
+    local p = program("fp32")
+    local k = ane.tensor.randn({ 1, HEADS * D, 1, POSITIONS }, { seed = 65 })
+    local q = ane.tensor.randn({ 1, HEADS, 2, D }, { seed = 66 })
+    local e = ane.tensor.rand({ 1, HEADS, 2, POSITIONS }, { seed = 67 })
+    p:write_input("k_cache", k):write_input("v_cache", k)
+    p:reset_input("k_cache")
+    assert.error_matches(function() p:eval({ q = q, e = e }) end, "needs input 'k_cache'")
+    assert.error_matches(function() p:read_input("k_cache") end, "was never written")
+    p:write_input("k_cache", k:slice(4, 1, 10))
+    assert.are.equal(padded(k, 10):bytes(), p:read_input("k_cache"):bytes())
+    assert.are.equal(p:eval({ q = q, e = e, k_cache = padded(k, 10), v_cache = k }).scores:bytes(),
+      p:eval({ q = q, e = e }).scores:bytes())
+    assert.error_matches(function() p:reset_input("k_cahce") end, "has no input 'k_cahce'")
+    p:close()
+  end)
+end)
+
 -- ------------------------------------------------------------------ data movement
 describe("sim data movement matches plain Lua", function()
   local shape = { 2, 3, 4, 5 }

@@ -76,6 +76,10 @@ typedef struct sim_loaded {
                                        column (sim_kernels.h), found from the values the
                                        instance reads; again after every patch (copies_current 0) */
     int copies_current;
+    int64_t *written;               /* [graph->count]: positions of a resident input's last axis
+                                       written since write_input last cleared it (the rest hold
+                                       zeros) */
+    int64_t *filled;                /* [graph->count]: each eval's sim_context.filled */
 } sim_loaded;
 
 static int sim_available(char *why, size_t size) {
@@ -299,6 +303,8 @@ static void sim_unload(ane_loaded *loaded) {
                 free(instance->halves[i]);
     free(instance->halves);
     free(instance->patched);
+    free(instance->written);
+    free(instance->filled);
     free(instance->values);
     free(instance->slab);
     free(instance->scratch);
@@ -364,10 +370,13 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
         instance->halves = calloc((size_t)g->count + 1, sizeof *instance->halves);
         instance->patched = calloc((size_t)g->count + 1, sizeof *instance->patched);
+        instance->written = calloc((size_t)g->count + 1, sizeof *instance->written);
+        instance->filled = calloc((size_t)g->count + 1, sizeof *instance->filled);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
         instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
-    int ok = instance && instance->values && instance->halves && instance->patched && instance->slab &&
+    int ok = instance && instance->values && instance->halves && instance->patched && instance->written &&
+             instance->filled && instance->slab &&
              (!p->scratch_floats || instance->scratch);
     for (int i = 0; ok && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
@@ -516,6 +525,27 @@ static void find_column_copies(sim_loaded *instance) {
     }
 }
 
+/* How many positions of each node's last axis may be non-zero (sim_context.filled): a resident
+ * input's written ones, and a reshape's of it when the last axis stays (a cache read as heads);
+ * every position elsewhere. */
+static const int64_t *find_filled(sim_loaded *instance, const ane_binding *inputs) {
+    const sim_compiled *p = instance->program;
+    const ane_graph *g = p->graph;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        instance->filled[i] = node->rank ? node->shape[node->rank - 1] : 1;
+    }
+    for (int port = 0; port < p->ninputs; port++)
+        if (inputs[port].resident) instance->filled[p->input_nodes[port]] = instance->written[p->input_nodes[port]];
+    for (int i = 0; i < g->count; i++) { /* (operands come first) */
+        const ane_node *node = g->nodes[i];
+        if (node->op != ANE_OP_RESHAPE || !node->rank || !node->operands[0]->rank) continue;
+        const ane_node *from = node->operands[0];
+        if (from->shape[from->rank - 1] == node->shape[node->rank - 1]) instance->filled[i] = instance->filled[from->id];
+    }
+    return instance->filled;
+}
+
 static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                            int noutputs, ane_error *err) {
     sim_compiled *p = instance->program;
@@ -563,6 +593,7 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     };
     if (!instance->copies_current) find_column_copies(instance);
     context.column_copies = (sim_column_copies *const *)instance->column_copies;
+    context.filled = find_filled(instance, inputs);
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (is_view(node)) continue;
@@ -606,6 +637,7 @@ static ane_status sim_write_input(ane_loaded *loaded, int port, int64_t offset, 
     int half = p->half_input[node->id]; /* fp16 bits instead: the copy rounds */
     if (first) memset(half ? (void *)instance->halves[node->id] : (void *)values, 0, (size_t)numel * (half ? 2 : 4));
     int64_t count = value->shape[value->ndim - 1];
+    if (first || instance->written[node->id] < offset + count) instance->written[node->id] = offset + count;
     ane_storage pin;
     ane_tensor whole = input_view(instance, node, &pin), target;
     ane_status status = ane_tensor_slice(&target, &whole, node->rank - 1, offset, offset + count, err);

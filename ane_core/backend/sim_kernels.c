@@ -501,18 +501,38 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
 
 /* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,
  * found through broadcasting strides over the leading dims. y is fp32 values, or fp16 bits
- * (y_half: a cache sim holds in fp16), which BLAS reads converted into `scratch`. */
+ * (y_half: a cache sim holds in fp16), which BLAS reads converted into `scratch`. Positions
+ * of y's last axis from y_filled on are zeros (a cache's unwritten positions): the vector
+ * products leave them out (below). */
 typedef struct matmul_job {
     const float *x, *y;
     const uint16_t *y_half;
     float *scratch; /* [y_matrix] */
     float *out;
-    int64_t m, n, k, lda, ldb, x_matrix, y_matrix;
+    int64_t m, n, k, lda, ldb, x_matrix, y_matrix, y_filled;
     int tx, ty;
     int few_rows; /* at most 4 rows of x, not transposed: vector products instead of BLAS */
     const ane_node *batch; /* the output's leading dims */
     const int64_t *sx, *sy;
 } matmul_job;
+
+static int all_finite(const float *x, int64_t n) {
+    uint32_t exponents_all_ones = 0; /* (a branch-free test the compiler vectorizes) */
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, x + i, sizeof bits);
+        exponents_all_ones |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return !exponents_all_ones;
+}
+
+/* Elements of rows of k, zeros from `filled` on, that a product with x needs: `filled` rounded
+ * up to whole chunks of the row kernels (ANE_GEMV_CHUNK), whose sums then equal the whole
+ * rows' bit for bit, where x is finite beyond (inf or NaN times a zero is NaN: all k). */
+static int64_t filled_chunks(int64_t filled, int64_t k, const float *x) {
+    int64_t used = (filled + ANE_GEMV_CHUNK - 1) / ANE_GEMV_CHUNK * ANE_GEMV_CHUNK;
+    return used < k && all_finite(x + used, k - used) ? used : k;
+}
 
 static void matmul_batches(void *context, int64_t first, int64_t last) {
     const matmul_job *j = context;
@@ -536,12 +556,21 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
                     om[i * j->n + c] = xm[i * j->lda] * (yh ? ane_fp16_to_fp32(yh[c]) : ym[c]) + 0.0f;
         } else if (j->few_rows) {
             /* a few rows (a decode step's attention: one query per head, or a group of
-             * them): vector products, as a BLAS call per head costs more than its arithmetic */
+             * them): vector products, as a BLAS call per head costs more than its arithmetic;
+             * over a cache's written positions only, so attention costs what is filled */
             for (int64_t i = 0; i < j->m; i++) {
-                if (j->ty && yh) ane_gemv_fp16(om + i * j->n, yh, xm + i * j->lda, j->n, j->k);
-                else if (j->ty) ane_gemv_fp32(om + i * j->n, ym, xm + i * j->lda, j->n, j->k);
-                else if (yh) ane_vecmat_fp16(om + i * j->n, xm + i * j->lda, yh, j->k, j->n);
-                else ane_vecmat_fp32(om + i * j->n, xm + i * j->lda, ym, j->k, j->n);
+                const float *xi = xm + i * j->lda;
+                float *oi = om + i * j->n;
+                if (j->ty) { /* y [n, k]: k positions a row, zeros from y_filled on */
+                    int64_t used = filled_chunks(j->y_filled, j->k, xi);
+                    if (yh) ane_gemv_fp16_strided(oi, yh, j->k, xi, j->n, used);
+                    else ane_gemv_fp32_strided(oi, ym, j->k, xi, j->n, used);
+                } else { /* y [k, n]: columns from y_filled on are zeros, so their sums are +0 */
+                    int64_t used = j->y_filled < j->n && all_finite(xi, j->k) ? j->y_filled : j->n;
+                    if (yh) ane_vecmat_fp16(oi, xi, yh, j->n, j->k, used);
+                    else ane_vecmat_fp32(oi, xi, ym, j->n, j->k, used);
+                    for (int64_t c = used; c < j->n; c++) oi[c] = 0.0f;
+                }
             }
         } else {
             if (yh) { /* batches run one after another here: the scratch is free */
@@ -593,13 +622,7 @@ void sim_column_copies_free(sim_column_copies *copies) {
 static int run_column_copies(const sim_column_copies *copies, const ane_node *node, const float *x, float *out) {
     int64_t n = copies->n, k = copies->k, rows = ane_node_numel(node) / n;
     if (ane_node_numel(node->operands[0]) != rows * k) return 0; /* (x broadcast over batches: the full product) */
-    uint32_t exponents_all_ones = 0; /* (a branch-free test the compiler vectorizes) */
-    for (int64_t i = 0; i < rows * k; i++) {
-        uint32_t bits;
-        memcpy(&bits, x + i, sizeof bits);
-        exponents_all_ones |= (bits & 0x7f800000u) == 0x7f800000u;
-    }
-    if (exponents_all_ones) return 0;
+    if (!all_finite(x, rows * k)) return 0;
     for (int64_t row = 0; row < rows; row++) {
         const float *in = x + row * k;
         float *o = out + row * n;
@@ -623,9 +646,10 @@ static void run_matmul(const sim_context *context, const ane_node *node, float *
     broadcast_strides(&xb, &ob, sx);
     broadcast_strides(&yb, &ob, sy);
     const uint16_t *y_half = context->halves ? context->halves[y->id] : NULL;
+    int64_t y_filled = context->filled ? context->filled[y->id] : y->shape[y->rank - 1];
     matmul_job job = {IN(node, 0), IN(node, 1), y_half, context->scratch, out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
                       x->shape[x->rank - 2] * x->shape[x->rank - 1], y->shape[y->rank - 2] * y->shape[y->rank - 1],
-                      tx, ty, !tx && m <= 4, &ob, sx, sy};
+                      y_filled, tx, ty, !tx && m <= 4, &ob, sx, sy};
     int64_t batches = ane_node_numel(&ob);
     if (job.few_rows) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
         ane_parallel_for(batches, ((int64_t)1 << 16) / (k * n * (int64_t)sizeof(float) + 1) + 1, matmul_batches, &job);

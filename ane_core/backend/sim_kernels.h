@@ -37,6 +37,8 @@ typedef struct sim_context {
     ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
     const void *const *palette_codes; /* [node count]: 4-bit weights' palettes for integer activations (sim.c); NULL */
     sim_column_copies *const *column_copies; /* [node count]: matmuls by one-nonzero-per-column consts (sim.c); NULL */
+    const int64_t *filled; /* [node count]: positions of the last axis that may be non-zero, the rest zeros (sim.c:
+                              a resident cache's written ones); NULL: all */
 } sim_context;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */

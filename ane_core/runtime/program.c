@@ -571,6 +571,14 @@ ane_status ane_program_read_input(ane_program *program, const char *name, ane_te
     return status;
 }
 
+ane_status ane_program_reset_input(ane_program *program, const char *name, ane_error *err) {
+    const ane_port *port;
+    int index = input_port(program, name, &port, err);
+    if (index < 0) return err->status;
+    if (program->resident) program->resident[index] = 0; /* the next write clears the buffer (write_input's `first`) */
+    return ANE_OK;
+}
+
 /* ------------------------------------------------------------------ patching */
 
 typedef struct weight_search {

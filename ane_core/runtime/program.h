@@ -91,6 +91,9 @@ ane_status ane_program_write_input(ane_program *program, const char *name, int64
                                    ane_error *err);
 /* The resident input's buffer as a new tensor (the input's shape). */
 ane_status ane_program_read_input(ane_program *program, const char *name, ane_tensor *out, ane_error *err);
+/* Forgets what write_input kept for input `name`: the next write starts from zeros again (a
+ * cache handed to a new session), and until it, evals must bind the input. */
+ane_status ane_program_reset_input(ane_program *program, const char *name, ane_error *err);
 
 /* Applies patches waiting for the next eval now (a device rewrites a whole weight file per
  * batch of patches); a no-op for backends that patch in place. */

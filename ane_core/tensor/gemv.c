@@ -447,6 +447,7 @@ typedef struct gemv_job {
     const void *w; /* [rows, k], fp16 or fp32; or encoded (quantize.h) */
     const float *x;
     int64_t k;
+    int64_t row_stride; /* elements from one row of an fp16 or fp32 w to the next (k, or more: the first k of longer rows) */
     const float *table; /* encoded: per-row scales [rows] or palettes [rows, 16] */
     const float *x_split; /* 4-bit rows: x [k] as rows_avx512_lut4_bf16, rows_avx512_lut4 or dot_lut4_bf16_avx2 read it (split_for_lut4), else NULL */
 } gemv_job;
@@ -494,13 +495,13 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     float (*dot)(const uint16_t *, const float *, int64_t) = dot_scalar;
 #if defined(__x86_64__)
     if (ane_cpu_has_avx512f()) {
-        rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->k * 2, 0);
+        rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, 0);
         return;
     }
     if (ane_cpu_has_avx2_fma_f16c()) dot = dot_avx2;
 #endif
     const uint16_t *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
+    for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->row_stride, job->x, job->k);
 }
 
 static void rows_fp32(void *context, int64_t first, int64_t last) {
@@ -511,7 +512,7 @@ static void rows_fp32(void *context, int64_t first, int64_t last) {
     if (ane_cpu_has_avx512f()) dot = dot32_avx512;
 #endif
     const float *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->k, job->x, job->k);
+    for (int64_t r = first; r < last; r++) job->y[r] = dot(w + r * job->row_stride, job->x, job->k);
 }
 
 static void rows_int8(void *context, int64_t first, int64_t last) {
@@ -560,14 +561,19 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
 
 static int64_t grain_rows(int64_t row_bytes) { return row_bytes > 0 ? GRAIN_BYTES / row_bytes + 1 : 1; }
 
-void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k) {
-    gemv_job job = {y, w, x, k, NULL, NULL};
+void ane_gemv_fp16_strided(float *y, const uint16_t *w, int64_t row_stride, const float *x, int64_t rows, int64_t k) {
+    gemv_job job = {y, w, x, k, row_stride, NULL, NULL};
     ane_parallel_for(rows, grain_rows(k * 2), rows_fp16, &job);
+}
+
+void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k) {
+    ane_gemv_fp16_strided(y, w, k, x, rows, k);
 }
 
 /* y[first..n) = x^T M's columns, element by element: the one order every vecmat kernel
  * below keeps (per column, rows 0..k-1, one fused multiply-add each), so an fp16 matrix
- * gives the very sums of its values converted to fp32. AT(i, j) reads M[i, j] as fp32. */
+ * gives the very sums of its values converted to fp32, and a column's sum does not depend on
+ * how many columns are computed. AT(i, j) reads M[i, j] as fp32 (rows ld elements apart). */
 #define VECMAT_COLUMNS(y, x, k, first, n, AT)                                                      \
     for (int64_t j_ = (first); j_ < (n); j_++) (y)[j_] = 0.0f;                                      \
     for (int64_t i_ = 0; i_ < (k); i_++)                                                            \
@@ -595,51 +601,56 @@ void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, in
     }                                                                                               \
     VECMAT_COLUMNS(y, x, k, j, n, AT)
 
-__attribute__((target("avx2,fma"))) static void vecmat_avx2(float *y, const float *x, const float *m, int64_t k, int64_t n) {
-#define LOAD8(i, j) _mm256_loadu_ps(m + (i) * n + (j))
-#define AT(i, j) m[(i) * n + (j)]
+__attribute__((target("avx2,fma"))) static void vecmat_avx2(float *y, const float *x, const float *m, int64_t ld, int64_t k,
+                                                             int64_t n) {
+#define LOAD8(i, j) _mm256_loadu_ps(m + (i) * ld + (j))
+#define AT(i, j) m[(i) * ld + (j)]
     VECMAT_AVX2(y, x, k, n, LOAD8, AT)
 #undef LOAD8
 #undef AT
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void vecmat_fp16_avx2(float *y, const float *x, const uint16_t *m, int64_t k,
-                                                                     int64_t n) {
-#define LOAD8(i, j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m + (i) * n + (j))))
-#define AT(i, j) ane_fp16_to_fp32(m[(i) * n + (j)])
+__attribute__((target("avx2,fma,f16c"))) static void vecmat_fp16_avx2(float *y, const float *x, const uint16_t *m, int64_t ld,
+                                                                     int64_t k, int64_t n) {
+#define LOAD8(i, j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(m + (i) * ld + (j))))
+#define AT(i, j) ane_fp16_to_fp32(m[(i) * ld + (j)])
     VECMAT_AVX2(y, x, k, n, LOAD8, AT)
 #undef LOAD8
 #undef AT
 }
 #endif
 
-void ane_vecmat_fp32(float *y, const float *x, const float *m, int64_t k, int64_t n) {
+void ane_vecmat_fp32(float *y, const float *x, const float *m, int64_t ld, int64_t k, int64_t n) {
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) {
-        vecmat_avx2(y, x, m, k, n);
+        vecmat_avx2(y, x, m, ld, k, n);
         return;
     }
 #endif
-#define AT(i, j) m[(i) * n + (j)]
+#define AT(i, j) m[(i) * ld + (j)]
     VECMAT_COLUMNS(y, x, k, 0, n, AT)
 #undef AT
 }
 
-void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t k, int64_t n) {
+void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld, int64_t k, int64_t n) {
 #if defined(__x86_64__)
     if (ane_cpu_has_avx2_fma_f16c()) {
-        vecmat_fp16_avx2(y, x, m, k, n);
+        vecmat_fp16_avx2(y, x, m, ld, k, n);
         return;
     }
 #endif
-#define AT(i, j) ane_fp16_to_fp32(m[(i) * n + (j)])
+#define AT(i, j) ane_fp16_to_fp32(m[(i) * ld + (j)])
     VECMAT_COLUMNS(y, x, k, 0, n, AT)
 #undef AT
+}
+
+void ane_gemv_fp32_strided(float *y, const float *w, int64_t row_stride, const float *x, int64_t rows, int64_t k) {
+    gemv_job job = {y, w, x, k, row_stride, NULL, NULL};
+    ane_parallel_for(rows, grain_rows(k * 4), rows_fp32, &job);
 }
 
 void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64_t k) {
-    gemv_job job = {y, w, x, k, NULL, NULL};
-    ane_parallel_for(rows, grain_rows(k * 4), rows_fp32, &job);
+    ane_gemv_fp32_strided(y, w, k, x, rows, k);
 }
 
 /* ------------------------------------------------ int8 activations (integer dot products) */
@@ -1072,7 +1083,7 @@ static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
 
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
-    gemv_job job = {y, data, x, k, table, NULL};
+    gemv_job job = {y, data, x, k, k, table, NULL};
     if (encoding == ANE_ENCODING_INT8) {
         ane_parallel_for(rows, grain_rows(k), rows_int8, &job);
         return;
@@ -1513,7 +1524,7 @@ static ane_status by_columns(float *y, void (*rows_kernel)(void *, int64_t, int6
     for (int64_t c = 0; c < columns; c++) {
         float *column = memory + c * (2 * k + rows), *split = column + k, *out = split + k;
         for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
-        jobs[c] = (gemv_job){out, data, column, k, table, lut4 ? split_for_lut4(split, column, k) : NULL};
+        jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? split_for_lut4(split, column, k) : NULL};
     }
     columns_job job = {rows_kernel, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
     ane_parallel_for(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);

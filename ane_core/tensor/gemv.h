@@ -17,13 +17,30 @@ void ane_gemv_fp16(float *y /* [rows] */, const uint16_t *w /* [rows, k] */, con
 void ane_gemv_fp32(float *y /* [rows] */, const float *w /* [rows, k] */, const float *x /* [k] */, int64_t rows,
                    int64_t k);
 
-/* y = x^T M for a row vector x and a row-major M (attention's weights times the cached
- * values at one position); single-threaded, for small products. */
-void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *m /* [k, n] */, int64_t k, int64_t n);
+/* The same over the first k elements of rows row_stride elements apart (a cache's filled
+ * positions); the sums are those of ane_gemv_fp16 / _fp32 over rows of k. */
+void ane_gemv_fp16_strided(float *y /* [rows] */, const uint16_t *w /* [rows, row_stride] */, int64_t row_stride,
+                           const float *x /* [k] */, int64_t rows, int64_t k);
+void ane_gemv_fp32_strided(float *y /* [rows] */, const float *w /* [rows, row_stride] */, int64_t row_stride,
+                           const float *x /* [k] */, int64_t rows, int64_t k);
+
+/* Elements a chunk of every fp16 / fp32 row kernel above (AVX-512: 32, AVX2: 32 then 8,
+ * scalar: 1): a product over the first k of longer rows whose other elements are zeros, cut
+ * at a multiple of this, gives what the whole rows give bit for bit when x is finite there
+ * (each skipped chunk would add products of +-0 to sums that start at +0, which leaves them
+ * as they are). */
+#define ANE_GEMV_CHUNK 32
+
+/* y = x^T M for a row vector x and a row-major M whose rows are ld elements apart, its first n
+ * columns (a query times a cache's filled positions); single-threaded, for small products.
+ * A column's sum does not depend on n. */
+void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *m /* [k, ld] */, int64_t ld, int64_t k,
+                     int64_t n);
 
 /* The same with M's elements in fp16 (a cache sim holds in fp16): the sums ane_vecmat_fp32
  * computes from M's values converted to fp32, bit for bit. */
-void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_t *m /* [k, n] */, int64_t k, int64_t n);
+void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_t *m /* [k, ld] */, int64_t ld, int64_t k,
+                     int64_t n);
 
 /* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, or
  * 4-bit indices looked up in their row's palette. */

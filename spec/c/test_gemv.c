@@ -352,7 +352,7 @@ int main(void) {
         {
             float *xr = malloc(sizeof(float) * rows), *yr = malloc(sizeof(float) * k);
             for (int64_t i = 0; i < rows; i++) xr[i] = uniform();
-            ane_vecmat_fp32(yr, xr, w, rows, k);
+            ane_vecmat_fp32(yr, xr, w, k, rows, k);
             int bad = 0;
             for (int64_t j = 0; j < k; j++) {
                 double sum = 0, mag = 0;
@@ -365,8 +365,8 @@ int main(void) {
              * values converted, bit for bit (same order, same fused multiply-adds) */
             float *w16_values = malloc(sizeof(float) * rows * k), *y16 = malloc(sizeof(float) * k);
             for (int64_t i = 0; i < rows * k; i++) w16[i] = ane_fp32_to_fp16(w[i]), w16_values[i] = ane_fp16_to_fp32(w16[i]);
-            ane_vecmat_fp32(yr, xr, w16_values, rows, k);
-            ane_vecmat_fp16(y16, xr, w16, rows, k);
+            ane_vecmat_fp32(yr, xr, w16_values, k, rows, k);
+            ane_vecmat_fp16(y16, xr, w16, k, rows, k);
             CHECK(memcmp(yr, y16, sizeof(float) * k) == 0, "vecmat fp16 [%lld] x [%lld, %lld]: not the fp32 kernel's sums",
                   (long long)rows, (long long)rows, (long long)k);
             free(w16_values), free(y16);

@@ -65,9 +65,10 @@ end
 --
 -- The caches live in the decode attention programs themselves, as resident inputs
 -- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
--- a whole cache in. In sim's cpu profile a cache starts at 64 positions and grows in steps
--- (doubling to 512, then every 256) as it fills, so attention reads about as many positions
--- as are used (a short chat's step reads a quarter of what a 256-position cache costs); a
+-- a whole cache in; sim's attention products leave out the positions not written yet (zeros),
+-- its element-wise work does not. In sim's cpu profile a cache starts at 64 positions and
+-- grows in steps (doubling to 512, then every 256) as it fills, so attention works on about as
+-- many positions as are used (a short chat's step on a quarter of a 256-position cache); a
 -- session of at most WHOLE_UP_TO positions takes its whole size at once. On the device every
 -- size costs a compile per layer (ANE-05: a 28-layer model's second size would spend the
 -- budget), so a session there, and in sim's ane profile, which keeps the device's rules,
@@ -108,16 +109,25 @@ local function cache_size(self, positions)
   return math.min(math.max(m:bucket(positions, m.context_length), FIRST_CACHE), self.Smax)
 end
 
-local CACHES = { "k_cache", "v_cache", "mask" }
+local KEYS_AND_VALUES = { "k_cache", "v_cache" }
 
--- The caches as tensors, read out of the session's programs.
+-- The caches as tensors, read out of the session's programs: the keys and values of its
+-- filled positions, the whole mask.
 local function read_caches(self)
   local saved = {}
   for l, attention in ipairs(self.attention) do
-    saved[l] = {}
-    for _, name in ipairs(CACHES) do saved[l][name] = attention:read_input(name) end
+    saved[l] = { mask = attention:read_input("mask") }
+    for _, name in ipairs(KEYS_AND_VALUES) do saved[l][name] = attention:read_input(name):slice(4, 1, self.position) end
   end
   return saved
+end
+
+-- Writes caches into a layer's attention program: keys and values from position 1 over zeros
+-- (what another session left there is cleared, so sim's attention products read the filled
+-- positions only), the mask (whole, or from position 1) over what it holds.
+local function write_caches(attention, caches)
+  for _, name in ipairs(KEYS_AND_VALUES) do attention:reset_input(name):write_input(name, caches[name]) end
+  attention:write_input("mask", caches.mask)
 end
 
 -- Makes the session's programs hold its caches: the session that used them last saves its own.
@@ -128,9 +138,7 @@ local function hold(self)
   if owner then owner.saved = read_caches(owner) end
   owners[token] = self
   if self.saved then
-    for l, attention in ipairs(self.attention) do
-      for _, name in ipairs(CACHES) do attention:write_input(name, self.saved[l][name]) end
-    end
+    for l, attention in ipairs(self.attention) do write_caches(attention, self.saved[l]) end
     self.saved = nil
   end
 end
@@ -160,9 +168,7 @@ local function grow(self)
   local filled = read_caches(self)
   local left = self.size
   use_size(self, cache_size(self, self.position + 1))
-  for l, attention in ipairs(self.attention) do
-    for _, name in ipairs(CACHES) do attention:write_input(name, filled[l][name]) end
-  end
+  for l, attention in ipairs(self.attention) do write_caches(attention, filled[l]) end
   if left > WHOLE_UP_TO then
     local m = self.model
     for l = 1, m.n_layer do m:forget_program(m:kind_for("attn_decode", 1, self.W), l, self.W, left) end
@@ -190,9 +196,7 @@ local function settle(self)
   use_size(self, cache_size(self, pending.T + 1))
   local open = ane.tensor({ 1, 1, 1, pending.T }, m.dtype):fill(0)
   for l, attention in ipairs(self.attention) do
-    attention:write_input("k_cache", pending[l].k)
-    attention:write_input("v_cache", pending[l].v)
-    attention:write_input("mask", open)
+    write_caches(attention, { k_cache = pending[l].k, v_cache = pending[l].v, mask = open })
   end
   self.pending = nil
 end
