@@ -565,8 +565,9 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
                     int64_t used = filled_chunks(j->y_filled, j->k, xi);
                     if (yh) ane_gemv_fp16_strided(oi, yh, j->k, xi, j->n, used);
                     else ane_gemv_fp32_strided(oi, ym, j->k, xi, j->n, used);
-                } else { /* y [k, n]: columns from y_filled on are zeros, so their sums are +0 */
-                    int64_t used = j->y_filled < j->n && all_finite(xi, j->k) ? j->y_filled : j->n;
+                } else { /* y [k, n]: columns from y_filled on are zeros, so their sums are +0 (whole tiles computed) */
+                    int64_t tiles = (j->y_filled + ANE_VECMAT_TILE - 1) / ANE_VECMAT_TILE * ANE_VECMAT_TILE;
+                    int64_t used = tiles < j->n && all_finite(xi, j->k) ? tiles : j->n;
                     if (yh) ane_vecmat_fp16(oi, xi, yh, j->n, j->k, used);
                     else ane_vecmat_fp32(oi, xi, ym, j->n, j->k, used);
                     for (int64_t c = used; c < j->n; c++) oi[c] = 0.0f;

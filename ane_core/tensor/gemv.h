@@ -37,6 +37,9 @@ void ane_gemv_fp32_strided(float *y /* [rows] */, const float *w /* [rows, row_s
 void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *m /* [k, ld] */, int64_t ld, int64_t k,
                      int64_t n);
 
+/* Columns of y a vecmat kernel holds in registers at once (a tile); narrower tails are slower. */
+#define ANE_VECMAT_TILE 64
+
 /* The same with M's elements in fp16 (a cache sim holds in fp16): the sums ane_vecmat_fp32
  * computes from M's values converted to fp32, bit for bit. */
 void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_t *m /* [k, ld] */, int64_t ld, int64_t k,
