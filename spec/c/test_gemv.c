@@ -369,8 +369,40 @@ int main(void) {
             ane_vecmat_fp16(y16, xr, w16, k, rows, k);
             CHECK(memcmp(yr, y16, sizeof(float) * k) == 0, "vecmat fp16 [%lld] x [%lld, %lld]: not the fp32 kernel's sums",
                   (long long)rows, (long long)rows, (long long)k);
+            /* the first n columns of rows k apart (a cache's filled positions): those columns'
+             * sums of the whole product, bit for bit (a column's sum does not depend on n) */
+            for (int64_t n = 1; n < k; n += 37) {
+                float *part = malloc(sizeof(float) * (size_t)n);
+                ane_vecmat_fp16(part, xr, w16, k, rows, n);
+                CHECK(memcmp(part, y16, sizeof(float) * (size_t)n) == 0, "vecmat fp16 [%lld] x [%lld, %lld]: the first %lld "
+                      "columns differ from the whole product's", (long long)rows, (long long)rows, (long long)k, (long long)n);
+                free(part);
+            }
             free(w16_values), free(y16);
             free(xr), free(yr);
+        }
+
+        /* Rows with zeros from element `used` on (used a multiple of ANE_GEMV_CHUNK): the
+         * product over their first `used` elements, rows k apart, is the whole rows' bit for
+         * bit, fp16 and fp32 (the zeros' chunks would add +-0 to sums that start at +0). */
+        for (int64_t used = ANE_GEMV_CHUNK; used < k; used += 3 * ANE_GEMV_CHUNK) {
+            float *padded = malloc(sizeof(float) * rows * k), *xs = malloc(sizeof(float) * k);
+            float *whole = malloc(sizeof(float) * rows), *cut = malloc(sizeof(float) * rows);
+            uint16_t *padded16 = malloc(sizeof(uint16_t) * rows * k);
+            for (int64_t i = 0; i < rows * k; i++) {
+                padded[i] = i % k < used ? w[i] : 0.0f;
+                padded16[i] = ane_fp32_to_fp16(padded[i]);
+            }
+            for (int64_t j = 0; j < k; j++) xs[j] = uniform();
+            ane_gemv_fp32(whole, padded, xs, rows, k);
+            ane_gemv_fp32_strided(cut, padded, k, xs, rows, used);
+            CHECK(memcmp(whole, cut, sizeof(float) * rows) == 0, "gemv fp32 [%lld, %lld] cut at %lld: not the whole rows' sums",
+                  (long long)rows, (long long)k, (long long)used);
+            ane_gemv_fp16(whole, padded16, xs, rows, k);
+            ane_gemv_fp16_strided(cut, padded16, k, xs, rows, used);
+            CHECK(memcmp(whole, cut, sizeof(float) * rows) == 0, "gemv fp16 [%lld, %lld] cut at %lld: not the whole rows' sums",
+                  (long long)rows, (long long)k, (long long)used);
+            free(padded), free(xs), free(whole), free(cut), free(padded16);
         }
 
         /* integer activations: a NaN or an inf in x makes every product NaN (not a silent number) */
