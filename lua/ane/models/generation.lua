@@ -7,11 +7,12 @@ local ane = require("ane")
 local MASK = require("ane.models.decoder").MASK -- the additive attention mask
 
 -- On sim, the smallest cache a session starts with (positions): a size costs one program per
--- layer, compiled in ~4 ms for Qwen3-0.6B at this size, and its attention reads all of it.
+-- layer, compiled in ~4 ms for Qwen3-0.6B at this size.
 local FIRST_CACHE = 64
--- Sessions of at most this many positions start at their capacity's size: attention over so
--- few reads little next to the weights (Stories110M fp16 at 256 positions: 9 MB a token beside
--- 220 MB), less than growing costs in compiles (a whole 256-token run grew twice: 24 programs).
+-- Sessions of at most this many positions start at their capacity's size, larger ones at this
+-- size, growing from there: attention's products read the positions written, whatever the
+-- size, and its element-wise work over so few costs less than growing in steps costs in
+-- compiles (a 260-position Stories110M run: 36 attention programs fewer, ~0.1 s of its ~3 s).
 local WHOLE_UP_TO = 256
 
 local M = { methods = {} }
@@ -66,10 +67,10 @@ end
 -- The caches live in the decode attention programs themselves, as resident inputs
 -- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
 -- a whole cache in; sim's attention products leave out the positions not written yet (zeros),
--- its element-wise work does not. In sim's cpu profile a cache starts at 64 positions and
--- grows in steps (doubling to 512, then every 256) as it fills, so attention works on about as
--- many positions as are used (a short chat's step on a quarter of a 256-position cache); a
--- session of at most WHOLE_UP_TO positions takes its whole size at once. On the device every
+-- its element-wise work does not. In sim's cpu profile a session of at most WHOLE_UP_TO
+-- positions takes its whole size at once (at least FIRST_CACHE), and a larger one (a chat)
+-- starts at WHOLE_UP_TO and grows as it fills (to 512, then every 256), so its caches hold
+-- about the memory it uses. On the device every
 -- size costs a compile per layer (ANE-05: a 28-layer model's second size would spend the
 -- budget), so a session there, and in sim's ane profile, which keeps the device's rules,
 -- keeps the size of its capacity. Sessions of one model share the programs of a size, and
@@ -102,11 +103,12 @@ end
 --- Positions left before the session's capacity.
 function Session:room() return self.capacity - self.position end
 
--- The cache size that holds `positions`: see above (the model's bucket, at least FIRST_CACHE).
+-- The cache size that holds `positions`: see above (the model's bucket, at least WHOLE_UP_TO
+-- in a session larger than that).
 local function cache_size(self, positions)
   local m = self.model
   if not grows(m) or self.Smax <= WHOLE_UP_TO then return self.Smax end
-  return math.min(math.max(m:bucket(positions, m.context_length), FIRST_CACHE), self.Smax)
+  return math.min(math.max(m:bucket(positions, m.context_length), WHOLE_UP_TO), self.Smax)
 end
 
 local KEYS_AND_VALUES = { "k_cache", "v_cache" }
