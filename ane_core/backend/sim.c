@@ -637,12 +637,13 @@ static ane_status sim_write_input(ane_loaded *loaded, int port, int64_t offset, 
     int half = p->half_input[node->id]; /* fp16 bits instead: the copy rounds */
     if (first) memset(half ? (void *)instance->halves[node->id] : (void *)values, 0, (size_t)numel * (half ? 2 : 4));
     int64_t count = value->shape[value->ndim - 1];
-    if (first || instance->written[node->id] < offset + count) instance->written[node->id] = offset + count;
+    if (first) instance->written[node->id] = 0;
     ane_storage pin;
     ane_tensor whole = input_view(instance, node, &pin), target;
     ane_status status = ane_tensor_slice(&target, &whole, node->rank - 1, offset, offset + count, err);
     if (!status) status = ane_tensor_copy_into(&target, value, err);
     if (status) return status;
+    if (instance->written[node->id] < offset + count) instance->written[node->id] = offset + count;
     if (!half && p->options.precision == ANE_PRECISION_FP16 && p->inputs[port].dtype == ANE_FP16 && value->dtype != ANE_FP16)
         for (int64_t row = 0; row < numel / positions; row++)
             ane_round_fp32_through_fp16_n(values + row * positions + offset, (size_t)count);

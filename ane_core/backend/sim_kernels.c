@@ -557,7 +557,7 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
         } else if (j->few_rows) {
             /* a few rows (a decode step's attention: one query per head, or a group of
              * them): vector products, as a BLAS call per head costs more than its arithmetic;
-             * over a cache's written positions only, so attention costs what is filled */
+             * over a cache's written positions only */
             for (int64_t i = 0; i < j->m; i++) {
                 const float *xi = xm + i * j->lda;
                 float *oi = om + i * j->n;
@@ -565,7 +565,7 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
                     int64_t used = filled_chunks(j->y_filled, j->k, xi);
                     if (yh) ane_gemv_fp16_strided(oi, yh, j->k, xi, j->n, used);
                     else ane_gemv_fp32_strided(oi, ym, j->k, xi, j->n, used);
-                } else { /* y [k, n]: columns from y_filled on are zeros, so their sums are +0 (whole tiles computed) */
+                } else { /* y [k, n]: columns from y_filled on are zeros, their sums +0 (whole tiles computed) */
                     int64_t tiles = (j->y_filled + ANE_VECMAT_TILE - 1) / ANE_VECMAT_TILE * ANE_VECMAT_TILE;
                     int64_t used = tiles < j->n && all_finite(xi, j->k) ? tiles : j->n;
                     if (yh) ane_vecmat_fp16(oi, xi, yh, j->n, j->k, used);

@@ -447,7 +447,7 @@ typedef struct gemv_job {
     const void *w; /* [rows, k], fp16 or fp32; or encoded (quantize.h) */
     const float *x;
     int64_t k;
-    int64_t row_stride; /* elements from one row of an fp16 or fp32 w to the next (k, or more: the first k of longer rows) */
+    int64_t row_stride; /* elements from one fp16 / fp32 row to the next: k, or more (the first k of longer rows) */
     const float *table; /* encoded: per-row scales [rows] or palettes [rows, 16] */
     const float *x_split; /* 4-bit rows: x [k] as rows_avx512_lut4_bf16, rows_avx512_lut4 or dot_lut4_bf16_avx2 read it (split_for_lut4), else NULL */
 } gemv_job;
