@@ -525,23 +525,22 @@ static void find_column_copies(sim_loaded *instance) {
     }
 }
 
+static int64_t last_axis(const ane_node *node) { return node->rank ? node->shape[node->rank - 1] : 1; }
+
 /* How many positions of each node's last axis may be non-zero (sim_context.filled): a resident
- * input's written ones, and a reshape's of it when the last axis stays (a cache read as heads);
- * every position elsewhere. */
+ * input's written ones, and a view's of it when its last axis has the input's size (a reshape
+ * keeps the flat order, so a position stays a position: a cache read as heads); every position
+ * elsewhere. */
 static const int64_t *find_filled(sim_loaded *instance, const ane_binding *inputs) {
     const sim_compiled *p = instance->program;
     const ane_graph *g = p->graph;
-    for (int i = 0; i < g->count; i++) {
-        const ane_node *node = g->nodes[i];
-        instance->filled[i] = node->rank ? node->shape[node->rank - 1] : 1;
-    }
+    for (int i = 0; i < g->count; i++) instance->filled[i] = last_axis(g->nodes[i]);
     for (int port = 0; port < p->ninputs; port++)
         if (inputs[port].resident) instance->filled[p->input_nodes[port]] = instance->written[p->input_nodes[port]];
-    for (int i = 0; i < g->count; i++) { /* (operands come first) */
-        const ane_node *node = g->nodes[i];
-        if (node->op != ANE_OP_RESHAPE || !node->rank || !node->operands[0]->rank) continue;
-        const ane_node *from = node->operands[0];
-        if (from->shape[from->rank - 1] == node->shape[node->rank - 1]) instance->filled[i] = instance->filled[from->id];
+    for (int i = 0; i < g->count; i++) {
+        if (!is_view(g->nodes[i])) continue;
+        int source = value_source(g, i);
+        if (last_axis(g->nodes[source]) == last_axis(g->nodes[i])) instance->filled[i] = instance->filled[source];
     }
     return instance->filled;
 }
