@@ -40,7 +40,7 @@ local is_directory = lfs.attributes(model_path, "mode") == "directory"
 local dir = is_directory and model_path or model_path:match("^(.*)/[^/]*$") or "."
 local tokenizer_path = opts.tokenizer
 if not tokenizer_path then
-  for _, name in ipairs(is_directory and { "tokenizer.json" } or { "tokenizer.bin", "tokenizer.model" }) do
+  for _, name in ipairs(is_directory and { "tokenizer.json", "tokenizer.bin", "tokenizer.model" } or { "tokenizer.bin", "tokenizer.model" }) do
     if lfs.attributes(dir .. "/" .. name) then tokenizer_path = dir .. "/" .. name break end
   end
 end

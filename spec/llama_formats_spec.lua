@@ -180,6 +180,43 @@ describe("Hugging Face Llama directories" .. label, function()
     assert.matches("model_type 'mistral'", err)
   end)
 
+  it("model:save writes an fp16 model that loads as views of its file and decodes bit for bit as before", function()
+    local dir = llama_reference()
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp16", profile = "cpu" }))
+    local saved = helpers.tmpdir() .. "/fp16"
+    assert(model:save(saved))
+    local config = assert(ane.io.read_json(saved .. "/config.json"))
+    assert.are.equal("float16", config.torch_dtype)
+    assert.is_nil(config.quantization_config)
+    local tensors = assert(ane.io.load_safetensors(saved .. "/model.safetensors"))
+    assert.are.equal("fp16", tensors["model.layers.1.mlp.down_proj.weight"]:dtype())
+    assert.are.equal("fp16", tensors["lm_head.weight"]:dtype()) -- llama-tiny's classifier is its own
+    assert.are.equal("fp32", tensors["model.norm.weight"]:dtype())
+    tensors = nil
+    local loaded = assert(llama.load(saved, { precision = "fp16", profile = "cpu" }))
+    -- nothing converted: the programs' weights and the CPU's tables are the file's bytes
+    assert.is_true(loaded.P.layers[2].down:is_readonly())
+    assert.are.equal("fp16", loaded.P.token_embedding:dtype())
+    assert.are.equal("fp16", loaded.P.classifier:dtype())
+    -- the same fp16 weights and the same programs: every step's logits equal, bit for bit
+    local a, b = model:session(), loaded:session()
+    local ids = { 1, 5, 9, 2, 7 }
+    assert.are.equal(0.0, a:feed(ids):max_abs_diff(b:feed(ids)))
+    for _, id in ipairs({ 3, 11, 4, 8 }) do assert.are.equal(0.0, a:feed({ id }):max_abs_diff(b:feed({ id }))) end
+    -- in fp32 the file's fp16 weights are converted where the model reads them: the same
+    -- logits, bit for bit, as from every weight converted to fp32 before the model is built
+    local W = assert(require("ane.formats.hf_llama").read(saved))
+    assert.are.equal("fp16", W.layers[1].q:dtype()) -- (read as the file holds it)
+    local wide = assert(llama.load(saved, { precision = "fp32", profile = "cpu" }))
+    W.token_embedding, W.final_norm, W.classifier = W.token_embedding:to("fp32"), W.final_norm:to("fp32"), W.classifier:to("fp32")
+    for _, L in ipairs(W.layers) do
+      for role, t in pairs(L) do L[role] = t:to("fp32") end
+    end
+    local converted = llama.from_weights(W, { precision = "fp32", profile = "cpu" })
+    assert.are.equal("fp32", wide.P.token_embedding:dtype())
+    assert.are.equal(0.0, wide:logits(ids):max_abs_diff(converted:logits(ids)))
+  end)
+
   it("refuse bf16 weights beyond the fp16 range in fp16, naming the tensor", function()
     local dir = llama_reference()
     local hf = helpers.tmpdir()

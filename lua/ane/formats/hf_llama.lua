@@ -1,8 +1,9 @@
 -- ane.formats.hf_llama: Hugging Face Llama-family directories (config.json and
 -- model.safetensors, or a sharded index) as the Llama model's weights: model_type "llama"
--- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), bf16/fp16/fp32 weights read
--- as fp32 masters, tied or separate lm_head, grouped-query attention. Also anelua's
--- quantized directories (M.write_quantized): config.json says
+-- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), fp32 and fp16 weights read
+-- where the file maps them (bf16 as fp32 masters), tied or separate lm_head, grouped-query
+-- attention. M.write saves a model (model:save) as such a directory; anelua's quantized
+-- directories (model:save_quantized) also carry, in config.json,
 -- "quantization_config": {"quant_method": "anelua", "weights": "int8" | "int4", ...}, and each
 -- quantized linear weight NAME is stored as its codes (I8 [out, in] or U8 [out, in / 2], two
 -- 4-bit indices a byte, low nibble first) with NAME_scale (F32 [out]) or NAME_palette
@@ -97,7 +98,9 @@ function M.read(dir)
       return fail("%s: tensor '%s' is %s%s", dir, key, t:dtype(), quantization
         and string.format(" with no '%s_scale' or '%s_palette' beside it", key, key) or ", not a float type")
     end
-    return t:dtype() == "fp32" and t or t:to("fp32") -- bf16 / fp16 files: fp32 masters
+    -- fp32 and fp16 stay views of the mapped file (a model converts them only where its
+    -- precision differs); bf16 becomes fp32 masters
+    return t:dtype() == "bf16" and t:to("fp32") or t
   end
   local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
   -- weights by role (ane.models.transformer); the classifier absent when tied
@@ -121,14 +124,19 @@ function M.read(dir)
   return W
 end
 
-local function hf_config(model, classifier_encoding, weights_encoding)
+-- config.json of a saved model; quantization: { weights =, classifier = } encodings, or nil
+local function hf_config(model, quantization)
   local c = model.config
   local config = { model_type = c.model_type or "llama", hidden_size = c.dim, intermediate_size = c.hidden,
     num_hidden_layers = c.n_layer, num_attention_heads = c.n_head, num_key_value_heads = c.n_kv_head,
     head_dim = c.head_dim, vocab_size = c.vocab_size, max_position_embeddings = c.seq_len, rope_theta = c.rope_theta,
-    rms_norm_eps = c.norm_eps, hidden_act = "silu", tie_word_embeddings = false, eos_token_id = model.stop_token,
-    torch_dtype = model.dtype == "fp16" and "float16" or "float32",
-    quantization_config = { quant_method = "anelua", weights = weights_encoding, classifier = classifier_encoding } }
+    rms_norm_eps = c.norm_eps, hidden_act = "silu", eos_token_id = model.stop_token,
+    tie_word_embeddings = quantization == nil and model.shared_classifier or false,
+    torch_dtype = model.dtype == "fp16" and "float16" or "float32" }
+  if quantization then
+    config.quantization_config = { quant_method = "anelua", weights = quantization.weights,
+      classifier = quantization.classifier }
+  end
   if c.rope ~= "half" then config.anelua_rope = c.rope end
   return config
 end
@@ -143,13 +151,16 @@ local function add_quantized(tensors, key, q)
     q:encoding() == "int8" and per_row:reshape(rows) or per_row:reshape(rows, 16)
 end
 
---- Writes a quantized Llama-family model (model:save_quantized) as a directory that M.read
---- loads without re-quantizing: config.json and model.safetensors (norms in F32, the
---- embedding in the model's precision, quantized weights as codes + tables). Other files
---- of the source directory (tokenizer, generation_config.json) are copied. Returns true or
+--- Writes a Llama-family model (model:save) as a directory that M.read loads as it is:
+--- config.json and model.safetensors. Norms in F32, the embedding and unquantized weights in
+--- the model's precision (fp16 ones then load as views of the file, with nothing to
+--- convert), a tied embedding once; quantized weights as codes + tables, loaded without
+--- re-quantizing. Other files of the source directory (tokenizer, generation_config.json),
+--- or a llama2.c checkpoint's tokenizer.bin / tokenizer.model, are copied. Returns true or
 --- nil and a message.
-function M.write_quantized(dir, model)
+function M.write(dir, model)
   local lfs = require("lfs")
+  local in_dtype = require("ane.models.decoder").in_dtype
   if lfs.attributes(dir, "mode") ~= "directory" then
     local ok, why = lfs.mkdir(dir)
     if not ok then return fail("%s: cannot create the directory: %s", dir, tostring(why)) end
@@ -160,27 +171,34 @@ function M.write_quantized(dir, model)
       if stored[role] then
         add_quantized(tensors, name(role, l - 1), stored[role])
         weights_encoding = stored[role]:encoding()
+      elseif t:ndim() == 4 then -- a program's [out, in, 1, 1] weight: [out, in]
+        tensors[name(role, l - 1)] = t:reshape(t:shape()[1], t:shape()[2])
       else
         tensors[name(role, l - 1)] = t:to("fp32"):reshape(t:numel())
       end
     end
   end
-  if not weights_encoding then return fail("%s: the model holds no quantized weights (load it with quantize = ...)", dir) end
   tensors[name("final_norm")] = model.P.final_norm:to("fp32"):reshape(model.P.final_norm:numel())
-  tensors[name("token_embedding")] = model.P.token_embedding:to(model.dtype)
-  local classifier = model.P.classifier
+  tensors[name("token_embedding")] = in_dtype(model.P.token_embedding, model.dtype)
+  local classifier, quantization = model.P.classifier, nil
+  if weights_encoding then
+    quantization = { weights = weights_encoding, classifier = ane.quantized.is(classifier) and classifier:encoding() or "none" }
+  end
   if ane.quantized.is(classifier) then add_quantized(tensors, name("classifier"), classifier)
-  else tensors[name("classifier")] = classifier:to(model.dtype) end
-  local config = hf_config(model, ane.quantized.is(classifier) and classifier:encoding() or "none", weights_encoding)
-  local ok, err = ane.io.write_file_atomic(dir .. "/config.json", cjson.encode(config))
+  elseif quantization or not model.shared_classifier then
+    tensors[name("classifier")] = in_dtype(classifier, model.dtype)
+  end
+  local ok, err = ane.io.write_file_atomic(dir .. "/config.json", cjson.encode(hf_config(model, quantization)))
   if not ok then return nil, err end
-  ok, err = ane.io.save_safetensors(dir .. "/model.safetensors", tensors, { format = "pt", quantized_by = "anelua" })
+  ok, err = ane.io.save_safetensors(dir .. "/model.safetensors", tensors, { format = "pt", saved_by = "anelua" })
   if not ok then return nil, err end
   local source = model.source
-  if type(source) == "string" and lfs.attributes(source, "mode") == "directory" and source ~= dir then
+  local source_dir = type(source) == "string" and (lfs.attributes(source, "mode") == "directory" and source
+    or lfs.attributes(source, "mode") == "file" and (source:match("^(.*)/[^/]*$") or "."))
+  if source_dir and source_dir ~= dir then
     for _, file in ipairs({ "tokenizer.json", "tokenizer_config.json", "generation_config.json", "vocab.json",
-      "merges.txt", "special_tokens_map.json" }) do
-      local bytes = ane.io.read_file(source .. "/" .. file)
+      "merges.txt", "special_tokens_map.json", "tokenizer.bin", "tokenizer.model" }) do
+      local bytes = ane.io.read_file(source_dir .. "/" .. file)
       if bytes then
         ok, err = ane.io.write_file_atomic(dir .. "/" .. file, bytes)
         if not ok then return nil, err end
@@ -188,6 +206,14 @@ function M.write_quantized(dir, model)
     end
   end
   return true
+end
+
+--- model:save_quantized: M.write for a model that holds quantized weights.
+function M.write_quantized(dir, model)
+  if not model.quantized then
+    return fail("%s: the model holds no quantized weights (load it with quantize = ...)", dir)
+  end
+  return M.write(dir, model)
 end
 
 return M

@@ -86,8 +86,16 @@ function M.from_weights(W, opts)
   return transformer.init(self, W, M.architecture(W.config), family.NAMINGS[W.naming or "llama2c"], opts, 2)
 end
 
---- Writes a quantized model as a directory that M.load reads back without re-quantizing
---- (ane.formats.hf_llama.write_quantized). Returns true or nil and a message.
+--- Writes the model as a Hugging Face-layout directory that M.load reads back as it is: its
+--- weights in the model's precision (an fp16 model's then load as views of the file, with
+--- nothing to convert) or quantized (not re-quantized). ane.formats.hf_llama.write; returns
+--- true or nil and a message.
+function Model:save(dir)
+  if type(dir) ~= "string" then error("save: dir must be a string", 2) end
+  return require("ane.formats.hf_llama").write(dir, self)
+end
+
+--- Model:save for a quantized model (a message when it holds no quantized weights).
 function Model:save_quantized(dir)
   if type(dir) ~= "string" then error("save_quantized: dir must be a string", 2) end
   return require("ane.formats.hf_llama").write_quantized(dir, self)

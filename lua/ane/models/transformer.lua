@@ -130,10 +130,12 @@ function M.prepare(self, W, quantize)
   end
   P.final_norm = decoder.in_dtype(W.final_norm, self.dtype)
   P.final_norm_bias = W.final_norm_bias and decoder.in_dtype(W.final_norm_bias, self.dtype)
-  P.token_embedding = decoder.in_dtype(W.token_embedding, "fp32")             -- [V, dim], for lookups
+  -- the CPU's tables: fp32, or the model's fp16 where the file holds them so (views of it)
+  local function for_cpu(t) return t:dtype() == self.dtype and t or decoder.in_dtype(t, "fp32") end
+  P.token_embedding = for_cpu(W.token_embedding)                               -- [V, dim], for lookups
   P.position_embedding = W.position_embedding and decoder.in_dtype(W.position_embedding, "fp32") -- [T, dim]
   P.classifier = W.classifier == nil and P.token_embedding                     -- [V, dim], the CPU classifier
-      or ane.quantized.is(W.classifier) and W.classifier or decoder.in_dtype(W.classifier, "fp32")
+      or ane.quantized.is(W.classifier) and W.classifier or for_cpu(W.classifier)
   return P
 end
 
