@@ -66,7 +66,8 @@ static int l_read(lua_State *L) {
     int count;
     ane_error err;
     ane_notes notes = {0};
-    if (ane_milblob_parse((const uint8_t *)bytes, size, name, &records, &count, &notes, &err)) return ane_lua_fail(L, &err);
+    ane_mil_file file = {.path = name, .bytes = (const uint8_t *)bytes, .size = size};
+    if (ane_milblob_parse(&file, name, &records, &count, &notes, &err)) return ane_lua_fail(L, &err);
     lua_createtable(L, count, 0);
     for (int i = 0; i < count; i++) {
         lua_createtable(L, 0, 4);
@@ -96,8 +97,8 @@ static int l_lookup(lua_State *L) {
     ane_error err;
     if (offset < 0 || expected < 0) return luaL_error(L, "offset and size must not be negative");
     ane_notes notes = {0};
-    if (ane_milblob_lookup((const uint8_t *)bytes, size, name, (uint64_t)offset, code, (uint64_t)expected, &data, &notes,
-                           &err))
+    ane_mil_file file = {.path = name, .bytes = (const uint8_t *)bytes, .size = size};
+    if (ane_milblob_lookup(&file, name, (uint64_t)offset, code, (uint64_t)expected, &data, &notes, &err))
         return ane_lua_fail(L, &err);
     lua_pushlstring(L, (const char *)data, (size_t)expected);
     ane_lua_push_notes(L, &notes);

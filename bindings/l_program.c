@@ -104,9 +104,7 @@ int ane_lua_weight_files(lua_State *L, int index, ane_mil_file *files, int capac
             lua_replace(L, -2);
             value = lua_tolstring(L, -1, &size);
         }
-        files[count].path = lua_tostring(L, -2);
-        files[count].bytes = (const uint8_t *)value;
-        files[count].size = size;
+        files[count] = (ane_mil_file){.path = lua_tostring(L, -2), .bytes = (const uint8_t *)value, .size = size};
         count++;
         lua_pop(L, 1);
     }

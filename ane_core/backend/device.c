@@ -527,7 +527,6 @@ static ane_status copy_files(weight_file *to, const ane_mil_file *from_mil, cons
                              ane_error *err) {
     for (int i = 0; i < count; i++) {
         const char *path = from_mil ? from_mil[i].path : from[i].path;
-        const uint8_t *bytes = from_mil ? from_mil[i].bytes : from[i].bytes;
         size_t size = from_mil ? from_mil[i].size : from[i].size;
         to[i].path = strdup(path);
         to[i].bytes = malloc(size ? size : 1);
@@ -536,7 +535,8 @@ static ane_status copy_files(weight_file *to, const ane_mil_file *from_mil, cons
             free_files(to, i + 1);
             return ane_fail(err, ANE_ERR_NOMEM, "backend 'ane': out of memory copying weight files");
         }
-        memcpy(to[i].bytes, bytes, size);
+        if (from_mil) ane_mil_file_copy(&from_mil[i], to[i].bytes); /* (one run, or the pieces of a compile's file) */
+        else memcpy(to[i].bytes, from[i].bytes, size);
     }
     return ANE_OK;
 }

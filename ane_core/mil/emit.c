@@ -145,11 +145,15 @@ static void param_float(emitter *e, const ane_node *node, argument *args, int *c
     param_scalar(e, node, args, count, param, mil_dtype(dtype), literal);
 }
 
-/* `size` bytes as a new MILBlob record: the BLOBFILE literal of a `type` tensor in `literal`. */
-static void blob_literal(emitter *e, const char *type, uint32_t code, const void *bytes, uint64_t size, char *literal,
-                         size_t literal_size) {
+/* `size` bytes as a new MILBlob record: the BLOBFILE literal of a `type` tensor in `literal`.
+ * `graphs_own`: the bytes are the graph's (they live as long as it), so a file by reference
+ * may point at them. */
+static void blob_literal(emitter *e, const char *type, uint32_t code, const void *bytes, uint64_t size, int graphs_own,
+                         char *literal, size_t literal_size) {
     uint64_t offset = 0;
-    if (!e->status) e->status = ane_milblob_add(&e->blobs, code, bytes, size, &offset, e->err);
+    if (!e->status)
+        e->status = graphs_own ? ane_milblob_add_borrowed(&e->blobs, code, bytes, size, &offset, e->err)
+                               : ane_milblob_add(&e->blobs, code, bytes, size, &offset, e->err);
     snprintf(literal, literal_size, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type,
              ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
 }
@@ -179,7 +183,7 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     }
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
     blob_literal(e, data_type, lut ? MILBLOB_UINT4 : MILBLOB_INT8, ane_tensor_data(&node->value),
-                 (uint64_t)ane_tensor_numel(&node->value), data_literal, sizeof data_literal);
+                 (uint64_t)ane_tensor_numel(&node->value), 1, data_literal, sizeof data_literal);
     size_t table_bytes = (size_t)(rows * width) * ane_dtype_size(node->dtype);
     void *table = malloc(table_bytes ? table_bytes : 1);
     if (!table) {
@@ -187,7 +191,8 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
         return;
     }
     ane_dtype_convert_row(table, node->dtype, ane_tensor_data(&node->table), ANE_FP32, (size_t)(rows * width));
-    blob_literal(e, table_type, ane_milblob_code_for(node->dtype), table, table_bytes, table_literal, sizeof table_literal);
+    blob_literal(e, table_type, ane_milblob_code_for(node->dtype), table, table_bytes, 0, table_literal,
+                 sizeof table_literal);
     free(table);
     if (lut)
         ane_text_append(&e->text, INDENT "%s %s = constexpr_lut_to_dense()[indices = %s, lut = %s, name = string(\"%s\")];\n",
@@ -211,11 +216,8 @@ static void emit_const_node(emitter *e, const ane_node *node) {
     uint32_t code = ane_milblob_code_for(node->dtype);
     int to_blob = code && node->dtype != ANE_INT32 && numel >= ANE_MIL_INLINE_MAX;
     if (to_blob) {
-        uint64_t offset;
-        e->status = ane_milblob_add(&e->blobs, code, ane_tensor_data(value), (uint64_t)ane_node_bytes(node), &offset, e->err);
         char literal[384];
-        snprintf(literal, sizeof literal, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type,
-                 ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
+        blob_literal(e, type, code, ane_tensor_data(value), (uint64_t)ane_node_bytes(node), 1, literal, sizeof literal);
         emit_const(e, node->name, type, literal);
         return;
     }
@@ -332,18 +334,22 @@ static int by_output_name(const void *a, const void *b) {
     return strcmp(((const ane_graph_output *)a)->name, ((const ane_graph_output *)b)->name);
 }
 
-ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err) {
+static ane_status emit(const ane_graph *g, ane_mil_program *out, int by_reference, ane_error *err) {
     memset(out, 0, sizeof *out);
     if (g->noutputs == 0) return ane_fail(err, ANE_ERR_ARGUMENT, "graph '%s' has no outputs; declare them with output()", g->name);
     emitter e = {.g = g, .err = err};
-    ane_milblob_writer_init(&e.blobs);
-    /* The weight file's size ahead (each const's records and padding, at most two records for
-     * an encoded one), so its bytes are copied once instead of again at every doubling. */
-    size_t blob_bytes = 0;
-    for (int i = 0; i < g->count; i++)
-        if (!g->nodes[i]->dead && g->nodes[i]->op == ANE_OP_CONST)
-            blob_bytes += (size_t)ane_const_stored_bytes(g->nodes[i]) + 4 * ANE_MILBLOB_ALIGN;
-    ane_text_reserve(&e.blobs.bytes, blob_bytes);
+    if (by_reference) {
+        ane_milblob_writer_init_by_reference(&e.blobs);
+    } else {
+        ane_milblob_writer_init(&e.blobs);
+        /* The weight file's size ahead (each const's records and padding, at most two records
+         * for an encoded one), so its bytes are copied once instead of again at every doubling. */
+        size_t blob_bytes = 0;
+        for (int i = 0; i < g->count; i++)
+            if (!g->nodes[i]->dead && g->nodes[i]->op == ANE_OP_CONST)
+                blob_bytes += (size_t)ane_const_stored_bytes(g->nodes[i]) + 4 * ANE_MILBLOB_ALIGN;
+        ane_text_reserve(&e.blobs.bytes, blob_bytes);
+    }
 
     ane_text_append(&e.text, "program(1.3)\n");
     ane_text_append(&e.text, "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, "
@@ -397,17 +403,35 @@ ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err
     out->text = e.text.data;
     out->text_length = e.text.length;
     out->blobs = (int)e.blobs.count;
-    if (e.blobs.count) {
+    out->weight_file.path = ANE_MIL_WEIGHT_PATH;
+    if (!e.blobs.count) {
+        ane_milblob_writer_free(&e.blobs);
+    } else if (by_reference) {
+        out->by_reference = e.blobs;
+        ane_status status = ane_milblob_writer_file(&out->by_reference, ANE_MIL_WEIGHT_PATH, &out->weight_file, err);
+        if (status) {
+            ane_mil_program_free(out);
+            return status;
+        }
+        out->weights_size = out->weight_file.size;
+    } else {
         out->weights = (unsigned char *)e.blobs.bytes.data;
         out->weights_size = e.blobs.bytes.length;
-    } else {
-        ane_milblob_writer_free(&e.blobs);
+        out->weight_file.bytes = out->weights;
+        out->weight_file.size = out->weights_size;
     }
     return ANE_OK;
+}
+
+ane_status ane_emit_mil(const ane_graph *g, ane_mil_program *out, ane_error *err) { return emit(g, out, 0, err); }
+
+ane_status ane_emit_mil_by_reference(const ane_graph *g, ane_mil_program *out, ane_error *err) {
+    return emit(g, out, 1, err);
 }
 
 void ane_mil_program_free(ane_mil_program *program) {
     free(program->text);
     free(program->weights);
+    ane_milblob_writer_free(&program->by_reference);
     memset(program, 0, sizeof *program);
 }

@@ -36,34 +36,138 @@ uint32_t ane_milblob_code_for(ane_dtype dtype) {
     }
 }
 
-void ane_milblob_writer_init(ane_milblob_writer *w) {
-    memset(w, 0, sizeof *w);
-    uint8_t header[ANE_MILBLOB_ALIGN] = {0};
-    put_u32(header + 4, ANE_MILBLOB_VERSION);
-    ane_text_append_bytes(&w->bytes, header, sizeof header);
+/* ------------------------------------------------------------------ files in pieces */
+
+const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n) {
+    if (offset > file->size || n > file->size - offset) return NULL;
+    if (file->bytes) return file->bytes + offset;
+    int low = 0, high = file->npieces - 1; /* the last piece starting at or before offset */
+    while (low < high) {
+        int middle = (low + high + 1) / 2;
+        if (file->pieces[middle].offset <= offset) low = middle;
+        else high = middle - 1;
+    }
+    if (file->npieces == 0) return NULL;
+    const ane_mil_piece *piece = &file->pieces[low];
+    if (offset < piece->offset || offset - piece->offset > piece->size || n > piece->size - (offset - piece->offset))
+        return NULL;
+    return piece->bytes + (offset - piece->offset);
 }
 
-ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
+void ane_mil_file_copy(const ane_mil_file *file, uint8_t *out) {
+    if (file->bytes) {
+        memcpy(out, file->bytes, file->size);
+        return;
+    }
+    for (int i = 0; i < file->npieces; i++) memcpy(out + file->pieces[i].offset, file->pieces[i].bytes, file->pieces[i].size);
+}
+
+/* ------------------------------------------------------------------ writing */
+
+static void append_own(ane_milblob_writer *w, const void *bytes, uint64_t size, int *ok);
+
+static void writer_init(ane_milblob_writer *w, int by_reference) {
+    memset(w, 0, sizeof *w);
+    w->by_reference = by_reference;
+    uint8_t header[ANE_MILBLOB_ALIGN] = {0};
+    put_u32(header + 4, ANE_MILBLOB_VERSION);
+    int ok = 1;
+    append_own(w, header, sizeof header, &ok);
+    if (!ok) w->bytes.failed = 1;
+}
+
+void ane_milblob_writer_init(ane_milblob_writer *w) { writer_init(w, 0); }
+void ane_milblob_writer_init_by_reference(ane_milblob_writer *w) { writer_init(w, 1); }
+
+static int add_part(ane_milblob_writer *w, const uint8_t *borrowed, uint64_t size) {
+    ane_milblob_part *last = w->nparts ? &w->parts[w->nparts - 1] : NULL;
+    if (!borrowed && last && !last->borrowed) { /* the writer's own bytes continue the last part */
+        last->size += size;
+        return 1;
+    }
+    if (w->nparts == w->parts_capacity) {
+        int capacity = w->parts_capacity ? 2 * w->parts_capacity : 16;
+        ane_milblob_part *grown = realloc(w->parts, (size_t)capacity * sizeof *grown);
+        if (!grown) return 0;
+        w->parts = grown;
+        w->parts_capacity = capacity;
+    }
+    w->parts[w->nparts++] = (ane_milblob_part){.offset = w->length, .size = size, .borrowed = borrowed,
+                                                .own_at = borrowed ? 0 : w->bytes.length};
+    return 1;
+}
+
+/* The writer's own bytes appended to the file (*ok cleared when listing them fails). */
+static void append_own(ane_milblob_writer *w, const void *bytes, uint64_t size, int *ok) {
+    if (w->by_reference && !add_part(w, NULL, size)) *ok = 0;
+    ane_text_append_bytes(&w->bytes, bytes, (size_t)size);
+    w->length += size;
+}
+
+static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size, int borrow,
                            uint64_t *record_offset, ane_error *err) {
     if (code < MILBLOB_FLOAT16 || code > MILBLOB_FLOAT8E5M2)
         return ane_fail(err, ANE_ERR_ARGUMENT, "MILBlob: unknown data type code %u", code);
-    uint64_t offset = w->bytes.length; /* always 64-aligned: records and padding keep it so */
+    uint64_t offset = w->length; /* always 64-aligned: records and padding keep it so */
     uint8_t record[ANE_MILBLOB_ALIGN] = {0};
     put_u32(record, ANE_MILBLOB_SENTINEL);
     put_u32(record + 4, code);
     put_u64(record + 8, size);
     put_u64(record + 16, offset + ANE_MILBLOB_ALIGN);
-    ane_text_append_bytes(&w->bytes, record, sizeof record);
-    ane_text_append_bytes(&w->bytes, data, (size_t)size);
+    int ok = 1;
+    append_own(w, record, sizeof record, &ok);
+    if (borrow && w->by_reference && size >= ANE_MILBLOB_BORROW_MIN) {
+        ok = ok && add_part(w, data, size);
+        w->length += size;
+    } else {
+        append_own(w, data, size, &ok);
+    }
     static const uint8_t zeros[ANE_MILBLOB_ALIGN] = {0};
-    ane_text_append_bytes(&w->bytes, zeros, (size_t)(align_up(w->bytes.length) - w->bytes.length));
-    if (w->bytes.failed) return ane_fail(err, ANE_ERR_NOMEM, "MILBlob: out of memory at %llu bytes", (unsigned long long)offset);
+    append_own(w, zeros, align_up(w->length) - w->length, &ok);
+    if (!ok || w->bytes.failed)
+        return ane_fail(err, ANE_ERR_NOMEM, "MILBlob: out of memory at %llu bytes", (unsigned long long)offset);
     put_u32((uint8_t *)w->bytes.data, ++w->count);
     *record_offset = offset;
     return ANE_OK;
 }
 
-void ane_milblob_writer_free(ane_milblob_writer *w) { ane_text_free(&w->bytes); }
+ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
+                           uint64_t *record_offset, ane_error *err) {
+    return add_blob(w, code, data, size, 0, record_offset, err);
+}
+
+ane_status ane_milblob_add_borrowed(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
+                                    uint64_t *record_offset, ane_error *err) {
+    return add_blob(w, code, data, size, 1, record_offset, err);
+}
+
+ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_mil_file *file, ane_error *err) {
+    memset(file, 0, sizeof *file);
+    file->path = path;
+    file->size = (size_t)w->length;
+    if (!w->by_reference) {
+        file->bytes = (const uint8_t *)w->bytes.data;
+        return ANE_OK;
+    }
+    free(w->pieces);
+    w->pieces = malloc((size_t)(w->nparts ? w->nparts : 1) * sizeof *w->pieces);
+    if (!w->pieces) return ane_fail(err, ANE_ERR_NOMEM, "MILBlob: out of memory listing the file's pieces");
+    for (int i = 0; i < w->nparts; i++) {
+        const ane_milblob_part *part = &w->parts[i];
+        w->pieces[i] = (ane_mil_piece){.offset = part->offset, .size = part->size,
+                                       .bytes = part->borrowed ? part->borrowed : (const uint8_t *)w->bytes.data + part->own_at};
+    }
+    file->pieces = w->pieces;
+    file->npieces = w->nparts;
+    return ANE_OK;
+}
+
+void ane_milblob_writer_free(ane_milblob_writer *w) {
+    ane_text_free(&w->bytes);
+    free(w->parts);
+    free(w->pieces);
+    memset(w, 0, sizeof *w);
+}
 
 /* Reading follows the device: a BLOBFILE offset must point at a record (its sentinel), and
  * the data the MIL's type needs is read right after the 64-byte record, whatever the
@@ -71,12 +175,16 @@ void ane_milblob_writer_free(ane_milblob_writer *w) { ane_text_free(&w->bytes); 
  * the header's count; other writers' files have each of these) are noted, not fatal. */
 
 /* The record at `offset`: its sentinel is checked, its fields read as they are. */
-static ane_status read_record(const uint8_t *bytes, size_t size, const char *name, uint64_t offset,
-                              ane_milblob_record *out, ane_error *err) {
+static ane_status read_record(const ane_mil_file *file, const char *name, uint64_t offset, ane_milblob_record *out,
+                              ane_error *err) {
+    size_t size = file->size;
     if (offset < ANE_MILBLOB_ALIGN || offset > size || size - offset < ANE_MILBLOB_ALIGN)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: no record at offset %llu: a record is 64 bytes inside the %zu-byte file, "
                         "after the 64-byte header (ANE-08)", name, (unsigned long long)offset, size);
-    const uint8_t *r = bytes + offset;
+    const uint8_t *r = ane_mil_file_range(file, offset, ANE_MILBLOB_ALIGN);
+    if (!r)
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: no record at offset %llu: the 64 bytes there cross from one piece of "
+                        "the file into the next", name, (unsigned long long)offset);
     uint32_t sentinel = get_u32(r);
     if (sentinel != ANE_MILBLOB_SENTINEL)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: sentinel is 0x%08X, not 0xDEADBEEF (ANE-08)", name,
@@ -88,8 +196,9 @@ static ane_status read_record(const uint8_t *bytes, size_t size, const char *nam
     return ANE_OK;
 }
 
-static int sentinel_at(const uint8_t *bytes, size_t size, uint64_t offset) {
-    return offset < size && size - offset >= 4 && get_u32(bytes + offset) == ANE_MILBLOB_SENTINEL;
+static int sentinel_at(const ane_mil_file *file, uint64_t offset) {
+    const uint8_t *p = ane_mil_file_range(file, offset, 4);
+    return p && get_u32(p) == ANE_MILBLOB_SENTINEL;
 }
 
 /* Notes what in a record disagrees with where the device reads its data. */
@@ -106,13 +215,15 @@ static void note_record(const ane_milblob_record *r, const char *name, ane_notes
                       (unsigned long long)r->record_offset, r->code);
 }
 
-ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name, ane_milblob_record **records,
-                             int *count, ane_notes *notes, ane_error *err) {
+ane_status ane_milblob_parse(const ane_mil_file *file, const char *name, ane_milblob_record **records, int *count,
+                             ane_notes *notes, ane_error *err) {
     *records = NULL;
     *count = 0;
-    if (size < ANE_MILBLOB_ALIGN)
+    size_t size = file->size;
+    const uint8_t *header = ane_mil_file_range(file, 0, ANE_MILBLOB_ALIGN);
+    if (!header)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: %zu bytes is too short for the 64-byte MILBlob header", name, size);
-    uint32_t declared = get_u32(bytes), version = get_u32(bytes + 4);
+    uint32_t declared = get_u32(header), version = get_u32(header + 4);
     if (version != ANE_MILBLOB_VERSION)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header at offset 4: version %u, expected 2", name, version);
     int capacity = 8, found = 0;
@@ -122,12 +233,13 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
     uint64_t offset = ANE_MILBLOB_ALIGN;
     /* Walk the records: each one's data follows it; the next sits at the next 64-byte
      * boundary, or right after the data where a writer packs records unaligned. */
-    while (offset < size && size - offset >= ANE_MILBLOB_ALIGN && memcmp(bytes + offset, zeros, sizeof zeros) != 0) {
-        if (get_u32(bytes + offset) != ANE_MILBLOB_SENTINEL) {
+    const uint8_t *at;
+    while ((at = ane_mil_file_range(file, offset, ANE_MILBLOB_ALIGN)) && memcmp(at, zeros, sizeof zeros) != 0) {
+        if (get_u32(at) != ANE_MILBLOB_SENTINEL) {
             if (found == 0) {
                 free(list);
                 return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset 64: sentinel is 0x%08X, not 0xDEADBEEF: the "
-                                "file holds no blob (ANE-08)", name, get_u32(bytes + offset));
+                                "file holds no blob (ANE-08)", name, get_u32(at));
             }
             ane_notes_add(notes, "%s: the %zu bytes from offset %llu, after the last record, are not a record (ignored)",
                           name, size - (size_t)offset, (unsigned long long)offset);
@@ -143,7 +255,7 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
             list = grown;
         }
         ane_milblob_record *r = &list[found++];
-        read_record(bytes, size, name, offset, r, NULL); /* the sentinel was checked above */
+        read_record(file, name, offset, r, NULL); /* the sentinel was checked above */
         note_record(r, name, notes);
         uint64_t data = offset + ANE_MILBLOB_ALIGN;
         if (r->size > size - data) {
@@ -153,7 +265,7 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
             break;
         }
         uint64_t next = data + r->size;
-        offset = sentinel_at(bytes, size, next) ? next : align_up(next); /* packed, or after the zero padding */
+        offset = sentinel_at(file, next) ? next : align_up(next); /* packed, or after the zero padding */
     }
     if (found == 0 && declared > 0) {
         free(list);
@@ -168,11 +280,11 @@ ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name
     return ANE_OK;
 }
 
-ane_status ane_milblob_lookup(const uint8_t *bytes, size_t size, const char *name, uint64_t record_offset,
-                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_notes *notes,
-                              ane_error *err) {
+ane_status ane_milblob_lookup(const ane_mil_file *file, const char *name, uint64_t record_offset, uint32_t code,
+                              uint64_t expected_size, const uint8_t **data, ane_notes *notes, ane_error *err) {
+    size_t size = file->size;
     ane_milblob_record record;
-    ane_status status = read_record(bytes, size, name, record_offset, &record, err);
+    ane_status status = read_record(file, name, record_offset, &record, err);
     if (status) return status;
     uint64_t start = record_offset + ANE_MILBLOB_ALIGN;
     if (expected_size > size - start)
@@ -187,6 +299,10 @@ ane_status ane_milblob_lookup(const uint8_t *bytes, size_t size, const char *nam
         ane_notes_add(notes, "%s: record at offset %llu says %llu data bytes, the MIL's type needs %llu: read as the MIL "
                       "says, as the device does", name, (unsigned long long)record_offset,
                       (unsigned long long)record.size, (unsigned long long)expected_size);
-    *data = bytes + start;
+    *data = ane_mil_file_range(file, start, expected_size);
+    if (!*data)
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: the %llu data bytes the MIL's type needs at offset "
+                        "%llu cross from one piece of the file into the next", name, (unsigned long long)record_offset,
+                        (unsigned long long)expected_size, (unsigned long long)start);
     return ANE_OK;
 }

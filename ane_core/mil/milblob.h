@@ -33,16 +33,60 @@ typedef enum ane_milblob_code {
 /* The code for a tensor dtype; 0 when the format has none (int64, bool). */
 uint32_t ane_milblob_code_for(ane_dtype dtype);
 
-/* Writer: appends blobs to a growing byte buffer. */
+/* `size` bytes of a weight file, at file offset `offset`. */
+typedef struct ane_mil_piece {
+    uint64_t offset, size;
+    const uint8_t *bytes;
+} ane_mil_piece;
+
+/* A weight file as a MIL program's BLOBFILE names it: its bytes in one run, or (bytes NULL)
+ * pieces in order of offset that cover [0, size) -- what a writer by reference gives (the
+ * weights' bytes stay where they lie; see below). */
+typedef struct ane_mil_file {
+    const char *path;            /* as BLOBFILE names it: "@model_path/weights/weight.bin" */
+    const uint8_t *bytes;        /* [size], or NULL: the pieces */
+    size_t size;
+    const ane_mil_piece *pieces; /* [npieces] when bytes is NULL */
+    int npieces;
+} ane_mil_file;
+
+/* The file's bytes [offset, offset + n) where they lie in one run; NULL when the range
+ * leaves the file or crosses from one piece into the next. */
+const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n);
+/* The whole file's bytes into out [file->size]. */
+void ane_mil_file_copy(const ane_mil_file *file, uint8_t *out);
+
+/* Writer: appends blobs to a growing byte buffer, or, by reference, leaves the data of
+ * blobs added with ane_milblob_add_borrowed where it lies (at least ANE_MILBLOB_BORROW_MIN
+ * bytes: the weights a compile would otherwise copy, hash and compare again). */
+#define ANE_MILBLOB_BORROW_MIN 4096
+
+typedef struct ane_milblob_part {
+    uint64_t offset, size;     /* of the file */
+    const uint8_t *borrowed;   /* the bytes where they lie, or NULL: the writer's own, from own_at */
+    size_t own_at;
+} ane_milblob_part;
+
 typedef struct ane_milblob_writer {
-    ane_text bytes;   /* the file so far (header count patched on each add) */
+    ane_text bytes;            /* the file so far; by reference, its own parts (header, records, padding, small data) */
     uint32_t count;
+    int by_reference;
+    uint64_t length;           /* of the file */
+    ane_milblob_part *parts;   /* by reference: the file, in order */
+    int nparts, parts_capacity;
+    ane_mil_piece *pieces;     /* what ane_milblob_writer_file hands out */
 } ane_milblob_writer;
 
 void ane_milblob_writer_init(ane_milblob_writer *w);
-/* Appends one blob; *record_offset is what BLOBFILE's offset must say. */
+void ane_milblob_writer_init_by_reference(ane_milblob_writer *w);
+/* Appends one blob (a copy of data); *record_offset is what BLOBFILE's offset must say. */
 ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
                            uint64_t *record_offset, ane_error *err);
+/* The same for data that outlives the file: a writer by reference keeps a pointer to it. */
+ane_status ane_milblob_add_borrowed(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
+                                    uint64_t *record_offset, ane_error *err);
+/* The file written so far, valid until the next add or the writer is freed. */
+ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_mil_file *file, ane_error *err);
 void ane_milblob_writer_free(ane_milblob_writer *w);
 
 /* One record of a file being read, its fields as the file has them. */
@@ -58,15 +102,14 @@ typedef struct ane_milblob_record {
  * differently (a header count that disagrees, unaligned records, data offset fields of 0,
  * sizes that overrun, trailing bytes) goes to `notes` (may be NULL). `name` labels
  * messages (file path). *records is malloc'd. */
-ane_status ane_milblob_parse(const uint8_t *bytes, size_t size, const char *name, ane_milblob_record **records,
-                             int *count, ane_notes *notes, ane_error *err);
+ane_status ane_milblob_parse(const ane_mil_file *file, const char *name, ane_milblob_record **records, int *count,
+                             ane_notes *notes, ane_error *err);
 
 /* The data of the blob whose record is at a BLOBFILE offset, as the device reads it: the
  * offset must be a record (its sentinel; ANE-08: not the data), and the `expected_size`
  * bytes the MIL's type needs are read right after the record and must lie inside the file.
  * A record whose type code, size or data offset disagree with that is noted. */
-ane_status ane_milblob_lookup(const uint8_t *bytes, size_t size, const char *name, uint64_t record_offset,
-                              uint32_t code, uint64_t expected_size, const uint8_t **data, ane_notes *notes,
-                              ane_error *err);
+ane_status ane_milblob_lookup(const ane_mil_file *file, const char *name, uint64_t record_offset, uint32_t code,
+                              uint64_t expected_size, const uint8_t **data, ane_notes *notes, ane_error *err);
 
 #endif

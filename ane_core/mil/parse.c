@@ -226,6 +226,7 @@ struct mil_value {
     double *elements;          /* VAL_TENSOR: [numel] values, row-major (NULL for blobs) */
     const uint8_t *blob;       /* VAL_TENSOR from BLOBFILE: raw bytes in the weight file */
     int blob_file;             /* VAL_TENSOR from BLOBFILE: index of that file among the given ones */
+    uint64_t blob_offset;      /* VAL_TENSOR from BLOBFILE: where its bytes start in that file */
     int count;                 /* VAL_TUPLE */
     mil_value **items;         /* VAL_TUPLE */
     ane_weight_encoding encoding; /* VAL_ENCODED: a quantized weight kept as stored (type: the dense one) */
@@ -388,18 +389,19 @@ static int parse_blobfile(parser *p, mil_value *v) {
     if (!p->checked_files[index]) { /* the whole file, once: the verdict and notes ane.milblob.read gives */
         ane_milblob_record *records;
         int count;
-        if (ane_milblob_parse(file->bytes, file->size, path, &records, &count, p->notes, &inner)) {
+        if (ane_milblob_parse(file, path, &records, &count, p->notes, &inner)) {
             fail_at(p, &at, "%s", inner.message);
             return 0;
         }
         free(records);
         p->checked_files[index] = 1;
     }
-    if (ane_milblob_lookup(file->bytes, file->size, path, (uint64_t)offset, code, bytes, &v->blob, p->notes, &inner)) {
+    if (ane_milblob_lookup(file, path, (uint64_t)offset, code, bytes, &v->blob, p->notes, &inner)) {
         fail_at(p, &at, "%s", inner.message);
         return 0;
     }
     v->blob_file = index;
+    v->blob_offset = (uint64_t)offset + ANE_MILBLOB_ALIGN; /* the data, right after the record */
     return 1;
 }
 
@@ -726,7 +728,7 @@ static ane_node *materialize(parser *p, const mil_value *v, const char *name) {
     }
     if (v->kind == VAL_TENSOR && v->blob && !v->type.bits) {
         node->blob.file = v->blob_file;
-        node->blob.offset = (uint64_t)(v->blob - p->files[v->blob_file].bytes);
+        node->blob.offset = v->blob_offset;
         node->blob.size = (uint64_t)ane_node_numel(node) * ane_dtype_size(node->dtype);
     }
     return node;

@@ -15,12 +15,7 @@
 #include "../base/notes.h"
 #include "../base/status.h"
 #include "../ir/graph.h"
-
-typedef struct ane_mil_file {
-    const char *path;        /* as BLOBFILE names it: "@model_path/weights/weight.bin" */
-    const uint8_t *bytes;    /* [size] */
-    size_t size;
-} ane_mil_file;
+#include "milblob.h" /* ane_mil_file */
 
 /* Parses `text` and returns the graph of function `function` (NULL: "main", or the only
  * function). `source` labels errors (a file name or "<mil>"). Weight files are read as the

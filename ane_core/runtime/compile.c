@@ -3,7 +3,8 @@
  * text + MILBlob -> the runtime's program (cache, compile budget, backend compile, load).
  * The order is fixed here, so no caller can validate before annotating or emit before
  * optimizing; an unoptimized and an optimized graph give the same program. Weights are
- * shared by the copy and written once, into the MILBlob the backend reads. */
+ * shared by the copy, and the MILBlob the backend reads leaves them there (by reference:
+ * the file's records and padding around the graph's own bytes), so a compile copies none. */
 #include "compile.h"
 
 #include "../mil/emit.h"
@@ -27,12 +28,10 @@ ane_status ane_compile_graph(const ane_graph *graph, const char *backend_name, c
         ane_report_free(&checks);
     }
     ane_mil_program mil = {0};
-    if (!status) status = ane_emit_mil(work, &mil, err);
-    if (!status) {
-        ane_mil_file weights = {.path = ANE_MIL_WEIGHT_PATH, .bytes = mil.weights, .size = mil.weights_size};
-        status = ane_program_create(backend_name, options, key, mil.text, mil.text_length, &weights, mil.weights ? 1 : 0,
+    if (!status) status = ane_emit_mil_by_reference(work, &mil, err); /* (the weights stay in `work` until it is freed) */
+    if (!status)
+        status = ane_program_create(backend_name, options, key, mil.text, mil.text_length, &mil.weight_file, mil.blobs ? 1 : 0,
                                     out, err);
-    }
     ane_mil_program_free(&mil);
     ane_graph_free(work);
     if (!report) ane_report_free(&local);

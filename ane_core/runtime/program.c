@@ -123,14 +123,22 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     h = ane_hash64(h, &options->target, sizeof options->target);
     h = ane_hash64(h, &options->activations, sizeof options->activations);
     h = ane_hash64(h, options->name, strlen(options->name));
-    h = ane_hash64(h, mil, length);
+    ane_hash_stream text; /* the MIL and the weight files: read whole, so the faster hash */
+    ane_hash_stream_init(&text, h);
+    ane_hash_stream_add(&text, mil, length);
+    h = ane_hash_stream_end(&text);
     ane_mil_file sorted[16];
     int n = nfiles < 16 ? nfiles : 16;
     memcpy(sorted, files, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_path);
     for (int i = 0; i < n; i++) {
-        h = ane_hash64(h, sorted[i].path, strlen(sorted[i].path) + 1);
-        h = ane_hash64(h, sorted[i].bytes, sorted[i].size);
+        ane_hash_stream file; /* the file's bytes, the same value whether in one run or in pieces */
+        ane_hash_stream_init(&file, ane_hash64(h, sorted[i].path, strlen(sorted[i].path) + 1));
+        if (sorted[i].bytes) ane_hash_stream_add(&file, sorted[i].bytes, sorted[i].size);
+        else
+            for (int p = 0; p < sorted[i].npieces; p++)
+                ane_hash_stream_add(&file, sorted[i].pieces[p].bytes, sorted[i].pieces[p].size);
+        h = ane_hash_stream_end(&file);
     }
     return h;
 }

@@ -2,7 +2,8 @@
  * message changes its hash; the hash depends on the seed and on every byte position (also
  * the tail bytes past the last full 8-byte step); and a flipped input bit flips about half
  * of the output bits (avalanche: the mean over 64 x 512 flips lies within 32 +- 1, where a
- * fair coin per bit has a standard error of 0.04). */
+ * fair coin per bit has a standard error of 0.04). The stream hash (program-cache keys) has
+ * the same properties, and gives one value however its input is cut into parts. */
 #include <stdint.h>
 #include <string.h>
 
@@ -62,5 +63,59 @@ int main(void) {
     }
     double mean = (double)flipped_bits / (double)trials;
     CHECK(mean > 31.0 && mean < 33.0, "a flipped input bit flips %.2f output bits on average, expected ~32", mean);
+
+    /* ane_hash_stream over a message longer than a few of its 32-byte steps */
+    unsigned char text[203];
+    for (size_t i = 0; i < sizeof text; i++) text[i] = (unsigned char)(i * 151 + 7);
+    ane_hash_stream s;
+    ane_hash_stream_init(&s, seed);
+    ane_hash_stream_add(&s, text, sizeof text);
+    uint64_t whole = ane_hash_stream_end(&s);
+    int cuts_agree = 1;
+    for (size_t i = 0; i <= sizeof text; i++)
+        for (size_t j = i; j <= sizeof text; j += 5) {
+            ane_hash_stream_init(&s, seed);
+            ane_hash_stream_add(&s, text, i);
+            ane_hash_stream_add(&s, text + i, j - i);
+            ane_hash_stream_add(&s, text + j, sizeof text - j);
+            cuts_agree &= ane_hash_stream_end(&s) == whole;
+        }
+    CHECK(cuts_agree, "the stream hash is the same however its input is cut in three");
+    ane_hash_stream_init(&s, seed + 1);
+    ane_hash_stream_add(&s, text, sizeof text);
+    CHECK(ane_hash_stream_end(&s) != whole, "the seed changes the stream hash");
+    int stream_flips = 0, stream_truncations = 0;
+    long long stream_bits = 0;
+    for (size_t bit = 0; bit < 8 * sizeof text; bit++) {
+        text[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        ane_hash_stream_init(&s, seed);
+        ane_hash_stream_add(&s, text, sizeof text);
+        uint64_t h = ane_hash_stream_end(&s);
+        stream_flips += h != whole;
+        stream_bits += popcount64(h ^ whole);
+        text[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+    for (size_t n = 0; n < sizeof text; n++) {
+        ane_hash_stream_init(&s, seed);
+        ane_hash_stream_add(&s, text, n);
+        stream_truncations += ane_hash_stream_end(&s) != whole;
+    }
+    CHECK(stream_flips == 8 * (int)sizeof text, "%d of %d single-bit flips change the stream hash", stream_flips,
+          8 * (int)sizeof text);
+    CHECK(stream_truncations == (int)sizeof text, "%d of %zu truncations change the stream hash", stream_truncations,
+          sizeof text);
+    double stream_mean = (double)stream_bits / (8.0 * sizeof text); /* 1,624 flips: standard error 0.1 */
+    CHECK(stream_mean > 31.0 && stream_mean < 33.0, "a flipped bit flips %.2f of the stream hash's bits, expected ~32",
+          stream_mean);
+    int stream_zero_lengths = 1;
+    for (size_t n = 1; n < sizeof zeros; n++) {
+        ane_hash_stream a, b;
+        ane_hash_stream_init(&a, seed);
+        ane_hash_stream_add(&a, zeros, n);
+        ane_hash_stream_init(&b, seed);
+        ane_hash_stream_add(&b, zeros, n - 1);
+        stream_zero_lengths &= ane_hash_stream_end(&a) != ane_hash_stream_end(&b);
+    }
+    CHECK(stream_zero_lengths, "runs of zero bytes of different lengths stream-hash differently");
     return check_summary("hash");
 }

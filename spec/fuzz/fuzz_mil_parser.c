@@ -23,7 +23,7 @@ static ane_mil_file weight_file(void) {
         ane_milblob_add(&writer, MILBLOB_FLOAT16, data, sizeof data, &offset, NULL);
         ready = 1;
     }
-    ane_mil_file file = {ANE_MIL_WEIGHT_PATH, (const uint8_t *)writer.bytes.data, writer.bytes.length};
+    ane_mil_file file = {.path = ANE_MIL_WEIGHT_PATH, .bytes = (const uint8_t *)writer.bytes.data, .size = writer.bytes.length};
     return file;
 }
 
