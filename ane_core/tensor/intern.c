@@ -1,7 +1,8 @@
 /* The store of interned consts (intern.h): a list of storages keyed by a hash of their
  * bytes, each held by one reference of the store's own. The hash reads a 64-byte sample
  * of every 4 KB and the length (cheap for weights of hundreds of MB); equal hashes are
- * confirmed by comparing every byte. */
+ * confirmed by comparing every byte. Bytes that are an entry's own (a view of interned
+ * weights, a compile's weight file pointing at them) are found by their address first. */
 #include "intern.h"
 
 #include <pthread.h>
@@ -51,13 +52,26 @@ static entry *lookup(const unsigned char *data, size_t nbytes, uint64_t hash) {
     return NULL;
 }
 
+/* The entry whose bytes are these very bytes (a view of interned weights, or a compile's
+ * weight file pointing at them), found by address (the lock held). */
+static entry *lookup_same(const unsigned char *data, size_t nbytes) {
+    for (size_t i = 0; i < store.count; i++)
+        if (entry_bytes(&store.entries[i]) == data && store.entries[i].nbytes == nbytes) return &store.entries[i];
+    return NULL;
+}
+
 int ane_intern_find(const ane_tensor *value, ane_tensor *out) {
     size_t nbytes;
     const unsigned char *data = bytes_of(value, &nbytes);
     if (!data) return 0;
-    uint64_t hash = sampled_hash(data, nbytes);
     pthread_mutex_lock(&store.lock);
-    entry *e = lookup(data, nbytes, hash);
+    entry *e = lookup_same(data, nbytes);
+    if (!e) {
+        pthread_mutex_unlock(&store.lock);
+        uint64_t hash = sampled_hash(data, nbytes); /* (the bytes read outside the lock) */
+        pthread_mutex_lock(&store.lock);
+        e = lookup(data, nbytes, hash);
+    }
     if (e) {
         *out = *value; /* the same header over the interned bytes */
         out->storage = e->storage;
@@ -72,6 +86,10 @@ void ane_intern_add(const ane_tensor *t) {
     size_t nbytes;
     const unsigned char *data = bytes_of(t, &nbytes);
     if (!data) return;
+    pthread_mutex_lock(&store.lock);
+    int known = lookup_same(data, nbytes) != NULL;
+    pthread_mutex_unlock(&store.lock);
+    if (known) return;
     uint64_t hash = sampled_hash(data, nbytes);
     pthread_mutex_lock(&store.lock);
     if (!lookup(data, nbytes, hash)) {
