@@ -233,6 +233,24 @@ describe("Hugging Face Llama directories" .. label, function()
 end)
 
 describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)" .. label, function()
+  it("reads its bf16 weights as the file holds them, the same model as from fp32 masters", function()
+    local dir, expected = qwen3_reference()
+    local ids = expected.input_ids:totable()[1]
+    local W = assert(require("ane.formats.hf_llama").read(dir))
+    assert.are.equal("bf16", W.layers[1].gate:dtype()) -- a view of the file, nothing converted yet
+    local masters = assert(require("ane.formats.hf_llama").read(dir))
+    masters.token_embedding, masters.final_norm = masters.token_embedding:to("fp32"), masters.final_norm:to("fp32")
+    for _, L in ipairs(masters.layers) do
+      for role, t in pairs(L) do L[role] = t:to("fp32") end
+    end
+    -- bf16 -> fp16 directly rounds as bf16 -> fp32 (exact) -> fp16 does: the same bytes
+    for _, precision in ipairs({ "fp16", "fp32" }) do
+      local opts = { precision = precision, profile = "cpu" }
+      local a, b = llama.from_weights(W, opts), llama.from_weights(masters, opts)
+      assert.are.equal(0.0, a:logits(ids):max_abs_diff(b:logits(ids)), precision)
+    end
+  end)
+
   it("gives PyTorch's logits and loss in fp32", function()
     local dir, expected, V = qwen3_reference()
     local model = assert(llama.load(dir, { precision = "fp32" }))

@@ -1,9 +1,9 @@
 -- ane.formats.hf_llama: Hugging Face Llama-family directories (config.json and
 -- model.safetensors, or a sharded index) as the Llama model's weights: model_type "llama"
--- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), fp32 and fp16 weights read
--- where the file maps them (bf16 as fp32 masters), tied or separate lm_head, grouped-query
--- attention. M.write saves a model (model:save) as such a directory; anelua's quantized
--- directories (model:save_quantized) also carry, in config.json,
+-- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), fp32, fp16 and bf16 weights
+-- read where the file maps them (converted by the model where it needs another dtype), tied
+-- or separate lm_head, grouped-query attention. M.write saves a model (model:save) as such a
+-- directory; anelua's quantized directories (model:save_quantized) also carry, in config.json,
 -- "quantization_config": {"quant_method": "anelua", "weights": "int8" | "int4", ...}, and each
 -- quantized linear weight NAME is stored as its codes (I8 [out, in] or U8 [out, in / 2], two
 -- 4-bit indices a byte, low nibble first) with NAME_scale (F32 [out]) or NAME_palette
@@ -98,9 +98,9 @@ function M.read(dir)
       return fail("%s: tensor '%s' is %s%s", dir, key, t:dtype(), quantization
         and string.format(" with no '%s_scale' or '%s_palette' beside it", key, key) or ", not a float type")
     end
-    -- fp32 and fp16 stay views of the mapped file (a model converts them only where its
-    -- precision differs); bf16 becomes fp32 masters
-    return t:dtype() == "bf16" and t:to("fp32") or t
+    -- a view of the mapped file, in the file's dtype: a model converts it only where its
+    -- precision differs (bf16 straight to fp16), fp32 masters only when training asks
+    return t
   end
   local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
   -- weights by role (ane.models.transformer); the classifier absent when tied
