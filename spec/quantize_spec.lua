@@ -475,6 +475,24 @@ describe("quantized models", function()
     assert.matches("int4 weights %(classifier int8%), profile ane%) from " .. out:gsub("%p", "%%%0"), err)
   end)
 
+  it("scripts/quantize.lua --mode none writes the weights as they are, in --precision", function()
+    local out = helpers.tmpdir() .. "/fp16"
+    local source = helpers.root .. "/spec/data/reference/llama-tiny/model.bin"
+    local stdout, err, code = helpers.run(helpers.quote(helpers.anelua) .. " " .. helpers.quote(helpers.root
+      .. "/scripts/quantize.lua") .. " " .. helpers.quote(source) .. " " .. helpers.quote(out) .. " --mode none", "")
+    assert.are.equal(0, code, err)
+    assert.matches("%(%d+%.%d s to load%)", stdout) -- (nothing quantized)
+    local config = assert(ane.io.read_json(out .. "/config.json"))
+    assert.is_nil(config.quantization_config)
+    assert.are.equal("float16", config.torch_dtype)
+    local tensors = assert(ane.io.load_safetensors(out .. "/model.safetensors"))
+    assert.are.equal("fp16", tensors["model.layers.0.self_attn.q_proj.weight"]:dtype())
+    tensors = nil
+    local a = assert(llama.load(source, { precision = "fp16", profile = "cpu" })):session()
+    local b = assert(llama.load(out, { precision = "fp16", profile = "cpu" })):session()
+    assert.are.equal(0.0, a:feed({ 1, 2, 3 }):max_abs_diff(b:feed({ 1, 2, 3 })))
+  end)
+
   it("refuses training a quantized model, and foreign or broken quantized directories", function()
     local model = assert(llama.load(set.reference_root .. "/qwen3-tiny", { precision = "fp32", quantize = "int8" }))
     local ok, err = pcall(model.parameters, model)
