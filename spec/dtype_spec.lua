@@ -12,6 +12,24 @@ describe("ane.tensor conversion", function()
     assert.are.same({ 1, 1, 65536, 65536, 2 ^ -24, 2 ^ -26, 1 }, values:to("bf16"):totable())
   end)
 
+  it("converts bf16 to fp16 and back as through fp32, for every bit pattern", function()
+    -- every 16-bit pattern as bf16 (zeros, subnormals, both infinities, NaNs) and as fp16; the
+    -- direct conversions (one vector pass through fp32 chunks) against two tested ones
+    local patterns = {}
+    for i = 0, 65535 do patterns[i + 1] = string.pack("<I2", i) end
+    local bytes = table.concat(patterns)
+    for _, pair in ipairs({ { "bf16", "fp16" }, { "fp16", "bf16" } }) do
+      local from = ane.tensor.from_bytes(bytes, { 65536 }, pair[1])
+      local direct, through = from:to(pair[2]):to("fp32"), from:to("fp32"):to(pair[2]):to("fp32")
+      local a, b = direct:totable(), through:totable()
+      local same = 0
+      for i = 1, 65536 do
+        if a[i] == b[i] or (a[i] ~= a[i] and b[i] ~= b[i]) then same = same + 1 end
+      end
+      assert.are.equal(65536, same, pair[1] .. " -> " .. pair[2])
+    end
+  end)
+
   it("converts between all dtypes through copy_from", function()
     local source = ane.tensor.from({ 0, 1, 2, 3 }, { 2, 2 }, "int16")
     for _, dtype in ipairs(dtypes) do

@@ -158,6 +158,21 @@ void ane_dtype_convert_row(void *dst, ane_dtype dst_dtype, const void *src, ane_
         ane_bf16_to_fp32_n(dst, src, n);
         return;
     }
+    int half_to_half = (src_dtype == ANE_BF16 && dst_dtype == ANE_FP16) || (src_dtype == ANE_FP16 && dst_dtype == ANE_BF16);
+    if (aligned && half_to_half) { /* through fp32 (exact for both), a chunk at a time, with the vector converters */
+        enum { CHUNK = 1024 };
+        float chunk[CHUNK];
+        const uint16_t *from = src;
+        uint16_t *to = dst;
+        for (size_t at = 0; at < n; at += CHUNK) {
+            size_t count = n - at < CHUNK ? n - at : CHUNK;
+            if (src_dtype == ANE_BF16) ane_bf16_to_fp32_n(chunk, from + at, count);
+            else ane_fp16_to_fp32_n(chunk, from + at, count);
+            if (dst_dtype == ANE_FP16) ane_fp32_to_fp16_n(to + at, chunk, count);
+            else ane_fp32_to_bf16_n(to + at, chunk, count);
+        }
+        return;
+    }
     size_t dst_size = ane_dtype_size(dst_dtype), src_size = ane_dtype_size(src_dtype);
     char *d = dst;
     const char *s = src;
