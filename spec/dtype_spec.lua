@@ -30,6 +30,21 @@ describe("ane.tensor conversion", function()
     end
   end)
 
+  it("converts tensors of a million elements and more (over the helper threads) as row by row", function()
+    -- 2^20 + 3 values (a tail shorter than a block); the reference converts slices of under a
+    -- million elements, which take the one-thread path
+    local n, half = 1048579, 524289
+    local x = ane.tensor.randn({ n }, { seed = 3, std = 1000 })
+    for _, dtype in ipairs({ "fp16", "bf16", "int32" }) do
+      local whole = x:to(dtype)
+      local parts = ane.tensor({ n }, dtype)
+      parts:slice(1, 1, half):copy_from(x:slice(1, 1, half))
+      parts:slice(1, half + 1, n):copy_from(x:slice(1, half + 1, n))
+      assert.are.equal(parts:checksum(), whole:checksum(), dtype)
+      assert.are.equal(whole:to("fp32"):checksum(), parts:to("fp32"):checksum(), dtype .. " back")
+    end
+  end)
+
   it("converts between all dtypes through copy_from", function()
     local source = ane.tensor.from({ 0, 1, 2, 3 }, { 2, 2 }, "int16")
     for _, dtype in ipairs(dtypes) do

@@ -457,10 +457,42 @@ static ane_status check_writes_into(const ane_tensor *dst, const ane_tensor *src
     return check_writable(dst, err);
 }
 
+/* Large contiguous copies and conversions (a model's weights at load) in chunks over the
+ * helper threads: the conversion, and the first touch of fresh pages that comes with it,
+ * run on every core. */
+typedef struct contiguous_copy {
+    char *dst;
+    const char *src;
+    ane_dtype dst_dtype, src_dtype;
+    int64_t numel;
+} contiguous_copy;
+
+/* elements; ranges are whole blocks, so each keeps its start's alignment (the vector paths) */
+enum { PARALLEL_COPY_MIN = 1 << 20, PARALLEL_COPY_BLOCK = 64, PARALLEL_COPY_GRAIN_BLOCKS = 1 << 12 };
+
+static void copy_range(void *context, int64_t first_block, int64_t last_block) {
+    const contiguous_copy *c = context;
+    int64_t first = first_block * PARALLEL_COPY_BLOCK, last = last_block * PARALLEL_COPY_BLOCK;
+    if (last > c->numel) last = c->numel;
+    ane_dtype_convert_row(c->dst + first * (int64_t)ane_dtype_size(c->dst_dtype), c->dst_dtype,
+                          c->src + first * (int64_t)ane_dtype_size(c->src_dtype), c->src_dtype, (size_t)(last - first));
+}
+
+static int copy_contiguous_in_parallel(ane_tensor *dst, const ane_tensor *src) {
+    int64_t numel = ane_tensor_numel(dst);
+    if (numel < PARALLEL_COPY_MIN || dst->ndim != src->ndim || memcmp(dst->shape, src->shape, (size_t)dst->ndim * sizeof *dst->shape) ||
+        !ane_tensor_is_contiguous(dst) || !ane_tensor_is_contiguous(src))
+        return 0;
+    contiguous_copy c = {ane_tensor_data(dst), ane_tensor_data(src), dst->dtype, src->dtype, numel};
+    ane_parallel_for((numel + PARALLEL_COPY_BLOCK - 1) / PARALLEL_COPY_BLOCK, PARALLEL_COPY_GRAIN_BLOCKS, copy_range, &c);
+    return 1;
+}
+
 ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_error *err) {
     ane_status status = check_writes_into(dst, src, "copy", err);
     if (status) return status;
     if (copy_transposed_2d(dst, src)) return ANE_OK;
+    if (copy_contiguous_in_parallel(dst, src)) return ane_interrupt_check(err, "a tensor copy");
     row_walk walk = {.ndim = dst->ndim};
     memcpy(walk.shape, dst->shape, sizeof walk.shape);
     walk_add_operand(&walk, dst);
