@@ -217,6 +217,29 @@ describe("Hugging Face Llama directories" .. label, function()
     assert.are.equal(0.0, wide:logits(ids):max_abs_diff(converted:logits(ids)))
   end)
 
+  it("model:save writes the latest parameters, and refuses to drop LoRA adapters", function()
+    local dir = llama_reference()
+    local model = assert(llama.load(dir .. "/model.bin", { precision = "fp32", profile = "cpu" }))
+    local ids = { 1, 5, 9, 2, 7 }
+    local before = model:logits(ids)
+    local params = model:parameters()
+    for _, name in ipairs({ "wq.0", "w2.1", "token_embedding" }) do -- (llama2.c names)
+      local p = assert(params[name], name)
+      p:copy_from(p:add(0.01))
+    end
+    model:load_parameters(params) -- (the programs are patched; the weights for new ones refresh lazily)
+    local saved = helpers.tmpdir() .. "/trained"
+    assert(model:save(saved))
+    local loaded = assert(llama.load(saved, { precision = "fp32", profile = "cpu" }))
+    local after = model:logits(ids)
+    assert.is_true(after:max_abs_diff(before) > 1e-3, "the update changed the logits")
+    assert.are.equal(0.0, loaded:logits(ids):max_abs_diff(after)) -- fp32 file, the same weights, bit for bit
+    local adapted = assert(llama.load(dir .. "/model.bin", { precision = "fp32", profile = "cpu", lora = { rank = 2 } }))
+    local ok, err = adapted:save(helpers.tmpdir() .. "/adapted")
+    assert.is_nil(ok)
+    assert.matches("has LoRA adapters, which this directory would leave out; save them with model:save_adapters", err)
+  end)
+
   it("refuse bf16 weights beyond the fp16 range in fp16, naming the tensor", function()
     local dir = llama_reference()
     local hf = helpers.tmpdir()

@@ -1,5 +1,6 @@
 /* Fast 64-bit hashes of byte strings: the checkpoints' per-tensor checksums (ane_hash64) and
- * the runtime's program-cache keys (ane_hash_stream). It detects corruption (flipped bits, truncation), not tampering. */
+ * the runtime's program-cache keys (ane_hash_stream). They detect corruption (flipped bits,
+ * truncation), not tampering. */
 #ifndef ANE_BASE_HASH_H
 #define ANE_BASE_HASH_H
 

@@ -41,13 +41,13 @@ uint32_t ane_milblob_code_for(ane_dtype dtype) {
 const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n) {
     if (offset > file->size || n > file->size - offset) return NULL;
     if (file->bytes) return file->bytes + offset;
+    if (file->npieces == 0) return NULL;
     int low = 0, high = file->npieces - 1; /* the last piece starting at or before offset */
     while (low < high) {
         int middle = (low + high + 1) / 2;
         if (file->pieces[middle].offset <= offset) low = middle;
         else high = middle - 1;
     }
-    if (file->npieces == 0) return NULL;
     const ane_mil_piece *piece = &file->pieces[low];
     if (offset < piece->offset || offset - piece->offset > piece->size || n > piece->size - (offset - piece->offset))
         return NULL;

@@ -159,6 +159,11 @@ end
 --- or a llama2.c checkpoint's tokenizer.bin / tokenizer.model, are copied. Returns true or
 --- nil and a message.
 function M.write(dir, model)
+  if model.lora then -- (its adapters are program inputs, not part of the weights written here)
+    return fail("%s: the model has LoRA adapters, which this directory would leave out; save them with "
+      .. "model:save_adapters(path)", dir)
+  end
+  if model.refresh_weights then model:refresh_weights() end -- trained parameters not yet in the programs' weights
   local lfs = require("lfs")
   local in_dtype = require("ane.models.decoder").in_dtype
   if lfs.attributes(dir, "mode") ~= "directory" then
