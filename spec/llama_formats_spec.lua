@@ -256,6 +256,26 @@ describe("Hugging Face Llama directories" .. label, function()
 end)
 
 describe("Qwen3 (Hugging Face, bf16, GQA, q/k norms)" .. label, function()
+  it("saves as an fp16 directory with its tied embedding written once, decoding bit for bit as before", function()
+    local dir, expected = qwen3_reference()
+    local ids = expected.input_ids:totable()[1]
+    local model = assert(llama.load(dir, { precision = "fp16", profile = "cpu" }))
+    local saved = helpers.tmpdir() .. "/qwen3-fp16"
+    assert(model:save(saved))
+    local config = assert(ane.io.read_json(saved .. "/config.json"))
+    assert.is_true(config.tie_word_embeddings)
+    assert.are.equal("qwen3", config.model_type)
+    local tensors = assert(ane.io.load_safetensors(saved .. "/model.safetensors"))
+    assert.is_nil(tensors["lm_head.weight"])
+    assert.are.equal("fp16", tensors["model.embed_tokens.weight"]:dtype())
+    assert.is_truthy(tensors["model.layers.0.self_attn.q_norm.weight"])
+    tensors = nil
+    local loaded = assert(llama.load(saved, { precision = "fp16", profile = "cpu" }))
+    local a, b = model:session(), loaded:session()
+    assert.are.equal(0.0, a:feed(ids):max_abs_diff(b:feed(ids)))
+    assert.are.equal(0.0, a:feed({ 3 }):max_abs_diff(b:feed({ 3 })))
+  end)
+
   it("reads its bf16 weights as the file holds them, the same model as from fp32 masters", function()
     local dir, expected = qwen3_reference()
     local ids = expected.input_ids:totable()[1]
