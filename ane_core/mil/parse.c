@@ -16,6 +16,7 @@
 
 #include "../base/arena.h"
 #include "../base/fp16.h"
+#include "../tensor/intern.h"
 #include "../tensor/storage.h"
 #include "lex.h"
 #include "milblob.h"
@@ -681,16 +682,34 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     return 1;
 }
 
-/* A quantized weight's graph const: its stored bytes copied once, its table in fp32. */
+/* The stored bytes of a quantized weight as a tensor of its own: the interned copy when the
+ * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
+static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+    ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8;
+    ane_storage *borrowed = NULL;
+    ane_tensor view;
+    ane_status status = ane_storage_wrap((void *)v->codes->blob, (size_t)bytes, 1, NULL, NULL, &borrowed, err);
+    if (status) return status;
+    status = ane_tensor_on_storage(&view, borrowed, 0, 1, &bytes, NULL, dtype, err);
+    ane_storage_release(borrowed);
+    if (status) return status;
+    int interned = ane_intern_find(&view, data);
+    ane_tensor_release(&view);
+    if (interned) return ANE_OK;
+    status = ane_tensor_empty(data, 1, &bytes, dtype, err);
+    if (!status) memcpy(ane_tensor_data(data), v->codes->blob, (size_t)bytes);
+    return status;
+}
+
+/* A quantized weight's graph const: its stored bytes (shared or copied once), its table in fp32. */
 static ane_status encoded_const(parser *p, const mil_value *v, const char *name, ane_node **node, ane_error *err) {
     int64_t numel = type_numel(&v->type), rows = v->type.dims[0], width = ane_encoded_table_width(v->encoding);
     int64_t bytes = ane_encoded_data_bytes(v->encoding, rows, rows ? numel / rows : 0), table_shape[1] = {rows * width};
     ane_tensor data, table;
-    ane_status status = ane_tensor_empty(&data, 1, &bytes, v->encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8, err);
+    ane_status status = encoded_data(v, bytes, &data, err);
     if (status) return status;
     status = ane_tensor_empty(&table, 1, table_shape, ANE_FP32, err);
     if (!status) {
-        memcpy(ane_tensor_data(&data), v->codes->blob, (size_t)bytes);
         float *entries = (float *)ane_tensor_data(&table);
         for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, v->table_per_row ? i : i % width);
         status = ane_graph_const_encoded(p->graph, name, v->type.dtype, v->type.rank, v->type.dims, v->encoding, &data,
