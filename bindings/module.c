@@ -58,9 +58,9 @@ static const char *default_backend = NULL;
 int ane_lua_backend_from_environment(char *message, size_t size) {
     const char *from_env = getenv("ANELUA_BACKEND");
     if (!from_env || !*from_env) return 0;
-    char why[ANE_ERROR_MESSAGE_MAX + 64];
+    char why[ANE_ERROR_MESSAGE_MAX];
     if (ane_lua_set_default_backend(from_env, why, sizeof why) == 0) return 0;
-    snprintf(message, size, "ANELUA_BACKEND=%s: %s", from_env, why);
+    snprintf(message, size, "ANELUA_BACKEND=%.40s: %s", from_env, why); /* (callers give ANE_ERROR_MESSAGE_MAX + 64) */
     return -1;
 }
 

@@ -194,7 +194,7 @@ static int has_generated_name(const ane_node *node) {
 
 ane_status ane_graph_clone(const ane_graph *source, ane_graph **out, ane_error *err) {
     *out = NULL;
-    ane_graph *g;
+    ane_graph *g = NULL;
     ane_status status = ane_graph_new(source->name, &g, err);
     if (status) return status;
     ane_node **map = calloc((size_t)source->count + 1, sizeof *map); /* source id -> clone node */

@@ -67,7 +67,7 @@ ane_status ane_surface_create(ane_surface **out, int64_t channels, int64_t seq, 
 
 ane_status ane_surface_create_sized(ane_surface **out, int64_t channels, int64_t seq, ane_dtype dtype,
                                     size_t alloc_size, int below_minimum, ane_error *err) {
-    size_t row_stride, min_alloc;
+    size_t row_stride = 0, min_alloc = 0;
     ane_status status = ane_surface_layout(channels, seq, dtype, &row_stride, &min_alloc, err);
     if (status) return status;
     if (below_minimum) min_alloc = (size_t)channels * row_stride; /* the data alone */
