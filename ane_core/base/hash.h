@@ -14,8 +14,8 @@ uint64_t ane_hash64(uint64_t h, const void *data, size_t size);
 
 /* A hash of one byte string given in any number of parts (the same value however it is cut),
  * four independent lanes of 8-byte words at a time: ~4x ane_hash64's speed on long inputs.
- * The runtime's program-cache keys over MIL text and weight files (which it reads whole at
- * every compile); ane_hash64 stays the checkpoints' checksum. */
+ * The runtime's program-cache keys (MIL text, weight files); ane_hash64 stays the
+ * checkpoints' checksum. */
 typedef struct ane_hash_stream {
     uint64_t lanes[4];
     uint8_t pending[32]; /* the bytes of a 32-byte step not yet complete */

@@ -7,6 +7,7 @@
 #include "../base/budget.h"
 #include "async.h"
 #include "../base/hash.h"
+#include "../tensor/intern.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -114,6 +115,19 @@ static int by_path(const void *a, const void *b) {
     return strcmp(((const ane_mil_file *)a)->path, ((const ane_mil_file *)b)->path);
 }
 
+/* A piece of a compile's weight file into the key: interned weights (the pieces that point
+ * at a graph's consts) by their entry's number, which stands for their bytes without reading
+ * them (tensor/intern.h); the file's own bytes as they are. */
+static void add_piece(ane_hash_stream *key, const ane_mil_piece *piece) {
+    uint64_t serial;
+    if (!ane_intern_serial(piece->bytes, (size_t)piece->size, &serial)) {
+        ane_hash_stream_add(key, piece->bytes, (size_t)piece->size);
+        return;
+    }
+    const uint64_t record[3] = {0x696E7465726E6564ull /* "interned" */, serial, piece->size};
+    ane_hash_stream_add(key, record, sizeof record);
+}
+
 static uint64_t content_hash(const ane_backend *backend, const ane_compile_options *options, const char *mil, size_t length,
                              const ane_mil_file *files, int nfiles) {
     uint64_t h = ANE_HASH_SEED;
@@ -132,12 +146,11 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     memcpy(sorted, files, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, by_path);
     for (int i = 0; i < n; i++) {
-        ane_hash_stream file; /* the file's bytes, the same value whether in one run or in pieces */
+        ane_hash_stream file;
         ane_hash_stream_init(&file, ane_hash64(h, sorted[i].path, strlen(sorted[i].path) + 1));
         if (sorted[i].bytes) ane_hash_stream_add(&file, sorted[i].bytes, sorted[i].size);
         else
-            for (int p = 0; p < sorted[i].npieces; p++)
-                ane_hash_stream_add(&file, sorted[i].pieces[p].bytes, sorted[i].pieces[p].size);
+            for (int p = 0; p < sorted[i].npieces; p++) add_piece(&file, &sorted[i].pieces[p]);
         h = ane_hash_stream_end(&file);
     }
     return h;

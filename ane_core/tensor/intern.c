@@ -14,6 +14,7 @@
 
 typedef struct entry {
     uint64_t hash;
+    uint64_t serial; /* the entry's number, never reused (ane_intern_serial) */
     size_t offset, nbytes; /* the bytes: [offset, offset + nbytes) of storage */
     ane_storage *storage;  /* the store's reference */
 } entry;
@@ -22,6 +23,7 @@ static struct {
     pthread_mutex_t lock;
     entry *entries;
     size_t count, capacity;
+    uint64_t serials; /* numbers handed out */
 } store = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 enum { SAMPLE_BYTES = 64, SAMPLE_STRIDE = 4096 };
@@ -99,12 +101,20 @@ void ane_intern_add(const ane_tensor *t) {
             if (grown) store.entries = grown, store.capacity = capacity;
         }
         if (store.count < store.capacity) { /* out of memory: simply not shared */
-            store.entries[store.count++] = (entry){hash, t->offset, nbytes, t->storage};
+            store.entries[store.count++] = (entry){hash, ++store.serials, t->offset, nbytes, t->storage};
             ane_storage_retain(t->storage);
             t->storage->readonly = 1; /* shared with programs: never written again */
         }
     }
     pthread_mutex_unlock(&store.lock);
+}
+
+int ane_intern_serial(const void *data, size_t nbytes, uint64_t *serial) {
+    pthread_mutex_lock(&store.lock);
+    const entry *e = lookup_same(data, nbytes);
+    if (e) *serial = e->serial;
+    pthread_mutex_unlock(&store.lock);
+    return e != NULL;
 }
 
 void ane_intern_sweep(void) {

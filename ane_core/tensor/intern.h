@@ -7,6 +7,7 @@
 #define ANE_TENSOR_INTERN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tensor.h"
 
@@ -21,6 +22,12 @@ int ane_intern_find(const ane_tensor *value, ane_tensor *out);
  * left alone) so later finds share them, and makes its storage read-only: writes through
  * any tensor on it are refused from now on. */
 void ane_intern_add(const ane_tensor *t);
+
+/* If [data, data + nbytes) are exactly an interned tensor's bytes (not a copy: the same
+ * address), sets *serial to that entry's number and returns 1. Numbers are never reused, and
+ * interned bytes never change, so one number always stands for the same bytes: a key for
+ * them that costs no reading (the program cache's). */
+int ane_intern_serial(const void *data, size_t nbytes, uint64_t *serial);
 
 /* Releases the interned storages that nothing else holds any more. */
 void ane_intern_sweep(void);

@@ -1,8 +1,8 @@
 /* tensor/intern.c: equal bytes are found and shared (the same storage, the asker's dtype and
  * shape), bytes that differ anywhere are not (also where the sampled hash does not look),
  * small tensors and non-contiguous views are left alone, an interned storage turns
- * read-only, a view keeps its offset, and a sweep frees exactly the storages nobody else
- * holds. */
+ * read-only, a view keeps its offset, a sweep frees exactly the storages nobody else
+ * holds, and an entry's own bytes have a number no other entry ever gets. */
 #include <stdint.h>
 #include <string.h>
 
@@ -77,6 +77,15 @@ int main(void) {
           "found at the slice's offset");
     ane_tensor_release(&tail_found);
 
+    /* serial numbers: for an entry's own bytes only, one per entry */
+    uint64_t serial_a = 0, serial_tail = 0, serial;
+    CHECK(ane_intern_serial(ane_tensor_data(&a), (size_t)N * sizeof(float), &serial_a) == 1, "a's bytes have a number");
+    CHECK(ane_intern_serial(ane_tensor_data(&tail), (size_t)N * sizeof(float), &serial_tail) == 1 && serial_tail != serial_a,
+          "another entry, another number");
+    CHECK(ane_intern_serial(ane_tensor_data(&same), (size_t)N * sizeof(float), &serial) == 0,
+          "an equal copy elsewhere has none (the number is for the bytes at that address)");
+    CHECK(ane_intern_serial(ane_tensor_data(&a), (size_t)N * sizeof(float) - 4, &serial) == 0, "nor a part of them");
+
     /* sweep: only storages the store alone holds go */
     ane_intern_sweep();
     CHECK(interned_count() == 2, "held storages stay");
@@ -87,6 +96,10 @@ int main(void) {
     ane_intern_sweep();
     CHECK(interned_count() == 0, "and the last one");
     CHECK(ane_intern_find(&same, &found) == 0, "a freed storage is not found");
+    ane_intern_add(&same); /* the same bytes as a, interned again: a new number */
+    CHECK(ane_intern_serial(ane_tensor_data(&same), (size_t)N * sizeof(float), &serial) == 1 && serial != serial_a &&
+              serial != serial_tail,
+          "numbers are never reused");
 
     ane_tensor_release(&same), ane_tensor_release(&as_matrix), ane_tensor_release(&other), ane_tensor_release(&shorter);
     ane_tensor_release(&small), ane_tensor_release(&grid), ane_tensor_release(&transposed), ane_tensor_release(&tail_copy);
