@@ -643,6 +643,19 @@ static double param_at(const mil_value *v, int64_t i) {
     return v->kind == VAL_FLOAT ? v->number : (double)v->integer;
 }
 
+/* A tensor over a weight file's bytes where they are (read-only, not copied): valid while
+ * the file is, so for the parse only. */
+static ane_status file_bytes_tensor(const uint8_t *bytes, int rank, const int64_t *dims, ane_dtype dtype,
+                                    ane_tensor *out, ane_error *err) {
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= dims[d];
+    ane_storage *borrowed = NULL;
+    ane_status status = ane_storage_wrap((void *)bytes, (size_t)numel * ane_dtype_size(dtype), 1, NULL, NULL, &borrowed, err);
+    if (!status) status = ane_tensor_on_storage(out, borrowed, 0, rank, dims, NULL, dtype, err);
+    ane_storage_release(borrowed);
+    return status;
+}
+
 /* The literal's values as a host tensor of its declared type. A weight file's bytes in the
  * literal's own type are not copied: the tensor reads them where the file is (for the parse
  * only; ane_graph_const keeps a copy, or shares the interned one without copying at all). */
@@ -651,11 +664,7 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     int rank = v->kind == VAL_TENSOR ? v->type.rank : 0;
     ane_dtype dtype = v->type.dtype;
     if (v->kind == VAL_TENSOR && v->blob && !v->type.bits) {
-        ane_storage *borrowed = NULL;
-        size_t nbytes = (size_t)type_numel(&v->type) * ane_dtype_size(dtype);
-        ane_status status = ane_storage_wrap((void *)v->blob, nbytes, 1, NULL, NULL, &borrowed, &inner);
-        if (!status) status = ane_tensor_on_storage(out, borrowed, 0, rank, v->type.dims, NULL, dtype, &inner);
-        ane_storage_release(borrowed);
+        ane_status status = file_bytes_tensor(v->blob, rank, v->type.dims, dtype, out, &inner);
         if (status) fail_at(p, &v->at, "%s", inner.message);
         return status == ANE_OK;
     }
@@ -686,12 +695,8 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
  * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
 static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
     ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8;
-    ane_storage *borrowed = NULL;
     ane_tensor view;
-    ane_status status = ane_storage_wrap((void *)v->codes->blob, (size_t)bytes, 1, NULL, NULL, &borrowed, err);
-    if (status) return status;
-    status = ane_tensor_on_storage(&view, borrowed, 0, 1, &bytes, NULL, dtype, err);
-    ane_storage_release(borrowed);
+    ane_status status = file_bytes_tensor(v->codes->blob, 1, &bytes, dtype, &view, err);
     if (status) return status;
     int interned = ane_intern_find(&view, data);
     ane_tensor_release(&view);
