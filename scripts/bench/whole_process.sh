@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Whole processes, as a user runs them: greedy generation of 256 positions of the same random
+# Whole processes, as a user runs them: greedy generation of the same 250 tokens after the same
+# 5-token prompt ("Once upon a time" and BOS: 254 forward positions each) of the same random
 # Stories110M-shaped checkpoint from a cold start, by anelua (fp16 and fp32 from the llama2.c
 # file; fp16 from the same weights converted once to an fp16 directory, as llama.cpp's F16
 # reads them converted once to GGUF; sim, cpu profile), llama.cpp (llama-cli on the checkpoint
 # as GGUF F16 / F32) and llama2.c's run.c (fp32), alternating the programs round by round
 # under /usr/bin/time; prints each run's wall time and peak resident memory, then the median
-# ratios anelua / peer of both.
+# ratios anelua / peer of both. The token counts say the same work in each program's terms:
+# anelua's --max-tokens and llama-cli's -n count new tokens, run.c's -n counts positions with
+# the prompt's (stories.lua had run 5 more tokens than llama-cli, past its 256-position caches).
 #   scripts/bench/whole_process.sh [rounds=3] [work=/tmp/anelua-peers]
 # Needs the peers built by scripts/bench/decode_vs_runc.lua and quantized_decode.lua (run.c,
 # the checkpoint, work/gguf); says so when they are missing.
@@ -36,12 +39,12 @@ if ! { "$bin/llama-bench" -m "$work/gguf/model-f32.gguf" -p 8 -n 0 -t 1 -r 1 >/d
   pairs=("anelua_fp32 runc" "anelua_fp16dir runc" "anelua_fp16 runc")
 fi
 declare -A cmd=(
-  [anelua_fp16dir]="$root/build/anelua $root/examples/stories.lua $fp16_dir --tokenizer $tok --max-tokens 255 --temperature 0 --profile cpu --precision fp16"
-  [anelua_fp16]="$root/build/anelua $root/examples/stories.lua $work/stories110M.bin --tokenizer $tok --max-tokens 255 --temperature 0 --profile cpu --precision fp16"
-  [anelua_fp32]="$root/build/anelua $root/examples/stories.lua $work/stories110M.bin --tokenizer $tok --max-tokens 255 --temperature 0 --profile cpu --precision fp32"
+  [anelua_fp16dir]="$root/build/anelua $root/examples/stories.lua $fp16_dir --tokenizer $tok --max-tokens 250 --temperature 0 --profile cpu --precision fp16"
+  [anelua_fp16]="$root/build/anelua $root/examples/stories.lua $work/stories110M.bin --tokenizer $tok --max-tokens 250 --temperature 0 --profile cpu --precision fp16"
+  [anelua_fp32]="$root/build/anelua $root/examples/stories.lua $work/stories110M.bin --tokenizer $tok --max-tokens 250 --temperature 0 --profile cpu --precision fp32"
   [llamacpp_f16]="$bin/llama-cli -m $work/gguf/model-f16.gguf -p 'Once upon a time' -n 250 -t 2 -c 512 --temp 0 -no-cnv -s 1"
   [llamacpp_f32]="$bin/llama-cli -m $work/gguf/model-f32.gguf -p 'Once upon a time' -n 250 -t 2 -c 512 --temp 0 -no-cnv -s 1"
-  [runc]="$work/run $work/stories110M.bin -z $tok -t 0 -n 256 -i 'Once upon a time'"
+  [runc]="$work/run $work/stories110M.bin -z $tok -t 0 -n 254 -i 'Once upon a time'"
 )
 out=$(mktemp)
 for r in $(seq 1 "$rounds"); do
