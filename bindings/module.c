@@ -17,6 +17,7 @@
 #include "../ane_core/runtime/program.h"
 #include "../ane_core/base/hash.h"
 #include "../ane_core/base/interrupt.h"
+#include "../ane_core/tensor/blas.h"
 #include "../ane_core/tensor/intern.h"
 #include "../ane_core/tensor/storage.h"
 #include "ane_lua.h"
@@ -335,6 +336,8 @@ int luaopen_ane(lua_State *L) {
         return luaL_error(L, "%s", backend_problem);
     if (budget_from_environment(backend_problem, sizeof backend_problem) != 0) return luaL_error(L, "%s", backend_problem);
     ane_lua_add_library_path(L);
+    static int blas_rested; /* once: a later opening could find BLAS busy in another thread */
+    if (!blas_rested++) ane_blas_rest_threads();
     static const luaL_Reg functions[] = {
         {"default_backend", l_default_backend},
         {"backend_for", l_backend_for},

@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+#if !defined(__APPLE__)
+/* OpenBLAS's pthreads build exports it (its fork handler calls it); weak: absent in others */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+#endif
+
 #include "../base/cpu.h"
 
 const char *ane_blas_kernels(void) {
@@ -25,5 +30,11 @@ const char *ane_blas_better_kernels(void) {
     if (ane_cpu_has_avx512_skylake()) return "SkylakeX";
     if (ane_cpu_has_avx2_fma_f16c()) return "Haswell";
     return NULL;
+#endif
+}
+
+void ane_blas_rest_threads(void) {
+#if !defined(__APPLE__)
+    if (blas_thread_shutdown_) blas_thread_shutdown_();
 #endif
 }
