@@ -1123,6 +1123,7 @@ static ane_status decoded_product(float *y, ane_weight_encoding encoding, const 
 _Static_assert(Q16_BLOCK == Q8_BLOCK, "the BLAS path of integer activations reads one block size");
 #define Q16_LEVELS 32767
 #define Q16_PALETTE_LEVELS 16383
+enum { Q16_LUT4_VNNI_CHUNK = 128 }; /* elements a step of q16_lut4_vnni */
 
 /* block scales, codes16, split16, chunk_scales */
 static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_BLOCK) * 4 + k * 4 + k / 2 + 64); }
@@ -1195,8 +1196,14 @@ static void q16_quantize(code_vector *v, void *memory, const float *x, int64_t s
     if (for_lut4 && ane_cpu_has_avx2_fma_f16c()) {
         v->split16 = v->codes16 + k;
         v->chunk_scales = (float *)(v->split16 + (k + 1) / 2 * 2); /* 4-byte aligned */
-        for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) q16_split_chunk(v->codes16 + j, v->split16 + j);
         fill_chunk_scales(v);
+        if (q8_lanes_read()) { /* q16_lut4_vnni's order: per 128 elements, element 4 p + s in slot 32 s + p */
+            for (int64_t j = 0; j + Q16_LUT4_VNNI_CHUNK <= k; j += Q16_LUT4_VNNI_CHUNK)
+                for (int slot = 0; slot < Q16_LUT4_VNNI_CHUNK; slot++)
+                    v->split16[j + slot] = v->codes16[j + 4 * (slot % 32) + slot / 32];
+            return;
+        }
+        for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) q16_split_chunk(v->codes16 + j, v->split16 + j);
     }
 #else
     (void)for_lut4;
@@ -1308,6 +1315,59 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const void *palette, c
 }
 #endif
 
+#if defined(__x86_64__)
+/* 4-bit rows with AVX-512 VNNI, 128 weights a step, grouped as q8_lut4_vnni (the same
+ * arguments). The 64 packed bytes are 32 words, word p holding the indices of elements
+ * 4p .. 4p + 3; vpermw reads an index's low five bits, so with the 16 entries twice in the
+ * table the word shifted by 4 s looks up element 4p + s's entry in slot p (s = 0..3), against
+ * the codes in the same order (split16). vpdpwssd adds the products of word pairs to 32-bit
+ * lanes: lane L of a lookup takes elements 8L + s and 8L + 4 + s, one block's; lookups 0 and 2
+ * go to one sum, 1 and 3 to another, so each lane sums 4 exact products (at most 4 x 16383 x
+ * 32767 < 2^31), and both, as floats, take their block's scale (chunk_scales). Per 128 weights
+ * a row: a load, 3 shifts, 4 lookups and 4 vpdpwssd, against 8 vdpbf16ps and their loads in
+ * the float kernel. The elements after the whole steps in scalar code. */
+VNNI static inline __attribute__((always_inline)) void q16_lut4_vnni_inline(
+    const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, float *dots,
+    int count) {
+    const char *rows[GEMV_GROUP];
+    const palette16 *row_palettes[GEMV_GROUP];
+    __m512i tables[GEMV_GROUP];
+    __m512 sums[GEMV_GROUP];
+    for (int r = 0; r < count; r++) {
+        rows[r] = w + r * row_bytes;
+        row_palettes[r] = (const palette16 *)(palettes + r * palette_bytes);
+        __m256i entries = _mm256_loadu_si256((const __m256i *)row_palettes[r]->entries);
+        tables[r] = _mm512_inserti64x4(_mm512_castsi256_si512(entries), entries, 1);
+        sums[r] = _mm512_setzero_ps();
+    }
+    int64_t whole = v->k / Q16_LUT4_VNNI_CHUNK * Q16_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q16_LUT4_VNNI_CHUNK) {
+        const int16_t *codes = v->split16 + j;
+        __m512i c0 = _mm512_loadu_si512(codes), c1 = _mm512_loadu_si512(codes + 32);
+        __m512i c2 = _mm512_loadu_si512(codes + 64), c3 = _mm512_loadu_si512(codes + 96);
+        __m512 scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        for (int r = 0; r < count; r++) {
+            __m512i packed = _mm512_loadu_si512(rows[r] + j / 2);
+            __m512i even = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_permutexvar_epi16(packed, tables[r]), c0);
+            __m512i odd = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                              _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 4), tables[r]), c1);
+            even = _mm512_dpwssd_epi32(even, _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 8), tables[r]), c2);
+            odd = _mm512_dpwssd_epi32(odd, _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 12), tables[r]), c3);
+            __m512 lanes = _mm512_add_ps(_mm512_cvtepi32_ps(even), _mm512_cvtepi32_ps(odd));
+            sums[r] = _mm512_fmadd_ps(lanes, scales, sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(sums[r]) + q16_lut4_from((const uint8_t *)rows[r], row_palettes[r], v, whole);
+}
+
+VNNI static void q16_lut4_vnni(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,
+                               const code_vector *v, float *dots, int count) {
+    if (count == GEMV_GROUP) q16_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, GEMV_GROUP);
+    else q16_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, 1);
+}
+#endif
+
 static float q16_int8_scalar(const int8_t *q, const code_vector *v) { return q16_int8_from(q, v, 0); }
 static float q16_lut4_scalar(const uint8_t *packed, const void *palette, const code_vector *v) {
     return q16_lut4_from(packed, palette, v, 0);
@@ -1381,13 +1441,15 @@ static void integer_group_vnni(const void *context, int64_t row, int64_t apart, 
     int64_t row_bytes = lut ? job->k / 2 : job->k, palette_bytes = (int64_t)ane_palette_codes_stride(job->activations);
     const char *w = (const char *)job->data + row * row_bytes;
     const char *palettes = lut ? job->palette_codes + row * palette_bytes : NULL;
+    void (*kernel)(const void *, int64_t, const char *, int64_t, const code_vector *, float *, int) =
+        !lut ? q8_int8_vnni : job->activations == ANE_ACTIVATIONS_INT8 ? q8_lut4_vnni : q16_lut4_vnni;
     for (int64_t c = 0; c < job->count; c++) {
         float dots[GEMV_GROUP];
-        (lut ? q8_lut4_vnni : q8_int8_vnni)(w, apart * row_bytes, palettes, apart * palette_bytes, &job->columns[c], dots,
-                                          count);
+        kernel(w, apart * row_bytes, palettes, apart * palette_bytes, &job->columns[c], dots, count);
         for (int g = 0; g < count; g++) {
             int64_t r = row + g * apart;
-            float scale = lut ? ((const palette8 *)(job->palette_codes + r * palette_bytes))->scale : job->table[r];
+            /* palette8 and palette16 both start with their scale */
+            float scale = lut ? *(const float *)(job->palette_codes + r * palette_bytes) : job->table[r];
             job->y[r * job->count + c] = dots[g] * scale;
         }
     }
@@ -1409,7 +1471,13 @@ static void rows_integer(void *context, int64_t first, int64_t last) {
 #endif
     }
 #if defined(__x86_64__)
-    else if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2;
+    else {
+        if (ane_cpu_has_avx2_fma_f16c()) dot_int8 = q16_int8_avx2, dot_lut4 = q16_lut4_avx2;
+        if (job->encoding == ANE_ENCODING_LUT4 && ane_cpu_has_avx512_vnni()) {
+            in_row_groups(first, last, integer_group_vnni, job);
+            return;
+        }
+    }
 #endif
     int64_t count = job->count;
     size_t stride = ane_palette_codes_stride(job->activations);

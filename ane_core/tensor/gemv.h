@@ -75,7 +75,8 @@ ane_status ane_gemm_fp16_few_columns(float *y /* [rows, columns] */, const uint1
  * way, and each block's integer dot product (exact) times its scales summed in fp32 (AVX-512
  * VNNI where the CPU has it, else AVX2's byte products; the same sums in scalar code
  * elsewhere). ANE_ACTIVATIONS_INT16: the same with codes up to 32767 (scale = max |x| /
- * 32767) and palette entries up to 16383 (AVX2's word products; scalar elsewhere). More than
+ * 32767) and palette entries up to 16383 (4-bit rows through AVX-512 VNNI's word products where the
+ * CPU has them, else AVX2's; scalar elsewhere). More than
  * ANE_FEW_COLUMNS columns multiply the same quantized values (scale x code, rounded to fp32)
  * with BLAS instead: the same arithmetic up to fp32 rounding. A NaN or inf in a block makes its products NaN. */
 ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encoding encoding, const void *data,

@@ -94,6 +94,14 @@ static void product_lut4_a8(float *y, const void *w, const float *tables, const 
     ane_error err;
     ane_encoded_matmul(y, ANE_ENCODING_LUT4, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8, &err);
 }
+static void product_int8_a16(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    ane_error err;
+    ane_encoded_matmul(y, ANE_ENCODING_INT8, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16, &err);
+}
+static void product_lut4_a16(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
+    ane_error err;
+    ane_encoded_matmul(y, ANE_ENCODING_LUT4, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16, &err);
+}
 
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
@@ -252,12 +260,13 @@ int main(void) {
                 CHECK(ane_encoded_matmul(ys, lut ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, lut ? (void *)nibbles : (void *)codes,
                                          lut ? palettes : scales, NULL, xs, rows, k, columns, activations, &err) == ANE_OK,
                       "integer-activation matmul");
-                if (columns == 1 && !a16)
-                    CHECK(rows_differing_alone(lut ? product_lut4_a8 : product_int8_a8, lut ? (void *)nibbles : (void *)codes,
-                                               lut ? (size_t)k / 2 : (size_t)k, lut ? palettes : scales, lut ? 16 : 1, xs,
-                                               rows, k, ys) == 0,
-                          "%s x int8 activations [%lld, %lld]: rows differ from their products alone", lut ? "int4" : "int8",
-                          (long long)rows, (long long)k);
+                if (columns == 1) {
+                    row_product alone = lut ? (a16 ? product_lut4_a16 : product_lut4_a8) : (a16 ? product_int8_a16 : product_int8_a8);
+                    CHECK(rows_differing_alone(alone, lut ? (void *)nibbles : (void *)codes, lut ? (size_t)k / 2 : (size_t)k,
+                                               lut ? palettes : scales, lut ? 16 : 1, xs, rows, k, ys) == 0,
+                          "%s x %s activations [%lld, %lld]: rows differ from their products alone", lut ? "int4" : "int8",
+                          ane_activations_name(activations), (long long)rows, (long long)k);
+                }
                 if (lut && rows > 1) { /* the palette codes computed once: the same sums, bit for bit */
                     size_t stride = ane_palette_codes_stride(activations);
                     char *palette_codes = malloc(stride * rows);
