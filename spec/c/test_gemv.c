@@ -86,22 +86,16 @@ static void product_lut4(float *y, const void *w, const float *tables, const flo
     ane_gemv_encoded(y, ANE_ENCODING_LUT4, w, tables, x, rows, k);
 }
 
-static void product_int8_a8(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_error err;
-    ane_encoded_matmul(y, ANE_ENCODING_INT8, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8, &err);
-}
-static void product_lut4_a8(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_error err;
-    ane_encoded_matmul(y, ANE_ENCODING_LUT4, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8, &err);
-}
-static void product_int8_a16(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_error err;
-    ane_encoded_matmul(y, ANE_ENCODING_INT8, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16, &err);
-}
-static void product_lut4_a16(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_error err;
-    ane_encoded_matmul(y, ANE_ENCODING_LUT4, w, tables, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16, &err);
-}
+/* ane_encoded_matmul of one column with integer activations, as a row_product */
+#define INTEGER_PRODUCT(name, encoding, activations)                                                      \
+    static void name(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) { \
+        ane_error err;                                                                                    \
+        ane_encoded_matmul(y, encoding, w, tables, NULL, x, rows, k, 1, activations, &err);               \
+    }
+INTEGER_PRODUCT(product_int8_a8, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT8)
+INTEGER_PRODUCT(product_lut4_a8, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT8)
+INTEGER_PRODUCT(product_int8_a16, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT16)
+INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
 
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
