@@ -13,7 +13,8 @@
 #include "ane_core/tensor/blas.h"
 #include "check.h"
 
-/* This process's threads (Linux), or -1 where /proc is not there. */
+#if defined(__linux__)
+/* This process's threads, or -1 where /proc is not there. */
 static int thread_count(void) {
     DIR *tasks = opendir("/proc/self/task");
     if (!tasks) return -1;
@@ -39,6 +40,7 @@ static void check_product_after_rest(int n) {
     CHECK(wrong == 0, "a product after the threads rested: %d sampled elements wrong", wrong);
     free(a), free(b), free(c);
 }
+#endif
 
 int main(void) {
     const char *kernels = ane_blas_kernels(), *better = ane_blas_better_kernels();
