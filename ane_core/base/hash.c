@@ -4,14 +4,19 @@
 
 #include <string.h>
 
+/* One 8-byte word into a chain: multiply, then fold the high half down. */
+static uint64_t mix(uint64_t h, uint64_t word) {
+    h = (h ^ word) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 32);
+}
+
 uint64_t ane_hash64(uint64_t h, const void *data, size_t size) {
     const unsigned char *p = data;
     size_t i = 0;
     for (; i + 8 <= size; i += 8) {
         uint64_t word;
         memcpy(&word, p + i, 8);
-        h = (h ^ word) * 0x9E3779B97F4A7C15ull;
-        h ^= h >> 32;
+        h = mix(h, word);
     }
     for (; i < size; i++) h = (h ^ p[i]) * 1099511628211ull;
     h ^= (uint64_t)size;
@@ -21,11 +26,6 @@ uint64_t ane_hash64(uint64_t h, const void *data, size_t size) {
 }
 
 enum { STREAM_STEP = 32 };
-
-static uint64_t mix(uint64_t h, uint64_t word) {
-    h = (h ^ word) * 0x9E3779B97F4A7C15ull;
-    return h ^ (h >> 32);
-}
 
 void ane_hash_stream_init(ane_hash_stream *s, uint64_t seed) {
     memset(s, 0, sizeof *s);
