@@ -634,69 +634,33 @@ static int protected_main(lua_State *L) {
     return 1;
 }
 
-/* Settings the process reads only as it starts, so it starts again, once, with them set:
- * - OPENBLAS_CORETYPE, where OpenBLAS took the CPU for an unknown model and chose its
- *   generic kernels (blas.c says when and why);
- * - glibc.malloc.hugetlb=1 in GLIBC_TUNABLES, where the kernel hands out transparent huge
- *   pages on request ("madvise" mode): malloc's heap then asks for 2 MB pages, so a first
- *   touch of fresh memory (a training step's first buffers, a compile's weight files)
- *   faults 512x fewer times, which on a virtual machine is most of its cost
- *   (docs/performance.md, the first training step).
- * A setting already in the environment, the user's or this re-run's, stands. The re-run
- * puts the environment back as the user gave it (ANELUA_ADDED_ENV), so the programs a script
- * starts (a benchmark's peers) do not inherit these. If the re-run cannot start, the
- * process goes on as it is. */
+/* A setting the process reads only as it starts, so it starts again, once, with it set:
+ * OPENBLAS_CORETYPE, where OpenBLAS took the CPU for an unknown model and chose its generic
+ * kernels (blas.c says when and why). A setting already in the environment, the user's or
+ * this re-run's, stands. The re-run puts the environment back as the user gave it
+ * (ANELUA_ADDED_ENV), so the programs a script starts (a benchmark's peers) do not inherit
+ * it. If the re-run cannot start, the process goes on as it is. (Transparent huge pages are
+ * asked for by the storage of large blocks itself, ane_core/tensor/storage.c; asking glibc
+ * for them on all of malloc's heap made start-up slower: docs/performance.md, stop 39.) */
 #if defined(__linux__)
-static int kernel_huge_pages_on_request(void) {
-    FILE *file = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!file) return 0;
-    char mode[128] = {0};
-    int read = fgets(mode, sizeof mode, file) != NULL;
-    fclose(file);
-    return read && strstr(mode, "[madvise]") != NULL;
-}
-
-static void restore_user_environment(const char *added) {
-    if (strstr(added, "OPENBLAS_CORETYPE")) unsetenv("OPENBLAS_CORETYPE");
-    if (strstr(added, "GLIBC_TUNABLES")) {
-        const char *before = getenv("ANELUA_GLIBC_TUNABLES_BEFORE");
-        if (before) setenv("GLIBC_TUNABLES", before, 1);
-        else unsetenv("GLIBC_TUNABLES");
-    }
-    unsetenv("ANELUA_GLIBC_TUNABLES_BEFORE");
+static void restore_user_environment(void) {
+    unsetenv("OPENBLAS_CORETYPE");
     unsetenv("ANELUA_ADDED_ENV");
 }
 #endif
 
 static void prepare_environment(char **argv) {
 #if defined(__linux__)
-    const char *added = getenv("ANELUA_ADDED_ENV");
-    if (added) { /* this is the re-run */
-        restore_user_environment(added);
+    if (getenv("ANELUA_ADDED_ENV")) { /* this is the re-run */
+        restore_user_environment();
         return;
     }
-    char names[64] = "";
     const char *better = ane_blas_better_kernels();
-    if (better && !getenv("OPENBLAS_CORETYPE")) {
-        setenv("OPENBLAS_CORETYPE", better, 1);
-        strcat(names, "OPENBLAS_CORETYPE ");
-    }
-#if defined(__GLIBC__)
-    const char *tunables = getenv("GLIBC_TUNABLES");
-    if (kernel_huge_pages_on_request() && !(tunables && strstr(tunables, "glibc.malloc.hugetlb"))) {
-        char value[1024];
-        int n = snprintf(value, sizeof value, "%s%sglibc.malloc.hugetlb=1", tunables ? tunables : "", tunables ? ":" : "");
-        if (n > 0 && (size_t)n < sizeof value) {
-            if (tunables) setenv("ANELUA_GLIBC_TUNABLES_BEFORE", tunables, 1);
-            setenv("GLIBC_TUNABLES", value, 1);
-            strcat(names, "GLIBC_TUNABLES ");
-        }
-    }
-#endif
-    if (!names[0]) return;
-    setenv("ANELUA_ADDED_ENV", names, 1);
+    if (!better || getenv("OPENBLAS_CORETYPE")) return;
+    setenv("OPENBLAS_CORETYPE", better, 1);
+    setenv("ANELUA_ADDED_ENV", "OPENBLAS_CORETYPE", 1);
     execv("/proc/self/exe", argv);
-    restore_user_environment(names); /* could not start again: go on as we are */
+    restore_user_environment(); /* could not start again: go on as we are */
 #else
     (void)argv;
 #endif

@@ -22,11 +22,7 @@ report="print(string.format('cycles %d rss_mb %d lua_kb %d cached %d compiles %d
 } > "$lines"
 log=$(mktemp)
 home=$(mktemp -d)
-# glibc.malloc.hugetlb=0: the host asks for transparent huge pages on malloc's heap, and the
-# kernel's khugepaged then fills a partly used 2 MB stretch of it into a whole huge page
-# whenever its scan comes round (RSS +2 MB at a moment of the kernel's choosing, more often on a
-# busy machine). With them off, RSS is what the allocator holds, which is what a leak grows.
-GLIBC_TUNABLES=glibc.malloc.hugetlb=0 ANELUA_COMPILE_BUDGET=1000000 HOME=$home script -q -c "'$root/build/anelua' --backend $backend" "$log" < "$lines" > /dev/null
+ANELUA_COMPILE_BUDGET=1000000 HOME=$home script -q -c "'$root/build/anelua' --backend $backend" "$log" < "$lines" > /dev/null
 reports=$(grep -a "cycles [0-9]" "$log" | sed 's/.*\(cycles [0-9]\)/\1/' | tr -d '\r' || true)
 [ -n "$reports" ] && echo "$reports"
 count=$(printf '%s' "$reports" | grep -c "cycles" || true)
