@@ -194,6 +194,18 @@ static int spm_add_piece(lua_State *L) {
     return result(L, ane_spm_add_piece(spm, piece, length, score, id, &err), &err);
 }
 
+/* spm:add_llama2c_pieces(bytes) -> the number of pieces, or nil and a message. */
+static int spm_add_llama2c_pieces(lua_State *L) {
+    ane_spm *spm = check_spm(L);
+    size_t size;
+    const char *bytes = luaL_checklstring(L, 2, &size);
+    int32_t count;
+    ane_error err;
+    if (ane_spm_add_llama2c_pieces(spm, (const unsigned char *)bytes, size, &count, &err)) return ane_lua_fail(L, &err);
+    lua_pushinteger(L, count);
+    return 1;
+}
+
 static int spm_encode(lua_State *L) {
     ane_spm *spm = check_spm(L);
     size_t length;
@@ -236,7 +248,8 @@ static int spm_new(lua_State *L) {
 
 void ane_lua_open_spm(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"add_piece", spm_add_piece}, {"encode", spm_encode}, {"decode", spm_decode},
+        {"add_piece", spm_add_piece}, {"add_llama2c_pieces", spm_add_llama2c_pieces}, {"encode", spm_encode},
+        {"decode", spm_decode},
         {"vocab_size", spm_vocab_size}, {NULL, NULL},
     };
     luaL_newmetatable(L, ANE_SPM_TYPE);

@@ -37,12 +37,34 @@ end
 
 describe("Llama-2 tokenizer files", function()
 
+  it("reads llama2.c's records: spaces back to U+2581, ids in file order", function()
+    local tmp = helpers.tmpdir()
+    local pieces = { "<unk>", "<s>", "</s>", " ", "a", "b", " a", " ab" }
+    local bytes = { string.pack("<I4", 3) }
+    for i, piece in ipairs(pieces) do bytes[#bytes + 1] = string.pack("<fi4", -i, #piece) .. piece end
+    helpers.write_file(tmp .. "/tiny.bin", table.concat(bytes))
+    local tok = assert(sentencepiece.load(tmp .. "/tiny.bin"))
+    assert.are.equal(8, tok.vocab_size)
+    -- " a" and " ab" are the pieces "\u{2581}a" and "\u{2581}ab": the text's dummy prefix and
+    -- inner spaces merge with "a", then "\u{2581}a" with "b"
+    assert.are.same({ 7 }, tok:encode("ab"))
+    assert.are.same({ 6, 6 }, tok:encode("a a"))
+    assert.are.equal("ab a", tok:decode({ 7, 6 }))
+  end)
+
   it("reports truncated and foreign files by offset", function()
     local tmp = helpers.tmpdir()
     helpers.write_file(tmp .. "/short.bin", string.pack("<I4fi4", 16, 0.5, 40) .. "abc")
     local ok, err = sentencepiece.load(tmp .. "/short.bin")
     assert.is_nil(ok)
     assert.matches("short%.bin: token 0 at offset 4 has length 40 past the end of the file", err)
+    helpers.write_file(tmp .. "/cut.bin", string.pack("<I4fi4", 16, 0.5, 3) .. "a b" .. string.pack("<f", 0.25) .. "\1")
+    ok, err = sentencepiece.load(tmp .. "/cut.bin")
+    assert.is_nil(ok)
+    assert.matches("cut%.bin: token 1 at offset 15 is truncated", err)
+    helpers.write_file(tmp .. "/header.bin", "\16\0")
+    ok, err = sentencepiece.load(tmp .. "/header.bin")
+    assert.matches("header%.bin: too short for the 4%-byte header", err)
     helpers.write_file(tmp .. "/bad.model", "\x0A\x7F\x0A")
     ok, err = sentencepiece.load(tmp .. "/bad.model")
     assert.matches("bad%.model: piece 0 at offset 0 runs past the end", err)

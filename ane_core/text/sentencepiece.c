@@ -38,6 +38,58 @@ void ane_spm_free(ane_spm *spm) {
 
 int32_t ane_spm_vocab_size(const ane_spm *spm) { return spm->size; }
 
+static uint32_t read_u32_le(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, size_t size, int32_t *count,
+                                      ane_error *err) {
+    if (size < 4) return ane_fail(err, ANE_ERR_FORMAT, "too short for the 4-byte header");
+    char *piece = NULL; /* [capacity]: the piece with its spaces as U+2581 (3 bytes each) */
+    size_t capacity = 0;
+    ane_status status = ANE_OK;
+    int32_t id = 0;
+    for (size_t at = 4; at < size; id++) {
+        if (size - at < 8) {
+            status = ane_fail(err, ANE_ERR_FORMAT, "token %d at offset %zu is truncated", id, at);
+            break;
+        }
+        uint32_t score_bits = read_u32_le(bytes + at);
+        int32_t length = (int32_t)read_u32_le(bytes + at + 4);
+        if (length < 0 || (size_t)length > size - at - 8) {
+            status = ane_fail(err, ANE_ERR_FORMAT, "token %d at offset %zu has length %d past the end of the file", id, at,
+                              length);
+            break;
+        }
+        if (capacity < 3 * (size_t)length + 1) {
+            capacity = 3 * (size_t)length + 1;
+            char *grown = realloc(piece, capacity);
+            if (!grown) {
+                status = ane_fail(err, ANE_ERR_NOMEM, "out of memory reading token %d", id);
+                break;
+            }
+            piece = grown;
+        }
+        size_t written = 0;
+        for (const unsigned char *c = bytes + at + 8, *end = c + length; c < end; c++) {
+            if (*c == ' ') {
+                memcpy(piece + written, SPACE, 3);
+                written += 3;
+            } else {
+                piece[written++] = (char)*c;
+            }
+        }
+        float score;
+        memcpy(&score, &score_bits, sizeof score);
+        status = ane_spm_add_piece(spm, piece, written, score, id, err);
+        if (status) break;
+        at += 8 + (size_t)length;
+    }
+    free(piece);
+    *count = id;
+    return status;
+}
+
 static int hex_value(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }

@@ -19,6 +19,13 @@ void ane_spm_free(ane_spm *spm);
  * "<0xXX>". Ids are dense from 0. */
 ane_status ane_spm_add_piece(ane_spm *spm, const char *piece, size_t length, float score, int32_t id, ane_error *err);
 int32_t ane_spm_vocab_size(const ane_spm *spm);
+/* Adds the pieces of llama2.c's tokenizer.bin (`size` bytes): a u32 max_token_length, then per
+ * piece an f32 score, an i32 length and the piece's bytes, little-endian, with spaces written
+ * as plain spaces (turned back into U+2581 here). *count = the pieces added. A file shorter
+ * than its header, a record cut short or a length past the end fails, naming the piece and
+ * its byte offset. */
+ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, size_t size, int32_t *count,
+                                      ane_error *err);
 
 /* *ids is malloc'd; bos prepends id 1. */
 ane_status ane_spm_encode(const ane_spm *spm, const char *text, size_t length, int bos, int32_t **ids, size_t *count,
