@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/bytes.h"
+
 ane_status ane_safetensors_map(const char *path, ane_safetensors_file *out, ane_error *err) {
     memset(out, 0, sizeof *out);
     ane_storage *storage;
@@ -21,8 +23,7 @@ ane_status ane_safetensors_map(const char *path, ane_safetensors_file *out, ane_
         return ane_fail(err, ANE_ERR_FORMAT, "%s: file is %zu bytes, too short for the 8-byte header length",
                         path, size);
     }
-    uint64_t header_len = 0;
-    for (int i = 7; i >= 0; i--) header_len = (header_len << 8) | bytes[i];
+    uint64_t header_len = ane_get_u64_le(bytes);
     if (header_len > size - 8) {
         ane_storage_release(storage);
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header length %llu at offset 0 runs past the end of the %zu-byte file",
@@ -192,7 +193,7 @@ ane_status ane_safetensors_write(const char *path, const char *header_json, size
     size_t padded = (header_len + 7) / 8 * 8;
     unsigned char *prefix = malloc(8 + padded);
     if (!prefix) return ane_fail(err, ANE_ERR_NOMEM, "%s: out of memory for a %zu-byte header", path, header_len);
-    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    ane_put_u64_le(prefix, padded);
     memcpy(prefix + 8, header_json, header_len);
     memset(prefix + 8 + header_len, ' ', padded - header_len);
     ane_status status = ane_write_file_atomic(path, prefix, 8 + padded, tensors, count, err);

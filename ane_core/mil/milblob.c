@@ -4,22 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
+#include "../base/bytes.h"
+
 static uint64_t align_up(uint64_t value) { return (value + ANE_MILBLOB_ALIGN - 1) / ANE_MILBLOB_ALIGN * ANE_MILBLOB_ALIGN; }
 
 uint32_t ane_milblob_code_for(ane_dtype dtype) {
@@ -70,7 +56,7 @@ static void writer_init(ane_milblob_writer *w, int by_reference) {
     memset(w, 0, sizeof *w);
     w->by_reference = by_reference;
     uint8_t header[ANE_MILBLOB_ALIGN] = {0};
-    put_u32(header + 4, ANE_MILBLOB_VERSION);
+    ane_put_u32_le(header + 4, ANE_MILBLOB_VERSION);
     int ok = 1;
     append_own(w, header, sizeof header, &ok);
     if (!ok) w->bytes.failed = 1;
@@ -110,10 +96,10 @@ static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *dat
         return ane_fail(err, ANE_ERR_ARGUMENT, "MILBlob: unknown data type code %u", code);
     uint64_t offset = w->length; /* always 64-aligned: records and padding keep it so */
     uint8_t record[ANE_MILBLOB_ALIGN] = {0};
-    put_u32(record, ANE_MILBLOB_SENTINEL);
-    put_u32(record + 4, code);
-    put_u64(record + 8, size);
-    put_u64(record + 16, offset + ANE_MILBLOB_ALIGN);
+    ane_put_u32_le(record, ANE_MILBLOB_SENTINEL);
+    ane_put_u32_le(record + 4, code);
+    ane_put_u64_le(record + 8, size);
+    ane_put_u64_le(record + 16, offset + ANE_MILBLOB_ALIGN);
     int ok = 1;
     append_own(w, record, sizeof record, &ok);
     if (borrow && w->by_reference && size >= ANE_MILBLOB_BORROW_MIN) {
@@ -126,7 +112,7 @@ static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *dat
     append_own(w, zeros, align_up(w->length) - w->length, &ok);
     if (!ok || w->bytes.failed)
         return ane_fail(err, ANE_ERR_NOMEM, "MILBlob: out of memory at %llu bytes", (unsigned long long)offset);
-    put_u32((uint8_t *)w->bytes.data, ++w->count);
+    ane_put_u32_le((uint8_t *)w->bytes.data, ++w->count);
     *record_offset = offset;
     return ANE_OK;
 }
@@ -185,20 +171,20 @@ static ane_status read_record(const ane_mil_file *file, const char *name, uint64
     if (!r)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: no record at offset %llu: the 64 bytes there cross from one piece of "
                         "the file into the next", name, (unsigned long long)offset);
-    uint32_t sentinel = get_u32(r);
+    uint32_t sentinel = ane_get_u32_le(r);
     if (sentinel != ANE_MILBLOB_SENTINEL)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset %llu: sentinel is 0x%08X, not 0xDEADBEEF (ANE-08)", name,
                         (unsigned long long)offset, sentinel);
     out->record_offset = offset;
-    out->code = get_u32(r + 4);
-    out->size = get_u64(r + 8);
-    out->data_offset = get_u64(r + 16);
+    out->code = ane_get_u32_le(r + 4);
+    out->size = ane_get_u64_le(r + 8);
+    out->data_offset = ane_get_u64_le(r + 16);
     return ANE_OK;
 }
 
 static int sentinel_at(const ane_mil_file *file, uint64_t offset) {
     const uint8_t *p = ane_mil_file_range(file, offset, 4);
-    return p && get_u32(p) == ANE_MILBLOB_SENTINEL;
+    return p && ane_get_u32_le(p) == ANE_MILBLOB_SENTINEL;
 }
 
 /* Notes what in a record disagrees with where the device reads its data. */
@@ -223,7 +209,7 @@ ane_status ane_milblob_parse(const ane_mil_file *file, const char *name, ane_mil
     const uint8_t *header = ane_mil_file_range(file, 0, ANE_MILBLOB_ALIGN);
     if (!header)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: %zu bytes is too short for the 64-byte MILBlob header", name, size);
-    uint32_t declared = get_u32(header), version = get_u32(header + 4);
+    uint32_t declared = ane_get_u32_le(header), version = ane_get_u32_le(header + 4);
     if (version != ANE_MILBLOB_VERSION)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: header at offset 4: version %u, expected 2", name, version);
     int capacity = 8, found = 0;
@@ -235,11 +221,11 @@ ane_status ane_milblob_parse(const ane_mil_file *file, const char *name, ane_mil
      * boundary, or right after the data where a writer packs records unaligned. */
     const uint8_t *at;
     while ((at = ane_mil_file_range(file, offset, ANE_MILBLOB_ALIGN)) && memcmp(at, zeros, sizeof zeros) != 0) {
-        if (get_u32(at) != ANE_MILBLOB_SENTINEL) {
+        if (ane_get_u32_le(at) != ANE_MILBLOB_SENTINEL) {
             if (found == 0) {
                 free(list);
                 return ane_fail(err, ANE_ERR_FORMAT, "%s: record at offset 64: sentinel is 0x%08X, not 0xDEADBEEF: the "
-                                "file holds no blob (ANE-08)", name, get_u32(at));
+                                "file holds no blob (ANE-08)", name, ane_get_u32_le(at));
             }
             ane_notes_add(notes, "%s: the %zu bytes from offset %llu, after the last record, are not a record (ignored)",
                           name, size - (size_t)offset, (unsigned long long)offset);

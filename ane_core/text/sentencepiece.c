@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/bytes.h"
 #include "../base/hashmap.h"
 
 struct ane_spm {
@@ -38,10 +39,6 @@ void ane_spm_free(ane_spm *spm) {
 
 int32_t ane_spm_vocab_size(const ane_spm *spm) { return spm->size; }
 
-static uint32_t read_u32_le(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, size_t size, int32_t *count,
                                       ane_error *err) {
     if (size < 4) return ane_fail(err, ANE_ERR_FORMAT, "too short for the 4-byte header");
@@ -54,8 +51,8 @@ ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, 
             status = ane_fail(err, ANE_ERR_FORMAT, "token %d at offset %zu is truncated", id, at);
             break;
         }
-        uint32_t score_bits = read_u32_le(bytes + at);
-        int32_t length = (int32_t)read_u32_le(bytes + at + 4);
+        uint32_t score_bits = ane_get_u32_le(bytes + at);
+        int32_t length = (int32_t)ane_get_u32_le(bytes + at + 4);
         if (length < 0 || (size_t)length > size - at - 8) {
             status = ane_fail(err, ANE_ERR_FORMAT, "token %d at offset %zu has length %d past the end of the file", id, at,
                               length);
