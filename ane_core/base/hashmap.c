@@ -29,8 +29,7 @@ static const char *store_key(ane_hashmap *map, const void *key, size_t length) {
     return copy;
 }
 
-static int grow(ane_hashmap *map) {
-    size_t capacity = map->capacity ? map->capacity * 2 : 1024;
+static int resize(ane_hashmap *map, size_t capacity) {
     ane_hashmap_slot *slots = calloc(capacity, sizeof *slots);
     if (!slots) return 0;
     for (size_t i = 0; i < map->capacity; i++) {
@@ -46,23 +45,35 @@ static int grow(ane_hashmap *map) {
     return 1;
 }
 
+static int grow(ane_hashmap *map) { return resize(map, map->capacity ? map->capacity * 2 : 1024); }
+
+int ane_hashmap_reserve(ane_hashmap *map, size_t count) {
+    size_t capacity = map->capacity ? map->capacity : 1024;
+    while (capacity < count * 2) capacity *= 2;
+    return capacity == map->capacity || resize(map, capacity);
+}
+
 int ane_hashmap_put(ane_hashmap *map, const void *key, size_t length, int64_t value) {
-    if ((map->count + 1) * 2 > map->capacity && !grow(map)) return 0;
+    return ane_hashmap_put_key(map, key, length, value) != NULL;
+}
+
+const char *ane_hashmap_put_key(ane_hashmap *map, const void *key, size_t length, int64_t value) {
+    if ((map->count + 1) * 2 > map->capacity && !grow(map)) return NULL;
     uint64_t hash = ane_hash_bytes(key, length);
     size_t j = hash & (map->capacity - 1);
     while (map->slots[j].key) {
         ane_hashmap_slot *slot = &map->slots[j];
         if (slot->hash == hash && slot->length == length && memcmp(slot->key, key, length) == 0) {
             slot->value = value;
-            return 1;
+            return slot->key;
         }
         j = (j + 1) & (map->capacity - 1);
     }
     const char *copy = store_key(map, key, length ? length : 1);
-    if (!copy) return 0;
+    if (!copy) return NULL;
     map->slots[j] = (ane_hashmap_slot){copy, length, hash, value};
     map->count++;
-    return 1;
+    return copy;
 }
 
 int ane_hashmap_get(const ane_hashmap *map, const void *key, size_t length, int64_t *value) {

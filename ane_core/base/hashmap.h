@@ -22,6 +22,11 @@ typedef struct ane_hashmap {
 
 /* Returns 0 when out of memory. Replaces the value of an existing key. */
 int ane_hashmap_put(ane_hashmap *map, const void *key, size_t length, int64_t value);
+/* The same, returning the map's own copy of the key (valid until the map is freed), or NULL
+ * when out of memory. */
+const char *ane_hashmap_put_key(ane_hashmap *map, const void *key, size_t length, int64_t value);
+/* Makes room for `count` keys in all without growing again. Returns 0 when out of memory. */
+int ane_hashmap_reserve(ane_hashmap *map, size_t count);
 /* Returns 1 and sets *value when found. */
 int ane_hashmap_get(const ane_hashmap *map, const void *key, size_t length, int64_t *value);
 void ane_hashmap_free(ane_hashmap *map);

@@ -1,6 +1,8 @@
 /* base/hashmap.c against a plain array of (key, value) pairs searched linearly: 20,000
  * random binary keys (NUL bytes inside, lengths 0..40, some repeated so values get
- * replaced), then every key looked up, and keys never inserted missed. */
+ * replaced), then every key looked up, and keys never inserted missed. Then a map reserved
+ * for all the keys up front: it never grows, and put_key hands back the map's one copy of
+ * each key. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,5 +71,28 @@ int main(void) {
     ane_hashmap_free(&map);
     int64_t value;
     CHECK(!ane_hashmap_get(&map, "", 0, &value), "a freed map is empty");
+
+    ane_hashmap reserved = { 0 };
+    CHECK(ane_hashmap_reserve(&reserved, (size_t)reference_count), "reserve failed");
+    size_t capacity = reserved.capacity;
+    CHECK(capacity >= 2 * (size_t)reference_count, "reserved capacity %zu for %d keys", capacity, reference_count);
+    int wrong_copies = 0, moved_copies = 0;
+    const char *first_copy[KEYS];
+    for (int i = 0; i < reference_count; i++) {
+        const char *copy = ane_hashmap_put_key(&reserved, reference[i].bytes, reference[i].length, i);
+        wrong_copies += !copy || copy == (const char *)reference[i].bytes || memcmp(copy, reference[i].bytes, reference[i].length);
+        first_copy[i] = copy;
+    }
+    for (int i = 0; i < reference_count; i++) /* again: the same copy, the new value */
+        moved_copies += ane_hashmap_put_key(&reserved, reference[i].bytes, reference[i].length, -i) != first_copy[i];
+    CHECK(wrong_copies == 0 && moved_copies == 0, "%d keys copied wrongly, %d copies not reused", wrong_copies, moved_copies);
+    CHECK(reserved.capacity == capacity && reserved.count == (size_t)reference_count,
+          "capacity %zu -> %zu, %zu keys: a reserved map grew", capacity, reserved.capacity, reserved.count);
+    found = 0;
+    for (int i = 0; i < reference_count; i++)
+        found += ane_hashmap_get(&reserved, reference[i].bytes, reference[i].length, &value) && value == -i;
+    CHECK(found == reference_count, "%d of %d keys found in the reserved map", found, reference_count);
+    CHECK(ane_hashmap_reserve(&reserved, 10) && reserved.capacity == capacity, "reserving less shrank the map");
+    ane_hashmap_free(&reserved);
     return check_summary("hashmap");
 }
