@@ -1,6 +1,7 @@
 /* ane._bpe: the C half of lua/ane/tokenizer.lua (type "ane.BPE"). The Lua side reads the
- * vocabulary files (vocab.json with lua-cjson, merges.txt, llm.c's tokenizer.bin) and
- * feeds tokens and merges in; encoding and decoding run here. */
+ * vocabulary files (vocab.json and tokenizer.json with lua-cjson, merges.txt, llm.c's
+ * tokenizer.bin) and hands the decoded tables and texts over whole; building the tables,
+ * encoding and decoding run here. */
 #include <stdlib.h>
 
 #include "../ane_core/text/bpe.h"
@@ -74,16 +75,6 @@ static int out_of_range(lua_State *L, int arg, const char *what, int32_t *out) {
     return 1;
 }
 
-static int m_add_token(lua_State *L) {
-    ane_bpe *bpe = check_bpe(L);
-    size_t length;
-    const char *text = luaL_checklstring(L, 2, &length);
-    int32_t id;
-    if (out_of_range(L, 3, "token id", &id)) return 2;
-    ane_error err;
-    return result(L, ane_bpe_add_token(bpe, text, length, id, &err), &err);
-}
-
 static int m_add_token_bytes(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
     size_t length;
@@ -94,14 +85,87 @@ static int m_add_token_bytes(lua_State *L) {
     return result(L, ane_bpe_add_token_bytes(bpe, bytes, length, id, &err), &err);
 }
 
-static int m_add_merge(lua_State *L) {
+/* A failure while reading a vocabulary table: nil and "<what> <n>: <message>". */
+static int fail_entry(lua_State *L, const char *what, lua_Integer n, const ane_error *err) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s %I: %s", what, n, err->message);
+    return 2;
+}
+
+/* bpe:add_vocabulary(vocab) -> the number of tokens, or nil and a message. vocab maps each
+ * token (unicode alphabet) to its integer id, as lua-cjson decodes vocab.json / "model.vocab";
+ * one C loop instead of a Lua call per token. */
+static int m_add_vocabulary(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
-    size_t left_length, right_length;
-    const char *left = luaL_checklstring(L, 2, &left_length), *right = luaL_checklstring(L, 3, &right_length);
-    int32_t rank;
-    if (out_of_range(L, 4, "merge rank", &rank)) return 2;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = 0;
     ane_error err;
-    return result(L, ane_bpe_add_merge(bpe, left, left_length, right, right_length, rank, &err), &err);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        int is_integer;
+        lua_Integer id = lua_tointegerx(L, -1, &is_integer);
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TNUMBER || !is_integer) {
+            const char *token = luaL_tolstring(L, -2, NULL), *value = luaL_tolstring(L, -2, NULL);
+            lua_pushnil(L);
+            lua_pushfstring(L, "vocabulary entry %s is not a token -> integer id (%s)", token, value);
+            return 2;
+        }
+        size_t length;
+        const char *token = lua_tolstring(L, -2, &length);
+        if (id < 0 || id > INT32_MAX) {
+            lua_pushnil(L);
+            lua_pushfstring(L, "token id %I is out of range (0..2147483647)", id);
+            return 2;
+        }
+        if (ane_bpe_add_token(bpe, token, length, (int32_t)id, &err)) return ane_lua_fail(L, &err);
+        lua_pop(L, 1);
+        count++;
+    }
+    lua_pushinteger(L, count);
+    return 1;
+}
+
+/* bpe:add_merges(merges) -> the number of merges, or nil and "merge <n>: <message>". merges is
+ * tokenizer.json's "model.merges" as decoded: pairs { left, right } or strings "left right",
+ * ranked in order. */
+static int m_add_merges(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer count = (lua_Integer)lua_rawlen(L, 2);
+    ane_error err;
+    if (count > INT32_MAX || ane_bpe_reserve(bpe, 0, (size_t)count, &err)) return ane_lua_fail(L, &err);
+    for (lua_Integer i = 1; i <= count; i++) {
+        int type = lua_rawgeti(L, 2, i);
+        ane_status status;
+        if (type == LUA_TSTRING) {
+            size_t length;
+            const char *line = lua_tolstring(L, -1, &length);
+            status = ane_bpe_add_merge_line(bpe, line, length, (int32_t)(i - 1), &err);
+        } else if (type == LUA_TTABLE && lua_rawgeti(L, -1, 1) == LUA_TSTRING && lua_rawgeti(L, -2, 2) == LUA_TSTRING) {
+            size_t left_length, right_length;
+            const char *left = lua_tolstring(L, -2, &left_length), *right = lua_tolstring(L, -1, &right_length);
+            status = ane_bpe_add_merge(bpe, left, left_length, right, right_length, (int32_t)(i - 1), &err);
+        } else {
+            status = ane_fail(&err, ANE_ERR_FORMAT, "not a pair of tokens");
+        }
+        if (status) return fail_entry(L, "merge", i, &err);
+        lua_settop(L, 2);
+    }
+    lua_pushinteger(L, count);
+    return 1;
+}
+
+/* bpe:add_merges_text(text) -> the number of merges, or nil and "line <n>: <message>": the
+ * whole of a merges.txt. */
+static int m_add_merges_text(lua_State *L) {
+    ane_bpe *bpe = check_bpe(L);
+    size_t length;
+    const char *text = luaL_checklstring(L, 2, &length);
+    int32_t count;
+    ane_error err;
+    if (ane_bpe_add_merges_text(bpe, text, length, &count, &err)) return ane_lua_fail(L, &err);
+    lua_pushinteger(L, count);
+    return 1;
 }
 
 static int m_finish(lua_State *L) {
@@ -278,7 +342,7 @@ void ane_lua_open_nfc(lua_State *L) { lua_pushcfunction(L, l_nfc); }
 
 void ane_lua_open_bpe(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"add_token", m_add_token}, {"add_token_bytes", m_add_token_bytes}, {"add_merge", m_add_merge},
+        {"add_token_bytes", m_add_token_bytes}, {"add_vocabulary", m_add_vocabulary}, {"add_merges", m_add_merges}, {"add_merges_text", m_add_merges_text},
         {"finish", m_finish}, {"encode", m_encode}, {"decode", m_decode}, {"vocab_size", m_vocab_size},
         {"can_encode", m_can_encode}, {NULL, NULL},
     };

@@ -82,6 +82,55 @@ describe("GPT-2 tokenizer" .. label, function()
     assert.matches("outside GPT%-2's byte alphabet", err)
     ok, err = tokenizer.load(helpers.tmpdir())
     assert.matches("no vocab%.json %+ merges%.txt, tokenizer%.json or gpt2_tokenizer%.bin here", err)
+    helpers.write_file(tmp .. "/vocab.json", '{"a": 0, "b": 1, "ab": 2}')
+    for _, bad in ipairs({ "a  b", "a\tb", "a\tb c", "ab", "a b c", " a b" }) do -- one space between two runs of non-space
+      helpers.write_file(tmp .. "/merges.txt", "#version: 0.2\n\n" .. bad .. "\n")
+      ok, err = tokenizer.load(tmp)
+      assert.is_nil(ok)
+      assert.matches("merges%.txt: line 3: '" .. bad:gsub("%p", "%%%0") .. "' is not 'left right'", err)
+    end
+    helpers.write_file(tmp .. "/vocab.json", '{"a": 0, "b": "1"}')
+    ok, err = tokenizer.load(tmp)
+    assert.matches("vocab%.json: vocabulary entry b is not a token %-> integer id %(1%)", err)
+    helpers.write_file(tmp .. "/vocab.json", '{"a": 0, "b": 1.5}')
+    ok, err = tokenizer.load(tmp)
+    assert.matches("vocab%.json: vocabulary entry b is not a token %-> integer id %(1%.5%)", err)
+    helpers.write_file(tmp .. "/vocab.json", '{"a": 0, "b": -1}')
+    ok, err = tokenizer.load(tmp)
+    assert.matches("vocab%.json: token id %-1 is out of range", err)
+  end)
+
+  it("reads merges.txt with CRLF line ends and blank lines as the plain file", function()
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/vocab.json", helpers.read_file(dir .. "/vocab.json"))
+    local merges = helpers.read_file(dir .. "/merges.txt")
+    helpers.write_file(tmp .. "/merges.txt", (merges:gsub("\n", "\r\n\r\n")))
+    local crlf = assert(tokenizer.load(tmp))
+    assert.are.equal(tok.merges, crlf.merges)
+    local text = "Once upon a time, naïve café 東京 😀 it's 1234 tokens\n\n  and spaces"
+    assert.are.same(tok:encode(text), crlf:encode(text))
+  end)
+
+  it("merges tokens longer than the loader's short buffers", function()
+    -- GPT-2's 256 byte tokens, then xx, x^4, ..., x^1024 and the merges that double x: tokens up
+    -- to 1,024 bytes, merges whose halves join to 1,024, so "x" * 1024 is one token and "x" * 1536 two.
+    local cjson = require("cjson")
+    local vocab, merges = {}, {}
+    for token, id in pairs(cjson.decode(helpers.read_file(dir .. "/vocab.json"))) do
+      if id < 256 then vocab[token] = id end
+    end
+    assert.are.equal(87, vocab.x)
+    for level = 1, 10 do
+      vocab[string.rep("x", 2 ^ level)] = 255 + level
+      merges[level] = string.rep("x", 2 ^ (level - 1)) .. " " .. string.rep("x", 2 ^ (level - 1))
+    end
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/vocab.json", cjson.encode(vocab))
+    helpers.write_file(tmp .. "/merges.txt", table.concat(merges, "\n"))
+    local long = assert(tokenizer.load(tmp))
+    assert.are.same({ 265 }, long:encode(string.rep("x", 1024)))
+    assert.are.same({ 265, 264 }, long:encode(string.rep("x", 1536)))
+    assert.are.equal(string.rep("x", 1024), long:decode({ 265 }))
   end)
 end)
 

@@ -57,6 +57,37 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)" .. label, function()
       pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
     ok, err = tokenizer.load(tmp)
     assert.matches("tokenizer%.json: merge 1: ", err)
+    write({ model = { type = "BPE", vocab = { a = 0, b = 1, ab = 2 }, merges = { "a b", { 1, 2 } } },
+      pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
+    ok, err = tokenizer.load(tmp)
+    assert.matches("tokenizer%.json: merge 2: not a pair of tokens", err)
+    write({ model = { type = "BPE", vocab = { a = 0, b = 1, ab = 2 }, merges = { "ab" } },
+      pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
+    ok, err = tokenizer.load(tmp)
+    assert.matches("tokenizer%.json: merge 1: 'ab' is not 'left right'", err)
+  end)
+
+  it("reads merges written as pairs and as \"left right\" strings alike", function()
+    -- tokenizer.json files write "model.merges" either way (newer ones as pairs).
+    local json = cjson.decode(helpers.read_file(dir .. "/tokenizer.json"))
+    local as_strings, as_pairs = {}, {}
+    for rank, merge in ipairs(json.model.merges) do
+      if type(merge) == "table" then
+        as_pairs[rank], as_strings[rank] = merge, merge[1] .. " " .. merge[2]
+      else
+        as_strings[rank], as_pairs[rank] = merge, { merge:match("^(%S+) (%S+)$") }
+      end
+    end
+    local tmp = helpers.tmpdir()
+    json.model.merges = as_strings
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json))
+    local from_strings = assert(tokenizer.load(tmp))
+    json.model.merges = as_pairs
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json))
+    local from_pairs = assert(tokenizer.load(tmp))
+    local text = "Hello, 世界! <|im_start|>user\nnaïve café 😀 1234"
+    assert.are.same(tok:encode(text), from_strings:encode(text))
+    assert.are.same(tok:encode(text), from_pairs:encode(text))
   end)
 end)
 end

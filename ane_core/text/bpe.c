@@ -13,7 +13,7 @@ enum { CACHE_LIMIT_IDS = 1 << 22 };
 struct ane_bpe {
     ane_hashmap token_ids;    /* raw bytes -> id */
     ane_hashmap pairs;        /* (left id, right id) as 8 bytes -> rank << 32 | merged id */
-    char **token_bytes;       /* [vocab] raw bytes of each id (NULL for unused ids) */
+    const char **token_bytes; /* [vocab] raw bytes of each id (NULL for unused ids), token_ids' own keys */
     uint32_t *token_lengths;  /* [vocab] */
     int32_t vocab;            /* capacity of the two arrays */
     int32_t size;             /* highest id + 1 */
@@ -107,7 +107,6 @@ void ane_bpe_free(ane_bpe *bpe) {
     ane_hashmap_free(&bpe->token_ids);
     ane_hashmap_free(&bpe->pairs);
     ane_hashmap_free(&bpe->cache);
-    for (int32_t i = 0; i < bpe->vocab; i++) free(bpe->token_bytes[i]);
     free(bpe->token_bytes);
     free(bpe->token_lengths);
     free(bpe->cache_ids);
@@ -117,12 +116,18 @@ void ane_bpe_free(ane_bpe *bpe) {
     free(bpe);
 }
 
+ane_status ane_bpe_reserve(ane_bpe *bpe, size_t tokens, size_t merges, ane_error *err) {
+    if (!ane_hashmap_reserve(&bpe->token_ids, tokens) || !ane_hashmap_reserve(&bpe->pairs, merges))
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory sizing a tokenizer of %zu tokens and %zu merges", tokens, merges);
+    return ANE_OK;
+}
+
 ane_status ane_bpe_add_token_bytes(ane_bpe *bpe, const char *bytes, size_t length, int32_t id, ane_error *err) {
     if (id < 0 || id > (1 << 24)) return ane_fail(err, ANE_ERR_FORMAT, "token id %d is out of range", id);
     if (length == 0) return ane_fail(err, ANE_ERR_FORMAT, "token %d is empty", id);
     if (id >= bpe->vocab) {
         int32_t vocab = id + 1 > bpe->vocab * 2 ? id + 1 : bpe->vocab * 2;
-        char **bytes_table = realloc(bpe->token_bytes, (size_t)vocab * sizeof *bytes_table);
+        const char **bytes_table = realloc(bpe->token_bytes, (size_t)vocab * sizeof *bytes_table);
         if (bytes_table) bpe->token_bytes = bytes_table;
         uint32_t *lengths = realloc(bpe->token_lengths, (size_t)vocab * sizeof *lengths);
         if (lengths) bpe->token_lengths = lengths;
@@ -131,32 +136,34 @@ ane_status ane_bpe_add_token_bytes(ane_bpe *bpe, const char *bytes, size_t lengt
         bpe->vocab = vocab;
     }
     if (bpe->token_bytes[id]) return ane_fail(err, ANE_ERR_FORMAT, "token id %d appears twice", id);
-    char *copy = malloc(length);
-    if (!copy || !ane_hashmap_put(&bpe->token_ids, bytes, length, id)) {
-        free(copy);
-        return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding token %d", id);
-    }
-    memcpy(copy, bytes, length);
-    bpe->token_bytes[id] = copy;
+    const char *stored = ane_hashmap_put_key(&bpe->token_ids, bytes, length, id);
+    if (!stored) return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding token %d", id);
+    bpe->token_bytes[id] = stored;
     bpe->token_lengths[id] = (uint32_t)length;
     if (id + 1 > bpe->size) bpe->size = id + 1;
     if (length == 1) bpe->byte_token[(unsigned char)bytes[0]] = id;
     return ANE_OK;
 }
 
+/* Scratch for a token's raw bytes: on the stack when short (nearly every token), else from
+ * the heap. A raw form is never longer than its unicode form. */
+enum { SHORT_TOKEN_BYTES = 256 };
+
 ane_status ane_bpe_add_token(ane_bpe *bpe, const char *text, size_t length, int32_t id, ane_error *err) {
-    char *bytes = malloc(length + 1);
+    char short_bytes[SHORT_TOKEN_BYTES];
+    char *bytes = length <= sizeof short_bytes ? short_bytes : malloc(length);
     if (!bytes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding token %d", id);
     size_t n;
     ane_status status = unicode_form_to_bytes(text, length, bytes, &n, err);
     if (!status) status = ane_bpe_add_token_bytes(bpe, bytes, n, id, err);
-    free(bytes);
+    if (bytes != short_bytes) free(bytes);
     return status;
 }
 
 ane_status ane_bpe_add_merge(ane_bpe *bpe, const char *left, size_t left_length, const char *right,
                              size_t right_length, int32_t rank, ane_error *err) {
-    char *joined = malloc(left_length + right_length + 1);
+    char short_joined[2 * SHORT_TOKEN_BYTES];
+    char *joined = left_length + right_length <= sizeof short_joined ? short_joined : malloc(left_length + right_length);
     if (!joined) return ane_fail(err, ANE_ERR_NOMEM, "out of memory adding merge %d", rank);
     size_t a, b;
     ane_status status = unicode_form_to_bytes(left, left_length, joined, &a, err);
@@ -176,8 +183,43 @@ ane_status ane_bpe_add_merge(ane_bpe *bpe, const char *left, size_t left_length,
             status = ane_fail(err, ANE_ERR_NOMEM, "out of memory adding merge %d", rank);
         bpe->merges++;
     }
-    free(joined);
+    if (joined != short_joined) free(joined);
     return status;
+}
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+ane_status ane_bpe_add_merge_line(ane_bpe *bpe, const char *line, size_t length, int32_t rank, ane_error *err) {
+    size_t split = 0;
+    while (split < length && !is_space(line[split])) split++;
+    size_t right = split + 1, end = right;
+    while (end < length && !is_space(line[end])) end++;
+    if (split == 0 || split == length || line[split] != ' ' || end == right || end != length)
+        return ane_fail(err, ANE_ERR_FORMAT, "'%.*s' is not 'left right'", (int)(length > 60 ? 60 : length), line);
+    return ane_bpe_add_merge(bpe, line, split, line + right, end - right, rank, err);
+}
+
+ane_status ane_bpe_add_merges_text(ane_bpe *bpe, const char *text, size_t length, int32_t *count, ane_error *err) {
+    int32_t rank = 0, line_number = 0;
+    for (size_t start = 0; start <= length;) {
+        const char *newline = memchr(text + start, '\n', length - start);
+        size_t end = newline ? (size_t)(newline - text) : length, line_length = end - start;
+        line_number++;
+        if (line_length > 0 && text[end - 1] == '\r') line_length--;
+        const char *line = text + start;
+        int is_version = line_length >= 8 && memcmp(line, "#version", 8) == 0;
+        if (line_length > 0 && !is_version) {
+            ane_status status = ane_bpe_add_merge_line(bpe, line, line_length, rank, err);
+            if (status) {
+                if (err) ane_fail_context(err, "line %d", line_number);
+                return status;
+            }
+            rank++;
+        }
+        start = end + 1;
+    }
+    *count = rank;
+    return ANE_OK;
 }
 
 ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err) {

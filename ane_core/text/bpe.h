@@ -22,12 +22,19 @@ typedef struct ane_bpe ane_bpe;
 ane_status ane_bpe_new(ane_bpe **out, ane_error *err);
 void ane_bpe_free(ane_bpe *bpe);
 
+/* Sizes the tables for a whole vocabulary at once (optional: they grow as needed). */
+ane_status ane_bpe_reserve(ane_bpe *bpe, size_t tokens, size_t merges, ane_error *err);
 /* A token in the byte-level unicode alphabet (vocab.json), or as raw bytes (llm.c). */
 ane_status ane_bpe_add_token(ane_bpe *bpe, const char *text, size_t length, int32_t id, ane_error *err);
 ane_status ane_bpe_add_token_bytes(ane_bpe *bpe, const char *bytes, size_t length, int32_t id, ane_error *err);
 /* One line of merges.txt, "left right" in the unicode alphabet, with its rank (0 = first). */
 ane_status ane_bpe_add_merge(ane_bpe *bpe, const char *left, size_t left_length, const char *right,
                              size_t right_length, int32_t rank, ane_error *err);
+/* A merge written as one line, "left right" (one space between two runs of non-space). */
+ane_status ane_bpe_add_merge_line(ane_bpe *bpe, const char *line, size_t length, int32_t rank, ane_error *err);
+/* A whole merges.txt: a line per merge, ranked in order; empty lines and "#version" lines
+ * are skipped, a trailing CR is dropped. *count is the number of merges; errors name the line. */
+ane_status ane_bpe_add_merges_text(ane_bpe *bpe, const char *text, size_t length, int32_t *count, ane_error *err);
 /* Compiles the split pattern (NULL: GPT-2's) once all tokens and merges are in. */
 ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err);
 

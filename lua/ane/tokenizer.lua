@@ -26,15 +26,8 @@ end
 -- Adds every token -> id entry of a decoded vocabulary to bpe; returns how many, or nil and
 -- an error naming the file.
 local function add_vocabulary(bpe, vocab, path)
-  local count = 0
-  for token, id in pairs(vocab) do
-    if type(token) ~= "string" or math.type(id) == nil or not math.tointeger(id) then
-      return fail(path, "vocabulary entry %s is not a token -> integer id (%s)", tostring(token), tostring(id))
-    end
-    local ok, message = bpe:add_token(token, math.tointeger(id))
-    if not ok then return fail(path, "%s", message) end
-    count = count + 1
-  end
+  local count, message = bpe:add_vocabulary(vocab)
+  if not count then return fail(path, "%s", message) end
   return count
 end
 
@@ -46,18 +39,8 @@ local function load_vocab_and_merges(vocab_path, merges_path)
   if not count then return nil, verr end
   local merges, merr = read_file(merges_path)
   if not merges then return nil, merr end
-  local rank, line_number = 0, 0
-  for line in merges:gmatch("[^\n]*") do
-    line_number = line_number + 1
-    line = line:gsub("\r$", "")
-    if line ~= "" and not line:match("^#version") then
-      local left, right = line:match("^(%S+) (%S+)$")
-      if not left then return fail(merges_path, "line %d is not 'left right': %q", line_number, line:sub(1, 60)) end
-      local ok, message = bpe:add_merge(left, right, rank)
-      if not ok then return fail(merges_path, "line %d: %s", line_number, message) end
-      rank = rank + 1
-    end
-  end
+  local rank, message = bpe:add_merges_text(merges)
+  if not rank then return fail(merges_path, "%s", message) end
   local ok, message = bpe:finish()
   if not ok then return nil, message end
   return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = vocab["<|endoftext|>"], merges = rank,
@@ -103,13 +86,8 @@ local function load_tokenizer_json(path)
   local bpe = ane._bpe()
   local count, verr = add_vocabulary(bpe, model.vocab, path)
   if not count then return nil, verr end
-  for rank, merge in ipairs(model.merges) do
-    local left, right
-    if type(merge) == "table" then left, right = merge[1], merge[2] else left, right = tostring(merge):match("^(%S+) (%S+)$") end
-    if type(left) ~= "string" or type(right) ~= "string" then return fail(path, "merge %d is not a pair of tokens", rank) end
-    local ok, message = bpe:add_merge(left, right, rank - 1)
-    if not ok then return fail(path, "merge %d: %s", rank, message) end
-  end
+  local merged, message = bpe:add_merges(model.merges)
+  if not merged then return fail(path, "%s", message) end
   local added = {}
   for _, token in ipairs(type(json.added_tokens) == "table" and json.added_tokens or {}) do
     local content, id = token.content, math.tointeger(token.id)
