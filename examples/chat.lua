@@ -99,7 +99,7 @@ local function answer(text)
   local budget = math.min(opts.max_tokens, session:room())
   local ended = false
   for id in session:generate({ max_tokens = budget, temperature = sampling.temperature, top_k = sampling.top_k,
-    top_p = sampling.top_p, seed = sampling.seed, stop = stop }) do
+    top_p = sampling.top_p, seed = sampling.seed, vocab = tok.vocab_size, stop = stop }) do
     if stop[id] then ended = true break end
     ids[#ids + 1] = id
     local decoded = tok:decode(ids) -- a token may end inside a UTF-8 character: print what the text adds

@@ -65,7 +65,7 @@ local prompt = tok:encode(options.prompt)
 if #prompt == 0 then command:fail("the prompt is empty") end
 io.write(options.prompt)
 io.flush()
-local interrupted = cli.stream(model, prompt, options, function(id) io.write(tok:decode({ id })) end)
+local interrupted = cli.stream(model, prompt, options, tok.vocab_size, function(id) io.write(tok:decode({ id })) end)
 
 local s = model:stats()
 local runtime = ane.stats()

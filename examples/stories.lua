@@ -54,7 +54,7 @@ print(tostring(model))
 io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
-local interrupted = cli.stream(model, prompt_ids, opts, function(id)
+local interrupted = cli.stream(model, prompt_ids, opts, tok.vocab_size, function(id)
   if id == model.stop_token then return false end
   if byte_level then -- a token may end inside a UTF-8 character: print what the whole text adds
     produced[#produced + 1] = id

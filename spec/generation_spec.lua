@@ -16,6 +16,25 @@ local function random_ids(n, seed)
   return ids
 end
 
+describe("sampling", function()
+  local generation = require("ane.models.generation")
+
+  it("draws no id at or beyond opts.vocab, greedy or sampled (a classifier wider than its tokenizer)", function()
+    -- logits favour the last 6 of 16 ids, which a 10-token tokenizer could not decode
+    local values = { 0.1, 0.4, 2.0, 0.3, 1.5, 0.2, 0.9, 0.0, 1.1, 0.6, 9, 10, 11, 12, 13, 14 }
+    local row = ane.tensor.from(values, { 16 })
+    assert.are.equal(15, generation.sample(row, { temperature = 0 }, generation.rng(1))) -- without vocab: the top id
+    assert.are.equal(2, generation.sample(row, { temperature = 0, vocab = 10 }, generation.rng(1))) -- the top of ids 0..9
+    local random, drawn = generation.rng(5), {}
+    for _ = 1, 400 do
+      local id = generation.sample(row, { temperature = 2, top_k = 8, vocab = 10 }, random)
+      assert.is_true(id >= 0 and id < 10, "id " .. id)
+      drawn[id] = true
+    end
+    assert.is_true(drawn[2] and drawn[4] and drawn[1]) -- sampling still spreads over the allowed ids
+  end)
+end)
+
 describe("decoding sessions", function()
   it("of different short lengths share the decode programs of 64 positions (on sim)", function()
     local m = tiny_llama("fp32", 1024)

@@ -223,18 +223,19 @@ function M.with_generation_options(first, max_tokens)
   return rows
 end
 
--- model:generate's options from the parsed generation options.
-function M.sampling(opts)
+-- model:generate's options from the parsed generation options; vocab: the number of ids the
+-- tokenizer decodes (none beyond are drawn).
+function M.sampling(opts, vocab)
   return { max_tokens = opts.max_tokens, temperature = opts.temperature, top_k = opts.top_k > 0 and opts.top_k or nil,
-    top_p = opts.top_p < 1 and opts.top_p or nil, seed = opts.seed }
+    top_p = opts.top_p < 1 and opts.top_p or nil, seed = opts.seed, vocab = vocab }
 end
 
--- Streams a generation: hands each id to on_token (which writes it; returning false stops),
--- and after a Ctrl-C (graceful interrupts) stops after the current token. Ends the line and
--- returns whether it was interrupted.
-function M.stream(model, prompt, opts, on_token)
+-- Streams a generation of ids below vocab (the tokenizer's): hands each id to on_token (which
+-- writes it; returning false stops), and after a Ctrl-C (graceful interrupts) stops after the
+-- current token. Ends the line and returns whether it was interrupted.
+function M.stream(model, prompt, opts, vocab, on_token)
   local interrupted = false
-  for id in model:generate(prompt, M.sampling(opts)) do
+  for id in model:generate(prompt, M.sampling(opts, vocab)) do
     if on_token(id) == false then break end
     io.flush()
     if M.stop_requested() then interrupted = true break end

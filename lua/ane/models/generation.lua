@@ -31,7 +31,10 @@ function M.rng(seed)
 end
 
 --- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
+--- opts.vocab: draw only ids below it (the tokenizer's; a model's classifier may have more
+--- rows than its tokenizer has tokens, as Qwen3's 151,936 for 151,669 tokens).
 function M.sample(row, opts, random)
+  if opts.vocab and opts.vocab < row:numel() then row = row:slice(1, 1, opts.vocab) end
   local temperature = opts.temperature or 1.0
   if temperature <= 0 then return row:argmax() - 1 end
   local V = row:numel()
@@ -256,7 +259,8 @@ function Session:feed(ids)
 end
 
 --- An iterator of new ids sampled from the session's logits ({max_tokens =, temperature =,
---- top_k =, top_p =, seed =, stop = {[id] = true}}), each fed back before the next is drawn.
+--- top_k =, top_p =, seed =, vocab =, stop = {[id] = true}}; vocab: M.sample's), each fed back
+--- before the next is drawn.
 --- A stop id ends it and is returned, not fed (the caller decides what closes the turn); the
 --- last id of an exhausted budget is fed too, unless feed_last is false (generate(), which
 --- ends there, saves that step).
@@ -282,7 +286,7 @@ function Session:generate(opts)
   end
 end
 
---- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, stop_at_end =})
+--- generate(prompt_ids, {max_tokens =, temperature =, top_k =, top_p =, seed =, vocab =, stop_at_end =})
 --- -> an iterator of new ids: one prefill, then one KV-cached decode step per id. Stops after
 --- the model's end token unless stop_at_end (or stop_at_eot / stop_at_eos) is false.
 function Methods:generate(prompt, opts)
@@ -297,7 +301,7 @@ function Methods:generate(prompt, opts)
     stop[self.stop_token] = true
   end
   return session:generate({ max_tokens = budget, temperature = opts.temperature, top_k = opts.top_k, top_p = opts.top_p,
-    seed = opts.seed, stop = stop, feed_last = false })
+    seed = opts.seed, vocab = opts.vocab, stop = stop, feed_last = false })
 end
 
 return M
