@@ -1,5 +1,6 @@
 -- tensor/random.c through ane.tensor.randn / rand: deterministic per seed, different across
--- seeds, the requested mean and standard deviation, uniforms inside [low, high).
+-- seeds, streams per block, the requested mean and standard deviation, uniforms inside
+-- [low, high).
 local ane = require("ane")
 
 describe("ane.tensor random", function()
@@ -9,6 +10,22 @@ describe("ane.tensor random", function()
     local c = ane.tensor.randn({ 1000 }, { seed = 43 })
     assert.are.equal(a:bytes(), b:bytes())
     assert.are_not.equal(a:bytes(), c:bytes())
+  end)
+
+  it("fills large tensors from one stream per 65,536 elements, the first the seed's own", function()
+    local block = 65536
+    local large = ane.tensor.randn({ 3 * block + 100 }, { seed = 9 })
+    assert.are.equal(ane.tensor.randn({ block }, { seed = 9 }):bytes(), large:slice(1, 1, block):bytes())
+    assert.are.equal(large:bytes(), ane.tensor.randn({ 3 * block + 100 }, { seed = 9 }):bytes())
+    -- the streams are not shifted copies of one another: the blocks' correlations are those of
+    -- independent normals (standard error 1/sqrt(n) = 0.004; 5 of them bound it)
+    local blocks = {}
+    for b = 1, 3 do blocks[b] = large:slice(1, (b - 1) * block + 1, b * block):totable() end
+    for _, pair in ipairs({ { 1, 2 }, { 2, 3 }, { 1, 3 } }) do
+      local x, y, sum = blocks[pair[1]], blocks[pair[2]], 0
+      for i = 1, block do sum = sum + x[i] * y[i] end
+      assert.is_true(math.abs(sum / block) < 5 / math.sqrt(block), "blocks " .. pair[1] .. " and " .. pair[2])
+    end
   end)
 
   it("has the requested mean and standard deviation", function()

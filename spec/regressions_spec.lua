@@ -10,7 +10,7 @@ describe("fp16 training", function()
   it("survives the steps its loss scaler skips and logs them (the run that died at step 28)", function()
     local dir = helpers.tmpdir()
     local _, err, code = helpers.run_anelua(q(helpers.root .. "/examples/train_stories.lua") ..
-      " --steps 40 --precision fp16 --batch 2 --seq 32 --seed 3 --ckpt-every 100 --ckpt-dir " .. q(dir))
+      " --steps 40 --precision fp16 --batch 2 --seq 32 --seed 8 --ckpt-every 100 --ckpt-dir " .. q(dir))
     assert.are.equal(0, code, err)
     local records, skipped = {}, 0
     for line in io.lines(dir .. "/metrics.jsonl") do
@@ -22,6 +22,7 @@ describe("fp16 training", function()
       end
     end
     assert.are.equal(40, #records)
+    -- (about half the seeds overflow once or twice near step 28 at these settings; seed 8 twice)
     assert.is_true(skipped >= 1, "this seed overflows the fp16 gradients at least once")
     assert.is_true(records[40].loss < records[1].loss)
   end)

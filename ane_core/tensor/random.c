@@ -1,8 +1,9 @@
 /* Random fills of host tensors (randn, rand): a portable generator, so a seed gives the
- * same values on every machine (see tensor.h). */
+ * same values on every machine (see tensor.h), filled in blocks over the helper threads. */
 #include <math.h>
 
 #include "../base/interrupt.h"
+#include "../base/parallel.h"
 #include "tensor.h"
 
 /* xoshiro256** seeded through splitmix64: the same stream on every machine. */
@@ -38,32 +39,42 @@ static double rng_uniform(rng_state *rng) { return (double)(rng_next(rng) >> 11)
 
 typedef enum { DRAW_NORMAL, DRAW_UNIFORM } draw_kind;
 
-/* Fills a new tensor block by block: values drawn in fp64, rounded to fp32, converted to
- * the dtype. Normals use Marsaglia's polar method (only sqrt and log, both accurate to
- * the last bit of fp64 on common libms, so fp32 results agree across machines). */
-static ane_status random_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
-                                uint64_t seed, draw_kind kind, double p0, double p1, ane_error *err) {
-    ane_tensor result;
-    ane_status status = ane_tensor_empty(&result, ndim, shape, dtype, err);
-    if (status) return status;
+/* A tensor is drawn in blocks of STREAM_ELEMENTS, each from its own stream (block b's seeded
+ * with seed + b * STREAM_STEP), so the blocks fill on the helper threads and a seed still
+ * gives the same values everywhere, whatever the number of threads. Block 0's stream is the
+ * seed's own: a tensor of one block is the seed's plain sequence. */
+enum { STREAM_ELEMENTS = 1 << 16, STAGING = 4096 };
+#define STREAM_STEP 0xD1B54A32D192ED03ull
+
+typedef struct fill_job {
+    ane_tensor *result;
+    uint64_t seed;
+    draw_kind kind;
+    double p0, p1;
+    int64_t numel;
+} fill_job;
+
+/* Values drawn in fp64, rounded to fp32, converted to the dtype. Normals use Marsaglia's
+ * polar method (only sqrt and log, both accurate to the last bit of fp64 on common libms, so
+ * fp32 results agree across machines). */
+static void fill_stream(const fill_job *job, int64_t stream) {
     rng_state rng;
-    rng_seed(&rng, seed);
-    enum { block = 4096 };
-    float values[block]; /* [block] fp32 staging before conversion */
-    int64_t numel = ane_tensor_numel(&result);
-    size_t element_size = ane_dtype_size(dtype);
+    rng_seed(&rng, job->seed + (uint64_t)stream * STREAM_STEP);
+    float values[STAGING]; /* [STAGING] fp32 staging before conversion */
+    size_t element_size = ane_dtype_size(job->result->dtype);
+    int64_t first = stream * STREAM_ELEMENTS, last = first + STREAM_ELEMENTS < job->numel ? first + STREAM_ELEMENTS : job->numel;
     int have_spare = 0;
     double spare = 0;
-    for (int64_t start = 0; start < numel; start += block) {
-        int64_t count = numel - start < block ? numel - start : block;
+    for (int64_t start = first; start < last; start += STAGING) {
+        int64_t count = last - start < STAGING ? last - start : STAGING;
         for (int64_t i = 0; i < count; i++) {
-            if (kind == DRAW_UNIFORM) {
-                values[i] = (float)(p0 + (p1 - p0) * rng_uniform(&rng));
+            if (job->kind == DRAW_UNIFORM) {
+                values[i] = (float)(job->p0 + (job->p1 - job->p0) * rng_uniform(&rng));
                 continue;
             }
             if (have_spare) {
                 have_spare = 0;
-                values[i] = (float)(p0 + p1 * spare);
+                values[i] = (float)(job->p0 + job->p1 * spare);
                 continue;
             }
             double u, v, s;
@@ -75,11 +86,38 @@ static ane_status random_tensor(ane_tensor *out, int ndim, const int64_t *shape,
             double factor = sqrt(-2.0 * log(s) / s);
             spare = v * factor;
             have_spare = 1;
-            values[i] = (float)(p0 + p1 * u * factor);
+            values[i] = (float)(job->p0 + job->p1 * u * factor);
         }
-        ane_dtype_convert_row(ane_tensor_data(&result) + (size_t)start * element_size, dtype, values,
+        ane_dtype_convert_row(ane_tensor_data(job->result) + (size_t)start * element_size, job->result->dtype, values,
                               ANE_FP32, (size_t)count);
-        if ((start / block) % 256 == 255 && (status = ane_interrupt_check(err, "a random fill"))) {
+    }
+}
+
+typedef struct fill_round {
+    const fill_job *job;
+    int64_t first_stream;
+} fill_round;
+
+static void fill_streams(void *context, int64_t first, int64_t last) {
+    const fill_round *round = context;
+    for (int64_t i = first; i < last; i++) fill_stream(round->job, round->first_stream + i);
+}
+
+/* Streams per round between interrupt checks (16 M elements). */
+enum { STREAMS_PER_ROUND = 256 };
+
+static ane_status random_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
+                                uint64_t seed, draw_kind kind, double p0, double p1, ane_error *err) {
+    ane_tensor result;
+    ane_status status = ane_tensor_empty(&result, ndim, shape, dtype, err);
+    if (status) return status;
+    fill_job job = {&result, seed, kind, p0, p1, ane_tensor_numel(&result)};
+    int64_t streams = (job.numel + STREAM_ELEMENTS - 1) / STREAM_ELEMENTS;
+    for (int64_t round = 0; round < streams; round += STREAMS_PER_ROUND) {
+        int64_t count = streams - round < STREAMS_PER_ROUND ? streams - round : STREAMS_PER_ROUND;
+        fill_round this_round = {&job, round};
+        ane_parallel_for(count, 1, fill_streams, &this_round);
+        if ((status = ane_interrupt_check(err, "a random fill"))) {
             ane_tensor_release(&result);
             return status;
         }
