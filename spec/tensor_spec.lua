@@ -276,3 +276,28 @@ describe("ane.tensor comparisons", function()
     assert.are.equal("ane.tensor int32 [10] { 0, 0, 0, 0, 0, 0, 0, 0, ... }", tostring(ane.tensor({ 10 }, "int32")))
   end)
 end)
+
+describe("ane.tensor topk", function()
+  it("returns the k largest in order, ties by the lower index, NaN last, as a full sort does", function()
+    -- 5,000 values on a coarse grid (many ties), a few NaNs and infinities; the reference sorts
+    -- every (value, index) pair in Lua. k below and above n / 8 takes both of topk's paths.
+    local random, values = require("ane.models.generation").rng(11), {}
+    for i = 1, 5000 do values[i] = math.floor(random() * 200) / 4 - 25 end
+    values[7], values[4000], values[123] = 0 / 0, math.huge, -math.huge
+    values[2500] = 0 / 0
+    local t = ane.tensor.from(values, { 5000 })
+    local reference = {}
+    for i, v in ipairs(values) do reference[i] = { value = v == v and v or -math.huge, index = i } end
+    table.sort(reference, function(a, b)
+      if a.value ~= b.value then return a.value > b.value end
+      return a.index < b.index
+    end)
+    for _, k in ipairs({ 1, 2, 5, 40, 624, 626, 5000 }) do
+      local got_values, got_indices = t:topk(k)
+      for i = 1, k do
+        assert.are.equal(reference[i].index, got_indices[i], "k = " .. k .. ", rank " .. i)
+        assert.are.equal(reference[i].value, got_values[i], "k = " .. k .. ", rank " .. i)
+      end
+    end
+  end)
+end)

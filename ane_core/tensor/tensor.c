@@ -900,6 +900,30 @@ static int by_value_descending(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/* Moves the k best of all[0 .. n) (by_value_descending's order, a total one) into all[0 .. k),
+ * unordered: a heap of the best so far whose root is the worst of them, which each later
+ * element has to beat to get in. One pass over n; nearly every element fails that test. */
+static void sift_down(ranked *heap, int64_t k, int64_t i) {
+    for (;;) {
+        int64_t worst = i, left = 2 * i + 1, right = left + 1;
+        if (left < k && by_value_descending(&heap[worst], &heap[left]) < 0) worst = left;
+        if (right < k && by_value_descending(&heap[worst], &heap[right]) < 0) worst = right;
+        if (worst == i) return;
+        ranked swap = heap[i];
+        heap[i] = heap[worst], heap[worst] = swap;
+        i = worst;
+    }
+}
+
+static void keep_best(ranked *all, int64_t k, int64_t n) {
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down(all, k, i);
+    for (int64_t i = k; i < n; i++)
+        if (by_value_descending(&all[i], &all[0]) < 0) {
+            all[0] = all[i];
+            sift_down(all, k, 0);
+        }
+}
+
 ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err) {
     int64_t n = ane_tensor_numel(t);
     if (k < 1 || k > n) return ane_fail(err, ANE_ERR_ARGUMENT, "k = %lld is outside 1..%lld", (long long)k, (long long)n);
@@ -922,7 +946,12 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory ranking %lld values", (long long)n);
     }
     for (int64_t i = 0; i < n; i++) all[i] = (ranked){data[i] == data[i] ? data[i] : -INFINITY, i};
-    qsort(all, (size_t)n, sizeof *all, by_value_descending);
+    if (k * 8 < n) { /* a sampler's top 40 of 50,257 logits: keep the k best in all[0 .. k) */
+        keep_best(all, k, n);
+        qsort(all, (size_t)k, sizeof *all, by_value_descending);
+    } else {
+        qsort(all, (size_t)n, sizeof *all, by_value_descending);
+    }
     for (int64_t i = 0; i < k; i++) indices[i] = all[i].index, values[i] = all[i].value;
     free(all);
     ane_tensor_release(&flat);
