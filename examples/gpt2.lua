@@ -69,7 +69,8 @@ local interrupted = cli.stream(model, prompt, options, tok.vocab_size, function(
 
 local s = model:stats()
 local runtime = ane.stats()
-local why = s.profile == "ane" and "the device's rules and its 32-wide I/O rows (ANE-21); each decode step computes one position"
+local why = s.profile == "ane" and "the device's rules and its 32-wide I/O rows (ANE-21); each decode step computes one "
+  .. "position, and a prompt of up to 8 tokens goes through those steps"
   or "no device rules, no padding"
 why = why .. (options.profile and "; chosen with --profile" or "; the default for " .. s.precision)
 print(string.format([[

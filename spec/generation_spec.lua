@@ -148,6 +148,31 @@ describe("decoding sessions", function()
     assert.are.equal(0, y:slice(4, 2, 32):abs():max_abs_diff(ane.tensor({ 1, 64, 1, 31 }):fill(0)))
   end)
 
+  it("feed prompts of up to 8 tokens in the ane profile through the decode steps, as accurate as a prefill", function()
+    local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = 512 }, 3)
+    local m32 = llama.from_weights(W, { precision = "fp32", profile = "cpu" })
+    local ids = random_ids(9, 12)
+    local function prefill_programs(m)
+      local count = 0
+      for _, kind in m:each_program() do count = count + (kind:match("prefill") and 1 or 0) end
+      return count
+    end
+    for _, T in ipairs({ 1, 3, 8, 9 }) do
+      local m16 = llama.from_weights(W, { precision = "fp16" }) -- the ane profile: 32-wide programs
+      assert.are.equal("ane", m16.profile)
+      local prompt = { table.unpack(ids, 1, T) }
+      local fed = m16:session():feed(prompt)
+      -- up to 8 tokens through the steps: no prefill program; 9 through one per layer and group
+      assert.are.equal(T <= 8, prefill_programs(m16) == 0, T .. " tokens")
+      -- against fp32: both fp16 paths round the same ops to fp16, in another order; the steps'
+      -- error may not exceed twice the prefill program's (here both are ~3e-4 of logits ~1)
+      local want = m32:logits(prompt):slice(1, T, T):reshape(-1)
+      local prefilled = m16:logits(prompt):slice(1, T, T):reshape(-1) -- the 32-position prefill programs
+      assert.is_true(fed:max_abs_diff(want) <= 2 * prefilled:max_abs_diff(want),
+        string.format("%d tokens: fed %.3g, prefill %.3g from fp32", T, fed:max_abs_diff(want), prefilled:max_abs_diff(want)))
+    end
+  end)
+
   it("take turns on shared programs: each session's logits are those it gets alone, bit for bit", function()
     for _, precision in ipairs({ "fp16", "fp32" }) do
       local m = tiny_llama(precision, 512)
