@@ -724,6 +724,21 @@ static int m_topk(lua_State *L) {
     return 2;
 }
 
+/* row:sample(temperature, top_k, top_p, u) -> a 1-based index drawn from softmax(row /
+ * temperature) over its top_k largest (nil or 0: all), cut to the top_p nucleus (nil: none),
+ * with u in [0, 1) (ane_tensor_sample) */
+static int m_sample(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    double temperature = luaL_checknumber(L, 2);
+    lua_Integer top_k = luaL_optinteger(L, 3, 0);
+    double top_p = luaL_optnumber(L, 4, 1.0), u = luaL_checknumber(L, 5);
+    int64_t index;
+    ane_error err;
+    if (ane_tensor_sample(t, temperature, top_k, top_p, u, &index, &err)) return ane_lua_raise(L, &err);
+    lua_pushinteger(L, index + 1);
+    return 1;
+}
+
 /* t:abs() -> |t| elementwise (fp32 result for float inputs, the same dtype otherwise) */
 static int m_abs(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
@@ -757,7 +772,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from}, {"add_from", m_add_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"argmax", m_argmax}, {"abs", m_abs},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"sample", m_sample}, {"argmax", m_argmax}, {"abs", m_abs},
         {"intern", m_intern}, {"is_readonly", m_is_readonly}, {"release_pages", m_release_pages}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {

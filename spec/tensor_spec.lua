@@ -301,3 +301,77 @@ describe("ane.tensor topk", function()
     end
   end)
 end)
+
+describe("ane.tensor sample", function()
+  -- The sampler written out over a full sort in Lua (the rule row:sample follows): weights
+  -- exp((value - best) / T) of the top_k largest in topk's order, the shortest prefix whose
+  -- share reaches top_p, the first whose running sum passes u times the prefix's total.
+  local function reference(values, temperature, top_k, top_p, u, order)
+    local ranked = {}
+    for i, v in ipairs(values) do ranked[i] = { value = v == v and v or -math.huge, index = i } end
+    if order ~= "index" then
+      table.sort(ranked, function(a, b)
+        if a.value ~= b.value then return a.value > b.value end
+        return a.index < b.index
+      end)
+    end
+    local best = -math.huge
+    for _, r in ipairs(ranked) do best = math.max(best, r.value) end
+    local k = top_k and math.min(top_k, #ranked) or #ranked
+    local weights, total = {}, 0
+    for i = 1, k do
+      weights[i] = math.exp((ranked[i].value - best) / temperature)
+      total = total + weights[i]
+    end
+    local keep = k
+    if top_p and top_p < 1 then
+      local mass = 0
+      for i = 1, k do
+        mass = mass + weights[i] / total
+        if mass >= top_p then keep = i break end
+      end
+      total = 0
+      for i = 1, keep do total = total + weights[i] end
+    end
+    local left, last = u * total, ranked[keep].index
+    for i = 1, keep do
+      if weights[i] > 0 or order ~= "index" then -- in index order, values of no weight are passed over
+        last = ranked[i].index
+        left = left - weights[i]
+        if left <= 0 then return last end
+      end
+    end
+    return last
+  end
+
+  it("draws what the rule written out in Lua draws, top-k, top-p, both and neither", function()
+    local random = require("ane.models.generation").rng(21)
+    for trial = 1, 6 do
+      local n = trial % 2 == 0 and 3000 or 500
+      local values = {}
+      for i = 1, n do values[i] = math.floor(random() * 400) / 40 end -- ties on a grid
+      values[5] = 0 / 0
+      local row = ane.tensor.from(values, { n })
+      for _, setting in ipairs({ { 0.7, 20, nil }, { 1.3, 40, 0.9 }, { 0.6, nil, 0.95 }, { 1.0, n // 2, 0.8 } }) do
+        local temperature, top_k, top_p = setting[1], setting[2], setting[3]
+        for _ = 1, 25 do
+          local u = random()
+          assert.are.equal(reference(values, temperature, top_k, top_p, u), row:sample(temperature, top_k, top_p, u),
+            string.format("n %d, T %g, top_k %s, top_p %s, u %.17g", n, temperature, top_k, top_p, u))
+        end
+      end
+      -- no cut at all: the same weights, walked in index order (nothing to sort)
+      for _ = 1, 25 do
+        local u = random()
+        assert.are.equal(reference(values, 0.9, nil, nil, u, "index"), row:sample(0.9, nil, nil, u))
+      end
+    end
+  end)
+
+  it("never draws NaN while a number is there, and refuses a bad temperature or u", function()
+    local row = ane.tensor.from({ 0 / 0, -math.huge, 0 / 0, 2 }, { 4 })
+    for _, u in ipairs({ 0, 0.3, 0.999 }) do assert.are.equal(4, row:sample(1.0, nil, nil, u)) end
+    assert.error_matches(function() row:sample(0, nil, nil, 0.5) end, "temperature 0 must be > 0")
+    assert.error_matches(function() row:sample(1, nil, nil, 1) end, "u 1 in %[0, 1%)")
+  end)
+end)

@@ -97,7 +97,14 @@ ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const 
                                   ane_error *err);
 /* The k largest elements of a tensor (flattened), largest first; ties keep the lower index;
  * NaN counts as smallest. indices are 0-based flat positions. */
+/* rank.c */
 ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err);
+/* One 0-based flat index drawn from softmax(t / temperature) (temperature > 0) over the top_k
+ * largest values (0: all) in topk's order, cut to the shortest prefix whose probability reaches
+ * top_p (1: no cut), with u in [0, 1): the first index whose running sum of weights passes u
+ * times their total. NaN is never drawn while anything else can be. */
+ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double u,
+                             int64_t *index, ane_error *err);
 
 /* --- losses --- */
 /* Mean cross-entropy of logits [N, V] (fp32) against targets [N] (0-based classes), and its

@@ -30,37 +30,15 @@ function M.rng(seed)
   end
 end
 
---- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling.
+--- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling
+--- (row:sample, in C: a top-k through one pass, a nucleus without sorting the whole row).
 --- opts.vocab: draw only ids below it (the tokenizer's; a model's classifier may have more
 --- rows than its tokenizer has tokens, as Qwen3's 151,936 for 151,669 tokens).
 function M.sample(row, opts, random)
   if opts.vocab and opts.vocab < row:numel() then row = row:slice(1, 1, opts.vocab) end
   local temperature = opts.temperature or 1.0
   if temperature <= 0 then return row:argmax() - 1 end
-  local V = row:numel()
-  local k = opts.top_k and math.min(opts.top_k, V) or V
-  local values, positions = row:topk(k)
-  local probs, total = {}, 0
-  for i = 1, k do
-    probs[i] = math.exp((values[i] - values[1]) / temperature)
-    total = total + probs[i]
-  end
-  local keep = k
-  if opts.top_p and opts.top_p < 1 then
-    local mass = 0
-    for i = 1, k do
-      mass = mass + probs[i] / total
-      if mass >= opts.top_p then keep = i; break end
-    end
-    total = 0
-    for i = 1, keep do total = total + probs[i] end
-  end
-  local u = random() * total
-  for i = 1, keep do
-    u = u - probs[i]
-    if u <= 0 then return positions[i] - 1 end
-  end
-  return positions[keep] - 1
+  return row:sample(temperature, opts.top_k, opts.top_p, random()) - 1
 end
 
 -- A KV-cached decoding session: what has been fed so far, the logits after it, and the
