@@ -342,7 +342,8 @@ void ane_lua_open_nfc(lua_State *L) { lua_pushcfunction(L, l_nfc); }
 
 void ane_lua_open_bpe(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"add_token_bytes", m_add_token_bytes}, {"add_vocabulary", m_add_vocabulary}, {"add_merges", m_add_merges}, {"add_merges_text", m_add_merges_text},
+        {"add_token_bytes", m_add_token_bytes}, {"add_vocabulary", m_add_vocabulary}, {"add_merges", m_add_merges},
+        {"add_merges_text", m_add_merges_text},
         {"finish", m_finish}, {"encode", m_encode}, {"decode", m_decode}, {"vocab_size", m_vocab_size},
         {"can_encode", m_can_encode}, {NULL, NULL},
     };

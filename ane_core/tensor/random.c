@@ -62,7 +62,8 @@ static void fill_stream(const fill_job *job, int64_t stream) {
     rng_seed(&rng, job->seed + (uint64_t)stream * STREAM_STEP);
     float values[STAGING]; /* [STAGING] fp32 staging before conversion */
     size_t element_size = ane_dtype_size(job->result->dtype);
-    int64_t first = stream * STREAM_ELEMENTS, last = first + STREAM_ELEMENTS < job->numel ? first + STREAM_ELEMENTS : job->numel;
+    int64_t first = stream * STREAM_ELEMENTS;
+    int64_t last = first + STREAM_ELEMENTS < job->numel ? first + STREAM_ELEMENTS : job->numel;
     int have_spare = 0;
     double spare = 0;
     for (int64_t start = first; start < last; start += STAGING) {

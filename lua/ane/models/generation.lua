@@ -161,8 +161,8 @@ end
 -- Prompts of at most this many tokens, where the programs' rows are wider than one position
 -- (the device's 32: ANE-21), go through the decode programs a position at a time: a prefill
 -- program would compute all 32 positions, and cost the device a compile per layer and group,
--- where the steps compute the prompt's alone. GPT-2's 4-token demo prompt on sim: ~0.1-0.35 s
--- through a prefill program, ~0.03 s through the steps.
+-- where the steps compute the prompt's alone. GPT-2's 4-token demo prompt, a process's first,
+-- on sim: ~0.2 s through a prefill program, ~0.1 s through the steps.
 local SHORT_PROMPT = 8
 
 local advance
