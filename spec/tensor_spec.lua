@@ -305,7 +305,8 @@ end)
 describe("ane.tensor sample", function()
   -- The sampler written out over a full sort in Lua (the rule row:sample follows): weights
   -- exp((value - best) / T) of the top_k largest in topk's order, the shortest prefix whose
-  -- share reaches top_p, the first whose running sum passes u times the prefix's total.
+  -- share reaches top_p, the first whose running sum passes u times the prefix's total (of
+  -- those that weigh anything).
   local function reference(values, temperature, top_k, top_p, u, order)
     local ranked = {}
     for i, v in ipairs(values) do ranked[i] = { value = v == v and v or -math.huge, index = i } end
@@ -333,9 +334,9 @@ describe("ane.tensor sample", function()
       total = 0
       for i = 1, keep do total = total + weights[i] end
     end
-    local left, last = u * total, ranked[keep].index
+    local left, last = u * total, ranked[1].index
     for i = 1, keep do
-      if weights[i] > 0 or order ~= "index" then -- in index order, values of no weight are passed over
+      if weights[i] > 0 then -- values of no weight (NaN, -inf) are never drawn
         last = ranked[i].index
         left = left - weights[i]
         if left <= 0 then return last end
@@ -370,7 +371,11 @@ describe("ane.tensor sample", function()
 
   it("never draws NaN while a number is there, and refuses a bad temperature or u", function()
     local row = ane.tensor.from({ 0 / 0, -math.huge, 0 / 0, 2 }, { 4 })
-    for _, u in ipairs({ 0, 0.3, 0.999 }) do assert.are.equal(4, row:sample(1.0, nil, nil, u)) end
+    for _, u in ipairs({ 0, 0.3, 0.999 }) do
+      assert.are.equal(4, row:sample(1.0, nil, nil, u))
+      assert.are.equal(4, row:sample(1.0, 3, nil, u)) -- top 3: 2, then two of no weight
+      assert.are.equal(4, row:sample(1.0, nil, 0.5, u))
+    end
     assert.error_matches(function() row:sample(0, nil, nil, 0.5) end, "temperature 0 must be > 0")
     assert.error_matches(function() row:sample(1, nil, nil, 1) end, "u 1 in %[0, 1%)")
   end)

@@ -95,7 +95,8 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
 }
 
 /* Draws from candidates[0 .. m), best first, with weights exp((value - best) / temperature):
- * the shortest prefix whose share of `total` reaches top_p, then u of its own total. */
+ * the shortest prefix whose share of `total` reaches top_p, then u of its own total; never
+ * one of no weight. */
 static int64_t draw(const ranked *candidates, int64_t m, double total, double temperature, double top_p, double u) {
     int64_t keep = m;
     double best = candidates[0].value;
@@ -113,11 +114,15 @@ static int64_t draw(const ranked *candidates, int64_t m, double total, double te
         total = kept;
     }
     double left = u * total;
+    int64_t chosen = candidates[0].index;
     for (int64_t i = 0; i < keep; i++) {
-        left -= exp((candidates[i].value - best) / temperature);
-        if (left <= 0) return candidates[i].index;
+        double weight = exp((candidates[i].value - best) / temperature);
+        if (weight == 0) break; /* the rest weigh nothing either (NaN, -inf, underflow) */
+        chosen = candidates[i].index; /* the last of any weight, should rounding leave some of u */
+        left -= weight;
+        if (left <= 0) break;
     }
-    return candidates[keep - 1].index;
+    return chosen;
 }
 
 ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double u,
