@@ -151,11 +151,12 @@ ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t to
         for (int64_t i = 0; i < n; i++) total += exp((all[i].value - best) / temperature);
         if (top_p < 1) {
             /* Only values of weight at least (1 - top_p) / (n - 1) of the total can be in the
-             * nucleus (all the others together weigh less than 1 - top_p): rank those alone. */
-            double least = n > 1 ? (1 - top_p) / (double)(n - 1) * total : 0;
+             * nucleus (all the others together weigh less than 1 - top_p): rank those alone,
+             * found by the value that weight stands for (no second exp over the row). */
+            double least = n > 1 ? best + temperature * log((1 - top_p) / (double)(n - 1) * total) : -INFINITY;
             int64_t m = 0;
             for (int64_t i = 0; i < n; i++)
-                if (exp((all[i].value - best) / temperature) >= least) all[m++] = all[i];
+                if (all[i].value >= least) all[m++] = all[i];
             qsort(all, (size_t)m, sizeof *all, by_value_descending);
             *index = draw(all, m, total, temperature, top_p, u);
         } else { /* the whole softmax: walk it in index order, past values of no weight */
