@@ -235,29 +235,24 @@ __attribute__((target("avx2"))) static int64_t lut4_groups_avx2(const uint8_t *p
 }
 #endif
 
+void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t row,
+                         int64_t from, int64_t count, float *out) {
+    if (encoding == ANE_ENCODING_INT8) {
+        const int8_t *q = (const int8_t *)data + row * k + from;
+        float scale = table[row];
+        for (int64_t j = 0; j < count; j++) out[j] = (float)q[j] * scale;
+        return;
+    }
+    const uint8_t *packed = (const uint8_t *)data + (row * k + from) / 2;
+    const float *palette = table + row * ANE_LUT4_ENTRIES;
+    int64_t j = 0;
+#if defined(__x86_64__)
+    if (ane_cpu_has_avx2_fma_f16c()) j = lut4_groups_avx2(packed, palette, count, out);
+#endif
+    for (; j < count; j++) out[j] = palette[(packed[j / 2] >> (4 * (j % 2))) & 15u];
+}
+
 void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,
                          int64_t count, float *out) {
-#if defined(__x86_64__)
-    int avx2 = ane_cpu_has_avx2_fma_f16c();
-#endif
-    for (int64_t r = 0; r < count; r++) {
-        int64_t row = first + r;
-        float *o = out + r * k;
-        if (encoding == ANE_ENCODING_INT8) {
-            const int8_t *q = (const int8_t *)data + row * k;
-            float scale = table[row];
-            for (int64_t j = 0; j < k; j++) o[j] = (float)q[j] * scale;
-        } else {
-            const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
-            const float *palette = table + row * ANE_LUT4_ENTRIES;
-            int64_t j = 0;
-#if defined(__x86_64__)
-            if (avx2) j = lut4_groups_avx2(packed, palette, k, o);
-#endif
-            for (; j < k; j += 2) {
-                o[j] = palette[packed[j / 2] & 15u];
-                o[j + 1] = palette[packed[j / 2] >> 4];
-            }
-        }
-    }
+    for (int64_t r = 0; r < count; r++) ane_dequantize_span(encoding, data, table, k, first + r, 0, k, out + r * k);
 }

@@ -55,6 +55,10 @@ int64_t ane_encoded_table_width(ane_weight_encoding encoding);
 ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encoding, ane_dtype table_dtype,
                              const char *name, ane_tensor *data, ane_tensor *table, ane_error *err);
 
+/* Elements [from, from + count) of row `row` of an encoded [rows, k] matrix as fp32 values
+ * (from even for LUT4). */
+void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t row,
+                         int64_t from, int64_t count, float *out /* [count] */);
 /* Rows [first, first + count) of an encoded [rows, k] matrix as fp32 values. */
 void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,
                          int64_t count, float *out /* [count, k] */);
