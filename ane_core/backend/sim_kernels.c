@@ -10,6 +10,7 @@
 #include "../base/fp16.h"
 #include "../tensor/blas.h"
 #include "../base/parallel.h"
+#include "../tensor/gemm.h"
 #include "../tensor/gemv.h"
 #include "../tensor/vector_math.h"
 
@@ -378,15 +379,17 @@ static int64_t weight_block_rows(int64_t rows, int64_t k) {
 }
 
 size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
-    if (node->op == ANE_OP_MATMUL) { /* an fp16 second operand: one of its matrices in fp32 */
+    if (node->op == ANE_OP_MATMUL) { /* an fp16 or transposed second operand: one of its matrices in fp32, [k, n] */
         const ane_node *y = node->operands[1];
-        return stored_weight ? (size_t)(y->shape[y->rank - 2] * y->shape[y->rank - 1]) : 0;
+        int transposed = node->attrs.transpose_y && ane_gemm_weights_available();
+        return stored_weight || transposed ? (size_t)(y->shape[y->rank - 2] * y->shape[y->rank - 1]) : 0;
     }
     if (node->op != ANE_OP_CONV) return 0;
     const ane_node *w = node->operands[1];
     int64_t k = w->shape[1] * w->shape[2] * w->shape[3], cout_g = w->shape[0] / (node->attrs.groups ? node->attrs.groups : 1);
     size_t columns = is_pointwise(node) ? 0 : (size_t)k * (size_t)(node->shape[2] * node->shape[3]);
-    size_t weights = stored_weight ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
+    /* stored weights decode a panel at a time in gemm.h's kernels, else a block of rows here */
+    size_t weights = stored_weight && !ane_gemm_weights_available() ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
     return columns + weights;
 }
 
@@ -398,6 +401,11 @@ static ane_status multiply(const float *w, const float *columns, float *o, int64
         return ANE_OK;
     }
     if (pixels <= ANE_FEW_COLUMNS) return ane_gemm_fp32_few_columns(o, w, columns, rows, k, pixels, err);
+    if (ane_gemm_weights_available()) { /* the panel kernel (tensor/gemm.h), as the other products of sim */
+        ane_weight_rows stored = {ANE_ENCODING_DENSE, 0, w, NULL, 0, 0};
+        ane_gemm_weights(o, &stored, columns, rows, k, pixels);
+        return ANE_OK;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)pixels, (int)k, 1.0f, w, (int)k, columns,
                 (int)pixels, 0.0f, o, (int)pixels);
     return ANE_OK;
@@ -419,7 +427,7 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
         return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
                                   table + first * width, palette_codes, columns, count, k, pixels, context->activations, err);
     }
-    if (pixels <= ANE_FEW_COLUMNS)
+    if (pixels <= ANE_FEW_COLUMNS || ane_gemm_weights_available())
         return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
                                   NULL, columns, count, k, pixels, ANE_ACTIVATIONS_FLOAT, err);
     for (int64_t row = 0; row < count; row += block_rows) {
@@ -487,7 +495,12 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
                 if (status) return status;
                 continue;
             }
-            /* fp16 weights: convert a block of rows (exactly), multiply, next block. */
+            if (ane_gemm_weights_available()) { /* converted a panel at a time (tensor/gemm.h) */
+                ane_weight_rows rows = {ANE_ENCODING_DENSE, 1, half + g * cout_g * k, NULL, 0, 0};
+                ane_gemm_weights(o_g, &rows, columns, cout_g, k, pixels);
+                continue;
+            }
+            /* no kernel for this CPU: convert a block of rows (exactly), multiply, next block */
             for (int64_t row = 0; row < cout_g; row += block_rows) {
                 int64_t rows = cout_g - row < block_rows ? cout_g - row : block_rows;
                 ane_fp16_to_fp32_n(weight_block, half + (g * cout_g + row) * k, (size_t)(rows * k));
@@ -573,6 +586,23 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
                     for (int64_t c = used; c < j->n; c++) oi[c] = 0.0f;
                 }
             }
+        } else if (ane_gemm_weights_available()) {
+            /* x's rows (columns, if transposed) as the panel kernel's weights (tensor/gemm.h), y as its [k, n] columns:
+             * transposed (and converted from fp16) into the scratch when stored otherwise; batches
+             * run one after another here, so the scratch is free */
+            const float *columns = ym;
+            int64_t ld = j->ldb;
+            if (j->ty || yh) {
+                float *t = j->scratch; /* [k, n] */
+                for (int64_t r = 0; r < j->k; r++)
+                    for (int64_t c = 0; c < j->n; c++) {
+                        int64_t at = j->ty ? c * j->ldb + r : r * j->ldb + c;
+                        t[r * j->n + c] = yh ? ane_fp16_to_fp32(yh[at]) : ym[at];
+                    }
+                columns = t, ld = j->n;
+            }
+            ane_weight_rows rows = {ANE_ENCODING_DENSE, 0, xm, NULL, j->lda, j->tx};
+            ane_gemm_weights_strided(om, j->n, &rows, columns, ld, j->m, j->k, j->n);
         } else {
             if (yh) { /* batches run one after another here: the scratch is free */
                 ane_fp16_to_fp32_n(j->scratch, yh, (size_t)j->y_matrix);
@@ -655,7 +685,7 @@ static void run_matmul(const sim_context *context, const ane_node *node, float *
     if (job.few_rows) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
         ane_parallel_for(batches, ((int64_t)1 << 16) / (k * n * (int64_t)sizeof(float) + 1) + 1, matmul_batches, &job);
     } else {
-        matmul_batches(&job, 0, batches); /* BLAS threads these itself */
+        matmul_batches(&job, 0, batches); /* the panel kernel or BLAS threads these itself */
     }
 }
 

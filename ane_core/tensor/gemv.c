@@ -8,6 +8,7 @@
 #include "../base/fp16.h"
 #include "../base/parallel.h"
 #include "blas.h"
+#include "gemm.h"
 #include "lut4_avx2.h"
 
 #include <float.h>
@@ -1098,6 +1099,11 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
 /* y [rows, columns] = dequantized W x, a block of rows decoded exactly at a time, BLAS's product. */
 static ane_status decoded_product(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                                   const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+    if (ane_gemm_weights_available()) { /* decoded a panel at a time (gemm.h) */
+        ane_weight_rows w = {encoding, 0, data, table, 0, 0};
+        ane_gemm_weights(y, &w, x, rows, k, columns);
+        return ANE_OK;
+    }
     int64_t block = ((int64_t)1 << 18) / (k > 0 ? k : 1); /* rows decoded at a time: ~1 MB of fp32 */
     block = block < 1 ? 1 : block > rows ? rows : block;
     float *decoded = malloc((size_t)(block * k) * sizeof *decoded + 1);
