@@ -143,22 +143,6 @@ static void decode_span(const ane_weight_rows *w, int64_t k, int64_t row, int64_
         memcpy(out, (const float *)w->data + row * (w->row_stride ? w->row_stride : k) + from, (size_t)count * sizeof *out);
 }
 
-/* Asks the caches for elements [from, from + count) of rows [top, top + rows) as stored, the
- * panel that the tiles of the current one give the memory time to fetch (a panel's weights
- * are read once, from memory). */
-static void prefetch_panel(const ane_weight_rows *w, int64_t k, int64_t top, int rows, int64_t from, int64_t count) {
-    if (w->transposed) return; /* (a product of activations, from cache) */
-    int64_t stride = w->encoding == ANE_ENCODING_DENSE && w->row_stride ? w->row_stride : k;
-    int halves_per_element = w->encoding == ANE_ENCODING_LUT4 ? 1 /* half a byte */
-                             : w->encoding == ANE_ENCODING_INT8 ? 2
-                             : w->half ? 4 : 8;
-    for (int r = 0; r < rows; r++) {
-        const char *start = (const char *)w->data + (top + r) * stride * halves_per_element / 2 + from * halves_per_element / 2;
-        int64_t bytes = count * halves_per_element / 2;
-        for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at, 0, 3);
-    }
-}
-
 typedef struct gemm_job {
     const kernel_shape *kernel;
     const ane_weight_rows *w;
@@ -180,13 +164,6 @@ static void panels(void *context, int64_t first, int64_t last) {
                 if (r < rows) decode_span(job->w, job->k, top + r, from, span, panel + r * SPAN);
                 else memset(panel + r * SPAN, 0, (size_t)span * sizeof *panel);
             }
-            if (from + SPAN < job->k) /* the next span of these rows, or the next panel's first */
-                prefetch_panel(job->w, job->k, top, rows, from + SPAN, job->k - from - SPAN < SPAN ? job->k - from - SPAN : SPAN);
-            else if (p + 1 < last)
-                prefetch_panel(job->w, job->k, top + kernel->panel_rows,
-                               (int)(job->rows - top - kernel->panel_rows < kernel->panel_rows ? job->rows - top - kernel->panel_rows
-                                                                                               : kernel->panel_rows),
-                               0, job->k < SPAN ? job->k : SPAN);
             for (int64_t c = 0; c < job->columns; c += kernel->tile_columns)
                 kernel->tile(job->y + top * job->ldy + c, job->ldy, rows,
                              job->columns - c < kernel->tile_columns ? job->columns - c : kernel->tile_columns, panel,
