@@ -629,6 +629,79 @@ describe("sim data movement matches plain Lua", function()
 end)
 
 -- ------------------------------------------------------------------ fp16 vs fp32
+describe("sim's data-parallel kernels on prefill-sized shapes", function()
+  -- Binary ops, softmax, transposes and fp16 rounding share their elements with the helper
+  -- threads from 32,768 elements a thread (sim_kernels.c, base/fp16.c): shapes here are past
+  -- twice that, with the same references as above, so each split part must land in place.
+  local shape = { 1, 12, 64, 100 } -- 76,800 elements
+  local a, b = random_values(shape, 81), random_values(shape, 82, 0.5, 3)
+  local av, bv = flat(a), flat(b)
+
+  it("mul of the same shapes, add of a row broadcast and of a scalar", function()
+    local row_shape = { 1, 1, 64, 100 }
+    local r = random_values(row_shape, 83)
+    local rv = flat(r)
+    local s = random_values({ 1 }, 84)
+    local sv = flat(s)[1]
+    assert_close(map(shape, function(idx) return at(av, shape, idx) * at(bv, shape, idx) end),
+      run(function(g, x, y) return g:mul(x, y) end, { a, b }), shape, "mul")
+    assert_close(map(shape, function(idx) return at(av, shape, idx) + at(rv, row_shape, idx) end),
+      run(function(g, x, y) return g:add(x, y) end, { a, r }), shape, "add of rows")
+    assert_close(map(shape, function(idx) return at(av, shape, idx) + sv end),
+      run(function(g, x, y) return g:add(x, y) end, { a, s }), shape, "add of a scalar")
+  end)
+
+  it("softmax over the last axis and over a middle one", function()
+    for _, axis in ipairs({ 3, 2 }) do
+      -- each line along the axis: elements first + j * stride, j < count (the loops above,
+      -- once a line instead of once an element)
+      local count, stride = shape[axis + 1], 1
+      for d = axis + 2, #shape do stride = stride * shape[d] end
+      local expected = {}
+      for first = 0, #av - 1 do
+        if first // stride % count == 0 then
+          local peak, sum = -math.huge, 0
+          for j = 0, count - 1 do peak = math.max(peak, av[first + j * stride + 1]) end
+          for j = 0, count - 1 do sum = sum + math.exp(av[first + j * stride + 1] - peak) end
+          for j = 0, count - 1 do expected[first + j * stride + 1] = math.exp(av[first + j * stride + 1] - peak) / sum end
+        end
+      end
+      assert_close(expected, run(function(g, x) return g:softmax(x, axis) end, { a }), shape, "softmax axis " .. axis)
+    end
+  end)
+
+  it("transposes that move whole rows and ones that tile planes", function()
+    for _, perm in ipairs({ { 0, 2, 1, 3 }, { 0, 1, 3, 2 }, { 3, 1, 2, 0 } }) do
+      local out_shape = {}
+      for i, p in ipairs(perm) do out_shape[i] = shape[p + 1] end
+      local expected = map(out_shape, function(idx)
+        local src = {}
+        for i, p in ipairs(perm) do src[p + 1] = idx[i] end
+        return av[ravel(src, shape) + 1]
+      end)
+      assert_close(expected, run(function(g, x) return g:transpose(x, perm) end, { a }), out_shape,
+        "transpose " .. table.concat(perm, ","))
+    end
+  end)
+
+  it("fp16 precision rounds every element of a large intermediate", function()
+    -- (x * y) + z in fp16 precision is round(round(x * y) + z): the same two ops run one at a
+    -- time in fp32 precision, each result rounded to fp16 here, give the expected bits
+    local a16, b16, c16 = a:to("fp16"), b:to("fp16"), random_values(shape, 85):to("fp16")
+    local fp16 = { dtype = "fp16", precision = "fp16" }
+    local fp32 = { dtype = "fp16", precision = "fp32" }
+    local got = run(function(g, x, y, z) return g:add(g:mul(x, y), z) end, { a16, b16, c16 }, fp16)
+    local product = run(function(g, x, y) return g:mul(x, y) end, { a16, b16 }, fp32):to("fp16")
+    local expected = flat(run(function(g, x, y) return g:add(x, y) end, { product, c16 }, fp32):to("fp16"))
+    local values = flat(got)
+    for i = 1, #expected do -- (fp16 values widened to fp32 exactly: equal values, equal bits; no NaN here)
+      if values[i] ~= expected[i] then
+        error(string.format("element %d: expected %.9g, got %.9g", i, expected[i], values[i]))
+      end
+    end
+  end)
+end)
+
 describe("sim fp16 precision", function()
   -- The device model: each op computes in fp32 from fp16 inputs and rounds its output to
   -- fp16 (RNE). So for a single op on fp16 inputs, fp16 precision must equal the fp32

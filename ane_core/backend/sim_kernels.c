@@ -68,33 +68,60 @@ DEFINE_BINARY(row_max, x > y ? x : (y != y ? y : (x != x ? x : y)))
 DEFINE_BINARY(row_min, x < y ? x : (y != y ? y : (x != x ? x : y)))
 DEFINE_BINARY(row_pow, powf(x, y))
 
+/* Elements per thread from which the data-parallel kernels below (binary ops, softmax,
+ * transposes) share their work with the helper threads: a hand-off costs a few microseconds,
+ * 32,768 elements of these ops ten or more. Each element's value does not depend on the split. */
+#define SHARE_GRAIN ((int64_t)1 << 15)
+
+typedef struct binary_job {
+    const ane_node *node;
+    const float *a, *b;
+    float *out;
+    binary_row row;
+    int64_t sa[ANE_IR_MAX_RANK], sb[ANE_IR_MAX_RANK]; /* broadcast strides of a and b */
+    int64_t step_b;                                    /* flat ranges: 1 (same shape) or 0 (b a scalar) */
+} binary_job;
+
+static void binary_flat(void *context, int64_t first, int64_t last) { /* elements first .. last - 1 */
+    const binary_job *job = context;
+    job->row(job->out + first, job->a + first, 1, job->b + first * job->step_b, job->step_b, last - first);
+}
+
+static void binary_rows(void *context, int64_t first, int64_t last) { /* rows along the output's last axis */
+    const binary_job *job = context;
+    const ane_node *node = job->node;
+    int last_axis = node->rank - 1;
+    int64_t inner = node->shape[last_axis], index[ANE_IR_MAX_RANK] = {0};
+    for (int64_t i = last_axis - 1, rest = first; i >= 0; i--) {
+        index[i] = rest % node->shape[i];
+        rest /= node->shape[i];
+    }
+    for (int64_t r = first; r < last; r++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < last_axis; i++) oa += index[i] * job->sa[i], ob += index[i] * job->sb[i];
+        job->row(job->out + r * inner, job->a + oa, job->sa[last_axis], job->b + ob, job->sb[last_axis], inner);
+        for (int i = last_axis - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+    }
+}
+
 /* out = a (op) b with broadcasting; rows along the last output dimension. */
 static void broadcast_binary(const ane_node *node, const float *a, const float *b, float *out, binary_row row) {
     const ane_node *x = node->operands[0], *y = node->operands[1];
     int64_t numel = ane_node_numel(node);
-    if (same_shape(x, node) && same_shape(y, node)) {
-        row(out, a, 1, b, 1, numel);
-        return;
-    }
-    if (same_shape(x, node) && ane_node_numel(y) == 1) {
-        row(out, a, 1, b, 0, numel);
-        return;
-    }
+    binary_job job = {.node = node, .a = a, .b = b, .out = out, .row = row};
     if (node->rank == 0) {
         row(out, a, 0, b, 0, 1);
         return;
     }
-    int64_t sa[ANE_IR_MAX_RANK], sb[ANE_IR_MAX_RANK], index[ANE_IR_MAX_RANK] = {0};
-    broadcast_strides(x, node, sa);
-    broadcast_strides(y, node, sb);
-    int last = node->rank - 1;
-    int64_t inner = node->shape[last];
-    for (int64_t done = 0; done < numel; done += inner) {
-        int64_t oa = 0, ob = 0;
-        for (int i = 0; i < last; i++) oa += index[i] * sa[i], ob += index[i] * sb[i];
-        row(out + done, a + oa, sa[last], b + ob, sb[last], inner);
-        for (int i = last - 1; i >= 0 && ++index[i] == node->shape[i]; i--) index[i] = 0;
+    if (same_shape(x, node) && (same_shape(y, node) || ane_node_numel(y) == 1)) {
+        job.step_b = same_shape(y, node);
+        ane_parallel_for(numel, SHARE_GRAIN, binary_flat, &job);
+        return;
     }
+    broadcast_strides(x, node, job.sa);
+    broadcast_strides(y, node, job.sb);
+    int64_t inner = node->shape[node->rank - 1];
+    ane_parallel_for(inner ? numel / inner : 0, SHARE_GRAIN / (inner + 1) + 1, binary_rows, &job);
 }
 
 static void run_binary(const ane_node *node, float *const *values, float *out) {
@@ -341,13 +368,19 @@ static ane_status run_reduce(const ane_node *node, float *const *values, float *
     return ANE_OK;
 }
 
-static void run_softmax(const ane_node *node, const float *x, float *out) {
-    int64_t outer, count, inner;
-    split_at_axis(node, node->attrs.axis, &outer, &count, &inner);
-    for (int64_t o = 0; o < outer; o++) {
+typedef struct softmax_job {
+    const float *x;
+    float *out;
+    int64_t count, inner;
+} softmax_job;
+
+static void softmax_outer(void *context, int64_t first, int64_t last) { /* outer indices first .. last - 1 */
+    const softmax_job *job = context;
+    int64_t count = job->count, inner = job->inner;
+    for (int64_t o = first; o < last; o++) {
         for (int64_t i = 0; i < inner; i++) {
-            const float *src = x + o * count * inner + i;
-            float *dst = out + o * count * inner + i;
+            const float *src = job->x + o * count * inner + i;
+            float *dst = job->out + o * count * inner + i;
             float peak = -INFINITY;
             for (int64_t c = 0; c < count; c++) peak = src[c * inner] > peak ? src[c * inner] : peak;
             float sum = 0.0f;
@@ -360,6 +393,13 @@ static void run_softmax(const ane_node *node, const float *x, float *out) {
             for (int64_t c = 0; c < count; c++) dst[c * inner] *= scale;
         }
     }
+}
+
+static void run_softmax(const ane_node *node, const float *x, float *out) {
+    softmax_job job = {x, out, 0, 0};
+    int64_t outer;
+    split_at_axis(node, node->attrs.axis, &outer, &job.count, &job.inner);
+    ane_parallel_for(outer, SHARE_GRAIN / (job.count * job.inner + 1) + 1, softmax_outer, &job);
 }
 
 /* ------------------------------------------------------------------ conv and matmul */
@@ -719,48 +759,77 @@ static int simplify_strided(const int64_t *shape, const int64_t *strides, int ra
     return n;
 }
 
-/* out (row-major, `shape`) = the elements of `in` at offset + sum(index[i] * in_strides[i]).
- * Rows whose last axis is contiguous are copied whole; otherwise the last two axes are
- * copied in square tiles, so a transpose reads and writes whole cache lines. */
-static void gather_strided(const float *in, int64_t offset, const int64_t *in_strides, const int64_t *shape, int rank,
-                           float *out) {
-    int64_t dims[ANE_IR_MAX_RANK], steps[ANE_IR_MAX_RANK];
-    rank = simplify_strided(shape, in_strides, rank, dims, steps);
-    if (rank == 0) {
-        out[0] = in[offset];
-        return;
+typedef struct gather_job {
+    const float *in;
+    float *out;
+    int64_t offset, dims[ANE_IR_MAX_RANK], steps[ANE_IR_MAX_RANK];
+    int rank, leading; /* dims [0, leading) are the ones split (each item of the loop one index of them) */
+} gather_job;
+
+/* The input offset of item `item` of the leading dims. */
+static int64_t gather_item_offset(const gather_job *job, int64_t item) {
+    int64_t o = job->offset;
+    for (int i = job->leading - 1; i >= 0; i--) {
+        o += item % job->dims[i] * job->steps[i];
+        item /= job->dims[i];
     }
-    int last = rank - 1;
-    int64_t inner = dims[last], step = steps[last];
-    if (step == 1 || rank == 1) {
-        int64_t index[ANE_IR_MAX_RANK] = {0}, numel = 1;
-        for (int i = 0; i < rank; i++) numel *= dims[i];
-        for (int64_t done = 0; done < numel; done += inner) {
-            int64_t o = offset;
-            for (int i = 0; i < last; i++) o += index[i] * steps[i];
-            if (step == 1) memcpy(out + done, in + o, (size_t)inner * sizeof *out);
-            else
-                for (int64_t i = 0; i < inner; i++) out[done + i] = in[o + i * step];
-            for (int i = last - 1; i >= 0 && ++index[i] == dims[i]; i--) index[i] = 0;
-        }
-        return;
+    return o;
+}
+
+static void gather_rows(void *context, int64_t first, int64_t last) { /* items: rows of the last axis */
+    const gather_job *job = context;
+    int64_t inner = job->dims[job->rank - 1], step = job->steps[job->rank - 1];
+    for (int64_t row = first; row < last; row++) {
+        const float *src = job->in + gather_item_offset(job, row);
+        float *dst = job->out + row * inner;
+        if (step == 1) memcpy(dst, src, (size_t)inner * sizeof *dst);
+        else
+            for (int64_t i = 0; i < inner; i++) dst[i] = src[i * step];
     }
+}
+
+static void gather_planes(void *context, int64_t first, int64_t last) { /* items: planes of the last two axes */
     enum { TILE = 32 };
-    int64_t rows = dims[last - 1], row_step = steps[last - 1], plane = rows * inner, outer = 1;
-    for (int i = 0; i < last - 1; i++) outer *= dims[i];
-    int64_t index[ANE_IR_MAX_RANK] = {0};
-    for (int64_t p = 0; p < outer; p++) {
-        int64_t o = offset;
-        for (int i = 0; i < last - 1; i++) o += index[i] * steps[i];
-        float *dst = out + p * plane;
+    const gather_job *job = context;
+    int last_axis = job->rank - 1;
+    int64_t inner = job->dims[last_axis], step = job->steps[last_axis];
+    int64_t rows = job->dims[last_axis - 1], row_step = job->steps[last_axis - 1], plane = rows * inner;
+    for (int64_t p = first; p < last; p++) {
+        const float *src = job->in + gather_item_offset(job, p);
+        float *dst = job->out + p * plane;
         for (int64_t r0 = 0; r0 < rows; r0 += TILE)
             for (int64_t c0 = 0; c0 < inner; c0 += TILE) {
                 int64_t r1 = r0 + TILE < rows ? r0 + TILE : rows, c1 = c0 + TILE < inner ? c0 + TILE : inner;
                 for (int64_t r = r0; r < r1; r++)
-                    for (int64_t c = c0; c < c1; c++) dst[r * inner + c] = in[o + r * row_step + c * step];
+                    for (int64_t c = c0; c < c1; c++) dst[r * inner + c] = src[r * row_step + c * step];
             }
-        for (int i = last - 2; i >= 0 && ++index[i] == dims[i]; i--) index[i] = 0;
     }
+}
+
+/* out (row-major, `shape`) = the elements of `in` at offset + sum(index[i] * in_strides[i]).
+ * Rows whose last axis is contiguous are copied whole; otherwise the last two axes are
+ * copied in square tiles, so a transpose reads and writes whole cache lines. Rows or planes
+ * are shared with the helper threads. */
+static void gather_strided(const float *in, int64_t offset, const int64_t *in_strides, const int64_t *shape, int rank,
+                           float *out) {
+    gather_job job = {.in = in, .out = out, .offset = offset};
+    job.rank = simplify_strided(shape, in_strides, rank, job.dims, job.steps);
+    if (job.rank == 0) {
+        out[0] = in[offset];
+        return;
+    }
+    int64_t inner = job.dims[job.rank - 1];
+    if (job.steps[job.rank - 1] == 1 || job.rank == 1) {
+        job.leading = job.rank - 1;
+        int64_t rows = 1;
+        for (int i = 0; i < job.leading; i++) rows *= job.dims[i];
+        ane_parallel_for(rows, SHARE_GRAIN / inner + 1, gather_rows, &job);
+        return;
+    }
+    job.leading = job.rank - 2;
+    int64_t planes = 1, plane = job.dims[job.rank - 2] * inner;
+    for (int i = 0; i < job.leading; i++) planes *= job.dims[i];
+    ane_parallel_for(planes, SHARE_GRAIN / plane + 1, gather_planes, &job);
 }
 
 static void run_transpose(const ane_node *node, const float *x, float *out) {

@@ -2,6 +2,8 @@
  * (see fp16.h for the rounding rules). */
 #include "fp16.h"
 
+#include "parallel.h"
+
 #include "cpu.h"
 
 #include <string.h>
@@ -202,12 +204,18 @@ void ane_bf16_to_fp32_n(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = ane_bf16_to_fp32(src[i]);
 }
 
-void ane_round_fp32_through_fp16_n(float *values, size_t n) {
+static void round_through_fp16(void *context, int64_t first, int64_t last) { /* values[first .. last - 1] */
     enum { block = 256 };
+    float *values = context;
     uint16_t halves[block];
-    for (size_t start = 0; start < n; start += block) {
-        size_t count = n - start < block ? n - start : block;
+    for (int64_t start = first; start < last; start += block) {
+        size_t count = (size_t)(last - start < block ? last - start : block);
         ane_fp32_to_fp16_n(halves, values + start, count);
         ane_fp16_to_fp32_n(values + start, halves, count);
     }
+}
+
+void ane_round_fp32_through_fp16_n(float *values, size_t n) {
+    /* shared with the helper threads from 32,768 elements a thread (a prefill's activations) */
+    ane_parallel_for((int64_t)n, (int64_t)1 << 15, round_through_fp16, values);
 }
