@@ -418,10 +418,14 @@ static int64_t weight_block_rows(int64_t rows, int64_t k) {
     return block < rows ? block : rows;
 }
 
+/* Rows of a matmul's first operand up to which its products are vector products (matmul_batches) */
+#define MATMUL_FEW_ROWS 4
+
 size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
     if (node->op == ANE_OP_MATMUL) { /* an fp16 or transposed second operand: one of its matrices in fp32, [k, n] */
         const ane_node *y = node->operands[1];
-        int transposed = node->attrs.transpose_y && ane_gemm_weights_available();
+        int few_rows = !node->attrs.transpose_x && node->shape[node->rank - 2] <= MATMUL_FEW_ROWS; /* vector products */
+        int transposed = node->attrs.transpose_y && !few_rows && ane_gemm_weights_available();
         return stored_weight || transposed ? (size_t)(y->shape[y->rank - 2] * y->shape[y->rank - 1]) : 0;
     }
     if (node->op != ANE_OP_CONV) return 0;
@@ -564,7 +568,7 @@ typedef struct matmul_job {
     float *out;
     int64_t m, n, k, lda, ldb, x_matrix, y_matrix, y_filled;
     int tx, ty;
-    int few_rows; /* at most 4 rows of x, not transposed: vector products instead of BLAS */
+    int few_rows; /* at most MATMUL_FEW_ROWS rows of x, not transposed: vector products */
     const ane_node *batch; /* the output's leading dims */
     const int64_t *sx, *sy;
 } matmul_job;
@@ -720,7 +724,7 @@ static void run_matmul(const sim_context *context, const ane_node *node, float *
     int64_t y_filled = context->filled ? context->filled[y->id] : y->shape[y->rank - 1];
     matmul_job job = {IN(node, 0), IN(node, 1), y_half, context->scratch, out, m, n, k, x->shape[x->rank - 1], y->shape[y->rank - 1],
                       x->shape[x->rank - 2] * x->shape[x->rank - 1], y->shape[y->rank - 2] * y->shape[y->rank - 1],
-                      y_filled, tx, ty, !tx && m <= 4, &ob, sx, sy};
+                      y_filled, tx, ty, !tx && m <= MATMUL_FEW_ROWS, &ob, sx, sy};
     int64_t batches = ane_node_numel(&ob);
     if (job.few_rows) { /* vector products: heads over the helper threads, 64 KB of y a share at least */
         ane_parallel_for(batches, ((int64_t)1 << 16) / (k * n * (int64_t)sizeof(float) + 1) + 1, matmul_batches, &job);
