@@ -2,9 +2,8 @@
  * (see fp16.h for the rounding rules). */
 #include "fp16.h"
 
-#include "parallel.h"
-
 #include "cpu.h"
+#include "parallel.h"
 
 #include <string.h>
 

@@ -131,16 +131,17 @@ int ane_gemm_weights_available(void) { return kernel_for_cpu() != NULL; }
 /* Elements [from, from + count) of W's row `row` as fp32. */
 static void decode_span(const ane_weight_rows *w, int64_t k, int64_t row, int64_t from, int64_t count,
                         float *out /* [count] */) {
+    int64_t stride = w->row_stride ? w->row_stride : k; /* dense */
     if (w->encoding != ANE_ENCODING_DENSE) {
         ane_dequantize_span(w->encoding, w->data, w->table, k, row, from, count, out);
     } else if (w->transposed) { /* column `row` of W^T: one element from each of its rows */
-        const float *column = (const float *)w->data + from * w->row_stride + row;
-        for (int64_t j = 0; j < count; j++) out[j] = column[j * w->row_stride];
+        const float *column = (const float *)w->data + from * stride + row;
+        for (int64_t j = 0; j < count; j++) out[j] = column[j * stride];
+    } else if (w->half) {
+        ane_fp16_to_fp32_n(out, (const uint16_t *)w->data + row * stride + from, (size_t)count);
+    } else {
+        memcpy(out, (const float *)w->data + row * stride + from, (size_t)count * sizeof *out);
     }
-    else if (w->half)
-        ane_fp16_to_fp32_n(out, (const uint16_t *)w->data + row * (w->row_stride ? w->row_stride : k) + from, (size_t)count);
-    else
-        memcpy(out, (const float *)w->data + row * (w->row_stride ? w->row_stride : k) + from, (size_t)count * sizeof *out);
 }
 
 typedef struct gemm_job {

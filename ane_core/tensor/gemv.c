@@ -1096,7 +1096,8 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
     if (x_split != stack) free(x_split);
 }
 
-/* y [rows, columns] = dequantized W x, a block of rows decoded exactly at a time, BLAS's product. */
+/* y [rows, columns] = dequantized W x: the panel kernel (gemm.h), or on CPUs without one a block
+ * of rows decoded exactly at a time and BLAS's product. */
 static ane_status decoded_product(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                                   const float *x, int64_t rows, int64_t k, int64_t columns, ane_error *err) {
     if (ane_gemm_weights_available()) { /* decoded a panel at a time (gemm.h) */
