@@ -3,7 +3,8 @@
  * with W's values decoded here from their stored form by the formats' own rules (fp16 bits
  * through the scalar conversion, int8 code x row scale, 4-bit index looked up in the row's
  * palette). Shapes leave tails everywhere the kernels cut: rows past a panel (12 / 6), columns
- * past a tile (32 / 16) and fewer than one, k past a span (256) and shorter than one. Special
+ * past a tile (32 / 16), fewer than one and past a block (256), k past a span (256) and
+ * shorter than one. Special
  * values (inf, NaN, -0) in x take the same path through the chain. Strided operands (rows of
  * W, x and y with gaps between them) must give the same, and the gaps of y stay unwritten. Independently, each element
  * must lie within 2 k u sum_j |w_j x_j| of the sum in double (u = 2^-24: a recursive fp32 sum
@@ -152,10 +153,11 @@ int main(void) {
         return check_summary("test_gemm");
     }
     /* rows: below, at and past a panel (12 / 6) and many panels (helper threads);
-     * k: 1, odd, a span's tail, whole spans; columns: 1, tails of a tile, several tiles */
+     * k: 1, odd, a span's tail, whole spans; columns: 1, tails of a tile, several tiles,
+     * blocks of 256 and a tail of one */
     static const int64_t shapes[][3] = {
         {1, 1, 1},    {5, 2, 3},     {6, 17, 16},    {7, 256, 17},    {12, 300, 32},  {13, 64, 33},
-        {25, 513, 40}, {100, 768, 64}, {37, 1030, 100}, {300, 96, 256},  {2, 2, 7},
+        {25, 513, 40}, {100, 768, 64}, {37, 1030, 100}, {300, 96, 256},  {2, 2, 7},    {20, 520, 600},
     };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t rows = shapes[s][0], k = shapes[s][1], columns = shapes[s][2];
