@@ -369,6 +369,20 @@ describe("ane.tensor sample", function()
     end
   end)
 
+  it("a nucleus of the best alone in short and nearly flat rows", function()
+    -- there the weight every nucleus member needs is above the best's own: the best is drawn
+    local rows = { { 0.9, 1.0 }, { 1.0, 0.95, 0.9 }, { 0.1, 0.3, 0.2, 0.25 }, { 2, 2, 1.99 } }
+    for _, values in ipairs(rows) do
+      local row = ane.tensor.from(values, { #values })
+      for _, top_p in ipairs({ 0.05, 0.3, 0.6 }) do
+        for _, u in ipairs({ 0, 0.4, 0.999 }) do
+          assert.are.equal(reference(values, 1.0, nil, top_p, u), row:sample(1.0, nil, top_p, u),
+            string.format("%s, top_p %g, u %g", table.concat(values, " "), top_p, u))
+        end
+      end
+    end
+  end)
+
   it("never draws NaN while a number is there, and refuses a bad temperature or u", function()
     local row = ane.tensor.from({ 0 / 0, -math.huge, 0 / 0, 2 }, { 4 })
     for _, u in ipairs({ 0, 0.3, 0.999 }) do

@@ -152,8 +152,10 @@ ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t to
         if (top_p < 1) {
             /* Only values of weight at least (1 - top_p) / (n - 1) of the total can be in the
              * nucleus (all the others together weigh less than 1 - top_p): rank those alone,
-             * found by the value that weight stands for (no second exp over the row). */
+             * found by the value that weight stands for (no second exp over the row). Where
+             * that is above the best (short or nearly flat rows), the best alone is the nucleus. */
             double least = n > 1 ? best + temperature * log((1 - top_p) / (double)(n - 1) * total) : -INFINITY;
+            if (least > best) least = best;
             int64_t m = 0;
             for (int64_t i = 0; i < n; i++)
                 if (all[i].value >= least) all[m++] = all[i];
