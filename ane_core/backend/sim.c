@@ -250,7 +250,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     }
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        int stored = node->op == ANE_OP_CONV ? p->weight_form[node->operands[1]->id] != 0
+        int stored = node->op == ANE_OP_CONV ? p->weight_form[node->operands[1]->id] == SIM_WEIGHT_HALF
                      : node->op == ANE_OP_MATMUL && p->half_input[node->operands[1]->id];
         size_t scratch = sim_scratch_floats(node, stored);
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;

@@ -432,7 +432,7 @@ size_t sim_scratch_floats(const ane_node *node, int stored_weight) {
     const ane_node *w = node->operands[1];
     int64_t k = w->shape[1] * w->shape[2] * w->shape[3], cout_g = w->shape[0] / (node->attrs.groups ? node->attrs.groups : 1);
     size_t columns = is_pointwise(node) ? 0 : (size_t)k * (size_t)(node->shape[2] * node->shape[3]);
-    /* stored weights decode a panel at a time in gemm.h's kernels, else a block of rows here */
+    /* fp16 weights convert a panel at a time in gemm.h's kernels, else a block of rows here */
     size_t weights = stored_weight && !ane_gemm_weights_available() ? (size_t)(weight_block_rows(cout_g, k) * k) : 0;
     return columns + weights;
 }
@@ -455,32 +455,19 @@ static ane_status multiply(const float *w, const float *columns, float *o, int64
     return ANE_OK;
 }
 
-/* Rows [first, first + count) of an encoded weight times columns [k, pixels]: decoding
- * reads the codes as stored (int8 times the row's scale, in fp32; or 4-bit indices into the
- * row's palette), a short prefill does the same once a column
- * (ANE_FEW_COLUMNS), a longer one decodes a block of rows exactly and multiplies it. */
+/* Rows [first, first + count) of an encoded weight times columns [k, pixels], read as stored
+ * (tensor/gemv.h's ane_encoded_matmul: int8 times the row's scale or 4-bit indices into the
+ * row's palette; integer activations under the cpu profile's option). */
 static ane_status run_encoded_rows(const sim_context *context, const ane_node *w, int64_t first, int64_t count,
-                                   int64_t k, const float *columns, int64_t pixels,
-                                   float *weight_block /* [block_rows, k] */, int64_t block_rows, float *o, ane_error *err) {
+                                   int64_t k, const float *columns, int64_t pixels, float *o, ane_error *err) {
     const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
     const float *table = (const float *)ane_tensor_data(&w->table);
-    int64_t width = ane_encoded_table_width(w->encoding);
-    if (context->activations != ANE_ACTIVATIONS_FLOAT) { /* integer products (the cpu profile's option) */
-        const char *palette_codes = context->palette_codes ? context->palette_codes[w->id] : NULL;
-        if (palette_codes) palette_codes += (size_t)first * ane_palette_codes_stride(context->activations);
-        return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
-                                  table + first * width, palette_codes, columns, count, k, pixels, context->activations, err);
-    }
-    if (pixels <= ANE_FEW_COLUMNS || ane_gemm_weights_available())
-        return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k), table + first * width,
-                                  NULL, columns, count, k, pixels, ANE_ACTIVATIONS_FLOAT, err);
-    for (int64_t row = 0; row < count; row += block_rows) {
-        int64_t rows = count - row < block_rows ? count - row : block_rows;
-        ane_const_decode_rows(w, first + row, rows, weight_block);
-        ane_status status = multiply(weight_block, columns, o + row * pixels, rows, k, pixels, err);
-        if (status) return status;
-    }
-    return ANE_OK;
+    const char *palette_codes = context->activations != ANE_ACTIVATIONS_FLOAT && context->palette_codes
+                                    ? context->palette_codes[w->id] : NULL;
+    if (palette_codes) palette_codes += (size_t)first * ane_palette_codes_stride(context->activations);
+    return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
+                              table + first * ane_encoded_table_width(w->encoding), palette_codes, columns, count, k,
+                              pixels, context->activations, err);
 }
 
 static ane_status run_conv(const sim_context *context, const ane_node *node, float *const *values, float *out,
@@ -521,7 +508,7 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
             }
             if (encoded) {
                 ane_status status =
-                    run_encoded_rows(context, w, g * cout_g, cout_g, k, columns, pixels, weight_block, block_rows, o_g, err);
+                    run_encoded_rows(context, w, g * cout_g, cout_g, k, columns, pixels, o_g, err);
                 if (status) return status;
                 continue;
             }

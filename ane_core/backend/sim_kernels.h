@@ -53,7 +53,8 @@ ane_status sim_run_node(const sim_context *context, const ane_node *node, float 
  * conv weights, read from the graph node). */
 enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
 
-/* Scratch a node needs; stored_weight: its conv weight is fp16 or encoded (converted per block). */
+/* Scratch a node needs; stored_weight: its conv weight is kept fp16 (converted per block where
+ * tensor/gemm.h has no kernel), or its matmul's second operand is an fp16 input. */
 size_t sim_scratch_floats(const ane_node *node, int stored_weight);
 
 #endif

@@ -95,9 +95,9 @@ ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double 
 /* out[i, ...] = src[ids[i], ...]: rows of src (dim 0) by 0-based ids, a new tensor. */
 ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const int64_t *ids, int64_t count,
                                   ane_error *err);
+/* --- ranking (rank.c) --- */
 /* The k largest elements of a tensor (flattened), largest first; ties keep the lower index;
  * NaN counts as smallest. indices are 0-based flat positions. */
-/* rank.c */
 ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, double *values, ane_error *err);
 /* One 0-based flat index drawn from softmax(t / temperature) (temperature > 0) over the top_k
  * largest values (0: all) in topk's order, cut to the shortest prefix whose probability reaches
