@@ -83,11 +83,56 @@ describe("ane.quantize", function()
       end
     end
     -- The optimal 16-level quantizer of a unit Gaussian has mean squared error 0.009497
-    -- (Max 1960), a relative RMS of 0.0975; per-row palettes of 1024 samples fitted by
-    -- Lloyd's algorithm on a histogram come within a few percent of it. 0.11 allows 13%.
+    -- (Max 1960), a relative RMS of 0.0975; a palette fitted to a row's 1024 samples does a
+    -- little better on them (the next test holds it to that row's own optimum). 0.11 allows 13%
+    -- above the population's figure.
     local rms = math.sqrt(squared / total)
     assert.is_true(rms < 0.11, "relative RMS " .. rms)
     assert.is_true(rms > 0.05, "relative RMS " .. rms .. " is below what 16 levels can do: the check is broken")
+  end)
+
+  -- The least mean squared error 16 values can leave on a list of numbers: 1-D k-means solved
+  -- exactly by the plain O(16 n^2) dynamic programme over the sorted list (best[j]: the least
+  -- error of its first j numbers in c clusters, each cluster an interval at its mean).
+  local function least_16_level_error(values)
+    local sorted = {}
+    for i, v in ipairs(values) do sorted[i] = v end
+    table.sort(sorted)
+    local n, sum, squares = #sorted, { [0] = 0 }, { [0] = 0 }
+    for i = 1, n do sum[i], squares[i] = sum[i - 1] + sorted[i], squares[i - 1] + sorted[i] ^ 2 end
+    local function cluster(i, j) return squares[j] - squares[i] - (sum[j] - sum[i]) ^ 2 / (j - i) end
+    local best = {}
+    for j = 1, n do best[j] = cluster(0, j) end
+    for c = 2, 16 do
+      local more = {}
+      for j = c, n do
+        local least = math.huge
+        for i = c - 1, j - 1 do least = math.min(least, best[i] + cluster(i, j)) end
+        more[j] = least
+      end
+      best = more
+    end
+    return best[n] / n
+  end
+
+  it("int4: each row's palette leaves within 2% of the least error 16 values can on that row", function()
+    -- Measured: 0.3% above the optimum on rows of 256 Gaussian values, 0.8% on 768, 0.1% on
+    -- 2048 (the exact clusters of a 64-bin histogram, refined on the values); Lloyd's
+    -- algorithm started at the quantiles, the fit before, stopped 56% above it on rows of 256.
+    -- Entries rounded to 8 significant bits (fp32 table) move the error by far less than 2%.
+    for _, case in ipairs({ { rows = 4, k = 256, seed = 31 }, { rows = 1, k = 768, seed = 32 } }) do
+      local weight = randn({ case.rows, case.k }, 1.0, case.seed)
+      local dense, values = ane.quantize(weight, "int4", { dtype = "fp32" }):dequantize():totable(), weight:totable()
+      for r = 1, case.rows do
+        local squared = 0
+        for j = 1, case.k do squared = squared + (values[r][j] - dense[r][j]) ^ 2 end
+        local error, least = squared / case.k, least_16_level_error(values[r])
+        -- no 16 values do better than the optimum (else the reference is wrong)
+        assert.is_true(error >= least * (1 - 1e-9), "row " .. r .. ": " .. error .. " below the optimum " .. least)
+        assert.is_true(error <= 1.02 * least, ("k %d row %d: mean squared error %.6g, %.2f%% above the optimum %.6g")
+          :format(case.k, r, error, 100 * (error / least - 1), least))
+      end
+    end
   end)
 
   it("int4: palette entries hold 8 significant bits (the decode kernels rebuild them from two bytes)", function()
@@ -97,7 +142,9 @@ describe("ane.quantize", function()
     for r = 1, 6 do
       for j = 1, 64 do
         local v = math.sin(r * 7.3 + j * 1.91) -- a spread of values, deterministic
-        values[#values + 1] = r <= 2 and 0.05 * v or r == 3 and j % 2 == 1 and 65504 or r <= 4 and 65504 * v or 3e-6 * v
+        -- (row 3: half its values 65504, the rest at most 60000, so 65504 is a cluster of its own)
+        values[#values + 1] = r <= 2 and 0.05 * v or r == 3 and (j % 2 == 1 and 65504 or 60000 * v)
+          or r == 4 and 65504 * v or 3e-6 * v
       end
     end
     local weight = ane.tensor.from(values, { 6, 64 })

@@ -84,10 +84,65 @@ static float palette_value(float value, ane_dtype table_dtype) {
     return table_value(rounded, table_dtype);
 }
 
-enum { HISTOGRAM_BINS = 4096, LLOYD_ROUNDS = 40 };
+enum { HISTOGRAM_BINS = 4096, COARSE_BINS = 64, LLOYD_ROUNDS = 40 };
 
-/* 16 sorted palette values for one row: Lloyd's algorithm on the row's histogram (each bin
- * stands for its values' mean, weighted by their count), started at the row's quantiles. */
+/* A row's values on a coarse histogram (COARSE_BINS equal widths), its occupied bins in order
+ * as prefix sums: over bins 0 .. j-1, count[j] values summing to sum[j], their squares to
+ * squares[j]. */
+typedef struct coarse_histogram {
+    int occupied;
+    double count[COARSE_BINS + 1], sum[COARSE_BINS + 1], squares[COARSE_BINS + 1];
+} coarse_histogram;
+
+/* The squared error of bins i .. j-1 (i < j) about their mean. */
+static double cluster_error(const coarse_histogram *h, int i, int j) {
+    double n = h->count[j] - h->count[i], s = h->sum[j] - h->sum[i];
+    return h->squares[j] - h->squares[i] - s * s / n;
+}
+
+/* One layer of the dynamic programme below: error[j] = the least squared error of bins 0 ..
+ * j-1 in c clusters, for j in first .. last, given fewer[i] = that of bins 0 .. i-1 in c - 1
+ * clusters; cut[j] = where the last cluster starts. The best cut does not move left as j grows
+ * (1-D clusters are intervals), so the middle j's cut, searched in [low, high], bounds both
+ * halves' searches (divide and conquer: O(bins log bins) a layer). */
+static void cluster_layer(const coarse_histogram *h, int c, const double *fewer, double *error, int *cut, int first,
+                          int last, int low, int high) {
+    if (first > last) return;
+    int j = (first + last) / 2, best_cut = low > c - 1 ? low : c - 1;
+    double best = INFINITY;
+    for (int i = best_cut; i <= high && i < j; i++) {
+        double e = fewer[i] + cluster_error(h, i, j);
+        if (e < best) best = e, best_cut = i;
+    }
+    error[j] = best, cut[j] = best_cut;
+    cluster_layer(h, c, fewer, error, cut, first, j - 1, low, best_cut);
+    cluster_layer(h, c, fewer, error, cut, j + 1, last, best_cut, high);
+}
+
+/* The means of the 16 clusters of least squared error on the coarse histogram (at least 16
+ * occupied bins), ascending: 1-D k-means solved exactly by dynamic programming over its bins.
+ * Lloyd's algorithm started at quantiles stops at a local optimum instead: on rows of 768
+ * Gaussian values it left 22% more squared error than the optimum, this start then refined by
+ * Lloyd's on the fine histogram 0.7% (numpy, 8 rows). */
+static void best_coarse_clusters(const coarse_histogram *h, double *centroid /* [16] */) {
+    double error[ANE_LUT4_ENTRIES][COARSE_BINS + 1];
+    int cut[ANE_LUT4_ENTRIES][COARSE_BINS + 1];
+    int m = h->occupied;
+    for (int j = 1; j <= m; j++) error[0][j] = cluster_error(h, 0, j);
+    for (int c = 2; c <= ANE_LUT4_ENTRIES; c++)
+        cluster_layer(h, c, error[c - 2], error[c - 1], cut[c - 1], c, m, c - 1, m - 1);
+    int end = m;
+    for (int c = ANE_LUT4_ENTRIES; c >= 1; c--) {
+        int start = c > 1 ? cut[c - 1][end] : 0;
+        centroid[c - 1] = (h->sum[end] - h->sum[start]) / (h->count[end] - h->count[start]);
+        end = start;
+    }
+}
+
+/* 16 sorted palette values for one row: the exact best clusters of a coarse histogram of the
+ * row, refined by Lloyd's algorithm on a fine one (each bin stands for its values' mean,
+ * weighted by their count); a row of fewer than 16 occupied coarse bins starts at its
+ * quantiles instead. */
 static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float *palette /* [16] */) {
     float lo = w[0], hi = w[0];
     for (int64_t j = 1; j < k; j++) lo = w[j] < lo ? w[j] : lo, hi = w[j] > hi ? w[j] : hi;
@@ -98,23 +153,38 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
     static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS];
     memset(count, 0, sizeof count);
     memset(sum, 0, sizeof sum);
+    double coarse_count[COARSE_BINS] = {0}, coarse_sum[COARSE_BINS] = {0}, coarse_squares[COARSE_BINS] = {0};
     double width = ((double)hi - lo) / HISTOGRAM_BINS;
     for (int64_t j = 0; j < k; j++) {
         int64_t b = (int64_t)((w[j] - (double)lo) / width);
         b = b >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : b;
         count[b] += 1, sum[b] += w[j];
+        int64_t coarse = b / (HISTOGRAM_BINS / COARSE_BINS);
+        coarse_count[coarse] += 1, coarse_sum[coarse] += w[j], coarse_squares[coarse] += (double)w[j] * w[j];
     }
+    coarse_histogram h = {0};
+    for (int b = 0; b < COARSE_BINS; b++)
+        if (coarse_count[b] > 0) {
+            h.count[h.occupied + 1] = h.count[h.occupied] + coarse_count[b];
+            h.sum[h.occupied + 1] = h.sum[h.occupied] + coarse_sum[b];
+            h.squares[h.occupied + 1] = h.squares[h.occupied] + coarse_squares[b];
+            h.occupied++;
+        }
     /* the occupied bins, in order, moved to the front (a row of k values occupies <= k) */
     int occupied = 0;
     for (int b = 0; b < HISTOGRAM_BINS; b++)
         if (count[b] > 0) count[occupied] = count[b], sum[occupied] = sum[b], occupied++;
-    double centroid[ANE_LUT4_ENTRIES], seen = 0;
-    int c = 0;
-    for (int b = 0; b < occupied && c < ANE_LUT4_ENTRIES; b++) {
-        seen += count[b];
-        while (c < ANE_LUT4_ENTRIES && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES) centroid[c++] = sum[b] / count[b];
+    double centroid[ANE_LUT4_ENTRIES];
+    if (h.occupied >= ANE_LUT4_ENTRIES) best_coarse_clusters(&h, centroid);
+    else {
+        double seen = 0;
+        int c = 0;
+        for (int b = 0; b < occupied && c < ANE_LUT4_ENTRIES; b++) {
+            seen += count[b];
+            while (c < ANE_LUT4_ENTRIES && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES) centroid[c++] = sum[b] / count[b];
+        }
+        for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
     }
-    for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
     for (int round = 0; round < LLOYD_ROUNDS; round++) {
         double cluster_sum[ANE_LUT4_ENTRIES] = {0}, cluster_count[ANE_LUT4_ENTRIES] = {0};
         int nearest = 0; /* bins ascend and centroids are sorted: the nearest one only moves up */
