@@ -150,15 +150,16 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         for (int c = 0; c < ANE_LUT4_ENTRIES; c++) palette[c] = palette_value(lo, table_dtype);
         return;
     }
+    /* the fine histogram: count and sum of the bins marked in `used` (the others hold stale values) */
     static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS];
-    memset(count, 0, sizeof count);
-    memset(sum, 0, sizeof sum);
+    uint64_t used[HISTOGRAM_BINS / 64] = {0};
     double coarse_count[COARSE_BINS] = {0}, coarse_sum[COARSE_BINS] = {0}, coarse_squares[COARSE_BINS] = {0};
-    double width = ((double)hi - lo) / HISTOGRAM_BINS;
+    double bins_per_unit = HISTOGRAM_BINS / ((double)hi - lo);
     for (int64_t j = 0; j < k; j++) {
-        int64_t b = (int64_t)((w[j] - (double)lo) / width);
+        int64_t b = (int64_t)((w[j] - (double)lo) * bins_per_unit);
         b = b >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : b;
-        count[b] += 1, sum[b] += w[j];
+        if (used[b / 64] >> (b % 64) & 1) count[b] += 1, sum[b] += w[j];
+        else used[b / 64] |= (uint64_t)1 << (b % 64), count[b] = 1, sum[b] = w[j];
         int64_t coarse = b / (HISTOGRAM_BINS / COARSE_BINS);
         coarse_count[coarse] += 1, coarse_sum[coarse] += w[j], coarse_squares[coarse] += (double)w[j] * w[j];
     }
@@ -172,8 +173,11 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         }
     /* the occupied bins, in order, moved to the front (a row of k values occupies <= k) */
     int occupied = 0;
-    for (int b = 0; b < HISTOGRAM_BINS; b++)
-        if (count[b] > 0) count[occupied] = count[b], sum[occupied] = sum[b], occupied++;
+    for (int word = 0; word < HISTOGRAM_BINS / 64; word++)
+        for (uint64_t bits = used[word]; bits; bits &= bits - 1) {
+            int b = 64 * word + __builtin_ctzll(bits);
+            count[occupied] = count[b], sum[occupied] = sum[b], occupied++;
+        }
     double centroid[ANE_LUT4_ENTRIES];
     if (h.occupied >= ANE_LUT4_ENTRIES) best_coarse_clusters(&h, centroid);
     else {
@@ -185,20 +189,34 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         }
         for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
     }
+    /* Lloyd's rounds on the fine bins, as prefix sums: a cluster is the run of bins between two
+     * midpoints of the centroids, found by binary search on the bins' means (ascending) */
+    static _Thread_local double mean[HISTOGRAM_BINS], before_count[HISTOGRAM_BINS + 1], before_sum[HISTOGRAM_BINS + 1];
+    before_count[0] = before_sum[0] = 0;
+    for (int b = 0; b < occupied; b++) {
+        mean[b] = sum[b] / count[b];
+        before_count[b + 1] = before_count[b] + count[b], before_sum[b + 1] = before_sum[b] + sum[b];
+    }
     for (int round = 0; round < LLOYD_ROUNDS; round++) {
-        double cluster_sum[ANE_LUT4_ENTRIES] = {0}, cluster_count[ANE_LUT4_ENTRIES] = {0};
-        int nearest = 0; /* bins ascend and centroids are sorted: the nearest one only moves up */
-        for (int b = 0; b < occupied; b++) {
-            double mean = sum[b] / count[b];
-            while (nearest < ANE_LUT4_ENTRIES - 1 && mean > 0.5 * (centroid[nearest] + centroid[nearest + 1])) nearest++;
-            cluster_sum[nearest] += sum[b], cluster_count[nearest] += count[b];
-        }
-        int moved = 0;
+        int start = 0, moved = 0;
         for (int e = 0; e < ANE_LUT4_ENTRIES; e++) {
-            if (cluster_count[e] == 0) continue; /* an empty cluster keeps its value */
-            double updated = cluster_sum[e] / cluster_count[e];
-            moved |= updated != centroid[e];
-            centroid[e] = updated;
+            int end = occupied; /* bins start .. end-1 are nearest centroid e: their means up to the midpoint */
+            if (e < ANE_LUT4_ENTRIES - 1) {
+                double midpoint = 0.5 * (centroid[e] + centroid[e + 1]);
+                int low = start, high = occupied; /* the first bin past the midpoint, from start on */
+                while (low < high) {
+                    int middle = (low + high) / 2;
+                    if (mean[middle] > midpoint) high = middle;
+                    else low = middle + 1;
+                }
+                end = low;
+            }
+            if (end > start) { /* an empty cluster keeps its value */
+                double updated = (before_sum[end] - before_sum[start]) / (before_count[end] - before_count[start]);
+                moved |= updated != centroid[e];
+                centroid[e] = updated;
+            }
+            start = end;
         }
         if (!moved) break;
     }
