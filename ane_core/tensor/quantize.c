@@ -150,33 +150,33 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         for (int c = 0; c < ANE_LUT4_ENTRIES; c++) palette[c] = palette_value(lo, table_dtype);
         return;
     }
-    /* the fine histogram: count and sum of the bins marked in `used` (the others hold stale values) */
-    static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS];
+    /* the fine histogram, kept zero between rows: only the bins marked in `used` are touched,
+     * read into the occupied bins' arrays in order, and cleared again */
+    static _Thread_local double fine_count[HISTOGRAM_BINS], fine_sum[HISTOGRAM_BINS], fine_squares[HISTOGRAM_BINS];
+    static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS]; /* the occupied bins, in order */
     uint64_t used[HISTOGRAM_BINS / 64] = {0};
-    double coarse_count[COARSE_BINS] = {0}, coarse_sum[COARSE_BINS] = {0}, coarse_squares[COARSE_BINS] = {0};
     double bins_per_unit = HISTOGRAM_BINS / ((double)hi - lo);
     for (int64_t j = 0; j < k; j++) {
         int64_t b = (int64_t)((w[j] - (double)lo) * bins_per_unit);
         b = b >= HISTOGRAM_BINS ? HISTOGRAM_BINS - 1 : b;
-        if (used[b / 64] >> (b % 64) & 1) count[b] += 1, sum[b] += w[j];
-        else used[b / 64] |= (uint64_t)1 << (b % 64), count[b] = 1, sum[b] = w[j];
-        int64_t coarse = b / (HISTOGRAM_BINS / COARSE_BINS);
-        coarse_count[coarse] += 1, coarse_sum[coarse] += w[j], coarse_squares[coarse] += (double)w[j] * w[j];
+        fine_count[b] += 1, fine_sum[b] += w[j], fine_squares[b] += (double)w[j] * w[j];
+        used[b / 64] |= (uint64_t)1 << (b % 64);
     }
     coarse_histogram h = {0};
-    for (int b = 0; b < COARSE_BINS; b++)
-        if (coarse_count[b] > 0) {
-            h.count[h.occupied + 1] = h.count[h.occupied] + coarse_count[b];
-            h.sum[h.occupied + 1] = h.sum[h.occupied] + coarse_sum[b];
-            h.squares[h.occupied + 1] = h.squares[h.occupied] + coarse_squares[b];
-            h.occupied++;
-        }
-    /* the occupied bins, in order, moved to the front (a row of k values occupies <= k) */
-    int occupied = 0;
+    int occupied = 0, last_coarse = -1; /* (a row of k values occupies <= k fine bins) */
     for (int word = 0; word < HISTOGRAM_BINS / 64; word++)
         for (uint64_t bits = used[word]; bits; bits &= bits - 1) {
-            int b = 64 * word + __builtin_ctzll(bits);
-            count[occupied] = count[b], sum[occupied] = sum[b], occupied++;
+            int b = 64 * word + __builtin_ctzll(bits), coarse = b / (HISTOGRAM_BINS / COARSE_BINS);
+            if (coarse != last_coarse) { /* a new occupied coarse bin */
+                h.occupied++, last_coarse = coarse;
+                h.count[h.occupied] = h.count[h.occupied - 1];
+                h.sum[h.occupied] = h.sum[h.occupied - 1];
+                h.squares[h.occupied] = h.squares[h.occupied - 1];
+            }
+            h.count[h.occupied] += fine_count[b], h.sum[h.occupied] += fine_sum[b];
+            h.squares[h.occupied] += fine_squares[b];
+            count[occupied] = fine_count[b], sum[occupied] = fine_sum[b], occupied++;
+            fine_count[b] = fine_sum[b] = fine_squares[b] = 0;
         }
     double centroid[ANE_LUT4_ENTRIES];
     if (h.occupied >= ANE_LUT4_ENTRIES) best_coarse_clusters(&h, centroid);
@@ -228,21 +228,17 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         }
 }
 
-/* The index of the palette value nearest w (palette sorted): binary search on midpoints. */
-static unsigned nearest_entry(const float *palette, float w) {
-    unsigned low = 0, high = ANE_LUT4_ENTRIES - 1;
-    while (low < high) {
-        unsigned mid = (low + high) / 2;
-        if (w > 0.5f * (palette[mid] + palette[mid + 1])) low = mid + 1;
-        else high = mid;
-    }
-    return low;
-}
-
+/* Each element's index of its nearest palette value (palette sorted): the number of midpoints
+ * between neighbouring entries below it (a tie at a midpoint takes the lower entry). */
 static void lut4_row(const float *w, int64_t k, ane_dtype table_dtype, uint8_t *packed, float *palette) {
     palette_row(w, k, table_dtype, palette);
-    for (int64_t j = 0; j < k; j += 2)
-        packed[j / 2] = (uint8_t)(nearest_entry(palette, w[j]) | nearest_entry(palette, w[j + 1]) << 4);
+    float midpoint[ANE_LUT4_ENTRIES - 1];
+    for (int e = 0; e < ANE_LUT4_ENTRIES - 1; e++) midpoint[e] = 0.5f * (palette[e] + palette[e + 1]);
+    for (int64_t j = 0; j < k; j += 2) {
+        unsigned even = 0, odd = 0;
+        for (int e = 0; e < ANE_LUT4_ENTRIES - 1; e++) even += w[j] > midpoint[e], odd += w[j + 1] > midpoint[e];
+        packed[j / 2] = (uint8_t)(even | odd << 4);
+    }
 }
 
 /* ------------------------------------------------------------------ both */
