@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../ane_core/base/hash.h"
+#include "../ane_core/base/memory_read.h"
 #include "../ane_core/tensor/intern.h"
 #include "../ane_core/tensor/storage.h"
 #include "ane_lua.h"
@@ -376,7 +377,6 @@ static int m_len(lua_State *L) {
 
 static int push_converted(lua_State *L, const ane_tensor *t, ane_dtype dtype);
 
-/* The contiguous bytes of the tensor in its dtype (native byte order). */
 /* t:checksum() -> 16 hex digits over the dtype, the shape and the values (row-major), so a
  * flipped byte in a checkpoint's data or a changed shape or dtype gives another checksum. */
 static int m_checksum(lua_State *L) {
@@ -399,6 +399,16 @@ static int m_checksum(lua_State *L) {
     return 1;
 }
 
+/* t:xor_words() -> the XOR of the contiguous tensor's bytes as little-endian 8-byte words (the
+ * last zero-padded), read on every core: the benches time it as the memory's read rate. */
+static int m_xor_words(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    if (!ane_tensor_is_contiguous(t)) return luaL_error(L, "xor_words: the tensor is a strided view (copy it first)");
+    lua_pushinteger(L, (lua_Integer)ane_xor_words(ane_tensor_data(t), (size_t)ane_tensor_numel(t) * ane_dtype_size(t->dtype)));
+    return 1;
+}
+
+/* The contiguous bytes of the tensor in its dtype (native byte order). */
 static int m_bytes(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     if (ane_tensor_is_contiguous(t)) {
@@ -767,7 +777,7 @@ static int m_argmax(lua_State *L) {
 void ane_lua_open_tensor(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"shape", m_shape}, {"strides", m_strides}, {"dtype", m_dtype}, {"numel", m_numel}, {"element_size", m_element_size},
-        {"ndim", m_ndim}, {"is_contiguous", m_is_contiguous}, {"bytes", m_bytes}, {"checksum", m_checksum}, {"get", m_get},
+        {"ndim", m_ndim}, {"is_contiguous", m_is_contiguous}, {"bytes", m_bytes}, {"checksum", m_checksum}, {"xor_words", m_xor_words}, {"get", m_get},
         {"set", m_set}, {"totable", m_totable}, {"slice", m_slice}, {"transpose", m_transpose},
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from}, {"add_from", m_add_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},

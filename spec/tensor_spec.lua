@@ -394,3 +394,31 @@ describe("ane.tensor sample", function()
     assert.error_matches(function() row:sample(1, nil, nil, 1) end, "u 1 in %[0, 1%)")
   end)
 end)
+
+describe("ane.tensor xor_words", function()
+  -- The reference folds t:bytes() in Lua, 8 bytes at a time, the last word zero-padded.
+  local function reference(t)
+    local bytes, fold = t:bytes(), 0
+    for i = 1, #bytes, 8 do
+      local word = bytes:sub(i, i + 7)
+      fold = fold ~ string.unpack("<i8", word .. string.rep("\0", 8 - #word))
+    end
+    return fold
+  end
+
+  it("is the XOR of the bytes' 8-byte words, tails and blocks on every thread included", function()
+    -- 6, 10 and 200,000 bytes (a ragged last word), 1.2 MB of fp32 (18 blocks of 64 KB over the
+    -- threads) and 131 bytes' worth of int8 past whole vectors
+    for _, case in ipairs({ { { 3 }, "fp16" }, { { 5 }, "fp16" }, { { 100000 }, "fp16" }, { { 300001 }, "fp32" },
+      { { 1155 }, "int8" } }) do
+      local t = ane.tensor.rand(case[1], { seed = 7 }):scale(100):to(case[2])
+      assert.are.equal(reference(t), t:xor_words(), case[2] .. " " .. case[1][1])
+    end
+    assert.are.equal(0, ane.tensor({ 0 }):xor_words())
+  end)
+
+  it("refuses a strided view", function()
+    local t = ane.tensor.rand({ 4, 6 }, { seed = 1 })
+    assert.error_matches(function() t:transpose(1, 2):xor_words() end, "xor_words: the tensor is a strided view")
+  end)
+end)

@@ -16,14 +16,14 @@ function M.best_of(n, fn)
   return best
 end
 
---- Read bandwidth in bytes/s: probe(n) runs y = A x through BLAS with A 1 GB of fp32 (the
---- access pattern of a decode step), best of n. The probe keeps its matrix, so it can
---- measure right next to each timing on a shared machine.
+--- Read bandwidth in bytes/s: probe(n) reads 1 GB of random bytes on every core with no
+--- other work (t:xor_words()), best of n. (It was BLAS's y = A x on the same gigabyte, which
+--- reads ~10% slower than the memory can: anelua's own products beat that "bound".) The
+--- probe keeps its buffer, so it can measure right next to each timing on a shared machine.
 function M.bandwidth_probe()
   local side = 16384
-  local A = ane.tensor.rand({ side, side }, { seed = 1 })
-  local x = ane.tensor.rand({ side, 1 }, { seed = 2 })
-  return function(n) return side * side * 4 / M.best_of(n or 3, function() A:matmul(x) end) end
+  local A = ane.tensor.rand({ side, side }, { seed = 1 }) -- [side, side] fp32: 1 GB
+  return function(n) return side * side * 4 / M.best_of(n or 3, function() A:xor_words() end) end
 end
 
 --- Decode rounds on a shared machine: each round measures the read bandwidth (probe, best

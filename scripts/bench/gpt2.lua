@@ -2,8 +2,7 @@
 --  * decode tokens/s against the memory-bandwidth bound: bytes of weights read per token
 --    (the layers' conv weights as sim holds them: fp16 in fp16 precision, fp32 in fp32;
 --    plus the classifier, wte, which a decode step reads in the same precision) divided by
---    the read bandwidth this script measures (a
---    1 GB fp32 matrix-vector product through BLAS: the access pattern of decoding);
+--    the read bandwidth this script measures (common.lua's: 1 GB read on every core);
 --  * prefill of 256 tokens in fp16 and fp32.
 --   build/anelua scripts/bench/gpt2.lua [--tokens N]
 local ane = require("ane")
@@ -27,7 +26,7 @@ local weights = gpt2.random_weights(config, 7)
 local prompt = {}
 for i = 1, 16 do prompt[i] = (i * 7919) % V end
 
-print(string.format("GPT-2 124M shape: %d layers, C=%d, vocab %d; %d rounds per row, each: read bandwidth (1 GB sgemv,", L,
+print(string.format("GPT-2 124M shape: %d layers, C=%d, vocab %d; %d rounds per row, each: read bandwidth (a 1 GB read,", L,
   C, V, ROUNDS))
 print("best of 3) then a decode of " .. tokens .. " tokens; the row shows the round with the median ratio and the range")
 print(string.format("%-22s %9s %9s %9s %11s %9s %12s", "decode", "GB/s", "tok/s", "ms/tok", "bound tok/s", "of bound",

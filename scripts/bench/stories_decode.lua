@@ -1,7 +1,7 @@
 -- Benchmark: decode tokens/s of a Stories110M-shaped Llama (random weights: dim 768, 12
 -- layers, 12 heads, hidden 2048, vocab 32000) on the sim backend, cpu profile, against the
--- memory-bandwidth bound measured in the same run (weight bytes read per token / the 1 GB
--- sgemv bandwidth of common.lua). The comparison with llama2.c's run.c on the same
+-- memory-bandwidth bound measured in the same run (weight bytes read per token / the rate
+-- of the 1 GB read of common.lua). The comparison with llama2.c's run.c on the same
 -- checkpoint, in the same run, is scripts/bench/decode_vs_runc.lua.
 --   build/anelua scripts/bench/stories_decode.lua [--tokens N]
 local ane = require("ane")
@@ -27,7 +27,7 @@ for i = 2, 8 do prompt[i] = (i * 7919) % V end
 
 print(string.format("Stories110M shape: %d layers, dim %d, hidden %d, vocab %d; %d rounds per row, each: read", L, D, F, V,
   ROUNDS))
-print("bandwidth (1 GB sgemv, best of 3) then a decode; the row shows the round with the median ratio and the range")
+print("bandwidth (a 1 GB read, best of 3) then a decode; the row shows the round with the median ratio and the range")
 print(string.format("%-10s %9s %9s %9s %11s %9s %12s", "decode", "GB/s", "tok/s", "ms/tok", "bound tok/s", "of bound",
   "range"))
 -- fp16 precision: fp16 layer weights, and a decode step reads the classifier in fp16 too
