@@ -136,6 +136,10 @@ static int start_helpers(void) {
 }
 
 void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *context) {
+    ane_parallel_for_chunks(n, grain, CHUNKS_PER_THREAD, body, context);
+}
+
+void ane_parallel_for_chunks(int64_t n, int64_t grain, int chunks_per_thread, ane_range_body body, void *context) {
     if (n <= 0) return;
     int helpers = inside_body || n < 2 * grain ? 0 : start_helpers();
     if (helpers > 0 && n / (helpers + 1) < grain) helpers = (int)(n / grain) - 1;
@@ -148,7 +152,7 @@ void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *conte
         body(context, 0, n);
         return;
     }
-    int64_t pieces = (int64_t)(helpers + 1) * CHUNKS_PER_THREAD;
+    int64_t pieces = (int64_t)(helpers + 1) * (chunks_per_thread > 0 ? chunks_per_thread : 1);
     loop work = {body, context, n, (n + pieces - 1) / pieces};
     pthread_mutex_lock(&pool.lock);
     pool.posted = work;

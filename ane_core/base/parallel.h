@@ -15,4 +15,8 @@ typedef void (*ane_range_body)(void *context, int64_t first, int64_t last);
 
 void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *context);
 
+/* The same loop cut into chunks_per_thread chunks a thread (ane_parallel_for: 4): fewer where a
+ * chunk's start costs (the row products of decoding start new streams of weights per chunk). */
+void ane_parallel_for_chunks(int64_t n, int64_t grain, int chunks_per_thread, ane_range_body body, void *context);
+
 #endif

@@ -1,5 +1,6 @@
-/* base/parallel.c: the ranges of ane_parallel_for cover 0..n-1 exactly once for many n and
- * grains (each index counted atomically), also for n = 0 and for a call made inside a body. */
+/* base/parallel.c: the ranges of ane_parallel_for (and of ane_parallel_for_chunks, for several
+ * chunk counts) cover 0..n-1 exactly once for many n and grains (each index counted
+ * atomically), also for n = 0 and for a call made inside a body. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,17 +34,22 @@ static void nested_body(void *context, int64_t first, int64_t last) {
 int main(void) {
     const int64_t sizes[] = { 0, 1, 2, 3, 17, 1000, 4097, 100003 };
     const int64_t grains[] = { 1, 16, 1024, 1 << 20 };
+    const int chunk_counts[] = { -1 /* ane_parallel_for */, 0, 1, 2, 7 };
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         for (size_t g = 0; g < sizeof grains / sizeof *grains; g++) {
-            int64_t n = sizes[s];
-            job j = { .visits = calloc((size_t)n + 1, sizeof(atomic_int)), .n = n };
-            atomic_init(&j.bad_ranges, 0);
-            ane_parallel_for(n, grains[g], count, &j);
-            int64_t wrong = 0;
-            for (int64_t i = 0; i < n; i++) wrong += atomic_load(&j.visits[i]) != 1;
-            CHECK(wrong == 0 && atomic_load(&j.bad_ranges) == 0, "n %lld grain %lld: %lld indices not visited once",
-                  (long long)n, (long long)grains[g], (long long)wrong);
-            free(j.visits);
+            for (size_t c = 0; c < sizeof chunk_counts / sizeof *chunk_counts; c++) {
+                int64_t n = sizes[s];
+                job j = { .visits = calloc((size_t)n + 1, sizeof(atomic_int)), .n = n };
+                atomic_init(&j.bad_ranges, 0);
+                if (chunk_counts[c] < 0) ane_parallel_for(n, grains[g], count, &j);
+                else ane_parallel_for_chunks(n, grains[g], chunk_counts[c], count, &j);
+                int64_t wrong = 0;
+                for (int64_t i = 0; i < n; i++) wrong += atomic_load(&j.visits[i]) != 1;
+                CHECK(wrong == 0 && atomic_load(&j.bad_ranges) == 0,
+                      "n %lld grain %lld chunks %d: %lld indices not visited once", (long long)n, (long long)grains[g],
+                      chunk_counts[c], (long long)wrong);
+                free(j.visits);
+            }
         }
     }
     job outer = { .visits = calloc(64 * 10, sizeof(atomic_int)), .n = 64 };
