@@ -201,3 +201,40 @@ describe("sim's matmuls by a constant with one nonzero a column", function()
     assert.are.equal(rotated, program:eval({ x = x }).y:bytes())
   end)
 end)
+
+describe("sim's products of one decoded position", function()
+  -- q, k and v (or gate and up) read the same x: sim runs such convs as one loop over their
+  -- rows (ane_gemv_parts); each output must be, bit for bit, the conv's own in a program of
+  -- its own. Row counts 96, 37 and 64 split into shares that cross from one conv into the
+  -- next; a conv of another x between them (relu(x)) is not one of them.
+  local K = 256
+  local cpu = { backend = "sim", profile = "cpu", precision = "fp16" }
+  local function weight(mode, rows, seed)
+    local w = ane.tensor.randn({ rows, K }, { seed = seed }):scale(0.05)
+    if mode == "fp16" then return w:to("fp16"):reshape(rows, K, 1, 1) end
+    return ane.quantize(w, mode, { dtype = "fp16" }):reshape(rows, K, 1, 1)
+  end
+  local function alone(w, x, relu)
+    local g = ane.graph("alone")
+    local gx = g:input("x", { 1, K, 1, 1 }, "fp16")
+    g:output("y", g:conv(relu and g:relu(gx) or gx, g:const("w", w)))
+    return ane.compile(g, cpu):eval({ x = x }).y:bytes()
+  end
+
+  it("gives each conv's output as its program alone does, fp16, int8 and 4-bit weights", function()
+    local x = ane.tensor.randn({ 1, K, 1, 1 }, { seed = 5, dtype = "fp16" })
+    for _, mode in ipairs({ "fp16", "int8", "int4" }) do
+      local ws = { weight(mode, 96, 21), weight(mode, 37, 22), weight(mode, 64, 23), weight(mode, 40, 24) }
+      local g = ane.graph("together")
+      local gx = g:input("x", { 1, K, 1, 1 }, "fp16")
+      local rx = g:relu(gx)
+      g:output("y1", g:conv(gx, g:const("w1", ws[1])))
+      g:output("other", g:conv(rx, g:const("w4", ws[4])))
+      g:output("y2", g:conv(gx, g:const("w2", ws[2])))
+      g:output("y3", g:conv(gx, g:const("w3", ws[3])))
+      local together = ane.compile(g, cpu):eval({ x = x })
+      for i = 1, 3 do assert.are.equal(alone(ws[i], x), together["y" .. i]:bytes(), mode .. " conv " .. i) end
+      assert.are.equal(alone(ws[4], x, true), together.other:bytes(), mode .. " conv of relu(x)")
+    end
+  end)
+end)

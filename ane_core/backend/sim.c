@@ -50,7 +50,11 @@ typedef struct sim_compiled {
     void **palette_codes;           /* [graph->count]: 4-bit weights' palettes as the integer
                                        products read them (tensor/gemv.h), computed here once;
                                        NULL under float activations and for other nodes */
+    unsigned char *part_role;       /* [graph->count] PART_*: convs run together (group_parts) */
+    int *next_part;                 /* [graph->count] a group's next conv after this one, or -1 */
 } sim_compiled;
+
+enum { PART_ALONE = 0, PART_LEADS, PART_FOLLOWS };
 
 /* A patched weight's bytes (fp32 values or fp16 bits): one instance's own, or shared by the
  * instances patched together with one value. Written in place only while one instance
@@ -104,6 +108,8 @@ static void sim_close(ane_compiled *compiled) {
     free(p->slab_offsets);
     free(p->temp_nodes);
     free(p->slot_kinds);
+    free(p->part_role);
+    free(p->next_part);
     free(p);
 }
 
@@ -193,6 +199,56 @@ static ane_status compute_palette_codes(sim_compiled *p, ane_error *err) {
     return ANE_OK;
 }
 
+/* sim_part_kind of a node (0 for any but a conv of x and a weight). */
+static int part_kind(const sim_compiled *p, const ane_node *node) {
+    if (node->op != ANE_OP_CONV || node->noperands != 2) return 0;
+    return sim_part_kind(node, p->weight_form[node->operands[1]->id], p->options.activations);
+}
+
+/* A decoded position's products of one x (q, k and v; gate and up: sim_kernels.h) run as one
+ * loop at the first one's turn. A group: convs of one part kind, x and k, in node order with
+ * nothing between them but consts, inputs and reshapes, which compute nothing: running the
+ * later ones early reads only x and their weights, and writes places no value live meanwhile
+ * holds (sim_plan.c frees a place after its last reader, and the only readers in between are
+ * the group's convs, whose x stays live to the last of them). */
+static ane_status group_parts(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    p->part_role = calloc((size_t)g->count + 1, 1);
+    p->next_part = malloc(((size_t)g->count + 1) * sizeof *p->next_part);
+    if (!p->part_role || !p->next_part) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", g->name);
+    for (int i = 0; i < g->count; i++) p->next_part[i] = -1;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *leader = g->nodes[i];
+        int kind = p->part_role[i] == PART_ALONE ? part_kind(p, leader) : 0;
+        if (!kind) continue;
+        int last = i, count = 1;
+        for (int j = i + 1; j < g->count && count < SIM_MAX_PARTS; j++) {
+            const ane_node *node = g->nodes[j];
+            if (is_view(node) || node->op == ANE_OP_CONST || node->op == ANE_OP_INPUT) continue;
+            if (part_kind(p, node) != kind ||
+                node->operands[0] != leader->operands[0] || node->operands[1]->shape[1] != leader->operands[1]->shape[1])
+                break;
+            p->next_part[last] = j, p->part_role[j] = PART_FOLLOWS, last = j, count++;
+        }
+        if (count > 1) p->part_role[i] = PART_LEADS;
+    }
+    return ANE_OK;
+}
+
+/* Runs the group node i leads (group_parts), or its convs one by one where sim_run_parts
+ * cannot. */
+static ane_status run_parts(const sim_compiled *p, const sim_context *context, int i, float *const *values, ane_error *err) {
+    const ane_node *convs[SIM_MAX_PARTS];
+    int count = 0;
+    for (int j = i; j >= 0; j = p->next_part[j]) convs[count++] = p->graph->nodes[j];
+    if (sim_run_parts(context, convs, count, values)) return ANE_OK;
+    for (int c = 0; c < count; c++) {
+        ane_status status = sim_run_node(context, convs[c], values, values[convs[c]->id], err);
+        if (status) return status;
+    }
+    return ANE_OK;
+}
+
 static ane_status sim_compile(const ane_compile_options *options, const char *mil, size_t length, const ane_mil_file *files,
                               int nfiles, ane_compiled **out, ane_error *err) {
     sim_compiled *p = calloc(1, sizeof *p);
@@ -256,6 +312,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         if (scratch > p->scratch_floats) p->scratch_floats = scratch;
     }
     status = plan_slab(p, err);
+    if (!status) status = group_parts(p, err);
     if (status) {
         sim_close(&p->base);
         return status;
@@ -596,7 +653,9 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (is_view(node)) continue;
-        ane_status status = sim_run_node(&context, node, instance->values, instance->values[i], err);
+        ane_status status = p->part_role[i] == PART_FOLLOWS ? ANE_OK /* computed with its group's first */
+                            : p->part_role[i] == PART_LEADS ? run_parts(p, &context, i, instance->values, err)
+                                                            : sim_run_node(&context, node, instance->values, instance->values[i], err);
         if (!status) status = ane_interrupt_check(err, "a program evaluation");
         if (status) return status;
         if (p->options.precision == ANE_PRECISION_FP16 && node->dtype == ANE_FP16 && node->op != ANE_OP_INPUT &&

@@ -543,6 +543,30 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
     return ANE_OK;
 }
 
+int sim_part_kind(const ane_node *node, int weight_form, ane_activations activations) {
+    if (node->op != ANE_OP_CONV || node->noperands != 2 || node->attrs.groups != 1 || !is_pointwise(node)) return 0;
+    const ane_node *x = node->operands[0];
+    if (x->shape[0] != 1 || x->shape[2] * x->shape[3] != 1) return 0; /* one position */
+    const ane_node *w = node->operands[1];
+    if (weight_form == SIM_WEIGHT_HALF) return SIM_PART_HALF;
+    if (weight_form != SIM_WEIGHT_ENCODED || activations != ANE_ACTIVATIONS_FLOAT) return 0;
+    return w->encoding == ANE_ENCODING_INT8 ? SIM_PART_INT8 : w->encoding == ANE_ENCODING_LUT4 ? SIM_PART_LUT4 : 0;
+}
+
+int sim_run_parts(const sim_context *context, const ane_node *const *convs, int count, float *const *values) {
+    ane_gemv_part parts[SIM_MAX_PARTS];
+    for (int p = 0; p < count; p++) {
+        const ane_node *w = convs[p]->operands[1];
+        const uint16_t *half = context->halves ? context->halves[w->id] : NULL;
+        if (!half && !w->encoding) return 0;
+        parts[p] = half ? (ane_gemv_part){values[convs[p]->id], ANE_ENCODING_DENSE, half, NULL, w->shape[0]}
+                        : (ane_gemv_part){values[convs[p]->id], w->encoding, ane_tensor_data(&w->value),
+                                          (const float *)ane_tensor_data(&w->table), w->shape[0]};
+    }
+    ane_gemv_parts(parts, count, values[convs[0]->operands[0]->id], convs[0]->operands[1]->shape[1]);
+    return 1;
+}
+
 /* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,
  * found through broadcasting strides over the leading dims. y is fp32 values, or fp16 bits
  * (y_half: a cache sim holds in fp16), which BLAS reads converted into `scratch`. Positions

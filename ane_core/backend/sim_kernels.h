@@ -10,6 +10,7 @@
 
 #include "../base/status.h"
 #include "../ir/graph.h"
+#include "../tensor/gemv.h"
 #include "../tensor/quantize.h"
 
 /* A matmul whose second operand is a constant with at most one nonzero entry per column of
@@ -52,6 +53,19 @@ ane_status sim_run_node(const sim_context *context, const ane_node *node, float 
 /* How sim keeps a const: fp32 values, fp16 bits (conv weights), or as encoded (quantized
  * conv weights, read from the graph node). */
 enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
+
+/* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
+ * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what
+ * sim_run_node computes. sim_part_kind: the kind of product a conv is for that (its weight
+ * kept fp16, int8 or 4-bit codes under float activations; one position, 1x1, one group), 0
+ * when none; weight_form: its weight's SIM_WEIGHT_*. */
+enum { SIM_PART_HALF = 1, SIM_PART_INT8, SIM_PART_LUT4 };
+#define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
+int sim_part_kind(const ane_node *conv, int weight_form, ane_activations activations);
+
+/* Runs count (at most SIM_MAX_PARTS) convs of one part kind, x and k into values[conv->id];
+ * 0 (nothing run) when a weight is held neither as fp16 bits nor encoded. */
+int sim_run_parts(const sim_context *context, const ane_node *const *convs, int count, float *const *values);
 
 /* Scratch a node needs; stored_weight: its conv weight is kept fp16 (converted per block where
  * tensor/gemm.h has no kernel), or its matmul's second operand is an fp16 input. */

@@ -1133,6 +1133,45 @@ void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, 
     if (x_split != stack) free(x_split);
 }
 
+/* ane_gemv_parts: the parts' rows one after another as one loop; a share that crosses from one
+ * part into the next runs as a share of each (its rows' results are the part's own loop's). */
+typedef struct parts_job {
+    gemv_job parts[ANE_GEMV_MAX_PARTS];
+    int64_t first_row[ANE_GEMV_MAX_PARTS + 1]; /* part p: rows first_row[p] .. first_row[p + 1] - 1 of the loop */
+    int count;
+    void (*rows)(void *job, int64_t first, int64_t last); /* rows_fp16, rows_int8 or rows_lut4 */
+} parts_job;
+
+static void rows_of_parts(void *context, int64_t first, int64_t last) {
+    parts_job *job = context;
+    for (int p = 0; p < job->count; p++) {
+        int64_t from = first > job->first_row[p] ? first : job->first_row[p];
+        int64_t to = last < job->first_row[p + 1] ? last : job->first_row[p + 1];
+        if (from < to) job->rows(&job->parts[p], from - job->first_row[p], to - job->first_row[p]);
+    }
+}
+
+void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k) {
+    for (; count > ANE_GEMV_MAX_PARTS; parts += ANE_GEMV_MAX_PARTS, count -= ANE_GEMV_MAX_PARTS)
+        ane_gemv_parts(parts, ANE_GEMV_MAX_PARTS, x, k);
+    if (count <= 0) return;
+    ane_weight_encoding encoding = parts[0].encoding;
+    parts_job job = {.count = count,
+                     .rows = encoding == ANE_ENCODING_INT8 ? rows_int8 : encoding == ANE_ENCODING_LUT4 ? rows_lut4 : rows_fp16};
+    float stack[4096];
+    float *x_split = NULL; /* 4-bit rows: x split once for every part (split_for_lut4) */
+    if (encoding == ANE_ENCODING_LUT4)
+        x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
+    const float *split = encoding == ANE_ENCODING_LUT4 ? split_for_lut4(x_split, x, k) : NULL;
+    for (int p = 0; p < count; p++) {
+        job.parts[p] = (gemv_job){parts[p].y, parts[p].data, x, k, k, parts[p].table, split};
+        job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
+    }
+    int64_t row_bytes = encoding == ANE_ENCODING_INT8 ? k : encoding == ANE_ENCODING_LUT4 ? k / 2 : 2 * k;
+    GEMV_PARALLEL_FOR(job.first_row[count], grain_rows(row_bytes), rows_of_parts, &job);
+    if (x_split != stack) free(x_split);
+}
+
 /* y [rows, columns] = dequantized W x: the panel kernel (gemm.h), or on CPUs without one a block
  * of rows decoded exactly at a time and BLAS's product. */
 static ane_status decoded_product(float *y, ane_weight_encoding encoding, const void *data, const float *table,

@@ -50,6 +50,26 @@ void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_
 void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,
                       const float *x /* [k] */, int64_t rows, int64_t k);
 
+/* One of several products of the same x (a decode step's q, k and v projections; gate and
+ * up): y [rows] = W x, W [rows, k] in fp16 bits (ANE_ENCODING_DENSE) or encoded (quantize.h;
+ * table: its scales or palettes). */
+typedef struct ane_gemv_part {
+    float *y;
+    ane_weight_encoding encoding;
+    const void *data;
+    const float *table;
+    int64_t rows;
+} ane_gemv_part;
+
+/* Parts one loop over the helper threads takes at most (more run as further loops). */
+#define ANE_GEMV_MAX_PARTS 4
+
+/* Every part's product (all of one encoding, k columns each) as one loop over their rows, x
+ * split once for 4-bit rows: each thread's share is one stretch of rows, so its streams of
+ * weights are longer than a loop per part gives. Each y is bit for bit what ane_gemv_fp16 or
+ * ane_gemv_encoded gives for its part alone. */
+void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x /* [k] */, int64_t k);
+
 /* Up to this many columns (a short prompt's prefill), products run the matrix-vector kernel
  * once per column, a block of rows at a time (read from memory once, from cache for the other
  * columns), rather than BLAS, whose product of a few columns costs more here than its

@@ -7,7 +7,8 @@
  * a CPU with AVX512_BF16 (k >= 128) plus 2^-16 sum_j |w_j x_j|: that kernel reads x as two bf16
  * parts, each rounded to nearest (8 significant bits, relative error <= 2^-8), so hi + lo is off x
  * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result
- * must also equal, bit for bit, the product of that row alone (rows_differing_alone).
+ * must also equal, bit for bit, the product of that row alone (rows_differing_alone), and
+ * products run together by ane_gemv_parts what each gives alone (parts_differing_alone).
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
@@ -96,6 +97,45 @@ INTEGER_PRODUCT(product_int8_a8, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT8)
 INTEGER_PRODUCT(product_lut4_a8, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT8)
 INTEGER_PRODUCT(product_int8_a16, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT16)
 INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
+
+/* ane_gemv_parts of `count` parts (rows[p] rows of k each, one encoding) against ane_gemv_fp16
+ * / ane_gemv_encoded of each part alone: the outputs that differ in any bit. Weights: fp16 bits
+ * of uniform values, int8 codes with scales, or nibbles with palettes of 8 significant bits
+ * (the bf16 kernel's tables) and one full fp32 palette (its other path). */
+static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k) {
+    ane_gemv_part parts[8];
+    float *x = malloc(sizeof(float) * k), *alone[8];
+    for (int64_t j = 0; j < k; j++) x[j] = uniform();
+    size_t row_bytes = encoding == ANE_ENCODING_INT8 ? (size_t)k : encoding == ANE_ENCODING_LUT4 ? (size_t)k / 2 : 2 * (size_t)k;
+    int64_t table_width = encoding == ANE_ENCODING_INT8 ? 1 : ANE_LUT4_ENTRIES;
+    for (int p = 0; p < count; p++) {
+        unsigned char *data = malloc(row_bytes * rows[p] + 1);
+        float *table = malloc(sizeof(float) * table_width * rows[p] + 1);
+        for (size_t b = 0; b < row_bytes * rows[p]; b++) data[b] = (unsigned char)(uniform() * 128 + 128);
+        if (encoding == ANE_ENCODING_DENSE)
+            for (int64_t e = 0; e < k * rows[p]; e++) ((uint16_t *)data)[e] = ane_fp32_to_fp16(uniform());
+        for (int64_t e = 0; e < table_width * rows[p]; e++) {
+            float v = uniform();
+            uint32_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            if (e >= ANE_LUT4_ENTRIES) bits &= 0xFFFF0000u; /* the first row's palette keeps all its bits */
+            memcpy(&v, &bits, sizeof v);
+            table[e] = v;
+        }
+        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p]};
+        alone[p] = malloc(sizeof(float) * rows[p] + 1);
+        if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
+        else ane_gemv_encoded(alone[p], encoding, data, table, x, rows[p], k);
+    }
+    ane_gemv_parts(parts, count, x, k);
+    int differing = 0;
+    for (int p = 0; p < count; p++) {
+        differing += memcmp(parts[p].y, alone[p], sizeof(float) * rows[p]) != 0;
+        free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free(alone[p]);
+    }
+    free(x);
+    return differing;
+}
 
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
@@ -478,5 +518,19 @@ int main(void) {
         free(w), free(x), free(y), free(w16), free(codes), free(nibbles), free(scales), free(palettes), free(ref),
             free(magnitude);
     }
+    /* q, k, v of a Stories110M-sized layer; a GQA layer's [2048 | 1024 | 1024]; parts of odd
+     * row counts (row groups and shares that cross from one part into the next); more parts
+     * than one loop takes */
+    const int64_t part_rows[][6] = { { 768, 768, 768 }, { 2048, 1024, 1024 }, { 37, 5, 64, 1 }, { 9, 300, 7, 130, 2, 41 } };
+    const int part_counts[] = { 3, 3, 4, 6 };
+    const ane_weight_encoding encodings[] = { ANE_ENCODING_DENSE, ANE_ENCODING_INT8, ANE_ENCODING_LUT4 };
+    const int64_t part_k[] = { 768, 256, 130 };
+    for (size_t c = 0; c < sizeof part_counts / sizeof *part_counts; c++)
+        for (size_t e = 0; e < sizeof encodings / sizeof *encodings; e++)
+            for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++) {
+                int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk]);
+                CHECK(differing == 0, "ane_gemv_parts, %d parts of encoding %d, k %lld: %d parts not what each gives alone",
+                      part_counts[c], (int)encodings[e], (long long)part_k[kk], differing);
+            }
     return check_summary("gemv");
 }
