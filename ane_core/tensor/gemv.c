@@ -1126,20 +1126,6 @@ static const float *split_for_lut4(float *x_split, const float *x, int64_t k) {
 #endif
 }
 
-void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
-                      int64_t rows, int64_t k) {
-    gemv_job job = {y, data, x, k, k, table, NULL};
-    if (encoding == ANE_ENCODING_INT8) {
-        GEMV_PARALLEL_FOR(rows, grain_rows(k), rows_int8, &job);
-        return;
-    }
-    float stack[4096];
-    float *x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
-    job.x_split = split_for_lut4(x_split, x, k); /* (NULL: the kernels that read x as it is) */
-    GEMV_PARALLEL_FOR(rows, grain_rows(k / 2), rows_lut4, &job);
-    if (x_split != stack) free(x_split);
-}
-
 /* ane_gemv_parts: the parts' rows one after another as one loop; a share that crosses from one
  * part into the next runs as a share of each (its rows' results are the part's own loop's). */
 typedef struct parts_job {
@@ -1177,6 +1163,12 @@ void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64
     int64_t row_bytes = encoding == ANE_ENCODING_INT8 ? k : encoding == ANE_ENCODING_LUT4 ? k / 2 : 2 * k;
     GEMV_PARALLEL_FOR(job.first_row[count], grain_rows(row_bytes), rows_of_parts, &job);
     if (x_split != stack) free(x_split);
+}
+
+void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
+                      int64_t rows, int64_t k) {
+    ane_gemv_part alone = {y, encoding, data, table, rows};
+    ane_gemv_parts(&alone, 1, x, k);
 }
 
 /* y [rows, columns] = dequantized W x: the panel kernel (gemm.h), or on CPUs without one a block
