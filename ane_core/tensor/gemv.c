@@ -598,17 +598,22 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
 
 static int64_t grain_rows(int64_t row_bytes) { return row_bytes > 0 ? GRAIN_BYTES / row_bytes + 1 : 1; }
 
-/* A product's rows go to the threads in two chunks a thread, not parallel.h's four: each chunk
+/* A matrix-vector product's rows over the helper threads (row_bytes: a row's bytes of
+ * weights). Rows shorter than SHORT_ROW_BYTES go in two chunks a thread, not four: each chunk
  * starts new streams of weights (in_row_groups: four rows a quarter of the chunk apart), and
- * longer streams read faster than better-balanced chunks finish. Stories110M decodes, chunks
- * of the two counts alternating in one process every 0.25 s: int4 0.92-0.97x the time per
- * token, int8 0.93x, fp32 0.97x, fp16 the same; Qwen3-0.6B int4 0.97-0.99x. */
-#define GEMV_CHUNKS_PER_THREAD 2
-#define GEMV_PARALLEL_FOR(rows, grain, body, job) ane_parallel_for_chunks(rows, grain, GEMV_CHUNKS_PER_THREAD, body, job)
+ * short rows make short streams, which read slower than better-balanced chunks finish.
+ * Stories110M decodes, the chunk counts alternating in one process every 0.25 s: int4 rows
+ * (384 B and 1 KB) in two chunks 0.92-0.97x the time per token of four, int8 (768 B) 0.93x;
+ * fp16 rows (1.5 KB) in two chunks 1.01-1.05x, so long rows keep four. */
+enum { SHORT_ROW_BYTES = 1024 };
+
+static void rows_parallel_for(int64_t rows, int64_t row_bytes, ane_range_body body, void *job) {
+    ane_parallel_for_chunks(rows, grain_rows(row_bytes), row_bytes < SHORT_ROW_BYTES ? 2 : 4, body, job);
+}
 
 void ane_gemv_fp16_strided(float *y, const uint16_t *w, int64_t row_stride, const float *x, int64_t rows, int64_t k) {
     gemv_job job = {y, w, x, k, row_stride, NULL, NULL};
-    GEMV_PARALLEL_FOR(rows, grain_rows(k * 2), rows_fp16, &job);
+    rows_parallel_for(rows, k * 2, rows_fp16, &job);
 }
 
 void ane_gemv_fp16(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k) {
@@ -691,7 +696,7 @@ void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld, in
 
 void ane_gemv_fp32_strided(float *y, const float *w, int64_t row_stride, const float *x, int64_t rows, int64_t k) {
     gemv_job job = {y, w, x, k, row_stride, NULL, NULL};
-    GEMV_PARALLEL_FOR(rows, grain_rows(k * 4), rows_fp32, &job);
+    rows_parallel_for(rows, k * 4, rows_fp32, &job);
 }
 
 void ane_gemv_fp32(float *y, const float *w, const float *x, int64_t rows, int64_t k) {
@@ -1161,7 +1166,7 @@ void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64
         job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
     }
     int64_t row_bytes = encoding == ANE_ENCODING_INT8 ? k : encoding == ANE_ENCODING_LUT4 ? k / 2 : 2 * k;
-    GEMV_PARALLEL_FOR(job.first_row[count], grain_rows(row_bytes), rows_of_parts, &job);
+    rows_parallel_for(job.first_row[count], row_bytes, rows_of_parts, &job);
     if (x_split != stack) free(x_split);
 }
 
@@ -1595,7 +1600,7 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
                                                           encoding == ANE_ENCODING_LUT4);
     integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
-    GEMV_PARALLEL_FOR(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
+    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
     if (memory != stack) free(memory);
     free(owned);
     return ANE_OK;
@@ -1677,7 +1682,7 @@ static ane_status by_columns(float *y, void (*rows_kernel)(void *, int64_t, int6
         jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? split_for_lut4(split, column, k) : NULL};
     }
     columns_job job = {rows_kernel, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
-    GEMV_PARALLEL_FOR(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);
+    ane_parallel_for(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);
     for (int64_t c = 0; c < columns; c++)
         for (int64_t r = 0; r < rows; r++) y[r * columns + c] = jobs[c].y[r];
     free(memory), free(jobs);
