@@ -407,8 +407,8 @@ describe("ane.tensor xor_words", function()
   end
 
   it("is the XOR of the bytes' 8-byte words, tails and blocks on every thread included", function()
-    -- 6, 10 and 200,000 bytes (a ragged last word), 1.2 MB of fp32 (18 blocks of 64 KB over the
-    -- threads) and 131 bytes' worth of int8 past whole vectors
+    -- 6 and 10 bytes (ragged last words), 200,000 bytes (4 blocks of 64 KB, one thread), 1.2 MB
+    -- of fp32 (19 blocks, over both threads) and 1,155 bytes of int8 (whole 128-byte steps, then 3)
     for _, case in ipairs({ { { 3 }, "fp16" }, { { 5 }, "fp16" }, { { 100000 }, "fp16" }, { { 300001 }, "fp32" },
       { { 1155 }, "int8" } }) do
       local t = ane.tensor.rand(case[1], { seed = 7 }):scale(100):to(case[2])
