@@ -151,9 +151,10 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
         return;
     }
     /* the fine histogram, kept zero between rows: only the bins marked in `used` are touched,
-     * read into the occupied bins' arrays in order, and cleared again */
+     * read in order into the occupied bins' means and prefix sums (over occupied bins 0 .. b-1:
+     * before_count[b] values summing to before_sum[b]), and cleared again */
     static _Thread_local double fine_count[HISTOGRAM_BINS], fine_sum[HISTOGRAM_BINS], fine_squares[HISTOGRAM_BINS];
-    static _Thread_local double count[HISTOGRAM_BINS], sum[HISTOGRAM_BINS]; /* the occupied bins, in order */
+    static _Thread_local double mean[HISTOGRAM_BINS], before_count[HISTOGRAM_BINS + 1], before_sum[HISTOGRAM_BINS + 1];
     uint64_t used[HISTOGRAM_BINS / 64] = {0};
     double bins_per_unit = HISTOGRAM_BINS / ((double)hi - lo);
     for (int64_t j = 0; j < k; j++) {
@@ -164,6 +165,7 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
     }
     coarse_histogram h = {0};
     int occupied = 0, last_coarse = -1; /* (a row of k values occupies <= k fine bins) */
+    before_count[0] = before_sum[0] = 0;
     for (int word = 0; word < HISTOGRAM_BINS / 64; word++)
         for (uint64_t bits = used[word]; bits; bits &= bits - 1) {
             int b = 64 * word + __builtin_ctzll(bits), coarse = b / (HISTOGRAM_BINS / COARSE_BINS);
@@ -175,28 +177,21 @@ static void palette_row(const float *w, int64_t k, ane_dtype table_dtype, float 
             }
             h.count[h.occupied] += fine_count[b], h.sum[h.occupied] += fine_sum[b];
             h.squares[h.occupied] += fine_squares[b];
-            count[occupied] = fine_count[b], sum[occupied] = fine_sum[b], occupied++;
+            mean[occupied] = fine_sum[b] / fine_count[b];
+            before_count[occupied + 1] = before_count[occupied] + fine_count[b];
+            before_sum[occupied + 1] = before_sum[occupied] + fine_sum[b], occupied++;
             fine_count[b] = fine_sum[b] = fine_squares[b] = 0;
         }
     double centroid[ANE_LUT4_ENTRIES];
     if (h.occupied >= ANE_LUT4_ENTRIES) best_coarse_clusters(&h, centroid);
     else {
-        double seen = 0;
         int c = 0;
-        for (int b = 0; b < occupied && c < ANE_LUT4_ENTRIES; b++) {
-            seen += count[b];
-            while (c < ANE_LUT4_ENTRIES && seen >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES) centroid[c++] = sum[b] / count[b];
-        }
+        for (int b = 0; b < occupied && c < ANE_LUT4_ENTRIES; b++)
+            while (c < ANE_LUT4_ENTRIES && before_count[b + 1] >= (c + 0.5) * (double)k / ANE_LUT4_ENTRIES) centroid[c++] = mean[b];
         for (; c < ANE_LUT4_ENTRIES; c++) centroid[c] = hi;
     }
     /* Lloyd's rounds on the fine bins, as prefix sums: a cluster is the run of bins between two
      * midpoints of the centroids, found by binary search on the bins' means (ascending) */
-    static _Thread_local double mean[HISTOGRAM_BINS], before_count[HISTOGRAM_BINS + 1], before_sum[HISTOGRAM_BINS + 1];
-    before_count[0] = before_sum[0] = 0;
-    for (int b = 0; b < occupied; b++) {
-        mean[b] = sum[b] / count[b];
-        before_count[b + 1] = before_count[b] + count[b], before_sum[b + 1] = before_sum[b] + sum[b];
-    }
     for (int round = 0; round < LLOYD_ROUNDS; round++) {
         int start = 0, moved = 0;
         for (int e = 0; e < ANE_LUT4_ENTRIES; e++) {
