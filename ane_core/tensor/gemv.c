@@ -309,13 +309,6 @@ ROWS_AVX512(rows_avx512_lut4, uint8_t, LUT4_WEIGHTS32, LUT4_ELEMENT)
  * its group. */
 enum { LUT4_BF16_CHUNK = 128, LUT4_BF16_PARTS = 2, LUT4_BF16_PREFETCH_BYTES = 1024 };
 
-/* The rows' bytes ahead are asked for as non-temporal (prefetchnta): each is read once a
- * token, and a decode's weights are larger than the L3 cache, so keeping them there only
- * pushes out what is read again soon (KV caches, activations). Stories110M int4 decode,
- * the two hints alternating in one process every 0.25 s: 0.97-0.99x the time per token
- * (six runs, all below 1); Qwen3-0.6B int4 0.97-0.99x. (The other row kernels, prefetching
- * nothing, lost 2-15% with non-temporal prefetches added.) */
-
 /* Slot s (0-127) of each part of a chunk of x_split holds the chunk's element 4 (s % 32) + s / 32
  * (the order lookup v's 32 words come in: split_bf16 writes it). */
 
@@ -370,6 +363,11 @@ AVX512_BF16 static inline __attribute__((always_inline)) void rows_avx512_lut4_b
     int64_t j = 0;
     for (; j + LUT4_BF16_CHUNK <= k; j += LUT4_BF16_CHUNK) {
         const uint16_t *parts = (const uint16_t *)x_split + LUT4_BF16_PARTS * j;
+        /* the rows' bytes ahead, asked for as non-temporal: each is read once a token, and a
+         * decode's weights outgrow L3, where they only pushed out what is read again soon (KV
+         * caches, activations). Stories110M and Qwen3-0.6B int4 decode, the two hints alternating
+         * in one process every 0.25 s: 0.97-0.99x the time per token. (The other row kernels,
+         * prefetching nothing, lost 2-15% with non-temporal prefetches added.) */
         for (int r = 0; r < count; r++)
             _mm_prefetch((const char *)(w + r * row_bytes + j / 2) + LUT4_BF16_PREFETCH_BYTES, _MM_HINT_NTA);
         for (int r = 0; r < count; r++)
