@@ -365,7 +365,7 @@ static void dir_release(const char *identifier) {
     }
 }
 
-/* At exit (os.exit does not collect the programs), this process's directories go. */
+/* When the process ends (an atexit handler: os.exit does not collect the programs), this process's directories go. */
 static void remove_own_dirs(void) {
     for (int i = 0; i < (int)(sizeof dirs / sizeof dirs[0]); i++) {
         if (!dirs[i].users) continue;
