@@ -2,7 +2,7 @@
  * values are decoded with ldexp and rounded with rint() in fp64 (exact for these
  * magnitudes), instead of the bit manipulation the core uses. Covers all 65,536 fp16 and
  * bf16 bit patterns, 10^7 random fp32 values (uniform bits, and bits concentrated in
- * fp16's range), exact ties, and both the vector and the scalar path. */
+ * fp16's range), exact ties, rounding in place, and both the vector and the scalar path. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,6 +103,36 @@ static void check_fp32_to_fp16_random(const char *path, size_t count) {
     free(output);
 }
 
+/* ane_round_fp32_through_fp16_n rounds in place: every value as the reference rounds it to
+ * fp16 (NaN stays NaN, quieted as ane_fp32_to_fp16 quiets it), over lengths that end inside
+ * and outside the vector loops' steps. */
+static void check_round_in_place(const char *path) {
+    enum { longest = 4099 };
+    float *values = malloc(longest * sizeof *values), *input = malloc(longest * sizeof *input);
+    uint64_t state = 777;
+    size_t wrong = 0, checked = 0;
+    static const size_t lengths[] = {0, 1, 7, 8, 9, 15, 16, 17, 255, 256, 1000, longest};
+    for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
+        size_t n = lengths[l];
+        for (size_t i = 0; i < longest; i++) input[i] = values[i] = float_of(random_fp32_bits(&state, i % 3 != 0));
+        ane_round_fp32_through_fp16_n(values, n);
+        for (size_t i = 0; i < longest; i++, checked++) {
+            int ok;
+            if (i >= n) ok = bits_of(values[i]) == bits_of(input[i]); /* past the end: untouched */
+            else if (isnan(input[i])) ok = bits_of(values[i]) == bits_of(ane_fp16_to_fp32(ane_fp32_to_fp16(input[i])));
+            else ok = same_value(reference_round(input[i], 10, -14, 65504.0), values[i]);
+            if (!ok) {
+                if (wrong < 5)
+                    fprintf(stderr, "  [%zu of %zu] 0x%08x (%.9g) became %.9g\n", i, n, bits_of(input[i]), input[i], values[i]);
+                wrong++;
+            }
+        }
+    }
+    CHECK(wrong == 0, "[%s] %zu of %zu values rounded in place wrongly", path, wrong, checked);
+    free(values);
+    free(input);
+}
+
 /* Values exactly halfway between two fp16 neighbours, the smallest subnormals, overflow. */
 static void check_fp16_edge_cases(void) {
     int wrong = 0;
@@ -156,10 +186,12 @@ int main(void) {
     check_fp16_to_fp32_exhaustive(vector_path);
     check_fp32_to_fp16_random(vector_path, 10 * 1000 * 1000);
     check_fp16_edge_cases();
+    check_round_in_place(vector_path);
     ane_fp16_set_simd(0);
     check_fp16_to_fp32_exhaustive("scalar");
     check_fp32_to_fp16_random("scalar", 2 * 1000 * 1000);
     check_fp16_edge_cases();
+    check_round_in_place("scalar");
     ane_fp16_set_simd(1);
     check_bf16();
     printf("vector path: %s\n", vector_path);
