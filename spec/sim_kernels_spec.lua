@@ -104,7 +104,9 @@ describe("sim elementwise ops match plain Lua", function()
     maximum = math.max,
     minimum = math.min,
   }
-  local shapes = { { { 2, 3, 4 }, { 2, 3, 4 } }, { { 2, 3, 4 }, { 4 } }, { { 3, 1, 5 }, { 2, 1 } }, { { 1, 6, 1, 8 }, { 1, 6, 1, 1 } }, { {}, { 3 } } }
+  local shapes = { { { 2, 3, 4 }, { 2, 3, 4 } }, { { 2, 3, 4 }, { 4 } }, { { 3, 1, 5 }, { 2, 1 } }, { { 1, 6, 1, 8 }, { 1, 6, 1, 1 } }, { {}, { 3 } },
+    -- trailing axes of 1 (a decoded position's [1, heads, head_dim, 1]) with broadcasting inside
+    { { 1, 3, 4, 1 }, { 1, 1, 4, 1 } }, { { 2, 3, 1, 1 }, { 2, 1, 1, 1 } }, { { 1, 1, 4, 1 }, { 1, 3, 1, 1 } } }
   for op, f in pairs(binary) do
     it(op .. " with broadcasting", function()
       for k, pair in ipairs(shapes) do

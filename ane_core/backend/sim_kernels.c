@@ -80,6 +80,7 @@ typedef struct binary_job {
     binary_row row;
     int64_t sa[ANE_IR_MAX_RANK], sb[ANE_IR_MAX_RANK]; /* broadcast strides of a and b */
     int64_t step_b;                                    /* flat ranges: 1 (same shape) or 0 (b a scalar) */
+    int rank; /* the output's axes up to its last one longer than 1 (trailing 1s index nothing) */
 } binary_job;
 
 static void binary_flat(void *context, int64_t first, int64_t last) { /* elements first .. last - 1 */
@@ -90,7 +91,7 @@ static void binary_flat(void *context, int64_t first, int64_t last) { /* element
 static void binary_rows(void *context, int64_t first, int64_t last) { /* rows along the output's last axis */
     const binary_job *job = context;
     const ane_node *node = job->node;
-    int last_axis = node->rank - 1;
+    int last_axis = job->rank - 1;
     int64_t inner = node->shape[last_axis], index[ANE_IR_MAX_RANK] = {0};
     for (int64_t i = last_axis - 1, rest = first; i >= 0; i--) {
         index[i] = rest % node->shape[i];
@@ -120,7 +121,11 @@ static void broadcast_binary(const ane_node *node, const float *a, const float *
     }
     broadcast_strides(x, node, job.sa);
     broadcast_strides(y, node, job.sb);
-    int64_t inner = node->shape[node->rank - 1];
+    /* rows along the last axis longer than 1: a decode step's [1, heads, head_dim, 1] times
+     * [1, 1, head_dim, 1] is heads rows of head_dim, not heads x head_dim rows of one */
+    job.rank = node->rank;
+    while (job.rank > 1 && node->shape[job.rank - 1] == 1) job.rank--;
+    int64_t inner = node->shape[job.rank - 1];
     ane_parallel_for(inner ? numel / inner : 0, SHARE_GRAIN / (inner + 1) + 1, binary_rows, &job);
 }
 
