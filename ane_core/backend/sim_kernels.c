@@ -273,36 +273,14 @@ static void split_at_axis(const ane_node *x, int64_t axis, int64_t *outer, int64
     for (int i = (int)axis + 1; i < x->rank; i++) *inner *= x->shape[i];
 }
 
-/* A reduction's step: the sum, or the maximum with NaN passed on. */
-static inline float reduce_step(float acc, float v, int take_max) {
-    return take_max ? (v > acc || v != v ? v : acc) : acc + v;
-}
-
-/* One contiguous run reduced (the reduced axis is the innermost, as in a decode step's
- * [1, C, 1, 1] norms): eight independent partial results, so the loop is not one chain of
- * dependent adds through memory; the partials are combined in a fixed order. */
-#define REDUCE_PARTIALS 8
-static float reduce_run(const float *x, int64_t count, int take_max) {
-    if (count == 0) return take_max ? -INFINITY : 0.0f;
-    float partial[REDUCE_PARTIALS];
-    int used = count < REDUCE_PARTIALS ? (int)count : REDUCE_PARTIALS;
-    for (int l = 0; l < used; l++) partial[l] = x[l];
-    int64_t whole = count / REDUCE_PARTIALS * REDUCE_PARTIALS;
-    for (int64_t c = REDUCE_PARTIALS; c < whole; c += REDUCE_PARTIALS)
-        for (int l = 0; l < REDUCE_PARTIALS; l++) partial[l] = reduce_step(partial[l], x[c + l], take_max);
-    for (int64_t c = whole > used ? whole : used; c < count; c++) partial[0] = reduce_step(partial[0], x[c], take_max);
-    float result = partial[0];
-    for (int l = 1; l < used; l++) result = reduce_step(result, partial[l], take_max);
-    return result;
-}
-
 /* Reduces one axis of a buffer shaped `shape` (rank) into out; shape[axis] becomes 1. */
 static void reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max) {
     int64_t outer = 1, inner = 1, count = shape[axis];
     for (int i = 0; i < axis; i++) outer *= shape[i];
     for (int i = (int)axis + 1; i < rank; i++) inner *= shape[i];
     if (inner == 1) {
-        for (int64_t o = 0; o < outer; o++) out[o] = reduce_run(in + o * count, count, take_max);
+        /* one contiguous run each (a decode step's [1, C, 1, 1] norms, its scores' maxima) */
+        for (int64_t o = 0; o < outer; o++) out[o] = take_max ? ane_max_n(in + o * count, count) : ane_sum_n(in + o * count, count);
         shape[axis] = 1;
         return;
     }

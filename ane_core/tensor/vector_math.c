@@ -183,6 +183,58 @@ AVX2 static float exp_shifted_sum_avx2(float *out, const float *x, float shift, 
 }
 #endif
 
+/* ------------------------------------------------------------------ sums and maxima */
+
+/* A partial's next step: the sum, or the maximum with NaN passed on. */
+static inline float reduce_step(float acc, float v, int take_max) {
+    return take_max ? (v > acc || v != v ? v : acc) : acc + v;
+}
+
+enum { PARTIALS = 8 };
+
+/* partial[l] over elements l, l + 8, ... of the whole eights, from `from` on (the partials
+ * hold elements 0 .. from - 1 already). */
+static void reduce_partials_scalar(float *partial, const float *x, int64_t from, int64_t whole, int take_max) {
+    for (int64_t c = from; c < whole; c += PARTIALS)
+        for (int l = 0; l < PARTIALS; l++) partial[l] = reduce_step(partial[l], x[c + l], take_max);
+}
+
+#if defined(__x86_64__)
+AVX2 static void reduce_partials_avx2(float *partial, const float *x, int64_t from, int64_t whole, int take_max) {
+    __m256 acc = _mm256_loadu_ps(partial);
+    for (int64_t c = from; c < whole; c += PARTIALS) {
+        __m256 v = _mm256_loadu_ps(x + c);
+        if (take_max) {
+            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, acc, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            acc = _mm256_blendv_ps(acc, v, take);
+        } else {
+            acc = _mm256_add_ps(acc, v);
+        }
+    }
+    _mm256_storeu_ps(partial, acc);
+}
+#endif
+
+static float reduce_n(const float *x, int64_t n, int take_max) {
+    if (n == 0) return take_max ? -INFINITY : 0.0f;
+    float partial[PARTIALS];
+    int used = n < PARTIALS ? (int)n : PARTIALS;
+    for (int l = 0; l < used; l++) partial[l] = x[l];
+    int64_t whole = n / PARTIALS * PARTIALS;
+#if defined(__x86_64__)
+    if (whole > PARTIALS && ane_cpu_has_avx2_fma_f16c()) reduce_partials_avx2(partial, x, PARTIALS, whole, take_max);
+    else
+#endif
+        reduce_partials_scalar(partial, x, PARTIALS, whole, take_max);
+    for (int64_t c = whole > used ? whole : used; c < n; c++) partial[0] = reduce_step(partial[0], x[c], take_max);
+    float result = partial[0];
+    for (int l = 1; l < used; l++) result = reduce_step(result, partial[l], take_max);
+    return result;
+}
+
+float ane_sum_n(const float *x, int64_t n) { return reduce_n(x, n, 0); }
+float ane_max_n(const float *x, int64_t n) { return reduce_n(x, n, 1); }
+
 /* ------------------------------------------------------------------ entry points */
 
 #define MAP_SCALAR(out, x, n, op)                                  \

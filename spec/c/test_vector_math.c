@@ -1,7 +1,8 @@
 /* tensor/vector_math.c against libm in double precision, over a fine sweep of each
  * function's whole range, the subnormal results of e^x, and the special values. Run once per
  * instruction set (ctest's cpu-avx2 / cpu-scalar rows cap it with ANELUA_CPU); uncapped, it
- * also runs itself capped to scalar and checks both paths give the same bits.
+ * also runs itself capped to scalar and checks both paths give the same bits. Sums and maxima
+ * (ane_sum_n, ane_max_n) against their specified order and the exact values.
  *
  * Bounds, in ulp of the exact result, from each path's error budget. A relative error of
  * k 2^-24 is at most k ulp (a float's ulp is 2^-24 to 2^-23 of it), so roundings add up:
@@ -76,12 +77,62 @@ static uint64_t outputs_hash(void) {
         const unsigned char *bytes = (const unsigned char *)y;
         for (size_t b = 0; b < sizeof(float) * N; b++) hash = (hash ^ bytes[b]) * 1099511628211u;
     }
-    float sum = ane_exp_shifted_sum_n(y, x, 3.0f, 999);
-    const unsigned char *bytes = (const unsigned char *)&sum;
-    for (size_t b = 0; b < sizeof sum; b++) hash = (hash ^ bytes[b]) * 1099511628211u;
+    float sums[3 * 40];
+    sums[0] = ane_exp_shifted_sum_n(y, x, 3.0f, 999);
+    for (int n = 1; n < 40; n++) { /* sums and maxima of lengths around the eights, and long ones */
+        int64_t length = n < 30 ? n : 1000 * n + n;
+        sums[3 * n] = ane_sum_n(x + n, length);
+        sums[3 * n + 1] = ane_max_n(x + n, length);
+        sums[3 * n + 2] = ane_max_n(y + n, length); /* silu's outputs: not in order */
+    }
+    const unsigned char *bytes = (const unsigned char *)sums;
+    for (size_t b = 0; b < sizeof sums; b++) hash = (hash ^ bytes[b]) * 1099511628211u;
     free(x);
     free(y);
     return hash;
+}
+
+/* ane_sum_n as vector_math.h specifies it, written here: element i of the whole eights into
+ * partial i % 8, the rest into partial 0, the partials combined in order. */
+static float spec_sum(const float *x, int64_t n) {
+    float partial[8] = { 0 };
+    int64_t whole = n / 8 * 8;
+    for (int64_t i = 0; i < n; i++) partial[i < whole ? i % 8 : 0] += x[i];
+    float total = partial[0];
+    for (int l = 1; l < 8 && l < n; l++) total += partial[l];
+    return total;
+}
+
+/* Sums against the order specified and within n rounding errors of the exact sum; maxima
+ * exact, NaN anywhere giving NaN, nothing giving -inf. */
+static void check_sums_and_maxima(void) {
+    enum { LONGEST = 5003 };
+    float *x = malloc(sizeof(float) * LONGEST);
+    uint64_t state = 42;
+    int wrong_sum = 0, wrong_bound = 0, wrong_max = 0;
+    for (int64_t n = 0; n <= LONGEST; n = n < 40 ? n + 1 : n * 2 + 1) {
+        double exact = 0.0, magnitude = 0.0;
+        float max = -INFINITY;
+        for (int64_t i = 0; i < n; i++) {
+            state = state * 6364136223846793005u + 1442695040888963407u;
+            x[i] = (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0) * (i % 7 == 3 ? 1000.0f : 1.0f);
+            exact += x[i], magnitude += fabs(x[i]);
+            if (x[i] > max) max = x[i];
+        }
+        float sum = ane_sum_n(x, n);
+        if (memcmp(&sum, &(float){ spec_sum(x, n) }, sizeof sum) != 0) wrong_sum++;
+        if (fabs(sum - exact) > (double)n * 0x1p-24 * magnitude) wrong_bound++;
+        if (ane_max_n(x, n) != max) wrong_max++;
+        if (n > 0) {
+            x[(n * 5) / 7] = NAN;
+            if (!isnan(ane_sum_n(x, n)) || !isnan(ane_max_n(x, n))) wrong_max++;
+        }
+    }
+    CHECK(wrong_sum == 0, "%d sums differ from the specified order's", wrong_sum);
+    CHECK(wrong_bound == 0, "%d sums are further from the exact sum than n roundings", wrong_bound);
+    CHECK(wrong_max == 0, "%d maxima are wrong or miss a NaN", wrong_max);
+    CHECK(ane_max_n(x, 0) == -INFINITY && ane_sum_n(x, 0) == 0.0f, "the empty maximum is -inf and sum 0");
+    free(x);
 }
 
 static float one(void (*vector)(float *, const float *, int64_t), float x) {
@@ -169,5 +220,6 @@ int main(int argc, char **argv) {
         CHECK(same, "length %d: shifted numerators differ from e^(x - shift)", n);
         CHECK(fabs(sum - exact) <= (n + 2) * ldexp(1.0, -24) * exact, "length %d: sum %.9g, exact %.9g", n, sum, exact);
     }
+    check_sums_and_maxima();
     return check_summary("test_vector_math");
 }
