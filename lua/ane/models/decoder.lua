@@ -213,14 +213,15 @@ end
 --- models: 65504, the paper's stability fix, numerics.md) every output is clamped in place
 --- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
-function Methods:eval(program, group, l, inputs)
-  return self:clamped(self:eval_unclamped(program, group, l, inputs))
+--- destinations (optional): tensors the outputs are written into, by name (prog:eval's).
+function Methods:eval(program, group, l, inputs, destinations)
+  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations))
 end
 
 --- Starts an eval on a helper thread (prog:submit); :wait() on the result returns what
 --- self:eval would have.
-function Methods:submit(program, group, l, inputs)
-  local ticket = program:submit(self:extra_inputs(group, l, inputs))
+function Methods:submit(program, group, l, inputs, destinations)
+  local ticket = program:submit(self:extra_inputs(group, l, inputs), destinations)
   return { wait = function() return self:clamped(ticket:wait()) end }
 end
 
@@ -239,8 +240,8 @@ end
 
 --- Evaluates a program without clamping: the backward programs use it, so an fp16 overflow
 --- reaches the loss scaler as Inf/NaN (which skips the step) instead of being hidden.
-function Methods:eval_unclamped(program, group, l, inputs)
-  return program:eval(self:extra_inputs(group, l, inputs))
+function Methods:eval_unclamped(program, group, l, inputs, destinations)
+  return program:eval(self:extra_inputs(group, l, inputs), destinations)
 end
 
 --- The graph of one program kind: self.graphs[kind](self, layer weights, a, b), after the
