@@ -18,9 +18,10 @@ void ane_silu_n(float *out, const float *x, int64_t n);    /* x / (1 + e^-x) */
 float ane_exp_shifted_sum_n(float *out, const float *x, float shift, int64_t n);
 
 /* The sum and the maximum of x [n] (NaN when any element is NaN; -inf and 0 when n is 0),
- * accumulated in eight partial results (element i into partial i % 8, the elements after the
- * last whole eight into partial 0), then partials 0 .. 7 combined in order: the same bits
- * on every path, and no single chain of dependent adds. */
+ * accumulated in eight partial results (elements 0 .. 7 start partials 0 .. 7, later elements
+ * of the whole eights go into partial i % 8, those after the last whole eight into partial 0),
+ * then the partials combined in order: the same bits on every path, and no single chain of
+ * dependent adds. */
 float ane_sum_n(const float *x, int64_t n);
 float ane_max_n(const float *x, int64_t n);
 

@@ -92,12 +92,16 @@ static uint64_t outputs_hash(void) {
     return hash;
 }
 
-/* ane_sum_n as vector_math.h specifies it, written here: element i of the whole eights into
- * partial i % 8, the rest into partial 0, the partials combined in order. */
+/* ane_sum_n as vector_math.h specifies it, written here: elements 0 .. 7 start partials 0 .. 7,
+ * later ones of the whole eights add into partial i % 8, the rest into partial 0, and the
+ * partials are combined in order. */
 static float spec_sum(const float *x, int64_t n) {
     float partial[8] = { 0 };
     int64_t whole = n / 8 * 8;
-    for (int64_t i = 0; i < n; i++) partial[i < whole ? i % 8 : 0] += x[i];
+    for (int64_t i = 0; i < n; i++) {
+        int l = i < 8 ? (int)i : i < whole ? (int)(i % 8) : 0;
+        partial[l] = i < 8 ? x[i] : partial[l] + x[i]; /* the first eight start the partials (-0 stays -0) */
+    }
     float total = partial[0];
     for (int l = 1; l < 8 && l < n; l++) total += partial[l];
     return total;
@@ -132,6 +136,8 @@ static void check_sums_and_maxima(void) {
     CHECK(wrong_bound == 0, "%d sums are further from the exact sum than n roundings", wrong_bound);
     CHECK(wrong_max == 0, "%d maxima are wrong or miss a NaN", wrong_max);
     CHECK(ane_max_n(x, 0) == -INFINITY && ane_sum_n(x, 0) == 0.0f, "the empty maximum is -inf and sum 0");
+    float zeros[3] = { -0.0f, -0.0f, -0.0f };
+    CHECK(signbit(ane_sum_n(zeros, 3)) && signbit(spec_sum(zeros, 3)), "a sum of -0s is -0");
     free(x);
 }
 
