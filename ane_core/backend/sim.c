@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/interrupt.h"
 #include "../base/parallel.h"
@@ -47,9 +48,10 @@ typedef struct sim_compiled {
     size_t kept_floats, temp_floats;
     int *temp_nodes, ntemp;         /* temporaries and the views of them, in node order */
     size_t scratch_floats;
-    void **palette_codes;           /* [graph->count]: 4-bit weights' palettes as the integer
-                                       products read them (tensor/gemv.h), computed here once;
-                                       NULL under float activations and for other nodes */
+    void **palette_codes;           /* [graph->count]: 4-bit weights' palettes as the products
+                                       read them (tensor/gemv.h: integer codes, or bf16 words
+                                       under float activations), computed here once; NULL for
+                                       other nodes, and where no product reads them */
     unsigned char *part_role;       /* [graph->count] PART_*: convs run together (group_parts) */
     int *next_part;                 /* [graph->count] a group's next conv after this one, or -1 */
 } sim_compiled;
@@ -182,9 +184,11 @@ static ane_status find_half_inputs(sim_compiled *p, ane_error *err) {
     return ANE_OK;
 }
 
-/* Under integer activations, every 4-bit weight's palettes as the products read them. */
+/* Every 4-bit weight's palettes as the products read them: integer codes under integer
+ * activations, else bf16 words where the CPU's kernel reads them (AVX-512 BF16) and every
+ * entry is a bf16 value (else none: the products read the fp32 palettes). */
 static ane_status compute_palette_codes(sim_compiled *p, ane_error *err) {
-    if (p->options.activations == ANE_ACTIVATIONS_FLOAT) return ANE_OK;
+    if (p->options.activations == ANE_ACTIVATIONS_FLOAT && !ane_cpu_has_avx512_bf16()) return ANE_OK;
     const ane_graph *g = p->graph;
     p->palette_codes = calloc((size_t)g->count + 1, sizeof *p->palette_codes);
     if (!p->palette_codes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
@@ -194,7 +198,11 @@ static ane_status compute_palette_codes(sim_compiled *p, ane_error *err) {
         int64_t rows = node->shape[0];
         p->palette_codes[i] = malloc((size_t)rows * ane_palette_codes_stride(p->options.activations) + 1);
         if (!p->palette_codes[i]) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
-        ane_palette_codes(p->palette_codes[i], (const float *)ane_tensor_data(&node->table), rows, p->options.activations);
+        if (!ane_palette_codes(p->palette_codes[i], (const float *)ane_tensor_data(&node->table), rows,
+                               p->options.activations)) {
+            free(p->palette_codes[i]);
+            p->palette_codes[i] = NULL;
+        }
     }
     return ANE_OK;
 }

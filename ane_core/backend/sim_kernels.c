@@ -445,8 +445,7 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
                                    int64_t k, const float *columns, int64_t pixels, float *o, ane_error *err) {
     const uint8_t *data = (const uint8_t *)ane_tensor_data(&w->value);
     const float *table = (const float *)ane_tensor_data(&w->table);
-    const char *palette_codes = context->activations != ANE_ACTIVATIONS_FLOAT && context->palette_codes
-                                    ? context->palette_codes[w->id] : NULL;
+    const char *palette_codes = context->palette_codes ? context->palette_codes[w->id] : NULL;
     if (palette_codes) palette_codes += (size_t)first * ane_palette_codes_stride(context->activations);
     return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
                               table + first * ane_encoded_table_width(w->encoding), palette_codes, columns, count, k,
@@ -542,9 +541,11 @@ int sim_run_parts(const sim_context *context, const ane_node *const *convs, int 
         const ane_node *w = convs[p]->operands[1];
         const uint16_t *half = context->halves ? context->halves[w->id] : NULL;
         if (!half && !w->encoding) return 0;
-        parts[p] = half ? (ane_gemv_part){values[convs[p]->id], ANE_ENCODING_DENSE, half, NULL, w->shape[0]}
+        const uint16_t *words = w->encoding == ANE_ENCODING_LUT4 && context->palette_codes
+                                    ? context->palette_codes[w->id] : NULL; /* (float activations: bf16 words) */
+        parts[p] = half ? (ane_gemv_part){values[convs[p]->id], ANE_ENCODING_DENSE, half, NULL, w->shape[0], NULL}
                         : (ane_gemv_part){values[convs[p]->id], w->encoding, ane_tensor_data(&w->value),
-                                          (const float *)ane_tensor_data(&w->table), w->shape[0]};
+                                          (const float *)ane_tensor_data(&w->table), w->shape[0], words};
     }
     ane_gemv_parts(parts, count, values[convs[0]->operands[0]->id], convs[0]->operands[1]->shape[1]);
     return 1;

@@ -36,7 +36,7 @@ typedef struct sim_context {
     size_t scratch_floats;
     const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16, half inputs (sim.c); NULL elsewhere */
     ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
-    const void *const *palette_codes; /* [node count]: 4-bit weights' palettes for integer activations (sim.c); NULL */
+    const void *const *palette_codes; /* [node count]: 4-bit weights' palettes as the products read them (sim.c); NULL */
     sim_column_copies *const *column_copies; /* [node count]: matmuls by one-nonzero-per-column consts (sim.c); NULL */
     const int64_t *filled; /* [node count]: positions of the last axis that may be non-zero, the rest zeros (sim.c:
                               a resident cache's written ones); NULL: all */

@@ -59,6 +59,7 @@ typedef struct ane_gemv_part {
     const void *data;
     const float *table;
     int64_t rows;
+    const uint16_t *words; /* 4-bit rows: their palettes as bf16 words (ane_palette_codes), or NULL */
 } ane_gemv_part;
 
 /* Parts one loop over the helper threads takes at most (more run as further loops). */
@@ -103,14 +104,17 @@ ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encodin
                               const float *table, const void *palette_codes, const float *x /* [k, columns] */,
                               int64_t rows, int64_t k, int64_t columns, ane_activations activations, ane_error *err);
 
-/* The palettes of 4-bit rows as the integer products above read them: per row, its entries
- * quantized to int8 (ANE_ACTIVATIONS_INT8) or 15-bit codes (INT16) and their scale, in rows
- * of ane_palette_codes_stride bytes. A weight's codes computed once (sim does at compile) and
- * passed as palette_codes (offset by first_row x stride for a slice of rows) spare every
- * product the quantizing of its palettes and read less than half the palettes' bytes;
- * palette_codes NULL computes them per product. */
+/* The palettes of 4-bit rows as the products above read them: per row, its entries quantized
+ * to int8 (ANE_ACTIVATIONS_INT8) or 15-bit codes (INT16) and their scale, or under float
+ * activations its 16 entries as bf16 words (the AVX-512 BF16 kernel's form; only when every
+ * entry is a bf16 value, as the quantizer writes them: else the function returns 0 and the
+ * products read the fp32 palettes), in rows of ane_palette_codes_stride bytes. A weight's codes
+ * computed once (sim does at compile) and passed as palette_codes (offset by first_row x stride
+ * for a slice of rows) spare every product the converting of its palettes and read half the
+ * palettes' bytes or less; palette_codes NULL computes integer codes per product (float
+ * activations: reads the fp32 palettes). Returns 1 when the codes were written. */
 size_t ane_palette_codes_stride(ane_activations activations);
-void ane_palette_codes(void *codes /* [rows x stride bytes] */, const float *table /* [rows, 16] */, int64_t rows,
-                       ane_activations activations);
+int ane_palette_codes(void *codes /* [rows x stride bytes] */, const float *table /* [rows, 16] */, int64_t rows,
+                      ane_activations activations);
 
 #endif

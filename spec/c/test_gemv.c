@@ -101,10 +101,13 @@ INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
 /* ane_gemv_parts of `count` parts (rows[p] rows of k each, one encoding) against ane_gemv_fp16
  * / ane_gemv_encoded of each part alone: the outputs that differ in any bit. Weights: fp16 bits
  * of uniform values, int8 codes with scales, or nibbles with palettes of 8 significant bits
- * (the bf16 kernel's tables) and one full fp32 palette (its other path). */
+ * (the bf16 kernel's tables) and, in the first part, one full fp32 palette (its other path). 4-bit parts after the
+ * first are given their palettes as bf16 words (ane_palette_codes, which must refuse the first
+ * part's), and read through ane_encoded_matmul with them too (one column, and three). */
 static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k) {
     ane_gemv_part parts[8];
     float *x = malloc(sizeof(float) * k), *alone[8];
+    int differing = 0;
     for (int64_t j = 0; j < k; j++) x[j] = uniform();
     size_t row_bytes = encoding == ANE_ENCODING_INT8 ? (size_t)k : encoding == ANE_ENCODING_LUT4 ? (size_t)k / 2 : 2 * (size_t)k;
     int64_t table_width = encoding == ANE_ENCODING_INT8 ? 1 : ANE_LUT4_ENTRIES;
@@ -118,20 +121,38 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
             float v = uniform();
             uint32_t bits;
             memcpy(&bits, &v, sizeof bits);
-            if (e >= ANE_LUT4_ENTRIES) bits &= 0xFFFF0000u; /* the first row's palette keeps all its bits */
+            if (e >= ANE_LUT4_ENTRIES || p > 0) bits &= 0xFFFF0000u; /* part 0's first palette keeps all its bits */
             memcpy(&v, &bits, sizeof v);
             table[e] = v;
         }
-        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p]};
+        uint16_t *words = NULL;
+        if (encoding == ANE_ENCODING_LUT4) {
+            words = malloc(ane_palette_codes_stride(ANE_ACTIVATIONS_FLOAT) * rows[p] + 1);
+            int written = ane_palette_codes(words, table, rows[p], ANE_ACTIVATIONS_FLOAT);
+            differing += written != (p > 0);
+            if (!written) free(words), words = NULL;
+        }
+        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], words};
         alone[p] = malloc(sizeof(float) * rows[p] + 1);
         if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
         else ane_gemv_encoded(alone[p], encoding, data, table, x, rows[p], k);
+        if (words) { /* the matmul entry with the words: one column, and three copies of x */
+            float *one = malloc(sizeof(float) * rows[p]), *three = malloc(sizeof(float) * rows[p] * 3);
+            float *x3 = malloc(sizeof(float) * k * 3);
+            for (int64_t j = 0; j < 3 * k; j++) x3[j] = x[j / 3];
+            ane_error err;
+            differing += ane_encoded_matmul(one, encoding, data, table, words, x, rows[p], k, 1, ANE_ACTIVATIONS_FLOAT, &err) ||
+                         memcmp(one, alone[p], sizeof(float) * rows[p]) != 0;
+            differing += ane_encoded_matmul(three, encoding, data, table, words, x3, rows[p], k, 3, ANE_ACTIVATIONS_FLOAT, &err);
+            for (int64_t r = 0; r < rows[p]; r++)
+                for (int c = 0; c < 3; c++) differing += memcmp(&three[r * 3 + c], &alone[p][r], sizeof(float)) != 0;
+            free(one), free(three), free(x3);
+        }
     }
     ane_gemv_parts(parts, count, x, k);
-    int differing = 0;
     for (int p = 0; p < count; p++) {
         differing += memcmp(parts[p].y, alone[p], sizeof(float) * rows[p]) != 0;
-        free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free(alone[p]);
+        free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free((void *)parts[p].words), free(alone[p]);
     }
     free(x);
     return differing;
