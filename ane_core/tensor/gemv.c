@@ -287,7 +287,8 @@ static int lut4_avx512_slot(int s) { return 8 * (s % 4) + 4 * (s / 16) + (s % 16
         w0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, shifts_), palette_);                           \
         w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, _mm512_add_epi32(shifts_, _mm512_set1_epi32(16))), palette_); \
     } while (0)
-#define LUT4_ELEMENT(row, table, j) (table)[((row)[(j) / 2] >> 4 * ((j) & 1)) & 15u]
+#define LUT4_INDEX(row, j) (((row)[(j) / 2] >> 4 * ((j) & 1)) & 15u) /* element j's palette index */
+#define LUT4_ELEMENT(row, table, j) (table)[LUT4_INDEX(row, j)]
 ROWS_AVX512(rows_avx512_lut4, uint8_t, LUT4_WEIGHTS32, LUT4_ELEMENT)
 
 /* 4-bit rows where the CPU has AVX512_BF16 (Zen 4, Sapphire Rapids), 128 weights (64 packed
@@ -385,7 +386,7 @@ AVX512_BF16 static inline __attribute__((always_inline)) void rows_avx512_lut4_b
         const float *palette = tables + r * table_stride;
         float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
         for (int64_t t = j; t < k; t++)
-            total += (given_words ? ane_bf16_to_fp32(((const uint16_t *)palette)[((row[t / 2] >> 4 * (t & 1)) & 15u)])
+            total += (given_words ? ane_bf16_to_fp32(((const uint16_t *)palette)[LUT4_INDEX(row, t)])
                                   : LUT4_ELEMENT(row, palette, t)) * tail[t - j];
         y[r * y_stride] = total;
     }
