@@ -121,13 +121,34 @@ function M.llama_cpp_weights(peers, gguf_file, out)
   return out
 end
 
---- The fixed text quantized weights are scored on (scripts/quantize_fidelity.lua,
---- quantized_decode.lua).
+--- The fixed text quantized weights are scored on (scripts/quantize_fidelity.lua, its first
+--- --tokens; quantized_decode.lua, its first --drift-positions).
 M.FIDELITY_TEXT = [[Once upon a time, in a small village by the sea, there lived a girl named Lily who loved to
 collect shells. Every morning she walked along the beach with her little dog, Max, and filled her
 basket with shells of every colour. One day she found a shell that was bigger than any she had ever
 seen. When she held it to her ear she heard a soft voice singing a song about the waves, the wind and
-a ship that sailed far away to an island where the trees were made of gold.]]
+a ship that sailed far away to an island where the trees were made of gold.
+
+Lily ran home to show her mother. Her mother listened to the shell for a long time, and then she
+smiled and said that her own grandmother had told her about such shells when she was small. "They
+only sing for people who are kind to the sea," she said. Lily thought about that all evening. She
+put the shell on the table by her bed and fell asleep listening to the song.
+
+The next morning the beach was covered with rubbish that a storm had brought in the night. There
+were bottles, old nets, plastic bags and a broken chair. Max barked at a crab that was stuck in a
+net. Lily carefully cut the net with her mother's scissors and the crab ran sideways back into the
+water. Then she fetched a big bag from the shed and began to pick up everything that did not belong
+on the sand.
+
+At first she worked alone. After a while a boy called Tom came to help, and then his sister Anna,
+and then the old fisherman who lived at the end of the road. By lunchtime half the village was on
+the beach, laughing and carrying bags, and the sand was clean again. The fisherman made a fire and
+cooked fish for everyone, and the children sat on the rocks and told each other stories.
+
+That night Lily held the shell to her ear again. The song was louder and happier than before, and
+this time she could hear words in it. The voice thanked her and her friends for looking after the
+sea. Lily smiled, whispered goodnight to the shell, and promised that she would come back to the
+beach every day, rain or sun, for as long as she lived by the sea.]]
 
 --- Per position of a logits row [V] (a Lua array): its log-softmax.
 function M.log_softmax(row)

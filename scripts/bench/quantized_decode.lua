@@ -35,6 +35,8 @@ local command = require("ane.cli").command {
     { "modes", "string", "", "comma-separated modes to run (default: all; fp32 in the stories part only)" },
     { "prompt", "integer", 4, "prompt tokens before the decode (qwen3 part; with --tokens within its 40,960 positions)",
       min = 1, max = 32768 },
+    { "drift-positions", "integer", 505, "positions of the fixed text the drift is scored on (stories part; at most "
+      .. "the text's 505)", min = 8, max = 505 },
   }),
 }
 local opts = command:parse(arg)
@@ -188,11 +190,28 @@ local function stories_part()
   -- fp32 forward: their weight rounding alone (llama.cpp's Q8_0 / Q4_0 products also round the
   -- activations to 8 bits, as the /a8 modes do, so in llama.cpp it drifts that much or more).
   -- (2) Each engine's greedy text against its own full-precision one: the characters that
-  -- agree before the first difference (on random weights a lottery of near-ties).
+  -- agree before the first difference (on random weights a lottery of near-ties). (3) What
+  -- each format loses before any forward: the layers' weights against the checkpoint's.
   print()
   local fp32 = assert(llama.load(paths.checkpoint, { precision = "fp32", profile = "cpu" }))
+  local checkpoint_layers = fp32.P.layers
+  -- Over every matrix of every layer: the sum of squared differences from the checkpoint's
+  -- weights over the sum of the checkpoint's squares.
+  local function relative_weight_error(layers)
+    local error, total = 0, 0
+    for i, L in ipairs(layers) do
+      for key, w in pairs(L) do
+        local original = checkpoint_layers[i][key]:to("fp32")
+        if original:ndim() >= 2 then
+          local dense = (ane.quantized.is(w) and w:dequantize() or w):to("fp32"):reshape(original:shape())
+          error, total = error + (dense - original):sum_of_squares(), total + original:sum_of_squares()
+        end
+      end
+    end
+    return error / total
+  end
   local text = tok:encode(common.FIDELITY_TEXT, { bos = true })
-  local input = { table.unpack(text, 1, math.min(#text, 129) - 1) }
+  local input = { table.unpack(text, 1, math.min(#text - 1, opts.drift_positions)) }
   local function log_softmax_rows(model)
     local rows = {}
     for t, row in ipairs(model:logits(input):to("fp32"):totable()) do rows[t] = common.log_softmax(row) end
@@ -213,7 +232,7 @@ local function stories_part()
       local model = path and assert(llama.load(path, { precision = "fp32", profile = "cpu" }))
       if model then
         local kl, agree = common.divergence(reference, log_softmax_rows(model))
-        their_drift[name] = string.format("%.5f, %.1f%%", kl, 100 * agree)
+        their_drift[name] = string.format("%.5f, %.1f%%, %.2e", kl, 100 * agree, relative_weight_error(model.P.layers))
       else
         their_drift[name] = why
       end
@@ -222,14 +241,16 @@ local function stories_part()
     end
     return their_drift[name]
   end
-  print(string.format("| drift from fp32 | on the text (%d positions): anelua's mode, mean KL (nats), top-1 agreement | llama.cpp's weights in anelua's fp32 forward | greedy text, 64 tokens: anelua vs its fp32 | llama.cpp vs its F32 |", #input))
+  print(string.format("| drift from fp32 | on the text (%d positions): anelua's mode, mean KL (nats), top-1 agreement, "
+    .. "layer weights' relative squared error | llama.cpp's weights in anelua's fp32 forward: the same three | greedy "
+    .. "text, 64 tokens: anelua vs its fp32 | llama.cpp vs its F32 |", #input))
   print("|---|---|---|---|---|")
   for _, mode in ipairs(STORIES_MODES) do
     local kl, agree = common.divergence(reference, log_softmax_rows(models[mode]))
     local _, ours = common.anelua_greedy(models[mode], tok, prompt, 64)
     local theirs = bin and llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
-    print(string.format("| %s / %s | %.5f, %.1f%% | %s | %d of %d characters agree | %s |", mode, peer_name[mode], kl,
-      100 * agree, their_weights_drift(mode), agreeing_characters(ours, our_reference), #our_reference,
+    print(string.format("| %s / %s | %.5f, %.1f%%, %.2e | %s | %d of %d characters agree | %s |", mode, peer_name[mode],
+      kl, 100 * agree, relative_weight_error(models[mode].P.layers), their_weights_drift(mode), agreeing_characters(ours, our_reference), #our_reference,
       bin and string.format("%d of %d characters agree", agreeing_characters(theirs, their_reference), #their_reference)
         or "not available"))
   end
