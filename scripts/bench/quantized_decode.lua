@@ -13,12 +13,14 @@
 --            programs round by round; prints the median ratio of each pair and its range, and
 --            each mode's drift from fp32: on a fixed text, anelua's mode and llama.cpp's
 --            weights of the matching format (dequantized, scripts/bench/gguf_to_llama2c.py) in
---            anelua's fp32 forward (mean KL, top-1 agreement), and each engine's greedy text
---            against its own full-precision one.
+--            anelua's fp32 forward (mean KL, top-1 agreement; and the layers' weights' squared
+--            error relative to the checkpoint's), and each engine's greedy text against its own
+--            full-precision one.
 -- Without run.c and the checkpoint the stories part says so and is skipped; without llama.cpp
 -- (its binaries need the CPU they were built for) it says so and compares with run.c alone.
 --   build/anelua scripts/bench/quantized_decode.lua [--part qwen3|stories|both] [--tokens N] [--rounds R]
 --                                                   [--modes fp16,int8,...] (default: all) [--prompt N]
+--                                                   [--drift-positions N]
 local ane = require("ane")
 local llama = require("ane.models.llama")
 local qwen3 = require("ane.models.qwen3")
@@ -198,17 +200,18 @@ local function stories_part()
   -- Over every matrix of every layer: the sum of squared differences from the checkpoint's
   -- weights over the sum of the checkpoint's squares.
   local function relative_weight_error(layers)
-    local error, total = 0, 0
+    local squared_error, squares = 0, 0
     for i, L in ipairs(layers) do
       for key, w in pairs(L) do
         local original = checkpoint_layers[i][key]:to("fp32")
         if original:ndim() >= 2 then
           local dense = (ane.quantized.is(w) and w:dequantize() or w):to("fp32"):reshape(original:shape())
-          error, total = error + (dense - original):sum_of_squares(), total + original:sum_of_squares()
+          squared_error = squared_error + (dense - original):sum_of_squares()
+          squares = squares + original:sum_of_squares()
         end
       end
     end
-    return error / total
+    return squared_error / squares
   end
   local text = tok:encode(common.FIDELITY_TEXT, { bos = true })
   local input = { table.unpack(text, 1, math.min(#text - 1, opts.drift_positions)) }
@@ -250,7 +253,8 @@ local function stories_part()
     local _, ours = common.anelua_greedy(models[mode], tok, prompt, 64)
     local theirs = bin and llama_cpp_text(bin, gguf .. "/" .. peer_file[mode], prompt, 60)
     print(string.format("| %s / %s | %.5f, %.1f%%, %.2e | %s | %d of %d characters agree | %s |", mode, peer_name[mode],
-      kl, 100 * agree, relative_weight_error(models[mode].P.layers), their_weights_drift(mode), agreeing_characters(ours, our_reference), #our_reference,
+      kl, 100 * agree, relative_weight_error(models[mode].P.layers), their_weights_drift(mode),
+      agreeing_characters(ours, our_reference), #our_reference,
       bin and string.format("%d of %d characters agree", agreeing_characters(theirs, their_reference), #their_reference)
         or "not available"))
   end
