@@ -280,7 +280,8 @@ static void reduce_axis(const float *in, float *out, int rank, int64_t *shape, i
     for (int i = (int)axis + 1; i < rank; i++) inner *= shape[i];
     if (inner == 1) {
         /* one contiguous run each (a decode step's [1, C, 1, 1] norms, its scores' maxima) */
-        for (int64_t o = 0; o < outer; o++) out[o] = take_max ? ane_max_n(in + o * count, count) : ane_sum_n(in + o * count, count);
+        float (*reduce_run)(const float *, int64_t) = take_max ? ane_max_n : ane_sum_n;
+        for (int64_t o = 0; o < outer; o++) out[o] = reduce_run(in + o * count, count);
         shape[axis] = 1;
         return;
     }
