@@ -4,7 +4,8 @@
 --     (gpt2_124M.bin) against llm.c's train_gpt2 on that file and PyTorch's GPT-2;
 --   Stories110M shape, batch 1 x T for T = 64, 256, 512: anelua against PyTorch's Llama.
 -- Per workload it prints each round, the median ratio of steady step times (anelua / peer,
--- below 1 is faster) with its range, anelua's first step over its steady one, its minor
+-- below 1 is faster) with its range, each program's first step (the ratio of anelua's to the
+-- peer's, paired by round), anelua's first step over its steady one, its minor
 -- page faults per steady step, and the kernel's seconds in its first step and in a steady
 -- one (on a virtual machine mostly the zeroing of memory touched for the first time, which
 -- the first step pays for its buffers). A peer that cannot run here is named as not available.
@@ -171,13 +172,15 @@ end
 
 print(string.format("training steps, fp32, 2 threads each; %d rounds, each process: a first step and %d steady ones (median)",
   opts.rounds, opts.steps))
-local summary = {}
+local summary, first_summary = {}, {}
 for _, w in ipairs(workloads) do
   print(string.format("\n%s%s", w.name, w.anelua == "gpt2" and have_llmc and " (llm.c's gpt2_124M.bin)" or ""))
   local header = string.format("%-6s %12s %12s %10s %14s", "round", "anelua s", "first s", "faults", "kernel s 1st/st")
-  for _, peer in ipairs(w.peers) do header = header .. string.format(" %12s %8s", peer[1] .. " s", "ratio") end
+  for _, peer in ipairs(w.peers) do
+    header = header .. string.format(" %12s %8s %12s", peer[1] .. " s", "ratio", peer[1] .. " 1st s")
+  end
   print(header)
-  local ratios, firsts = {}, {}
+  local ratios, first_ratios, firsts = {}, {}, {}
   for round = 1, opts.rounds do
     -- alternate which side goes first, so neither always runs on the warmer machine
     local results, ours = {}, nil
@@ -188,9 +191,9 @@ for _, w in ipairs(workloads) do
     local line = string.format("%-6d %12.3f %12.3f %10s %14s", round, ours.steady, ours.first, ours.faults,
       ours.kernel_first .. "/" .. ours.kernel_steady)
     for i, r in ipairs(results) do
-      ratios[i] = ratios[i] or {}
-      ratios[i][round] = ours.steady / r.steady
-      line = line .. string.format(" %12.3f %8.2f", r.steady, ratios[i][round])
+      ratios[i], first_ratios[i] = ratios[i] or {}, first_ratios[i] or {}
+      ratios[i][round], first_ratios[i][round] = ours.steady / r.steady, ours.first / r.first
+      line = line .. string.format(" %12.3f %8.2f %12.3f", r.steady, ratios[i][round], r.first)
     end
     print(line)
   end
@@ -198,7 +201,10 @@ for _, w in ipairs(workloads) do
   print(string.format("anelua first step / steady step: median %.2fx (range %.2f-%.2f)", median, low, high))
   for i, peer in ipairs(w.peers) do
     summary[#summary + 1] = { "anelua fp32, " .. w.name, peer[1], ratios[i] }
+    first_summary[#first_summary + 1] = { "anelua fp32, " .. w.name, peer[1], first_ratios[i] }
   end
 end
 print("\nsteady step time, anelua / peer (below 1: anelua is faster)")
 common.print_ratios(summary)
+print("\nfirst step time (it compiles and touches its buffers for the first time), anelua / peer")
+common.print_ratios(first_summary)
