@@ -1,6 +1,7 @@
 /* The bind step of the `ane` backend's boundary (ane_objc.h): open the framework, resolve
  * the C functions and data symbols, look up classes and methods, and check every method's
- * live type encoding against the table before anything is sent. */
+ * live type encoding against the table, modulo offsets and qualifiers, before anything is
+ * sent. */
 #include "ane_objc.h"
 
 #include <dlfcn.h>
@@ -33,12 +34,63 @@ static const char *live_encodings[ANE_MSG_COUNT];
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 static ane_error bind_result;
 
-/* A type encoding without its frame offsets: "B36@0:8I16@20^@28" -> "B@:I@^@". */
-static void strip_offsets(const char *encoding, char *out, size_t size) {
-    size_t used = 0;
-    for (const char *p = encoding; *p && used + 1 < size; p++)
-        if (*p < '0' || *p > '9') out[used++] = *p;
-    out[used] = '\0';
+/* The encoding's types reduced to their ABI (ane_objc.h): each type's qualifiers (r n N o O R
+ * V) skipped, a pointer's target reduced the same way, a struct, union or array copied whole,
+ * an object's class name ("@\"NSData\"") dropped; the frame offset after each type skipped. */
+typedef struct encoding_writer {
+    char *out;
+    size_t size, used;
+} encoding_writer;
+
+static void emit(encoding_writer *w, const char *from, size_t count) {
+    for (size_t i = 0; i < count && w->used + 1 < w->size; i++) w->out[w->used++] = from[i];
+    w->out[w->used] = '\0';
+}
+
+static const char *reduce_type(const char *p, encoding_writer *w) {
+    while (*p && strchr("rnNoORV", *p)) p++;
+    if (*p == '^') {
+        emit(w, p, 1);
+        return reduce_type(p + 1, w);
+    }
+    if (*p == '{' || *p == '(' || *p == '[') {
+        const char *start = p;
+        int depth = 0;
+        do {
+            if (*p == '{' || *p == '(' || *p == '[') depth++;
+            else if (*p == '}' || *p == ')' || *p == ']') depth--;
+            p++;
+        } while (*p && depth > 0);
+        emit(w, start, (size_t)(p - start));
+        return p;
+    }
+    if (*p == '@') {
+        emit(w, p++, 1);
+        if (*p == '?') emit(w, p++, 1); /* a block */
+        else if (*p == '"') {
+            const char *close = strchr(p + 1, '"');
+            p = close ? close + 1 : p + strlen(p);
+        }
+        return p;
+    }
+    if (*p == 'b') { /* a bit field and its width */
+        const char *start = p++;
+        while (*p >= '0' && *p <= '9') p++;
+        emit(w, start, (size_t)(p - start));
+        return p;
+    }
+    if (*p) emit(w, p++, 1);
+    return p;
+}
+
+void ane_objc_abi_encoding(const char *encoding, char *out, size_t size) {
+    encoding_writer w = {out, size, 0};
+    if (size) out[0] = '\0';
+    for (const char *p = encoding ? encoding : ""; *p;) {
+        p = reduce_type(p, &w);
+        if (*p == '-') p++;
+        while (*p >= '0' && *p <= '9') p++;
+    }
 }
 
 static void *resolve(void *framework, const char *symbol) {
@@ -90,7 +142,7 @@ static ane_status bind_all(ane_error *err) {
                             m->class_method ? '+' : '-', classes[m->cls].name, m->selector);
         live_encodings[i] = ane_objc.method_getTypeEncoding(method);
         char live[128];
-        strip_offsets(live_encodings[i] ? live_encodings[i] : "", live, sizeof live);
+        ane_objc_abi_encoding(live_encodings[i], live, sizeof live);
         if (strcmp(live, m->encoding) != 0 && used < sizeof mismatches)
             used += (size_t)snprintf(mismatches + used, sizeof mismatches - used, "\n  %c[%s %s]: expected %s, live %s",
                                      m->class_method ? '+' : '-', classes[m->cls].name, m->selector, m->encoding,
@@ -99,7 +151,8 @@ static ane_status bind_all(ane_error *err) {
     if (used)
         return ane_fail(err, ANE_ERR_UNAVAILABLE,
                         "the framework's type encodings differ from the prototypes anelua was built "
-                        "with (ane_core/backend/ane_objc.h); refusing to send any message:%s", mismatches);
+                        "with (ane_core/backend/ane_objc.h), beyond offsets and qualifiers; refusing to send "
+                        "any message:%s", mismatches);
     return ANE_OK;
 }
 
@@ -116,7 +169,7 @@ void ane_objc_encoding_report(void (*line)(void *context, const char *text), voi
     for (int i = 0; i < ANE_MSG_COUNT; i++) {
         const message_info *m = &messages[i];
         char live[128] = "(not bound)";
-        if (live_encodings[i]) strip_offsets(live_encodings[i], live, sizeof live);
+        if (live_encodings[i]) ane_objc_abi_encoding(live_encodings[i], live, sizeof live);
         snprintf(text, sizeof text, "%c[%s %s] expected %s live %s%s", m->class_method ? '+' : '-', classes[m->cls].name,
                  m->selector, m->encoding, live_encodings[i] ? live_encodings[i] : live,
                  live_encodings[i] && strcmp(live, m->encoding) != 0 ? "  MISMATCH" : "");

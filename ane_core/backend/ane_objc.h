@@ -6,8 +6,11 @@
  * send macros below, which cast objc_msgSend to that typedef. Nothing else in the backend
  * calls objc_msgSend. The bind step (ane_objc_bind) resolves the C functions with dlsym
  * after the framework is dlopen'ed, looks up every class and method, and compares each
- * method's live type encoding (offsets stripped) with the one listed here: a mismatch
- * stops the backend and prints both, so a first run on a Mac names any wrong guess.
+ * method's live type encoding with the one listed here, modulo what carries no ABI meaning
+ * (frame offsets and the type qualifiers r n N o O R V: a Mac reports -[NSObject release],
+ * declared oneway void, as "Vv16@0:8"). A real mismatch (NSUInteger for unsigned int, an
+ * id where a BOOL returns) stops the backend and prints both, so a first run on a Mac
+ * names any wrong guess.
  *
  * On Apple the real SDK headers are used; elsewhere the test double's headers
  * (spec/ane_double/include) declare the same names and signatures. */
@@ -29,8 +32,9 @@ void *objc_autoreleasePoolPush(void);
 void objc_autoreleasePoolPop(void *pool);
 #endif
 
-/* BOOL's type code: 'c' (signed char) on x86-64 macOS, 'B' (bool) on arm64 and the double. */
-#if defined(__APPLE__) && defined(__x86_64__)
+/* BOOL's type code: 'c' (signed char) on x86-64, 'B' (bool) on arm64 (objc4's <objc/objc.h>:
+ * OBJC_BOOL_IS_BOOL); the double stands for the Mac of the architecture it is built for. */
+#if defined(__x86_64__)
 #define ANE_ENC_BOOL "c"
 #else
 #define ANE_ENC_BOOL "B"
@@ -142,6 +146,10 @@ ane_status ane_objc_bind(ane_error *err);
 /* The table's row for message `index` (ANE_MSG_*): its selector, encoding, class. */
 void ane_objc_message_info(int index, const char **selector, const char **encoding, const char **class_name,
                            int *class_method);
+
+/* An encoding reduced to what the ABI depends on: frame offsets and type qualifiers
+ * dropped, "Vv16@0:8" -> "v@:", "r^{__IOSurface=}" -> "^{__IOSurface=}". */
+void ane_objc_abi_encoding(const char *encoding, char *out, size_t size);
 
 /* One line per message: selector, expected encoding, live encoding (after a bind). */
 void ane_objc_encoding_report(void (*line)(void *context, const char *text), void *context);

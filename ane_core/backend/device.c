@@ -158,15 +158,26 @@ static void string_value(CFTypeRef string, char *out, size_t size) {
         ane_objc.CFStringGetCString(string, out, (CFIndex)size, kCFStringEncodingUTF8);
 }
 
-/* "code 0x1d: <description>; underlying: <its description>", or that there was no NSError. */
-static void describe_error(id error, char *out, size_t size, long *code) {
-    *code = 0;
+/* The device's status in an error's text: a Mac's evaluation errors carry it only in their
+ * description ("... ANEProgramProcessRequestDirect() Failed with status=0x1d : statusType=0x9:
+ * Program Inference error", Code=8, no underlying error: invoke-ai/InvokeAI#4356,
+ * jundot/omlx#2940). -1 when the text names none. */
+static long status_in_text(const char *text) {
+    const char *at = strstr(text, "status=0x");
+    return at ? strtol(at + strlen("status=0x"), NULL, 16) : -1;
+}
+
+/* "code 8, status 0x1d: <description>; underlying: <its description>", or that there was no
+ * NSError. *status is the device's status: from the description's text, else the underlying
+ * error's, else the error code itself (the shape of compile errors); 0 without an error. */
+static void describe_error(id error, char *out, size_t size, long *status) {
+    *status = 0;
     if (!error) {
         snprintf(out, size, "it returned NO without an NSError");
         return;
     }
     CFErrorRef cf_error = (CFErrorRef)error;
-    *code = (long)ane_objc.CFErrorGetCode(cf_error);
+    long code = (long)ane_objc.CFErrorGetCode(cf_error);
     char text[400], underlying_text[300] = "";
     CFStringRef description = ane_objc.CFErrorCopyDescription(cf_error);
     string_value(description, text, sizeof text);
@@ -181,8 +192,14 @@ static void describe_error(id error, char *out, size_t size, long *code) {
         }
         cf_release(info);
     }
-    int length = snprintf(out, size, "status 0x%lx: %s%s%s", *code, text, underlying_text[0] ? "; underlying: " : "",
-                          underlying_text);
+    *status = status_in_text(text);
+    if (*status < 0) *status = status_in_text(underlying_text);
+    int length = *status >= 0
+                     ? snprintf(out, size, "code %ld, status 0x%lx: %s%s%s", code, *status, text,
+                                underlying_text[0] ? "; underlying: " : "", underlying_text)
+                     : snprintf(out, size, "status 0x%lx: %s%s%s", code, text, underlying_text[0] ? "; underlying: " : "",
+                                underlying_text);
+    if (*status < 0) *status = code;
     if (length >= 0 && (size_t)length >= size && size > 4) memcpy(out + size - 4, "...", 4); /* cut, and says so */
 }
 
@@ -190,10 +207,10 @@ static void describe_error(id error, char *out, size_t size, long *code) {
 static ane_status device_fail(ane_error *err, ane_status status, const char *program, const char *message_sent, id error,
                               const char *advice) {
     char text[640];
-    long code;
-    describe_error(error, text, sizeof text, &code);
+    long device_status;
+    describe_error(error, text, sizeof text, &device_status);
     const char *rule = "";
-    if (code == 0x1d)
+    if (device_status == 0x1d)
         rule = " (ANE-02/ANE-04/ANE-18: every I/O surface must hold at least 49,152 bytes and all must share one "
                "allocation size; a device that refuses programs with several inputs answers 0x1d too, see "
                "ane.capabilities().multi_input)";
@@ -902,10 +919,12 @@ static ane_status evaluate(device_loaded *instance, id model, id request, ane_er
     id error = NULL;
     BOOL ok = ANE_SEND(model_evaluate, model, DEVICE_QOS, (id)options, request, &error);
     cf_release(options);
-    long code = ok || !error ? 0 : (long)ane_objc.CFErrorGetCode((CFErrorRef)error);
-    if (p->ninputs > 1 && (ok || code == 0x1d)) __atomic_store_n(&device_stats.multi_input, ok ? 1 : 0, __ATOMIC_RELAXED);
+    long status = 0;
+    char text[640];
+    if (!ok) describe_error(error, text, sizeof text, &status);
+    if (p->ninputs > 1 && (ok || status == 0x1d)) __atomic_store_n(&device_stats.multi_input, ok ? 1 : 0, __ATOMIC_RELAXED);
     if (ok) return ANE_OK;
-    const char *advice = p->ninputs > 1 && code == 0x1d
+    const char *advice = p->ninputs > 1 && status == 0x1d
                              ? "this device may refuse programs with several inputs (constraints.md, open question 2): "
                                "pack the inputs into one [1, C, 1, S] input and slice it inside the program"
                              : NULL;

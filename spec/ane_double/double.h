@@ -87,6 +87,10 @@ CFIndex double_array_count(const void *array);
 id double_array_at(const void *array, CFIndex index);
 void *double_surface_bytes(const void *surface, size_t *alloc_size);
 
+/* The encoding a Mac reports for a method (mac_methods.c); NULL when the double has no fact
+ * for it. `wrong` gives the deliberately wrong row where there is one. */
+const char *double_mac_encoding(const char *class_name, int class_method, const char *selector, int wrong);
+
 /* The framework */
 void double_framework_init(void);
 

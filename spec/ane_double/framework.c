@@ -1,7 +1,8 @@
 /* The double's "AppleNeuralEngine": the five private classes, registered when this shared
  * object is dlopen'ed, each method assigned to the boundary table's typedef first (so a
  * prototype that disagrees with ane_core/backend/ane_objc.h does not compile) and
- * registered with the table's encoding. Compiling reads model.mil and the weight files from
+ * registered with the encoding a Mac reports (mac_methods.c: the double's own facts, each
+ * with its source). Compiling reads model.mil and the weight files from
  * <tmp>/<identifier>/ as the real compiler does and "compiles" them with anelua's `sim`;
  * evaluation runs `sim` on the IOSurfaces' bytes, so outputs equal sim's bit for bit.
  *
@@ -20,7 +21,8 @@
  *   donor-fails        ... fails (else it takes the new weights from `data`)
  *   id-paths           the identifier hashes the MIL and weight paths, not weight bytes
  *   multi-input-0x1d   programs with several inputs fail to evaluate with 0x1d
- *   encoding-mismatch  compileWithQoS: is registered with an NSUInteger QoS ("Q")
+ *   encoding-mismatch  compileWithQoS: is registered with an NSUInteger QoS ("Q"), a wrong
+ *                      row the bind step must refuse
  * and the chip-dependent answers the probes must tell apart (lua/ane/probes/); by default
  * the double is the `generic` target of the catalogue:
  *   accept=OP[+OP]     compiles these ops though the catalogue refuses them (concat: ANE-01)
@@ -231,6 +233,19 @@ static void request_destroy(id self) {
     request_object *r = (request_object *)self;
     double_release(r->inputs), double_release(r->input_indices), double_release(r->outputs),
         double_release(r->output_indices);
+}
+
+/* An evaluation failure as a Mac reports it: domain com.apple.appleneuralengine, code 8, the
+ * status only inside the description, no underlying error (invoke-ai/InvokeAI#4356: status
+ * 0x16; jundot/omlx#2940: status 0x2; the issue's logs: 0x1d). What the double knows of the
+ * cause goes to its standard error under ANE_DOUBLE_TRACE, never to the backend. */
+static id fail_evaluation(id *error, long status, const char *cause) {
+    if (getenv("ANE_DOUBLE_TRACE")) fprintf(stderr, "ane-double: evaluation fails with status 0x%lx: %s\n", status, cause);
+    char text[300];
+    snprintf(text, sizeof text, "processRequest:model:qos:qIndex:modelStringID:options:error:: "
+             "ANEProgramProcessRequestDirect() Failed with status=0x%lx : statusType=0x9: Program Inference error", status);
+    if (error) *error = double_autorelease(double_make_error(8, text, NULL));
+    return NULL;
 }
 
 static id fail(id *error, long code, const char *text, const char *underlying) {
@@ -696,8 +711,7 @@ static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id re
     const ane_port *inputs, *outputs;
     int ninputs, noutputs;
     ane_sim_backend.ports(m->entry->program, &inputs, &ninputs, &outputs, &noutputs);
-    if (mode.multi_input_refused && ninputs > 1)
-        return fail(error, 0x1d, "Program Inference error: status=0x1d (several inputs)", NULL), NO;
+    if (mode.multi_input_refused && ninputs > 1) return fail_evaluation(error, 0x1d, "several inputs"), NO;
     ane_binding in[128], out[128];
     memset(in, 0, sizeof in);
     memset(out, 0, sizeof out);
@@ -715,8 +729,7 @@ static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id re
     for (int i = 0; i < noutputs; i++) ane_tensor_release(&out[i].view);
     if (ok) return YES;
     int surface_rule = strstr(why, "ANE-02") || strstr(why, "ANE-04") || strstr(why, "ANE-18");
-    return fail(error, surface_rule ? 0x1d : 0x1, surface_rule ? "Program Inference error: status=0x1d" : "Program Inference error",
-                why), NO;
+    return fail_evaluation(error, surface_rule ? 0x1d : 0x16, why), NO;
 }
 
 /* ---------------------------------------------------------------- the other classes */
@@ -772,44 +785,25 @@ static id client_shared(id cls, SEL cmd) {
     return shared;
 }
 
-/* "B@:I@^@" -> "B36@0:8I16@20^@28": the encoding with the frame offsets a real runtime adds. */
-static void with_offsets(const char *plain, char *out, size_t size) {
-    char args[256] = "";
-    size_t used = 0, offset = 0;
-    const char *p = plain;
-    const char *ret_start = p;
-    p += *p == '^' ? 2 : 1;
-    int ret_len = (int)(p - ret_start);
-    while (*p) {
-        const char *start = p;
-        size_t bytes = 8;
-        if (*p == '^') {
-            p++;
-            if (*p == '{') p = strchr(p, '}') + 1;
-            else p++;
-        } else {
-            bytes = *p == 'I' ? 4 : *p == 'B' || *p == 'c' ? 1 : 8;
-            p++;
-        }
-        used += (size_t)snprintf(args + used, sizeof args - used, "%.*s%zu", (int)(p - start), start, offset);
-        offset += bytes < 4 ? 4 : bytes;
-    }
-    snprintf(out, size, "%.*s%zu%s", ret_len, ret_start, offset, args);
-}
-
 static Class class_for(const char *name) {
     Class cls = objc_getClass(name);
     if (!cls) abort();
     return cls;
 }
 
-/* Registers message `index` with the table's encoding; `imp` has the table's type. */
+/* Registers message `index` with the encoding a Mac reports (mac_methods.c, the double's own
+ * facts); `imp` has the boundary table's C prototype, so a prototype the backend would call
+ * differently from the double's implementation does not compile. */
 static void register_message(int index, IMP imp) {
     const char *selector, *encoding, *class_name;
     int class_method;
     ane_objc_message_info(index, &selector, &encoding, &class_name, &class_method);
-    char live[256];
-    with_offsets(index == ANE_MSG_model_compile && mode.encoding_mismatch ? ANE_ENC_BOOL "@:Q@^@" : encoding, live, sizeof live);
+    const char *live = double_mac_encoding(class_name, class_method, selector, mode.encoding_mismatch);
+    if (!live) {
+        fprintf(stderr, "ane-double: no fact in mac_methods.c for %c[%s %s]\n", class_method ? '+' : '-', class_name,
+                selector);
+        abort();
+    }
     double_method(class_for(class_name), class_method, selector, imp, live);
 }
 
@@ -827,7 +821,7 @@ __attribute__((constructor)) static void framework_init(void) {
     Request = double_class("_ANERequest", "NSObject", sizeof(request_object), request_destroy, 52);
     SurfaceObject = double_class("_ANEIOSurfaceObject", "NSObject", sizeof(surface_wrapper), wrapper_destroy, 53);
     Client = double_class("_ANEClient", "NSObject", sizeof(double_object), NULL, 54);
-    double_method(Client, 1, "sharedConnection", (IMP)client_shared, "@16@0:8");
+    double_method(Client, 1, "sharedConnection", (IMP)client_shared, double_mac_encoding("_ANEClient", 1, "sharedConnection", 0));
     REGISTER(descriptor_create, descriptor_create);
     REGISTER(model_create, model_create);
     REGISTER(model_identifier, model_identifier);

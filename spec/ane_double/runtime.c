@@ -405,7 +405,7 @@ Class double_NSObject;
 
 void double_runtime_init(void) {
     double_NSObject = double_class("NSObject", NULL, sizeof(double_object), NULL, 1);
-    double_method(double_NSObject, 0, "retain", (IMP)object_retain, "@16@0:8");
-    double_method(double_NSObject, 0, "release", (IMP)object_release, "v16@0:8");
-    double_method(double_NSObject, 0, "autorelease", (IMP)object_autorelease, "@16@0:8");
+    double_method(double_NSObject, 0, "retain", (IMP)object_retain, double_mac_encoding("NSObject", 0, "retain", 0));
+    double_method(double_NSObject, 0, "release", (IMP)object_release, double_mac_encoding("NSObject", 0, "release", 0));
+    double_method(double_NSObject, 0, "autorelease", (IMP)object_autorelease, double_mac_encoding("NSObject", 0, "autorelease", 0));
 }

@@ -11,9 +11,17 @@ typedef struct objc_object { Class isa; } *id;
 typedef struct objc_selector *SEL;
 typedef struct objc_method *Method;
 typedef void (*IMP)(void); /* as with OBJC_OLD_DISPATCH_PROTOTYPES=0 */
-typedef bool BOOL;         /* arm64 macOS; x86-64 macOS uses signed char (type code 'c') */
+/* As objc4's <objc/objc.h> has it: bool (type code 'B') where OBJC_BOOL_IS_BOOL (arm64),
+ * signed char ('c') on x86-64. The double stands for the Mac of the architecture it runs on. */
+#if defined(__x86_64__)
+typedef signed char BOOL;
+#define YES ((BOOL)1)
+#define NO ((BOOL)0)
+#else
+typedef bool BOOL;
 #define YES true
 #define NO false
+#endif
 #define nil ((id)0)
 
 Class objc_getClass(const char *name);
