@@ -92,6 +92,9 @@ typedef struct device_loaded {
     weight_file files[DEVICE_MAX_FILES]; /* this instance's weights (patches land here) */
     int dirty;                       /* patches waiting for the commit before the next eval */
     port_layout in[DEVICE_MAX_PORTS], out[DEVICE_MAX_PORTS];
+    int in_index[DEVICE_MAX_PORTS], out_index[DEVICE_MAX_PORTS]; /* each port's index in the request:
+                                                                    its LiveInputList / LiveOutputList
+                                                                    position, else alphabetical */
     size_t alloc_size;               /* the allocation every port's surface shares (ANE-02/18) */
     IOSurfaceRef own_in[DEVICE_MAX_PORTS], own_out[DEVICE_MAX_PORTS]; /* the copy path's surfaces */
     cached_request requests[DEVICE_REQUEST_CACHE];
@@ -675,8 +678,9 @@ static size_t port_bytes(const ane_port *port) {
     return count * ane_dtype_size(port->dtype);
 }
 
-/* The port's entry in a LiveInputList / LiveOutputList (outputs are named "<name>@output"). */
-static CFTypeRef find_live_port(CFTypeRef list, const char *name, int output) {
+/* The port's entry in a LiveInputList / LiveOutputList (outputs are named "<name>@output")
+ * and its position there. */
+static CFTypeRef find_live_port(CFTypeRef list, const char *name, int output, int *position) {
     if (!list) return NULL;
     CFIndex count = ane_objc.CFArrayGetCount(list);
     for (CFIndex i = 0; i < count; i++) {
@@ -684,7 +688,10 @@ static CFTypeRef find_live_port(CFTypeRef list, const char *name, int output) {
         char live[ANE_NAME_MAX + 16];
         string_value(dictionary_get(entry, "Name", ane_objc.CFStringGetTypeID()), live, sizeof live);
         size_t n = strlen(name);
-        if (strncmp(live, name, n) == 0 && (live[n] == '\0' || (output && strcmp(live + n, "@output") == 0))) return entry;
+        if (strncmp(live, name, n) == 0 && (live[n] == '\0' || (output && strcmp(live + n, "@output") == 0))) {
+            *position = (int)i;
+            return entry;
+        }
     }
     return NULL;
 }
@@ -705,7 +712,10 @@ static void note_port_listing(CFTypeRef list) {
 }
 
 /* Lays out every port as the device reports it (modelAttributes: names, shapes, row
- * strides), or by the rules (64-byte rows, ANE-21) where it reports nothing. */
+ * strides), or by the rules (64-byte rows, ANE-21) where it reports nothing, and gives each
+ * port its index in a request: its position in the reported list, which is the binding order
+ * on every device that reports one (Orion on M4 saw it alphabetical, ane-bridge-rs on M5
+ * neither declaration nor alphabetical order), else its alphabetical position (ANE-03/19). */
 static ane_status verify_ports(device_loaded *instance, ane_error *err) {
     const device_compiled *p = instance->program;
     CFTypeRef attributes = (CFTypeRef)ANE_SEND0(model_attributes, instance->model);
@@ -721,7 +731,9 @@ static ane_status verify_ports(device_loaded *instance, ane_error *err) {
         const ane_port *ports = side ? p->outputs : p->inputs;
         int count = side ? p->noutputs : p->ninputs;
         port_layout *layouts = side ? instance->out : instance->in;
+        int *indices = side ? instance->out_index : instance->in_index;
         for (int i = 0; i < count; i++) {
+            indices[i] = i;
             const ane_port *port = &ports[i];
             int64_t want[4] = {1, 1, 1, 1}; /* N, C, H, W of the port, padded on the left */
             for (int k = 0; k < port->rank && k < 4; k++) want[4 - port->rank + k] = port->shape[k];
@@ -729,7 +741,7 @@ static ane_status verify_ports(device_loaded *instance, ane_error *err) {
             size_t natural_row = ((size_t)want[3] * element + ANE_SURFACE_ROW_ALIGN - 1) / ANE_SURFACE_ROW_ALIGN * ANE_SURFACE_ROW_ALIGN;
             size_t row = natural_row;
             if (network) {
-                CFTypeRef live = find_live_port(lists[side], port->name, side);
+                CFTypeRef live = find_live_port(lists[side], port->name, side, &indices[i]);
                 if (!live)
                     return ane_fail(err, ANE_ERR_FORMAT, "backend 'ane', program '%s': the loaded model has no %s '%s' "
                                     "(modelAttributes lists other ports): the MIL and the device disagree",
@@ -777,7 +789,7 @@ static ane_status build_request(device_loaded *instance, IOSurfaceRef const *sur
                                NULL, NULL);
         }
         ane_objc.CFArrayAppendValue(lists[output ? 2 : 0], wrapped);
-        array_put(lists[output ? 3 : 1], cf_int(output ? i - p->ninputs : i));
+        array_put(lists[output ? 3 : 1], cf_int(output ? instance->out_index[i - p->ninputs] : instance->in_index[i]));
     }
     CFNumberRef procedure = cf_int(0);
     id request = ANE_SEND(request_create, ANE_CLASS(Request), (id)lists[0], (id)lists[1], (id)lists[2], (id)lists[3],

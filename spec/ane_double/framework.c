@@ -13,6 +13,9 @@
  *   budget-nil=N       compiles after the Nth return NO with a nil error
  *   compile-error      every compile fails with an NSError carrying an underlying error
  *   ports-declared     modelAttributes lists ports in declaration order (else alphabetical)
+ *   ports-rotated      ... in alphabetical order rotated by one: with three ports, neither
+ *                      alphabetical nor declared (ane-bridge-rs saw such an order on M5)
+ *                      A request's index arrays are positions in the listed order, always.
  *   row-align=N        rows of [1,C,1,S] ports start every N bytes (else 64)
  *   load-transient     the first load of the process fails once
  *   reload-effect      unload, overwrite the weight files, reload: the new weights count
@@ -54,7 +57,7 @@
 
 static struct {
     long budget_silent, budget_nil;
-    int no_constexpr, compile_error, ports_declared, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
+    int no_constexpr, compile_error, ports_declared, ports_rotated, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
         multi_input_refused, encoding_mismatch;
     long row_align, min_surface, load_limit, uneven_allocs;
     ane_target target;           /* the chip the compile checks programs against */
@@ -114,6 +117,7 @@ static void read_modes(void) {
         else if (sscanf(token, "row-align=%ld", &n) == 1 && n >= 64 && n % 64 == 0) mode.row_align = n;
         else if (!strcmp(token, "compile-error")) mode.compile_error = 1;
         else if (!strcmp(token, "ports-declared")) mode.ports_declared = 1;
+        else if (!strcmp(token, "ports-rotated")) mode.ports_rotated = 1;
         else if (!strcmp(token, "load-transient")) mode.load_transient = 1;
         else if (!strcmp(token, "reload-effect")) mode.reload_effect = 1;
         else if (!strcmp(token, "donor-stale")) mode.donor_stale = 1;
@@ -588,6 +592,20 @@ static id port_entry(const ane_port *port, int output) {
     return entry;
 }
 
+/* The order modelAttributes lists one side's ports in: order[k] is the sim port (alphabetical)
+ * listed k-th. A request's index k names that port. */
+static void listing_order(const compiled_entry *entry, const ane_port *ports, int count, int side, int *order) {
+    for (int i = 0; i < count; i++) order[i] = mode.ports_rotated ? (i + 1) % count : i;
+    if (!mode.ports_declared) return;
+    int used = 0; /* the MIL's order: inputs as declared, outputs as returned */
+    const ane_graph *g = entry->graph;
+    for (int n = 0; n < (side ? g->noutputs : g->count); n++) {
+        const char *name = side ? g->outputs[n].name : g->nodes[n]->op == ANE_OP_INPUT ? g->nodes[n]->name : NULL;
+        for (int i = 0; name && i < count; i++)
+            if (!strcmp(ports[i].name, name)) order[used++] = i;
+    }
+}
+
 static id model_attributes(id self, SEL cmd) {
     (void)cmd;
     model_object *m = (model_object *)self;
@@ -600,16 +618,7 @@ static id model_attributes(id self, SEL cmd) {
         const ane_port *ports = side ? outputs : inputs;
         int count = side ? noutputs : ninputs;
         int order[128];
-        for (int i = 0; i < count; i++) order[i] = i;
-        if (mode.ports_declared) { /* the MIL's order: inputs as declared, outputs as returned */
-            int used = 0;
-            const ane_graph *g = m->entry->graph;
-            for (int n = 0; n < (side ? g->noutputs : g->count); n++) {
-                const char *name = side ? g->outputs[n].name : g->nodes[n]->op == ANE_OP_INPUT ? g->nodes[n]->name : NULL;
-                for (int i = 0; name && i < count; i++)
-                    if (!strcmp(ports[i].name, name)) order[used++] = i;
-            }
-        }
+        listing_order(m->entry, ports, count, side, order);
         for (int i = 0; i < count; i++) {
             id entry = port_entry(&ports[order[i]], side);
             double_array_append(lists[side], entry);
@@ -627,10 +636,12 @@ static id model_attributes(id self, SEL cmd) {
     return double_autorelease(attributes);
 }
 
-/* Binds the request's surfaces to the program's ports (index arrays: alphabetical
- * positions) as views laid out like the device's memory. */
-static int bind_side(id surfaces, id indices, const ane_port *ports, int count, ane_binding *bindings, const char *role,
-                     char *why, size_t why_size) {
+/* Binds the request's surfaces to the program's ports (index arrays: positions in the order
+ * modelAttributes lists them) as views laid out like the device's memory. */
+static int bind_side(const compiled_entry *entry, int side, id surfaces, id indices, const ane_port *ports, int count,
+                     ane_binding *bindings, const char *role, char *why, size_t why_size) {
+    int order[128];
+    listing_order(entry, ports, count, side, order);
     CFIndex given = double_array_count(surfaces);
     if (given != count) {
         snprintf(why, why_size, "the request has %ld %s surfaces, the program %d", (long)given, role, count);
@@ -644,10 +655,11 @@ static int bind_side(id surfaces, id indices, const ane_port *ports, int count, 
             double_violation("evaluate: %s %ld of the request is no live _ANEIOSurfaceObject (released too early?)", role, (long)k);
             return 0;
         }
-        if (position < 0 || position >= count || bindings[position].name) {
+        if (position < 0 || position >= count || bindings[order[position]].name) {
             snprintf(why, why_size, "%s index %lld is out of range or repeated", role, (long long)position);
             return 0;
         }
+        position = order[position];
         const ane_port *port = &ports[position];
         size_t alloc_size;
         void *bytes = double_surface_bytes(wrapper->surface, &alloc_size);
@@ -717,8 +729,8 @@ static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id re
     memset(out, 0, sizeof out);
     char why[ANE_ERROR_MESSAGE_MAX] = "";
     int ok = ninputs <= 128 && noutputs <= 128 &&
-             bind_side(r->inputs, r->input_indices, inputs, ninputs, in, "input", why, sizeof why) &&
-             bind_side(r->outputs, r->output_indices, outputs, noutputs, out, "output", why, sizeof why);
+             bind_side(m->entry, 0, r->inputs, r->input_indices, inputs, ninputs, in, "input", why, sizeof why) &&
+             bind_side(m->entry, 1, r->outputs, r->output_indices, outputs, noutputs, out, "output", why, sizeof why);
     if (ok) ok = allocations_allowed(in, ninputs, why, sizeof why) && allocations_allowed(out, noutputs, why, sizeof why);
     ane_error err = {0};
     if (ok && ane_sim_backend.eval(m->instance, in, ninputs, out, noutputs, &err)) {
