@@ -6,7 +6,8 @@
  *     max_conv_channels =, max_kernel_width =, min_io_width =, max_spatial =,
  *     sdpa_mask_honoured = true, sdpa_mask_one_plane = true, refused_ops = { "exp" },
  *     accepted_ops = { "concat" }, max_weight_bytes =, cast_refused = true,
- *     matmul_inf_at = 32752, offset_slice_limit = 4094, nan_to_zero = true }
+ *     matmul_inf_at = 32752, offset_slice_limit = 4094, nan_to_zero = true,
+ *     io_rows = "64-bytes" | "packed" | "32-elements" }
  * plus `max_conv_channels =` beside `target` in the options, which overrides ANE-16.
  * Options without a target use the process's default: generic, or ane.set_default_target(t)
  * (the examples' --target), or the ANELUA_TARGET environment variable. */
@@ -77,6 +78,10 @@ static void read_table(lua_State *L, int index, ane_target *out) {
         if (!lua_isnil(L, -1)) *flag_fields[k] = lua_toboolean(L, -1);
         lua_pop(L, 1);
     }
+    lua_getfield(L, index, "io_rows");
+    if (!lua_isnil(L, -1) && !ane_io_rows_from_name(lua_tostring(L, -1), &out->io_rows))
+        luaL_error(L, "target field 'io_rows' must be '64-bytes', 'packed' or '32-elements'");
+    lua_pop(L, 1);
     out->matmul_inf_at = ane_lua_option_number(L, index, "matmul_inf_at", out->matmul_inf_at);
     out->offset_slice_limit = ane_lua_option_number(L, index, "offset_slice_limit", out->offset_slice_limit);
     lua_getfield(L, index, "sdpa_mask_honoured");
@@ -186,6 +191,8 @@ static int l_target(lua_State *L) {
     ane_lua_set_number(L, "matmul_inf_at", t.matmul_inf_at);
     ane_lua_set_number(L, "offset_slice_limit", t.offset_slice_limit);
     ane_lua_set_boolean(L, "nan_to_zero", t.nan_to_zero);
+    ane_target_complete(&t, &t);
+    ane_lua_set_string(L, "io_rows", ane_io_rows_name(t.io_rows));
     ane_lua_set_boolean(L, "sdpa_mask_honoured", t.sdpa_mask_honoured);
     ane_lua_set_boolean(L, "sdpa_mask_one_plane", t.sdpa_mask_one_plane);
     lua_newtable(L);

@@ -80,8 +80,10 @@ describe("ane.probe", function()
     assert.are.equal("sim", json.backend)
     assert.are.equal("anelua " .. ane.version, json.toolkit)
     assert.are.equal(#probe.names, #json.probes)
-    assert.are.equal("kernel_width", json.probes[13].probe)
-    assert.are.equal(13, json.probes[13].value)
+    assert.are.equal("kernel_width", json.probes[14].probe)
+    assert.are.equal(13, json.probes[14].value)
+    assert.are.equal("row_layout", json.probes[12].probe)
+    assert.are.equal("64-bytes", json.probes[12].value) -- sim models the catalogue's chip
   end)
 
   it("turns a measured report into a compile target; modelled verdicts change nothing", function()

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,8 @@ typedef struct device_compiled {
     weight_file files[DEVICE_MAX_FILES];
     int nfiles;
     id compiled_model;               /* the model compile() compiled, for the first load */
+    int io_rows;                     /* the target's I/O row layout (ane_io_rows), where the
+                                        loaded model reports none */
     int holds_dir;                   /* keeps <tmp>/<identifier> while the program is cached */
     char identifier[160];
 } device_compiled;
@@ -307,10 +310,22 @@ static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH
  * it, is a critical section across anelua processes: an flock on one lock file beside the
  * directories (never removed, so every process locks the same file), re-entrant within
  * this process. The identifier argument says which directory the section is about. */
-static int lock_fd = -1, lock_depth;
+static int lock_fd = -1, lock_depth;     /* guarded by lock_mutex (helper threads evaluate and commit) */
+static pthread_mutex_t lock_mutex;
+static pthread_once_t lock_mutex_once = PTHREAD_ONCE_INIT;
+
+static void make_lock_mutex(void) { /* re-entrant, as the flock section is */
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    pthread_mutexattr_settype(&attributes, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&lock_mutex, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+}
 
 static void lock_dir(const char *identifier) {
     (void)identifier;
+    pthread_once(&lock_mutex_once, make_lock_mutex);
+    pthread_mutex_lock(&lock_mutex); /* held until the matching unlock_dir */
     if (lock_depth++ > 0) return;
     char root[PATH_MAX], path[PATH_MAX + 32];
     temp_root(root, sizeof root);
@@ -321,9 +336,12 @@ static void lock_dir(const char *identifier) {
 
 static void unlock_dir(const char *identifier) {
     (void)identifier;
-    if (lock_depth == 0 || --lock_depth > 0) return;
-    if (lock_fd >= 0) close(lock_fd); /* releases the flock */
-    lock_fd = -1;
+    if (lock_depth == 0) return; /* (unbalanced: never locked) */
+    if (--lock_depth == 0) {
+        if (lock_fd >= 0) close(lock_fd); /* releases the flock */
+        lock_fd = -1;
+    }
+    pthread_mutex_unlock(&lock_mutex);
 }
 
 /* Whether a live process other than this one has its marker in `dir` (identical programs
@@ -453,8 +471,8 @@ static void weight_path(const char *dir, const char *path, char *out, size_t siz
     snprintf(out, size, "%s/%s", dir, relative);
 }
 
-/* The weight files, the compiled `data` file (the weight files one after another, as the
- * donor path writes it), or both. */
+/* The weight files, the compiled `data` file (the donor path writes the weight file there, as
+ * Orion did; only programs of one weight file take that path), or both. */
 enum { WRITE_WEIGHTS = 1, WRITE_DATA = 2 };
 
 static ane_status write_weights(const char *dir, const weight_file *files, int nfiles, int what, ane_error *err) {
@@ -473,8 +491,7 @@ static ane_status write_weights(const char *dir, const weight_file *files, int n
         snprintf(path, sizeof path, "%s/data", dir);
         FILE *f = fopen(path, "wb");
         if (!f) return ane_fail(err, ANE_ERR_IO, "backend 'ane': cannot write %s: %s", path, strerror(errno));
-        int ok = 1;
-        for (int i = 0; i < nfiles; i++) ok &= fwrite(files[i].bytes, 1, files[i].size, f) == files[i].size;
+        int ok = nfiles == 0 || fwrite(files[0].bytes, 1, files[0].size, f) == files[0].size;
         ok &= fclose(f) == 0;
         if (!ok) return ane_fail(err, ANE_ERR_IO, "backend 'ane': writing %s failed: %s", path, strerror(errno));
     }
@@ -711,8 +728,10 @@ static void note_port_listing(CFTypeRef list) {
     device_stats.port_listing = sorted ? "alphabetical" : "not alphabetical";
 }
 
-/* Lays out every port as the device reports it (modelAttributes: names, shapes, row
- * strides), or by the rules (64-byte rows, ANE-21) where it reports nothing, and gives each
+/* Lays out every port as the device reports it (modelAttributes: names, shapes, a row stride
+ * where it reports one; the key RowStride is read though no device-run project saw it), else
+ * by the target's row layout (generic: 64-byte rows, ANE-21; m4 packed; m5 32 elements; a
+ * probe report: what row_layout measured on the chip), and gives each
  * port its index in a request: its position in the reported list, which is the binding order
  * on every device that reports one (Orion on M4 saw it alphabetical, ane-bridge-rs on M5
  * neither declaration nor alphabetical order), else its alphabetical position (ANE-03/19). */
@@ -739,7 +758,7 @@ static ane_status verify_ports(device_loaded *instance, ane_error *err) {
             for (int k = 0; k < port->rank && k < 4; k++) want[4 - port->rank + k] = port->shape[k];
             size_t element = ane_dtype_size(port->dtype);
             size_t natural_row = ((size_t)want[3] * element + ANE_SURFACE_ROW_ALIGN - 1) / ANE_SURFACE_ROW_ALIGN * ANE_SURFACE_ROW_ALIGN;
-            size_t row = natural_row;
+            size_t row = ane_io_row_bytes(p->io_rows, want[3], element);
             if (network) {
                 CFTypeRef live = find_live_port(lists[side], port->name, side, &indices[i]);
                 if (!live)
@@ -944,9 +963,9 @@ static ane_status evaluate(device_loaded *instance, id model, id request, ane_er
                        error, advice);
 }
 
-/* The first eval of an instance fills its outputs with 0xFF (an fp16/fp32 NaN the ANE never
- * writes) and checks they changed: a compile that "succeeded" after the budget ran out
- * loads and evaluates nothing. */
+/* The first eval of an instance (and every probe of the patch check) fills its outputs with
+ * 0xFF (an fp16/fp32 NaN the ANE never writes) and checks they changed: a compile that
+ * "succeeded" after the budget ran out loads and evaluates nothing. */
 static void fill_sentinel(IOSurfaceRef surface, size_t bytes) {
     ane_objc.IOSurfaceLock(surface, 0, NULL);
     memset(ane_objc.IOSurfaceGetBaseAddress(surface), 0xFF, bytes);
@@ -963,6 +982,19 @@ static int still_sentinel(IOSurfaceRef surface, size_t bytes) {
 }
 
 static ane_status commit_patches(device_loaded *instance, ane_error *err);
+
+/* ANE-05's silent form, when an output still holds the sentinel after an eval. */
+static ane_status check_outputs_written(const device_loaded *instance, IOSurfaceRef const *outputs, ane_error *err) {
+    const device_compiled *p = instance->program;
+    for (int i = 0; i < p->noutputs; i++)
+        if (still_sentinel(outputs[i], instance->out[i].bytes))
+            return ane_fail(err, ANE_ERR_CONSTRAINT,
+                            "backend 'ane', program '%s': the device accepted the program but wrote nothing to output "
+                            "'%s': after %lld compiles in this process that is the silent form of the compile budget "
+                            "running out (ANE-05); restart the process (training restarts itself with --resume)",
+                            p->base.name, p->outputs[i].name, (long long)ane_budget_used());
+    return ANE_OK;
+}
 
 static ane_status device_eval_in_pool(device_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                                       int noutputs, ane_error *err) {
@@ -993,14 +1025,8 @@ static ane_status device_eval_in_pool(device_loaded *instance, const ane_binding
     int check = instance->evaluated == 0;
     for (int i = 0; check && i < noutputs; i++) fill_sentinel(surfaces[ninputs + i], instance->out[i].bytes);
     status = evaluate(instance, instance->model, request, err);
+    if (!status && check) status = check_outputs_written(instance, surfaces + ninputs, err);
     if (status) return status;
-    for (int i = 0; check && i < noutputs; i++)
-        if (still_sentinel(surfaces[ninputs + i], instance->out[i].bytes))
-            return ane_fail(err, ANE_ERR_CONSTRAINT,
-                            "backend 'ane', program '%s': the device accepted the program but wrote nothing to output "
-                            "'%s': after %lld compiles in this process that is the silent form of the compile budget "
-                            "running out (ANE-05); restart the process (training restarts itself with --resume)",
-                            p->base.name, p->outputs[i].name, (long long)ane_budget_used());
     instance->evaluated++;
     for (int i = 0; !direct && i < noutputs && !status; i++)
         status = copy_port(&p->outputs[i], &instance->out[i], &outputs[i].view, instance->own_out[i], 0, err);
@@ -1050,6 +1076,8 @@ static ane_status probe(device_loaded *instance, id model, uint8_t **bytes, ane_
     id request;
     status = request_for(instance, surfaces, &request, err);
     if (!status) status = evaluate(instance, model, request, err);
+    /* an output left as the sentinel is no verdict: a hollow program (the budget spent) */
+    if (!status) status = check_outputs_written(instance, instance->own_out, err);
     if (status) return status;
     *bytes = malloc((size_t)p->noutputs * instance->alloc_size + 1);
     if (!*bytes) return ane_fail(err, ANE_ERR_NOMEM, "backend 'ane': out of memory checking a patch");
@@ -1150,7 +1178,11 @@ static ane_status check_strategies(device_loaded *instance, ane_error *err) {
                     probe(instance, instance->model, &reloaded, &ignored) == ANE_OK;
     if (program_dir(original, dir, sizeof dir)) write_weights(dir, p->files, p->nfiles, WRITE_WEIGHTS, &ignored);
     unlock_dir(original);
-    int donor_ok = apply_strategy(instance, STRATEGY_DONOR, &donor, donor_id, sizeof donor_id, &ignored) == ANE_OK &&
+    /* the donor path is known for one weight file (Orion writes it as `data`); how a compiled
+       `data` holds several is unknown, so such programs decline it and recompile */
+    int donor_known = p->nfiles <= 1;
+    int donor_ok = donor_known &&
+                   apply_strategy(instance, STRATEGY_DONOR, &donor, donor_id, sizeof donor_id, &ignored) == ANE_OK &&
                    probe(instance, donor, &donor_out, &ignored) == ANE_OK;
     if (donor_id[0]) device_stats.identifier_hashes_weights = strcmp(donor_id, instance->identifier) != 0;
     status = apply_strategy(instance, STRATEGY_RECOMPILE, &fresh, fresh_id, sizeof fresh_id, err);
@@ -1162,7 +1194,8 @@ static ane_status check_strategies(device_loaded *instance, ane_error *err) {
         int conclusive = memcmp(before, reference, size) != 0;
         patch_strategy chosen = reload_works ? STRATEGY_RELOAD : donor_works ? STRATEGY_DONOR : STRATEGY_RECOMPILE;
         snprintf(device_stats.patch_check, sizeof device_stats.patch_check, "reload %s, donor %s, identifier %s weights%s",
-                 !reload_ok ? "fails" : reload_works ? "works" : "stale", !donor_ok ? "fails" : donor_works ? "works" : "stale",
+                 !reload_ok ? "fails" : reload_works ? "works" : "stale",
+                 !donor_known ? "declined (several weight files)" : !donor_ok ? "fails" : donor_works ? "works" : "stale",
                  device_stats.identifier_hashes_weights ? "hashes" : "ignores",
                  conclusive ? "" : " (inconclusive: the patch did not change the probe output)");
         if (conclusive) process_strategy = chosen;
@@ -1188,7 +1221,9 @@ static ane_status commit_patches(device_loaded *instance, ane_error *err) {
     } else {
         id model;
         char identifier[160];
-        status = apply_strategy(instance, process_strategy, &model, identifier, sizeof identifier, err);
+        patch_strategy strategy = process_strategy;
+        if (strategy == STRATEGY_DONOR && instance->program->nfiles > 1) strategy = STRATEGY_RECOMPILE; /* declined */
+        status = apply_strategy(instance, strategy, &model, identifier, sizeof identifier, err);
         if (!status) adopt_model(instance, model, identifier);
     }
     if (!status) {
@@ -1257,8 +1292,10 @@ static int device_available(char *why, size_t size) {
 static void device_close(ane_compiled *compiled) {
     device_compiled *p = (device_compiled *)compiled;
     if (!p) return;
-    if (p->compiled_model) {
+    if (p->compiled_model) { /* (release may autorelease what the model held: inside a pool) */
+        void *pool = ane_objc.objc_autoreleasePoolPush();
         ANE_SEND0(release, p->compiled_model);
+        ane_objc.objc_autoreleasePoolPop(pool);
         dir_release(p->identifier);
     }
     if (p->holds_dir) dir_release(p->identifier);
@@ -1292,6 +1329,9 @@ static ane_status device_compile_in_pool(device_compiled *p, const ane_compile_o
         return ane_fail(err, ANE_ERR_ARGUMENT, "backend 'ane': program '%s' has more than %d inputs or outputs",
                         p->base.name, DEVICE_MAX_PORTS);
     for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += ane_node_working_set_bytes(g->nodes[i]) > ANE_SRAM_BYTES;
+    ane_target target;
+    ane_target_complete(&options->target, &target);
+    p->io_rows = target.io_rows;
     p->mil = malloc(length + 1);
     if (!p->mil) return ane_fail(err, ANE_ERR_NOMEM, "backend 'ane': out of memory copying the MIL");
     memcpy(p->mil, mil, length);

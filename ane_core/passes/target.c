@@ -17,6 +17,7 @@ void ane_target_generic(ane_target *out) {
     out->min_io_width = 1;       /* ANE-21 below 32 is a warning: disputed, probe it */
     out->max_spatial = 16384;
     out->max_weight_bytes = 2ll << 30; /* ~2 GB compile, 3.4 GB fail (newer facts) */
+    out->io_rows = ANE_IO_ROWS_64_BYTES; /* ANE-21 as the catalogue has it; M4 and M5 differ */
 }
 
 void ane_target_complete(const ane_target *target, ane_target *out) {
@@ -33,20 +34,45 @@ void ane_target_complete(const ane_target *target, ane_target *out) {
     if (!out->min_io_width) out->min_io_width = generic.min_io_width;
     if (!out->max_spatial) out->max_spatial = generic.max_spatial;
     if (!out->max_weight_bytes) out->max_weight_bytes = generic.max_weight_bytes;
+    if (!out->io_rows) out->io_rows = generic.io_rows;
 }
 
-/* Per family: kernel width (ANE-23), axis (ANE-31), cast rejected (ANE-33, M1/M2), and the
- * numeric cliffs: matmul outputs to +-inf near 32,752, last-axis slices at an offset
- * saturating above 4,094 before A16 (M1, M2), NaN not propagated. */
+/* Per family: kernel width (ANE-23), axis (ANE-31), cast rejected (ANE-33, M1/M2), the
+ * numeric cliffs (matmul outputs to +-inf near 32,752, last-axis slices at an offset
+ * saturating above 4,094 before A16 (M1, M2), NaN not propagated), and the I/O row layout
+ * each family was seen to use (M4 packed: Orion; M5 32 elements: ane-bridge-rs; M1-M3 have no
+ * report and keep the catalogue's 64 bytes). */
 static const struct {
     const char *name;
     int64_t kernel_width, spatial;
     int cast_refused;
     double offset_slice_limit;
+    int io_rows;
 } families[] = {
-    {"m1", 13, 16384, 1, 4094}, {"m2", 15, 16384, 1, 4094}, {"m3", 15, 16384, 0, 0},
-    {"m4", 15, 65536, 0, 0},    {"m5", 15, 65536, 0, 0},
+    {"m1", 13, 16384, 1, 4094, ANE_IO_ROWS_64_BYTES}, {"m2", 15, 16384, 1, 4094, ANE_IO_ROWS_64_BYTES},
+    {"m3", 15, 16384, 0, 0, ANE_IO_ROWS_64_BYTES},    {"m4", 15, 65536, 0, 0, ANE_IO_ROWS_PACKED},
+    {"m5", 15, 65536, 0, 0, ANE_IO_ROWS_32_ELEMENTS},
 };
+
+static const char *const io_rows_names[ANE_IO_ROWS_COUNT] = {NULL, "64-bytes", "packed", "32-elements"};
+
+const char *ane_io_rows_name(int rows) { return rows > 0 && rows < ANE_IO_ROWS_COUNT ? io_rows_names[rows] : NULL; }
+
+int ane_io_rows_from_name(const char *name, int *rows) {
+    for (int i = 1; i < ANE_IO_ROWS_COUNT; i++)
+        if (name && strcmp(name, io_rows_names[i]) == 0) {
+            *rows = i;
+            return 1;
+        }
+    return 0;
+}
+
+size_t ane_io_row_bytes(int rows, int64_t width, size_t element) {
+    size_t packed = (size_t)width * element;
+    if (rows == ANE_IO_ROWS_PACKED) return packed;
+    if (rows == ANE_IO_ROWS_32_ELEMENTS) return ((size_t)width + 31) / 32 * 32 * element;
+    return (packed + 63) / 64 * 64;
+}
 
 int ane_target_builtin(const char *name, ane_target *out) {
     ane_target_generic(out);
@@ -68,6 +94,7 @@ int ane_target_builtin(const char *name, ane_target *out) {
             out->offset_slice_limit = families[i].offset_slice_limit;
             out->matmul_inf_at = 32752;
             out->nan_to_zero = 1;
+            out->io_rows = families[i].io_rows;
             return 1;
         }
     return 0;

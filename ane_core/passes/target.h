@@ -10,6 +10,7 @@
 #ifndef ANE_PASSES_TARGET_H
 #define ANE_PASSES_TARGET_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../ir/graph.h"
@@ -23,6 +24,18 @@ typedef enum ane_rule_level {
     ANE_RULE_WARNING,
     ANE_RULE_OFF,
 } ane_rule_level;
+
+/* How the rows of a [1, C, 1, S] I/O port lie in its surface. The reports disagree, so it is
+ * a property of the chip, read from what a loaded model reports where it reports it, else
+ * from the target (probe row_layout measures it). */
+typedef enum ane_io_rows {
+    ANE_IO_ROWS_UNSET = 0,       /* generic's, once completed */
+    ANE_IO_ROWS_64_BYTES,        /* each row starts at a multiple of 64 bytes (the catalogue's ANE-21) */
+    ANE_IO_ROWS_PACKED,          /* rows back to back (Orion on M4: docs/ane_constraints.md §14) */
+    ANE_IO_ROWS_32_ELEMENTS,     /* each row starts at a multiple of 32 elements, 128 bytes in fp32
+                                    (ane-bridge-rs on M5) */
+    ANE_IO_ROWS_COUNT
+} ane_io_rows;
 
 typedef struct ane_target {
     char name[ANE_TARGET_NAME_MAX];       /* "generic", "m4", or the report it came from */
@@ -39,6 +52,7 @@ typedef struct ane_target {
     double matmul_inf_at;                 /* matmul outputs from this magnitude on are +-inf (0: fp16's own) */
     double offset_slice_limit;            /* slices at a non-zero last-axis offset turn |v| beyond it to +-inf (0: none) */
     int nan_to_zero;                      /* the chip does not propagate NaN: a NaN result reads as 0 */
+    int io_rows;                          /* ane_io_rows: the row layout of I/O surfaces */
     uint64_t ops_refused[2], ops_accepted[2]; /* bit sets by ane_op, measured on a chip */
 } ane_target;
 
@@ -55,6 +69,12 @@ const char *ane_target_names(void);
 int ane_rule_number(const char *id);
 /* The level of a rule under this target. */
 ane_rule_level ane_target_level(const ane_target *target, int rule);
+
+/* "64-bytes", "packed", "32-elements" (NULL for UNSET), and back; 0 when the name is none. */
+const char *ane_io_rows_name(int rows);
+int ane_io_rows_from_name(const char *name, int *rows);
+/* Bytes from one row's start to the next for `width` elements of `element` bytes. */
+size_t ane_io_row_bytes(int rows, int64_t width, size_t element);
 
 void ane_target_set_op(uint64_t set[2], ane_op op);
 int ane_target_has_op(const uint64_t set[2], ane_op op);

@@ -25,7 +25,7 @@ local M = {}
 -- The probes in the order a report lists them (catalogue order, open questions after).
 M.names = {
   "concat", "op_acceptance", "uniform_allocations", "binding_order", "min_surface", "compile_budget",
-  "sdpa_mask", "weight_update", "conv_channels", "conv_vs_matmul", "multi_input", "io_width",
+  "sdpa_mask", "weight_update", "conv_channels", "conv_vs_matmul", "multi_input", "row_layout", "io_width",
   "kernel_width", "sram_cliff", "elementwise_only", "reduce_mean", "softmax_axis", "spatial_axis",
   "loaded_limit", "dispatch_cost", "numeric_cliffs", "quantized_weights",
 }
@@ -97,7 +97,8 @@ Bench.__index = Bench
 local function new_bench(backend, opts)
   opts = opts or {}
   local target = backend == "sim" and (opts.target or "generic") or "unchecked"
-  return setmetatable({ backend = backend, modelled = backend == "sim", target = target, evidence = {}, opts = opts }, Bench)
+  return setmetatable({ backend = backend, modelled = backend == "sim", target = target, evidence = {}, opts = opts,
+    io_rows = opts.io_rows }, Bench)
 end
 
 --- Adds a line of evidence (string.format arguments).
@@ -112,8 +113,11 @@ end
 M.gist = first_line
 
 --- Compiles a graph for the device as it is (or for sim's model): ok, program or message.
+--- Once row_layout measured the chip's I/O rows, later probes lay their surfaces out so.
 function Bench:compile(g, what)
-  local ok, program = pcall(ane.compile, g, { backend = self.backend, target = self.target, quiet = true })
+  local target = self.target
+  if self.io_rows and not self.modelled and type(target) == "string" then target = { base = target, io_rows = self.io_rows } end
+  local ok, program = pcall(ane.compile, g, { backend = self.backend, target = target, quiet = true })
   self:note("%s '%s': %s", what or "compiled", g:name(), ok and "compiled" or ("refused: " .. first_line(program)))
   return ok, program
 end

@@ -16,7 +16,11 @@
  *   ports-rotated      ... in alphabetical order rotated by one: with three ports, neither
  *                      alphabetical nor declared (ane-bridge-rs saw such an order on M5)
  *                      A request's index arrays are positions in the listed order, always.
- *   row-align=N        rows of [1,C,1,S] ports start every N bytes (else 64)
+ *   row-align=N        rows of [1,C,1,S] ports start every N bytes (else 64: the catalogue)
+ *   rows=packed        ... back to back (Orion on M4)
+ *   rows=32-elements   ... every 32 elements, 128 bytes in fp32 (ane-bridge-rs on M5)
+ *   reports-row-stride modelAttributes gives each such port a RowStride (no device-run project
+ *                      saw the key, so by default the double, like a Mac, does not)
  *   load-transient     the first load of the process fails once
  *   reload-effect      unload, overwrite the weight files, reload: the new weights count
  *                      (else the compiled program keeps the old ones, ANE-07)
@@ -58,7 +62,7 @@
 static struct {
     long budget_silent, budget_nil;
     int no_constexpr, compile_error, ports_declared, ports_rotated, load_transient, reload_effect, donor_stale, donor_fails, id_paths,
-        multi_input_refused, encoding_mismatch;
+        multi_input_refused, encoding_mismatch, rows_packed, rows_32_elements, reports_row_stride;
     long row_align, min_surface, load_limit, uneven_allocs;
     ane_target target;           /* the chip the compile checks programs against */
 } mode = {.row_align = 64, .min_surface = 49152, .load_limit = 128};
@@ -115,6 +119,9 @@ static void read_modes(void) {
         else if (sscanf(token, "budget-silent=%ld", &n) == 1) mode.budget_silent = n;
         else if (sscanf(token, "budget-nil=%ld", &n) == 1) mode.budget_nil = n;
         else if (sscanf(token, "row-align=%ld", &n) == 1 && n >= 64 && n % 64 == 0) mode.row_align = n;
+        else if (!strcmp(token, "rows=packed")) mode.rows_packed = 1;
+        else if (!strcmp(token, "rows=32-elements")) mode.rows_32_elements = 1;
+        else if (!strcmp(token, "reports-row-stride")) mode.reports_row_stride = 1;
         else if (!strcmp(token, "compile-error")) mode.compile_error = 1;
         else if (!strcmp(token, "ports-declared")) mode.ports_declared = 1;
         else if (!strcmp(token, "ports-rotated")) mode.ports_rotated = 1;
@@ -566,6 +573,8 @@ static BOOL model_unload(id self, SEL cmd, unsigned int qos, id *error) {
 
 static size_t row_stride_of(const ane_port *port) {
     size_t bytes = (size_t)port->shape[3] * ane_dtype_size(port->dtype);
+    if (mode.rows_packed) return bytes;
+    if (mode.rows_32_elements) return ((size_t)port->shape[3] + 31) / 32 * 32 * ane_dtype_size(port->dtype);
     return (bytes + (size_t)mode.row_align - 1) / (size_t)mode.row_align * (size_t)mode.row_align;
 }
 
@@ -584,7 +593,7 @@ static id port_entry(const ane_port *port, int output) {
     const char *keys[] = {"Batches", "Channels", "Height", "Width", "Depth", "RowStride"};
     int64_t values[] = {nchw[0], nchw[1], nchw[2], nchw[3], 1, ane_port_is_surface(port) ? (int64_t)row_stride_of(port) : 0};
     for (int k = 0; k < 6; k++) {
-        if (k == 5 && !values[k]) continue;
+        if (k == 5 && (!values[k] || !mode.reports_row_stride)) continue;
         value = double_make_number(values[k]);
         double_dictionary_set(entry, keys[k], value);
         double_release(value);

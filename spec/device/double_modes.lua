@@ -241,13 +241,40 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
     end)
   end
 
-  if mode == "row-align=128" then
-    it("copies through surfaces at the device's row stride when it differs from 64 bytes", function()
+  if mode == "row-align=128,reports-row-stride" then
+    it("copies through surfaces at the row stride the loaded model reports", function()
       local before = ane.stats().device.copied_evals
       same_outputs(linear_graph("narrow", fp16({ 64, 64, 1, 1 }, 1), 32), { x = x }) -- 64-byte rows here
       local device = ane.stats().device
       assert.are.equal(before + 1, device.copied_evals)
       assert.is_true(device.row_stride_mismatches >= 1)
+    end)
+  end
+
+  -- A chip whose rows are not the catalogue's 64 bytes reports no stride: the target says
+  -- where rows start (m4 packed, m5 32 elements), and the generic target gets it wrong.
+  local chip_of_mode = { ["rows=packed"] = "m4", ["rows=32-elements"] = "m5" }
+  if chip_of_mode[mode] then
+    it("lays I/O rows out as the target's chip does when the model reports no stride", function()
+      for _, dtype in ipairs({ "fp16", "fp32" }) do
+        local function narrow()
+          local g = ane.graph("narrow_" .. dtype)
+          local input = g:input("x", { 1, 64, 1, 48 }, dtype)
+          local h = dtype == "fp16" and input or g:cast(input, "fp16")
+          h = g:conv(h, g:const("w", fp16({ 64, 64, 1, 1 }, 1)))
+          g:output("y", dtype == "fp16" and h or g:cast(h, "fp32"))
+          return g
+        end
+        local xin = { x = ane.tensor.randn({ 1, 64, 1, 48 }, { seed = 5, dtype = dtype }) }
+        local want = ane.compile(narrow(), { backend = "sim" }):eval(xin).y:bytes()
+        local chip = ane.compile(narrow(), { backend = "ane", target = chip_of_mode[mode] }):eval(xin).y:bytes()
+        assert.are.equal(want, chip, dtype .. " rows at the " .. chip_of_mode[mode] .. " target's layout")
+        -- (fp16 rows of 32 elements are 64 bytes; packed fp32 rows of 192 bytes are 64-byte aligned)
+        if (dtype == "fp16") == (mode == "rows=packed") then
+          local generic = ane.compile(narrow(), { backend = "ane", target = "generic" }):eval(xin).y:bytes()
+          assert.are_not.equal(want, generic, dtype .. ": the generic layout should misread this chip")
+        end
+      end
     end)
   end
 
@@ -303,6 +330,20 @@ describe("the ane backend against the double in mode '" .. mode .. "'", function
       assert.is_false(ok)
       assert.matches("program 'hollow': the device accepted the program but wrote nothing to output 'y'", err)
       assert.matches("silent form of the compile budget running out %(ANE%-05%)", err)
+    end)
+  end
+
+  if mode == "budget-silent=2" then
+    it("takes a patch check whose reference compile evaluates nothing for the budget, not a verdict", function()
+      ane.compile(linear_graph("fits", fp16({ 64, 64, 1, 1 }, 1)), { backend = "ane" }):eval({ x = x }) -- compile 1
+      local program = ane.compile(linear_graph("patched", fp16({ 64, 64, 1, 1 }, 2)), { backend = "ane" }) -- compile 2
+      program:eval({ x = x })
+      program:patch({ fc_weight = fp16({ 64, 64, 1, 1 }, 3) })
+      local ok, err = pcall(program.eval, program, { x = x }) -- the check's reference is compile 3: hollow
+      assert.is_false(ok)
+      assert.matches("program 'patched': the device accepted the program but wrote nothing", err)
+      assert.matches("%(ANE%-05%)", err)
+      assert.are.equal("unknown", ane.capabilities().patch_strategy)
     end)
   end
 

@@ -24,6 +24,7 @@ local DEFAULT = {
   conv_channels = { value = 16384 },
   multi_input = { verdict = "holds" },
   io_width = { value = 1 },
+  row_layout = { value = "64-bytes" },
   kernel_width = { value = 13 },
   elementwise_only = { verdict = "does not hold" },
   reduce_mean = { verdict = "does not hold" },
@@ -61,6 +62,8 @@ local FLIPS = {
   ["strict=ANE-28+ANE-29+ANE-30"] = { elementwise_only = { verdict = "holds" }, reduce_mean = { verdict = "holds" },
     softmax_axis = { verdict = "holds" }, target = { refused_ops = { "reduce_mean" } } },
   ["no-constexpr"] = { quantized_weights = { verdict = "does not hold" } },
+  ["rows=packed"] = { row_layout = { value = "packed" }, target = { io_rows = "packed" } },
+  ["rows=32-elements"] = { row_layout = { value = "32-elements" }, target = { io_rows = "32-elements" } },
 }
 
 local flips = assert(FLIPS[mode], "spec/device/probe_modes.lua has no expectations for ANE_DOUBLE_MODE=" .. mode)
