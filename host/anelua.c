@@ -21,8 +21,12 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#if defined(ANELUA_EDITLINE_HEADER) /* libedit under its own name (Debian's libedit-dev) */
+#include <editline/readline.h>
+#else /* GNU readline, or libedit under readline's name (macOS) */
 #include <readline/history.h>
 #include <readline/readline.h>
+#endif
 
 #include "../ane_core/base/interrupt.h"
 #include "../ane_core/tensor/blas.h"
@@ -255,7 +259,9 @@ static read_result read_line(const char *prompt, char **out) {
             fputs("^C\n", stdout); /* at the cursor, before readline resets the line */
             fflush(stdout);
             rl_free_line_state();
+#if defined(RL_READLINE_VERSION) && RL_READLINE_VERSION >= 0x0700 /* GNU readline 7 (libedit says 0x0402) */
             rl_callback_sigcleanup();
+#endif
             rl_callback_handler_remove();
             return READ_INTERRUPTED;
         }

@@ -15,7 +15,9 @@ step() { printf '==> %s\n' "$*"; }
 debian_packages=(build-essential cmake pkg-config lua5.4 liblua5.4-dev lua-filesystem lua-cjson lua-busted
                  libopenblas-dev libpcre2-dev libutf8proc-dev libreadline-dev
                  curl python3) # curl: scripts/get_models.sh; python3: the stand-in hub its spec serves on 127.0.0.1
-brew_packages=(cmake pkg-config lua luarocks pcre2 utf8proc readline)
+# Homebrew's `lua` is 5.5 now: lua@5.4 (keg-only; CMakeLists.txt finds it and readline's keg
+# through brew --prefix), and luarocks pointed at it with --lua-dir.
+brew_packages=(cmake pkg-config lua@5.4 luarocks pcre2 utf8proc readline)
 
 install_debian() {
   local missing=()
@@ -37,9 +39,12 @@ install_macos() {
   command -v brew >/dev/null || { echo "Homebrew is needed: https://brew.sh" >&2; exit 1; }
   step "Homebrew packages: ${brew_packages[*]}"
   brew install --quiet "${brew_packages[@]}"
+  local lua_dir
+  lua_dir=$(brew --prefix lua@5.4)
   for rock in luafilesystem lua-cjson busted; do
-    luarocks --lua-version 5.4 show "$rock" >/dev/null 2>&1 || luarocks --lua-version 5.4 install "$rock"
+    luarocks --lua-dir="$lua_dir" show "$rock" >/dev/null 2>&1 || luarocks --lua-dir="$lua_dir" install "$rock"
   done
+  step "Lua rocks for $lua_dir; if a script cannot find lfs or cjson: eval \"\$(luarocks --lua-dir=$lua_dir path)\""
 }
 
 case "$(uname -s)" in
