@@ -77,7 +77,7 @@ static uint64_t outputs_hash(void) {
         const unsigned char *bytes = (const unsigned char *)y;
         for (size_t b = 0; b < sizeof(float) * N; b++) hash = (hash ^ bytes[b]) * 1099511628211u;
     }
-    float sums[3 * 40];
+    float sums[3 * 40] = { 0 }; /* (sums[1] and sums[2] are never written: zero, not stack garbage) */
     sums[0] = ane_exp_shifted_sum_n(y, x, 3.0f, 999);
     for (int n = 1; n < 40; n++) { /* sums and maxima of lengths around the eights, and long ones */
         int64_t length = n < 30 ? n : 1000 * n + n;
