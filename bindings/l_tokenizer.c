@@ -270,6 +270,12 @@ static int spm_add_llama2c_pieces(lua_State *L) {
     return 1;
 }
 
+/* spm:check_encodes() -> true, or nil and why this vocabulary cannot encode. */
+static int spm_check_encodes(lua_State *L) {
+    ane_error err;
+    return result(L, ane_spm_check_encodes(check_spm(L), &err), &err);
+}
+
 static int spm_encode(lua_State *L) {
     ane_spm *spm = check_spm(L);
     size_t length;
@@ -313,7 +319,7 @@ static int spm_new(lua_State *L) {
 void ane_lua_open_spm(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"add_piece", spm_add_piece}, {"add_llama2c_pieces", spm_add_llama2c_pieces}, {"encode", spm_encode},
-        {"decode", spm_decode},
+        {"decode", spm_decode}, {"check_encodes", spm_check_encodes},
         {"vocab_size", spm_vocab_size}, {NULL, NULL},
     };
     luaL_newmetatable(L, ANE_SPM_TYPE);

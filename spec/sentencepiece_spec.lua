@@ -1,6 +1,7 @@
 -- The Llama-2 SentencePiece tokenizer: every golden line (from python3-sentencepiece), with
 -- and without BOS, from both tokenizer.model and llama2.c's tokenizer.bin; round trips; bad
 -- files.
+local ane = require("ane")
 local cjson = require("cjson")
 local helpers = require("spec.helpers")
 local sentencepiece = require("ane.sentencepiece")
@@ -50,6 +51,27 @@ describe("Llama-2 tokenizer files", function()
     assert.are.same({ 7 }, tok:encode("ab"))
     assert.are.same({ 6, 6 }, tok:encode("a a"))
     assert.are.equal("ab a", tok:decode({ 7, 6 }))
+  end)
+
+  -- a fuzzer's 4-byte tokenizer.bin loaded as 0 pieces, then encode read piece 0, which did
+  -- not exist (a segfault): a vocabulary without the control pieces is refused at load, and
+  -- the core's encode refuses it too
+  it("refuses vocabularies that cannot encode: no <unk>, <s>, </s>", function()
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/empty.bin", string.pack("<I4", 16))
+    local ok, err = sentencepiece.load(tmp .. "/empty.bin")
+    assert.is_nil(ok)
+    assert.are.equal(tmp .. "/empty.bin: has 0 pieces; a SentencePiece vocabulary starts with <unk>, <s> and </s> " ..
+      "(ids 0-2), which encoding uses for unknown characters and the start of text", err)
+    helpers.write_file(tmp .. "/two.bin", string.pack("<I4", 3) .. string.pack("<fi4", 0, 5) .. "<unk>" ..
+      string.pack("<fi4", 0, 3) .. "<s>")
+    ok, err = sentencepiece.load(tmp .. "/two.bin")
+    assert.is_nil(ok)
+    assert.matches("two%.bin: has 2 pieces; a SentencePiece vocabulary starts with", err)
+    local bare = ane._spm()
+    local encoded, why = pcall(bare.encode, bare, "a")
+    assert.is_false(encoded)
+    assert.matches("has 0 pieces", why)
   end)
 
   it("reports truncated and foreign files by offset", function()

@@ -39,6 +39,15 @@ void ane_spm_free(ane_spm *spm) {
 
 int32_t ane_spm_vocab_size(const ane_spm *spm) { return spm->size; }
 
+ane_status ane_spm_check_encodes(const ane_spm *spm, ane_error *err) {
+    if (spm->size < ANE_SPM_CONTROL_PIECES)
+        return ane_fail(err, ANE_ERR_FORMAT,
+                        "has %d pieces; a SentencePiece vocabulary starts with <unk>, <s> and </s> (ids 0-2), which "
+                        "encoding uses for unknown characters and the start of text",
+                        spm->size);
+    return ANE_OK;
+}
+
 ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, size_t size, int32_t *count,
                                       ane_error *err) {
     if (size < 4) return ane_fail(err, ANE_ERR_FORMAT, "too short for the 4-byte header");
@@ -130,6 +139,8 @@ static size_t utf8_length(unsigned char c) {
 
 ane_status ane_spm_encode(const ane_spm *spm, const char *text, size_t length, int bos, int32_t **ids, size_t *count,
                           ane_error *err) {
+    ane_status usable = ane_spm_check_encodes(spm, err);
+    if (usable) return usable;
     /* The normalized text: dummy prefix, spaces as U+2581. */
     size_t spaces = 0;
     for (size_t i = 0; i < length; i++) spaces += text[i] == ' ';

@@ -27,6 +27,14 @@ int32_t ane_spm_vocab_size(const ane_spm *spm);
 ane_status ane_spm_add_llama2c_pieces(ane_spm *spm, const unsigned char *bytes, size_t size, int32_t *count,
                                       ane_error *err);
 
+/* Ids 0-2 are <unk>, <s> and </s> in Llama's vocabulary: encoding maps a character with
+ * neither a piece nor a byte piece to 0 and bos prepends 1. */
+#define ANE_SPM_CONTROL_PIECES 3
+
+/* Fails unless the vocabulary can encode: it holds the control pieces 0-2 (a loader calls
+ * this before it hands out a tokenizer; encode checks it again). */
+ane_status ane_spm_check_encodes(const ane_spm *spm, ane_error *err);
+
 /* *ids is malloc'd; bos prepends id 1. */
 ane_status ane_spm_encode(const ane_spm *spm, const char *text, size_t length, int bos, int32_t **ids, size_t *count,
                           ane_error *err);

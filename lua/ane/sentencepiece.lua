@@ -144,6 +144,8 @@ function M.load(path, opts)
   local count, why
   if bytes:byte(1) == 0x0A then count, why = load_model_proto(path, bytes, spm) else count, why = load_llama2c(path, bytes, spm) end
   if not count then return nil, why end
+  local encodes, refusal = spm:check_encodes()
+  if not encodes then return fail(path, "%s", refusal) end
   local expected = opts and opts.vocab_size
   if expected and count ~= expected then
     return fail(path, "holds %d tokens, the model's vocabulary has %d", count, expected)
