@@ -543,6 +543,14 @@ static int l_capabilities(lua_State *L) {
     lua_setfield(L, -2, "backend");
     lua_pushstring(L, ane_blas_kernels()); /* the CPU kernels behind sim's matrix products */
     lua_setfield(L, -2, "blas_kernels");
+#if defined(__x86_64__)
+    lua_pushstring(L, "x86_64"); /* the instruction set this build runs */
+#elif defined(__aarch64__)
+    lua_pushstring(L, "arm64");
+#else
+    lua_pushstring(L, "other");
+#endif
+    lua_setfield(L, -2, "cpu");
     char why[ANE_ERROR_MESSAGE_MAX];
     int device = ane_device_backend.available(why, sizeof why);
     lua_pushboolean(L, device);

@@ -270,9 +270,16 @@ static int module_index(lua_State *L) {
     return 0;
 }
 
-/* ane.executable() -> the path of this process's program (to start a child of the same
- * host, e.g. a probe that must not take the REPL down with it), or nil */
+/* ane.executable() -> the program that starts this host again (a child of the same host,
+ * e.g. a probe that must not take the REPL down with it, or training restarting itself), or
+ * nil: ANELUA_EXECUTABLE when set (a wrapper that starts it, as the tests of a cross build
+ * start it under qemu-user), else this process's own program. */
 static int l_executable(lua_State *L) {
+    const char *chosen = getenv("ANELUA_EXECUTABLE");
+    if (chosen && *chosen) {
+        lua_pushstring(L, chosen);
+        return 1;
+    }
     char path[4096];
 #ifdef __APPLE__
     uint32_t size = sizeof path;

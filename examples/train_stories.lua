@@ -269,6 +269,7 @@ local function exec_resuming(path, env)
   local words, lowest = {}, 0
   while arg[lowest - 1] do lowest = lowest - 1 end
   for i = lowest, 0 do words[#words + 1] = arg[i] end -- the interpreter and the script
+  words[1] = ane.executable() or words[1] -- the interpreter as it starts again (ANELUA_EXECUTABLE)
   local i = 1
   while i <= #arg do
     if arg[i] == "--resume" then i = i + 1

@@ -6,7 +6,8 @@ local M = {}
 
 M.root = lfs.currentdir() -- ctest and the README run busted from the project root
 M.build = os.getenv("ANELUA_BUILD_DIR") or (M.root .. "/build")
-M.anelua = M.build .. "/anelua"
+-- the host as ctest starts it (under qemu-user in the aarch64 row's cross build), else the build's
+M.anelua = os.getenv("ANELUA_TEST_HOST") or (M.build .. "/anelua")
 
 -- The data sets the reference specs run on: the repository's own fixtures (spec/data and
 -- the shipped tokenizers in data/tokenizers; always there) and, as an extra check where it

@@ -3,7 +3,7 @@
  * of live objects and of the last 65,536 freed ones (their headers are not reused while
  * quarantined), so a message to a freed object, an
  * over-release, an autorelease with no pool or an unknown selector is a violation naming
- * the selector. objc_msgSend itself is msgsend_x86_64.S, which calls double_lookup. */
+ * the selector. objc_msgSend itself is msgsend_<isa>.S, which calls double_lookup. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>

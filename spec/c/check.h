@@ -26,4 +26,9 @@ static int check_summary(const char *name) {
     return checks_failed ? 1 : 0;
 }
 
+/* The larger of a running worst error and a new one, where a NaN error wins (fmax would drop
+ * it, and a check of `worst <= bound` would pass). Also what gcc 12's aarch64 vectorizer
+ * compiles: it crashes on some fmax reductions of doubles. */
+static inline double worse_error(double worst, double error) { return error <= worst ? worst : error; }
+
 #endif

@@ -33,6 +33,14 @@ int main(void) {
             break;
         }
     if (f) fclose(f);
+#if !defined(__x86_64__)
+    /* Not x86-64 (the aarch64 row: qemu-user shows the host's /proc/cpuinfo): none of the x86
+     * features may be reported, whatever the flags line says. */
+    CHECK(!ane_cpu_has_f16c() && !ane_cpu_has_avx2_fma_f16c() && !ane_cpu_has_avx512f() &&
+              !ane_cpu_has_avx512_skylake() && !ane_cpu_has_avx512_vnni() && !ane_cpu_has_avx512_bf16(),
+          "an x86 feature reported on a CPU that is not x86-64");
+    return check_summary("cpu");
+#endif
     if (!flags[0]) {
         printf("cpu: no flags line in /proc/cpuinfo here; nothing to compare against (skipped)\n");
         return 0;

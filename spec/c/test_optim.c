@@ -60,7 +60,7 @@ int main(void) {
         }
     }
     double worst = 0;
-    for (int i = 0; i < N; i++) worst = fmax(worst, fabs(pd[i] - rp[i]));
+    for (int i = 0; i < N; i++) worst = worse_error(worst, fabs(pd[i] - rp[i]));
     CHECK(worst <= 1e-6, "AdamW after 3 steps: max |p - reference| = %.3g", worst);
 #if defined(__x86_64__)
     /* The AVX path claims the scalar loop's bits: each operation rounded, none fused. */

@@ -154,7 +154,9 @@ int main(int argc, char **argv) {
     }
     if (!getenv("ANELUA_CPU")) {
         char command[4096], line[64] = "";
-        snprintf(command, sizeof command, "ANELUA_CPU=scalar '%s' --hash", argv[0]);
+        /* through the emulator that runs this test, if any (qemu-user in the aarch64 row) */
+        const char *emulator = getenv("ANELUA_TEST_EMULATOR");
+        snprintf(command, sizeof command, "ANELUA_CPU=scalar %s '%s' --hash", emulator ? emulator : "", argv[0]);
         FILE *scalar = popen(command, "r");
         CHECK(scalar && fgets(line, sizeof line, scalar), "running %s", command);
         if (scalar) pclose(scalar);
