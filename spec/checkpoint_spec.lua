@@ -136,6 +136,45 @@ describe("checkpoint integrity", function()
     assert.matches("metadata does not match its checksum", err)
   end)
 
+  -- one flipped bit in the key "metadata_checksum" used to make a checkpoint pass for one
+  -- written before checksums existed, and every check was skipped: a flipped data bit then
+  -- loaded in silence
+  it("refuse a header whose metadata_checksum key a flipped bit renamed, with its data damaged", function()
+    local path = write_one(helpers.tmpdir())
+    local bytes = helpers.read_file(path)
+    local at = bytes:find('"metadata_checksum"', 1, true)
+    assert.is_truthy(at, "the key is in the header")
+    flip(path, at + 17) -- ..._checksum -> ..._checksul
+    flip(path, #bytes - 3) -- and a byte of the last tensor's data
+    local state, err = checkpoint.load(path)
+    assert.is_nil(state)
+    assert.matches("has no metadata_checksum but holds '[%w_]+', which only checkpoints with checksums hold", err)
+  end)
+
+  -- written as the writer did before checksums (its keys and nothing else): it loads, and
+  -- its values are checked as any checkpoint's
+  it("load a checkpoint from before checksums, and check its values", function()
+    local dir = helpers.tmpdir()
+    local function old_checkpoint(data_position, rng)
+      local path = dir .. "/ckpt-00000003.safetensors"
+      assert(ane.io.save_safetensors(path, { ["param.w"] = ane.tensor.from({ 1, 2 }) }, {
+        format = "anelua-checkpoint-1", step = "3", data_position = data_position, rng = rng, config = "{}",
+        trainer = "{}" }))
+      return path
+    end
+    local state = assert(checkpoint.load(old_checkpoint("64", "0")))
+    assert.are.equal(3, state.step)
+    assert.are.equal(64, state.data_position)
+    assert.are.same({ 1, 2 }, state.params.w:totable())
+    for _, case in ipairs({ { "nan", "0", "data_position 'nan' is not a count" },
+      { "-5", "0", "data_position '%-5' is not a count" }, { "8", "x", "rng 'x' is not an integer" } }) do
+      local path = old_checkpoint(case[1], case[2])
+      local loaded, err = checkpoint.load(path)
+      assert.is_nil(loaded, case[3])
+      assert.matches("ckpt%-00000003%.safetensors: the checkpoint's " .. case[3], err)
+    end
+  end)
+
   it("refuse a header whose JSON a flipped byte broke, naming the file", function()
     local path = write_one(helpers.tmpdir())
     flip(path, 9) -- the opening brace of the header JSON

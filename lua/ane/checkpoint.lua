@@ -59,9 +59,23 @@ local function metadata_checksum(metadata)
   return ane.checksum(table.concat(parts))
 end
 
+-- The metadata keys of the checkpoints written before checksums existed (commit 188f08c
+-- added them; trainer came with loss scaling): a file without metadata_checksum is taken as
+-- one of those only when its keys are some of these and nothing else. A flipped bit in the
+-- key "metadata_checksum" leaves it and "checksums" behind, so it cannot pass as old.
+local PRE_CHECKSUM_KEYS = { format = true, step = true, data_position = true, rng = true, config = true, trainer = true }
+
 -- Verifies what save wrote; returns true or nil and a message naming what differs.
 local function verify(path, tensors, metadata)
-  if metadata.metadata_checksum == nil then return true end -- written before checksums existed
+  if metadata.metadata_checksum == nil then
+    for key in pairs(metadata) do
+      if not PRE_CHECKSUM_KEYS[key] then
+        return nil, path .. ": the checkpoint has no metadata_checksum but holds '" .. key ..
+            "', which only checkpoints with checksums hold (a damaged header)"
+      end
+    end
+    return true -- written before checksums existed: nothing to verify
+  end
   if metadata_checksum(metadata) ~= metadata.metadata_checksum then
     return nil, path .. ": the checkpoint's metadata does not match its checksum (the header is corrupt)"
   end
@@ -121,8 +135,14 @@ function M.load(path)
   if type(trainer) ~= "table" then return nil, path .. ": the checkpoint's trainer state is not a JSON object" end
   local step = math.tointeger(tonumber(metadata.step))
   if not step or step < 0 then return nil, path .. ": the checkpoint's step '" .. tostring(metadata.step) .. "' is not a count" end
-  local state = { params = {}, m = {}, v = {}, step = step, data_position = tonumber(metadata.data_position),
-    rng = tonumber(metadata.rng), config = config, trainer = trainer }
+  local data_position = math.tointeger(tonumber(metadata.data_position))
+  if not data_position or data_position < 0 then
+    return nil, path .. ": the checkpoint's data_position '" .. tostring(metadata.data_position) .. "' is not a count"
+  end
+  local rng = math.tointeger(tonumber(metadata.rng))
+  if not rng then return nil, path .. ": the checkpoint's rng '" .. tostring(metadata.rng) .. "' is not an integer" end
+  local state = { params = {}, m = {}, v = {}, step = step, data_position = data_position,
+    rng = rng, config = config, trainer = trainer }
   for key, value in pairs(state.config) do -- JSON numbers come back as floats
     if math.type(value) == "float" then state.config[key] = math.tointeger(value) or value end
   end
