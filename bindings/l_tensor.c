@@ -692,6 +692,20 @@ static int m_max_abs_diff(lua_State *L) {
     return 1;
 }
 
+/* t:first_outside([limit = inf]) -> the 0-based flat index and value of the first element
+ * that is NaN or of magnitude >= limit, or nil (ane_tensor_first_outside) */
+static int m_first_outside(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    double limit = luaL_optnumber(L, 2, HUGE_VAL), value;
+    int64_t index;
+    ane_error err;
+    if (ane_tensor_first_outside(t, limit, &index, &value, &err)) return ane_lua_raise(L, &err);
+    if (index < 0) return 0;
+    lua_pushinteger(L, index);
+    lua_pushnumber(L, value);
+    return 2;
+}
+
 /* t:allclose(u, [rtol = 1e-5], [atol = 1e-8]), numpy's defaults */
 static int m_allclose(lua_State *L) {
     ane_tensor *a = ane_lua_check_tensor(L, 1), *b = ane_lua_check_tensor(L, 2);
@@ -782,6 +796,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"reshape", m_reshape}, {"to", m_to}, {"copy", m_copy}, {"copy_from", m_copy_from}, {"add_from", m_add_from},
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
+        {"first_outside", m_first_outside},
         {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"sample", m_sample}, {"argmax", m_argmax}, {"abs", m_abs},
         {"intern", m_intern}, {"is_readonly", m_is_readonly}, {"release_pages", m_release_pages}, {NULL, NULL},
     };

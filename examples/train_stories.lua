@@ -174,14 +174,15 @@ elseif opts.lora_alpha or opts.adapters then
 end
 local model
 local family = arch == "gpt2" and gpt2 or llama
+local function built(result, why) return result or die(why) end -- a model, or its loader's message
 if resume_state and not model_opts.lora then -- (a LoRA checkpoint holds adapters: the base comes from --init)
-  model = family.from_weights(family.weights_from_parameters(resume_state.config, resume_state.params, opts.resume),
-    model_opts)
+  model = built(family.from_weights(family.weights_from_parameters(resume_state.config, resume_state.params,
+    opts.resume), model_opts))
 elseif opts.init and opts.init:match("%.safetensors$") then
-  local state = checkpoint.load(opts.init) or die(select(2, checkpoint.load(opts.init)))
-  model = family.from_weights(family.weights_from_parameters(state.config, state.params, opts.init), model_opts)
+  local state = built(checkpoint.load(opts.init))
+  model = built(family.from_weights(family.weights_from_parameters(state.config, state.params, opts.init), model_opts))
 elseif opts.init then
-  model = family.load(opts.init, model_opts) or die(select(2, family.load(opts.init, model_opts)))
+  model = built(family.load(opts.init, model_opts))
 elseif arch == "gpt2" then
   model = gpt2.from_weights(gpt2.random_weights({ n_embd = opts.dim, n_layer = opts.layers, n_head = opts.heads,
     n_positions = opts.seq, vocab_size = tok and tok.vocab_size or 50257, eps = 1e-5 }, opts.seed), model_opts)

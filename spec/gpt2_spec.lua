@@ -151,6 +151,33 @@ describe("GPT-2 loaders" .. label, function()
     end
   end)
 
+  -- a fuzzer's NaN in any tensor loaded in fp32 (the logits came out NaN), and in fp16 in the
+  -- embeddings: refused at load in every precision, naming tensor and element, unless asked
+  it("refuse a NaN or an infinity in any weight, naming tensor and element; allow_nonfinite loads it", function()
+    local dir = reference()
+    local tensors = assert(ane.io.load_safetensors(dir))
+    for _, case in ipairs({ { "wte.weight", 0 / 0, "NaN" }, { "wpe.weight", math.huge, "inf" },
+      { "h.1.mlp.c_proj.weight", -math.huge, "-inf" } }) do
+      local name, value, shown = case[1], case[2], case[3]
+      local target = helpers.tmpdir()
+      copy_config(dir, target)
+      local damaged = {}
+      for n, t in pairs(tensors) do damaged[n] = t end
+      damaged[name] = tensors[name]:to("fp32") -- a writable copy
+      damaged[name]:set(value, 2, 3)
+      local columns = damaged[name]:shape()[2]
+      assert(ane.io.save_safetensors(target .. "/model.safetensors", damaged))
+      for _, precision in ipairs({ "fp32", "fp16" }) do
+        local model, err = gpt2.load(target, { precision = precision, profile = "cpu" })
+        assert.is_nil(model, name .. " " .. precision)
+        assert.are.equal(target .. ": tensor '" .. name .. "' holds " .. shown .. " at element " .. (columns + 2) ..
+          " (of " .. damaged[name]:numel() .. "); a model with non-finite weights computes NaN " ..
+          "(opts.allow_nonfinite = true loads it to inspect)", err)
+      end
+      assert.is_truthy(gpt2.load(target, { precision = "fp32", allow_nonfinite = true }))
+    end
+  end)
+
   it("read sharded files with a transformer. prefix and attention buffers", function()
     local dir, expected, V = reference()
     local tensors = assert(ane.io.load_safetensors(dir))

@@ -422,3 +422,40 @@ describe("ane.tensor xor_words", function()
     assert.error_matches(function() t:transpose(1, 2):xor_words() end, "xor_words: the tensor is a strided view")
   end)
 end)
+
+describe("ane.tensor first_outside (the loaders' weight check)", function()
+  -- the reference: a scan of t:totable() in Lua, row-major, NaN or |x| >= limit
+  local function scan(rows, limit)
+    local flat = 0
+    for _, row in ipairs(rows) do
+      for _, x in ipairs(row) do
+        if not (math.abs(x) < limit) then return flat, x end
+        flat = flat + 1
+      end
+    end
+  end
+
+  it("finds the first NaN or infinity in every float dtype, past a block boundary and in a strided view", function()
+    for _, dtype in ipairs({ "fp32", "fp16", "bf16" }) do
+      local t = ane.tensor.randn({ 3, 5000 }, { seed = 2 }):to(dtype)
+      assert.is_nil(t:first_outside())
+      t:set(-math.huge, 2, 4200) -- element 9199: the third 4096-element block
+      t:set(0 / 0, 3, 1)
+      assert.are.equal(9199, (t:first_outside()))
+      local index, value = t:transpose():first_outside()
+      local reference_index, reference_value = scan(t:transpose():totable(), math.huge)
+      assert.are.equal(reference_index, index)
+      assert.are.equal(tostring(reference_value), tostring(value))
+    end
+  end)
+
+  it("takes a limit: 65520, the least magnitude fp16 rounds to infinity", function()
+    local t = ane.tensor.from({ 1, -65519, 65504, 7 })
+    assert.is_nil(t:first_outside(65520))
+    assert.is_truthy(t:to("fp16"):first_outside() == nil) -- 65519 rounds to 65504 in fp16
+    t:set(-65520, 4)
+    assert.are.same({ 3, -65520 }, { t:first_outside(65520) })
+    assert.are.equal(3, (t:to("fp16"):first_outside())) -- and fp16 holds it as -inf
+    assert.is_nil(ane.tensor.from({ 1, 2 }):to("int32"):first_outside(0.5)) -- integers: always finite
+  end)
+end)

@@ -2,6 +2,7 @@
  * arithmetic with broadcasting, BLAS matmul, comparisons and seeded random fills. */
 #include "tensor.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -854,6 +855,36 @@ ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double 
     ane_status status = compare(a, b, &context, err);
     if (!status) *out = context.all_close;
     return status;
+}
+
+ane_status ane_tensor_first_outside(const ane_tensor *t, double limit, int64_t *index, double *value, ane_error *err) {
+    *index = -1;
+    *value = 0;
+    if (ane_dtype_kind_of(t->dtype) != ANE_KIND_FLOAT) return ANE_OK;
+    ane_tensor flat; /* contiguous: read in blocks converted to fp32 (exact for fp16, bf16) */
+    ane_status status = ANE_OK;
+    if (ane_tensor_is_contiguous(t)) ane_tensor_share(&flat, t);
+    else if ((status = ane_tensor_to(&flat, t, ANE_FP32, err))) return status;
+    enum { BLOCK = 4096 };
+    float block[BLOCK];
+    const char *data = ane_tensor_data(&flat);
+    size_t element = ane_dtype_size(flat.dtype);
+    int64_t n = ane_tensor_numel(&flat);
+    for (int64_t start = 0; start < n && *index < 0; start += BLOCK) {
+        size_t count = (size_t)(start + BLOCK < n ? BLOCK : n - start);
+        ane_dtype_convert_row(block, ANE_FP32, data + (size_t)start * element, flat.dtype, count);
+        const float bound = limit > FLT_MAX ? INFINITY : (float)limit; /* exact for the limits used */
+        int outside = 0;                                                /* a branch-free pass first */
+        for (size_t i = 0; i < count; i++) outside |= !(fabsf(block[i]) < bound); /* NaN: never < */
+        for (size_t i = 0; outside && i < count; i++)
+            if (!(fabsf(block[i]) < bound)) {
+                *index = start + (int64_t)i;
+                *value = block[i];
+                break;
+            }
+    }
+    ane_tensor_release(&flat);
+    return ANE_OK;
 }
 
 /* ------------------------------------------------------------------ selection */

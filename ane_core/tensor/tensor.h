@@ -91,6 +91,12 @@ ane_status ane_tensor_max_abs_diff(const ane_tensor *a, const ane_tensor *b, dou
 ane_status ane_tensor_allclose(const ane_tensor *a, const ane_tensor *b, double rtol, double atol,
                                int *out, ane_error *err);
 
+/* The first element (flat row-major index) that is NaN or of magnitude at least `limit`
+ * (INFINITY: the first non-finite one; 65520: the first that fp16 cannot hold, since
+ * round-to-nearest takes every smaller magnitude to at most 65504), or -1 when none is;
+ * *value is that element. Integer tensors have none. Loaders check weights with it. */
+ane_status ane_tensor_first_outside(const ane_tensor *t, double limit, int64_t *index, double *value, ane_error *err);
+
 /* --- selection --- */
 /* out[i, ...] = src[ids[i], ...]: rows of src (dim 0) by 0-based ids, a new tensor. */
 ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const int64_t *ids, int64_t count,

@@ -71,7 +71,8 @@ function M.from_weights(W, opts)
   local precision, profile = decoder.check_options(opts, 2)
   local self = setmetatable(decoder.new_state("gpt2", opts, precision, profile), Model)
   W.config.model_type = "gpt2" -- kept in checkpoints, which then know what they hold
-  transformer.init(self, W, M.architecture(W.config), hf_gpt2.naming, opts, 2)
+  local built, why = transformer.init(self, W, M.architecture(W.config), hf_gpt2.naming, opts, 2)
+  if not built then return nil, why end
   self.stop_token = W.config.vocab_size - 1 -- <|endoftext|>
   return self
 end

@@ -362,22 +362,43 @@ Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attenti
 --- The checkpoint name of a role (l: 0-based layer, nil for the model's own weights).
 function Methods:checkpoint_name(role, l) return self.naming.name(role, l) end
 
--- fp16 programs hold weights in fp16: a value past its range (bf16 files can hold them)
--- would become infinite. Each converted weight is checked; the error names the tensor.
-local function check_fp16_range(self, level)
-  local function check(t, role, l)
-    if ane.quantized.is(t) then return end -- (quantizing refuses non-finite weights)
-    local sum = t:sum_of_squares()
-    if sum ~= sum or sum == math.huge then
-      error(string.format("%s: tensor '%s' holds values outside the fp16 range (|x| > 65504) or NaN; use precision 'fp32'",
-        self.source, self:checkpoint_name(role, l)), level + 1)
+-- Every weight finite, and in fp16 models every weight that becomes fp16 (the layers' and the
+-- final norm's; the tables when the file holds them in fp16 or bf16) within fp16's range:
+-- a NaN or an infinity would come out of every product as NaN logits, in silence. Returns
+-- nil and a message naming the file, the tensor and the element, else true.
+-- opts.allow_nonfinite = true loads such weights anyway, to inspect a broken file.
+local FP16_LIMIT = 65520 -- the least magnitude fp16's round-to-nearest takes to infinity
+local function check_weights(self, W, opts)
+  if opts.allow_nonfinite then return true end
+  local function check(t, role, l, fp16)
+    if t == nil or ane.quantized.is(t) then return true end -- (quantizing refuses non-finite weights)
+    if self.naming.transposed and self.naming.transposed[role] then t = t:transpose() end -- the file's layout
+    local index, value = t:first_outside(fp16 and FP16_LIMIT or math.huge)
+    if not index then return true end
+    local name = self:checkpoint_name(role, l)
+    if value ~= value or value == math.huge or value == -math.huge then
+      return nil, string.format("%s: tensor '%s' holds %s at element %d (of %d); a model with non-finite weights " ..
+        "computes NaN (opts.allow_nonfinite = true loads it to inspect)", tostring(self.source), name,
+        value ~= value and "NaN" or tostring(value), index, t:numel())
+    end
+    return nil, string.format("%s: tensor '%s' holds %.9g at element %d, outside the fp16 range (|x| > 65504); " ..
+      "use precision 'fp32'", tostring(self.source), name, value, index)
+  end
+  local fp16 = self.dtype == "fp16"
+  for l, L in ipairs(W.layers) do
+    for role, t in pairs(L) do
+      local ok, why = check(t, role, l - 1, fp16)
+      if not ok then return nil, why end
     end
   end
-  for l, L in ipairs(self.P.layers) do
-    for role, t in pairs(L) do check(t, role, l - 1) end
+  local function table_in_fp16(t) return fp16 and t ~= nil and not ane.quantized.is(t) and t:dtype() ~= "fp32" end
+  for _, entry in ipairs({ { "final_norm", fp16 }, { "final_norm_bias", fp16 },
+    { "token_embedding", table_in_fp16(W.token_embedding) }, { "position_embedding", false },
+    { "classifier", table_in_fp16(W.classifier) } }) do
+    local ok, why = check(W[entry[1]], entry[1], nil, entry[2])
+    if not ok then return nil, why end
   end
-  check(self.P.final_norm, "final_norm")
-  if self.P.final_norm_bias then check(self.P.final_norm_bias, "final_norm_bias") end
+  return true
 end
 
 local function const_names(roles)
@@ -391,7 +412,9 @@ end
 --- loader-layout weights W. arch: the architecture table; naming: { name = function(role, l) }
 --- and optionally transposed = { [role] = true } for matrices the checkpoint stores [in, out].
 --- opts: quantize, quantize_classifier, activations, weights_as_inputs, lora (as
---- ane.models.llama says).
+--- ane.models.llama says), allow_nonfinite (load NaN / infinite weights, to inspect them).
+--- Returns self, or nil and a message when a weight is not finite (or, in fp16 models, not
+--- within fp16's range); misused options raise.
 function M.init(self, W, arch, naming, opts, level)
   self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
   for l = 1, arch.n_layer do -- every weight the table implies, by the name its checkpoint gives it
@@ -409,6 +432,8 @@ function M.init(self, W, arch, naming, opts, level)
     norm = const_names(self.roles.norm) }
   self.saved = M.saved(arch)
   self.shared_classifier = W.classifier == nil
+  local finite, why = check_weights(self, W, opts)
+  if not finite then return nil, why end
   self.weights = W
   self.quantize, self.quantize_classifier = decoder.check_quantize_options(opts, W, level + 1)
   self.P = M.prepare(self, W, self.quantize)
@@ -419,7 +444,6 @@ function M.init(self, W, arch, naming, opts, level)
   self.quantized = self.quantize or decoder.holds_quantized(self.P.layers)
   self.activations = decoder.check_activations(opts, self, level + 1)
   if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
-  if self.dtype == "fp16" then check_fp16_range(self, level + 1) end
   if opts.weights_as_inputs then
     self.weights_as_inputs = true
     self.weight_feed = M.weight_feed(self)
