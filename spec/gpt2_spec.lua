@@ -178,6 +178,24 @@ describe("GPT-2 loaders" .. label, function()
     end
   end)
 
+  it("refuse sizes that are not positive and epsilons that are not positive numbers, naming the field", function()
+    local dir = reference()
+    for _, case in ipairs({ { "n_head", "-0.0", "'n_head' is 0, expected a positive integer" },
+      { "n_layer", "-1", "'n_layer' is %-1, expected a positive integer" },
+      { "layer_norm_epsilon", "{}", "'layer_norm_epsilon' is a JSON array or object, expected a positive number" },
+      { "layer_norm_epsilon", '"1e-5"', "'layer_norm_epsilon' is the string \"1e%-5\", expected a positive number" } }) do
+      local target = helpers.tmpdir()
+      copy_config(dir, target, function(text)
+        local edited, count = text:gsub('"' .. case[1] .. '"%s*:%s*[^,}]+', '"' .. case[1] .. '": ' .. case[2])
+        if count == 0 then edited = text:gsub("^{", '{"' .. case[1] .. '": ' .. case[2] .. ", ") end
+        return edited
+      end)
+      local model, err = gpt2.load(target, { precision = "fp32" })
+      assert.is_nil(model, case[1])
+      assert.matches("config%.json: " .. case[3], err)
+    end
+  end)
+
   it("read sharded files with a transformer. prefix and attention buffers", function()
     local dir, expected, V = reference()
     local tensors = assert(ane.io.load_safetensors(dir))

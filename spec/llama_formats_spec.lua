@@ -180,6 +180,44 @@ describe("Hugging Face Llama directories" .. label, function()
     assert.matches("model_type 'mistral'", err)
   end)
 
+  -- config.json was trusted until first use: rope_theta {} ended in nn.lua's arithmetic on a
+  -- table, rms_norm_eps [] in a graph builder; each field is now checked as it is read
+  it("refuse a config.json field of the wrong type or range when loading, naming the field", function()
+    local fields = v0_fields(helpers.read_file(llama_reference() .. "/model.bin"))
+    local hf = helpers.tmpdir()
+    for _, case in ipairs({
+      { { rope_theta = {} }, "'rope_theta' is a JSON array or object, expected a positive number" },
+      { { rope_theta = -1 }, "'rope_theta' is %-1, expected a positive number" },
+      { { rms_norm_eps = { 1 } }, "'rms_norm_eps' is a JSON array or object, expected a positive number" },
+      { { rms_norm_eps = "1e-6" }, "'rms_norm_eps' is the string \"1e%-6\", expected a positive number" },
+      { { num_hidden_layers = -1 }, "'n_layer' is %-1, expected a positive integer" },
+      { { eos_token_id = "x" }, "'eos_token_id' is \"x\", expected a token id below vocab_size" },
+      { { eos_token_id = { -7, 2 } }, "'eos_token_id' is %-7, expected a token id below vocab_size" },
+      { { tie_word_embeddings = "yes" }, "'tie_word_embeddings' is \"yes\", expected true or false" },
+    }) do
+      write_hf_llama(hf, fields, case[1])
+      local model, err = llama.load(hf, { precision = "fp32", profile = "cpu" })
+      assert.is_nil(model, case[2])
+      assert.matches(hf:gsub("%p", "%%%0") .. "/config%.json: .*" .. case[2], err)
+    end
+  end)
+
+  -- a checkpoint's config reaches the model unchecked by any reader: n_layer -2 was a traceback
+  it("refuse a configuration from parameters whose numbers cannot build the model", function()
+    local model = assert(llama.load(llama_reference() .. "/model.bin", { precision = "fp32", profile = "cpu" }))
+    for _, case in ipairs({ { "n_layer", -2, "'n_layer' is %-2, expected a positive integer" },
+      { "norm_eps", 0 / 0, "'norm_eps' is [%-]?nan, expected a positive number" },
+      { "dim", 2.5, "'dim' is 2%.5, expected a positive integer" } }) do
+      local config = {}
+      for k, v in pairs(model.config) do config[k] = v end
+      config[case[1]] = case[2]
+      local built, err = llama.from_weights(llama.weights_from_parameters(config, model:parameters(), "ckpt.safetensors"),
+        { precision = "fp32", profile = "cpu" })
+      assert.is_nil(built, case[1])
+      assert.matches("^ckpt%.safetensors: the model's configuration: " .. case[3], err)
+    end
+  end)
+
   it("model:save writes an fp16 model that loads as views of its file and decodes bit for bit as before", function()
     local dir = llama_reference()
     local model = assert(llama.load(dir .. "/model.bin", { precision = "fp16", profile = "cpu" }))

@@ -31,15 +31,17 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 local function read_config(dir)
   local config, err = ane.io.read_json(dir .. "/config.json")
   if not config then return nil, err end
+  local source = dir .. "/config.json"
   local out = {
     n_embd = config.n_embd, n_layer = config.n_layer, n_head = config.n_head,
     n_positions = config.n_positions or config.n_ctx, vocab_size = config.vocab_size,
-    eps = config.layer_norm_epsilon or 1e-5,
   }
   for _, key in ipairs({ "n_embd", "n_layer", "n_head", "n_positions", "vocab_size" }) do
-    out[key], err = common.integer_field(out, key, dir .. "/config.json")
+    out[key], err = common.positive_integer_field(out, key, source)
     if not out[key] then return nil, err end
   end
+  out.eps, err = common.positive_number_field(config, "layer_norm_epsilon", source, 1e-5)
+  if not out.eps then return nil, err end
   if out.n_embd % out.n_head ~= 0 then return fail("%s/config.json: n_embd %d is not divisible by n_head %d", dir, out.n_embd, out.n_head) end
   return out
 end

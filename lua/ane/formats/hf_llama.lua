@@ -64,8 +64,14 @@ function M.read(dir)
   end
   -- anelua_rope: a llama2.c model saved quantized keeps its interleaved rotary layout
   local rope = json.anelua_rope == "interleaved" and "interleaved" or "half"
-  local config = { rope = rope, rope_theta = json.rope_theta or 10000, norm_eps = json.rms_norm_eps or 1e-6,
-    qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
+  local config = { rope = rope, qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
+  config.rope_theta, err = common.positive_number_field(json, "rope_theta", source, 10000)
+  if not config.rope_theta then return nil, err end
+  config.norm_eps, err = common.positive_number_field(json, "rms_norm_eps", source, 1e-6)
+  if not config.norm_eps then return nil, err end
+  if json.tie_word_embeddings ~= nil and json.tie_word_embeddings ~= cjson.null and type(json.tie_word_embeddings) ~= "boolean" then
+    return fail("%s: 'tie_word_embeddings' is %s, expected true or false", source, cjson.encode(json.tie_word_embeddings))
+  end
   local keys = { dim = "hidden_size", hidden = "intermediate_size", n_layer = "num_hidden_layers",
     n_head = "num_attention_heads", vocab_size = "vocab_size", seq_len = "max_position_embeddings" }
   for field, key in pairs(keys) do
@@ -102,7 +108,13 @@ function M.read(dir)
     -- precision differs (bf16 straight to fp16), fp32 masters only when training asks
     return t
   end
+  -- eos_token_id: an id, a list of ids (the first stops generation) or absent
   local eos = type(json.eos_token_id) == "table" and json.eos_token_id[1] or json.eos_token_id
+  if eos == cjson.null then eos = nil end
+  if eos ~= nil and not (type(eos) == "number" and math.tointeger(eos) and eos >= 0 and eos < config.vocab_size) then
+    return fail("%s: 'eos_token_id' is %s, expected a token id below vocab_size %d", source, cjson.encode(eos),
+      config.vocab_size)
+  end
   -- weights by role (ane.models.transformer); the classifier absent when tied
   local W = { config = config, layers = {}, source = dir, naming = "hf", format = "Hugging Face " .. model_type,
     stop_token = math.type(eos) and math.tointeger(eos) or nil }

@@ -29,8 +29,11 @@ Model.__index = Model
 --- The architecture of a GPT-2 configuration (n_embd, n_layer, n_head, n_positions,
 --- vocab_size, eps).
 function M.architecture(config)
-  return { name = "gpt2", dim = config.n_embd, hidden = 4 * config.n_embd, n_layer = config.n_layer,
-    n_head = config.n_head, n_kv_head = config.n_head, head_dim = config.n_embd // config.n_head,
+  local C, heads = config.n_embd, config.n_head
+  -- (a configuration that does not divide keeps head_dim nil, which transformer.init refuses)
+  local divides = math.type(C) == "integer" and math.type(heads) == "integer" and heads > 0 and C % heads == 0
+  return { name = "gpt2", dim = C, hidden = math.type(C) == "integer" and 4 * C or nil, n_layer = config.n_layer,
+    n_head = heads, n_kv_head = heads, head_dim = divides and C // heads or nil,
     vocab_size = config.vocab_size, context_length = config.n_positions, norm = "layer", norm_eps = config.eps,
     qkv = "fused", bias = true, positions = "learned", ffn = "gelu", tied = true }
 end

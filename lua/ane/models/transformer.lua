@@ -362,6 +362,31 @@ Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attenti
 --- The checkpoint name of a role (l: 0-based layer, nil for the model's own weights).
 function Methods:checkpoint_name(role, l) return self.naming.name(role, l) end
 
+-- The architecture's numbers, whatever file or checkpoint they came from (the readers name
+-- the file's own keys; a checkpoint's config arrives here unchecked): sizes positive
+-- integers that divide as the layers need, epsilons and RoPE's theta positive and finite.
+local function check_architecture(a, source)
+  local function fail(format, ...)
+    return nil, string.format("%s: the model's configuration: " .. format, tostring(source), ...)
+  end
+  if a.head_dim == nil and math.type(a.dim) == "integer" and math.type(a.n_head) == "integer" and a.n_head > 0 then
+    return fail("a width of %d does not split into %d heads", a.dim, a.n_head)
+  end
+  for _, key in ipairs({ "dim", "hidden", "n_layer", "n_head", "n_kv_head", "head_dim", "vocab_size", "context_length" }) do
+    if math.type(a[key]) ~= "integer" or a[key] <= 0 then
+      return fail("'%s' is %s, expected a positive integer", key, tostring(a[key]))
+    end
+  end
+  if a.n_head % a.n_kv_head ~= 0 then return fail("%d query heads cannot share %d kv heads evenly", a.n_head, a.n_kv_head) end
+  for _, key in ipairs({ "norm_eps", "rope_theta" }) do
+    local value = a[key]
+    if (key == "norm_eps" or a.positions == "rope") and not (type(value) == "number" and value > 0 and value < math.huge) then
+      return fail("'%s' is %s, expected a positive number", key, tostring(value))
+    end
+  end
+  return true
+end
+
 -- Every weight finite, and in fp16 models every weight that becomes fp16 (the layers' and the
 -- final norm's; the tables when the file holds them in fp16 or bf16) within fp16's range:
 -- a NaN or an infinity would come out of every product as NaN logits, in silence. Returns
@@ -416,6 +441,8 @@ end
 --- Returns self, or nil and a message when a weight is not finite (or, in fp16 models, not
 --- within fp16's range); misused options raise.
 function M.init(self, W, arch, naming, opts, level)
+  local sound, problem = check_architecture(arch, W.source)
+  if not sound then return nil, problem end
   self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
   for l = 1, arch.n_layer do -- every weight the table implies, by the name its checkpoint gives it
     for _, role in ipairs(M.layer_roles(arch)) do
