@@ -205,6 +205,14 @@ static int m_vocab_size(lua_State *L) {
     return 1;
 }
 
+/* bpe:first_missing_byte() -> the first byte value with no single-byte token, or nil */
+static int m_first_missing_byte(lua_State *L) {
+    int byte = ane_bpe_first_missing_byte(check_bpe(L));
+    if (byte < 0) return 0;
+    lua_pushinteger(L, byte);
+    return 1;
+}
+
 static int m_can_encode(lua_State *L) {
     lua_pushboolean(L, ane_bpe_can_encode(check_bpe(L)));
     return 1;
@@ -351,7 +359,7 @@ void ane_lua_open_bpe(lua_State *L) {
         {"add_token_bytes", m_add_token_bytes}, {"add_vocabulary", m_add_vocabulary}, {"add_merges", m_add_merges},
         {"add_merges_text", m_add_merges_text},
         {"finish", m_finish}, {"encode", m_encode}, {"decode", m_decode}, {"vocab_size", m_vocab_size},
-        {"can_encode", m_can_encode}, {NULL, NULL},
+        {"can_encode", m_can_encode}, {"first_missing_byte", m_first_missing_byte}, {NULL, NULL},
     };
     luaL_newmetatable(L, ANE_BPE_TYPE);
     lua_pushcfunction(L, bpe_gc);

@@ -55,7 +55,24 @@ describe("GPT-2 tokenizer" .. label, function()
     local ids = tok:encode("Once upon a time, naïve café 東京 😀")
     assert.are.equal(tok:decode(ids), bin:decode(ids))
     assert.is_false(bin:can_encode())
-    assert.error_matches(function() bin:encode("x") end, "can only decode")
+    -- a user's mistake: raised at the caller (here pcall: no position at all), naming the
+    -- tokenizer's file, never a position inside the library
+    local encoded, why = pcall(bin.encode, bin, "x")
+    assert.is_false(encoded)
+    assert.matches("^" .. (tmp .. "/gpt2_tokenizer.bin"):gsub("%p", "%%%0") .. ": this tokenizer can only decode", why)
+    -- the header's count must be the file's: 0 tokens, 3 of 5, an end-of-text beyond them
+    local five = { string.pack("<I4I4I4I4", 20240328, 2, 5, 4) .. string.rep("\0", 1024 - 16) }
+    for _, piece in ipairs({ "a", "b", "c", "d", "e" }) do five[#five + 1] = string.char(#piece) .. piece end
+    for _, case in ipairs({ { 0, 0, "the header at offset 8 says 0 tokens" },
+      { 3, 2, "4 bytes follow the 3 tokens the header at offset 8 counts %(from offset 1030%)" },
+      { 5, 5, "end%-of%-text token 5 %(offset 12%) is not below the 5 tokens" } }) do
+      local text = table.concat(five)
+      text = string.pack("<I4I4I4I4", 20240328, 2, case[1], case[2]) .. text:sub(17)
+      helpers.write_file(tmp .. "/count.bin", text)
+      local loaded, err = tokenizer.load(tmp .. "/count.bin")
+      assert.is_nil(loaded, case[3])
+      assert.matches("count%.bin: " .. case[3], err)
+    end
     helpers.write_file(tmp .. "/bad.bin", string.pack("<I4", 7) .. string.rep("\0", 1020))
     local ok, err = tokenizer.load(tmp .. "/bad.bin")
     assert.is_nil(ok)

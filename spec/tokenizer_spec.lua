@@ -65,6 +65,21 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)" .. label, function()
       pre_tokenizer = { type = "ByteLevel", add_prefix_space = false } })
     ok, err = tokenizer.load(tmp)
     assert.matches("tokenizer%.json: merge 1: 'ab' is not 'left right'", err)
+    -- a fuzzer's mutants: an added token that is not an object (a traceback), and a vocabulary
+    -- without one byte's token, which loaded and then failed every encode
+    local json = cjson.decode(helpers.read_file(dir .. "/tokenizer.json"))
+    local added = json.added_tokens
+    json.added_tokens = { added[1], "<|im_start|>" }
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json))
+    ok, err = tokenizer.load(tmp)
+    assert.is_nil(ok)
+    assert.matches("tokenizer%.json: added_tokens%[2%] is not an object", err)
+    json.added_tokens = added
+    json.model.vocab["\u{100}"] = nil -- byte 0x00's token in GPT-2's byte alphabet (no merge uses it)
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode(json))
+    ok, err = tokenizer.load(tmp)
+    assert.is_nil(ok)
+    assert.matches("tokenizer%.json: no token for the byte 0x00 %(byte%-level BPE needs one for each of the 256 bytes%)", err)
   end)
 
   it("reads merges written as pairs and as \"left right\" strings alike", function()

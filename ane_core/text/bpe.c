@@ -240,11 +240,14 @@ ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err) {
 
 int32_t ane_bpe_vocab_size(const ane_bpe *bpe) { return bpe->size; }
 
-int ane_bpe_can_encode(const ane_bpe *bpe) {
-    if (!bpe->merges || !bpe->pattern) return 0;
+int ane_bpe_first_missing_byte(const ane_bpe *bpe) {
     for (int b = 0; b < 256; b++)
-        if (bpe->byte_token[b] < 0) return 0;
-    return 1;
+        if (bpe->byte_token[b] < 0) return b;
+    return -1;
+}
+
+int ane_bpe_can_encode(const ane_bpe *bpe) {
+    return bpe->merges && bpe->pattern && ane_bpe_first_missing_byte(bpe) < 0;
 }
 
 /* ------------------------------------------------------------------ encoding */

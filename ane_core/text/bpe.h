@@ -40,6 +40,7 @@ ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err);
 
 int32_t ane_bpe_vocab_size(const ane_bpe *bpe);  /* highest id + 1 */
 int ane_bpe_can_encode(const ane_bpe *bpe);       /* has merges and every single byte */
+int ane_bpe_first_missing_byte(const ane_bpe *bpe); /* the first byte with no token of its own, or -1 */
 
 /* *ids is malloc'd. */
 ane_status ane_bpe_encode(ane_bpe *bpe, const char *text, size_t length, int32_t **ids, size_t *count, ane_error *err);

@@ -31,6 +31,16 @@ local function add_vocabulary(bpe, vocab, path)
   return count
 end
 
+-- A byte-level BPE encodes any text only when every byte has a token of its own: refused at
+-- load otherwise (encode would fail on the first text that needs the missing one).
+local function check_bytes(bpe, path)
+  local missing = bpe:first_missing_byte()
+  if missing then
+    return fail(path, "no token for the byte 0x%02X (byte-level BPE needs one for each of the 256 bytes)", missing)
+  end
+  return true
+end
+
 local function load_vocab_and_merges(vocab_path, merges_path)
   local bpe = ane._bpe()
   local vocab, err = ane.io.read_json(vocab_path)
@@ -42,6 +52,8 @@ local function load_vocab_and_merges(vocab_path, merges_path)
   local rank, message = bpe:add_merges_text(merges)
   if not rank then return fail(merges_path, "%s", message) end
   local ok, message = bpe:finish()
+  if not ok then return nil, message end
+  ok, message = check_bytes(bpe, vocab_path)
   if not ok then return nil, message end
   return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = vocab["<|endoftext|>"], merges = rank,
     source = vocab_path, tokens = count }, Tokenizer)
@@ -89,9 +101,12 @@ local function load_tokenizer_json(path)
   local merged, message = bpe:add_merges(model.merges)
   if not merged then return fail(path, "%s", message) end
   local added = {}
-  for _, token in ipairs(type(json.added_tokens) == "table" and json.added_tokens or {}) do
-    local content, id = token.content, math.tointeger(token.id)
-    if type(content) ~= "string" or content == "" or not id then return fail(path, "an added token lacks content or id") end
+  for i, token in ipairs(type(json.added_tokens) == "table" and json.added_tokens or {}) do
+    if type(token) ~= "table" then return fail(path, "added_tokens[%d] is not an object", i) end
+    local content, id = token.content, type(token.id) == "number" and math.tointeger(token.id) or nil
+    if type(content) ~= "string" or content == "" or not id then
+      return fail(path, "added_tokens[%d] lacks a content string or an integer id", i)
+    end
     if model.vocab[content] == nil then
       local ok, message = bpe:add_token_bytes(content, id) -- decodes to its text as written
       if not ok then return fail(path, "added token %q: %s", content, message) end
@@ -102,6 +117,8 @@ local function load_tokenizer_json(path)
   table.sort(added, function(a, b) return #a.text > #b.text end) -- longest first where two start together
   local ok, message = bpe:finish(pattern or nil)
   if not ok then return fail(path, "%s", message) end
+  ok, message = check_bytes(bpe, path)
+  if not ok then return nil, message end
   local eot
   for _, token in ipairs(added) do if token.text == "<|endoftext|>" then eot = token.id end end
   return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = eot, merges = #model.merges, source = path,
@@ -118,6 +135,8 @@ local function load_llmc(path)
   if magic ~= LLMC_TOKENIZER_MAGIC then return fail(path, "magic %d at offset 0, expected %d", magic, LLMC_TOKENIZER_MAGIC) end
   if version ~= 1 and version ~= 2 then return fail(path, "version %d at offset 4 is not 1 or 2", version) end
   if version == 1 then eot = 50256 end
+  if vocab == 0 then return fail(path, "the header at offset 8 says 0 tokens") end
+  if eot >= vocab then return fail(path, "end-of-text token %d (offset 12) is not below the %d tokens", eot, vocab) end
   local bpe = ane._bpe()
   local offset = 1025
   for id = 0, vocab - 1 do
@@ -129,6 +148,10 @@ local function load_llmc(path)
     local ok, message = bpe:add_token_bytes(bytes:sub(offset + 1, offset + length), id)
     if not ok then return fail(path, "token %d: %s", id, message) end
     offset = offset + 1 + length
+  end
+  if offset <= #bytes then
+    return fail(path, "%d bytes follow the %d tokens the header at offset 8 counts (from offset %d)",
+      #bytes - offset + 1, vocab, offset - 1)
   end
   return setmetatable({ bpe = bpe, vocab_size = vocab, eot = eot, source = path, tokens = vocab }, Tokenizer)
 end
@@ -165,6 +188,10 @@ end
 --- ids; the text between them is normalized (NFC where the file says so) and split.
 function Tokenizer:encode(text)
   if type(text) ~= "string" then error("encode: text must be a string", 2) end
+  if not self.bpe:can_encode() then -- llm.c's file: no merges
+    error(self.source .. ": this tokenizer can only decode (llm.c's tokenizer file holds no merges); load the " ..
+      "model's vocab.json and merges.txt or tokenizer.json to encode", 2)
+  end
   if not self.added then return self.bpe:encode(text) end
   local ids, position = {}, 1
   while true do
