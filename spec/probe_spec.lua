@@ -134,6 +134,37 @@ describe("ane.probe", function()
     assert.error_matches(function() ane.target(dir .. "/missing.json") end, "probe report .*missing%.json: ")
   end)
 
+  -- a fuzzer's reports: an entry that was not an object was a traceback (probe.lua:348), and
+  -- absurd measured values were dropped or taken in silence, the generic target used instead
+  it("refuses a damaged report as a target, naming the file, the entry and the value", function()
+    local path = dir .. "/damaged.json"
+    local function as_target(entries)
+      local f = assert(io.open(path, "w"))
+      f:write(cjson.encode({ probes = entries }))
+      f:close()
+      local ok, err = pcall(ane.target, path)
+      return ok, err
+    end
+    local function measured(name, value) return { probe = name, verdict = "measured", value = value, rules = {} } end
+    local ok, err = as_target({ measured("kernel_width", 13), "kernel_width" })
+    assert.is_false(ok)
+    assert.matches("damaged%.json: probes%[2%] is not an object", err)
+    for _, case in ipairs({
+      { measured("kernel_width", 1e308), "probes%[1%] %(kernel_width%): the measured value 1e%+308 is not an integer from 1 to 31" },
+      { measured("kernel_width", "15"), "the measured value \"15\" is not an integer from 1 to 31" },
+      { measured("kernel_width", 15.5), "the measured value 15%.5 is not an integer from 1 to 31" },
+      { measured("kernel_width", cjson.null), "the measured value null is not an integer from 1 to 31" },
+      { measured("io_width", 2 ^ 53), "%(io_width%): the measured value 9%.007199254741e%+15 is not one of 32, 16, 8, 4, 2, 1" },
+      { measured("conv_channels", 5000), "is not an integer from 1024 to 65536 in steps of 1024" },
+      { measured("row_layout", "diagonal"), "the measured value \"diagonal\" is not one of 64%-bytes, packed, 32%-elements" },
+    }) do
+      ok, err = as_target({ case[1] })
+      assert.is_false(ok, case[2])
+      assert.matches("damaged%.json: .*" .. case[2], err)
+    end
+    assert.is_true((as_target({ measured("kernel_width", 13.0), measured("io_width", 16) }))) -- whole numbers as JSON gives them
+  end)
+
   it("runs from the command line: anelua --probe LIST --report BASE", function()
     local base = dir .. "/cli"
     local pipe = io.popen(string.format("'%s' --backend sim --probe concat,kernel_width --report '%s' 2>&1",

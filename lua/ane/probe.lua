@@ -342,15 +342,48 @@ function M.read(path)
   return report
 end
 
+-- Whether a report's measured value is one its probe can measure: `values` is a list of the
+-- values it tries, or { from =, to =, step = } integers.
+local function measurable(values, value)
+  if values.from then
+    local integer = type(value) == "number" and math.tointeger(value)
+    return integer and integer >= values.from and integer <= values.to
+      and (integer - values.from) % (values.step or 1) == 0 or false
+  end
+  for _, candidate in ipairs(values) do if value == candidate then return true end end
+  return false
+end
+
+local function describe_values(values)
+  if values.from then
+    return string.format("an integer from %d to %d%s", values.from, values.to,
+      values.step and string.format(" in steps of %d", values.step) or "")
+  end
+  local shown = {}
+  for i, candidate in ipairs(values) do shown[i] = tostring(candidate) end
+  return "one of " .. table.concat(shown, ", ")
+end
+
 --- The compile target a report describes (ane.target's table form): the generic target,
 --- changed by every verdict that was measured on a device (modelled verdicts change nothing).
+--- A damaged report (an entry that is not an object, a measured value its probe cannot have
+--- measured) is an error naming the file, the entry and the value, never a target made
+--- silently of what was left.
 function M.target_of(report_or_path)
   local report = type(report_or_path) == "string" and M.read(report_or_path) or report_or_path
   local name = type(report_or_path) == "string" and report_or_path or "probe report"
   local target = { base = "generic", name = name, rules = {}, refused_ops = {}, accepted_ops = {} }
-  for _, v in ipairs(report.probes) do
+  for i, v in ipairs(report.probes) do
+    if type(v) ~= "table" then error(string.format("%s: probes[%d] is not an object", name, i), 0) end
     local probe = type(v.probe) == "string" and load_probe(v.probe)
-    if probe and probe.target and not v.modelled and v.verdict ~= "cannot tell" then probe.target(v, target) end
+    if probe and probe.target and not v.modelled and v.verdict ~= "cannot tell" then
+      if probe.values and v.verdict == "measured" and not measurable(probe.values, v.value) then
+        error(string.format("%s: probes[%d] (%s): the measured value %s is not %s", name, i, v.probe,
+          type(v.value) == "string" and string.format("%q", v.value) or (v.value == nil or v.value == cjson.null) and "null"
+            or tostring(v.value), describe_values(probe.values)), 0)
+      end
+      probe.target(v, target)
+    end
   end
   return target
 end

@@ -20,5 +20,6 @@ return {
     return { verdict = "measured", value = widest, unit = all and "channels (all tried compiled)" or "channels",
       summary = all and "every width up to 65,536 compiled" or string.format("%d compiles, %d does not", widest, widest + 1024) }
   end,
+  values = { from = 1024, to = 65536, step = 1024 }, -- what the bisection can measure
   target = function(v, t) if type(v.value) == "number" then t.max_conv_channels = math.tointeger(v.value) end end,
 }

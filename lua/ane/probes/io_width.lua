@@ -19,5 +19,6 @@ return {
       summary = narrowest == 32 and "width 32 runs, 16 does not: the catalogue's minimum holds"
         or string.format("widths down to %d run and match the CPU path", narrowest) }
   end,
+  values = { 32, 16, 8, 4, 2, 1 }, -- the widths tried
   target = function(v, t) if type(v.value) == "number" then t.min_io_width = math.tointeger(v.value) end end,
 }

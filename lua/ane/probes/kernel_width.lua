@@ -21,5 +21,6 @@ return {
     return { verdict = "measured", value = widest, unit = "elements",
       summary = all and "every width up to 31 compiled" or string.format("width %d compiles, %d does not", widest, widest + 1) }
   end,
+  values = { from = 1, to = 31 }, -- what the bisection can measure (a report is checked against it)
   target = function(v, t) if type(v.value) == "number" then t.max_kernel_width = math.tointeger(v.value) end end,
 }

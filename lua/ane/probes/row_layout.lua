@@ -48,5 +48,6 @@ return {
     return { verdict = "cannot tell", details = outcomes,
       summary = "no known row layout runs narrow fp16 and fp32 I/O correctly (see the evidence)" }
   end,
+  values = LAYOUTS,
   target = function(v, t) if type(v.value) == "string" then t.io_rows = v.value end end,
 }

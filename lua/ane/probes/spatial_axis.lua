@@ -3,6 +3,8 @@
 local ane = require("ane")
 local programs = require("ane.probes.programs")
 
+local LENGTHS = { 4096, 16384, 32768, 65536, 131072 } -- tried in turn
+
 local function matmul_of(bench, length)
   local g = ane.graph("probe_spatial_" .. length)
   local x = g:input("x", { 1, 1, 1, 32 })
@@ -17,7 +19,7 @@ return {
   rules = { "ANE-31" },
   question = "How long can the width or a matmul's contraction axis be (M1-M3: 16,384; M4/M5: 65,536)?",
   run = function(bench)
-    local longest, tried = 0, { 4096, 16384, 32768, 65536, 131072 }
+    local longest, tried = 0, LENGTHS
     for _, length in ipairs(tried) do
       if not matmul_of(bench, length) then break end
       longest = length
@@ -27,5 +29,6 @@ return {
       summary = longest == tried[#tried] and "every length tried compiled" or
         string.format("%d compiles, the next length tried (twice as long) does not", longest) }
   end,
+  values = LENGTHS,
   target = function(v, t) if type(v.value) == "number" then t.max_spatial = math.tointeger(v.value) end end,
 }
