@@ -64,6 +64,7 @@ local command = cli.command{
 }
 local opts = command:parse(arg)
 local function die(message) command:fail(message) end
+local function or_die(result, why) return result or die(why) end -- a loader's result, or its message
 command:use_backend(opts.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
@@ -83,7 +84,7 @@ if opts.resume then
     path = checkpoint.latest(opts.ckpt_dir)
     if not path then die("--resume latest: no checkpoint in " .. opts.ckpt_dir .. " yet") end
   end
-  resume_state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
+  resume_state = or_die(checkpoint.load(path))
   print("Resuming from " .. path .. " (step " .. resume_state.step .. ")")
 end
 
@@ -96,7 +97,7 @@ local function architecture_of(path)
     return config and config.model_type == "gpt2" and "gpt2" or "llama"
   end
   if path:match("%.safetensors$") then
-    local state = checkpoint.load(path) or die(select(2, checkpoint.load(path)))
+    local state = or_die(checkpoint.load(path))
     return state.config.model_type == "gpt2" and "gpt2" or "llama"
   end
   local head = ane.io.read_file(path)
@@ -117,7 +118,7 @@ end
 -- GPT-2's BPE). Only needed to write the synthetic corpus and to show a sample. Byte-level
 -- BPE takes no BOS.
 local function byte_level(source)
-  local bpe = require("ane.tokenizer").load(source) or die(select(2, require("ane.tokenizer").load(source)))
+  local bpe = or_die(require("ane.tokenizer").load(source))
   return { vocab_size = bpe.vocab_size, encode = function(_, text) return bpe:encode(text) end,
     decode = function(_, ids) return bpe:decode(ids) end, byte_level = true }
 end
@@ -129,14 +130,14 @@ local function find_tokenizer()
     end
   end
   if path and (path:match("%.json$") or arch == "gpt2") then return byte_level(path) end
-  if path then return sentencepiece.load(path) or die(select(2, sentencepiece.load(path))) end
+  if path then return or_die(sentencepiece.load(path)) end
   -- the tokenizers shipped with anelua (data/tokenizers in a checkout, share/anelua/data when installed)
   local shipped = (ane.data_dir() or "data") .. "/tokenizers"
   if arch == "gpt2" then
     return lfs.attributes(shipped .. "/gpt2/vocab.json") and byte_level(shipped .. "/gpt2") or nil
   end
   local candidate = shipped .. "/llama2/tokenizer.bin"
-  if lfs.attributes(candidate) then return sentencepiece.load(candidate) or die(select(2, sentencepiece.load(candidate))) end
+  if lfs.attributes(candidate) then return or_die(sentencepiece.load(candidate)) end
 end
 local tok = find_tokenizer()
 
@@ -155,14 +156,14 @@ else
   if tok.vocab_size > 65536 then -- ids beyond uint16: kept in memory (it is regenerated the same on --resume)
     synthetic_shard, path = data.from_ids(ids, "synthetic corpus"), "in memory"
   else
-    assert(data.write(path, ids))
+    or_die(data.write(path, ids)) -- (a full disk: one line, not a traceback)
     shard_paths[1] = path
   end
   print(string.format("No --data given: training on a SYNTHETIC corpus of 2000 template stories (%d tokens, %s).",
     #ids, path))
 end
 local shards = { synthetic_shard }
-for _, path in ipairs(shard_paths) do shards[#shards + 1] = data.open(path) or die(select(2, data.open(path))) end
+for _, path in ipairs(shard_paths) do shards[#shards + 1] = or_die(data.open(path)) end
 
 -- The model: resumed, initialized from a file, or fresh.
 local model_opts = { backend = opts.backend, precision = opts.precision, weights_as_inputs = opts.weights_as_inputs }
@@ -174,15 +175,14 @@ elseif opts.lora_alpha or opts.adapters then
 end
 local model
 local family = arch == "gpt2" and gpt2 or llama
-local function built(result, why) return result or die(why) end -- a model, or its loader's message
 if resume_state and not model_opts.lora then -- (a LoRA checkpoint holds adapters: the base comes from --init)
-  model = built(family.from_weights(family.weights_from_parameters(resume_state.config, resume_state.params,
+  model = or_die(family.from_weights(family.weights_from_parameters(resume_state.config, resume_state.params,
     opts.resume), model_opts))
 elseif opts.init and opts.init:match("%.safetensors$") then
-  local state = built(checkpoint.load(opts.init))
-  model = built(family.from_weights(family.weights_from_parameters(state.config, state.params, opts.init), model_opts))
+  local state = or_die(checkpoint.load(opts.init))
+  model = or_die(family.from_weights(family.weights_from_parameters(state.config, state.params, opts.init), model_opts))
 elseif opts.init then
-  model = built(family.load(opts.init, model_opts))
+  model = or_die(family.load(opts.init, model_opts))
 elseif arch == "gpt2" then
   model = gpt2.from_weights(gpt2.random_weights({ n_embd = opts.dim, n_layer = opts.layers, n_head = opts.heads,
     n_positions = opts.seq, vocab_size = tok and tok.vocab_size or 50257, eps = 1e-5 }, opts.seed), model_opts)

@@ -297,6 +297,14 @@ describe("examples/train_stories.lua", function()
     local a, b = records(straight .. "/metrics.jsonl"), records(split .. "/metrics.jsonl")
     assert.are.equal(8, #b)
     for i = 1, 8 do assert.are.equal(a[i].loss_hex, b[i].loss_hex, "step " .. i) end
+    -- resuming on a full disk (writes capped at 64 KB: the synthetic corpus is rewritten first)
+    -- ends in one line naming the file, not a traceback, and the checkpoints stay whole
+    local out, full_err, full_code = helpers.run("bash -c " .. helpers.quote("trap '' XFSZ; ulimit -f 64; exec " ..
+      helpers.quote(helpers.anelua) .. " " .. script .. common .. " --steps 8 --resume latest --ckpt-dir " .. split))
+    assert.are.equal(1, full_code, out .. full_err)
+    assert.matches("^examples/train_stories%.lua: [^\n]*synthetic%.bin: write failed after %d+ bytes: File too large\n$",
+      full_err)
+    assert.is_truthy(require("ane.checkpoint").load(split .. "/ckpt-00000008.safetensors"))
   end)
 
   it("with --lora-rank trains adapters only and saves them", function()
