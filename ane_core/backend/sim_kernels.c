@@ -467,7 +467,8 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, flo
     int64_t cin_g = cin / groups, cout_g = cout / groups, k = cin_g * kh * kw, pixels = ho * wo;
     int pointwise = is_pointwise(node);
     float *col = context->scratch;                               /* [k, pixels] im2col */
-    float *weight_block = context->scratch + (pointwise ? 0 : (size_t)(k * pixels)); /* [block rows, k] */
+    float *weight_block = /* [block rows, k]; no scratch at all for a pointwise conv of fp32 weights */
+        context->scratch ? context->scratch + (pointwise ? 0 : (size_t)(k * pixels)) : NULL;
     int64_t block_rows = weight_block_rows(cout_g, k);
     for (int64_t n = 0; n < batch; n++) {
         for (int64_t g = 0; g < groups; g++) {

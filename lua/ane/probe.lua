@@ -377,7 +377,8 @@ function M.target_of(report_or_path)
     if type(v) ~= "table" then error(string.format("%s: probes[%d] is not an object", name, i), 0) end
     local probe = type(v.probe) == "string" and load_probe(v.probe)
     if probe and probe.target and not v.modelled and v.verdict ~= "cannot tell" then
-      if probe.values and v.verdict == "measured" and not measurable(probe.values, v.value) then
+      local has_value = v.value ~= nil and v.value ~= cjson.null
+      if probe.values and (v.verdict == "measured" or has_value) and not measurable(probe.values, v.value) then
         error(string.format("%s: probes[%d] (%s): the measured value %s is not %s", name, i, v.probe,
           type(v.value) == "string" and string.format("%q", v.value) or (v.value == nil or v.value == cjson.null) and "null"
             or tostring(v.value), describe_values(probe.values)), 0)

@@ -1,7 +1,8 @@
 /* libFuzzer harness for the readers of user files written in Lua or reached through the
  * `ane` module: each input is written to a file and handed to the reader FUZZ_READER names
  * (spec/fuzz/readers.lua lists them: safetensors, llama2c, llmc, shard, sentencepiece,
- * tokenizer_json, vocab_merges, tokenizer_bin, checkpoint). A reader must answer any bytes
+ * tokenizer_json, vocab_merges, tokenizer_bin, checkpoint, hf_config, llama_config, gpt2_config,
+ * probe_report, checkpoint_metadata). A reader must answer any bytes
  * with a value or nil and a message: a Lua error (a traceback for the user's mistake) is a
  * finding, and so is a crash, a sanitizer report, a hang (libFuzzer's -timeout) or a leak.
  * Lua lines executed are coverage too (count_line). Built by scripts/fuzz.sh (clang,

@@ -43,6 +43,75 @@ local function vocab_and_merges(path)
   return table.unpack(results, 1, results.n)
 end
 
+-- The project's root, from where this file is (the harness and the specs both load it).
+local ROOT = debug.getinfo(1, "S").source:match("^@(.*)/spec/fuzz/readers%.lua$") or "."
+
+-- A model built from a config.json (the input) beside a small reference model's weights, then
+-- run on two tokens: a configuration must be refused when read, never trusted until first
+-- use. `load` is the family's loader; the weights are linked, not copied, for speed.
+local function config_and_model(reference, load)
+  return function(path)
+    local dir = path .. ".d"
+    require("lfs").mkdir(dir)
+    os.rename(path, dir .. "/config.json")
+    require("lfs").link(ROOT .. "/spec/data/reference/" .. reference .. "/model.safetensors", dir .. "/model.safetensors", true)
+    local results = table.pack(pcall(function()
+      local model, err = load(dir, { precision = "fp32", profile = "cpu" })
+      if model then model:logits({ 1, 2 }) end
+      return model, err
+    end))
+    os.remove(dir .. "/model.safetensors")
+    os.remove(dir .. "/config.json")
+    require("lfs").rmdir(dir)
+    return table.unpack(results, 1, results.n)
+  end
+end
+
+-- A reader whose refusals are raised (ane.target): a raised message must begin with the file's
+-- path and carry no position inside the library; anything else is a finding.
+local function raises_naming(name, call)
+  return function(path)
+    local ok, err = pcall(call, path)
+    if ok then return end
+    if type(err) ~= "string" or err:sub(1, #path) ~= path or err:find("%.lua:%d+:") then
+      error(name .. " raised without naming the file, or with a library position: " .. tostring(err), 0)
+    end
+  end
+end
+
+-- A checkpoint whose metadata is the input (a JSON object of strings), over a tiny Llama's
+-- parameters, loaded and built into a model: checkpoint.load checks the metadata (a missing
+-- checksum only for a file provably older than checksums), transformer.init the config.
+local checkpoint_parameters
+local function checkpoint_with_metadata(path)
+  local text = assert(io.open(path, "rb")):read("a")
+  local ok, metadata = pcall(require("cjson").decode, text)
+  -- (answers as pcall does: true and the reader's results)
+  if not ok or type(metadata) ~= "table" then return true, true end -- not metadata: nothing to write
+  for key, value in pairs(metadata) do
+    if type(key) ~= "string" or type(value) ~= "string" then return true, true end -- safetensors holds strings only
+  end
+  local llama = require("ane.models.llama")
+  if not checkpoint_parameters then
+    local W = llama.random_weights({ dim = 16, hidden = 32, n_layer = 1, n_head = 2, vocab_size = 32, seq_len = 16 }, 1)
+    checkpoint_parameters = {}
+    for name, t in pairs(assert(llama.from_weights(W, { precision = "fp32", profile = "cpu" })):parameters()) do
+      checkpoint_parameters["param." .. name] = t
+    end
+  end
+  local file = path .. ".safetensors"
+  local written, why = ane.io.save_safetensors(file, checkpoint_parameters, metadata)
+  if not written then return true, nil, why end
+  local results = table.pack(pcall(function()
+    local state, err = require("ane.checkpoint").load(file)
+    if not state then return nil, err end
+    return llama.from_weights(llama.weights_from_parameters(state.config, state.params, file),
+      { precision = "fp32", profile = "cpu" })
+  end))
+  os.remove(file)
+  return table.unpack(results, 1, results.n)
+end
+
 return {
   safetensors = reader("ane.io.load_safetensors", ane.io.load_safetensors),
   llama2c = reader("ane.formats.llama2c.read", require("ane.formats.llama2c").read),
@@ -62,4 +131,20 @@ return {
   hf_config = function(path)
     check("ane.formats.hf_llama.read (config.json)", in_dir("config.json", require("ane.formats.hf_llama").read)(path))
   end,
+  llama_config = function(path)
+    check("ane.models.llama.load (config.json, then two tokens)",
+      config_and_model("qwen3-tiny", require("ane.models.llama").load)(path))
+  end,
+  gpt2_config = function(path)
+    check("ane.models.gpt2.load (config.json, then two tokens)",
+      config_and_model("gpt2-tiny", require("ane.models.gpt2").load)(path))
+  end,
+  probe_report = raises_naming("ane.target (a probe report)", function(path)
+    local json = path .. ".json" -- ane.target takes .json paths as reports
+    os.rename(path, json)
+    local ok, err = pcall(ane.target, json)
+    os.rename(json, path)
+    if not ok then error((tostring(err):gsub(json:gsub("%p", "%%%0"), path, 1)), 0) end
+  end),
+  checkpoint_metadata = function(path) check("ane.checkpoint.load (metadata), then the model", checkpoint_with_metadata(path)) end,
 }

@@ -45,6 +45,10 @@ end
 --- optional wcls; "hf" for Hugging Face names); `source` says where they came from.
 function M.weights_from_parameters(config, params, source, naming)
   naming = naming or config.naming or "llama2c" -- checkpoints keep the naming in their config
+  if not family.NAMINGS[naming] then -- (weights that hold only the problem: from_weights returns it)
+    return { config = config, layers = {}, source = source, problem = string.format(
+      "%s: the configuration's naming '%s' is not one of llama2c, hf", tostring(source), tostring(naming)) }
+  end
   config = family.complete_config(config)
   local W = transformer.weights_from_parameters(M.architecture(config), family.NAMINGS[naming], config, params, source)
   W.naming = naming

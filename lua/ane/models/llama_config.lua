@@ -43,7 +43,8 @@ end
 --- RoPE with theta 10000, RMSNorm eps 1e-5, no q/k norms. Returns config.
 function M.complete_config(config)
   config.n_kv_head = config.n_kv_head or config.n_head
-  if not config.head_dim and math.type(config.n_head) == "integer" and config.n_head > 0 then
+  if not config.head_dim and math.type(config.n_head) == "integer" and config.n_head > 0
+      and math.type(config.dim) == "integer" then -- (else left for the checks to name)
     config.head_dim = config.dim // config.n_head
   end
   config.rope = config.rope or "interleaved"

@@ -441,6 +441,7 @@ end
 --- Returns self, or nil and a message when a weight is not finite (or, in fp16 models, not
 --- within fp16's range); misused options raise.
 function M.init(self, W, arch, naming, opts, level)
+  if W.problem then return nil, W.problem end -- (M.weights_from_parameters could not build them)
   local sound, problem = check_architecture(arch, W.source)
   if not sound then return nil, problem end
   self.arch, self.naming, self.config, self.source = arch, naming, W.config, W.source
@@ -558,10 +559,17 @@ end
 --- Loader-layout weights (W) from parameters in checkpoint naming and layout (what
 --- model:parameters() returns and checkpoints store); views where no transpose is needed,
 --- and with `views` the transposed matrices too (not contiguous).
+--- A configuration that cannot build the model, or a missing parameter (a checkpoint is a
+--- user's file), gives weights that hold only `problem`, which M.init returns as its message.
 function M.weights_from_parameters(arch, naming, config, params, source, views)
+  local sound, problem = check_architecture(arch, source)
+  if not sound then return { config = config, layers = {}, source = source, problem = problem } end
   local function get(role, l)
     local t = params[naming.name(role, l)]
-    if t == nil then error(string.format("%s: no parameter '%s'", tostring(source), naming.name(role, l)), 3) end
+    if t == nil then
+      problem = problem or string.format("%s: no parameter '%s'", tostring(source), naming.name(role, l))
+      return nil
+    end
     if naming.transposed and naming.transposed[role] then -- [in, out] -> [out, in]
       return views and t:transpose() or t:transpose():copy()
     end
@@ -573,9 +581,11 @@ function M.weights_from_parameters(arch, naming, config, params, source, views)
   if arch.positions == "learned" then W.position_embedding = get("position_embedding") end
   if not arch.tied and params[naming.name("classifier")] then W.classifier = get("classifier") end
   for l = 1, arch.n_layer do
+    if problem then break end -- (n_layer may be any count: stop at the first missing parameter)
     W.layers[l] = {}
     for _, role in ipairs(M.layer_roles(arch)) do W.layers[l][role] = get(role, l - 1) end
   end
+  if problem then return { config = config, layers = {}, source = source, problem = problem } end
   return W
 end
 
