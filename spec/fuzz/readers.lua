@@ -17,6 +17,22 @@ local function reader(name, call)
   return function(path) check(name, pcall(call, path)) end
 end
 
+-- What the tokenizer readers encode after a load: a character outside most vocabularies too.
+local SAMPLE_TEXT = "Once upon a time, \u{1F600} 42"
+
+-- A tokenizer loader, then an encode of a text with a character outside most vocabularies
+-- (a loaded tokenizer must encode: a 4-byte tokenizer.bin once loaded as 0 pieces, and
+-- every encode crashed). llm.c's decode-only files are only decoded.
+local function tokenizer_reader(name, load)
+  return reader(name, function(path)
+    local tok, err = load(path)
+    if tok then
+      if not tok.bpe or tok:can_encode() then tok:encode(SAMPLE_TEXT) end
+    end
+    return tok, err
+  end)
+end
+
 -- A directory holding the input as `file` (for readers that take directories).
 local function in_dir(file, call)
   return function(path)
@@ -37,7 +53,11 @@ local function vocab_and_merges(path)
   local vocab, merges = path .. ".vocab.json", path .. ".merges.txt"
   local f = assert(io.open(vocab, "wb")); f:write(bytes:sub(1, split - 1)); f:close()
   f = assert(io.open(merges, "wb")); f:write(bytes:sub(split + 1)); f:close()
-  local results = table.pack(pcall(require("ane.tokenizer").load, { vocab = vocab, merges = merges }))
+  local results = table.pack(pcall(function()
+    local tok, err = require("ane.tokenizer").load({ vocab = vocab, merges = merges })
+    if tok then tok:encode(SAMPLE_TEXT) end -- (a tokenizer refused at load when it cannot encode)
+    return tok, err
+  end))
   os.remove(vocab)
   os.remove(merges)
   return table.unpack(results, 1, results.n)
@@ -117,15 +137,15 @@ return {
   llama2c = reader("ane.formats.llama2c.read", require("ane.formats.llama2c").read),
   llmc = reader("ane.formats.llmc.read", require("ane.formats.llmc").read),
   shard = reader("ane.data.open", require("ane.data").open),
-  sentencepiece = reader("ane.sentencepiece.load", require("ane.sentencepiece").load),
-  tokenizer_json = reader("ane.tokenizer.load (tokenizer.json)", function(path)
+  sentencepiece = tokenizer_reader("ane.sentencepiece.load", require("ane.sentencepiece").load),
+  tokenizer_json = tokenizer_reader("ane.tokenizer.load (tokenizer.json)", function(path)
     local json = path .. ".json"
     os.rename(path, json)
     local results = table.pack(require("ane.tokenizer").load(json))
     os.rename(json, path)
     return table.unpack(results, 1, results.n)
   end),
-  tokenizer_bin = reader("ane.tokenizer.load (llm.c tokenizer.bin)", require("ane.tokenizer").load),
+  tokenizer_bin = tokenizer_reader("ane.tokenizer.load (llm.c tokenizer.bin)", require("ane.tokenizer").load),
   vocab_merges = function(path) check("ane.tokenizer.load (vocab.json + merges.txt)", vocab_and_merges(path)) end,
   checkpoint = reader("ane.checkpoint.load", require("ane.checkpoint").load),
   hf_config = function(path)
