@@ -35,7 +35,7 @@ end
 local start = ane.clock()
 for _, path in ipairs(inputs) do
   local text, read_err = ane.io.read_file(path)
-  if not text then die(path .. ": " .. tostring(read_err)) end
+  if not text then die(read_err) end -- (it names the file)
   if opts.split_lines then
     for line in text:gmatch("[^\n]+") do add(line) end
   else

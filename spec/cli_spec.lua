@@ -36,6 +36,9 @@ local bad_inputs = {
   { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1, "config%.json: model_type 'gpt2', not 'qwen3'" },
   { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny") .. " --context 8", 2, "%-%-context must be >= 16, got 8" },
   { "examples/stories.lua /nonexistent.bin", 1, "/nonexistent%.bin does not exist" },
+  -- a directory where a file belongs: io.open takes it, the read fails (it said "nil")
+  { "scripts/pretokenize.lua --tokenizer " .. q(helpers.root .. "/data/tokenizers/llama2/tokenizer.bin") ..
+    " --out never.bin " .. q(helpers.root .. "/spec"), 1, "pretokenize%.lua: [^:]*/spec: Is a directory" },
   { "examples/stories.lua " .. llama_tiny .. " --backend ane", 1, "backend 'ane' is not available" },
   { "examples/stories.lua " .. llama_tiny .. " --verbose", 2, "unknown option %-%-verbose" },
   { "examples/stories.lua " .. llama_tiny .. " extra", 2, "unexpected argument 'extra'" },

@@ -84,12 +84,14 @@ local function exists(path)
   return lfs.attributes(path, "mode") ~= nil
 end
 
---- The whole file as a string, or nil and the error.
+--- The whole file as a string, or nil and "<path>: <problem>" (a directory opens on Linux
+--- and fails only when read: that error is the answer too, never nil alone).
 function M.read_file(path)
   local file, err = io.open(path, "rb")
   if not file then return nil, err end
-  local text = file:read("a")
+  local text, why = file:read("a")
   file:close()
+  if not text then return nil, string.format("%s: %s", path, why or "cannot be read") end
   return text
 end
 local read_text = M.read_file

@@ -269,7 +269,10 @@ function M.run(which, opts)
   report.seconds = ane.clock() - t0
   report.chip = ane.capabilities().chip or report.chip
   setmetatable(report, Report)
-  if opts.report then M.write(report, opts.report) end
+  if opts.report then
+    local written, why = M.write(report, opts.report)
+    if not written then error(why, 2) end
+  end
   return report
 end
 
@@ -315,7 +318,7 @@ function M.markdown(report)
   return table.concat(out, "\n")
 end
 
---- Writes <base>.md and <base>.json; returns both paths.
+--- Writes <base>.md and <base>.json; returns both paths, or nil and why a file could not be written.
 function M.write(report, base)
   base = base:gsub("%.json$", ""):gsub("%.md$", "")
   local plain_report = {}
@@ -323,8 +326,10 @@ function M.write(report, base)
   plain_report.probes = {}
   for i, v in ipairs(report.probes) do plain_report.probes[i] = plain(v) end
   local io_lib = require("ane.io")
-  io_lib.write_file_atomic(base .. ".json", cjson.encode(plain_report) .. "\n")
-  io_lib.write_file_atomic(base .. ".md", M.markdown(report) .. "\n")
+  for _, file in ipairs({ { base .. ".json", cjson.encode(plain_report) .. "\n" }, { base .. ".md", M.markdown(report) .. "\n" } }) do
+    local written, why = io_lib.write_file_atomic(file[1], file[2])
+    if not written then return nil, why end
+  end
   return base .. ".md", base .. ".json"
 end
 
@@ -397,6 +402,7 @@ function M.main(which, base)
     io.stdout:flush()
   end })
   local md, json = M.write(report, base or "ane-probe-report")
+  if not md then error("the probe report was not written: " .. json, 0) end -- (the verdicts above stand)
   io.stdout:write(string.format("%d probes on %s in %.2f s; report: %s, %s\n", #report.probes, report.backend, report.seconds,
     md, json))
   return true
