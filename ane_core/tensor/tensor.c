@@ -870,11 +870,11 @@ ane_status ane_tensor_first_outside(const ane_tensor *t, double limit, int64_t *
     const char *data = ane_tensor_data(&flat);
     size_t element = ane_dtype_size(flat.dtype);
     int64_t n = ane_tensor_numel(&flat);
+    const float bound = limit > FLT_MAX ? INFINITY : (float)limit; /* exact for the limits used */
     for (int64_t start = 0; start < n && *index < 0; start += BLOCK) {
         size_t count = (size_t)(start + BLOCK < n ? BLOCK : n - start);
         ane_dtype_convert_row(block, ANE_FP32, data + (size_t)start * element, flat.dtype, count);
-        const float bound = limit > FLT_MAX ? INFINITY : (float)limit; /* exact for the limits used */
-        int outside = 0;                                                /* a branch-free pass first */
+        int outside = 0; /* a branch-free pass first */
         for (size_t i = 0; i < count; i++) outside |= !(fabsf(block[i]) < bound); /* NaN: never < */
         for (size_t i = 0; outside && i < count; i++)
             if (!(fabsf(block[i]) < bound)) {
