@@ -29,43 +29,66 @@ typedef struct sim_column_copies {
 int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, int transposed, sim_column_copies *out);
 void sim_column_copies_free(sim_column_copies *copies);
 
+/* Each value of a program as an instance holds it, by node id (sim.c fills them; the kernels
+ * read operands and write outputs through them). */
+typedef struct sim_value {
+    float *data;    /* [numel] fp32 values in the node's row-major shape; NULL for a weight kept
+                       as stored (fp16 bits below, or encoded in the graph node) */
+    uint16_t *half; /* [numel] fp16 bits instead: fp16 conv weights, fp16 inputs only matmuls read
+                       (a KV cache) and reshapes of them; NULL elsewhere */
+    int64_t filled; /* positions of the last axis that may be non-zero, the rest zeros (a resident
+                       cache's written ones; the whole axis elsewhere) */
+    sim_column_copies *column_copies; /* a matmul by a one-nonzero-per-column const, or NULL */
+    struct sim_weight *patched;       /* a patched const's bytes (sim_patch.c); kernels do not read it */
+} sim_value;
+
+/* What every step of an evaluation shares. */
 typedef struct sim_context {
     int apply_sdpa_mask;     /* the device ignores attn_mask (ANE-06); the cpu profile applies it */
     int sdpa_mask_one_plane; /* a per-head mask applies its first plane to every head (newer facts) */
     float *scratch;          /* [scratch_floats] for im2col and fp16 weight blocks */
     size_t scratch_floats;
-    const uint16_t *const *halves; /* [node count]: fp16 conv weights kept as fp16, half inputs (sim.c); NULL elsewhere */
-    ane_activations activations;   /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
-    const void *const *palette_codes; /* [node count]: 4-bit weights' palettes as the products read them (sim.c); NULL */
-    sim_column_copies *const *column_copies; /* [node count]: matmuls by one-nonzero-per-column consts (sim.c); NULL */
-    const int64_t *filled; /* [node count]: positions of the last axis that may be non-zero, the rest zeros (sim.c:
-                              a resident cache's written ones); NULL: all */
+    ane_activations activations; /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
 } sim_context;
+
+/* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
+ * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what the
+ * conv kernel computes alone. sim_part_kind: the kind of product a conv is for that (its
+ * weight kept fp16, int8 or 4-bit codes under float activations; one position, 1x1, one
+ * group), 0 when none; weight_form: its weight's SIM_WEIGHT_*. */
+enum { SIM_PART_HALF = 1, SIM_PART_INT8, SIM_PART_LUT4 };
+#define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
+
+struct sim_step;
+typedef ane_status (*sim_kernel)(const sim_context *context, const struct sim_step *step, const sim_value *values,
+                                 ane_error *err);
+
+/* One step of a program's evaluation (sim_plan.c builds them): a kernel call that computes one
+ * node, or a group of convs of one x in one loop. */
+typedef struct sim_step {
+    sim_kernel kernel;
+    const ane_node *node;                      /* the node computed: a group's first conv */
+    int nparts;                                /* nodes the step writes: 1, or a group's convs */
+    const ane_node *parts[SIM_MAX_PARTS];      /* [nparts], parts[0] = node */
+    const void *palette_codes[SIM_MAX_PARTS];  /* each part's 4-bit weight palettes as the products read them
+                                                  (tensor/gemv.h: integer codes, or bf16 words under float
+                                                  activations), computed at compile; NULL: the fp32 palettes */
+    unsigned char rounds[SIM_MAX_PARTS];       /* each output rounded to fp16 (fp16 precision, arithmetic) */
+    unsigned char cliffs;                      /* the target's numeric cliffs apply (profile `ane`) */
+} sim_step;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */
 #define SIM_WEIGHT_BLOCK_FLOATS (1 << 18)
 
-/* Computes node's output into out [numel(node)] from values[operand->id]. */
-ane_status sim_run_node(const sim_context *context, const ane_node *node, float *const *values, float *out,
-                        ane_error *err);
-
-/* Scratch floats node needs (im2col for k x k convs, fp16 weight blocks), 0 for most. */
 /* How sim keeps a const: fp32 values, fp16 bits (conv weights), or as encoded (quantized
  * conv weights, read from the graph node). */
 enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
 
-/* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
- * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what
- * sim_run_node computes. sim_part_kind: the kind of product a conv is for that (its weight
- * kept fp16, int8 or 4-bit codes under float activations; one position, 1x1, one group), 0
- * when none; weight_form: its weight's SIM_WEIGHT_*. */
-enum { SIM_PART_HALF = 1, SIM_PART_INT8, SIM_PART_LUT4 };
-#define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
 int sim_part_kind(const ane_node *conv, int weight_form, ane_activations activations);
 
-/* Runs count (at most SIM_MAX_PARTS) convs of one part kind, x and k into values[conv->id];
- * 0 (nothing run) when a weight is held neither as fp16 bits nor encoded. */
-int sim_run_parts(const sim_context *context, const ane_node *const *convs, int count, float *const *values);
+/* The kernel of node's op (its group's when nparts > 1), or an error naming the node where
+ * sim has none. Inputs and consts have no step (eval and load fill them). */
+ane_status sim_kernel_for(const ane_node *node, int nparts, sim_kernel *out, ane_error *err);
 
 /* Scratch a node needs; stored_weight: its conv weight is kept fp16 (converted per block where
  * tensor/gemm.h has no kernel), or its matmul's second operand is an fp16 input. */

@@ -1,85 +1,204 @@
-/* The sim backend's memory plan. A program instance holds its values in one slab. Values
- * that must outlive an evaluation (SIM_SLOT_KEPT: inputs, consts converted at load, the
- * outputs) come first, each with a place of its own. Every other value (SIM_SLOT_TEMP) is
- * needed only from the node that computes it to the last node that reads it, directly or
- * through reshapes of it (views of its buffer); the nodes run in graph order, so walking
- * that order, each temporary value takes the lowest offset where it overlaps no value still
- * to be read, and gives its place back after its last reader. A training step's backward
- * program keeps a few layers' worth of activations live instead of every one it computes. */
-#include "sim_plan.h"
-
-#include <stdint.h>
+/* The sim backend's plan of a compiled program: for every value a slot (its form and its
+ * place), and for every node that computes something a step (the kernel, the nodes it writes,
+ * its weights' palette codes, whether its outputs are rounded). Evaluation is then a loop over
+ * the steps (sim.c). The plan is made once per compile, in four passes over the graph:
+ *   weight forms   consts only conv weights read stay as stored (fp16 bits, or encoded);
+ *   half inputs    fp16 inputs only matmuls read as their second operand stay fp16 bits;
+ *   places         each value's place in the instance's slab or an evaluation's region;
+ *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
 #include <string.h>
 
-enum { ALIGN_FLOATS = 16 }; /* 64 bytes: a cache line, an AVX-512 vector */
+#include "../base/cpu.h"
+#include "../tensor/gemv.h"
+#include "sim_places.h"
+#include "sim_program.h"
 
-static size_t aligned_floats(const ane_node *node) {
-    size_t n = (size_t)ane_node_numel(node);
-    return (n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+static ane_status out_of_memory(const sim_compiled *p, ane_error *err) {
+    return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", p->graph->name);
 }
 
-typedef struct {
-    size_t offset, floats;
-    int last_reader;
-} live_block;
-
-int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id) {
-    while (kinds[id] == SIM_SLOT_VIEW) id = g->nodes[id]->operands[0]->id;
-    return id;
+/* Consts that only conv weights use stay as stored: fp16 ones as fp16 (kernels convert them
+ * block by block, so they take half the memory, decoding reads half the bytes, and patching
+ * is a copy), quantized ones as int8 / 4-bit codes read where the graph keeps them (no copy
+ * at all). Other consts, and every output, become fp32 values. */
+static void choose_weight_forms(sim_compiled *p) {
+    const ane_graph *g = p->graph;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (node->op == ANE_OP_CONST && node->encoding) p->slots[i].weight_form = SIM_WEIGHT_ENCODED;
+        else if (node->op == ANE_OP_CONST && node->dtype == ANE_FP16) p->slots[i].weight_form = SIM_WEIGHT_HALF;
+    }
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        for (int k = 0; k < node->noperands; k++)
+            if (!(node->op == ANE_OP_CONV && k == 1)) p->slots[node->operands[k]->id].weight_form = SIM_WEIGHT_FP32;
+    }
+    for (int i = 0; i < g->noutputs; i++) p->slots[g->outputs[i].node->id].weight_form = SIM_WEIGHT_FP32;
 }
 
-ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
-                        size_t *total_floats, ane_error *err) {
-    int n = g->count;
-    int *last_reader = malloc(((size_t)n + 1) * sizeof *last_reader);
-    live_block *live = malloc(((size_t)n + 1) * sizeof *live); /* sorted by offset */
-    if (!last_reader || !live) {
-        free(last_reader);
-        free(live);
-        return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning the values of program '%s'", g->name);
+/* fp16 inputs of an fp16-precision program that are read only as a matmul's second operand
+ * (directly or through reshapes; not outputs) are held as fp16 bits: the values they hold are
+ * fp16 values either way, and attention reads half the bytes of a KV cache. */
+static void find_half_inputs(sim_compiled *p) {
+    const ane_graph *g = p->graph;
+    if (p->options.precision != ANE_PRECISION_FP16) return;
+    for (int i = 0; i < g->count; i++)
+        p->slots[i].half_input = g->nodes[i]->op == ANE_OP_INPUT && g->nodes[i]->dtype == ANE_FP16;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (sim_is_view(node)) continue;
+        for (int k = 0; k < node->noperands; k++)
+            if (!(node->op == ANE_OP_MATMUL && k == 1)) p->slots[sim_value_source(g, node->operands[k]->id)].half_input = 0;
     }
-    for (int i = 0; i < n; i++) last_reader[i] = i;
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < g->nodes[i]->noperands; k++) {
-            int holder = ane_sim_slot_holder(g, kinds, g->nodes[i]->operands[k]->id);
-            if (i > last_reader[holder]) last_reader[holder] = i;
-        }
+    for (int i = 0; i < g->noutputs; i++) p->slots[sim_value_source(g, g->outputs[i].node->id)].half_input = 0;
+    for (int i = 0; i < g->count; i++)
+        if (sim_is_view(g->nodes[i])) p->slots[i].half_input = p->slots[sim_value_source(g, i)].half_input;
+}
 
-    size_t kept = 0;
-    for (int i = 0; i < n; i++) {
-        offsets[i] = 0;
-        if (kinds[i] == SIM_SLOT_KEPT) {
-            offsets[i] = kept;
-            kept += aligned_floats(g->nodes[i]);
-        }
+/* Where each value lives in an instance's slab: weights read from the graph have no place,
+ * reshapes read their operand's, inputs, converted consts and outputs keep theirs between
+ * evaluations, and every other value shares places with values not live at the same time. */
+static ane_status place_values(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    unsigned char *kinds = calloc((size_t)g->count + 1, 1);
+    size_t *offsets = calloc((size_t)g->count + 1, sizeof *offsets);
+    p->temp_nodes = calloc((size_t)g->count + 1, sizeof *p->temp_nodes);
+    ane_status status = kinds && offsets && p->temp_nodes ? ANE_OK : out_of_memory(p, err);
+    for (int i = 0; !status && i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
+        else if (p->slots[i].weight_form || sim_reads_graph_values(node) || p->slots[i].half_input) kinds[i] = SIM_SLOT_NONE;
+        else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) kinds[i] = SIM_SLOT_KEPT;
+        else kinds[i] = SIM_SLOT_TEMP;
     }
+    for (int i = 0; !status && i < g->noutputs; i++) { /* read after the last node: kept, as is what they view */
+        int holder = ane_sim_slot_holder(g, kinds, g->outputs[i].node->id);
+        if (kinds[holder] == SIM_SLOT_TEMP) kinds[holder] = SIM_SLOT_KEPT;
+    }
+    size_t total = 0;
+    if (!status) status = ane_sim_places(g, kinds, offsets, &p->kept_floats, &total, err);
+    p->temp_floats = total - p->kept_floats;
+    for (int i = 0; !status && i < g->count; i++) {
+        p->slots[i].kind = kinds[i];
+        p->slots[i].offset = offsets[i];
+        if (kinds[ane_sim_slot_holder(g, kinds, i)] == SIM_SLOT_TEMP) p->temp_nodes[p->ntemp++] = i;
+    }
+    free(kinds);
+    free(offsets);
+    return status;
+}
 
-    size_t peak = 0; /* end of the temporary region, relative to `kept` */
-    int nlive = 0;
-    for (int i = 0; i < n; i++) {
-        if (kinds[i] == SIM_SLOT_TEMP) {
-            size_t floats = aligned_floats(g->nodes[i]), offset = 0;
-            int at = 0; /* first fit: the first gap between live blocks wide enough */
-            while (at < nlive && live[at].offset < offset + floats) {
-                size_t end = live[at].offset + live[at].floats;
-                if (end > offset) offset = end;
-                at++;
-            }
-            memmove(live + at + 1, live + at, (size_t)(nlive - at) * sizeof *live);
-            live[at] = (live_block){offset, floats, last_reader[i]};
-            nlive++;
-            offsets[i] = kept + offset;
-            if (offset + floats > peak) peak = offset + floats;
-        }
-        int kept_blocks = 0; /* places read for the last time by node i are free for node i + 1 */
-        for (int b = 0; b < nlive; b++)
-            if (live[b].last_reader > i) live[kept_blocks++] = live[b];
-        nlive = kept_blocks;
+/* A 4-bit weight's palettes as the products read them: integer codes under integer
+ * activations, else bf16 words where the CPU's kernel reads them (AVX-512 BF16) and every
+ * entry is a bf16 value; NULL (the products read the fp32 palettes) otherwise. */
+static ane_status palette_codes(const sim_compiled *p, const ane_node *w, const void **out, ane_error *err) {
+    *out = NULL;
+    if (p->slots[w->id].weight_form != SIM_WEIGHT_ENCODED || w->encoding != ANE_ENCODING_LUT4) return ANE_OK;
+    if (p->options.activations == ANE_ACTIVATIONS_FLOAT && !ane_cpu_has_avx512_bf16()) return ANE_OK;
+    int64_t rows = w->shape[0];
+    void *codes = malloc((size_t)rows * ane_palette_codes_stride(p->options.activations) + 1);
+    if (!codes) return out_of_memory(p, err);
+    if (!ane_palette_codes(codes, (const float *)ane_tensor_data(&w->table), rows, p->options.activations)) {
+        free(codes);
+        return ANE_OK;
     }
-    *kept_floats = kept;
-    *total_floats = kept + peak;
-    free(last_reader);
-    free(live);
+    *out = codes;
     return ANE_OK;
+}
+
+/* sim_part_kind of a node (0 for any but a conv of x and a weight). */
+static int part_kind(const sim_compiled *p, const ane_node *node) {
+    if (node->op != ANE_OP_CONV || node->noperands != 2) return 0;
+    return sim_part_kind(node, p->slots[node->operands[1]->id].weight_form, p->options.activations);
+}
+
+/* Nodes that compute nothing: inputs and consts (filled at eval and load), reshapes (views). */
+static int computes(const ane_node *node) {
+    return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node);
+}
+
+/* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */
+static int moves_data_only(ane_op op) {
+    switch (op) {
+    case ANE_OP_RESHAPE: case ANE_OP_TRANSPOSE: case ANE_OP_SLICE_BY_INDEX: case ANE_OP_SLICE_BY_SIZE:
+    case ANE_OP_IDENTITY: case ANE_OP_CONCAT: case ANE_OP_SPLIT: case ANE_OP_GATHER: case ANE_OP_RELU:
+    case ANE_OP_NEG: case ANE_OP_ABS: case ANE_OP_MAXIMUM: case ANE_OP_MINIMUM: case ANE_OP_SELECT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Node i's group (step->parts): the convs of one part kind, x and k, from node i on in node
+ * order with nothing between them but consts, inputs and reshapes, which compute nothing.
+ * Running the later ones early reads only x and their weights, and writes places no value
+ * live meanwhile holds (sim_places.c frees a place after its last reader, and the only readers
+ * in between are the group's convs, whose x stays live to the last of them). */
+static void group_parts(const sim_compiled *p, int i, unsigned char *grouped, sim_step *step) {
+    const ane_graph *g = p->graph;
+    const ane_node *leader = g->nodes[i];
+    step->parts[0] = leader, step->nparts = 1;
+    int kind = part_kind(p, leader);
+    for (int j = i + 1; kind && j < g->count && step->nparts < SIM_MAX_PARTS; j++) {
+        const ane_node *node = g->nodes[j];
+        if (!computes(node)) continue;
+        if (part_kind(p, node) != kind || node->operands[0] != leader->operands[0] ||
+            node->operands[1]->shape[1] != leader->operands[1]->shape[1])
+            break;
+        step->parts[step->nparts++] = node;
+        grouped[j] = 1;
+    }
+}
+
+static ane_status build_steps(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    unsigned char *grouped = calloc((size_t)g->count + 1, 1); /* followers of a group, run by its step */
+    p->steps = calloc((size_t)g->count + 1, sizeof *p->steps);
+    if (!grouped || !p->steps) {
+        free(grouped);
+        return out_of_memory(p, err);
+    }
+    int fp16 = p->options.precision == ANE_PRECISION_FP16, device_rules = p->options.profile == ANE_PROFILE_ANE;
+    ane_status status = ANE_OK;
+    for (int i = 0; !status && i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        if (!computes(node) || grouped[i]) continue;
+        sim_step *step = &p->steps[p->nsteps++];
+        step->node = node;
+        group_parts(p, i, grouped, step);
+        status = sim_kernel_for(node, step->nparts, &step->kernel, err);
+        for (int k = 0; !status && k < step->nparts; k++)
+            if (step->parts[k]->op == ANE_OP_CONV && step->parts[k]->noperands > 1)
+                status = palette_codes(p, step->parts[k]->operands[1], &step->palette_codes[k], err);
+        step->cliffs = (unsigned char)device_rules;
+        for (int k = 0; k < step->nparts; k++) {
+            const ane_node *part = step->parts[k];
+            step->rounds[k] = fp16 && part->dtype == ANE_FP16 && !moves_data_only(part->op);
+            int stored = part->op == ANE_OP_CONV ? p->slots[part->operands[1]->id].weight_form == SIM_WEIGHT_HALF
+                         : part->op == ANE_OP_MATMUL && p->slots[part->operands[1]->id].half_input;
+            size_t scratch = sim_scratch_floats(part, stored);
+            if (scratch > p->scratch_floats) p->scratch_floats = scratch;
+        }
+    }
+    free(grouped);
+    return status;
+}
+
+ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
+    p->slots = calloc((size_t)p->graph->count + 1, sizeof *p->slots);
+    if (!p->slots) return out_of_memory(p, err);
+    choose_weight_forms(p);
+    find_half_inputs(p);
+    ane_status status = place_values(p, err);
+    if (!status) status = build_steps(p, err);
+    return status;
+}
+
+void sim_plan_free(sim_compiled *p) {
+    for (int s = 0; p->steps && s < p->nsteps; s++)
+        for (int k = 0; k < p->steps[s].nparts; k++) free((void *)p->steps[s].palette_codes[k]);
+    free(p->steps);
+    free(p->slots);
+    free(p->temp_nodes);
 }

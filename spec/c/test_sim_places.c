@@ -1,4 +1,4 @@
-/* backend/sim_plan.c: on random programs (elementwise ops, adds, concats, slices, reshape
+/* backend/sim_places.c: on random programs (elementwise ops, adds, concats, slices, reshape
  * views; some values declared outputs), evaluation is simulated over the planned slab: each
  * node stamps its place with its id, and every value must still carry its own stamp when a
  * node reads it (through views too), and the inputs and outputs at the end. The witness is
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ane_core/backend/sim_plan.h"
+#include "ane_core/backend/sim_places.h"
 #include "check.h"
 
 static uint32_t rng = 12345u;
@@ -120,7 +120,7 @@ int main(void) {
         unsigned char kinds[1024];
         size_t offsets[1024], kept = 0, total = 0;
         kinds_of(g, kinds);
-        CHECK(ane_sim_plan(g, kinds, offsets, &kept, &total, &err) == ANE_OK, "plan: %s", err.message);
+        CHECK(ane_sim_places(g, kinds, offsets, &kept, &total, &err) == ANE_OK, "plan: %s", err.message);
         for (int i = 0; i < g->count; i++) {
             size_t end = offsets[i] + (size_t)ane_node_numel(g->nodes[i]);
             if (kinds[i] == SIM_SLOT_KEPT) CHECK(end <= kept, "kept node %d ends at %zu, past the kept region's %zu", i, end, kept);
@@ -156,10 +156,10 @@ int main(void) {
     unsigned char kinds[256];
     size_t offsets[256], kept = 0, total = 0;
     kinds_of(g, kinds);
-    ane_sim_plan(g, kinds, offsets, &kept, &total, &err);
+    ane_sim_places(g, kinds, offsets, &kept, &total, &err);
     CHECK(kept == 2 * 1024, "the chain keeps its input and output: %zu floats (2 x 1024 expected)", kept);
     CHECK(total == 4 * 1024, "a chain of 200 values takes %zu floats (4 x 1024 expected)", total);
     CHECK(simulate(g, kinds, offsets, total) == 0, "the chain's values are intact");
     ane_graph_free(g);
-    return check_summary("test_sim_plan");
+    return check_summary("test_sim_places");
 }

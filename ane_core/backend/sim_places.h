@@ -1,7 +1,7 @@
-/* The sim backend's memory plan: where each value of a program lives in an instance's slab
- * (sim_plan.c says how places are chosen). */
-#ifndef ANE_SIM_PLAN_H
-#define ANE_SIM_PLAN_H
+/* The sim backend's memory places: where each value of a program lives in an instance's slab
+ * (sim_places.c says how places are chosen). */
+#ifndef ANE_SIM_PLACES_H
+#define ANE_SIM_PLACES_H
 
 #include <stddef.h>
 
@@ -25,7 +25,7 @@ int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id);
  * [*kept_floats, *total_floats) after them, at offsets from the slab's start. kinds[count]
  * comes from the caller; a VIEW node's operand 0 must hold its buffer (directly or through
  * other views). Values computed in node order never overlap a value still to be read. */
-ane_status ane_sim_plan(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
+ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
                         size_t *total_floats, ane_error *err);
 
 #endif

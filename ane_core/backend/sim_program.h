@@ -1,0 +1,87 @@
+/* The sim backend's compiled program and loaded instance, shared by its three files:
+ * sim_plan.c builds the plan (a slot per value, a step per computing node), sim.c compiles,
+ * loads and evaluates (a loop over the steps), sim_patch.c rewrites weights of an instance. */
+#ifndef ANE_BACKEND_SIM_PROGRAM_H
+#define ANE_BACKEND_SIM_PROGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../ir/graph.h"
+#include "backend.h"
+#include "sim_kernels.h"
+
+/* Where one value of a program lives, and in what form (fixed at compile). */
+typedef struct sim_slot {
+    unsigned char kind;        /* sim_slot_kind (sim_places.h): none, a view, kept, temporary */
+    unsigned char weight_form; /* SIM_WEIGHT_*: fp16 bits or encoded for consts only conv weights read */
+    unsigned char half_input;  /* an fp16 input held as fp16 bits (read only as matmuls' second
+                                  operands: a KV cache) and the reshapes of one */
+    size_t offset;             /* kept: in the instance's slab; temporary: at offset - kept_floats in
+                                  the region each evaluation takes (sim_places.c) */
+} sim_slot;
+
+typedef struct sim_compiled {
+    ane_compiled base;
+    ane_compile_options options;
+    ane_graph *graph;
+    ane_port *inputs, *outputs;      /* [ninputs], [noutputs], alphabetical */
+    int ninputs, noutputs;
+    int *input_nodes, *output_nodes; /* node ids in port order */
+    sim_slot *slots;                 /* [graph->count] */
+    sim_step *steps;                 /* [nsteps] in node order: what evaluate() runs */
+    int nsteps;
+    int *temp_nodes, ntemp;          /* temporaries and the views of them, in node order */
+    size_t kept_floats, temp_floats, scratch_floats;
+} sim_compiled;
+
+/* A patched weight's bytes (fp32 values or fp16 bits): one instance's own, or shared by the
+ * instances patched together with one value. Written in place only while one instance
+ * reads them; a patch of one sharer alone gives it new bytes (the others keep theirs). */
+typedef struct sim_weight {
+    int sharers;
+    void *data;
+} sim_weight;
+
+typedef struct sim_loaded {
+    ane_loaded base;
+    sim_compiled *program;
+    sim_value *values;   /* [graph->count]: fp32 consts' data where the graph keeps them, fp16
+                            weights' bits likewise until patched, the rest in `slab` or in an
+                            evaluation's region */
+    float *slab;         /* [kept_floats] */
+    float *scratch;      /* [scratch_floats] */
+    int64_t *written;    /* [ninputs]: positions of a resident input's last axis written since
+                            write_input last cleared it (the rest hold zeros) */
+    int copies_current;  /* values[].column_copies match the weights (0 after a patch) */
+} sim_loaded;
+
+/* A reshape moves no data in row-major order: its value buffer is its operand's. */
+static inline int sim_is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
+
+/* fp32 consts are read where the graph keeps them (no copy per program instance). */
+static inline int sim_reads_graph_values(const ane_node *node) {
+    return node->op == ANE_OP_CONST && !node->encoding && node->value.dtype == ANE_FP32 &&
+           ane_tensor_is_contiguous(&node->value);
+}
+
+/* The node whose value node `id` is, looking through reshapes. */
+static inline int sim_value_source(const ane_graph *g, int id) {
+    while (sim_is_view(g->nodes[id])) id = g->nodes[id]->operands[0]->id;
+    return id;
+}
+
+/* Builds p->slots, p->steps, the temporaries' list and the scratch size (sim_plan.c). */
+ane_status sim_plan_program(sim_compiled *p, ane_error *err);
+void sim_plan_free(sim_compiled *p);
+
+/* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits). */
+ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin);
+
+/* Patching (sim_patch.c); the backend's vtable entries. */
+ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized, ane_error *err);
+ane_status sim_patch_together(ane_loaded *const *loaded, int count, const char *name, const ane_tensor *value,
+                              int64_t *sanitized, ane_error *err);
+void sim_release_weight(sim_weight *weight);
+
+#endif
