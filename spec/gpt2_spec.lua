@@ -234,7 +234,7 @@ describe("GPT-2 loaders" .. label, function()
   end)
 
   -- Writes an llm.c checkpoint (int32[256] header, 16 tensors, [out, in] matrices) from the
-  -- tiny model's tensors, as the format in reference/model-formats.md describes it.
+  -- tiny model's tensors, as the format in docs/reference/model-formats.md describes it.
   local function write_llmc(path, tensors, version)
     local V = tensors["wte.weight"]:shape()[1]
     local C, L, Vp, T = 64, 2, (V + 127) // 128 * 128, 64 -- llm.c pads the vocabulary to a multiple of 128

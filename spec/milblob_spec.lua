@@ -1,4 +1,4 @@
--- MILBlob v2 weight files: byte-exact vectors from reference/milblob.md (its worked
+-- MILBlob v2 weight files: byte-exact vectors from docs/reference/milblob.md (its worked
 -- example, and a three-blob file), reader round trips, the layouts other writers use (read
 -- as the device reads them, with notes), and the corruptions that must fail.
 local ane = require("ane")
@@ -67,7 +67,7 @@ describe("MILBlob reading", function()
     assert.are.same({ a, {} }, { data, lookup_notes })
   end)
 
-  -- Reading follows the device (constraints.md, "Weight-file layouts seen from other
+  -- Reading follows the device (docs/reference/constraints.md, "Weight-file layouts seen from other
   -- writers"): what would give garbage fails, naming file, offset and field; what only
   -- disagrees with the format is read as the device reads it, and noted.
   local function fails(bad, pattern, ...)

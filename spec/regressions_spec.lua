@@ -164,7 +164,7 @@ describe("weight files", function()
     local mil, weights = g:mil()
     local path = "@model_path/weights/weight.bin"
     local good = weights[path]
-    -- read as the device reads them, the same notes from both (constraints.md: trailing
+    -- read as the device reads them, the same notes from both (docs/reference/constraints.md: trailing
     -- bytes and a wrong header count give no garbage, so they are notes, not errors)
     local noted = {
       { good .. string.rep("\1", 64), "the 64 bytes from offset 2176, after the last record, are not a record %(ignored%)" },

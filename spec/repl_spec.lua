@@ -31,7 +31,7 @@ describe("help", function()
     local rule = ane.rule("ANE-21")
     assert.are.equal("disputed", rule.status)
     assert.matches("^ANE%-21 %(disputed%): the I/O width", tostring(rule))
-    assert.are.equal(33, #ane.rules.list()) -- constraints.md's 30 and ANE-31..33 from its newer facts
+    assert.are.equal(33, #ane.rules.list()) -- docs/reference/constraints.md's 30 and ANE-31..33 from its newer facts
     for i, r in ipairs(ane.rules.list()) do assert.are.equal(string.format("ANE-%02d", i), r.id) end
     assert.are.equal(ane.rule(5), ane.rule("ANE-05"))
     assert.error_matches(function() ane.rule("ANE-99") end, "no rule ANE%-99 %(the catalogue has ANE%-01 %.%. ANE%-33%)")

@@ -200,7 +200,7 @@ describe("sim elementwise ops match plain Lua", function()
     end, { a }), { 3, 4 }, "dequantize")
   end)
 
-  -- The numeric cliffs of constraints.md's newer facts, modelled behind the chip targets
+  -- The numeric cliffs of docs/reference/constraints.md's newer facts, modelled behind the chip targets
   -- (generic keeps IEEE fp16). One program: a matmul summing 64 inputs, a last-axis slice
   -- at offset 1, and a NaN passed through.
   it("models the chips' numeric cliffs behind their targets", function()

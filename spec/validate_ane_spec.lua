@@ -43,7 +43,7 @@ describe("ANE validation", function()
     expect_violation(graph_with(function(g, h) return h end, { input_shape = { 64, 32 }, no_anchor = true }),
       "ANE-20", "x", "error", "input 'x' is %[64, 32%]; device I/O tensors are rank 4")
     expect_clean(graph_with(function(g, h) return h end), "ANE-20")
-    -- maderix's SDPA tests run [1, H, S, D] I/O on the device (constraints.md)
+    -- maderix's SDPA tests run [1, H, S, D] I/O on the device (docs/reference/constraints.md)
     expect_clean(graph_with(function(g, _, x) return g:relu(x) end, { input_shape = { 1, 12, 8, 64 }, no_anchor = true }),
       "ANE-20")
   end)

@@ -1,5 +1,5 @@
 /* The `ane` backend: Apple's Neural Engine through the private AppleNeuralEngine framework
- * (reference/private-api.md), in plain C over the boundary of ane_objc.h.
+ * (docs/reference/private-api.md), in plain C over the boundary of ane_objc.h.
  *
  * compile  parse the MIL (ports, weights, the device rules), build a descriptor from the MIL
  *          bytes and the weights dictionary, make a model, write its temporary directory
@@ -44,7 +44,7 @@
 #include "backend.h"
 
 #define DEVICE_QOS 21u
-#define DEVICE_MAX_LOADED 128        /* programs loaded per process (constraints.md, newer facts) */
+#define DEVICE_MAX_LOADED 128        /* programs loaded per process (docs/reference/constraints.md, newer facts) */
 #define DEVICE_MAX_PORTS 64
 #define DEVICE_MAX_FILES 16
 #define DEVICE_REQUEST_CACHE 4       /* requests kept per instance, one per set of surfaces */
@@ -106,7 +106,7 @@ typedef struct device_loaded {
 } device_loaded;
 
 /* What this process learned about the device (ane.stats(), ane.capabilities()). The
- * identifier is assumed to hash the weight bytes (private-api.md) until a patch shows not. */
+ * identifier is assumed to hash the weight bytes (docs/reference/private-api.md) until a patch shows not. */
 static ane_device_stats device_stats = {.identifier_hashes_weights = 1, .multi_input = -1, .port_listing = "unknown"};
 
 static patch_strategy process_strategy = STRATEGY_UNKNOWN;
@@ -956,7 +956,7 @@ static ane_status evaluate(device_loaded *instance, id model, id request, ane_er
     if (p->ninputs > 1 && (ok || status == 0x1d)) __atomic_store_n(&device_stats.multi_input, ok ? 1 : 0, __ATOMIC_RELAXED);
     if (ok) return ANE_OK;
     const char *advice = p->ninputs > 1 && status == 0x1d
-                             ? "this device may refuse programs with several inputs (constraints.md, open question 2): "
+                             ? "this device may refuse programs with several inputs (docs/reference/constraints.md, open question 2): "
                                "pack the inputs into one [1, C, 1, S] input and slice it inside the program"
                              : NULL;
     return device_fail(err, ANE_ERR_CONSTRAINT, p->base.name, "-[_ANEInMemoryModel evaluateWithQoS:options:request:error:]",

@@ -158,7 +158,7 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
              ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
 }
 
-/* A quantized weight, stored compressed as the device stores it (mil-dialect.md; the
+/* A quantized weight, stored compressed as the device stores it (docs/reference/mil-dialect.md; the
  * parameters in the attribute brackets):
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
  *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per

@@ -1,5 +1,5 @@
 /* The MIL text emitter: a graph becomes one MIL program (text) plus one MILBlob weight
- * file, in the dialect of reference/mil-dialect.md. Deterministic: the same graph gives
+ * file, in the dialect of docs/reference/mil-dialect.md. Deterministic: the same graph gives
  * identical bytes. */
 #ifndef ANE_MIL_EMIT_H
 #define ANE_MIL_EMIT_H

@@ -1,4 +1,4 @@
-/* MILBlob v2 weight files (weight.bin), byte-exact to reference/milblob.md.
+/* MILBlob v2 weight files (weight.bin), byte-exact to docs/reference/milblob.md.
  *
  *   offset 0   header: u32 count, u32 version = 2, 56 zero bytes
  *   then per blob, each at a 64-byte aligned offset: a 64-byte record

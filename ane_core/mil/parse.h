@@ -1,5 +1,5 @@
 /* The MIL text parser: the dialect the emitter writes and the variants of
- * reference/mil-dialect.md (scalar and tensor literals including hex floats, tuples,
+ * docs/reference/mil-dialect.md (scalar and tensor literals including hex floats, tuples,
  * BLOBFILE references, attribute brackets, several functions, comments, any whitespace).
  * It builds the graph IR of one function, resolving BLOBFILE references against the
  * weight files given. Errors name `line:column`, quote the line and put a caret under

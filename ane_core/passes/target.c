@@ -1,4 +1,4 @@
-/* The built-in compile targets (see target.h). The per-family numbers are constraints.md's
+/* The built-in compile targets (see target.h). The per-family numbers are docs/reference/constraints.md's
  * "newer facts": spatial axis 16,384 on M1-M3 and 65,536 on M4/M5, conv kernels at most 13
  * wide on M1 (15 elsewhere); `generic` takes the strictest of each. */
 #include "target.h"

@@ -4,7 +4,7 @@
  * (a probe report loads as a target, see lua/ane/probe.lua). Built-in targets:
  *
  *   generic    the catalogue as written: the strictest limits of the known chips (default)
- *   m1 .. m5   the per-family limits of constraints.md's newer facts
+ *   m1 .. m5   the per-family limits of docs/reference/constraints.md's newer facts
  *   unchecked  no catalogue rule at all: the program goes to the device as it is, so the
  *              device answers (what the probes need); allocation rules still hold at eval */
 #ifndef ANE_PASSES_TARGET_H
@@ -31,7 +31,7 @@ typedef enum ane_rule_level {
 typedef enum ane_io_rows {
     ANE_IO_ROWS_UNSET = 0,       /* generic's, once completed */
     ANE_IO_ROWS_64_BYTES,        /* each row starts at a multiple of 64 bytes (the catalogue's ANE-21) */
-    ANE_IO_ROWS_PACKED,          /* rows back to back (Orion on M4: docs/ane_constraints.md §14) */
+    ANE_IO_ROWS_PACKED,          /* rows back to back (Orion on M4: Orion/docs/ane_constraints.md §14) */
     ANE_IO_ROWS_32_ELEMENTS,     /* each row starts at a multiple of 32 elements, 128 bytes in fp32
                                     (ane-bridge-rs on M5) */
     ANE_IO_ROWS_COUNT
@@ -48,7 +48,7 @@ typedef struct ane_target {
     int sdpa_mask_one_plane;              /* ... but a per-head mask's first plane to every head */
     int64_t max_weight_bytes;             /* ANE-32: baked weights one program holds */
     int cast_refused;                     /* ANE-33: the chip's compiler rejects cast (M1/M2) */
-    /* Numeric cliffs of the chip (constraints.md, newer facts), modelled by sim: */
+    /* Numeric cliffs of the chip (docs/reference/constraints.md, newer facts), modelled by sim: */
     double matmul_inf_at;                 /* matmul outputs from this magnitude on are +-inf (0: fp16's own) */
     double offset_slice_limit;            /* slices at a non-zero last-axis offset turn |v| beyond it to +-inf (0: none) */
     int nan_to_zero;                      /* the chip does not propagate NaN: a NaN result reads as 0 */

@@ -1,7 +1,7 @@
 /* Asynchronous evaluation: submit an eval, do other work, wait for its outputs.
  *
  * Two helper threads run submitted evals, so two requests are in flight (on the device, the
- * second dispatch overlaps the first; more do not help, constraints.md). Each submission
+ * second dispatch overlaps the first; more do not help, docs/reference/constraints.md). Each submission
  * gets its own outputs (double-buffered: the next submit of a program never writes the
  * tensors a pending wait returns). A program runs one eval at a time: a submit, eval,
  * patch or close of a program with an eval in flight waits for it first. Patches are

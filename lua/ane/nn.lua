@@ -45,7 +45,7 @@ local function channel_mean(g, x, opts, suffix)
 end
 
 --- Mean of squares over channels, scaled before squaring so fp16 does not overflow:
---- sum((x / sqrt(N))^2) instead of sum(x^2) / N (see reference/numerics.md).
+--- sum((x / sqrt(N))^2) instead of sum(x^2) / N (see docs/reference/numerics.md).
 --- (axis: the 0-based axis to reduce, 1 = channels by default.)
 local function channel_mean_square(g, x, opts, suffix, axis)
   axis = axis or 1

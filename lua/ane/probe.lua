@@ -1,5 +1,5 @@
 -- ane.probe: questions to the Neural Engine, one per rule of the constraint catalogue that a
--- program can test and per open question (constraints.md), each in lua/ane/probes/<name>.lua.
+-- program can test and per open question (docs/reference/constraints.md), each in lua/ane/probes/<name>.lua.
 --
 --   ane.probe.list()                       -- every probe: name, rule IDs, question
 --   ane.probe.run("concat")                -- one verdict (prints readably in the REPL)

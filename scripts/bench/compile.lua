@@ -1,7 +1,7 @@
 -- Benchmark: compiling one GPT-2 124M layer (C = 768, 12 heads, sequence 256) as its two
 -- programs, attention and MLP: graph building, the pass pipeline and MIL + MILBlob emission,
 -- each timed separately (best of several runs). The baseline is the device compiler's
--- reported ~70 ms per kernel (reference/private-api.md, M4 Max: not measurable here, so no
+-- reported ~70 ms per kernel (docs/reference/private-api.md, M4 Max: not measurable here, so no
 -- ratio is printed against it); we aim for < 5 ms.
 --   build/anelua scripts/bench/compile.lua [--seq S] [--runs N]
 local ane = require("ane")

@@ -210,7 +210,7 @@ function Methods:extra_inputs(group, l, inputs)
 end
 
 --- Evaluates a forward program with its extra inputs (see extra_inputs). With a clamp limit (fp16
---- models: 65504, the paper's stability fix, numerics.md) every output is clamped in place
+--- models: 65504, the paper's stability fix, docs/reference/numerics.md) every output is clamped in place
 --- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
 --- destinations (optional): tensors the outputs are written into, by name (prog:eval's).

@@ -1,6 +1,6 @@
 -- ane.models.qwen3: Qwen3, the Llama architecture with grouped-query attention, per-head
 -- q/k RMSNorms before rotate-half RoPE (theta 1e6), an explicit head_dim and tied
--- embeddings (reference/model-formats.md): the Llama architecture table with those
+-- embeddings (docs/reference/model-formats.md): the Llama architecture table with those
 -- switches (ane.models.llama builds it, ane.models.transformer runs it). This module is
 -- Qwen3's own entry point: loading a Hugging Face Qwen3 directory (and refusing other model
 -- types), its published configurations, and random Qwen3-shaped weights for demos and
