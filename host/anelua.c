@@ -647,7 +647,7 @@ static int protected_main(lua_State *L) {
  * (ANELUA_ADDED_ENV), so the programs a script starts (a benchmark's peers) do not inherit
  * it. If the re-run cannot start, the process goes on as it is. (Transparent huge pages are
  * asked for by the storage of large blocks itself, ane_core/tensor/storage.c; asking glibc
- * for them on all of malloc's heap made start-up slower: docs/performance.md, stop 39.) */
+ * for them on all of malloc's heap made start-up slower: docs/performance-log.md, stop 39.) */
 #if defined(__linux__)
 static void restore_user_environment(void) {
     unsetenv("OPENBLAS_CORETYPE");

@@ -4,7 +4,7 @@
  * again in a second mapping after unmapping the first; prints GB/s for each. On a virtual
  * machine whose host backs guest memory lazily (Firecracker here), the first touch of guest
  * memory no process has used yet runs far slower than later ones, and a training process's
- * first step is mostly such touches (docs/performance.md). Run with N near the machine's free
+ * first step is mostly such touches (docs/performance-log.md). Run with N near the machine's free
  * memory once to measure steps as they would run on warmed (or physical) memory.
  *   build/bench_first_touch [N_GB] */
 #include <stdio.h>
