@@ -239,24 +239,65 @@ static void push_results(lua_State *L, ane_program *program, ane_tensor *results
     for (int i = 0; i < nout; i++) {
         if (results[i].storage) {
             ane_lua_push_tensor(L, &results[i]);
-        } else { /* written into the caller's destination: return it */
-            lua_getfield(L, destinations, out_ports[i].name);
+        } else if (lua_istable(L, destinations)) { /* written into the caller's destination: return it */
+            lua_getfield(L, destinations, out_ports[i].name); /* (nil: consumed by an append) */
+        } else {
+            lua_pushnil(L);
         }
         lua_setfield(L, -2, out_ports[i].name);
     }
 }
 
-/* prog:eval(inputs, [destinations]) -> { output name = tensor or the destination given } */
+/* Reads eval options {append = {input = output name | number, ...}, at = position (1-based)}
+ * at `index` into appends (names anchored by the table); returns their count, *at 0-based. */
+static int read_appends(lua_State *L, int index, ane_append *appends, int capacity, int64_t *at) {
+    *at = 0;
+    if (lua_isnoneornil(L, index)) return 0;
+    luaL_checktype(L, index, LUA_TTABLE);
+    lua_getfield(L, index, "append");
+    int table = lua_gettop(L), count = 0;
+    if (lua_isnil(L, table)) return 0;
+    if (!lua_istable(L, table)) return luaL_error(L, "eval: option 'append' must be a table of input = output name or number");
+    lua_getfield(L, index, "at");
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+        return luaL_error(L, "eval: option 'at' must be the position (1-based) the appends write, got %s",
+                          luaL_tolstring(L, -1, NULL));
+    *at = (int64_t)lua_tointeger(L, -1) - 1;
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    while (lua_next(L, table)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "eval: append keys must be input names");
+        if (count == capacity) luaL_error(L, "eval: too many appends");
+        ane_append *append = &appends[count++];
+        append->input = lua_tostring(L, -2);
+        append->output = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!append->output && lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "eval: append '%s' must name an output or give a number, not a %s", append->input,
+                       luaL_typename(L, -1));
+        append->value = append->output ? 0.0 : lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    return count;
+}
+
+/* prog:eval(inputs, [destinations], [options]) -> { output name = tensor or the destination
+ * given }; options.append / options.at: ane_program_eval_appending (the outputs an append
+ * consumes are left out). */
 static int m_eval(lua_State *L) {
     ane_program *program = check_program(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     ane_io inputs[64], destinations[64];
+    ane_append appends[64];
+    int64_t at;
     int ninputs = read_ios(L, 2, inputs, 64, "input");
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
+    int nappends = read_appends(L, 4, appends, 64, &at);
     ane_tensor results[64];
     memset(results, 0, sizeof results);
     ane_error err;
-    if (ane_program_eval(program, inputs, ninputs, destinations, ndestinations, results, &err)) return ane_lua_raise(L, &err);
+    ane_async_wait_idle(program); /* (what ane_program_eval does first) */
+    if (ane_program_eval_appending(program, inputs, ninputs, destinations, ndestinations, appends, nappends, at, results, &err))
+        return ane_lua_raise(L, &err);
     push_results(L, program, results, 3);
     return 1;
 }

@@ -173,7 +173,7 @@ describe("decoding sessions", function()
     end
   end)
 
-  it("take turns on shared programs: each session's logits are those it gets alone, bit for bit", function()
+  it("share programs but own their caches: each session's logits are those it gets alone, bit for bit", function()
     for _, precision in ipairs({ "fp16", "fp32" }) do
       local m = tiny_llama(precision, 512)
       local first, second = random_ids(40, 7), random_ids(30, 8)
@@ -192,6 +192,11 @@ describe("decoding sessions", function()
       for i = 1, 5 do
         assert.are.equal(want_a[i], a:feed({ more_a[i] }):bytes(), precision .. " session a, token " .. i)
         assert.are.equal(want_b[i], b:feed({ more_b[i] }):bytes(), precision .. " session b, token " .. i)
+      end
+      -- the caches are the sessions' own buffers, not inputs kept in the shared programs
+      assert.are_not.equal(a.caches[1].k_cache, b.caches[1].k_cache)
+      for _, attention in ipairs(a.attention) do
+        assert.error_matches(function() attention:read_input("k_cache") end, "was never written with write_input")
       end
     end
   end)

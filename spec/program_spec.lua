@@ -130,12 +130,11 @@ describe("programs", function()
       -- then one position, then the rest, an fp16 tensor among them
       program:write_input("cache", full:slice(4, 11, 11), 11)
       program:write_input("cache", full:slice(4, 12, 32):to("fp16"), 12)
-      local want = program:eval({ x = xs, cache = full }).y:bytes()
-      if (options.precision or "fp16") == "fp16" then
-        local mixed = full:copy()
-        mixed:slice(4, 12, 32):copy_from(full:slice(4, 12, 32):to("fp16"))
-        want = program:eval({ x = xs, cache = mixed }).y:bytes()
-      end
+      -- the buffer holds what write_input wrote, positions 12-32 fp16 values in every precision
+      -- (an eval that binds the input may leave the buffer as it was: sim reads the tensor in place)
+      local mixed = full:copy()
+      mixed:slice(4, 12, 32):copy_from(full:slice(4, 12, 32):to("fp16"))
+      local want = program:eval({ x = xs, cache = mixed }).y:bytes()
       assert.are.equal(want, program:eval({ x = xs }).y:bytes())
       assert.are.equal(want, program:submit({ x = xs }):wait().y:bytes())
       -- read back in the interface's dtype
@@ -206,6 +205,69 @@ describe("programs", function()
       assert.are.equal(a.y:bytes(), bound.y:bytes())
       half:close()
       fp32:close()
+    end
+  end)
+
+  -- A cache the caller owns, appended to by the runtime after each eval (a decoding session's
+  -- keys). The witness is the same program evaluated without the append on a copy of the
+  -- cache as it was: equal bit for bit (sim leaves the zeros after `at` out of its product,
+  -- which must not change a value), and the cache's new position equals the output's first,
+  -- converted to the cache's dtype.
+  it("appends an output's first position to a caller's cache after the eval", function()
+    local g = ane.graph("appender")
+    local x = g:input("x", { 1, 8, 1, 32 })
+    local cache = g:input("k_cache", { 1, 8, 1, 32 })
+    local mask = g:input("mask", { 1, 1, 1, 32 })
+    local q = g:reshape(g:slice_by_size(x, { 0, 0, 0, 0 }, { 1, 8, 1, 1 }), { 1, 1, 1, 8 })
+    g:output("scores", g:add(g:matmul(q, g:reshape(cache, { 1, 1, 8, 32 })), mask))
+    g:output("k", g:mul(x, x))
+    for _, profile in ipairs({ "cpu", "ane" }) do
+      local program = ane.compile(g, { profile = profile })
+      local function buffer(channels, fill) -- what a session holds in this profile
+        if profile == "cpu" then return ane.tensor({ 1, channels, 1, 32 }, "fp16"):fill(fill) end
+        local surface = ane.surface { channels = channels, seq = 32, dtype = "fp16", alloc_size = 65536 }
+        surface:tensor():fill(fill)
+        return surface
+      end
+      local function values(b) return profile == "cpu" and b or b:tensor() end
+      local keys, open = buffer(8, 0), buffer(1, -100)
+      for step = 1, 5 do
+        local xs = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 30 + step })
+        local before_keys, before_mask = values(keys):copy(), values(open):copy()
+        local want = program:eval({ x = xs, k_cache = before_keys, mask = before_mask })
+        local got = program:eval({ x = xs, k_cache = keys, mask = open }, nil,
+          { append = { k_cache = "k", mask = 0 }, at = step })
+        assert.are.equal(want.scores:bytes(), got.scores:bytes(), profile .. " step " .. step)
+        assert.is_nil(got.k) -- consumed by the append
+        assert.are.equal(want.k:slice(4, 1, 1):to("fp16"):bytes(), values(keys):slice(4, step, step):copy():bytes())
+        assert.are.same({ 0 }, values(open):slice(4, step, step):totable()[1][1][1])
+        if step < 32 then -- the rest untouched
+          assert.are.equal(before_keys:slice(4, step + 1, 32):bytes(), values(keys):slice(4, step + 1, 32):copy():bytes())
+        end
+      end
+      -- an output also given as a destination is written there and returned as well
+      local into = ane.tensor({ 1, 8, 1, 32 }, profile == "cpu" and "fp16" or "fp16")
+      local r = program:eval({ x = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 40 }), k_cache = keys, mask = open }, { k = into },
+        { append = { k_cache = "k" }, at = 6 })
+      assert.are.equal(into, r.k)
+      assert.are.equal(into:slice(4, 1, 1):bytes(), values(keys):slice(4, 6, 6):copy():bytes())
+      -- mistakes, named
+      local xs = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 41 })
+      local inputs = { x = xs, k_cache = keys, mask = open }
+      assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "k" }, at = 33 }) end,
+        "an append at position 32 does not fit input 'k_cache' of 32 positions")
+      assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "k" } }) end,
+        "option 'at' must be the position")
+      assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "nope" }, at = 1 }) end,
+        "has no output 'nope' %(outputs: k, scores%)")
+      assert.error_matches(function() program:eval(inputs, nil, { append = { mask = "k" }, at = 1 }) end,
+        "output 'k' is %[1, 8, 1, 32%], which cannot be appended to input 'mask' %[1, 1, 1, 32%]")
+      assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = true }, at = 1 }) end,
+        "append 'k_cache' must name an output or give a number, not a boolean")
+      if profile == "cpu" then
+        assert.error_matches(function() program:eval({ x = xs, mask = open }, nil, { append = { k_cache = "k" }, at = 1 }) end,
+          "input 'k_cache' takes an append, so it must be bound")
+      end
     end
   end)
 

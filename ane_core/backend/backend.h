@@ -42,6 +42,9 @@ typedef struct ane_binding {
     void *surface_handle;        /* the surface's IOSurfaceRef, or NULL */
     int resident;                /* inputs: nothing bound; the program reads its own buffer as
                                     write_input left it (view and alloc_size unused) */
+    int zeros_after_written;     /* inputs: the positions of the last axis from `written` on hold
+                                    zeros (an appended cache: ane_program_eval_appending) */
+    int64_t written;
 } ane_binding;
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */

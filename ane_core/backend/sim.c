@@ -119,6 +119,7 @@ static void sim_unload(ane_loaded *loaded) {
         }
     }
     free(instance->written);
+    free(instance->own_inputs);
     free(instance->values);
     free(instance->slab);
     free(instance->scratch);
@@ -207,11 +208,14 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         instance->program = p;
         instance->values = calloc((size_t)g->count + 1, sizeof *instance->values);
         instance->written = calloc((size_t)p->ninputs + 1, sizeof *instance->written);
+        instance->own_inputs = calloc((size_t)p->ninputs + 1, sizeof *instance->own_inputs);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
         instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
-    int ok = instance && instance->values && instance->written && instance->slab && (!p->scratch_floats || instance->scratch);
+    int ok = instance && instance->values && instance->written && instance->own_inputs && instance->slab &&
+             (!p->scratch_floats || instance->scratch);
     if (ok) ok = place_instance_values(instance);
+    for (int port = 0; ok && port < p->ninputs; port++) instance->own_inputs[port] = instance->values[p->input_nodes[port]];
     if (!ok) {
         sim_unload(instance ? &instance->base : NULL);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory loading program '%s' (%zu values)", g->name, total);
@@ -291,6 +295,11 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
     }
     ane_status status = evaluate(instance, inputs, ninputs, outputs, noutputs, err);
     ane_storage_release(region);
+    for (int port = 0; port < p->ninputs; port++) { /* (the caller's buffers are theirs again) */
+        sim_value *value = &instance->values[p->input_nodes[port]];
+        value->data = instance->own_inputs[port].data;
+        value->half = instance->own_inputs[port].half;
+    }
     return status;
 }
 
@@ -324,30 +333,47 @@ static void find_column_copies(sim_loaded *instance) {
 
 static int64_t last_axis(const ane_node *node) { return node->rank ? node->shape[node->rank - 1] : 1; }
 
-/* How many positions of each node's last axis may be non-zero (sim_value.filled): a resident
- * input's written ones, and a view's of it when its last axis has the input's size (a reshape
- * keeps the flat order, so a position stays a position: a cache read as heads); every position
- * elsewhere (as sim_load set them). */
-static void find_filled(sim_loaded *instance, const ane_binding *inputs) {
+/* Points every reshape at its operand's buffer as this evaluation binds it (an input read where
+ * the caller keeps it, a temporary's place), and says how many positions of its last axis may
+ * be non-zero (sim_value.filled): its source's when the last axis has the source's size (a
+ * reshape keeps the flat order, so a position stays a position: a cache read as heads), every
+ * position elsewhere. */
+static void bind_views(sim_loaded *instance) {
     const sim_compiled *p = instance->program;
     const ane_graph *g = p->graph;
-    for (int port = 0; port < p->ninputs; port++) {
-        const ane_node *node = g->nodes[p->input_nodes[port]];
-        instance->values[node->id].filled = inputs[port].resident ? instance->written[port] : last_axis(node);
-    }
     for (int i = 0; i < g->count; i++) {
-        if (!sim_is_view(g->nodes[i])) continue;
+        const ane_node *node = g->nodes[i];
+        if (!sim_is_view(node)) continue;
+        const sim_value *operand = &instance->values[node->operands[0]->id];
+        sim_value *value = &instance->values[i];
+        value->data = operand->data;
+        value->half = p->slots[i].half_input ? operand->half : NULL;
         int source = sim_value_source(g, i);
-        if (last_axis(g->nodes[source]) == last_axis(g->nodes[i])) instance->values[i].filled = instance->values[source].filled;
+        value->filled = last_axis(g->nodes[source]) == last_axis(node) ? instance->values[source].filled : last_axis(node);
     }
 }
 
-/* Inputs by position, in alphabetical order of their names (ANE-19), copied into their value
- * buffers unless resident (their buffers hold what write_input wrote). */
+/* Whether an eval reads input `port` where the caller keeps it instead of copying it in: a
+ * contiguous buffer of the port's shape in the form sim holds that input (fp16 bits for a half
+ * input; fp32 values for an fp32 one, or an fp16 one of an fp32-precision program: nothing to
+ * round). A KV cache a session owns is read in place so, however long it is. */
+static int reads_in_place(const sim_compiled *p, int port, const ane_node *node, const ane_tensor *view) {
+    if (!ane_tensor_is_contiguous(view) || !same_shape_as_port(view, &p->inputs[port])) return 0;
+    if (p->slots[node->id].half_input) return view->dtype == ANE_FP16;
+    int rounds = p->options.precision == ANE_PRECISION_FP16 && p->inputs[port].dtype == ANE_FP16;
+    return view->dtype == ANE_FP32 && !rounds;
+}
+
+/* Inputs by position, in alphabetical order of their names (ANE-19): read where the caller
+ * keeps them (reads_in_place), or copied into their value buffers, unless resident (their
+ * buffers hold what write_input wrote); each with the positions that may be non-zero. */
 static ane_status read_inputs(sim_loaded *instance, const ane_binding *inputs, int device_rules, ane_error *err) {
     sim_compiled *p = instance->program;
     const ane_graph *g = p->graph;
     for (int i = 0; i < p->ninputs; i++) {
+        sim_value *value = &instance->values[p->input_nodes[i]];
+        const ane_node *node = g->nodes[p->input_nodes[i]];
+        value->filled = inputs[i].resident ? instance->written[i] : inputs[i].zeros_after_written ? inputs[i].written : last_axis(node);
         if (inputs[i].resident) continue;
         const ane_port *port = &p->inputs[i];
         const ane_tensor *view = &inputs[i].view;
@@ -358,7 +384,12 @@ static ane_status read_inputs(sim_loaded *instance, const ane_binding *inputs, i
                             g->name, ane_dtype_name(port->dtype), ane_shape_string(want, sizeof want, port->rank, port->shape),
                             ane_dtype_name(view->dtype), ane_shape_string(got, sizeof got, view->ndim, view->shape));
         }
-        const ane_node *node = g->nodes[p->input_nodes[i]];
+        if (reads_in_place(p, i, node, view)) {
+            void *data = ane_tensor_data(view); /* (read only: no kernel writes an input) */
+            if (p->slots[node->id].half_input) value->half = data;
+            else value->data = data;
+            continue;
+        }
         ane_storage pin;
         ane_tensor target = input_view(instance, node, &pin); /* a half input's copy rounds to fp16 itself */
         ane_status status = ane_tensor_copy_into(&target, view, err);
@@ -418,7 +449,7 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
         .activations = p->options.activations,
     };
     if (!instance->copies_current) find_column_copies(instance);
-    find_filled(instance, inputs);
+    bind_views(instance);
     for (int s = 0; s < p->nsteps; s++) {
         const sim_step *step = &p->steps[s];
         status = step->kernel(&context, step, instance->values, err);

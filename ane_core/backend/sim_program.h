@@ -53,6 +53,8 @@ typedef struct sim_loaded {
     float *scratch;      /* [scratch_floats] */
     int64_t *written;    /* [ninputs]: positions of a resident input's last axis written since
                             write_input last cleared it (the rest hold zeros) */
+    sim_value *own_inputs; /* [ninputs]: the inputs' own buffers, pointed at again after an
+                              eval that read the caller's in place */
     int copies_current;  /* values[].column_copies match the weights (0 after a patch) */
 } sim_loaded;
 

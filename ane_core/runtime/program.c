@@ -426,8 +426,80 @@ ane_status ane_program_commit(ane_program *program, ane_error *err) {
     return backend->commit ? backend->commit(program->instance, err) : ANE_OK;
 }
 
+/* The port called `name` among ports: its index, or -1. */
+static int port_index(const ane_port *ports, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(ports[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Checks an append: its input bound to a tensor or surface of the caller's, its output of the
+ * input's shape but the last axis, `at` inside the input's positions. */
+static ane_status check_append(const ane_program *program, const ane_append *append, const ane_io *inputs, int ninputs,
+                               int64_t at, ane_error *err) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    int input = port_index(in_ports, nin, append->input);
+    if (input < 0) return unknown_name(program, "input", append->input, in_ports, nin, err);
+    if (!find_io(inputs, ninputs, append->input))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s': input '%s' takes an append, so it must be bound to a tensor "
+                        "or surface of the caller's", ane_program_name(program), append->input);
+    const ane_port *in = &in_ports[input];
+    int64_t positions = in->rank ? in->shape[in->rank - 1] : 0;
+    if (at < 0 || at >= positions)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s': an append at position %lld does not fit input '%s' of %lld "
+                        "positions", ane_program_name(program), (long long)at, append->input, (long long)positions);
+    if (!append->output) return ANE_OK;
+    int output = port_index(out_ports, nout, append->output);
+    if (output < 0) return unknown_name(program, "output", append->output, out_ports, nout, err);
+    const ane_port *out = &out_ports[output];
+    int same = out->rank == in->rank;
+    for (int d = 0; same && d < in->rank - 1; d++) same = out->shape[d] == in->shape[d];
+    if (!same) {
+        char want[128], got[128];
+        return ane_fail(err, ANE_ERR_SHAPE, "program '%s': output '%s' is %s, which cannot be appended to input '%s' %s "
+                        "(all but the last axis must agree)", ane_program_name(program), append->output,
+                        ane_shape_string(got, sizeof got, out->rank, out->shape), append->input,
+                        ane_shape_string(want, sizeof want, in->rank, in->shape));
+    }
+    return ANE_OK;
+}
+
+/* Writes one append: position `at` of the caller's input takes the output binding's first
+ * position (or the append's value). */
+static ane_status write_append(const ane_program *program, const ane_append *append, const ane_io *io,
+                               const ane_binding *source, int64_t at, ane_error *err) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    const ane_port *port = &in_ports[port_index(in_ports, nin, append->input)];
+    ane_tensor whole = {0}, target = {0}, first = {0};
+    ane_status status = io->surface ? ane_surface_view(io->surface, &whole, err)
+                                    : view_for_port(io->tensor, port, "input", &whole, err);
+    if (!status) status = ane_tensor_slice(&target, &whole, port->rank - 1, at, at + 1, err);
+    ane_surface_lock(io->surface, 0);
+    if (!status && source) {
+        status = ane_tensor_slice(&first, &source->view, source->view.ndim - 1, 0, 1, err);
+        if (!status) status = ane_tensor_copy_into(&target, &first, err);
+    } else if (!status) {
+        status = ane_tensor_fill(&target, append->value, err);
+    }
+    ane_surface_unlock(io->surface, 0);
+    ane_tensor_release(&first);
+    ane_tensor_release(&target);
+    ane_tensor_release(&whole);
+    return status;
+}
+
 ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                                 int ndestinations, ane_tensor *results, ane_error *err) {
+    return ane_program_eval_appending(program, inputs, ninputs, destinations, ndestinations, NULL, 0, 0, results, err);
+}
+
+ane_status ane_program_eval_appending(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                      int ndestinations, const ane_append *appends, int nappends, int64_t at,
+                                      ane_tensor *results, ane_error *err) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
@@ -443,6 +515,8 @@ ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int 
         if (!known) return unknown_name(program, "output", destinations[i].name, out_ports, nout, err);
     }
     ane_status status = ANE_OK;
+    for (int i = 0; i < nappends && !status; i++) status = check_append(program, &appends[i], inputs, ninputs, at, err);
+    if (status) return status;
     if (device_rules) {
         status = stage_surfaces(program, in_ports, nin, inputs, ninputs, &program->staged_inputs, err);
         if (!status) status = stage_surfaces(program, out_ports, nout, destinations, ndestinations, &program->staged_outputs, err);
@@ -459,6 +533,8 @@ ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int 
         const ane_io *io = find_io(inputs, ninputs, in_ports[i].name);
         ane_binding *b = &in_bindings[i];
         b->name = in_ports[i].name;
+        for (int k = 0; k < nappends; k++)
+            if (strcmp(appends[k].input, in_ports[i].name) == 0) b->zeros_after_written = 1, b->written = at;
         if (!io && program->resident && program->resident[i]) {
             b->resident = 1; /* the program's own buffer, as write_input left it */
             continue;
@@ -508,10 +584,22 @@ ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int 
         stats.eval_ms += now_ms() - start;
         pthread_mutex_unlock(&stats_lock);
     }
+    /* The appends, from the output bindings; an output they consume is not returned. */
+    unsigned char consumed[64] = {0};
+    for (int k = 0; k < nappends && !status; k++) {
+        int output = appends[k].output ? port_index(out_ports, nout, appends[k].output) : -1;
+        const ane_binding *source = output >= 0 ? &out_bindings[output] : NULL;
+        if (source) ane_surface_lock(device_rules ? program->staged_outputs[output] : NULL, 1);
+        status = write_append(program, &appends[k], find_io(inputs, ninputs, appends[k].input), source, at, err);
+        if (source) ane_surface_unlock(device_rules ? program->staged_outputs[output] : NULL, 1);
+        if (output >= 0 && !find_io(destinations, ndestinations, appends[k].output)) consumed[output] = 1;
+    }
+    for (int i = 0; i < nout; i++)
+        if (consumed[i]) ane_tensor_release(&results[i]); /* (a new tensor in the cpu profile; none when staged) */
     /* Staged outputs go to the caller's tensors or to new result tensors. */
     for (int i = 0; i < nout && !status; i++) {
         const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
-        if (!device_rules || !program->staged_outputs[i] || (io && io->surface)) continue;
+        if (!device_rules || !program->staged_outputs[i] || (io && io->surface) || consumed[i]) continue;
         if (io) {
             ane_tensor target;
             status = view_for_port(io->tensor, &out_ports[i], "output", &target, err);

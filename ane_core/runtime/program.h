@@ -76,6 +76,24 @@ typedef struct ane_io {
 ane_status ane_program_eval(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                             int ndestinations, ane_tensor *results, ane_error *err);
 
+/* One position appended to an input the caller holds (a KV cache a session owns) after an
+ * eval: input[..., at] = output[..., 0] (the output's first position), or `value` when output
+ * is NULL (a mask opening the position). */
+typedef struct ane_append {
+    const char *input;  /* an input port bound to the caller's tensor or surface */
+    const char *output; /* an output port of the same shape but the last axis; NULL: `value` */
+    double value;
+} ane_append;
+
+/* ane_program_eval_now, then the appends at position `at` (0-based), in C: the appended values
+ * never travel to the caller. While the eval runs, an appended input holds data in positions
+ * [0, at) and zeros from `at` on (a cache written only by appends, from zeros): the backend
+ * may leave those zeros out of its products. An output an append consumes is not returned
+ * unless it is among the destinations. */
+ane_status ane_program_eval_appending(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                      int ndestinations, const ane_append *appends, int nappends, int64_t at,
+                                      ane_tensor *results, ane_error *err);
+
 /* ane_program_eval without waiting for a submitted eval of the program (async.c runs it;
  * the caller guarantees none is in flight). */
 ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,

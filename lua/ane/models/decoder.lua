@@ -213,9 +213,10 @@ end
 --- models: 65504, the paper's stability fix, docs/reference/numerics.md) every output is clamped in place
 --- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
---- destinations (optional): tensors the outputs are written into, by name (prog:eval's).
-function Methods:eval(program, group, l, inputs, destinations)
-  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations))
+--- destinations (optional): tensors the outputs are written into, by name; options (optional):
+--- prog:eval's (appends to a session's caches).
+function Methods:eval(program, group, l, inputs, destinations, options)
+  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations, options))
 end
 
 --- Starts an eval on a helper thread (prog:submit); :wait() on the result returns what
@@ -240,8 +241,8 @@ end
 
 --- Evaluates a program without clamping: the backward programs use it, so an fp16 overflow
 --- reaches the loss scaler as Inf/NaN (which skips the step) instead of being hidden.
-function Methods:eval_unclamped(program, group, l, inputs, destinations)
-  return program:eval(self:extra_inputs(group, l, inputs), destinations)
+function Methods:eval_unclamped(program, group, l, inputs, destinations, options)
+  return program:eval(self:extra_inputs(group, l, inputs), destinations, options)
 end
 
 --- The graph of one program kind: self.graphs[kind](self, layer weights, a, b), after the

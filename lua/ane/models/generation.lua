@@ -45,18 +45,19 @@ end
 -- caches of up to `capacity` positions. generate() is one session; a chat keeps one across
 -- turns, so earlier turns are never computed again.
 --
--- The caches live in the decode attention programs themselves, as resident inputs
--- (prog:write_input): each step writes one position of k, v and the mask, and no eval copies
--- a whole cache in; sim's attention products leave out the positions not written yet (zeros),
--- its element-wise work does not. In sim's cpu profile a session of at most WHOLE_UP_TO
--- positions takes its whole size at once (at least FIRST_CACHE), and a larger one (a chat)
--- starts at WHOLE_UP_TO and grows as it fills (to 512, then every 256), so its caches hold
--- about the memory it uses. On the device every
--- size costs a compile per layer (ANE-05: a 28-layer model's second size would spend the
--- budget), so a session there, and in sim's ane profile, which keeps the device's rules,
--- keeps the size of its capacity. Sessions of one model share the programs of a size, and
--- take turns: the one about to run first saves the caches of the one that ran last (and gets
--- its own back).
+-- The session owns its caches: per layer a key cache and a value cache [1, KV * head, 1, size]
+-- and the attention mask [1, 1, 1, size], passed to the decode attention program as ordinary
+-- inputs (tensors in the cpu profile, which sim reads in place; surfaces of one allocation size
+-- in the ane profile, which the device reads as they are: ANE-18). Each step's key and value
+-- are appended to them by the runtime, in C, at the step's position (prog:eval's `append`), and
+-- the mask opens that position: they never travel to Lua. Positions not written yet hold zeros,
+-- which sim's attention products leave out; its element-wise work does not. In sim's cpu
+-- profile a session of at most WHOLE_UP_TO positions takes its whole size at once (at least
+-- FIRST_CACHE), and a larger one (a chat) starts at WHOLE_UP_TO and grows as it fills (to 512,
+-- then every 256), so its caches hold about the memory it uses. On the device every size costs
+-- a compile per layer (ANE-05: a 28-layer model's second size would spend the budget), so a
+-- session there, and in sim's ane profile, which keeps the device's rules, keeps the size of its
+-- capacity. Sessions of one model share the programs of a size and need nothing from each other.
 local Session = {}
 Session.__index = Session
 
@@ -78,7 +79,6 @@ function Methods:session(opts)
   -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
   -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
   session.asynchronous = opts.asynchronous == nil and self.backend == "ane" or opts.asynchronous == true
-  self.cache_owners = self.cache_owners or setmetatable({}, { __mode = "kv" }) -- program -> session
   return session
 end
 
@@ -93,68 +93,66 @@ local function cache_size(self, positions)
   return math.min(math.max(m:bucket(positions, m.context_length), WHOLE_UP_TO), self.Smax)
 end
 
-local KEYS_AND_VALUES = { "k_cache", "v_cache" }
+-- One buffer a session owns, [1, channels, 1, size], holding `fill`: a tensor, or in the ane
+-- profile a surface of `alloc_size` bytes (every input of a program shares one size: ANE-18).
+local function cache_buffer(m, channels, size, fill, alloc_size)
+  if m.profile ~= "ane" then return ane.tensor({ 1, channels, 1, size }, m.dtype):fill(fill) end
+  local surface = ane.surface { channels = channels, seq = size, dtype = m.dtype, alloc_size = alloc_size }
+  if fill ~= 0 then surface:tensor():fill(fill) end -- (a new surface holds zeros)
+  return surface
+end
 
--- The caches as tensors, read out of the session's programs: the keys and values of its
--- filled positions, the whole mask.
-local function read_caches(self)
-  local saved = {}
-  for l, attention in ipairs(self.attention) do
-    saved[l] = { mask = attention:read_input("mask") }
-    for _, name in ipairs(KEYS_AND_VALUES) do saved[l][name] = attention:read_input(name):slice(4, 1, self.position) end
+-- A cache_buffer's values as a [1, C, 1, size] tensor to read and write (a surface's memory).
+local function values_of(m, buffer) return m.profile == "ane" and buffer:tensor() or buffer end
+
+-- The caches of `size` positions, one per layer: keys and values zero, the mask holding off
+-- every position (positions are let in as they are written).
+local function new_caches(self, size)
+  local m = self.model
+  local alloc_size = 0
+  if m.profile == "ane" then -- the largest buffer's allocation, for all of them
+    local _, cache_bytes = ane.surface.layout { channels = m.cache_width, seq = size, dtype = m.dtype }
+    local _, mask_bytes = ane.surface.layout { channels = 1, seq = size, dtype = m.dtype }
+    alloc_size = math.max(cache_bytes, mask_bytes)
   end
-  return saved
-end
-
--- Writes caches into a layer's attention program: keys and values from position 1 over zeros
--- (what another session left there is cleared, so sim's attention products read the filled
--- positions only), the mask (whole, or from position 1; when given) over what it holds.
-local function write_caches(attention, caches)
-  for _, name in ipairs(KEYS_AND_VALUES) do attention:reset_input(name):write_input(name, caches[name]) end
-  if caches.mask then attention:write_input("mask", caches.mask) end
-end
-
--- Makes the session's programs hold its caches: the session that used them last saves its own.
-local function hold(self)
-  local owners, token = self.model.cache_owners, self.attention[1]
-  local owner = owners[token]
-  if owner == self then return end
-  if owner then owner.saved = read_caches(owner) end
-  owners[token] = self
-  if self.saved then
-    for l, attention in ipairs(self.attention) do write_caches(attention, self.saved[l]) end
-    self.saved = nil
+  local caches = {}
+  for l = 1, m.n_layer do
+    caches[l] = { k_cache = cache_buffer(m, m.cache_width, size, 0, alloc_size),
+      v_cache = cache_buffer(m, m.cache_width, size, 0, alloc_size), mask = cache_buffer(m, 1, size, MASK, alloc_size) }
   end
+  return caches
 end
 
--- The programs of cache size `size`, each layer's caches empty but for the mask, which holds
--- off every position (positions are let in as they are written).
+local CACHED = { "k_cache", "v_cache", "mask" }
+
+-- Writes `count` positions from 1 into a layer's caches: keys and values from k and v
+-- ([1, KV * head, 1, >= count]), the mask opened.
+local function fill_caches(m, cache, count, k, v)
+  if count == 0 then return end
+  values_of(m, cache.k_cache):slice(4, 1, count):copy_from(k:slice(4, 1, count))
+  values_of(m, cache.v_cache):slice(4, 1, count):copy_from(v:slice(4, 1, count))
+  values_of(m, cache.mask):slice(4, 1, count):fill(0)
+end
+
+-- The programs and caches of size `size`; the positions the session holds move over.
 local function use_size(self, size)
   local m = self.model
+  local left, held = self.size, self.caches
   self.size, self.attention, self.ffn = size, {}, {} -- looked up once: every step runs them
   for l = 1, m.n_layer do -- one position computed of the W the device's rows hold (kind_for)
     self.attention[l] = m:program(m:kind_for("attn_decode", 1, self.W), l, self.W, size)
     self.ffn[l] = m:program(m:kind_for("ffn", 1, self.W), l, self.W)
   end
-  hold(self)
-  local closed = ane.tensor({ 1, 1, 1, size }, m.dtype):fill(MASK)
-  for _, attention in ipairs(self.attention) do attention:write_input("mask", closed) end
-end
-
--- A larger cache once the next position does not fit: the filled positions move over. The
--- model lets go of the programs of a size left behind above WHOLE_UP_TO (their caches are
--- this session's alone unless another long session reached the same size, which keeps them):
--- a long chat would otherwise hold the caches of every size it passed (Qwen3-0.6B int4 at
--- 1,500 positions: 2.47 GB resident, 2.14 GB with this). Smaller sizes stay for the sessions
--- that start with them.
-local function grow(self)
-  hold(self)
-  local filled = read_caches(self)
-  local left = self.size
-  use_size(self, cache_size(self, self.position + 1))
-  for l, attention in ipairs(self.attention) do write_caches(attention, filled[l]) end
-  if left > WHOLE_UP_TO then
-    local m = self.model
+  self.caches = new_caches(self, size)
+  if held then
+    for l, cache in ipairs(self.caches) do
+      fill_caches(m, cache, self.position, values_of(m, held[l].k_cache), values_of(m, held[l].v_cache))
+    end
+  end
+  -- the model lets go of the programs of a size left behind above WHOLE_UP_TO (another long
+  -- session at that size keeps them): a long chat would otherwise hold the programs of every
+  -- size it passed. Smaller sizes stay for the sessions that start with them.
+  if left and left > WHOLE_UP_TO then
     for l = 1, m.n_layer do m:forget_program(m:kind_for("attn_decode", 1, self.W), l, self.W, left) end
   end
 end
@@ -177,8 +175,6 @@ local function prefill(self, ids)
   local T = #ids
   if self.W > 1 and T <= SHORT_PROMPT then
     use_size(self, cache_size(self, T + 1))
-    local nothing = ane.tensor({ 1, m.cache_width, 1, 0 }, m.dtype) -- empty caches: no position written yet
-    for _, attention in ipairs(self.attention) do write_caches(attention, { k_cache = nothing, v_cache = nothing }) end
     local h
     for _, id in ipairs(ids) do h = advance(self, id) end
     self.logits = m:classify(h, 1, self.W):reshape(-1)
@@ -193,47 +189,39 @@ local function prefill(self, ids)
   m.counters.prefill_seconds = m.counters.prefill_seconds + m:elapsed_without_compiling(start, compiling)
 end
 
--- The prefill's keys and values into the decode programs' caches.
+-- The prefill's keys and values into the session's caches.
 local function settle(self)
-  local m, pending = self.model, self.pending
+  local pending = self.pending
+  self.position = 0 -- (use_size moves the positions held: none yet)
   use_size(self, cache_size(self, pending.T + 1))
-  local open = ane.tensor({ 1, 1, 1, pending.T }, m.dtype):fill(0)
-  for l, attention in ipairs(self.attention) do
-    write_caches(attention, { k_cache = pending[l].k, v_cache = pending[l].v, mask = open })
-  end
-  self.pending = nil
+  for l, cache in ipairs(self.caches) do fill_caches(self.model, cache, pending.T, pending[l].k, pending[l].v) end
+  self.position, self.pending = pending.T, nil
 end
 
-local OPEN = {} -- one position's mask value that lets it in, per dtype
-local function open_position(dtype)
-  OPEN[dtype] = OPEN[dtype] or ane.tensor({ 1, 1, 1, 1 }, dtype):fill(0)
-  return OPEN[dtype]
-end
+-- What each step appends to a layer's caches at its position: the attention program's k and
+-- v outputs (their first position), and a mask value that lets the position in.
+local APPENDS = { k_cache = "k", v_cache = "v", mask = 0 }
 
 -- The id at the next position through every layer, its key and value into the caches;
 -- returns the last layer's output (one position of W).
 function advance(self, id)
   local m, position = self.model, self.position
   if self.pending then settle(self) end
-  if position + 1 > self.size then grow(self) end
-  hold(self)
+  if position + 1 > self.size then use_size(self, cache_size(self, position + 1)) end
   local h = m:embed_token(id, position, self.W)
   local inputs = m:decode_inputs(position, self.W)
-  local open = open_position(m.dtype)
+  local appending = { append = APPENDS, at = position + 1 }
   -- the layers write their outputs into this session's tensors, those of its first layer
   -- evaluated (an eval reads its inputs before it writes its outputs), not into new ones
   -- each eval: Stories110M int4 and Qwen3-0.6B int4 decode 2-3% faster
   local outputs = self.step_outputs
   for l = 1, m.n_layer do
-    local attention = self.attention[l]
     inputs.x = h
-    local r = m:eval(attention, "attn", l, inputs, outputs.attn)
-    -- the FFN runs on a helper (the device, or sim's thread) while the cache takes this
-    -- position's key and value (opts.asynchronous: true or false; default on the device)
+    for _, name in ipairs(CACHED) do inputs[name] = self.caches[l][name] end
+    local r = m:eval(self.attention[l], "attn", l, inputs, outputs.attn, appending)
+    -- the FFN runs on a helper (the device, or sim's thread) while the CPU goes on
+    -- (opts.asynchronous: true or false; default on the device)
     local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn)
-    attention:write_input("k_cache", r.k:slice(4, 1, 1), position + 1)
-    attention:write_input("v_cache", r.v:slice(4, 1, 1), position + 1)
-    attention:write_input("mask", open, position + 1)
     local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn)
     outputs.attn, outputs.ffn = outputs.attn or r, outputs.ffn or f
     h = f.y
