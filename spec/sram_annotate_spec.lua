@@ -14,4 +14,17 @@ describe("SRAM annotation", function()
     assert.matches("64%.0 MB", report.warnings[1].message)
     assert.matches("working set 67108864 bytes", g:dump())
   end)
+
+  it("gives a compile one ANE-27 per node: the device rules leave annotated nodes to it", function()
+    local g = ane.graph("big_conv")
+    local x = g:input("x", { 1, 4096, 1, 2048 })
+    g:output("y", g:conv(x, g:const("w", ane.tensor({ 4096, 4096, 1, 1 }, "fp16"):fill(0.01))))
+    local _, diagnostics = ane.compile(g, { quiet = true }) -- profile ane: the device rules run too
+    local sram = {}
+    for _, d in ipairs(diagnostics) do
+      if d.id == "ANE-27" then sram[#sram + 1] = d end
+    end
+    assert.are.equal(1, #sram)
+    assert.matches("node 'y' %(conv%) works on 64%.0 MB", sram[1].message)
+  end)
 end)

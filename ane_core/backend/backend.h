@@ -21,6 +21,7 @@
 #include "../ir/graph.h"
 #include "../ir/profile.h"
 #include "../mil/parse.h"
+#include "../passes/passes.h"
 #include "../passes/target.h"
 #include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
@@ -32,6 +33,11 @@ typedef struct ane_compile_options {
     char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
     ane_activations activations; /* products with quantized weights: float activations (the device's
                                     fp16), or int8 / int16 blocks, sim's cpu profile only (tensor/gemv.h) */
+    int rules_checked;           /* the compile pipeline (runtime/compile.c) checked the device rules on
+                                    the graph this MIL comes from and counted its SRAM spills
+                                    (sram_spill_nodes): the backend does neither again. Not part of the
+                                    program's identity (the cache key) */
+    int sram_spill_nodes;
 } ane_compile_options;
 
 /* One bound buffer of an eval. */
@@ -149,9 +155,13 @@ ane_status ane_graph_ports(const ane_graph *g, ane_port **inputs, int *ninputs, 
  * rows (every other port is packed at the start of its buffer, ANE-20). */
 int ane_port_is_surface(const ane_port *port);
 /* The device rules of the `ane` profile: every error-severity rule is a compile error,
- * listed with its constraint ID. */
+ * listed with its constraint ID; the warnings go to `warnings` (may be NULL). */
 ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options *options,
-                                  int (*supports_op)(ane_op op, ane_profile profile), ane_error *err);
+                                  int (*supports_op)(ane_op op, ane_profile profile), ane_report *warnings,
+                                  ane_error *err);
+/* The nodes of g whose working set exceeds the SRAM (ANE-27), as annotated by the pipeline's
+ * SRAM pass, or computed where no pass ran (a parsed program). */
+int ane_sram_spill_nodes(const ane_graph *g);
 
 /* The backend called `name` ("sim", "ane"), or NULL. */
 const ane_backend *ane_backend_find(const char *name);

@@ -1322,13 +1322,13 @@ static ane_status device_compile_in_pool(device_compiled *p, const ane_compile_o
     ane_graph *g = p->graph;
     snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);
     snprintf(g->name, sizeof g->name, "%s", p->base.name);
-    status = ane_check_device_rules(g, options, ane_device_backend.supports_op, err);
+    if (!options->rules_checked) status = ane_check_device_rules(g, options, ane_device_backend.supports_op, NULL, err);
     if (!status) status = ane_graph_ports(g, &p->inputs, &p->ninputs, &p->outputs, &p->noutputs, err);
     if (status) return status;
     if (p->ninputs > DEVICE_MAX_PORTS || p->noutputs > DEVICE_MAX_PORTS)
         return ane_fail(err, ANE_ERR_ARGUMENT, "backend 'ane': program '%s' has more than %d inputs or outputs",
                         p->base.name, DEVICE_MAX_PORTS);
-    for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += ane_node_working_set_bytes(g->nodes[i]) > ANE_SRAM_BYTES;
+    p->base.sram_spill_nodes = options->rules_checked ? options->sram_spill_nodes : ane_sram_spill_nodes(g);
     ane_target target;
     ane_target_complete(&options->target, &target);
     p->io_rows = target.io_rows;

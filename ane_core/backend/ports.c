@@ -38,11 +38,13 @@ ane_status ane_graph_ports(const ane_graph *g, ane_port **inputs, int *ninputs, 
 }
 
 ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options *compile, int (*supports_op)(ane_op, ane_profile),
-                                  ane_error *err) {
+                                  ane_report *warnings, ane_error *err) {
     ane_report report = {0};
     ane_validate_options options = {.target = &compile->target, .supports_op = supports_op};
     ane_pass_validate_ane(g, &options, &report);
     int errors = ane_report_errors(&report);
+    for (int i = 0; warnings && !errors && i < report.count; i++)
+        if (report.items[i].severity == ANE_SEVERITY_WARNING) ane_report_append(warnings, &report.items[i]);
     if (!errors) {
         ane_report_free(&report);
         return ANE_OK;
@@ -60,4 +62,14 @@ ane_status ane_check_device_rules(const ane_graph *g, const ane_compile_options 
 int ane_port_is_surface(const ane_port *port) {
     return port->rank == 4 && port->shape[0] == 1 && port->shape[2] == 1 &&
            (port->dtype == ANE_FP16 || port->dtype == ANE_FP32);
+}
+
+int ane_sram_spill_nodes(const ane_graph *g) {
+    int spills = 0;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        int64_t bytes = node->working_set_bytes ? node->working_set_bytes : ane_node_working_set_bytes(node);
+        spills += bytes > ANE_SRAM_BYTES;
+    }
+    return spills;
 }

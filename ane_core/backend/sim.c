@@ -57,8 +57,8 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     p->options = *options;
     ane_status status = ane_parse_mil(mil, length, "model.mil", files, nfiles, NULL, &p->graph, &p->base.notes, err);
     if (!status && options->name[0]) snprintf(p->graph->name, sizeof p->graph->name, "%s", options->name);
-    if (!status && options->profile == ANE_PROFILE_ANE)
-        status = ane_check_device_rules(p->graph, options, ane_sim_backend.supports_op, err);
+    if (!status && options->profile == ANE_PROFILE_ANE && !options->rules_checked)
+        status = ane_check_device_rules(p->graph, options, ane_sim_backend.supports_op, NULL, err);
     if (status) {
         sim_close(&p->base);
         return status;
@@ -66,7 +66,7 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
     ane_graph *g = p->graph;
     snprintf(p->base.name, sizeof p->base.name, "%s", options->name[0] ? options->name : g->name);
     snprintf(g->name, sizeof g->name, "%s", p->base.name);
-    for (int i = 0; i < g->count; i++) p->base.sram_spill_nodes += ane_node_working_set_bytes(g->nodes[i]) > ANE_SRAM_BYTES;
+    p->base.sram_spill_nodes = options->rules_checked ? options->sram_spill_nodes : ane_sram_spill_nodes(g);
     status = ane_graph_ports(g, &p->inputs, &p->ninputs, &p->outputs, &p->noutputs, err);
     if (status) {
         sim_close(&p->base);

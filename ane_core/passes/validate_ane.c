@@ -208,7 +208,9 @@ void ane_pass_validate_ane(const ane_graph *g, const ane_validate_options *optio
             break;
         default: break;
         }
-        int64_t working_set = ane_node_working_set_bytes(node); /* computed here: no pass has to run first */
+        /* ANE-27 here only where the pipeline's SRAM pass did not run (a parsed program): where it
+         * ran, it annotated the working set and warned already */
+        int64_t working_set = node->working_set_bytes ? 0 : ane_node_working_set_bytes(node);
         if (working_set > ANE_SRAM_BYTES)
             rule(report, t, "ANE-27", node, ANE_SEVERITY_WARNING,
                            "node '%s' works on %.1f MB, beyond the ~32 MB SRAM", node->name,

@@ -56,8 +56,12 @@ int main(void) {
     memset(&options, 0, sizeof options);
     options.profile = ANE_PROFILE_ANE;
     ane_target_generic(&options.target);
-    CHECK(ane_check_device_rules(g, &options, device_ops, &err) == ANE_OK, "an add and a relu break no rule: %s",
+    ane_report warnings = {0};
+    CHECK(ane_check_device_rules(g, &options, device_ops, &warnings, &err) == ANE_OK, "an add and a relu break no rule: %s",
           err.message);
+    CHECK(warnings.count == 1 && strcmp(warnings.items[0].id, "ANE-28") == 0,
+          "the warnings are passed on: a purely elementwise program (ANE-28), %d warnings", warnings.count);
+    ane_report_free(&warnings);
     ane_node *halves[2] = { zeta, alpha }, *joined;
     ane_node_attrs attrs;
     memset(&attrs, 0, sizeof attrs);
@@ -65,7 +69,7 @@ int main(void) {
     CHECK(ane_graph_op(g, ANE_OP_CONCAT, "joined", halves, 2, &attrs, &joined, &err) == ANE_OK, "concat: %s",
           err.message);
     ane_graph_output_node(g, "joined_out", joined, &err);
-    CHECK(ane_check_device_rules(g, &options, device_ops, &err) == ANE_ERR_CONSTRAINT, "a concat breaks ANE-01");
+    CHECK(ane_check_device_rules(g, &options, device_ops, NULL, &err) == ANE_ERR_CONSTRAINT, "a concat breaks ANE-01");
     CHECK(strstr(err.message, "program 'ports' breaks 1 rule") && strstr(err.message, "ANE-01") &&
               strstr(err.message, "joined"),
           "the error names the program, the rule and the node: %s", err.message);
