@@ -248,27 +248,33 @@ static void push_results(lua_State *L, ane_program *program, ane_tensor *results
     }
 }
 
-/* Reads eval options {append = {input = output name | number, ...}, at = position (1-based)}
- * at `index` into appends (names anchored by the table); returns their count, *at 0-based. */
-static int read_appends(lua_State *L, int index, ane_append *appends, int capacity, int64_t *at) {
-    *at = 0;
-    if (lua_isnoneornil(L, index)) return 0;
+/* Reads eval options {append = {input = output name | number, ...}, at = position (1-based),
+ * positions = n} at `index` into *options (names anchored by the table; appends[capacity]). */
+static void read_eval_options(lua_State *L, int index, ane_eval_options *options, ane_append *appends, int capacity) {
+    memset(options, 0, sizeof *options);
+    options->appends = appends;
+    if (lua_isnoneornil(L, index)) return;
     luaL_checktype(L, index, LUA_TTABLE);
+    lua_getfield(L, index, "positions");
+    if (!lua_isnil(L, -1) && (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1))
+        luaL_error(L, "eval: option 'positions' must be how many leading positions of the outputs are read, got %s",
+                   luaL_tolstring(L, -1, NULL));
+    options->positions_read = lua_isnil(L, -1) ? 0 : (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
     lua_getfield(L, index, "append");
-    int table = lua_gettop(L), count = 0;
-    if (lua_isnil(L, table)) return 0;
-    if (!lua_istable(L, table)) return luaL_error(L, "eval: option 'append' must be a table of input = output name or number");
+    int table = lua_gettop(L);
+    if (lua_isnil(L, table)) return;
+    if (!lua_istable(L, table)) luaL_error(L, "eval: option 'append' must be a table of input = output name or number");
     lua_getfield(L, index, "at");
     if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-        return luaL_error(L, "eval: option 'at' must be the position (1-based) the appends write, got %s",
-                          luaL_tolstring(L, -1, NULL));
-    *at = (int64_t)lua_tointeger(L, -1) - 1;
+        luaL_error(L, "eval: option 'at' must be the position (1-based) the appends write, got %s", luaL_tolstring(L, -1, NULL));
+    options->at = (int64_t)lua_tointeger(L, -1) - 1;
     lua_pop(L, 1);
     lua_pushnil(L);
     while (lua_next(L, table)) {
         if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "eval: append keys must be input names");
-        if (count == capacity) luaL_error(L, "eval: too many appends");
-        ane_append *append = &appends[count++];
+        if (options->nappends == capacity) luaL_error(L, "eval: too many appends");
+        ane_append *append = &appends[options->nappends++];
         append->input = lua_tostring(L, -2);
         append->output = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         if (!append->output && lua_type(L, -1) != LUA_TNUMBER)
@@ -277,26 +283,25 @@ static int read_appends(lua_State *L, int index, ane_append *appends, int capaci
         append->value = append->output ? 0.0 : lua_tonumber(L, -1);
         lua_pop(L, 1);
     }
-    return count;
 }
 
 /* prog:eval(inputs, [destinations], [options]) -> { output name = tensor or the destination
- * given }; options.append / options.at: ane_program_eval_appending (the outputs an append
- * consumes are left out). */
+ * given }; options: ane_eval_options (append, at, positions; the outputs an append consumes are
+ * left out). */
 static int m_eval(lua_State *L) {
     ane_program *program = check_program(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     ane_io inputs[64], destinations[64];
     ane_append appends[64];
-    int64_t at;
+    ane_eval_options options;
     int ninputs = read_ios(L, 2, inputs, 64, "input");
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
-    int nappends = read_appends(L, 4, appends, 64, &at);
+    read_eval_options(L, 4, &options, appends, 64);
     ane_tensor results[64];
     memset(results, 0, sizeof results);
     ane_error err;
     ane_async_wait_idle(program); /* (what ane_program_eval does first) */
-    if (ane_program_eval_appending(program, inputs, ninputs, destinations, ndestinations, appends, nappends, at, results, &err))
+    if (ane_program_eval_with(program, inputs, ninputs, destinations, ndestinations, &options, results, &err))
         return ane_lua_raise(L, &err);
     push_results(L, program, results, 3);
     return 1;

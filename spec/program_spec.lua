@@ -271,6 +271,37 @@ describe("programs", function()
     end
   end)
 
+  -- A one-position program's outputs are its value padded with zeros to the device's 32 (ANE-21),
+  -- which sim writes with the output instead of computing the pad. The witness is the value
+  -- computed by tensor arithmetic here, placed at position 1, zeros after; with the `positions`
+  -- option the caller says it reads position 1 alone, and what was after it may stay.
+  it("writes a zero-padded output with the output; leaves the padding with `positions`", function()
+    local g = ane.graph("one_position")
+    local x = g:input("x", { 1, 16, 1, 32 })
+    local first = g:slice_by_size(x, { 0, 0, 0, 0 }, { 1, 16, 1, 1 })
+    g:output("y", g:pad(g:mul(first, first), { 0, 0, 0, 0, 0, 0, 0, 31 }))
+    local xs = ane.tensor.randn({ 1, 16, 1, 32 }, { seed = 50 }):to("fp16")
+    local squared = xs:slice(4, 1, 1):to("fp32")
+    squared = squared:mul(squared):to("fp16"):to("fp32") -- one fp16 rounding, as sim's mul output
+    for _, profile in ipairs({ "cpu", "ane" }) do
+      local program = ane.compile(g, { profile = profile })
+      local into = ane.tensor({ 1, 16, 1, 32 }, "fp16"):fill(7)
+      local y = program:eval({ x = xs }, { y = into }).y:to("fp32")
+      assert.are.equal(squared:bytes(), y:slice(4, 1, 1):copy():bytes(), profile)
+      assert.are.equal(ane.tensor({ 1, 16, 1, 31 }):fill(0):bytes(), y:slice(4, 2, 32):copy():bytes(), profile)
+      -- written in place (a tensor in the cpu profile, a surface in the ane profile; a tensor
+      -- there is written whole from a staged surface)
+      local direct = profile == "cpu" and into or ane.surface { channels = 16, seq = 32, dtype = "fp16" }
+      local values = profile == "cpu" and into or direct:tensor()
+      values:fill(7)
+      program:eval({ x = xs }, { y = direct }, { positions = 1 })
+      y = values:to("fp32")
+      assert.are.equal(squared:bytes(), y:slice(4, 1, 1):copy():bytes(), profile)
+      assert.are.equal(ane.tensor({ 1, 16, 1, 31 }):fill(7):bytes(), y:slice(4, 2, 32):copy():bytes(), profile)
+      assert.error_matches(function() program:eval({ x = xs }, nil, { positions = 0 }) end, "option 'positions' must be")
+    end
+  end)
+
   it("refuses an unavailable backend instead of falling back", function()
     local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 1), fp16({ 64 }, 2), fp16({ 64, 64, 1, 1 }, 3))
     if ane.backends().ane == true then -- the ane matrix row (the test double): it runs there

@@ -200,6 +200,23 @@ describe("activation clamping", function()
       assert.are.equal(4, clamped, dtype) -- -70000 (-inf once in fp16), inf, -inf, 60000
       assert.are.equal(1, nans, dtype)
       assert.are.same({ 1, -1000, 0, 1000, -1000, 3, 1000, -5 }, t:to("fp32"):totable())
+      -- a slice of the leading positions (a one-position program's outputs): those alone
+      local rows = ane.tensor.from({ { 5000, 0 / 0, 7000 }, { -5000, 2, 0 / 0 } }):to(dtype)
+      clamped, nans = rows:slice(2, 1, 1):clamp_activations(1000)
+      assert.are.equal(2, clamped, dtype)
+      assert.are.equal(0, nans, dtype)
+      local after = rows:to("fp32"):totable()
+      assert.are.same({ 1000, 7000 }, { after[1][1], after[1][3] })
+      assert.are.same({ -1000, 2 }, { after[2][1], after[2][2] })
+      assert.is_true(after[1][2] ~= after[1][2] and after[2][3] ~= after[2][3], dtype .. ": NaN outside the slice untouched")
+      local wide = ane.tensor.from({ { 5000, 0 / 0, 7000 }, { -5000, 2, 0 / 0 } }):to(dtype)
+      clamped, nans = wide:slice(2, 1, 2):clamp_activations(1000) -- rows of two, one apart
+      assert.are.same({ 2, 1 }, { clamped, nans }, dtype)
+      after = wide:to("fp32"):totable()
+      assert.are.same({ 1000, 0, 7000 }, after[1])
+      assert.are.same({ -1000, 2 }, { after[2][1], after[2][2] })
+      assert.error_matches(function() rows:transpose():clamp_activations(1000) end,
+        "contiguous last axis")
     end
   end)
 

@@ -49,8 +49,10 @@ typedef struct ane_binding {
     int resident;                /* inputs: nothing bound; the program reads its own buffer as
                                     write_input left it (view and alloc_size unused) */
     int zeros_after_written;     /* inputs: the positions of the last axis from `written` on hold
-                                    zeros (an appended cache: ane_program_eval_appending) */
+                                    zeros (an appended cache: ane_eval_options) */
     int64_t written;
+    int64_t positions_read;      /* outputs: the caller reads only this many leading positions of the
+                                    last axis (an output an append consumes, ane_eval_options); 0: all */
 } ane_binding;
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */

@@ -181,6 +181,7 @@ static int place_instance_values(sim_loaded *instance) {
         sim_value *value = &instance->values[i];
         value->filled = node->rank ? node->shape[node->rank - 1] : 1;
         if (slot->weight_form == SIM_WEIGHT_ENCODED) continue; /* read from the graph's node by the kernels */
+        if (slot->output_pad) continue;                         /* written from its operand (write_outputs) */
         if (slot->weight_form == SIM_WEIGHT_HALF) { /* fp16 bits as they are, where the graph holds them */
             value->half = (uint16_t *)ane_tensor_data(&node->value);
         } else if (sim_is_view(node)) { /* the operand's values (or fp16 bits), read in the new shape */
@@ -364,6 +365,34 @@ static int reads_in_place(const sim_compiled *p, int port, const ane_node *node,
     return view->dtype == ANE_FP32 && !rounds;
 }
 
+/* Copies a bound input into its value buffer: the positions its readers read (slot.positions_read;
+ * the rest is never read), converted, and rounded as the device would read them: fp32 data bound
+ * to an fp16 input in fp16 precision (fp16 data converts exactly; a half input's copy rounds to
+ * fp16 itself). */
+static ane_status copy_input(sim_loaded *instance, const ane_port *port, const ane_node *node, const ane_tensor *view,
+                             ane_error *err) {
+    const sim_compiled *p = instance->program;
+    const sim_slot *slot = &p->slots[node->id];
+    int last = node->rank - 1;
+    int64_t read = slot->positions_read, positions = last_axis(node);
+    ane_storage pin;
+    ane_tensor whole = input_view(instance, node, &pin), target = whole, source = *view;
+    int part = last >= 0 && read < positions;
+    ane_status status = ANE_OK;
+    if (part) status = ane_tensor_slice(&target, &whole, last, 0, read, err);
+    if (part && !status) status = ane_tensor_slice(&source, view, last, 0, read, err);
+    if (!status) status = ane_tensor_copy_into(&target, &source, err);
+    if (part) ane_tensor_release(&source);
+    if (part) ane_tensor_release(&target);
+    if (status) return status;
+    if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16 && !slot->half_input) {
+        float *values = instance->values[node->id].data; /* [rows, positions] */
+        int64_t rows = ane_node_numel(node) / (positions ? positions : 1);
+        for (int64_t row = 0; row < rows; row++) ane_round_fp32_through_fp16_n(values + row * positions, (size_t)read);
+    }
+    return ANE_OK;
+}
+
 /* Inputs by position, in alphabetical order of their names (ANE-19): read where the caller
  * keeps them (reads_in_place), or copied into their value buffers, unless resident (their
  * buffers hold what write_input wrote); each with the positions that may be non-zero. */
@@ -390,17 +419,60 @@ static ane_status read_inputs(sim_loaded *instance, const ane_binding *inputs, i
             else value->data = data;
             continue;
         }
-        ane_storage pin;
-        ane_tensor target = input_view(instance, node, &pin); /* a half input's copy rounds to fp16 itself */
-        ane_status status = ane_tensor_copy_into(&target, view, err);
+        ane_status status = copy_input(instance, port, node, view, err);
         if (status) return status;
-        /* fp32 data bound to an fp16 input is rounded as the device would read it (fp16 data
-         * converts exactly: nothing to round) */
-        if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16 &&
-            !p->slots[node->id].half_input)
-            ane_round_fp32_through_fp16_n(instance->values[node->id].data, (size_t)ane_node_numel(node));
     }
     return ANE_OK;
+}
+
+static ane_status write_output(const sim_loaded *instance, const ane_node *node, ane_tensor *view, ane_error *err) {
+    ane_storage pin;
+    ane_tensor source = fp32_view(instance->values[node->id].data, node, &pin);
+    return ane_tensor_copy_into(view, &source, err);
+}
+
+/* An output pad (slot.output_pad): its operand's values into the leading positions of the
+ * binding, zeros after (unless the caller reads only the leading ones: binding.positions_read),
+ * row by row in one pass over a contiguous binding. */
+static ane_status write_padded_output(const sim_loaded *instance, const ane_node *pad, const ane_binding *binding,
+                                      ane_error *err) {
+    const ane_node *node = pad->operands[0];
+    const ane_tensor *view = &binding->view;
+    int last = pad->rank - 1;
+    int64_t width = last_axis(node), padded = last_axis(pad);
+    int zeros = !binding->positions_read || binding->positions_read > width;
+    if (ane_tensor_is_contiguous(view) && (view->dtype == ANE_FP16 || view->dtype == ANE_FP32)) {
+        size_t size = ane_dtype_size(view->dtype);
+        const float *values = instance->values[node->id].data; /* [rows, width] */
+        char *out = ane_tensor_data(view);                    /* [rows, padded] */
+        int64_t rows = ane_node_numel(node) / (width ? width : 1);
+        /* converted a block of rows at a time (one vector conversion for many short rows: a
+         * one-position program's columns), then placed row by row */
+        enum { BLOCK_BYTES = 8192 };
+        char block[BLOCK_BYTES];
+        int64_t rows_per_block = (int64_t)(BLOCK_BYTES / size) / (width ? width : 1);
+        for (int64_t first = 0; first < rows; first += rows_per_block ? rows_per_block : 1) {
+            int64_t count = rows_per_block ? (rows - first < rows_per_block ? rows - first : rows_per_block) : 1;
+            const char *converted = block;
+            if (rows_per_block) ane_dtype_convert_row(block, view->dtype, values + first * width, ANE_FP32, (size_t)(count * width));
+            for (int64_t row = first; row < first + count; row++) {
+                char *o = out + (size_t)(row * padded) * size;
+                if (rows_per_block && width == 1 && size == 2) *(uint16_t *)o = ((const uint16_t *)converted)[row - first];
+                else if (rows_per_block) memcpy(o, converted + (size_t)((row - first) * width) * size, (size_t)width * size);
+                else ane_dtype_convert_row(o, view->dtype, values + row * width, ANE_FP32, (size_t)width); /* (a long row) */
+                if (zeros) memset(o + (size_t)width * size, 0, (size_t)(padded - width) * size); /* (+0 in both dtypes) */
+            }
+        }
+        return ANE_OK;
+    }
+    ane_tensor leading = {0}, after = {0};
+    ane_status status = ane_tensor_slice(&leading, view, last, 0, width, err);
+    if (!status) status = write_output(instance, node, &leading, err);
+    if (!status && zeros && width < padded) status = ane_tensor_slice(&after, view, last, width, padded, err);
+    if (!status && after.storage) status = ane_tensor_fill(&after, 0.0, err);
+    ane_tensor_release(&leading);
+    ane_tensor_release(&after);
+    return status;
 }
 
 /* The outputs, in name order, copied out of their value buffers. */
@@ -416,9 +488,8 @@ static ane_status write_outputs(const sim_loaded *instance, ane_binding *outputs
                             ane_shape_string(got, sizeof got, view->ndim, view->shape));
         }
         const ane_node *node = p->graph->nodes[p->output_nodes[i]];
-        ane_storage pin;
-        ane_tensor source = fp32_view(instance->values[node->id].data, node, &pin);
-        ane_status status = ane_tensor_copy_into(view, &source, err);
+        ane_status status = p->slots[node->id].output_pad ? write_padded_output(instance, node, &outputs[i], err)
+                                                         : write_output(instance, node, view, err);
         if (status) return status;
     }
     return ANE_OK;

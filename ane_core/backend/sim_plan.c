@@ -1,9 +1,12 @@
 /* The sim backend's plan of a compiled program: for every value a slot (its form and its
  * place), and for every node that computes something a step (the kernel, the nodes it writes,
  * its weights' palette codes, whether its outputs are rounded). Evaluation is then a loop over
- * the steps (sim.c). The plan is made once per compile, in four passes over the graph:
+ * the steps (sim.c). The plan is made once per compile, in five passes over the graph:
  *   weight forms   consts only conv weights read stay as stored (fp16 bits, or encoded);
  *   half inputs    fp16 inputs only matmuls read as their second operand stay fp16 bits;
+ *   edges          the positions each input's readers read, and the outputs that are zero
+ *                  pads of a value (a one-position program's 32-wide I/O, ANE-21): eval reads
+ *                  and writes only what the program computes;
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -56,6 +59,59 @@ static void find_half_inputs(sim_compiled *p) {
         if (sim_is_view(g->nodes[i])) p->slots[i].half_input = p->slots[sim_value_source(g, i)].half_input;
 }
 
+/* The leading positions of the last axis a slice reads from its operand, or -1 when it is not
+ * a slice from position 0 of the last axis. */
+static int64_t leading_positions(const ane_node *reader) {
+    if (reader->op != ANE_OP_SLICE_BY_SIZE && reader->op != ANE_OP_SLICE_BY_INDEX) return -1;
+    int last = reader->rank - 1;
+    if (last < 0 || reader->attrs.begin.count != reader->rank || reader->attrs.begin.values[last] != 0) return -1;
+    return reader->shape[last];
+}
+
+/* Whether a graph output is a constant pad with zeros after its operand's last axis only. */
+static int pads_with_zeros_after(const ane_node *node) {
+    if (node->op != ANE_OP_PAD || strcmp(node->attrs.mode, "constant") != 0 || node->attrs.alpha != 0.0) return 0;
+    const ane_int_list *amounts = &node->attrs.amounts;
+    for (int k = 0; k < amounts->count; k++)
+        if (amounts->values[k] != 0 && k != amounts->count - 1) return 0; /* (only the last axis's "after") */
+    return node->operands[0]->dtype == node->dtype;
+}
+
+/* The edges of the program: the positions each input's readers read (slot.positions_read),
+ * and the outputs that are zero pads of a value (slot.output_pad) and that nothing else reads. */
+static void find_edges(sim_compiled *p) {
+    const ane_graph *g = p->graph;
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        p->slots[i].positions_read = node->op == ANE_OP_INPUT ? 0 : -1; /* (grown by the readers below) */
+    }
+    for (int i = 0; i < g->count; i++) {
+        const ane_node *node = g->nodes[i];
+        for (int k = 0; k < node->noperands; k++) {
+            sim_slot *operand = &p->slots[node->operands[k]->id];
+            if (operand->positions_read < 0) continue;
+            const ane_node *input = node->operands[k];
+            int64_t read = leading_positions(node), all = input->rank ? input->shape[input->rank - 1] : 1;
+            if (read < 0 || read > all) read = all;
+            if (read > operand->positions_read) operand->positions_read = read;
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++) { /* an input that is an output is read whole */
+        const ane_node *node = g->outputs[i].node;
+        if (node->op == ANE_OP_INPUT) p->slots[node->id].positions_read = node->rank ? node->shape[node->rank - 1] : 1;
+    }
+    int *readers = calloc((size_t)g->count + 1, sizeof *readers);
+    for (int i = 0; readers && i < g->count; i++)
+        for (int k = 0; k < g->nodes[i]->noperands; k++) readers[g->nodes[i]->operands[k]->id]++;
+    for (int i = 0; readers && i < g->noutputs; i++) {
+        const ane_node *node = g->outputs[i].node;
+        int outputs_of_node = 0;
+        for (int k = 0; k < g->noutputs; k++) outputs_of_node += g->outputs[k].node == node;
+        if (!readers[node->id] && outputs_of_node == 1 && pads_with_zeros_after(node)) p->slots[node->id].output_pad = 1;
+    }
+    free(readers); /* (without memory for the count: no output is fused, each pad runs its step) */
+}
+
 /* Where each value lives in an instance's slab: weights read from the graph have no place,
  * reshapes read their operand's, inputs, converted consts and outputs keep theirs between
  * evaluations, and every other value shares places with values not live at the same time. */
@@ -68,12 +124,15 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
     for (int i = 0; !status && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
+        else if (p->slots[i].output_pad) kinds[i] = SIM_SLOT_NONE; /* written from its operand's place */
         else if (p->slots[i].weight_form || sim_reads_graph_values(node) || p->slots[i].half_input) kinds[i] = SIM_SLOT_NONE;
         else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) kinds[i] = SIM_SLOT_KEPT;
         else kinds[i] = SIM_SLOT_TEMP;
     }
     for (int i = 0; !status && i < g->noutputs; i++) { /* read after the last node: kept, as is what they view */
-        int holder = ane_sim_slot_holder(g, kinds, g->outputs[i].node->id);
+        const ane_node *output = g->outputs[i].node;
+        if (p->slots[output->id].output_pad) output = output->operands[0]; /* (what the output's write reads) */
+        int holder = ane_sim_slot_holder(g, kinds, output->id);
         if (kinds[holder] == SIM_SLOT_TEMP) kinds[holder] = SIM_SLOT_KEPT;
     }
     size_t total = 0;
@@ -113,9 +172,10 @@ static int part_kind(const sim_compiled *p, const ane_node *node) {
     return sim_part_kind(node, p->slots[node->operands[1]->id].weight_form, p->options.activations);
 }
 
-/* Nodes that compute nothing: inputs and consts (filled at eval and load), reshapes (views). */
-static int computes(const ane_node *node) {
-    return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node);
+/* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),
+ * output pads (written by the output's write). */
+static int computes(const sim_compiled *p, const ane_node *node) {
+    return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node) && !p->slots[node->id].output_pad;
 }
 
 /* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */
@@ -142,7 +202,7 @@ static void group_parts(const sim_compiled *p, int i, unsigned char *grouped, si
     int kind = part_kind(p, leader);
     for (int j = i + 1; kind && j < g->count && step->nparts < SIM_MAX_PARTS; j++) {
         const ane_node *node = g->nodes[j];
-        if (!computes(node)) continue;
+        if (!computes(p, node)) continue;
         if (part_kind(p, node) != kind || node->operands[0] != leader->operands[0] ||
             node->operands[1]->shape[1] != leader->operands[1]->shape[1])
             break;
@@ -163,7 +223,7 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
     ane_status status = ANE_OK;
     for (int i = 0; !status && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        if (!computes(node) || grouped[i]) continue;
+        if (!computes(p, node) || grouped[i]) continue;
         sim_step *step = &p->steps[p->nsteps++];
         step->node = node;
         group_parts(p, i, grouped, step);
@@ -190,6 +250,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     if (!p->slots) return out_of_memory(p, err);
     choose_weight_forms(p);
     find_half_inputs(p);
+    find_edges(p);
     ane_status status = place_values(p, err);
     if (!status) status = build_steps(p, err);
     return status;

@@ -19,6 +19,11 @@ typedef struct sim_slot {
                                   operands: a KV cache) and the reshapes of one */
     size_t offset;             /* kept: in the instance's slab; temporary: at offset - kept_floats in
                                   the region each evaluation takes (sim_places.c) */
+    int64_t positions_read;    /* inputs: the leading positions of the last axis any reader reads (all
+                                  of them but where every reader is a slice from position 0: a
+                                  one-position program's 32-wide input, ANE-21) */
+    unsigned char output_pad;  /* a graph output that pads its operand with zeros after the last axis:
+                                  no step computes it, the output's write does (write_outputs) */
 } sim_slot;
 
 typedef struct sim_compiled {

@@ -494,12 +494,16 @@ static ane_status write_append(const ane_program *program, const ane_append *app
 
 ane_status ane_program_eval_now(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
                                 int ndestinations, ane_tensor *results, ane_error *err) {
-    return ane_program_eval_appending(program, inputs, ninputs, destinations, ndestinations, NULL, 0, 0, results, err);
+    return ane_program_eval_with(program, inputs, ninputs, destinations, ndestinations, NULL, results, err);
 }
 
-ane_status ane_program_eval_appending(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
-                                      int ndestinations, const ane_append *appends, int nappends, int64_t at,
-                                      ane_tensor *results, ane_error *err) {
+ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                 int ndestinations, const ane_eval_options *options, ane_tensor *results, ane_error *err) {
+    const ane_eval_options none = {0};
+    if (!options) options = &none;
+    const ane_append *appends = options->appends;
+    int nappends = options->nappends;
+    int64_t at = options->at;
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
@@ -561,6 +565,9 @@ ane_status ane_program_eval_appending(ane_program *program, const ane_io *inputs
         const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
         ane_binding *b = &out_bindings[i];
         b->name = out_ports[i].name;
+        b->positions_read = options->positions_read;
+        for (int k = 0; k < nappends && !io; k++) /* consumed by an append: its first position alone is read */
+            if (appends[k].output && strcmp(appends[k].output, out_ports[i].name) == 0) b->positions_read = 1;
         if (io && io->surface) {
             status = ane_surface_view(io->surface, &b->view, err);
             b->alloc_size = io->surface->alloc_size;

@@ -85,14 +85,23 @@ typedef struct ane_append {
     double value;
 } ane_append;
 
-/* ane_program_eval_now, then the appends at position `at` (0-based), in C: the appended values
- * never travel to the caller. While the eval runs, an appended input holds data in positions
- * [0, at) and zeros from `at` on (a cache written only by appends, from zeros): the backend
- * may leave those zeros out of its products. An output an append consumes is not returned
- * unless it is among the destinations. */
-ane_status ane_program_eval_appending(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
-                                      int ndestinations, const ane_append *appends, int nappends, int64_t at,
-                                      ane_tensor *results, ane_error *err);
+/* What an eval does besides binding: appends at position `at` (0-based), in C, so the appended
+ * values never travel to the caller (while the eval runs, an appended input holds data in
+ * positions [0, at) and zeros from `at` on: a cache written only by appends, from zeros; the
+ * backend may leave those zeros out of its products; an output an append consumes is not
+ * returned unless it is among the destinations); and `positions_read` (0: all), the leading
+ * positions of the last axis the caller reads of every output (a one-position program's: the
+ * rest are its padding), which a backend may leave as they were. */
+typedef struct ane_eval_options {
+    const ane_append *appends;
+    int nappends;
+    int64_t at;
+    int64_t positions_read;
+} ane_eval_options;
+
+/* ane_program_eval_now with options (NULL: none). */
+ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int ninputs, const ane_io *destinations,
+                                 int ndestinations, const ane_eval_options *options, ane_tensor *results, ane_error *err);
 
 /* ane_program_eval without waiting for a submitted eval of the program (async.c runs it;
  * the caller guarantees none is in flight). */

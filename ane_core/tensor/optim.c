@@ -142,30 +142,66 @@ ane_status ane_sum_of_squares(const ane_tensor *t, double *out, ane_error *err) 
     return ANE_OK;
 }
 
+/* n values `stride` elements apart (1: a contiguous row) clamped in place; counts into *over
+ * and *bad. */
+static void clamp_values(char *base, ane_dtype dtype, int64_t n, int64_t stride, float hi, int64_t *over, int64_t *bad) {
+    if (dtype == ANE_FP32) {
+        float *x = (float *)base;
+        for (int64_t i = 0; i < n * stride; i += stride) {
+            float v = x[i];
+            if (v != v) { x[i] = 0; (*bad)++; }
+            else if (v > hi || v < -hi) { (*over)++; x[i] = v > 0 ? hi : -hi; }
+        }
+        return;
+    }
+    uint16_t *x = (uint16_t *)base;
+    uint16_t hi16 = ane_fp32_to_fp16(hi);
+    for (int64_t i = 0; i < n * stride; i += stride) {
+        uint16_t magnitude = x[i] & 0x7FFF, sign = x[i] & 0x8000;
+        if (magnitude > 0x7C00) { x[i] = 0; (*bad)++; }                        /* NaN */
+        else if (magnitude > (hi16 & 0x7FFF)) {                                /* fp16 order = magnitude order */
+            (*over)++;
+            x[i] = (uint16_t)(sign | (hi16 & 0x7FFF));
+        }
+    }
+}
+
+/* The leading dims of t (all but the last) as one run of rows `*row_stride` elements apart, when
+ * they walk that way (a slice of a one-position program's [1, C, 1, 32] outputs); 0 if not. */
+static int rows_in_one_run(const ane_tensor *t, int64_t *rows, int64_t *row_stride) {
+    *rows = 1, *row_stride = 0;
+    for (int d = t->ndim - 2; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (*rows > 1 && t->strides[d] != *row_stride * *rows) return 0;
+        if (*rows == 1) *row_stride = t->strides[d];
+        *rows *= t->shape[d];
+    }
+    return 1;
+}
+
 ane_status ane_clamp_activations(ane_tensor *t, double limit, int64_t *clamped, int64_t *nans, ane_error *err) {
-    if (!ane_tensor_is_contiguous(t) || (t->dtype != ANE_FP32 && t->dtype != ANE_FP16))
-        return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the tensor must be contiguous fp32 or fp16");
+    int last = t->ndim - 1;
+    int rows_contiguous = t->ndim == 0 || t->strides[last] == 1 || t->shape[last] == 1;
+    if (!rows_contiguous || (t->dtype != ANE_FP32 && t->dtype != ANE_FP16))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the tensor must be fp32 or fp16 with a contiguous last axis");
     if (t->storage->readonly) return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the tensor is read-only (copy it first)");
     if (!(limit > 0)) return ane_fail(err, ANE_ERR_ARGUMENT, "clamp: the limit must be positive");
-    int64_t n = ane_tensor_numel(t), over = 0, bad = 0;
+    int64_t over = 0, bad = 0, n = ane_tensor_numel(t), rows, row_stride;
     float hi = (float)limit;
-    if (t->dtype == ANE_FP32) {
-        float *x = (float *)ane_tensor_data(t);
-        for (int64_t i = 0; i < n; i++) {
-            float v = x[i];
-            if (v != v) { x[i] = 0; bad++; }
-            else if (v > hi || v < -hi) { over++; x[i] = v > 0 ? hi : -hi; }
-        }
-    } else {
-        uint16_t *x = (uint16_t *)ane_tensor_data(t);
-        uint16_t hi16 = ane_fp32_to_fp16(hi);
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t magnitude = x[i] & 0x7FFF, sign = x[i] & 0x8000;
-            if (magnitude > 0x7C00) { x[i] = 0; bad++; }                        /* NaN */
-            else if (magnitude > (hi16 & 0x7FFF)) {                                /* fp16 order = magnitude order */
-                over++;
-                x[i] = (uint16_t)(sign | (hi16 & 0x7FFF));
-            }
+    size_t size = ane_dtype_size(t->dtype);
+    if (ane_tensor_is_contiguous(t) || n == 0) { /* one row */
+        if (n) clamp_values(ane_tensor_data(t), t->dtype, n, 1, hi, &over, &bad);
+    } else if (rows_in_one_run(t, &rows, &row_stride) && t->shape[last] == 1) { /* a column */
+        clamp_values(ane_tensor_data(t), t->dtype, rows, row_stride, hi, &over, &bad);
+    } else { /* row by row along the last axis */
+        int64_t index[ANE_MAX_DIMS] = {0};
+        for (;;) {
+            int64_t offset = 0;
+            for (int d = 0; d < last; d++) offset += index[d] * t->strides[d];
+            clamp_values(ane_tensor_data(t) + (size_t)offset * size, t->dtype, t->shape[last], 1, hi, &over, &bad);
+            int d = last - 1;
+            while (d >= 0 && ++index[d] == t->shape[d]) index[d--] = 0;
+            if (d < 0) break;
         }
     }
     *clamped = over;

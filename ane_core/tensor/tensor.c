@@ -355,10 +355,30 @@ typedef struct copy_context {
     }
 #define AS_IS(value) (value)
 
+/* A contiguous row of one element repeated (a fill, or a broadcast source): converted once. */
+static void repeat_element(char *row, ane_dtype dtype, const char *element, ane_dtype element_dtype, int64_t n) {
+    size_t size = ane_dtype_size(dtype);
+    char converted[8];
+    ane_dtype_convert_row(converted, dtype, element, element_dtype, 1);
+    if (size == 2) {
+        uint16_t value, *out = (uint16_t *)row;
+        memcpy(&value, converted, sizeof value);
+        for (int64_t i = 0; i < n; i++) out[i] = value;
+    } else if (size == 4) {
+        uint32_t value, *out = (uint32_t *)row;
+        memcpy(&value, converted, sizeof value);
+        for (int64_t i = 0; i < n; i++) out[i] = value;
+    } else {
+        for (int64_t i = 0; i < n; i++) memcpy(row + (size_t)i * size, converted, size);
+    }
+}
+
 static void copy_row(void *context, char *const *rows, const int64_t *stride, int64_t n) {
     const copy_context *c = context;
     int64_t dst_size = (int64_t)ane_dtype_size(c->dst_dtype), src_size = (int64_t)ane_dtype_size(c->src_dtype);
-    if (stride[0] == dst_size && stride[1] == src_size) {
+    if (stride[0] == dst_size && stride[1] == 0) {
+        repeat_element(rows[0], c->dst_dtype, rows[1], c->src_dtype, n);
+    } else if (stride[0] == dst_size && stride[1] == src_size) {
         ane_dtype_convert_row(rows[0], c->dst_dtype, rows[1], c->src_dtype, (size_t)n);
     } else if (c->dst_dtype == c->src_dtype && dst_size == 2) {
         STRIDED_ROW(uint16_t, uint16_t, AS_IS)

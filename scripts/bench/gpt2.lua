@@ -4,14 +4,18 @@
 --    plus the classifier, wte, which a decode step reads in the same precision) divided by
 --    the read bandwidth this script measures (common.lua's: 1 GB read on every core);
 --  * prefill of 256 tokens in fp16 and fp32.
---   build/anelua scripts/bench/gpt2.lua [--tokens N]
+--  * fp16 decode in the ane profile against the cpu profile: the two alternate round by round
+--    on the same weights and tokens, the median ratio of their ms/token and its range.
+--   build/anelua scripts/bench/gpt2.lua [--tokens N] [--pairs N]
 local ane = require("ane")
 local gpt2 = require("ane.models.gpt2")
 
-local tokens = require("ane.cli").command{
+local options = require("ane.cli").command{
   name = "scripts/bench/gpt2.lua", summary = "GPT-2 124M-shaped decode against the bandwidth bound, and prefill.",
-  options = { { "tokens", "integer", 48, "tokens decoded per round", min = 1 } },
-}:parse(arg).tokens
+  options = { { "tokens", "integer", 48, "tokens decoded per round", min = 1 },
+    { "pairs", "integer", 9, "rounds of the ane-against-cpu profile decode, alternating", min = 1 } },
+}:parse(arg)
+local tokens = options.tokens
 ane.set_compile_budget(1000000)
 local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }
 local C, L, V = config.n_embd, config.n_layer, config.vocab_size
@@ -44,6 +48,27 @@ for _, setup in ipairs({ { "fp16", "cpu" }, { "fp16", "ane" }, { "fp32", "cpu" }
   print(string.format("%-22s %9.1f %9.1f %9.1f %11.1f %8.0f%% %5.0f-%3.0f%%", setup[1] .. ", profile " .. setup[2],
     median.bandwidth / 1e9, median.rate, median.ms, median.bound, 100 * median.ratio, 100 * lowest, 100 * highest))
 end
+-- The ane profile against the cpu profile, the same fp16 weights and tokens: the two models
+-- alternate round by round; the ratio of their ms/token, median and range.
+local profiles = { ane = gpt2.from_weights(weights, { precision = "fp16", profile = "ane" }),
+  cpu = gpt2.from_weights(weights, { precision = "fp16", profile = "cpu" }) }
+local function decode_ms(model)
+  model.counters.decode_tokens, model.counters.decode_seconds = 0, 0
+  for _ in model:generate(prompt, { max_tokens = tokens + 1, temperature = 0, stop_at_eot = false }) do end
+  return model:stats().decode_ms_per_token
+end
+decode_ms(profiles.ane) decode_ms(profiles.cpu) -- compile, warm up
+local ratios, ane_ms, cpu_ms = {}, {}, {}
+for round = 1, options.pairs do
+  ane_ms[round] = decode_ms(profiles.ane)
+  cpu_ms[round] = decode_ms(profiles.cpu)
+  ratios[round] = ane_ms[round] / cpu_ms[round]
+end
+local ratio, low, high = common.median_and_range(ratios)
+print(string.format("fp16 decode, profile ane against cpu: %.2f against %.2f ms/token (medians), time ratio %.3f " ..
+  "(%.3f-%.3f) over %d alternating rounds", (common.median_and_range(ane_ms)), (common.median_and_range(cpu_ms)), ratio,
+  low, high, options.pairs))
+profiles = nil
 probe = nil
 collectgarbage()
 print(string.format("bound = weight bytes read per token / bandwidth: %.0f MB in fp16 precision (layers and",

@@ -214,24 +214,28 @@ end
 --- before it feeds the next program's norm or softmax: values beyond the limit (infinities)
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
 --- destinations (optional): tensors the outputs are written into, by name; options (optional):
---- prog:eval's (appends to a session's caches).
+--- prog:eval's (appends to a session's caches), and `positions`: only the outputs' leading
+--- positions are clamped (a one-position program's: the rest are its zero padding).
 function Methods:eval(program, group, l, inputs, destinations, options)
-  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations, options))
+  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations, options), options)
 end
 
 --- Starts an eval on a helper thread (prog:submit); :wait() on the result returns what
---- self:eval would have.
-function Methods:submit(program, group, l, inputs, destinations)
+--- self:eval would have (options: `positions` as there).
+function Methods:submit(program, group, l, inputs, destinations, options)
   local ticket = program:submit(self:extra_inputs(group, l, inputs), destinations)
-  return { wait = function() return self:clamped(ticket:wait()) end }
+  return { wait = function() return self:clamped(ticket:wait(), options) end }
 end
 
---- Outputs clamped at the model's activation limit, the clamps and NaNs counted.
-function Methods:clamped(outputs)
+--- Outputs clamped at the model's activation limit (options.positions: their leading ones),
+--- the clamps and NaNs counted.
+function Methods:clamped(outputs, options)
   local limit = self.clamp_limit
   if limit then
-    local counters = self.counters
+    local counters, positions = self.counters, options and options.positions
     for _, t in pairs(outputs) do
+      if t.tensor then t = t:tensor() end -- (a surface's values)
+      if positions then t = t:slice(t:ndim(), 1, positions) end
       local clamped, nans = t:clamp_activations(limit)
       counters.clamped, counters.nans = counters.clamped + clamped, counters.nans + nans
     end

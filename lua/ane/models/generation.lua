@@ -74,7 +74,6 @@ function Methods:session(opts)
     Smax = math.max(Smax, math.min(FIRST_CACHE, self:bucket(self.context_length, self.context_length)))
   end
   local session = setmetatable({ model = self, Smax = Smax, capacity = math.min(capacity, Smax), position = 0,
-    step_outputs = {}, -- a decode step's output tensors, by program group (advance)
     W = self.min_width }, Session)
   -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
   -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
@@ -120,7 +119,19 @@ local function new_caches(self, size)
     caches[l] = { k_cache = cache_buffer(m, m.cache_width, size, 0, alloc_size),
       v_cache = cache_buffer(m, m.cache_width, size, 0, alloc_size), mask = cache_buffer(m, 1, size, MASK, alloc_size) }
   end
-  return caches
+  return caches, alloc_size
+end
+
+-- Where a step's programs write their outputs (advance), by group: in the ane profile the
+-- session's surfaces, of its caches' allocation size, so one program's output is the next
+-- one's input as it is, in the device's layout (nothing staged, nothing copied out); in the
+-- cpu profile the tensors the first step's evals return (an eval reads its inputs before it
+-- writes its outputs), not new ones each eval.
+local function step_outputs(self, alloc_size)
+  local m = self.model
+  if m.profile ~= "ane" then return {} end
+  return { attn = { y = cache_buffer(m, m.width, self.W, 0, alloc_size) },
+    ffn = { y = cache_buffer(m, m.width, self.W, 0, alloc_size) } }
 end
 
 local CACHED = { "k_cache", "v_cache", "mask" }
@@ -143,7 +154,9 @@ local function use_size(self, size)
     self.attention[l] = m:program(m:kind_for("attn_decode", 1, self.W), l, self.W, size)
     self.ffn[l] = m:program(m:kind_for("ffn", 1, self.W), l, self.W)
   end
-  self.caches = new_caches(self, size)
+  local alloc_size
+  self.caches, alloc_size = new_caches(self, size)
+  self.step_outputs = step_outputs(self, alloc_size)
   if held then
     for l, cache in ipairs(self.caches) do
       fill_caches(m, cache, self.position, values_of(m, held[l].k_cache), values_of(m, held[l].v_cache))
@@ -210,10 +223,10 @@ function advance(self, id)
   if position + 1 > self.size then use_size(self, cache_size(self, position + 1)) end
   local h = m:embed_token(id, position, self.W)
   local inputs = m:decode_inputs(position, self.W)
-  local appending = { append = APPENDS, at = position + 1 }
-  -- the layers write their outputs into this session's tensors, those of its first layer
-  -- evaluated (an eval reads its inputs before it writes its outputs), not into new ones
-  -- each eval: Stories110M int4 and Qwen3-0.6B int4 decode 2-3% faster
+  -- (a one-position program's outputs past the first are its zero padding: not clamped)
+  local appending, one = { append = APPENDS, at = position + 1, positions = 1 }, { positions = 1 }
+  -- the layers write their outputs into the session's buffers (step_outputs): Stories110M
+  -- int4 and Qwen3-0.6B int4 decode 2-3% faster than into new tensors each eval
   local outputs = self.step_outputs
   for l = 1, m.n_layer do
     inputs.x = h
@@ -221,8 +234,8 @@ function advance(self, id)
     local r = m:eval(self.attention[l], "attn", l, inputs, outputs.attn, appending)
     -- the FFN runs on a helper (the device, or sim's thread) while the CPU goes on
     -- (opts.asynchronous: true or false; default on the device)
-    local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn)
-    local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn)
+    local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
+    local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
     outputs.attn, outputs.ffn = outputs.attn or r, outputs.ffn or f
     h = f.y
   end
