@@ -365,31 +365,37 @@ static int reads_in_place(const sim_compiled *p, int port, const ane_node *node,
     return view->dtype == ANE_FP32 && !rounds;
 }
 
-/* Copies a bound input into its value buffer: the positions its readers read (slot.positions_read;
- * the rest is never read), converted, and rounded as the device would read them: fp32 data bound
- * to an fp16 input in fp16 precision (fp16 data converts exactly; a half input's copy rounds to
- * fp16 itself). */
+/* Copies a bound input (`view`) into its value buffer: the positions its readers read
+ * (slot.positions_read; the rest is never read), or straight into its one reader, a slice of
+ * those leading positions (slot.read_into); converted, and rounded as the device would read
+ * them: fp32 data bound to an fp16 input in fp16 precision (fp16 data converts exactly; a half
+ * input's copy rounds to fp16 itself). */
 static ane_status copy_input(sim_loaded *instance, const ane_port *port, const ane_node *node, const ane_tensor *view,
                              ane_error *err) {
     const sim_compiled *p = instance->program;
     const sim_slot *slot = &p->slots[node->id];
     int last = node->rank - 1;
     int64_t read = slot->positions_read, positions = last_axis(node);
+    const ane_node *holder = slot->read_into >= 0 ? p->graph->nodes[slot->read_into] : node;
     ane_storage pin;
-    ane_tensor whole = input_view(instance, node, &pin), target = whole, source = *view;
+    ane_tensor whole = holder == node ? input_view(instance, node, &pin)
+                                      : fp32_view(instance->values[holder->id].data, holder, &pin),
+               target = whole, source = *view;
     int part = last >= 0 && read < positions;
     ane_status status = ANE_OK;
-    if (part) status = ane_tensor_slice(&target, &whole, last, 0, read, err);
+    if (part && holder == node) status = ane_tensor_slice(&target, &whole, last, 0, read, err);
     if (part && !status) status = ane_tensor_slice(&source, view, last, 0, read, err);
     if (!status) status = ane_tensor_copy_into(&target, &source, err);
     if (part) ane_tensor_release(&source);
-    if (part) ane_tensor_release(&target);
+    if (part && holder == node) ane_tensor_release(&target);
     if (status) return status;
     if (p->options.precision == ANE_PRECISION_FP16 && port->dtype == ANE_FP16 && view->dtype != ANE_FP16 && !slot->half_input) {
-        float *values = instance->values[node->id].data; /* [rows, positions] */
-        int64_t rows = ane_node_numel(node) / (positions ? positions : 1);
-        for (int64_t row = 0; row < rows; row++) ane_round_fp32_through_fp16_n(values + row * positions, (size_t)read);
+        float *values = instance->values[holder->id].data; /* [rows, the holder's positions] */
+        int64_t width = last_axis(holder), rows = ane_node_numel(holder) / (width ? width : 1);
+        for (int64_t row = 0; row < rows; row++) ane_round_fp32_through_fp16_n(values + row * width, (size_t)read);
     }
+    if (holder != node && p->options.profile == ANE_PROFILE_ANE) /* (what the slice's step would have met) */
+        apply_numeric_cliffs(&p->options.target, holder, instance->values[holder->id].data);
     return ANE_OK;
 }
 
@@ -403,8 +409,14 @@ static ane_status read_inputs(sim_loaded *instance, const ane_binding *inputs, i
         sim_value *value = &instance->values[p->input_nodes[i]];
         const ane_node *node = g->nodes[p->input_nodes[i]];
         value->filled = inputs[i].resident ? instance->written[i] : inputs[i].zeros_after_written ? inputs[i].written : last_axis(node);
-        if (inputs[i].resident) continue;
         const ane_port *port = &p->inputs[i];
+        if (inputs[i].resident && p->slots[node->id].read_into >= 0) { /* its slice, from what write_input wrote */
+            ane_storage pin;
+            ane_tensor own = input_view(instance, node, &pin);
+            ane_status status = copy_input(instance, port, node, &own, err);
+            if (status) return status;
+        }
+        if (inputs[i].resident) continue;
         const ane_tensor *view = &inputs[i].view;
         int dtype_ok = !device_rules || view->dtype == port->dtype || p->options.precision == ANE_PRECISION_FP32;
         if (!same_shape_as_port(view, port) || !dtype_ok) {
@@ -413,7 +425,7 @@ static ane_status read_inputs(sim_loaded *instance, const ane_binding *inputs, i
                             g->name, ane_dtype_name(port->dtype), ane_shape_string(want, sizeof want, port->rank, port->shape),
                             ane_dtype_name(view->dtype), ane_shape_string(got, sizeof got, view->ndim, view->shape));
         }
-        if (reads_in_place(p, i, node, view)) {
+        if (p->slots[node->id].read_into < 0 && reads_in_place(p, i, node, view)) {
             void *data = ane_tensor_data(view); /* (read only: no kernel writes an input) */
             if (p->slots[node->id].half_input) value->half = data;
             else value->data = data;

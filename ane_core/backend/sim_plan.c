@@ -4,9 +4,10 @@
  * the steps (sim.c). The plan is made once per compile, in five passes over the graph:
  *   weight forms   consts only conv weights read stay as stored (fp16 bits, or encoded);
  *   half inputs    fp16 inputs only matmuls read as their second operand stay fp16 bits;
- *   edges          the positions each input's readers read, and the outputs that are zero
- *                  pads of a value (a one-position program's 32-wide I/O, ANE-21): eval reads
- *                  and writes only what the program computes;
+ *   edges          the positions each input's readers read (and the one slice of its
+ *                  leading positions eval fills straight from the binding), and the outputs
+ *                  that are zero pads of a value (a one-position program's 32-wide I/O,
+ *                  ANE-21): eval reads and writes only what the program computes;
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -103,6 +104,20 @@ static void find_edges(sim_compiled *p) {
     int *readers = calloc((size_t)g->count + 1, sizeof *readers);
     for (int i = 0; readers && i < g->count; i++)
         for (int k = 0; k < g->nodes[i]->noperands; k++) readers[g->nodes[i]->operands[k]->id]++;
+    for (int i = 0; i < g->count; i++) p->slots[i].read_into = -1;
+    for (int i = 0; readers && i < g->count; i++) { /* an input's one reader, a slice of its leading positions */
+        const ane_node *slice = g->nodes[i];
+        const ane_node *input = slice->noperands ? slice->operands[0] : NULL;
+        if (!input || input->op != ANE_OP_INPUT || readers[input->id] != 1 || leading_positions(slice) < 0) continue;
+        int whole_rows = slice->rank == input->rank;
+        for (int d = 0; whole_rows && d < slice->rank - 1; d++)
+            whole_rows = slice->attrs.begin.values[d] == 0 && slice->shape[d] == input->shape[d];
+        int output = 0;
+        for (int k = 0; k < g->noutputs; k++) output |= g->outputs[k].node == input;
+        if (!whole_rows || output || p->slots[input->id].half_input) continue;
+        p->slots[input->id].read_into = i;
+        p->slots[i].filled_at_read = 1;
+    }
     for (int i = 0; readers && i < g->noutputs; i++) {
         const ane_node *node = g->outputs[i].node;
         int outputs_of_node = 0;
@@ -126,7 +141,8 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
         if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
         else if (p->slots[i].output_pad) kinds[i] = SIM_SLOT_NONE; /* written from its operand's place */
         else if (p->slots[i].weight_form || sim_reads_graph_values(node) || p->slots[i].half_input) kinds[i] = SIM_SLOT_NONE;
-        else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST) kinds[i] = SIM_SLOT_KEPT;
+        else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST || p->slots[i].filled_at_read)
+            kinds[i] = SIM_SLOT_KEPT; /* (a slice filled at read is written before any step runs) */
         else kinds[i] = SIM_SLOT_TEMP;
     }
     for (int i = 0; !status && i < g->noutputs; i++) { /* read after the last node: kept, as is what they view */
@@ -173,9 +189,11 @@ static int part_kind(const sim_compiled *p, const ane_node *node) {
 }
 
 /* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),
- * output pads (written by the output's write). */
+ * output pads (written by the output's write), slices filled when their input is read. */
 static int computes(const sim_compiled *p, const ane_node *node) {
-    return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node) && !p->slots[node->id].output_pad;
+    const sim_slot *slot = &p->slots[node->id];
+    return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node) && !slot->output_pad &&
+           !slot->filled_at_read;
 }
 
 /* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */

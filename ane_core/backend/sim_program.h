@@ -24,6 +24,10 @@ typedef struct sim_slot {
                                   one-position program's 32-wide input, ANE-21) */
     unsigned char output_pad;  /* a graph output that pads its operand with zeros after the last axis:
                                   no step computes it, the output's write does (write_outputs) */
+    int read_into;             /* inputs: their one reader when it is a slice of the leading positions
+                                  (a one-position program's), which eval fills straight from the
+                                  binding instead of a step computing it; -1: none */
+    unsigned char filled_at_read; /* such a slice (no step computes it) */
 } sim_slot;
 
 typedef struct sim_compiled {
