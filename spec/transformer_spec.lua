@@ -140,3 +140,15 @@ describe("the transformer's architecture table", function()
     end
   end)
 end)
+
+describe("model method tables", function()
+  it("refuse a mixin that would replace a method another one added", function()
+    local decoder = require("ane.models.decoder")
+    local methods = decoder.add_methods({}, { forward = function() end }, "first.module")
+    assert.error_matches(function() decoder.add_methods(methods, { forward = function() end }, "second.module") end,
+      "method 'forward' of second.module clashes with the one first.module added")
+    -- the same function again is no clash; the models' own tables mix in without one
+    decoder.add_methods(methods, { forward = methods.forward }, "first.module")
+    assert.is_function(require("ane.models.transformer").mixin({}).session)
+  end)
+end)

@@ -352,9 +352,25 @@ M.MASK = MASK
 --- here, generation (ane.models.generation) and the loss with its backward
 --- (ane.models.training).
 function M.mixin(methods)
-  for name, f in pairs(Methods) do methods[name] = f end
-  for name, f in pairs(require("ane.models.generation").methods) do methods[name] = f end
-  for name, f in pairs(require("ane.models.training").methods) do methods[name] = f end
+  M.add_methods(methods, Methods, "ane.models.decoder")
+  M.add_methods(methods, require("ane.models.generation").methods, "ane.models.generation")
+  M.add_methods(methods, require("ane.models.training").methods, "ane.models.training")
+  return methods
+end
+
+local method_sources = setmetatable({}, { __mode = "k" }) -- method table -> name -> the module that added it
+
+--- Adds the methods of `from` (a module's, named `source`) to a model's method table; a name
+--- that is there already is an error naming both: mixins extend, they never replace.
+function M.add_methods(methods, from, source)
+  local sources = method_sources[methods] or {}
+  method_sources[methods] = sources
+  for name, f in pairs(from) do
+    if methods[name] ~= nil and methods[name] ~= f then
+      error(string.format("method '%s' of %s clashes with the one %s added", name, source, sources[name] or "the model"), 2)
+    end
+    methods[name], sources[name] = f, source
+  end
   return methods
 end
 

@@ -700,8 +700,8 @@ end
 --- cache, generation and training of ane.models.decoder, LoRA of ane.models.lora.
 function M.mixin(methods)
   decoder.mixin(methods)
-  for name, f in pairs(Methods) do methods[name] = f end
-  for name, f in pairs(require("ane.models.lora").methods) do methods[name] = f end
+  decoder.add_methods(methods, Methods, "ane.models.transformer")
+  decoder.add_methods(methods, require("ane.models.lora").methods, "ane.models.lora")
   return methods
 end
 
