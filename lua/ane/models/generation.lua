@@ -122,16 +122,16 @@ local function new_caches(self, size)
   return caches, alloc_size
 end
 
--- Where a step's programs write their outputs (advance), by group: in the ane profile the
+-- Where a step's programs write their outputs (advance), by group, every layer the same
+-- buffers (an eval reads its inputs before it writes its outputs): in the ane profile the
 -- session's surfaces, of its caches' allocation size, so one program's output is the next
--- one's input as it is, in the device's layout (nothing staged, nothing copied out); in the
--- cpu profile the tensors the first step's evals return (an eval reads its inputs before it
--- writes its outputs), not new ones each eval.
+-- one's input as it is, in the device's layout (nothing staged, nothing copied out); tensors
+-- in the cpu profile. The appends read k and v from there.
 local function step_outputs(self, alloc_size)
   local m = self.model
-  if m.profile ~= "ane" then return {} end
-  return { attn = { y = cache_buffer(m, m.width, self.W, 0, alloc_size) },
-    ffn = { y = cache_buffer(m, m.width, self.W, 0, alloc_size) } }
+  local function buffer(channels) return cache_buffer(m, channels, self.W, 0, alloc_size) end
+  return { attn = { y = buffer(m.width), k = buffer(m.cache_width), v = buffer(m.cache_width) },
+    ffn = { y = buffer(m.width) } }
 end
 
 local CACHED = { "k_cache", "v_cache", "mask" }
@@ -223,8 +223,9 @@ function advance(self, id)
   if position + 1 > self.size then use_size(self, cache_size(self, position + 1)) end
   local h = m:embed_token(id, position, self.W)
   local inputs = m:decode_inputs(position, self.W)
-  -- (a one-position program's outputs past the first are its zero padding: not clamped)
-  local appending, one = { append = APPENDS, at = position + 1, positions = 1 }, { positions = 1 }
+  -- (a one-position program's outputs past the first are its padding: neither written nor clamped)
+  local wide = self.W > 1 and 1 or nil
+  local appending, one = { append = APPENDS, at = position + 1, positions = wide }, { positions = wide }
   -- the layers write their outputs into the session's buffers (step_outputs): Stories110M
   -- int4 and Qwen3-0.6B int4 decode 2-3% faster than into new tensors each eval
   local outputs = self.step_outputs
@@ -236,7 +237,6 @@ function advance(self, id)
     -- (opts.asynchronous: true or false; default on the device)
     local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
     local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
-    outputs.attn, outputs.ffn = outputs.attn or r, outputs.ffn or f
     h = f.y
   end
   self.position = position + 1
