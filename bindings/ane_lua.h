@@ -29,6 +29,7 @@ void ane_lua_add_library_path(lua_State *L);
 const char *ane_lua_default_backend(void);
 /* The backend a program naming none gets: sim for profile cpu and the fp32 reference, else the default. */
 const char *ane_lua_backend_for(const ane_compile_options *options);
+/* 0, or the message and -2 for a name no backend has, -1 for a backend this machine cannot use. */
 int ane_lua_set_default_backend(const char *name, char *message, size_t message_size);
 /* Applies ANELUA_BACKEND when set; -1 with a message naming the variable when it is unusable. */
 int ane_lua_backend_from_environment(char *message, size_t message_size);

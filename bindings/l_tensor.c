@@ -286,14 +286,16 @@ static ane_dtype option_dtype(lua_State *L, int index) {
     return dtype;
 }
 
+/* The draw's seed: the option's (reproducible), or a fresh one when none is given. */
 static uint64_t option_seed(lua_State *L, int index) {
-    if (!lua_istable(L, index)) return 0;
+    if (!lua_istable(L, index)) return ane_random_fresh_seed();
     lua_getfield(L, index, "seed");
     int is_integer;
     lua_Integer seed = lua_tointegerx(L, -1, &is_integer);
     if (!is_integer && !lua_isnil(L, -1)) luaL_error(L, "option 'seed' must be an integer");
+    int given = !lua_isnil(L, -1);
     lua_pop(L, 1);
-    return (uint64_t)seed;
+    return given ? (uint64_t)seed : ane_random_fresh_seed();
 }
 
 /* ane.tensor.randn(shape, {seed=, mean=, std=, dtype=}) and

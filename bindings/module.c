@@ -80,7 +80,7 @@ int ane_lua_set_default_backend(const char *name, char *message, size_t size) {
         for (int i = 0; ane_backend_at(i); i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", ane_backend_at(i)->name);
         snprintf(message, size, "unknown backend '%s' (known: %s)", name, known);
-        return -1;
+        return -2;
     }
     char why[ANE_ERROR_MESSAGE_MAX];
     if (!backend_usable(name, why, sizeof why)) {

@@ -51,7 +51,7 @@ static void print_usage_to(FILE *out, const char *bad_option) {
             "  -i              enter interactive mode after executing 'script'\n"
             "  -l mod          require library 'mod' into global 'mod'\n"
             "  -l g=mod        require library 'mod' into global 'g'\n"
-            "  -v              show version information\n"
+            "  -v, --version   show version information\n"
             "  -E              ignore environment variables\n"
             "  -W              turn warnings on\n"
             "  --backend NAME  default backend: sim (CPU simulator) or ane (the device);\n"
@@ -62,6 +62,7 @@ static void print_usage_to(FILE *out, const char *bad_option) {
             "  --              stop handling options\n"
             "  -               stop handling options and execute stdin\n"
             "  -h, --help      this text\n"
+            "Exit status: 0 done, 1 failed, 2 a mistake in the options.\n"
             "With no script (and a terminal): the REPL, with `ane` as a global (docs/repl.md).\n"
             "Examples and the shipped data: share/anelua (installed) or the checkout; man anelua.\n",
             program_name);
@@ -470,6 +471,23 @@ static void repl(lua_State *L) {
 }
 
 /* --probe LIST: ane.probe.main(LIST, report base) (lua/ane/probe.lua). */
+/* Exit statuses: success, a failure, and a mistake in how the host was called (a usage error). */
+enum { EXIT_USAGE = 2 };
+
+/* Whether every probe `list` names exists (else the message, as a usage error). */
+static int probes_exist(lua_State *L, const char *list) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "ane.probe");
+    int status = docall(L, 1, 1);
+    if (status == LUA_OK) {
+        lua_getfield(L, -1, "select");
+        lua_pushstring(L, list);
+        status = lua_pcall(L, 1, 0, 0);
+        if (status == LUA_OK) lua_pop(L, 1);
+    }
+    return report(L, status) == LUA_OK;
+}
+
 static int run_probes(lua_State *L, const char *list, const char *report_base) {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "ane.probe");
@@ -514,6 +532,10 @@ static int parse_options(int argc, char **argv, options *opts) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             print_usage_to(stdout, NULL);
             exit(EXIT_SUCCESS);
+        }
+        if (strcmp(a, "--version") == 0) {
+            opts->version = 1;
+            continue;
         }
         if (strcmp(a, "--backend") == 0) {
             if (++i >= argc) return print_usage(a), 0;
@@ -565,7 +587,12 @@ static int protected_main(lua_State *L) {
     char **argv = lua_touserdata(L, 2);
     options opts;
     if (!parse_options(argc, argv, &opts)) {
-        lua_pushboolean(L, 0);
+        lua_pushinteger(L, EXIT_USAGE);
+        return 1;
+    }
+    if (opts.report && !opts.probe) {
+        print_message("--report names where --probe writes its report; give --probe too");
+        lua_pushinteger(L, EXIT_USAGE);
         return 1;
     }
     luaL_checkversion(L);
@@ -581,9 +608,10 @@ static int protected_main(lua_State *L) {
     ane_lua_add_library_path(L);
     if (opts.backend) {
         char message[ANE_ERROR_MESSAGE_MAX + 64];
-        if (ane_lua_set_default_backend(opts.backend, message, sizeof message) != 0) {
+        int refused = ane_lua_set_default_backend(opts.backend, message, sizeof message);
+        if (refused) {
             print_message(message);
-            lua_pushboolean(L, 0);
+            lua_pushinteger(L, refused == -2 ? EXIT_USAGE : EXIT_FAILURE); /* a name it does not know: usage */
             return 1;
         }
     } else {
@@ -608,12 +636,11 @@ static int protected_main(lua_State *L) {
         lua_pushboolean(L, 0);
         return 1;
     }
-    if (opts.probe && run_probes(L, opts.probe, opts.report) != LUA_OK) {
-        lua_pushboolean(L, 0);
+    if (opts.probe && !probes_exist(L, opts.probe)) {
+        lua_pushinteger(L, EXIT_USAGE);
         return 1;
     }
-    if (opts.report && !opts.probe) {
-        print_message("--report names where --probe writes its report; give --probe too");
+    if (opts.probe && run_probes(L, opts.probe, opts.report) != LUA_OK) {
         lua_pushboolean(L, 0);
         return 1;
     }
@@ -685,8 +712,8 @@ int main(int argc, char **argv) {
     lua_pushinteger(L, argc);
     lua_pushlightuserdata(L, argv);
     int status = lua_pcall(L, 2, 1, 0);
-    int ok = lua_toboolean(L, -1);
+    int code = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : lua_toboolean(L, -1) ? EXIT_SUCCESS : EXIT_FAILURE;
     report(L, status);
     lua_close(L);
-    return (status == LUA_OK && ok) ? EXIT_SUCCESS : EXIT_FAILURE;
+    return status == LUA_OK ? code : EXIT_FAILURE;
 }

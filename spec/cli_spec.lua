@@ -94,6 +94,8 @@ describe("command lines", function()
       assert.are.equal(0, code, err)
       assert.matches("^usage: anelua " .. path:gsub("%p", "%%%0"), out)
       assert.matches("\n  %-%-help%s+this text\n", out)
+      local short = helpers.run_anelua(script(path) .. " -h") -- as every tool takes it
+      assert.are.equal(out, short, path .. " -h")
     end
     local out, _, code = helpers.run_anelua(script("examples/train_stories.lua") .. " --help")
     assert.are.equal(0, code)

@@ -1,5 +1,5 @@
 -- tensor/random.c through ane.tensor.randn / rand: deterministic per seed, different across
--- seeds, streams per block, the requested mean and standard deviation, uniforms inside
+-- seeds, fresh without one, streams per block, the requested mean and standard deviation, uniforms inside
 -- [low, high).
 local ane = require("ane")
 
@@ -10,6 +10,25 @@ describe("ane.tensor random", function()
     local c = ane.tensor.randn({ 1000 }, { seed = 43 })
     assert.are.equal(a:bytes(), b:bytes())
     assert.are_not.equal(a:bytes(), c:bytes())
+  end)
+
+  it("draws fresh values on every call without a seed, in this process and the next", function()
+    local drawn = {}
+    for i = 1, 3 do drawn[i] = ane.tensor.randn({ 64 }):bytes() end
+    drawn[4] = ane.tensor.randn({ 64 }, { std = 2 }):bytes() -- options without a seed
+    drawn[5] = ane.tensor.rand({ 64 }):bytes()
+    for i = 1, #drawn do
+      for j = i + 1, #drawn do assert.are_not.equal(drawn[i], drawn[j], i .. " and " .. j) end
+    end
+    local helpers = require("spec.helpers")
+    local script = "io.write(require('ane').tensor.randn({8}):checksum())"
+    local function another_process()
+      local pipe = assert(io.popen(helpers.anelua .. " -e " .. string.format("%q", script)))
+      local out = pipe:read("a")
+      pipe:close()
+      return out
+    end
+    assert.are_not.equal(another_process(), another_process())
   end)
 
   it("fills large tensors from one stream per 65,536 elements, the first the seed's own", function()

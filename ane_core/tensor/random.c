@@ -1,6 +1,9 @@
 /* Random fills of host tensors (randn, rand): a portable generator, so a seed gives the
  * same values on every machine (see tensor.h), filled in blocks over the helper threads. */
 #include <math.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../base/interrupt.h"
 #include "../base/parallel.h"
@@ -14,6 +17,16 @@ static uint64_t splitmix64(uint64_t *x) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+uint64_t ane_random_fresh_seed(void) {
+    static uint64_t drawn; /* seeds handed out so far */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t mix = ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 32) ^
+                   (uint64_t)(uintptr_t)&mix; /* the time, the process, and where its stack lies */
+    mix += __atomic_add_fetch(&drawn, 1, __ATOMIC_RELAXED) * 0xD1B54A32D192ED03ull;
+    return splitmix64(&mix);
 }
 
 static void rng_seed(rng_state *rng, uint64_t seed) {

@@ -130,5 +130,8 @@ ane_status ane_tensor_randn(ane_tensor *out, int ndim, const int64_t *shape, ane
                             uint64_t seed, double mean, double std, ane_error *err);
 ane_status ane_tensor_rand(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                            uint64_t seed, double low, double high, ane_error *err);
+/* A seed no earlier call returned in this process, nor (very likely) in another: for a draw
+ * the caller gave no seed (fresh values, not reproducible). Thread-safe. */
+uint64_t ane_random_fresh_seed(void);
 
 #endif

@@ -158,7 +158,7 @@ function Command:parse(argv)
       break
     end
     local name, inline = word:match("^%-%-([^=]+)=(.*)$")
-    name = name or word:match("^%-%-(.+)$")
+    name = name or word:match("^%-%-(.+)$") or (word == "-h" and "help" or nil) -- (-h: as --help, as every tool)
     if name then
       local option = self.by_name[name]
       if not option then self:usage_error("unknown option --" .. name) end

@@ -245,16 +245,25 @@ local Report = { __tostring = function(r) return M.markdown(r) end }
 
 --- ane.probe.run(name | "all" | {names}, {backend =, report = "path without extension"})
 --- -> a verdict (one probe) or a report (several); with `report`, writes .md and .json.
+--- The probes `which` names ("all", "a,b", or a list of names), each checked: a misspelled
+--- name is an error naming the nearest one, before anything runs.
+function M.select(which)
+  local names = which == "all" and M.names or type(which) == "table" and which or {}
+  if type(which) == "string" and which ~= "all" then
+    names = {}
+    for name in which:gmatch("[^,%s]+") do names[#names + 1] = name end
+  end
+  if #names == 0 then error(string.format("no probe names in '%s' (ane.probe.list() lists them)", tostring(which)), 0) end
+  for _, name in ipairs(names) do M.get(name) end
+  return names
+end
+
 function M.run(which, opts)
   opts = opts or {}
   if type(which) == "string" and which ~= "all" and not which:find(",", 1, true) and not opts.report and not opts.progress then
     return M.run_one(which, opts)
   end
-  local names = which == "all" and M.names or type(which) == "table" and which or {}
-  if type(which) == "string" and which ~= "all" then
-    for name in which:gmatch("[^,%s]+") do names[#names + 1] = name end
-  end
-  for _, name in ipairs(names) do M.get(name) end -- a misspelled name fails before anything runs
+  local names = M.select(which)
   local caps = ane.capabilities()
   local report = {
     toolkit = "anelua " .. ane.version, backend = backend_of(opts), chip = caps.chip or "unknown",
