@@ -88,12 +88,12 @@ local function reset()
 end
 
 -- Streams one answer: feeds `text` (the user's turn, rendered), prints what the model says.
--- Returns false when the conversation no longer fits.
+-- Returns false when the conversation no longer fits, and "refused" when this turn did not.
 local function answer(text)
   local ok, why = session:feed(tok:encode(text))
   if not ok then
-    print(string.format("(this turn does not fit the conversation's %d positions: %s)", session.capacity, why))
-    return false
+    io.stderr:write(string.format("(this turn does not fit the conversation's %d positions: %s)\n", session.capacity, why))
+    return false, "refused"
   end
   local filter, ids, shown = chat.thinking_filter(opts.show_thinking), {}, ""
   local budget = math.min(opts.max_tokens, session:room())
@@ -114,7 +114,7 @@ local function answer(text)
   end
   io.write("\n")
   if not ended and session:room() == 0 then
-    print(string.format("(the conversation filled its %d positions)", session.capacity))
+    io.stderr:write(string.format("(the conversation filled its %d positions: the answer stops here)\n", session.capacity))
     return false
   end
   return true
@@ -137,8 +137,8 @@ reset()
 io.stderr:write(string.format("%s; %d positions of context; temperature %g%s\n", tostring(model), session.capacity,
   sampling.temperature, opts.no_think and ", thinking off" or ""))
 if opts.prompt then
-  answer(user_turn(opts.prompt))
-  os.exit(0)
+  local _, refused = answer(user_turn(opts.prompt))
+  os.exit(refused and 1 or 0) -- (a prompt that does not fit is a failure; one answer cut short is said above)
 end
 local interactive = os.execute("test -t 0") == true
 while true do
@@ -147,11 +147,11 @@ while true do
   if not line then break end
   if line == "/reset" then
     reset()
-    print("(a new conversation)")
+    io.stderr:write("(a new conversation)\n")
   elseif line:match("%S") then
     if not answer(user_turn(line)) then
       reset()
-      print("(starting a new conversation)")
+      io.stderr:write("(starting a new conversation)\n")
     end
   end
 end

@@ -27,15 +27,35 @@ command:use_backend(options.backend)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
 local function exists(path) return path and lfs.attributes(path) ~= nil end
+
+-- The files a GPT-2 directory lacks (a download that stopped half-way), or nil.
+local function missing_files(dir)
+  if lfs.attributes(dir, "mode") ~= "directory" then return nil end
+  local missing = {}
+  if not exists(dir .. "/config.json") then missing[#missing + 1] = "config.json" end
+  if not exists(dir .. "/model.safetensors") and not exists(dir .. "/model.safetensors.index.json") then
+    missing[#missing + 1] = "model.safetensors"
+  end
+  return #missing > 0 and table.concat(missing, ", ") or nil
+end
+
 local model_path = options.model
 if not model_path then
   local candidates = { os.getenv("ANELUA_MODELS") and (os.getenv("ANELUA_MODELS") .. "/gpt2") or false, "models/gpt2",
     ane.data_dir() and (ane.data_dir() .. "/../models/gpt2") or false }
   for _, candidate in ipairs(candidates) do
-    if candidate and exists(candidate) then model_path = candidate break end
+    if candidate and exists(candidate) then
+      local missing = missing_files(candidate)
+      if not missing then model_path = candidate break end
+      io.stderr:write(string.format("%s is an incomplete GPT-2 directory (no %s), not used; scripts/get_models.sh gpt2 "
+        .. "completes it\n", candidate, missing))
+    end
   end
 elseif not exists(model_path) then
   command:fail("--model " .. model_path .. " does not exist")
+elseif missing_files(model_path) then
+  command:fail(string.format("--model %s is an incomplete GPT-2 directory: no %s (scripts/get_models.sh gpt2 completes "
+    .. "it)", model_path, missing_files(model_path)))
 end
 
 local model_opts = { precision = options.precision, profile = options.profile }
@@ -60,6 +80,11 @@ if not tok or not tok.can_encode or not tok:can_encode() then
   if not tok then command:fail("no tokenizer: " .. err) end
 end
 
+if tok.vocab_size > model.vocab_size then
+  command:fail(string.format("the tokenizer has %d tokens but the model's vocabulary %d: its ids beyond %d cannot be "
+    .. "embedded (a model and a tokenizer of different vocabularies; put the model's vocab.json and merges.txt beside it)",
+    tok.vocab_size, model.vocab_size, model.vocab_size - 1))
+end
 print(tostring(model))
 local prompt = tok:encode(options.prompt)
 if #prompt == 0 then command:fail("the prompt is empty") end

@@ -15,6 +15,7 @@
 # only when its bytes hash to that value; a file without a published hash, or one whose hash
 # differs, is an error naming the file (nothing half-downloaded is left as the real name).
 # Files already present and verified (a .verified stamp beside them) are not fetched again.
+# A run that fails (offline, a bad checksum, Ctrl-C) removes the model directory it created.
 # The Stories checkpoints use Llama-2's tokenizer.bin, which anelua ships: it is copied.
 #
 # ANELUA_MODELS puts the models elsewhere (default: models/ in the checkout);
@@ -80,26 +81,42 @@ fetch() {
   say "$target verified ($want)"
 }
 
+# A model's directory made by this run and not yet complete: removed if the run fails, so an
+# offline or interrupted run leaves no directory the examples would take for a model.
+unfinished=""
+trap '[ -z "$unfinished" ] || rm -rf "$unfinished"' EXIT
+
+# start_model DIR: the directory of the model about to be fetched (created, and marked
+# unfinished when this run creates it); finish_model: it is complete.
+start_model() {
+  [ -d "$1" ] || unfinished=$1
+  mkdir -p "$1"
+}
+finish_model() { unfinished=""; }
+
 get() {
   local name=$1
   case "$name" in
     gpt2)
-      mkdir -p "$models/gpt2"
+      start_model "$models/gpt2"
       for file in config.json model.safetensors vocab.json merges.txt; do fetch openai-community/gpt2 "$file" "$models/gpt2"; done
-      say "done: anelua examples/gpt2.lua --model $models/gpt2"
+      finish_model
+      say "done: build/anelua examples/gpt2.lua --model $models/gpt2"
       ;;
     stories15M | stories42M | stories110M)
-      mkdir -p "$models/$name"
+      start_model "$models/$name"
       fetch karpathy/tinyllamas "$name.bin" "$models/$name"
       cp "$root/data/tokenizers/llama2/tokenizer.bin" "$models/$name/tokenizer.bin"
-      say "done: anelua examples/stories.lua $models/$name/$name.bin"
+      finish_model
+      say "done: build/anelua examples/stories.lua $models/$name/$name.bin"
       ;;
     qwen3-0.6b)
-      mkdir -p "$models/qwen3-0.6b"
+      start_model "$models/qwen3-0.6b"
       for file in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
         fetch Qwen/Qwen3-0.6B "$file" "$models/qwen3-0.6b"
       done
-      say "done: anelua examples/stories.lua $models/qwen3-0.6b"
+      finish_model
+      say "done: build/anelua examples/stories.lua $models/qwen3-0.6b"
       ;;
     all) for each in gpt2 stories15M stories42M stories110M qwen3-0.6b; do get "$each"; done ;;
     *) echo "get_models.sh: unknown model '$name'" >&2; usage ;;
@@ -107,5 +124,5 @@ get() {
 }
 
 [ $# -gt 0 ] || usage
-case "$1" in -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "$1" in -h | --help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 for name in "$@"; do get "$name"; done

@@ -31,6 +31,10 @@ local bad_inputs = {
   { "examples/gpt2.lua --target m9", 2, "%-%-target: 'm9' is neither a built%-in target %(generic, m1, m2, m3, m4, m5, unchecked%)" },
   { "examples/gpt2.lua --target chip.json", 2, "%-%-target: probe report chip%.json: " },
   { "examples/gpt2.lua --model /nonexistent", 1, "%-%-model /nonexistent does not exist" },
+  { "examples/gpt2.lua --model " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1,
+    "the tokenizer has 50257 tokens but the model's vocabulary 384" },
+  { "examples/gpt2.lua --model " .. q(helpers.root .. "/spec/data"), 1,
+    "%-%-model .*/spec/data is an incomplete GPT%-2 directory: no config%.json, model%.safetensors" },
   { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
   { "examples/chat.lua /nonexistent", 1, "/nonexistent is not a model directory" },
   { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1, "config%.json: model_type 'gpt2', not 'qwen3'" },
@@ -65,6 +69,50 @@ local bad_inputs = {
 }
 
 describe("command lines", function()
+  -- cli.stream with a stand-in model of 10 positions that never ends a text on its own
+  local function stream_with(prompt_tokens, max_tokens)
+    local body = string.format([[
+      local cli = require("ane.cli")
+      local model = { context_length = 10, stop_token = 99, generate = function(_, prompt, o)
+        local left = math.min(o.max_tokens, 10 - #prompt)
+        return function() if left > 0 then left = left - 1 return 7 end end
+      end }
+      local prompt = {}
+      for i = 1, %d do prompt[i] = 1 end
+      cli.stream(model, prompt, { max_tokens = %d, temperature = 0, top_k = 0, top_p = 1 }, 100, function() io.write("t") end)
+    ]], prompt_tokens, max_tokens)
+    return helpers.run_anelua("-e " .. q(body))
+  end
+
+  it("say when generation stops at the end of the model's context, and refuse a prompt that fills it", function()
+    local out, err, code = stream_with(4, 100)
+    assert.are.equal(0, code, err)
+    assert.are.equal("tttttt\n", out)
+    assert.matches("stopped at the end of the model's context: 10 positions, 4 of them the prompt; %-%-max%-tokens asked for 100", err)
+    out, err, code = stream_with(4, 3) -- the budget ends first: nothing to say
+    assert.are.equal("ttt\n", out)
+    assert.are.equal("", err)
+    out, err, code = stream_with(10, 5)
+    assert.are.equal(1, code)
+    assert.matches("the prompt's 10 tokens fill the model's context of 10 positions: nothing to generate", err)
+    -- a chat prompt that does not fit: said on stderr, status 1 (it exited 0)
+    out, err, code = helpers.run_anelua(script("examples/chat.lua") .. " " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny")
+      .. " --context 16 --prompt " .. q(string.rep("hello ", 40)))
+    assert.are.equal(1, code)
+    assert.matches("%(this turn does not fit the conversation's 16 positions: %d+ more tokens do not fit", err)
+    assert.are.equal("", out)
+  end)
+
+  it("run the GPT-2 demo past a model directory a download left incomplete, saying so", function()
+    local models = helpers.tmpdir()
+    os.execute("mkdir -p " .. q(models .. "/gpt2"))
+    local out, err, code = helpers.run("cd " .. q(models) .. " && ANELUA_MODELS=" .. q(models) .. " " .. q(helpers.anelua) ..
+      " " .. script("examples/gpt2.lua") .. " --max-tokens 1")
+    assert.are.equal(0, code, err)
+    assert.matches("/gpt2 is an incomplete GPT%-2 directory %(no config%.json, model%.safetensors%), not used", err)
+    assert.matches("=== DEMO", out)
+  end)
+
   for _, case in ipairs(bad_inputs) do
     it("answer '" .. case[1]:gsub(helpers.root:gsub("%p", "%%%0") .. "/", "") .. "' in one line", function()
       local dir = helpers.tmpdir()

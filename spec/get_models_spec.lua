@@ -81,6 +81,10 @@ describe("scripts/get_models.sh", function()
     _, err, code = helpers.run(env .. script .. " gpt2")
     assert.are.equal(1, code)
     assert.matches("vocab%.json: checksum %x+ does not match the published 0+", err)
+    -- no directory is left for the examples to take for a model (config.json had arrived)
+    local lfs = require("lfs")
+    assert.is_nil(lfs.attributes(models .. "/stories42M"))
+    assert.is_nil(lfs.attributes(models .. "/gpt2"))
   end)
 
   it("says what it knows for a wrong name and a missing file", function()
@@ -89,11 +93,14 @@ describe("scripts/get_models.sh", function()
     assert.matches("unknown model 'llama3'", err)
     assert.matches("usage: scripts/get_models.sh NAME", err)
     local url = start_hub(helpers.tmpdir())
-    _, err, code = helpers.run("ANELUA_MODELS=" .. q(helpers.tmpdir()) .. " ANELUA_MODELS_URL=" .. q(url) .. " " ..
+    local offline = helpers.tmpdir()
+    _, err, code = helpers.run("ANELUA_MODELS=" .. q(offline) .. " ANELUA_MODELS_URL=" .. q(url) .. " " ..
       script .. " stories110M")
+    assert.is_nil(require("lfs").attributes(offline .. "/stories110M")) -- nothing left behind
     assert.are.equal(1, code)
     assert.matches("stories110M%.bin: the server did not answer", err)
     local help = helpers.run(script .. " --help")
     assert.matches("qwen3%-0%.6b", help)
+    assert.is_nil(help:find("set -euo", 1, true)) -- the comment alone
   end)
 end)

@@ -234,14 +234,25 @@ end
 -- writes it; returning false stops), and after a Ctrl-C (graceful interrupts) stops after the
 -- current token. Ends the line and returns whether it was interrupted.
 function M.stream(model, prompt, opts, vocab, on_token)
-  local interrupted = false
+  local room = model.context_length - #prompt -- positions left after the prompt
+  if room < 1 then
+    io.stderr:write(string.format("the prompt's %d tokens fill the model's context of %d positions: nothing to generate\n",
+      #prompt, model.context_length))
+    os.exit(1)
+  end
+  local interrupted, produced, last = false, 0, nil
   for id in model:generate(prompt, M.sampling(opts, vocab)) do
+    produced, last = produced + 1, id
     if on_token(id) == false then break end
     io.flush()
     if M.stop_requested() then interrupted = true break end
   end
   io.write("\n")
   if interrupted then print("(interrupted: stopped after the current token)") end
+  if not interrupted and produced == room and room < opts.max_tokens and last ~= model.stop_token then
+    io.stderr:write(string.format("(stopped at the end of the model's context: %d positions, %d of them the prompt; "
+      .. "--max-tokens asked for %d)\n", model.context_length, #prompt, opts.max_tokens))
+  end
   return interrupted
 end
 
