@@ -89,11 +89,11 @@ end
 do
   local gpt2 = require("ane.models.gpt2")
   local C, L, GV, B, GT = 768, 12, 50257, 4, 64
-  local gpt2_config = { n_embd = C, n_layer = L, n_head = 12, n_positions = 1024, vocab_size = GV }
+  local gpt2_config = { n_embd = C, n_layer = L, n_head = 12, n_positions = 1024, vocab_size = GV, eps = 1e-5 }
   -- per token per layer: q, k, v, o (4 C^2), MLP (8 C^2); attention 2 * 2 * T * C; classifier V * C
   local gpt2_forward = B * (2 * GT * L * 12 * C * C + 2 * 2 * GT * GT * C * L + 2 * GT * GV * C)
   local gpt2_bound = 3 * gpt2_forward / sgemm
-  local model = gpt2.from_weights(gpt2.random_weights(gpt2_config, 3), { precision = "fp32", profile = "cpu" })
+  local model = assert(gpt2.from_weights(gpt2.random_weights(gpt2_config, 3), { precision = "fp32", profile = "cpu" }))
   local trainer = train.new(model, { lr = 1e-4, warmup = 0, steps = 1000 })
   local rows, next_rows = {}, {}
   for b = 1, B do

@@ -61,7 +61,7 @@ local function child(workload)
     local gpt2, checkpoint = require("ane.models.gpt2"), opts.work .. "/gpt2_124M.bin"
     local options = { precision = "fp32", profile = "cpu" }
     model = lfs.attributes(checkpoint) and assert(gpt2.load(checkpoint, options)) or gpt2.from_weights(gpt2.random_weights({
-      n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257 }, 3), options)
+      n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }, 3), options)
     rows, next_rows = {}, {}
     for b = 1, GPT2_BATCH do
       rows[b], next_rows[b] = {}, {}
