@@ -138,6 +138,7 @@ io.stderr:write(string.format("%s; %d positions of context; temperature %g%s\n",
   sampling.temperature, opts.no_think and ", thinking off" or ""))
 if opts.prompt then
   local _, refused = answer(user_turn(opts.prompt))
+  if not refused then cli.report_stats(model) end
   os.exit(refused and 1 or 0) -- (a prompt that does not fit is a failure; one answer cut short is said above)
 end
 local interactive = os.execute("test -t 0") == true
@@ -155,3 +156,4 @@ while true do
     end
   end
 end
+cli.report_stats(model)

@@ -66,11 +66,10 @@ if model_path then
   local dir = lfs.attributes(model_path, "mode") == "directory" and model_path or model_path:match("^(.*)/[^/]*$") or "."
   tok = tokenizer.load(dir)
 else
-  print("No GPT-2 weights found (looked at --model, $ANELUA_MODELS/gpt2 and models/gpt2).")
-  print("To get them on a machine with internet:  scripts/get_models.sh gpt2")
-  print("")
-  print("=== DEMO: a randomly initialized GPT-2-shaped model (124M parameters). The text below is")
-  print("=== noise; the tokenizer, the programs, the KV cache and the statistics are real.")
+  io.stderr:write("No GPT-2 weights found (looked at --model, $ANELUA_MODELS/gpt2 and models/gpt2).\n",
+    "To get them on a machine with internet:  scripts/get_models.sh gpt2\n\n",
+    "=== DEMO: a randomly initialized GPT-2-shaped model (124M parameters). The text below is\n",
+    "=== noise; the tokenizer, the programs, the KV cache and the statistics are real.\n")
   local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }
   model = gpt2.from_weights(gpt2.random_weights(config, options.seed), model_opts)
 end
@@ -85,26 +84,12 @@ if tok.vocab_size > model.vocab_size then
     .. "embedded (a model and a tokenizer of different vocabularies; put the model's vocab.json and merges.txt beside it)",
     tok.vocab_size, model.vocab_size, model.vocab_size - 1))
 end
-print(tostring(model))
+io.stderr:write(tostring(model), "\n")
 local prompt = tok:encode(options.prompt)
 if #prompt == 0 then command:fail("the prompt is empty") end
 io.write(options.prompt)
 io.flush()
 local interrupted = cli.stream(model, prompt, options, tok.vocab_size, function(id) io.write(tok:decode({ id })) end)
 
-local s = model:stats()
-local runtime = ane.stats()
-local why = s.profile == "ane" and "the device's rules and its 32-wide I/O rows (ANE-21); each decode step computes one "
-  .. "position, and a prompt of up to 8 tokens goes through those steps"
-  or "no device rules, no padding"
-why = why .. (options.profile and "; chosen with --profile" or "; the default for " .. s.precision)
-print(string.format([[
---- stats
-backend            %s (precision %s)
-profile            %s: %s
-programs           %d compiled in %.0f ms (runtime: %d compiles, %d cache hits, budget left %d)
-prefill            %d tokens, %.1f tokens/s
-decode             %d tokens, %.1f tokens/s, %.1f ms/token]], s.backend, s.precision, s.profile, why, s.programs, s.compile_ms,
-  runtime.compiles, runtime.cache_hits, runtime.budget_left, s.prefill_tokens, s.prefill_tokens_per_s, s.decode_tokens,
-  s.decode_tokens_per_s, s.decode_ms_per_token))
+cli.report_stats(model)
 if interrupted then os.exit(cli.INTERRUPTED_EXIT) end

@@ -50,7 +50,7 @@ local tok, terr
 if byte_level then tok, terr = require("ane.tokenizer").load(tokenizer_path)
 else tok, terr = sentencepiece.load(tokenizer_path, { vocab_size = model.config.vocab_size }) end
 if not tok then command:fail(terr) end
-print(tostring(model))
+io.stderr:write(tostring(model), "\n")
 io.write(opts.prompt)
 local prompt_ids = byte_level and tok:encode(opts.prompt) or tok:encode(opts.prompt, { bos = true })
 local produced, shown = {}, ""
@@ -65,8 +65,5 @@ local interrupted = cli.stream(model, prompt_ids, opts, tok.vocab_size, function
     io.write(tok:decode({ 29871, id })) -- after a lone space piece, the token keeps its own leading space
   end
 end)
-local s = model:stats()
-print(string.format("--- %s, %s, profile %s: %d programs in %.0f ms; prefill %.1f tok/s; decode %.1f tok/s (%.1f ms/token)",
-  s.backend, s.precision, s.profile, s.programs, s.compile_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s,
-  s.decode_ms_per_token))
+cli.report_stats(model)
 if interrupted then os.exit(cli.INTERRUPTED_EXIT) end

@@ -248,7 +248,8 @@ function M.stream(model, prompt, opts, vocab, on_token)
     if M.stop_requested() then interrupted = true break end
   end
   io.write("\n")
-  if interrupted then print("(interrupted: stopped after the current token)") end
+  io.flush()
+  if interrupted then io.stderr:write("(interrupted: stopped after the current token)\n") end
   if not interrupted and produced == room and room < opts.max_tokens and last ~= model.stop_token then
     io.stderr:write(string.format("(stopped at the end of the model's context: %d positions, %d of them the prompt; "
       .. "--max-tokens asked for %d)\n", model.context_length, #prompt, opts.max_tokens))
@@ -268,5 +269,23 @@ function Command:graceful_interrupts()
 end
 
 function M.stop_requested() return ane.stop_requested() end
+
+-- The generation statistics every example prints, in one format, on stderr (stdout is the
+-- generated text alone).
+function M.report_stats(model)
+  local s, runtime = model:stats(), ane.stats()
+  local why = s.profile == "ane" and "the device's rules and its 32-wide I/O rows (ANE-21); each decode step computes one "
+    .. "position, and a prompt of up to 8 tokens goes through those steps" or "no device rules, no padding"
+  io.stderr:write(string.format([[
+--- stats
+backend            %s (precision %s)
+profile            %s: %s
+programs           %d compiled in %.0f ms (runtime: %d compiles, %d cache hits, budget left %d)
+prefill            %d tokens, %.1f tokens/s
+decode             %d tokens, %.1f tokens/s, %.1f ms/token
+]], s.backend, s.precision, s.profile, why, s.programs, s.compile_ms, runtime.compiles, runtime.cache_hits,
+    runtime.budget_left, s.prefill_tokens, s.prefill_tokens_per_s, s.decode_tokens, s.decode_tokens_per_s,
+    s.decode_ms_per_token))
+end
 
 return M
