@@ -192,6 +192,11 @@ else
     n_head = opts.heads, vocab_size = vocab, seq_len = opts.seq }, opts.seed), model_opts)
 end
 if opts.seq > model.context_length then die(string.format("--seq %d exceeds the model's context of %d", opts.seq, model.context_length)) end
+if tok and tok.vocab_size > model.vocab_size then
+  die(string.format("the tokenizer has %d tokens but the model's vocabulary %d: the text's ids beyond %d cannot be "
+    .. "embedded (a model and a tokenizer of different vocabularies; give the model's own with --tokenizer)",
+    tok.vocab_size, model.vocab_size, model.vocab_size - 1))
+end
 if opts.export and model.config.naming == "hf" then die("--export writes llama2.c files; this model uses Hugging Face names") end
 
 local batches, batches_err = data.batches(shards, { batch = opts.batch, seq = opts.seq })

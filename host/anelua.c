@@ -62,7 +62,7 @@ static void print_usage_to(FILE *out, const char *bad_option) {
             "  --              stop handling options\n"
             "  -               stop handling options and execute stdin\n"
             "  -h, --help      this text\n"
-            "Exit status: 0 done, 1 failed, 2 a mistake in the options.\n"
+            "Exit status: 0 done, 1 failed, 2 a mistake in the options, 130 stopped by Ctrl-C.\n"
             "With no script (and a terminal): the REPL, with `ane` as a global (docs/repl.md).\n"
             "Examples and the shipped data: share/anelua (installed) or the checkout; man anelua.\n",
             program_name);
@@ -96,6 +96,7 @@ static void print_version(void) {
 
 static lua_State *running_state = NULL;   /* the state running a chunk, for the handler */
 static volatile sig_atomic_t prompt_interrupted = 0;
+static volatile sig_atomic_t chunk_stopped = 0; /* a Ctrl-C stopped the running chunk (not a request it polls) */
 
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
@@ -109,8 +110,10 @@ static void on_sigint(int signal_number) {
     if (running_state) {
         /* A script in graceful mode polls the stop request; otherwise stop the chunk.
          * lua_sethook is the one Lua call that is safe from a signal handler. */
-        if (ane_interrupt_request())
+        if (ane_interrupt_request()) {
+            chunk_stopped = 1;
             lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+        }
     } else {
         prompt_interrupted = 1;
     }
@@ -129,6 +132,7 @@ static void install_sigint_handler(void) {
 
 static int message_handler(lua_State *L) {
     const char *message = lua_tostring(L, 1);
+    if (chunk_stopped && message) return 1; /* the user's Ctrl-C, not a fault: its message, no traceback */
     if (!message) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         message = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
@@ -142,6 +146,7 @@ static int docall(lua_State *L, int nargs, int nresults) {
     int base = lua_gettop(L) - nargs;
     lua_pushcfunction(L, message_handler);
     lua_insert(L, base);
+    chunk_stopped = 0;
     running_state = L;
     int status = lua_pcall(L, nargs, nresults, base);
     running_state = NULL;
@@ -472,7 +477,7 @@ static void repl(lua_State *L) {
 
 /* --probe LIST: ane.probe.main(LIST, report base) (lua/ane/probe.lua). */
 /* Exit statuses: success, a failure, and a mistake in how the host was called (a usage error). */
-enum { EXIT_USAGE = 2 };
+enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
 /* Whether every probe `list` names exists (else the message, as a usage error). */
 static int probes_exist(lua_State *L, const char *list) {
@@ -633,7 +638,8 @@ static int protected_main(lua_State *L) {
     }
     install_sigint_handler();
     if (!run_exec_options(L, argv, opts.script_index)) {
-        lua_pushboolean(L, 0);
+        if (chunk_stopped) lua_pushinteger(L, EXIT_INTERRUPTED);
+        else lua_pushboolean(L, 0);
         return 1;
     }
     if (opts.probe && !probes_exist(L, opts.probe)) {
@@ -645,7 +651,8 @@ static int protected_main(lua_State *L) {
         return 1;
     }
     if (opts.script_index < argc && run_script(L, argv, opts.script_index) != LUA_OK) {
-        lua_pushboolean(L, 0);
+        if (chunk_stopped) lua_pushinteger(L, EXIT_INTERRUPTED); /* as shells report SIGINT */
+        else lua_pushboolean(L, 0);
         return 1;
     }
     int no_script = opts.script_index == argc;

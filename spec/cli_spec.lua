@@ -33,6 +33,8 @@ local bad_inputs = {
   { "examples/gpt2.lua --model /nonexistent", 1, "%-%-model /nonexistent does not exist" },
   { "examples/gpt2.lua --model " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1,
     "the tokenizer has 50257 tokens but the model's vocabulary 384" },
+  { "examples/train_stories.lua --steps 1 --ckpt-dir ckpt --init " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1,
+    "the tokenizer has 50257 tokens but the model's vocabulary 384" },
   { "examples/gpt2.lua --model " .. q(helpers.root .. "/spec/data"), 1,
     "%-%-model .*/spec/data is an incomplete GPT%-2 directory: no config%.json, model%.safetensors" },
   { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
@@ -64,6 +66,8 @@ local bad_inputs = {
   { "scripts/pretokenize.lua --tokenizer " .. llama_tokenizer .. " --format csv --out x.bin a", 2,
     "%-%-format must be one of llama2c, llmc" },
   { "scripts/plot.lua /nonexistent.jsonl", 1, "No such file" },
+  { "scripts/plot.lua /tmp", 1, "/tmp is a directory, not a metrics file" },
+  { "scripts/plot.lua /dev/null", 1, "/dev/null holds no metrics: nothing to draw" },
   { "scripts/bench/train_step.lua --steps 0", 2, "%-%-steps must be >= 1, got 0" },
   { "scripts/bench/sim_ops.lua --seconds soon", 2, "%-%-seconds needs a number, got 'soon'" },
 }

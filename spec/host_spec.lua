@@ -140,7 +140,7 @@ describe("anelua command line", function()
     assert.matches("^anelua %d+%.%d+%.%d+ %(Lua 5%.4", out)
     out, _, code = run("-h")
     assert.are.equal(0, code)
-    assert.matches("Exit status: 0 done, 1 failed, 2 a mistake in the options", out)
+    assert.matches("Exit status: 0 done, 1 failed, 2 a mistake in the options, 130 stopped by Ctrl%-C", out)
   end)
 
   it("selects backends and refuses unavailable ones loudly", function()
@@ -210,10 +210,23 @@ describe("interrupts", function()
     -- randn of 2^28 values takes seconds; the signal comes after 0.5 s and the error
     -- comes from inside randn (the core's flag), not from a hook after it returned.
     local script = "local ane = require('ane'); local t = ane.tensor.randn({ 1 << 28 }); print('finished')"
-    local out, err = helpers.run("timeout -s INT --preserve-status 0.5 " .. q(helpers.anelua) .. " -e " .. q(script))
+    local out, err, code = helpers.run("timeout -s INT --preserve-status 0.5 " .. q(helpers.anelua) .. " -e " .. q(script))
     assert.are.equal("", out)
-    assert.matches("interrupted during a random fill", err)
-    assert.matches("in field 'randn'", err)
+    assert.matches("interrupted during a random fill", err) -- (a hook after it returned says "interrupted!")
+    assert.is_nil(err:find("traceback", 1, true)) -- the user's Ctrl-C is no fault
+    assert.are.equal(130, code) -- as shells report SIGINT
+  end)
+
+  it("end a script whose graceful stop was not enough (a second Ctrl-C) with status 130, no traceback", function()
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/loop.lua", "require('ane').set_graceful_interrupts(true)\n" ..
+      "while true do local x = 0 for i = 1, 1e6 do x = x + i end end\n")
+    local out, err, code = helpers.run("bash -c " .. q(q(helpers.anelua) .. " " .. q(dir .. "/loop.lua") ..
+      " & pid=$!; sleep 0.5; kill -INT $pid; sleep 0.3; kill -INT $pid; wait $pid"))
+    assert.are.equal("", out)
+    assert.are.equal(130, code)
+    assert.matches("interrupted!", err)
+    assert.is_nil(err:find("traceback", 1, true))
   end)
 end)
 

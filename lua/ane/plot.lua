@@ -102,6 +102,9 @@ end
 -- Reads a metrics JSON-lines file; returns the records or nil and a message naming the line.
 function M.read_metrics(path)
   local json = require("cjson.safe")
+  if require("lfs").attributes(path, "mode") == "directory" then
+    return nil, path .. " is a directory, not a metrics file (its metrics.jsonl, say)"
+  end
   local file, err = io.open(path, "r")
   if not file then return nil, err end
   local records, number = {}, 0
@@ -118,6 +121,7 @@ function M.read_metrics(path)
     end
   end
   file:close()
+  if #records == 0 then return nil, path .. " holds no metrics: nothing to draw" end
   return records
 end
 
