@@ -244,7 +244,7 @@ if not metrics then die("cannot write the metrics file: " .. tostring(metrics_er
 
 -- The command that continues this run: the same arguments with --resume latest.
 local function resume_command()
-  local words = { "anelua", arg[0] }
+  local words = { ane.executable() or "anelua", arg[0] } -- (the host as started: build/anelua is on no PATH)
   local i = 1
   while i <= #arg do
     if arg[i] == "--resume" then i = i + 1

@@ -190,3 +190,17 @@ describe("ane.probe", function()
     assert.is_nil(out:find("report: ", 1, true))
   end)
 end)
+
+describe("probe reports as text", function()
+  it("count a measured value in the singular and the plural", function()
+    local probe = require("ane.probe")
+    local function verdict(value)
+      return { probe = "kernel_width", rules = { "ANE-23" }, question = "How wide?", verdict = "measured", value = value,
+        unit = "elements", summary = "s", evidence = {}, seconds = 0 }
+    end
+    local text = probe.markdown({ toolkit = "t", backend = "sim", chip = "c", os = "o", date = "d", seconds = 0,
+      probes = { verdict(1), verdict(13) } })
+    assert.matches("| measured 1 element |", text, 1, true)
+    assert.matches("| measured 13 elements |", text, 1, true)
+  end)
+end)

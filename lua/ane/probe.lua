@@ -79,7 +79,9 @@ end
 -- "holds", or "measured 13 elements"
 local function verdict_text(v)
   if v.verdict ~= "measured" then return v.verdict end
-  return "measured " .. tostring(v.value) .. ((v.unit or "") ~= "" and (" " .. v.unit) or "")
+  local unit = v.unit or ""
+  if v.value == 1 then unit = unit:gsub("s$", "") end -- "1 element", "13 elements"
+  return "measured " .. tostring(v.value) .. (unit ~= "" and (" " .. unit) or "")
 end
 
 local Verdict = { __tostring = function(v)
