@@ -19,7 +19,7 @@ local command = cli.command{
   summary = "GPT-2 text generation (without weights: a labelled demo on a random GPT-2-shaped model).",
   options = cli.with_generation_options({
     { "model", "path", nil, "Hugging Face GPT-2 directory or llm.c gpt2_124M.bin (default: $ANELUA_MODELS/gpt2, else models/gpt2)" },
-  }, 32),
+  }, 32, "and the weights of the demo model, without --model"),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
 local options = command:parse(arg)

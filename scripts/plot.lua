@@ -2,6 +2,7 @@
 --   anelua scripts/plot.lua runs/stories/metrics.jsonl [--out runs/stories/metrics.svg]
 local plot = require("ane.plot")
 local command = require("ane.cli").command{
+  compiles = false, -- (no program: no --target)
   name = "scripts/plot.lua",
   usage = "METRICS.jsonl [--out FILE.svg]",
   summary = "Writes the loss curve and tokens/s of a training run as an SVG a browser opens.",

@@ -8,6 +8,7 @@ local data = require("ane.data")
 local ane = require("ane")
 
 local command = require("ane.cli").command{
+  compiles = false, -- (no program: no --target)
   name = "scripts/pretokenize.lua",
   usage = "--tokenizer FILE --out SHARD [--format llama2c|llmc] [--split-lines] FILE...",
   summary = "Turns text files into a token shard (each file, or each line, one document with BOS).",

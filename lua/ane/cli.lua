@@ -80,7 +80,7 @@ function M.command(spec)
     command.options[#command.options + 1] = option
     command.by_name[option.name] = option
   end
-  if not command.by_name.target then -- every command compiles for a target (docs/compiler.md)
+  if spec.compiles ~= false and not command.by_name.target then -- a command that compiles does so for a target (docs/compiler.md)
     command.options[#command.options + 1] = { name = "target", kind = "string", metavar = "T",
       help = "the device validation checks: generic (default), m1 .. m5, or a probe report (.json)" }
     command.by_name.target = command.options[#command.options]
@@ -204,8 +204,9 @@ function Command:parse(argv)
 end
 
 -- The options every generating example takes (prompt, sampling, backend, numerics), after
--- `first` (the example's own rows); max_tokens is the example's default length.
-function M.with_generation_options(first, max_tokens)
+-- `first` (the example's own rows); max_tokens is the example's default length; seed_help
+-- what else --seed seeds (gpt2.lua's demo weights), if anything.
+function M.with_generation_options(first, max_tokens, seed_help)
   local rows = { table.unpack(first) }
   for _, row in ipairs({
     { "prompt", "string", "Once upon a time", "text to continue" },
@@ -213,7 +214,7 @@ function M.with_generation_options(first, max_tokens)
     { "temperature", "number", 0.8, "0 = greedy", min = 0 },
     { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
     { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
-    { "seed", "integer", 1, "sampling seed (and a demo model's weights)" },
+    { "seed", "integer", 1, "sampling seed" .. (seed_help and (" (" .. seed_help .. ")") or "") },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
       choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
