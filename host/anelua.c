@@ -479,33 +479,28 @@ static void repl(lua_State *L) {
 /* Exit statuses: success, a failure, and a mistake in how the host was called (a usage error). */
 enum { EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
 
-/* Whether every probe `list` names exists (else the message, as a usage error). */
-static int probes_exist(lua_State *L, const char *list) {
+/* Calls ane.probe's `function` with the probe list and the report's base name (or nil); a
+ * misspelled name is the user's mistake: its message, no traceback. Returns the status. */
+static int call_probe_module(lua_State *L, const char *function, const char *list, const char *report_base) {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "ane.probe");
     int status = docall(L, 1, 1);
     if (status == LUA_OK) {
-        lua_getfield(L, -1, "select");
-        lua_pushstring(L, list);
-        status = lua_pcall(L, 1, 0, 0);
-        if (status == LUA_OK) lua_pop(L, 1);
-    }
-    return report(L, status) == LUA_OK;
-}
-
-static int run_probes(lua_State *L, const char *list, const char *report_base) {
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "ane.probe");
-    int status = docall(L, 1, 1);
-    if (status == LUA_OK) {
-        lua_getfield(L, -1, "main");
+        lua_getfield(L, -1, function);
         lua_pushstring(L, list);
         if (report_base) lua_pushstring(L, report_base);
         else lua_pushnil(L);
-        status = lua_pcall(L, 2, 0, 0); /* a misspelled name is the user's mistake: no traceback */
+        status = lua_pcall(L, 2, 0, 0);
         if (status == LUA_OK) lua_pop(L, 1);
     }
     return report(L, status);
+}
+
+/* Whether every probe `list` names exists (else the message, as a usage error). */
+static int probes_exist(lua_State *L, const char *list) { return call_probe_module(L, "select", list, NULL) == LUA_OK; }
+
+static int run_probes(lua_State *L, const char *list, const char *report_base) {
+    return call_probe_module(L, "main", list, report_base);
 }
 
 /* ------------------------------------------------------------------ main */

@@ -124,16 +124,13 @@ describe("anelua command line", function()
     assert.matches("fails%.lua:1: boom", err)
     assert.matches("stack traceback:", err)
     assert.matches("in local 'inner'", err)
-    _, err, code = run("-x") -- a mistake in the options: status 2, as every script's
-    assert.are.equal(2, code)
-    assert.matches("unrecognized option '%-x'", err)
-    assert.matches("usage: ", err)
-    _, err, code = run("--report")
-    assert.are.equal(2, code)
-    assert.matches("'%-%-report' needs an argument", err)
-    _, err, code = run("--report r -e 1")
-    assert.are.equal(2, code)
-    assert.matches("give %-%-probe too", err)
+    -- mistakes in the options: status 2, as every script's
+    for _, case in ipairs({ { "-x", "unrecognized option '%-x'\nusage: " }, { "--report", "'%-%-report' needs an argument" },
+      { "--report r -e 1", "give %-%-probe too" } }) do
+      _, err, code = run(case[1])
+      assert.are.equal(2, code, case[1])
+      assert.matches(case[2], err)
+    end
     local out
     out, err, code = run("--version")
     assert.are.equal(0, code)
