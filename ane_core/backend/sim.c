@@ -288,11 +288,10 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
         ane_status status = ane_storage_new_heap_uninitialized((p->temp_floats + 1) * sizeof(float), &region, err);
         if (status) return status;
     }
-    for (int t = 0; t < p->ntemp; t++) {
+    for (int t = 0; t < p->ntemp; t++) { /* (the views of them: bind_views, in evaluate) */
         int i = p->temp_nodes[t];
-        instance->values[i].data = p->slots[i].kind == SIM_SLOT_VIEW
-                                       ? instance->values[p->graph->nodes[i]->operands[0]->id].data
-                                       : (float *)region->data + (p->slots[i].offset - p->kept_floats);
+        if (p->slots[i].kind != SIM_SLOT_VIEW)
+            instance->values[i].data = (float *)region->data + (p->slots[i].offset - p->kept_floats);
     }
     ane_status status = evaluate(instance, inputs, ninputs, outputs, noutputs, err);
     ane_storage_release(region);

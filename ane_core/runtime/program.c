@@ -596,10 +596,14 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
     for (int k = 0; k < nappends && !status; k++) {
         int output = appends[k].output ? port_index(out_ports, nout, appends[k].output) : -1;
         const ane_binding *source = output >= 0 ? &out_bindings[output] : NULL;
-        if (source) ane_surface_lock(device_rules ? program->staged_outputs[output] : NULL, 1);
+        const ane_io *given = output >= 0 ? find_io(destinations, ndestinations, appends[k].output) : NULL;
+        /* the surface the output was written to: the caller's, or the staged one (none: a tensor) */
+        ane_surface *written = given && given->surface ? given->surface
+                               : source && device_rules ? program->staged_outputs[output] : NULL;
+        ane_surface_lock(written, 1);
         status = write_append(program, &appends[k], find_io(inputs, ninputs, appends[k].input), source, at, err);
-        if (source) ane_surface_unlock(device_rules ? program->staged_outputs[output] : NULL, 1);
-        if (output >= 0 && !find_io(destinations, ndestinations, appends[k].output)) consumed[output] = 1;
+        ane_surface_unlock(written, 1);
+        if (output >= 0 && !given) consumed[output] = 1;
     }
     for (int i = 0; i < nout; i++)
         if (consumed[i]) ane_tensor_release(&results[i]); /* (a new tensor in the cpu profile; none when staged) */
