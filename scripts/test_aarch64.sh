@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=build-aarch64
-tests='^(c/|ane/|device/|probe/)'
+tests='^(c/|ane/|device/|probe/|cpu-[^/]*/test_)'
 # Left out by default for time (measured under qemu-user on 2 cores: 67 to 370 s each, 23 of
 # the 34 CPU minutes the rows take): the specs that train, convert or run the host at length.
 # What they reach on arm64 is the same code the kept rows reach (the C tests check every

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/cpu.h"
 #include "../tensor/gemv.h"
 #include "sim_places.h"
 #include "sim_program.h"
@@ -165,12 +164,12 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
 }
 
 /* A 4-bit weight's palettes as the products read them: integer codes under integer
- * activations, else bf16 words where the CPU's kernel reads them (AVX-512 BF16) and every
+ * activations, else bf16 words where the CPU's kernel reads them (ane_palette_words_read) and every
  * entry is a bf16 value; NULL (the products read the fp32 palettes) otherwise. */
 static ane_status palette_codes(const sim_compiled *p, const ane_node *w, const void **out, ane_error *err) {
     *out = NULL;
     if (p->slots[w->id].weight_form != SIM_WEIGHT_ENCODED || w->encoding != ANE_ENCODING_LUT4) return ANE_OK;
-    if (p->options.activations == ANE_ACTIVATIONS_FLOAT && !ane_cpu_has_avx512_bf16()) return ANE_OK;
+    if (p->options.activations == ANE_ACTIVATIONS_FLOAT && !ane_palette_words_read()) return ANE_OK;
     int64_t rows = w->shape[0];
     void *codes = malloc((size_t)rows * ane_palette_codes_stride(p->options.activations) + 1);
     if (!codes) return out_of_memory(p, err);

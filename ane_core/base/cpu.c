@@ -6,6 +6,7 @@
 #include <string.h>
 
 static int f16c, avx2_fma_f16c, avx512f, avx512_bf16, avx512_skylake, avx512_vnni;
+static int neon, neon_dotprod, neon_fp16, neon_i8mm;
 static pthread_once_t asked = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
@@ -38,17 +39,46 @@ static void ask_cpu(void) {
     avx512_bf16 = avx512f && (b & (1u << 30)) && max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) &&
                   (a & (1u << 5));
 }
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+
+static int feature(const char *name) { /* hw.optional.arm.FEAT_*: 1 where the CPU has it */
+    int value = 0;
+    size_t size = sizeof value;
+    return sysctlbyname(name, &value, &size, NULL, 0) == 0 && value == 1;
+}
+
+static void ask_cpu(void) {
+    neon = 1;
+    neon_dotprod = feature("hw.optional.arm.FEAT_DotProd");
+    neon_fp16 = feature("hw.optional.arm.FEAT_FP16");
+    neon_i8mm = feature("hw.optional.arm.FEAT_I8MM");
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+/* The kernel's hwcaps (arch/arm64/include/uapi/asm/hwcap.h): AT_HWCAP bit 1 = ASIMD,
+ * 10 = ASIMDHP (FEAT_FP16 for vectors), 20 = ASIMDDP; AT_HWCAP2 bit 13 = I8MM. */
+static void ask_cpu(void) {
+    unsigned long caps = getauxval(AT_HWCAP), caps2 = getauxval(AT_HWCAP2);
+    neon = (caps & (1ul << 1)) != 0;
+    neon_fp16 = neon && (caps & (1ul << 10));
+    neon_dotprod = neon && (caps & (1ul << 20));
+    neon_i8mm = neon && (caps2 & (1ul << 13));
+}
 #else
 static void ask_cpu(void) {}
 #endif
 
-/* ANELUA_CPU=avx2 or scalar turns the newer instruction sets off (the specs check every
- * kernel path on one machine that way). */
+/* ANELUA_CPU=avx2, neon or scalar turns the newer instruction sets off (the specs check every
+ * kernel level on one machine that way). */
 static void ask(void) {
     ask_cpu();
     const char *cap = getenv("ANELUA_CPU");
-    if (cap && strcmp(cap, "avx2") == 0) avx512f = avx512_bf16 = avx512_vnni = 0;
-    if (cap && strcmp(cap, "scalar") == 0) f16c = avx2_fma_f16c = avx512f = avx512_bf16 = avx512_vnni = 0;
+    if (cap && (strcmp(cap, "avx2") == 0 || strcmp(cap, "neon") == 0))
+        avx512f = avx512_bf16 = avx512_vnni = neon_dotprod = neon_fp16 = neon_i8mm = 0;
+    if (cap && strcmp(cap, "scalar") == 0)
+        f16c = avx2_fma_f16c = avx512f = avx512_bf16 = avx512_vnni = neon = neon_dotprod = neon_fp16 = neon_i8mm = 0;
 }
 
 int ane_cpu_has_f16c(void) {
@@ -79,4 +109,24 @@ int ane_cpu_has_avx512_bf16(void) {
 int ane_cpu_has_avx512_vnni(void) {
     pthread_once(&asked, ask);
     return avx512_vnni;
+}
+
+int ane_cpu_has_neon(void) {
+    pthread_once(&asked, ask);
+    return neon;
+}
+
+int ane_cpu_has_neon_dotprod(void) {
+    pthread_once(&asked, ask);
+    return neon_dotprod;
+}
+
+int ane_cpu_has_neon_fp16(void) {
+    pthread_once(&asked, ask);
+    return neon_fp16;
+}
+
+int ane_cpu_has_neon_i8mm(void) {
+    pthread_once(&asked, ask);
+    return neon_i8mm;
 }

@@ -1,6 +1,9 @@
-/* What the x86-64 CPU offers the vector kernels, asked once per process (CPUID traps to the
- * hypervisor on virtual machines) and safe to ask from any thread. ANELUA_CPU=avx2 | scalar
- * caps what is reported (to test the older kernel paths). */
+/* What the CPU offers the vector kernels (tensor/kernels.h), asked once per process (CPUID traps
+ * to the hypervisor on virtual machines) and safe to ask from any thread: on x86-64 through
+ * CPUID and XGETBV, on arm64 Linux through getauxval(AT_HWCAP, AT_HWCAP2), on arm64 macOS
+ * through sysctlbyname("hw.optional.arm.FEAT_*"). ANELUA_CPU caps what is reported, to run the
+ * lower kernel levels on one machine: avx2 (no AVX-512), neon (no dot products) or scalar
+ * (nothing). */
 #ifndef ANE_BASE_CPU_H
 #define ANE_BASE_CPU_H
 
@@ -10,5 +13,11 @@ int ane_cpu_has_avx512f(void);       /* ... and AVX-512F, with the OS saving ZMM
 int ane_cpu_has_avx512_skylake(void); /* ... and AVX-512 CD, BW, DQ, VL (Skylake-SP's set); not capped */
 int ane_cpu_has_avx512_vnni(void);    /* AVX-512F, BW and VNNI (byte dot products) */
 int ane_cpu_has_avx512_bf16(void);    /* AVX-512F, BW and BF16 (bf16 pair dot products) */
+
+
+int ane_cpu_has_neon(void);         /* arm64's Advanced SIMD (every arm64 CPU has it) */
+int ane_cpu_has_neon_dotprod(void); /* FEAT_DotProd: sdot / udot (Apple M1 on; Cortex-A55, A76, Neoverse N1 on) */
+int ane_cpu_has_neon_fp16(void);    /* FEAT_FP16: half-precision arithmetic (M1 on) */
+int ane_cpu_has_neon_i8mm(void);    /* FEAT_I8MM: smmla / usdot (M2 on) */
 
 #endif

@@ -114,6 +114,8 @@ ane_status ane_encoded_matmul(float *y /* [rows, columns] */, ane_weight_encodin
  * palettes' bytes or less; palette_codes NULL computes integer codes per product (float
  * activations: reads the fp32 palettes). Returns 1 when the codes were written. */
 size_t ane_palette_codes_stride(ane_activations activations);
+/* Whether this CPU's 4-bit kernel under float activations reads the bf16 words (AVX-512 BF16's). */
+int ane_palette_words_read(void);
 int ane_palette_codes(void *codes /* [rows x stride bytes] */, const float *table /* [rows, 16] */, int64_t rows,
                       ane_activations activations);
 

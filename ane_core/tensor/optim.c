@@ -3,13 +3,9 @@
 
 #include <math.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/parallel.h"
+#include "kernels.h"
 
 static ane_status check_fp32_contiguous(const ane_tensor *t, const char *what, int64_t numel, ane_error *err) {
     if (t->dtype != ANE_FP32 || !ane_tensor_is_contiguous(t) || ane_tensor_numel(t) != numel)
@@ -35,59 +31,18 @@ typedef struct adamw_job {
     float *p, *m, *v;
     const ane_tensor *g; /* contiguous fp32 or fp16 */
     int half;
-    float b1, b2, lr, eps, wd, inv_c1, inv_c2, scale;
+    adamw_constants constants;
 } adamw_job;
 
-#if defined(__x86_64__)
-/* Eight elements at a time with the scalar loop's operations in its order (AVX without FMA,
- * so nothing is contracted and the results are the same bits: IEEE sqrt and division are
- * correctly rounded in both). Returns how many of the count it did. The scalar loop's sqrtf
- * and division one element at a time made AdamW compute-bound. */
-__attribute__((target("avx"))) static int64_t adamw_avx(const adamw_job *j, const float *g, int64_t start, int64_t count) {
-    float *p = j->p + start, *mm = j->m + start, *vv = j->v + start;
-    const __m256 b1 = _mm256_set1_ps(j->b1), b2 = _mm256_set1_ps(j->b2), one_b1 = _mm256_set1_ps(1.0f - j->b1),
-                 one_b2 = _mm256_set1_ps(1.0f - j->b2), inv_c1 = _mm256_set1_ps(j->inv_c1),
-                 inv_c2 = _mm256_set1_ps(j->inv_c2), lr = _mm256_set1_ps(j->lr), eps = _mm256_set1_ps(j->eps),
-                 wd = _mm256_set1_ps(j->wd), scale = _mm256_set1_ps(j->scale);
-    int64_t k = 0;
-    for (; k + 8 <= count; k += 8) {
-        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + k), scale);
-        __m256 m = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(mm + k)), _mm256_mul_ps(one_b1, gi));
-        __m256 v = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(vv + k)), _mm256_mul_ps(_mm256_mul_ps(one_b2, gi), gi));
-        _mm256_storeu_ps(mm + k, m);
-        _mm256_storeu_ps(vv + k, v);
-        __m256 m_hat = _mm256_mul_ps(m, inv_c1), v_hat = _mm256_mul_ps(v, inv_c2);
-        __m256 w = _mm256_loadu_ps(p + k);
-        __m256 update = _mm256_add_ps(_mm256_div_ps(m_hat, _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)), _mm256_mul_ps(wd, w));
-        _mm256_storeu_ps(p + k, _mm256_sub_ps(w, _mm256_mul_ps(lr, update)));
-    }
-    return k;
-}
-#endif
-
-/* The update of elements first..last-1 (each element's arithmetic is independent). */
+/* The update of elements first..last-1 (each element's arithmetic is independent), a block of
+ * gradients at a time through the level's kernel (kernels.h). */
 static void adamw_range(void *context, int64_t first, int64_t last) {
     const adamw_job *j = context;
-    float *p = j->p, *mm = j->m, *vv = j->v;
     float block[GRADIENT_BLOCK];
-#if defined(__x86_64__)
-    int vector = ane_cpu_has_f16c(); /* AVX with the OS saving its state */
-#endif
+    void (*adamw)(const adamw_constants *, float *, float *, float *, const float *, int64_t) = ane_kernels()->adamw;
     for (int64_t start = first; start < last; start += GRADIENT_BLOCK) {
         int64_t count = start + GRADIENT_BLOCK < last ? GRADIENT_BLOCK : last - start;
-        const float *g = fp32_block(j->g, j->half, start, count, block);
-        int64_t done = 0;
-#if defined(__x86_64__)
-        if (vector) done = adamw_avx(j, g, start, count);
-#endif
-        for (int64_t k = done; k < count; k++) {
-            int64_t i = start + k;
-            float gi = g[k] * j->scale;
-            mm[i] = j->b1 * mm[i] + (1.0f - j->b1) * gi;
-            vv[i] = j->b2 * vv[i] + (1.0f - j->b2) * gi * gi;
-            float m_hat = mm[i] * j->inv_c1, v_hat = vv[i] * j->inv_c2;
-            p[i] -= j->lr * (m_hat / (sqrtf(v_hat) + j->eps) + j->wd * p[i]);
-        }
+        adamw(&j->constants, j->p + start, j->m + start, j->v + start, fp32_block(j->g, j->half, start, count, block), count);
     }
 }
 
@@ -106,9 +61,10 @@ ane_status ane_adamw_step(ane_tensor *param, const ane_tensor *grad, ane_tensor 
     double c1 = 1.0 - pow(o->beta1, (double)o->step), c2 = 1.0 - pow(o->beta2, (double)o->step);
     adamw_job job = {
         .p = (float *)ane_tensor_data(param), .m = (float *)ane_tensor_data(m), .v = (float *)ane_tensor_data(v),
-        .g = &g32, .half = half, .b1 = (float)o->beta1, .b2 = (float)o->beta2, .lr = (float)o->lr,
-        .eps = (float)o->eps, .wd = (float)o->weight_decay, .inv_c1 = (float)(1.0 / c1), .inv_c2 = (float)(1.0 / c2),
-        .scale = o->grad_scale != 0 ? (float)o->grad_scale : 1.0f,
+        .g = &g32, .half = half,
+        .constants = {.b1 = (float)o->beta1, .b2 = (float)o->beta2, .lr = (float)o->lr, .eps = (float)o->eps,
+                      .wd = (float)o->weight_decay, .inv_c1 = (float)(1.0 / c1), .inv_c2 = (float)(1.0 / c2),
+                      .scale = o->grad_scale != 0 ? (float)o->grad_scale : 1.0f},
     };
     ane_parallel_for(n, 1 << 16, adamw_range, &job); /* memory-bound: every core's share of the bandwidth */
     ane_tensor_release(&g32);

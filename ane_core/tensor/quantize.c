@@ -7,10 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/parallel.h"
-#include "lut4_avx2.h"
+#include "kernels.h"
 
 const char *ane_encoding_name(ane_weight_encoding encoding) {
     switch (encoding) {
@@ -299,23 +298,6 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
     return status;
 }
 
-#if defined(__x86_64__)
-/* A 4-bit row's whole 32-element groups with AVX2's exact lookup (lut4_avx2.h); returns how
- * many elements it wrote (the caller looks up the rest). */
-__attribute__((target("avx2"))) static int64_t lut4_groups_avx2(const uint8_t *packed, const float *palette, int64_t k,
-                                                                 float *out /* [k] */) {
-    __m256i tables[4];
-    lut4_byte_tables_avx2(palette, tables);
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        __m256 values[4];
-        lut4_values_avx2(packed + j / 2, tables, values);
-        for (int i = 0; i < 4; i++) _mm256_storeu_ps(out + j + 8 * i, values[i]);
-    }
-    return j;
-}
-#endif
-
 void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t row,
                          int64_t from, int64_t count, float *out) {
     if (encoding == ANE_ENCODING_INT8) {
@@ -324,13 +306,7 @@ void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const f
         for (int64_t j = 0; j < count; j++) out[j] = (float)q[j] * scale;
         return;
     }
-    const uint8_t *packed = (const uint8_t *)data + (row * k + from) / 2;
-    const float *palette = table + row * ANE_LUT4_ENTRIES;
-    int64_t j = 0;
-#if defined(__x86_64__)
-    if (ane_cpu_has_avx2_fma_f16c()) j = lut4_groups_avx2(packed, palette, count, out);
-#endif
-    for (; j < count; j++) out[j] = palette[(packed[j / 2] >> (4 * (j % 2))) & 15u];
+    ane_kernels()->lut4_decode((const uint8_t *)data + (row * k + from) / 2, table + row * ANE_LUT4_ENTRIES, count, out);
 }
 
 void ane_dequantize_rows(ane_weight_encoding encoding, const void *data, const float *table, int64_t k, int64_t first,

@@ -8,16 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "../base/cpu.h"
 #include "../base/fp16.h"
 #include "../base/interrupt.h"
 #include "../base/parallel.h"
 #include "blas.h"
 #include "gemv.h"
+#include "kernels.h"
 
 /* Long loops poll the interrupt flag after about this many elements. */
 enum { POLL_EVERY_ELEMENTS = 1 << 20 };
@@ -396,64 +392,28 @@ static void copy_row(void *context, char *const *rows, const int64_t *stride, in
 #undef STRIDED_ROW
 #undef AS_IS
 
-/* A contiguous 2-D destination filled from a transposed view of the same 4-byte dtype
- * (e.g. Conv1D [in, out] weights into [out, in], and their gradients back), copied in
- * square tiles so that reads and writes use whole cache lines, 8 x 8 blocks of them
- * transposed in registers where the CPU has AVX, bands of tile rows over the helper
- * threads; returns 0 (nothing done) for any other case. */
-enum { TRANSPOSE_TILE = 32 };
-
-typedef struct transpose_job {
-    uint32_t *out;      /* [rows, cols] */
-    const uint32_t *in; /* element (r, c) at in[r + c * column_step] */
-    int64_t rows, cols, column_step;
-} transpose_job;
-
-#if defined(__x86_64__)
-/* out rows r .. r + 7, columns c .. c + 7 from the source's 8 rows c .. c + 7 (floats moved
- * as bits: the shuffles do not look at values). */
-__attribute__((target("avx"))) static void transpose_8x8_avx(const transpose_job *j, int64_t r, int64_t c) {
-    __m256 row[8], mix[8];
-    for (int i = 0; i < 8; i++) row[i] = _mm256_loadu_ps((const float *)(j->in + r + (c + i) * j->column_step));
-    for (int i = 0; i < 8; i += 2) {
-        mix[i] = _mm256_unpacklo_ps(row[i], row[i + 1]);
-        mix[i + 1] = _mm256_unpackhi_ps(row[i], row[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        row[i] = _mm256_shuffle_ps(mix[i], mix[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        row[i + 1] = _mm256_shuffle_ps(mix[i], mix[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        row[i + 2] = _mm256_shuffle_ps(mix[i + 1], mix[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        row[i + 3] = _mm256_shuffle_ps(mix[i + 1], mix[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int i = 0; i < 4; i++) {
-        _mm256_storeu_ps((float *)(j->out + (r + i) * j->cols + c), _mm256_permute2f128_ps(row[i], row[i + 4], 0x20));
-        _mm256_storeu_ps((float *)(j->out + (r + i + 4) * j->cols + c), _mm256_permute2f128_ps(row[i], row[i + 4], 0x31));
-    }
-}
-#endif
-
 static void transpose_tile_rows(void *context, int64_t first, int64_t last) {
     const transpose_job *j = context;
-#if defined(__x86_64__)
-    int vector = ane_cpu_has_f16c(); /* AVX, with the OS saving its state */
-#endif
+    void (*whole_tile)(const transpose_job *, int64_t, int64_t) = ane_kernels()->transpose_tile;
     for (int64_t tile = first; tile < last; tile++) {
         int64_t r0 = tile * TRANSPOSE_TILE, r1 = r0 + TRANSPOSE_TILE < j->rows ? r0 + TRANSPOSE_TILE : j->rows;
         for (int64_t c0 = 0; c0 < j->cols; c0 += TRANSPOSE_TILE) {
             int64_t c1 = c0 + TRANSPOSE_TILE < j->cols ? c0 + TRANSPOSE_TILE : j->cols;
-#if defined(__x86_64__)
-            if (vector && r1 - r0 == TRANSPOSE_TILE && c1 - c0 == TRANSPOSE_TILE) {
-                for (int64_t r = r0; r < r1; r += 8)
-                    for (int64_t c = c0; c < c1; c += 8) transpose_8x8_avx(j, r, c);
+            if (r1 - r0 == TRANSPOSE_TILE && c1 - c0 == TRANSPOSE_TILE) {
+                whole_tile(j, r0, c0);
                 continue;
             }
-#endif
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t c = c0; c < c1; c++) j->out[r * j->cols + c] = j->in[r + c * j->column_step];
         }
     }
 }
 
+/* A contiguous 2-D destination filled from a transposed view of the same 4-byte dtype
+ * (e.g. Conv1D [in, out] weights into [out, in], and their gradients back), copied in
+ * square tiles so that reads and writes use whole cache lines, whole tiles through the kernel
+ * table's transpose (in registers where the CPU has AVX or NEON), bands of tile rows over the helper
+ * threads; returns 0 (nothing done) for any other case. */
 static int copy_transposed_2d(ane_tensor *dst, const ane_tensor *src) {
     if (dst->ndim != 2 || dst->dtype != src->dtype || ane_dtype_size(dst->dtype) != 4 || !ane_tensor_is_contiguous(dst) ||
         src->strides[0] != 1 || src->strides[1] < src->shape[0] || dst->shape[0] < 2 || dst->shape[1] < 2)

@@ -1,0 +1,230 @@
+/* The AVX-512F kernels of the kernel table (kernels.h): fp16, fp32, int8 and 4-bit rows with
+ * float activations, four rows at a time, and the products over a cache. Taken on CPUs with
+ * AVX-512F whose OS saves its state (base/cpu.h), over the AVX2 level. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../../base/fp16.h"
+#include "../../kernels.h"
+#include "x86.h"
+
+/* AVX-512: sixteen lanes (one conversion turns 16 halves into floats; the 16-entry palette
+ * is one register that vpermps indexes), and four rows at a time, so each load of x serves
+ * four rows of weights: fewer loads per byte of weights leave more of them waiting on memory
+ * at once (fp16 [8192, 4096] from memory, 2 threads, Zen 4: 24 -> 30 GB/s; the 4-bit
+ * kernel's arithmetic below is lighter too). The four rows are far apart (rows_in_groups:
+ * the quarters of a thread's share), so each is one long stream the hardware prefetcher
+ * follows; four neighbouring rows of a decode-sized matrix are four short streams in the
+ * same pages, which it does not follow ([2048, 768]: 26-33 GB/s one row at a time and four
+ * quarters apart alike, ~14 four neighbours). A software prefetch, which the single-row
+ * kernels had, cost the grouped ones 20% of a Stories110M fp16 decode. A row's sums are the
+ * same in any group (two accumulators, elements j .. j + 15 and j + 16 .. j + 31 of each 32,
+ * the same tail), so its result does not depend on how the rows were split.
+ *
+ * ROWS_AVX512(name, type, WEIGHTS32, ELEMENT) defines name(w, row_bytes, k, x, tables,
+ * table_stride, y, y_stride, count), a rows_kernel: for r < count (1 or 4), y[r y_stride] = row
+ * r (at w + r row_bytes, of `type`) times x, the row's table at tables + r table_stride. In it,
+ * WEIGHTS32(row, table, j, w0, w1) sets w0 and w1 to the row's fp32 weights j .. j + 15 and
+ * j + 16 .. j + 31 (j a multiple of 32; in the order x is in) and ELEMENT(row, table, j) is one
+ * weight (in the tail). */
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+#define ROWS_AVX512(name, type, WEIGHTS32, ELEMENT)                                                         \
+    AVX512 static inline __attribute__((always_inline)) void name##_inline(                                 \
+        const char *w, int64_t row_bytes, int64_t k, const float *x, const float *tables, int64_t table_stride, \
+        float *y, int64_t y_stride, int count) {                                                            \
+        const type *rows[GEMV_GROUP];                                                                       \
+        const float *row_tables[GEMV_GROUP]; /* (unused by kernels without tables) */                       \
+        __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];                                                              \
+        for (int r = 0; r < count; r++) {                                                                   \
+            rows[r] = (const type *)(w + r * row_bytes);                                                    \
+            row_tables[r] = tables ? tables + r * table_stride : NULL;                                      \
+            a0[r] = a1[r] = _mm512_setzero_ps();                                                            \
+        }                                                                                                   \
+        (void)row_tables;                                                                                   \
+        int64_t j = 0;                                                                                      \
+        for (; j + 32 <= k; j += 32) {                                                                      \
+            __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);                            \
+            for (int r = 0; r < count; r++) {                                                               \
+                __m512 w0, w1;                                                                              \
+                WEIGHTS32(rows[r], row_tables[r], j, w0, w1);                                               \
+                a0[r] = _mm512_fmadd_ps(w0, x0, a0[r]);                                                     \
+                a1[r] = _mm512_fmadd_ps(w1, x1, a1[r]);                                                     \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < count; r++) {                                                                   \
+            float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));                                \
+            for (int64_t t = j; t < k; t++) total += ELEMENT(rows[r], row_tables[r], t) * x[t];             \
+            y[r * y_stride] = total;                                                                        \
+        }                                                                                                   \
+    }                                                                                                       \
+    AVX512 static void name(const void *w, int64_t row_bytes, int64_t k, const float *x, const float *tables, \
+                            int64_t table_stride, float *y, int64_t y_stride, int count) {                  \
+        if (count == GEMV_GROUP) name##_inline(w, row_bytes, k, x, tables, table_stride, y, y_stride, GEMV_GROUP); \
+        else name##_inline(w, row_bytes, k, x, tables, table_stride, y, y_stride, 1);                       \
+    }
+
+#define FP16_WEIGHTS32(row, table, j, w0, w1)                                                               \
+    (w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((row) + (j)))),                               \
+     w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((row) + (j) + 16))))
+#define FP16_ELEMENT(row, table, j) ane_fp16_to_fp32((row)[j])
+ROWS_AVX512(rows_avx512_fp16, uint16_t, FP16_WEIGHTS32, FP16_ELEMENT)
+
+/* fp32 rows one at a time: grouped, a Stories110M fp32 decode lost 6-10% (paired). */
+AVX512 static float dot32_avx512(const float *w, const float *x, int64_t k) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0); /* no prefetch: slower here */
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j + 16), _mm512_loadu_ps(x + j + 16), a1);
+    }
+    float total = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; j < k; j++) total += w[j] * x[j];
+    return total;
+}
+
+/* int8 rows: the codes times x (the caller applies each row's scale). */
+#define INT8_SIXTEEN(at) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(at))))
+#define INT8_WEIGHTS32(row, table, j, w0, w1) (w0 = INT8_SIXTEEN((row) + (j)), w1 = INT8_SIXTEEN((row) + (j) + 16))
+#define INT8_ELEMENT(row, table, j) (float)(row)[j]
+ROWS_AVX512(rows_avx512_int8, int8_t, INT8_WEIGHTS32, INT8_ELEMENT)
+
+/* 4-bit rows (k even; a table is the row's 16-entry palette). vpermps reads only the low four
+ * bits of an index, so the 16 bytes of a 32-weight chunk, copied into each 128-bit lane, need
+ * one shift per lane to bring a different index into each lane's low bits: dword d holds
+ * elements 8d .. 8d + 7 (element 8d + n in nibble n), so lane L of the first vector, shifted
+ * by 4 (L / 4), holds element 8 (L % 4) + L / 4, and of the second, shifted 16 bits further,
+ * element 8 (L % 4) + 4 + L / 4. x comes in that order (lut4_avx512_slot; x_split, written once
+ * per product); the tail, after the whole chunks, in its own. */
+enum { LUT4_AVX512_CHUNK = 32 };
+
+static int lut4_avx512_slot(int s) { return 8 * (s % 4) + 4 * (s / 16) + (s % 16) / 4; }
+
+#define LUT4_WEIGHTS32(row, table, j, w0, w1)                                                               \
+    do {                                                                                                    \
+        __m512 palette_ = _mm512_loadu_ps(table);                                                           \
+        __m512i chunk_ = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)((row) + (j) / 2)));         \
+        const __m512i shifts_ = _mm512_set_epi32(12, 12, 12, 12, 8, 8, 8, 8, 4, 4, 4, 4, 0, 0, 0, 0);         \
+        w0 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, shifts_), palette_);                           \
+        w1 = _mm512_permutexvar_ps(_mm512_srlv_epi32(chunk_, _mm512_add_epi32(shifts_, _mm512_set1_epi32(16))), palette_); \
+    } while (0)
+#define LUT4_INDEX(row, j) (((row)[(j) / 2] >> 4 * ((j) & 1)) & 15u) /* element j's palette index */
+#define LUT4_ELEMENT(row, table, j) (table)[LUT4_INDEX(row, j)]
+ROWS_AVX512(rows_avx512_lut4, uint8_t, LUT4_WEIGHTS32, LUT4_ELEMENT)
+
+/* The AVX-512 chunks of x_split: each 32 elements of x permuted by two two-source permutes
+ * (the same elements as the scalar gather, a decode step's product wrote them one by one). */
+AVX512 static void split_avx512(float *x_split, const float *x, int64_t whole, const int slot_element[LUT4_AVX512_CHUNK]) {
+    __m512i first = _mm512_loadu_si512(slot_element), second = _mm512_loadu_si512(slot_element + 16);
+    for (int64_t c = 0; c < whole; c += LUT4_AVX512_CHUNK) {
+        __m512 low = _mm512_loadu_ps(x + c), high = _mm512_loadu_ps(x + c + 16);
+        _mm512_storeu_ps(x_split + c, _mm512_permutex2var_ps(low, first, high));
+        _mm512_storeu_ps(x_split + c + 16, _mm512_permutex2var_ps(low, second, high));
+    }
+}
+
+static void rows_fp16(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
+}
+
+static void rows_fp32(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    const float *w = job->w;
+    for (int64_t r = first; r < last; r++) job->y[r] = dot32_avx512(w + r * job->row_stride, job->x, job->k);
+}
+
+static void rows_int8(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_int8, job->k, NULL, 0);
+    for (int64_t r = first; r < last; r++) job->y[r] *= job->table[r];
+}
+
+static void rows_lut4(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    if (!job->x_split) { /* rows shorter than a chunk */
+        x86_rows_lut4_avx2(context, first, last);
+        return;
+    }
+    rows_in_groups(job, job->x_split, first, last, rows_avx512_lut4, job->k / 2, job->table, ANE_LUT4_ENTRIES);
+}
+
+/* x's whole 32-element chunks in lut4_avx512_slot's order, the tail as it is. */
+static const float *split_lut4(float *x_split, const float *x, int64_t k) {
+    if (!x_split || k < LUT4_AVX512_CHUNK) return NULL;
+    int64_t whole = k / LUT4_AVX512_CHUNK * LUT4_AVX512_CHUNK;
+    int slot_element[LUT4_AVX512_CHUNK];
+    for (int s = 0; s < LUT4_AVX512_CHUNK; s++) slot_element[s] = lut4_avx512_slot(s);
+    split_avx512(x_split, x, whole, slot_element);
+    memcpy(x_split + whole, x + whole, (size_t)(k - whole) * sizeof *x_split);
+    return x_split;
+}
+
+/* ------------------------------------------------ products over a cache */
+
+/* AVX-512, for a decode step's products over a cache, which it reads from memory (the last
+ * step read that layer's cache a whole token of weights ago): such a product is bound by the
+ * memory's latency, not its arithmetic. So each panel of up to 128 columns is one pass down
+ * the rows, in order (a row's columns at once, eight registers), with the row
+ * VECMAT_PREFETCH_ROWS ahead asked for: [128, 128 of 256] fp16 from memory 3.1-3.5 -> ~1.8 us
+ * (a throwaway driver; from cache the same ~0.4 us); decodes at 1,000 positions (Stories110M
+ * int4) 0.96x the time, at ~70 within noise. Narrower panels (64, then 16 columns) take what
+ * is left; each column's sum is the chain VECMAT_COLUMNS computes. */
+enum { VECMAT_PREFETCH_ROWS = 16 };
+
+#define VECMAT_AVX512_PANEL(y, x, k, j, VECTORS, LOAD16, ROW_ADDRESS, ROW_BYTES)                    \
+    {                                                                                               \
+        __m512 a[VECTORS];                                                                          \
+        for (int t = 0; t < (VECTORS); t++) a[t] = _mm512_setzero_ps();                             \
+        for (int64_t i = 0; i < (k); i++) {                                                         \
+            if (i + VECMAT_PREFETCH_ROWS < (k))                                                     \
+                for (int b = 0; b < (ROW_BYTES); b += 64)                                           \
+                    _mm_prefetch((const char *)ROW_ADDRESS(i + VECMAT_PREFETCH_ROWS, j) + b, _MM_HINT_T0); \
+            __m512 weight = _mm512_set1_ps((x)[i]);                                                 \
+            for (int t = 0; t < (VECTORS); t++) a[t] = _mm512_fmadd_ps(weight, LOAD16(i, (j) + 16 * t), a[t]); \
+        }                                                                                           \
+        for (int t = 0; t < (VECTORS); t++) _mm512_storeu_ps((y) + (j) + 16 * t, a[t]);             \
+    }
+
+#define VECMAT_AVX512(y, x, k, n, LOAD16, AT, ROW_ADDRESS, ELEMENT_BYTES)                           \
+    int64_t j = 0;                                                                                  \
+    for (; j + 128 <= (n); j += 128) VECMAT_AVX512_PANEL(y, x, k, j, 8, LOAD16, ROW_ADDRESS, 128 * (ELEMENT_BYTES)) \
+    for (; j + 64 <= (n); j += 64) VECMAT_AVX512_PANEL(y, x, k, j, 4, LOAD16, ROW_ADDRESS, 64 * (ELEMENT_BYTES))     \
+    for (; j + 16 <= (n); j += 16) VECMAT_AVX512_PANEL(y, x, k, j, 1, LOAD16, ROW_ADDRESS, 16 * (ELEMENT_BYTES))     \
+    VECMAT_COLUMNS(y, x, k, j, n, AT)
+
+AVX512 static void vecmat_avx512(float *y, const float *x, const float *m, int64_t ld, int64_t k, int64_t n) {
+#define ROW_ADDRESS(i, j) (m + (i) * ld + (j))
+#define LOAD16(i, j) _mm512_loadu_ps(ROW_ADDRESS(i, j))
+#define AT(i, j) m[(i) * ld + (j)]
+    VECMAT_AVX512(y, x, k, n, LOAD16, AT, ROW_ADDRESS, 4)
+#undef ROW_ADDRESS
+#undef LOAD16
+#undef AT
+}
+
+AVX512 static void vecmat_fp16_avx512(float *y, const float *x, const uint16_t *m, int64_t ld, int64_t k, int64_t n) {
+#define ROW_ADDRESS(i, j) (m + (i) * ld + (j))
+#define LOAD16(i, j) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)ROW_ADDRESS(i, j)))
+#define AT(i, j) ane_fp16_to_fp32(m[(i) * ld + (j)])
+    VECMAT_AVX512(y, x, k, n, LOAD16, AT, ROW_ADDRESS, 2)
+#undef ROW_ADDRESS
+#undef LOAD16
+#undef AT
+}
+#undef VECMAT_AVX512
+#undef VECMAT_AVX512_PANEL
+
+void ane_kernels_x86_avx512(ane_kernel_table *t) {
+    t->rows_float[WEIGHTS_FP32] = rows_fp32;
+    t->rows_float[WEIGHTS_FP16] = rows_fp16;
+    t->rows_float[WEIGHTS_INT8] = rows_int8;
+    t->rows_float[WEIGHTS_LUT4] = rows_lut4;
+    t->split_lut4 = split_lut4;
+    t->vecmat_fp32 = vecmat_avx512;
+    t->vecmat_fp16 = vecmat_fp16_avx512;
+}
+#endif

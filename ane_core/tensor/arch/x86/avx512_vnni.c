@@ -1,0 +1,228 @@
+/* The AVX-512 VNNI kernels of the kernel table (kernels.h): products of int8 and 4-bit rows with
+ * integer activations through byte and word dot products (vpdpbusd, vpdpwssd), four rows at a
+ * time, and the codes laid out as they read them. Taken on CPUs with AVX-512F, BW and VNNI
+ * (base/cpu.h), over the AVX-512 level. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "../../kernels.h"
+#include "x86.h"
+
+enum { Q8_LUT4_VNNI_CHUNK = 128, Q16_LUT4_VNNI_CHUNK = 128 }; /* elements a step of the 4-bit kernels */
+
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+/* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
+ * maximum, one multiply, round to nearest even). */
+VNNI static void q8_palette_vnni(palette8 *p, const float *palette) {
+    __m512 entries = _mm512_loadu_ps(palette);
+    float largest = _mm512_reduce_max_ps(_mm512_abs_ps(entries));
+    float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+    p->scale = largest / 127.0f;
+    _mm_storeu_si128((__m128i *)p->entries, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(entries, _mm512_set1_ps(inverse)))));
+}
+
+/* int8 rows, up to four at a time as the float kernels (rows_in_groups' quarters): a chunk's
+ * activation codes, lane biases and lane scales are loaded once for all of them. A chunk's
+ * 16 lane sums are integer and exact (VNNI's unsigned weights plus 128 against the signed
+ * codes, from the lane's bias), then times their block scales; two accumulators a row,
+ * alternate chunks, then the tail: a row's dot is the same in any group. dots[r] = row r (at
+ * w + r row_bytes) times the codes of v, unscaled by the row, for count 1 or 4; the palette
+ * arguments are the 4-bit kernel's (q8_lut4_vnni takes the same), unused here. */
+VNNI static inline __attribute__((always_inline)) void q8_int8_vnni_inline(const char *w, int64_t row_bytes,
+                                                                            const code_vector *v, float *dots, int count) {
+    const char *rows[GEMV_GROUP];
+    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];
+    const __m512i plus128 = _mm512_set1_epi8((char)0x80);
+    for (int r = 0; r < count; r++) {
+        rows[r] = w + r * row_bytes;
+        a0[r] = a1[r] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
+        __m512i bias = _mm512_loadu_si512(v->lane_bias + j / 4), codes = _mm512_loadu_si512(v->codes8 + j);
+        __m512 scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        for (int r = 0; r < count; r++) {
+            __m512i weights = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + j), plus128);
+            __m512 lanes = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes));
+            if ((j / Q8_CHUNK) % 2 == 0) a0[r] = _mm512_fmadd_ps(lanes, scales, a0[r]);
+            else a1[r] = _mm512_fmadd_ps(lanes, scales, a1[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r])) + q8_int8_from((const int8_t *)rows[r], v, v->chunked);
+}
+
+VNNI static void q8_int8_vnni(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,
+                              const code_vector *v, float *dots, int count) {
+    (void)palettes, (void)palette_bytes;
+    if (count == GEMV_GROUP) q8_int8_vnni_inline(w, row_bytes, v, dots, GEMV_GROUP);
+    else q8_int8_vnni_inline(w, row_bytes, v, dots, 1);
+}
+
+/* 4-bit rows, 128 weights a step: the 64 packed bytes' two nibble masks are the even and the
+ * odd elements' indices, looked up (vpshufb) in the palette's entries plus 128, against the
+ * codes in the same order (split8); lane L of both products holds elements 8L .. 8L + 7 of the
+ * step, one block's, so two vpdpbusd from the 8 elements' bias (bias8) give each lane's exact
+ * sum, which takes its block's scale (chunk_scales). Per 128 weights a row: 9 vector
+ * operations, against 14 with the codes in element order (each index widened to its own
+ * byte). Grouped as q8_int8_vnni (the same arguments); the elements after the whole steps in
+ * scalar code (decode shapes have none: 768, 1024, 2048, 3072 are whole steps). */
+VNNI static inline __attribute__((always_inline)) void q8_lut4_vnni_inline(
+    const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, float *dots,
+    int count) {
+    const char *rows[GEMV_GROUP];
+    const palette8 *row_palettes[GEMV_GROUP];
+    __m512i tables[GEMV_GROUP];
+    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP];
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < count; r++) {
+        rows[r] = w + r * row_bytes;
+        row_palettes[r] = (const palette8 *)(palettes + r * palette_bytes);
+        tables[r] = _mm512_broadcast_i32x4(
+            _mm_xor_si128(_mm_loadu_si128((const __m128i *)row_palettes[r]->entries), _mm_set1_epi8((char)0x80)));
+        a0[r] = a1[r] = _mm512_setzero_ps();
+    }
+    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK, j = 0;
+    for (; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
+        __m512i even_codes = _mm512_loadu_si512(v->split8 + j);
+        __m512i odd_codes = _mm512_loadu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
+        __m512i bias = _mm512_loadu_si512(v->bias8 + j / 8);
+        __m512 scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        for (int r = 0; r < count; r++) {
+            __m512i bytes = _mm512_loadu_si512(rows[r] + j / 2);
+            __m512i even = _mm512_shuffle_epi8(tables[r], _mm512_and_si512(bytes, nibble));
+            __m512i odd = _mm512_shuffle_epi8(tables[r], _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble));
+            __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, even, even_codes), odd, odd_codes);
+            if ((j / Q8_LUT4_VNNI_CHUNK) % 2 == 0) a0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), scales, a0[r]);
+            else a1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), scales, a1[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r])) + q8_lut4_from((const uint8_t *)rows[r], row_palettes[r], v, whole);
+}
+
+VNNI static void q8_lut4_vnni(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,
+                              const code_vector *v, float *dots, int count) {
+    if (count == GEMV_GROUP) q8_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, GEMV_GROUP);
+    else q8_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, 1);
+}
+
+/* 4-bit rows with AVX-512 VNNI, 128 weights a step, grouped as q8_lut4_vnni (the same
+ * arguments). The 64 packed bytes are 32 words, word p holding the indices of elements
+ * 4p .. 4p + 3; vpermw reads an index's low five bits, so with the 16 entries twice in the
+ * table the word shifted by 4 s looks up element 4p + s's entry in slot p (s = 0..3), against
+ * the codes in the same order (split16). vpdpwssd adds the products of word pairs to 32-bit
+ * lanes: lane L of a lookup takes elements 8L + s and 8L + 4 + s, one block's; lookups 0 and 2
+ * go to one sum, 1 and 3 to another, so each lane sums 4 exact products (at most 4 x 16383 x
+ * 32767 < 2^31), and both, as floats, take their block's scale (chunk_scales). Per 128 weights
+ * a row: a load, 3 shifts, 4 lookups and 4 vpdpwssd, against 8 vdpbf16ps and their loads in
+ * the float kernel. The elements after the whole steps in scalar code. */
+VNNI static inline __attribute__((always_inline)) void q16_lut4_vnni_inline(
+    const char *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes, const code_vector *v, float *dots,
+    int count) {
+    const char *rows[GEMV_GROUP];
+    const palette16 *row_palettes[GEMV_GROUP];
+    __m512i tables[GEMV_GROUP];
+    __m512 sums[GEMV_GROUP];
+    for (int r = 0; r < count; r++) {
+        rows[r] = w + r * row_bytes;
+        row_palettes[r] = (const palette16 *)(palettes + r * palette_bytes);
+        __m256i entries = _mm256_loadu_si256((const __m256i *)row_palettes[r]->entries);
+        tables[r] = _mm512_inserti64x4(_mm512_castsi256_si512(entries), entries, 1);
+        sums[r] = _mm512_setzero_ps();
+    }
+    int64_t whole = v->k / Q16_LUT4_VNNI_CHUNK * Q16_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q16_LUT4_VNNI_CHUNK) {
+        const int16_t *codes = v->split16 + j;
+        __m512i c0 = _mm512_loadu_si512(codes), c1 = _mm512_loadu_si512(codes + 32);
+        __m512i c2 = _mm512_loadu_si512(codes + 64), c3 = _mm512_loadu_si512(codes + 96);
+        __m512 scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        for (int r = 0; r < count; r++) {
+            __m512i packed = _mm512_loadu_si512(rows[r] + j / 2);
+            __m512i even = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_permutexvar_epi16(packed, tables[r]), c0);
+            __m512i odd = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                              _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 4), tables[r]), c1);
+            even = _mm512_dpwssd_epi32(even, _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 8), tables[r]), c2);
+            odd = _mm512_dpwssd_epi32(odd, _mm512_permutexvar_epi16(_mm512_srli_epi16(packed, 12), tables[r]), c3);
+            __m512 lanes = _mm512_add_ps(_mm512_cvtepi32_ps(even), _mm512_cvtepi32_ps(odd));
+            sums[r] = _mm512_fmadd_ps(lanes, scales, sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(sums[r]) + q16_lut4_from((const uint8_t *)rows[r], row_palettes[r], v, whole);
+}
+
+VNNI static void q16_lut4_vnni(const void *w, int64_t row_bytes, const char *palettes, int64_t palette_bytes,
+                               const code_vector *v, float *dots, int count) {
+    if (count == GEMV_GROUP) q16_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, GEMV_GROUP);
+    else q16_lut4_vnni_inline(w, row_bytes, palettes, palette_bytes, v, dots, 1);
+}
+
+/* Rows of an integer job through the grouped kernels above, each column's dots times the
+ * rows' scales. */
+static void integer_group(const void *context, int64_t row, int64_t apart, int count) {
+    const integer_job *job = context;
+    int lut = job->encoding == ANE_ENCODING_LUT4;
+    int64_t row_bytes = lut ? job->k / 2 : job->k;
+    int64_t palette_bytes = job->activations == ANE_ACTIVATIONS_INT8 ? sizeof(palette8) : sizeof(palette16);
+    const char *w = (const char *)job->data + row * row_bytes;
+    const char *palettes = lut ? job->palette_codes + row * palette_bytes : NULL;
+    void (*kernel)(const void *, int64_t, const char *, int64_t, const code_vector *, float *, int) =
+        !lut ? q8_int8_vnni : job->activations == ANE_ACTIVATIONS_INT8 ? q8_lut4_vnni : q16_lut4_vnni;
+    for (int64_t c = 0; c < job->count; c++) {
+        float dots[GEMV_GROUP];
+        kernel(w, apart * row_bytes, palettes, apart * palette_bytes, &job->columns[c], dots, count);
+        for (int g = 0; g < count; g++) {
+            int64_t r = row + g * apart;
+            /* palette8 and palette16 both start with their scale */
+            float scale = lut ? *(const float *)(job->palette_codes + r * palette_bytes) : job->table[r];
+            job->y[r * job->count + c] = dots[g] * scale;
+        }
+    }
+}
+
+static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, integer_group, context); }
+
+/* int8 rows read the lanes (scale and -128 x code sum per 4 codes); 4-bit rows the codes of each
+ * 128 elements' even elements, then odd ones, the chunk scales and -128 x each 8 codes' sum. */
+static void arrange_codes8(code_vector *v, int for_lut4) {
+    if (!for_lut4) {
+        for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
+            const int8_t *c = v->codes8 + lane * 4;
+            v->lane_scales[lane] = v->block_scales[lane * 4 / Q8_BLOCK];
+            v->lane_bias[lane] = -128 * (c[0] + c[1] + c[2] + c[3]);
+        }
+        return;
+    }
+    fill_chunk_scales(v);
+    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK)
+        for (int i = 0; i < Q8_LUT4_VNNI_CHUNK / 2; i++) {
+            v->split8[j + i] = v->codes8[j + 2 * i];
+            v->split8[j + Q8_LUT4_VNNI_CHUNK / 2 + i] = v->codes8[j + 2 * i + 1];
+        }
+    for (int64_t lane = 0; lane < whole / 8; lane++) {
+        int32_t sum = 0;
+        for (int i = 0; i < 8; i++) sum += v->codes8[8 * lane + i];
+        v->bias8[lane] = -128 * sum;
+    }
+}
+
+/* 4-bit rows: q16_lut4_vnni's order, per 128 elements element 4 p + s in slot 32 s + p (int8
+ * rows read the codes as they are, through AVX2's word products). */
+static void arrange_codes16(code_vector *v, int for_lut4) {
+    if (!for_lut4) return;
+    fill_chunk_scales(v);
+    for (int64_t j = 0; j + Q16_LUT4_VNNI_CHUNK <= v->k; j += Q16_LUT4_VNNI_CHUNK)
+        for (int slot = 0; slot < Q16_LUT4_VNNI_CHUNK; slot++)
+            v->split16[j + slot] = v->codes16[j + 4 * (slot % 32) + slot / 32];
+}
+
+void ane_kernels_x86_avx512_vnni(ane_kernel_table *t) {
+    t->rows_integer[0][0] = t->rows_integer[1][0] = t->rows_integer[1][1] = rows_grouped;
+    t->arrange_codes8 = arrange_codes8;
+    t->arrange_codes16 = arrange_codes16;
+    t->palette8 = q8_palette_vnni;
+}
+#endif

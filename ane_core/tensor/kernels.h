@@ -1,0 +1,241 @@
+/* The CPU's hot loops as one table of kernels (internal to ane_core/tensor): the matrix-vector
+ * products by weight encoding and activation type, the products over a cache, the integer
+ * activations' codes and palettes, e^x and friends, sums and maxima, the AdamW step, the
+ * decoding of 4-bit rows and transposes. ane_kernels() builds the table once per process: the
+ * scalar reference kernels (kernels_scalar.c), then, level by level as far as the CPU goes,
+ * the entries each instruction set's file replaces (arch/x86/: AVX, AVX2, AVX-512, AVX-512 VNNI,
+ * AVX-512 BF16; arch/arm/: NEON, then NEON's dot products). ANELUA_CPU caps the level
+ * (base/cpu.h). The public functions, the threading and the memory a product needs stay in
+ * gemv.c, vector_math.c, optim.c, quantize.c and tensor.c, which read the table.
+ *
+ * What every level keeps (the specs check each level against the scalar one):
+ * - the fp16 and fp32 row kernels of one level sum in the same order, so fp16 weights give the
+ *   bits of their values in fp32, and whole chunks of ANE_GEMV_CHUNK zeros add nothing;
+ * - a row's result does not depend on which rows share its call (grouped kernels);
+ * - products over a cache (vecmat), e^x and friends, sums and maxima, AdamW, the integer codes
+ *   and palettes, decoded 4-bit rows and transposes are the scalar kernels' bits;
+ * - the other products stay within the error bounds spec/c/test_gemv.c derives. */
+#ifndef ANE_TENSOR_KERNELS_H
+#define ANE_TENSOR_KERNELS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/parallel.h"
+#include "quantize.h"
+
+/* ------------------------------------------------ float activations */
+
+/* One matrix-vector product's share: y[r] = row r of w times x for r in [first, last). */
+typedef struct gemv_job {
+    float *y;
+    const void *w;        /* [rows, k], fp16 or fp32; or encoded (quantize.h) */
+    const float *x;       /* [k] */
+    int64_t k;
+    int64_t row_stride;   /* elements from one fp16 / fp32 row to the next: k, or more (the first k of longer rows) */
+    const float *table;   /* encoded: per-row scales [rows] or palettes [rows, 16] */
+    const float *x_split; /* 4-bit rows: x [k] in the order the level's kernel reads (split_lut4), or NULL */
+    const uint16_t *words; /* 4-bit rows: their palettes as bf16 words [rows, 16] (ane_palette_codes), or NULL */
+} gemv_job;
+
+/* The row kernels' weight types, the first index of kernels.rows_float and rows_integer. */
+typedef enum kernel_weights { WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHT_KINDS } kernel_weights;
+
+/* Rows a grouped kernel takes at once (four rows a quarter of a share apart: in_row_groups). */
+#define GEMV_GROUP 4
+
+/* Rows first .. last of a share in groups: four rows a quarter of the share apart at a time
+ * (row i of each quarter), then the rows left over one by one; body(context, row, apart,
+ * count) takes rows row, row + apart, ... (count of them). */
+typedef void (*row_group_body)(const void *context, int64_t row, int64_t apart, int count);
+
+static inline void in_row_groups(int64_t first, int64_t last, row_group_body body, const void *context) {
+    int64_t quarter = (last - first) / GEMV_GROUP;
+    for (int64_t i = 0; i < quarter; i++) body(context, first + i, quarter, GEMV_GROUP);
+    for (int64_t r = first + GEMV_GROUP * quarter; r < last; r++) body(context, r, 1, 1);
+}
+
+/* y[first..n) = x^T M's columns, element by element: the one order every vecmat kernel keeps
+ * (per column, rows 0..k-1, one fused multiply-add each), so an fp16 matrix gives the very sums
+ * of its values converted to fp32, and a column's sum does not depend on how many columns are
+ * computed. AT(i, j) reads M[i, j] as fp32. */
+#define VECMAT_COLUMNS(y, x, k, first, n, AT)                                                      \
+    for (int64_t j_ = (first); j_ < (n); j_++) (y)[j_] = 0.0f;                                      \
+    for (int64_t i_ = 0; i_ < (k); i_++)                                                            \
+        for (int64_t j_ = (first); j_ < (n); j_++) (y)[j_] = fmaf((x)[i_], AT(i_, j_), (y)[j_]);
+
+/* ------------------------------------------------ integer activations */
+
+/* x quantized per block of 32 consecutive elements (gemv.h); vector loops take whole chunks
+ * of 64. */
+#define Q8_BLOCK 32
+#define Q8_CHUNK 64
+#define Q16_BLOCK 32
+#define Q16_LEVELS 32767
+#define Q16_PALETTE_LEVELS 16383
+
+/* An activation vector quantized in blocks of 32 for integer products: int8 codes or int16
+ * codes, the block scales, and what the level's kernels read besides (arranged by
+ * arrange_codes8 / arrange_codes16 in memory code_vector_bytes gives). */
+typedef struct code_vector {
+    int64_t k, chunked;  /* elements; those in whole 64-element chunks */
+    int8_t *codes8;      /* [k] (int8 activations) */
+    int16_t *codes16;    /* [k] (int16 activations) */
+    float *block_scales; /* [ceil(k / 32)]: NaN where the block holds a NaN or inf */
+    float *lane_scales;  /* [chunked / 4]: the scale of each 4-element lane's block (VNNI only) */
+    int32_t *lane_bias;  /* [chunked / 4]: -128 x the lane's code sum (VNNI only) */
+    int8_t *split8;      /* [chunked]: the codes in the order a level's 4-bit kernel reads them (else NULL) */
+    int16_t *split16;    /* [chunked]: the int16 codes likewise (else NULL) */
+    float *chunk_scales; /* [chunked / 8]: per 64-element chunk, its first block's scale four times,
+                            then its second's: the lanes of 8 elements of AVX2's 4-bit products (else NULL) */
+    int32_t *bias8;      /* [chunked / 8]: -128 x the codes' sum of each 8 elements (VNNI's 4-bit
+                            products; else NULL) */
+} code_vector;
+
+/* A row's palette as integer entries times one scale, quantized like an activation block:
+ * int8 entries for int8 activations, 15-bit ones for int16 activations (the scale first in both). */
+typedef struct palette8 {
+    float scale;
+    int8_t entries[ANE_LUT4_ENTRIES];
+} palette8;
+
+typedef struct palette16 {
+    float scale;
+    int16_t entries[ANE_LUT4_ENTRIES];
+} palette16;
+
+/* Rows of a product with integer activations: y [rows, count] for count quantized columns. */
+typedef struct integer_job {
+    float *y; /* [rows, columns] */
+    const void *data;
+    const float *table;         /* int8 rows: [rows] scales */
+    const char *palette_codes;  /* 4-bit rows: [rows] palette8 or palette16 */
+    const code_vector *columns; /* [columns] */
+    int64_t count, k;
+    ane_weight_encoding encoding;
+    ane_activations activations;
+} integer_job;
+
+/* The memory a code_vector of k elements takes (quantize_codes_with's `memory`). */
+size_t code_vector_bytes(int64_t k, ane_activations activations);
+
+/* x [k] (element j at x[j * stride]) quantized into v through the table's kernels (gemv.c):
+ * the codes and block scales, then what its integer kernels read besides (for_lut4: the
+ * product's rows are 4-bit). */
+struct ane_kernel_table;
+void quantize_codes_with(const struct ane_kernel_table *kernels, code_vector *v, void *memory, const float *x,
+                         int64_t stride, int64_t k, ane_activations activations, int for_lut4);
+
+/* A level's single-row dot products against one quantized column (unscaled by the row). */
+typedef float (*integer_dot_int8)(const int8_t *q, const code_vector *v);
+typedef float (*integer_dot_lut4)(const uint8_t *packed, const void *palette, const code_vector *v);
+
+/* An integer job's rows first .. last through one row-by-column dot product of each kind
+ * (kernels_scalar.c): every level without grouped kernels runs its dots through this. */
+void integer_rows_by_dots(const integer_job *job, int64_t first, int64_t last, integer_dot_int8 dot_int8,
+                          integer_dot_lut4 dot_lut4);
+
+/* The scalar sums of blocks from element `from` (a block boundary) on: scale x exact integer
+ * sum per block, added in order (the vector kernels' tails). */
+float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from);
+float q8_lut4_from(const uint8_t *packed, const palette8 *p, const code_vector *v, int64_t from);
+float q16_int8_from(const int8_t *q, const code_vector *v, int64_t from);
+float q16_lut4_from(const uint8_t *packed, const palette16 *p, const code_vector *v, int64_t from);
+
+/* The scale and int16 codes of one block of values (element j at x[j * stride]), `levels` the
+ * largest code: max |x| / levels and round(x levels / max |x|); a NaN scale (and zero codes)
+ * for a block with a NaN or inf. */
+float block_codes16(const float *x, int64_t stride, int64_t count, float levels, int16_t *codes);
+
+/* Per 64-element chunk, its two blocks' scales as the lanes of AVX2's 4-bit products take them. */
+void fill_chunk_scales(code_vector *v);
+
+/* ------------------------------------------------ the rest */
+
+/* AdamW's constants for one step (optim.c): per element, g' = g scale, m = b1 m + (1 - b1) g',
+ * v = b2 v + (1 - b2) g' g', p -= lr (m inv_c1 / (sqrt(v inv_c2) + eps) + wd p), in that order
+ * and without fused multiply-adds, so every level gives the same bits. */
+typedef struct adamw_constants {
+    float b1, b2, lr, eps, wd, inv_c1, inv_c2, scale;
+} adamw_constants;
+
+/* A transpose of 4-byte elements: out [rows, cols], element (r, c) read at in[r + c * column_step]. */
+typedef struct transpose_job {
+    uint32_t *out;
+    const uint32_t *in;
+    int64_t rows, cols, column_step;
+} transpose_job;
+
+enum { TRANSPOSE_TILE = 32 };
+
+/* ------------------------------------------------ scalar pieces the vector kernels share */
+
+float exp_scalar(float x); /* the scalar e^x of vector_math.h (its tails) */
+void adamw_scalar(const adamw_constants *c, float *p, float *m, float *v, const float *g, int64_t count);
+void lut4_decode_scalar(const uint8_t *packed, const float *palette, int64_t count, float *out);
+
+/* ------------------------------------------------ the table */
+
+typedef struct ane_kernel_table {
+    const char *level; /* the instruction sets in use, e.g. "avx512-vnni-bf16", "neon-dotprod", "scalar" */
+
+    /* Float activations: the rows [first, last) of a gemv_job (an ane_range_body over it). */
+    ane_range_body rows_float[WEIGHT_KINDS];
+    /* x_split [k] for this level's 4-bit kernel (memory for k floats): x's whole chunks in its
+     * order; returns x_split, or NULL where the kernel reads x as it is. */
+    const float *(*split_lut4)(float *x_split, const float *x, int64_t k);
+    int lut4_reads_words; /* the 4-bit kernel reads palettes as bf16 words (ane_palette_codes under float activations) */
+
+    /* y [n] = x^T M over the first n columns of M [k, ld] (VECMAT_COLUMNS' sums). */
+    void (*vecmat_fp32)(float *y, const float *x, const float *m, int64_t ld, int64_t k, int64_t n);
+    void (*vecmat_fp16)(float *y, const float *x, const uint16_t *m, int64_t ld, int64_t k, int64_t n);
+
+    /* Integer activations: rows [first, last) of an integer_job, by [int8 rows, 4-bit rows]
+     * and [int8, int16 activations]. */
+    ane_range_body rows_integer[2][2];
+    /* One whole block of 32 contiguous values quantized (the scalar codes and scale); returns 0
+     * for a block with a NaN or inf (the caller's scalar loop takes it). NULL: no vector form. */
+    int (*quantize_block8)(const float *x, int8_t *codes, float *scale);
+    int (*quantize_block16)(const float *x, int16_t *codes, float *scale);
+    /* After the codes: what the level's integer kernels read besides (lanes, split orders,
+     * chunk scales), in the memory past the codes; for_lut4: the rows are 4-bit. */
+    void (*arrange_codes8)(code_vector *v, int for_lut4);
+    void (*arrange_codes16)(code_vector *v, int for_lut4);
+    void (*palette8)(palette8 *p, const float *palette /* [16] */);
+    void (*palette16)(palette16 *p, const float *palette /* [16] */);
+
+    /* Elementwise maps (vector_math.h; out may equal x) and a softmax row's numerators. */
+    void (*exp)(float *out, const float *x, int64_t n);
+    void (*tanh)(float *out, const float *x, int64_t n);
+    void (*sigmoid)(float *out, const float *x, int64_t n);
+    void (*silu)(float *out, const float *x, int64_t n);
+    float (*exp_shifted_sum)(float *out, const float *x, float shift, int64_t n);
+    /* partial[l] (8 of them) over elements l, l + 8, ... of x from `from` to `whole` (multiples
+     * of 8): the sum, or the maximum with NaN passed on (take_max). */
+    void (*reduce_partials)(float *partial, const float *x, int64_t from, int64_t whole, int take_max);
+
+    /* AdamW over count elements from `start` of p, m and v with gradients g [count]. */
+    void (*adamw)(const adamw_constants *c, float *p, float *m, float *v, const float *g, int64_t count);
+
+    /* A 4-bit row's count elements decoded exactly: out[j] = palette[index j]. */
+    void (*lut4_decode)(const uint8_t *packed, const float *palette, int64_t count, float *out);
+
+    /* The whole 32 x 32 tile of out at rows r, columns c. */
+    void (*transpose_tile)(const transpose_job *j, int64_t r, int64_t c);
+} ane_kernel_table;
+
+/* The table for this CPU (built at first use; safe from any thread). */
+const ane_kernel_table *ane_kernels(void);
+
+/* Each file's entries over the table so far. */
+void ane_kernels_scalar(ane_kernel_table *t);
+void ane_kernels_x86_avx(ane_kernel_table *t);         /* arch/x86/avx.c */
+void ane_kernels_x86_avx2(ane_kernel_table *t);        /* arch/x86/avx2.c */
+void ane_kernels_x86_avx512(ane_kernel_table *t);      /* arch/x86/avx512.c */
+void ane_kernels_x86_avx512_vnni(ane_kernel_table *t); /* arch/x86/avx512_vnni.c */
+void ane_kernels_x86_avx512_bf16(ane_kernel_table *t); /* arch/x86/avx512_bf16.c */
+void ane_kernels_arm_neon(ane_kernel_table *t);        /* arch/arm/neon.c */
+void ane_kernels_arm_dotprod(ane_kernel_table *t);     /* arch/arm/dotprod.c */
+
+#endif
