@@ -89,6 +89,7 @@ void ane_lua_open_quantize(lua_State *L);     /* adds ane.quantize and ane.quant
 void ane_lua_open_target(lua_State *L);       /* adds ane.target, ane.set_default_target, ... */
 /* The `target` (and `max_conv_channels`) of the options table at options_index (l_target.c). */
 void ane_lua_read_target(lua_State *L, int options_index, ane_target *out);
+void ane_lua_open_kernels(lua_State *L);      /* adds ane.cpu_kernels and ane.kernel_time to the table on top */
 void ane_lua_open_program(lua_State *L);      /* adds compile, compile_mil, cached, stats, ... to the table on top */
 
 struct ane_report;

@@ -376,6 +376,7 @@ int luaopen_ane(lua_State *L) {
     ane_lua_open_target(L);
     ane_lua_open_quantize(L);
     ane_lua_open_program(L);
+    ane_lua_open_kernels(L);
     ane_lua_open_bpe(L);
     lua_setfield(L, -2, "_bpe");
     ane_lua_open_spm(L);

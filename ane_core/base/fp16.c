@@ -1,5 +1,5 @@
-/* fp32 <-> fp16 <-> bf16 conversions: a bit-level scalar path and F16C / NEON vector paths
- * (see fp16.h for the rounding rules). */
+/* fp32 <-> fp16 <-> bf16 conversions of arrays (F16C / NEON vector paths and a scalar one) and
+ * bf16 values (fp16.h has the rounding rules and the single fp16 values). */
 #include "fp16.h"
 
 #include "cpu.h"
@@ -26,64 +26,6 @@ static float bits_float(uint32_t bits) {
     float value;
     memcpy(&value, &bits, sizeof value);
     return value;
-}
-
-uint16_t ane_fp32_to_fp16(float value) {
-    uint32_t bits = float_bits(value);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t exponent = (bits >> 23) & 0xFFu;
-    uint32_t mantissa = bits & 0x7FFFFFu;
-
-    if (exponent == 0xFFu) {
-        if (mantissa == 0) return sign | 0x7C00u;                          /* ±inf */
-        return sign | 0x7C00u | 0x0200u | (uint16_t)(mantissa >> 13);      /* quiet NaN */
-    }
-    int unbiased = (int)exponent - 127;
-    if (unbiased > 15) return sign | 0x7C00u; /* too large even before rounding */
-
-    if (unbiased >= -14) {
-        /* Normal fp16: keep 10 of the 23 mantissa bits, round the 13 dropped ones. A
-         * carry out of the mantissa correctly bumps the exponent (up to inf). */
-        uint32_t half_bits = ((uint32_t)(unbiased + 15) << 10) | (mantissa >> 13);
-        uint32_t dropped = mantissa & 0x1FFFu;
-        if (dropped > 0x1000u || (dropped == 0x1000u && (half_bits & 1u))) half_bits++;
-        return sign | (uint16_t)half_bits;
-    }
-
-    /* Subnormal fp16 (or zero): the value is significand * 2^(unbiased - 23) and the fp16
-     * unit is 2^-24, so the result is significand >> (-unbiased - 1), rounded. */
-    if (exponent == 0) return sign; /* fp32 zero or subnormal: far below 2^-25 */
-    uint32_t significand = mantissa | 0x800000u;
-    int shift = -unbiased - 1; /* >= 14 */
-    if (shift > 24) return sign; /* below half the smallest subnormal */
-    uint32_t kept = significand >> shift;
-    uint32_t dropped = significand & ((1u << shift) - 1u);
-    uint32_t halfway = 1u << (shift - 1);
-    if (dropped > halfway || (dropped == halfway && (kept & 1u))) kept++;
-    return sign | (uint16_t)kept;
-}
-
-float ane_fp16_to_fp32(uint16_t half) {
-    uint32_t sign = (uint32_t)(half & 0x8000u) << 16;
-    uint32_t exponent = (half >> 10) & 0x1Fu;
-    uint32_t mantissa = half & 0x3FFu;
-
-    if (exponent == 0x1Fu) {
-        if (mantissa == 0) return bits_float(sign | 0x7F800000u);
-        return bits_float(sign | 0x7FC00000u | (mantissa << 13));
-    }
-    if (exponent == 0) {
-        if (mantissa == 0) return bits_float(sign);
-        /* Subnormal: normalize so the leading 1 becomes the implicit bit. */
-        int unbiased = -14;
-        while (!(mantissa & 0x400u)) {
-            mantissa <<= 1;
-            unbiased--;
-        }
-        mantissa &= 0x3FFu;
-        return bits_float(sign | ((uint32_t)(unbiased + 127) << 23) | (mantissa << 13));
-    }
-    return bits_float(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
 }
 
 uint16_t ane_fp32_to_bf16(float value) {
