@@ -42,6 +42,26 @@ typedef struct gemv_job {
 /* The row kernels' weight types, the first index of kernels.rows_float and rows_integer. */
 typedef enum kernel_weights { WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHT_KINDS } kernel_weights;
 
+/* A level's single-row dot products with float activations (int8 rows unscaled: the caller
+ * applies the row's scale; a 4-bit row's table is its 16-entry palette). */
+typedef struct float_dots {
+    float (*fp32)(const float *w, const float *x, int64_t k);
+    float (*fp16)(const uint16_t *w, const float *x, int64_t k);
+    float (*int8)(const int8_t *q, const float *x, int64_t k);
+    float (*lut4)(const uint8_t *packed, const float *palette, const float *x, int64_t k);
+} float_dots;
+
+/* Rows [first, last) of a gemv_job of the given weights, one row at a time through `dots`
+ * (kernels_scalar.c): the row kernels of every level without grouped ones. */
+void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots);
+
+/* Defines rows_fp32, rows_fp16, rows_int8 and rows_lut4 (ane_range_body) over the float_dots `dots`. */
+#define ROWS_BY_DOTS(dots)                                                                                        \
+    static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &(dots)); } \
+    static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &(dots)); } \
+    static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &(dots)); } \
+    static void rows_lut4(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_LUT4, &(dots)); }
+
 /* Rows a grouped kernel takes at once (four rows a quarter of a share apart: in_row_groups). */
 #define GEMV_GROUP 4
 

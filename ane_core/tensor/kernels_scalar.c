@@ -35,30 +35,18 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
     return total;
 }
 
-static void rows_fp16(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const uint16_t *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_fp16(w + r * job->row_stride, job->x, job->k);
+void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots) {
+    int64_t k = job->k, stride = job->row_stride;
+    for (int64_t r = first; r < last; r++) {
+        if (weights == WEIGHTS_FP32) job->y[r] = dots->fp32((const float *)job->w + r * stride, job->x, k);
+        else if (weights == WEIGHTS_FP16) job->y[r] = dots->fp16((const uint16_t *)job->w + r * stride, job->x, k);
+        else if (weights == WEIGHTS_INT8) job->y[r] = dots->int8((const int8_t *)job->w + r * k, job->x, k) * job->table[r];
+        else job->y[r] = dots->lut4((const uint8_t *)job->w + r * (k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, k);
+    }
 }
 
-static void rows_fp32(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const float *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_fp32(w + r * job->row_stride, job->x, job->k);
-}
-
-static void rows_int8(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const int8_t *q = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_int8(q + r * job->k, job->x, job->k) * job->table[r];
-}
-
-static void rows_lut4(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const uint8_t *packed = job->w;
-    for (int64_t r = first; r < last; r++)
-        job->y[r] = dot_lut4(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, job->k);
-}
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4};
+ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) {
     (void)x_split, (void)x, (void)k;

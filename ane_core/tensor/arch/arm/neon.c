@@ -124,30 +124,8 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
     return total;
 }
 
-static void rows_fp16(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const uint16_t *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_fp16(w + r * job->row_stride, job->x, job->k);
-}
-
-static void rows_fp32(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const float *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_fp32(w + r * job->row_stride, job->x, job->k);
-}
-
-static void rows_int8(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const int8_t *q = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_int8(q + r * job->k, job->x, job->k) * job->table[r];
-}
-
-static void rows_lut4(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const uint8_t *packed = job->w;
-    for (int64_t r = first; r < last; r++)
-        job->y[r] = dot_lut4(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, job->k);
-}
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4};
+ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) { /* x is read in order */
     (void)x_split, (void)x, (void)k;
@@ -244,34 +222,16 @@ static int quantize_block16(const float *x, int16_t *codes, float *scale) {
 
 /* The exact integer sum of 32 int8 weights times 32 int8 codes: pairs of products in 16 bits
  * (at most 2 x 128 x 127), then added pairwise into 32 bits. */
-static inline int32_t block_sum8(int8x16_t w0, int8x16_t w1, const int8_t *codes) {
+static int32_t block_sum8(int8x16_t w0, int8x16_t w1, const int8_t *codes) {
     int8x16_t c0 = vld1q_s8(codes), c1 = vld1q_s8(codes + 16);
     int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(c0)), w0, c0);
     int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(c1)), w1, c1);
     return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
 }
 
-/* Whole blocks, each one's scale x exact integer sum added to the total in order (the scalar
- * kernels' sums), then the tail through the scalar code. */
-static float q8_int8(const int8_t *q, const code_vector *v) {
-    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
-    float total = 0.0f;
-    for (; j < whole; j += Q8_BLOCK)
-        total += v->block_scales[j / Q8_BLOCK] * (float)block_sum8(vld1q_s8(q + j), vld1q_s8(q + j + 16), v->codes8 + j);
-    return total + q8_int8_from(q, v, j);
-}
-
+static float q8_int8(const int8_t *q, const code_vector *v) { return q8_int8_with(q, v, block_sum8); }
 static float q8_lut4(const uint8_t *packed, const void *palette, const code_vector *v) {
-    const palette8 *p = palette;
-    int8x16_t entries = vld1q_s8(p->entries);
-    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
-    float total = 0.0f;
-    for (; j < whole; j += Q8_BLOCK) {
-        int8x16_t w0, w1;
-        lut4_entries8(packed + j / 2, entries, &w0, &w1);
-        total += v->block_scales[j / Q8_BLOCK] * (float)block_sum8(w0, w1, v->codes8 + j);
-    }
-    return total + q8_lut4_from(packed, p, v, j);
+    return q8_lut4_with(packed, palette, v, block_sum8);
 }
 
 /* 32 int16 weights (four registers, in order) of int8 rows times a block's int16 codes,

@@ -6,6 +6,8 @@
 #include <arm_neon.h>
 #include <stdint.h>
 
+#include "../../kernels.h"
+
 /* A 4-bit row's int8 palette entries for 32 elements (16 packed bytes, element 2i in byte i's
  * low nibble, 2i + 1 in its high one), in element order: the zipped nibbles index a tbl lookup. */
 static inline void lut4_entries8(const uint8_t *packed, int8x16_t entries, int8x16_t *w0, int8x16_t *w1) {
@@ -13,6 +15,34 @@ static inline void lut4_entries8(const uint8_t *packed, int8x16_t entries, int8x
     uint8x16_t low = vandq_u8(bytes, vdupq_n_u8(15)), high = vshrq_n_u8(bytes, 4);
     *w0 = vqtbl1q_s8(entries, vzip1q_u8(low, high));
     *w1 = vqtbl1q_s8(entries, vzip2q_u8(low, high));
+}
+
+/* A level's exact integer sum of 32 int8 weights (two registers) times 32 int8 codes. */
+typedef int32_t (*block_sum8_fn)(int8x16_t w0, int8x16_t w1, const int8_t *codes);
+
+/* The products of an int8 row / a 4-bit row with int8 activations through a level's block sum:
+ * each whole block's scale x exact integer sum added to the row's total in order (the scalar
+ * kernels' sums, so the scalar bits), then the tail through the scalar code. Inlined with the
+ * level's block_sum (neon.c, dotprod.c). */
+static inline __attribute__((always_inline)) float q8_int8_with(const int8_t *q, const code_vector *v, block_sum8_fn block_sum) {
+    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
+    float total = 0.0f;
+    for (; j < whole; j += Q8_BLOCK)
+        total += v->block_scales[j / Q8_BLOCK] * (float)block_sum(vld1q_s8(q + j), vld1q_s8(q + j + 16), v->codes8 + j);
+    return total + q8_int8_from(q, v, j);
+}
+
+static inline __attribute__((always_inline)) float q8_lut4_with(const uint8_t *packed, const palette8 *p, const code_vector *v,
+                                                                block_sum8_fn block_sum) {
+    int8x16_t entries = vld1q_s8(p->entries);
+    int64_t whole = v->k / Q8_BLOCK * Q8_BLOCK, j = 0;
+    float total = 0.0f;
+    for (; j < whole; j += Q8_BLOCK) {
+        int8x16_t w0, w1;
+        lut4_entries8(packed + j / 2, entries, &w0, &w1);
+        total += v->block_scales[j / Q8_BLOCK] * (float)block_sum(w0, w1, v->codes8 + j);
+    }
+    return total + q8_lut4_from(packed, p, v, j);
 }
 #endif
 

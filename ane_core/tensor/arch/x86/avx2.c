@@ -230,34 +230,22 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_bf16_avx2(const uint8_
     return total;
 }
 
-static void rows_fp16(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const uint16_t *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_avx2(w + r * job->row_stride, job->x, job->k);
-}
+static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2};
 
-static void rows_fp32(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const float *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot32_avx2(w + r * job->row_stride, job->x, job->k);
-}
-
-static void rows_int8(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const int8_t *q = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot_int8_avx2(q + r * job->k, job->x, job->k) * job->table[r];
-}
+static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &dots); }
+static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &dots); }
+static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &dots); }
 
 /* With x_split (split_lut4 below): the two-byte kernel; without (k under a chunk), the exact lookup. */
 void x86_rows_lut4_avx2(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
-    const uint8_t *packed = job->w;
-    for (int64_t r = first; r < last; r++) {
-        const float *palette = job->table + r * ANE_LUT4_ENTRIES;
-        const uint8_t *row = packed + r * (job->k / 2);
-        job->y[r] = job->x_split ? dot_lut4_bf16_avx2(row, palette, job->x_split, job->x, job->k)
-                                 : dot_lut4_avx2(row, palette, job->x, job->k);
+    if (!job->x_split) {
+        rows_by_dots(job, first, last, WEIGHTS_LUT4, &dots);
+        return;
     }
+    const uint8_t *packed = job->w;
+    for (int64_t r = first; r < last; r++)
+        job->y[r] = dot_lut4_bf16_avx2(packed + r * (job->k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x_split, job->x, job->k);
 }
 
 /* x's whole 64-element chunks in lut4_split_slot's order, the tail as it is. */

@@ -131,10 +131,9 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
-static void rows_fp32(void *context, int64_t first, int64_t last) {
-    const gemv_job *job = context;
-    const float *w = job->w;
-    for (int64_t r = first; r < last; r++) job->y[r] = dot32_avx512(w + r * job->row_stride, job->x, job->k);
+static void rows_fp32(void *job, int64_t first, int64_t last) {
+    static const float_dots dots = {.fp32 = dot32_avx512};
+    rows_by_dots(job, first, last, WEIGHTS_FP32, &dots);
 }
 
 static void rows_int8(void *context, int64_t first, int64_t last) {
