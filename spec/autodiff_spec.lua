@@ -28,6 +28,17 @@ describe("autodiff matches finite differences", function()
       check(op, { { 2, 4 } }, function(g, a) return g[op](g, a) end, { low = 0.5, high = 2 })
     end
     check("cast", { { 2, 4 } }, function(g, a) return g:cast(a, "fp32") end)
+    for _, mode in ipairs({ "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION" }) do
+      check("gelu " .. mode, { { 2, 4 } }, function(g, a) return g:gelu(a, { mode = mode }) end, { low = -3, high = 3 })
+    end
+  end)
+
+  it("says gelu's EXACT mode has no gradient rule, and which modes do", function()
+    local g = ane.graph("gelu_exact")
+    local x = g:input("x", { 2, 4 }, "fp32")
+    g:output("y", g:reduce_sum(g:gelu(x), { 0, 1 }))
+    assert.error_matches(function() ane.grad(g, { wrt = { "x" } }) end,
+      "gelu_0 %(gelu%) with mode EXACT has no gradient rule %(its slope needs erf.*use mode TANH_APPROXIMATION or SIGMOID_APPROXIMATION")
   end)
 
   it("for layout ops", function()

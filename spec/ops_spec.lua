@@ -29,6 +29,7 @@ local samples = {
   sigmoid = { { { 2, 3 } }, function(g, a) return g:sigmoid(a) end },
   silu = { { { 2, 3 } }, function(g, a) return g:silu(a) end },
   softplus = { { { 2, 3 } }, function(g, a) return g:softplus(a) end },
+  gelu = { { { 2, 3 } }, function(g, a) return g:gelu(a, { mode = "TANH_APPROXIMATION" }) end },
   relu = { { { 2, 3 } }, function(g, a) return g:relu(a) end },
   softmax = { { { 2, 5 } }, function(g, a) return g:softmax(a, -1) end },
   reduce_sum = { { { 2, 3, 4 } }, function(g, a) return g:reduce_sum(a, { 1 }) end },

@@ -58,4 +58,33 @@ describe("the corpus of real programs", function()
       program:close()
     end)
   end
+
+  -- ANE-10 is disputed: the ane profile refuses gelu for a target that has not accepted it,
+  -- naming the rule and the probe; the cpu profile runs ANEForge's program, against erf from
+  -- Abramowitz and Stegun 7.1.26 (absolute error <= 1.5e-7; the tolerance is the corpus's)
+  it("aneforge_gelu.mil runs in the cpu profile and matches x Phi(x); the ane profile names ANE-10 and the probe", function()
+    local entry
+    for _, e in ipairs(corpus.programs) do if e.file == "aneforge_gelu.mil" then entry = e end end
+    local text, p = load(entry)
+    local ok, message = pcall(ane.compile_mil, text, {}, { profile = "ane" })
+    assert.is_false(ok)
+    assert.matches("ANE%-10.*probe op_acceptance", message)
+    local program = ane.compile_mil(text, {}, { profile = "cpu" })
+    local function erf(x)
+      local t = 1 / (1 + 0.3275911 * math.abs(x))
+      local y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+        * math.exp(-x * x)
+      return x >= 0 and y or -y
+    end
+    local x = p.inputs.t0:to("fp32")
+    local want = ane.tensor(x:shape())
+    for c = 1, 64 do
+      for s = 1, 32 do
+        local v = x:get(1, c, 1, s)
+        want:set(0.5 * v * (1 + erf(v / math.sqrt(2))), 1, c, 1, s)
+      end
+    end
+    local got = program:eval(p.inputs).t1
+    assert.is_true(relative_error(got, want) <= TOLERANCE, tostring(relative_error(got, want)))
+  end)
 end)

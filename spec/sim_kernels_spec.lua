@@ -154,6 +154,30 @@ describe("sim elementwise ops match plain Lua", function()
     end)
   end
 
+  -- erf by Abramowitz and Stegun 7.1.26 (absolute error at most 1.5e-7, below fp32's rounding
+  -- of gelu's values here): an independent reference for gelu's EXACT mode
+  local function erf(x)
+    local t = 1 / (1 + 0.3275911 * math.abs(x))
+    local y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+      * math.exp(-x * x)
+    return x >= 0 and y or -y
+  end
+  local gelu = {
+    EXACT = function(x) return 0.5 * x * (1 + erf(x / math.sqrt(2))) end,
+    TANH_APPROXIMATION = function(x) return 0.5 * x * (1 + unary.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ^ 3))) end,
+    SIGMOID_APPROXIMATION = function(x) return x * unary.sigmoid(1.702 * x) end,
+  }
+  for mode, f in pairs(gelu) do
+    it("gelu, mode " .. mode, function()
+      for k, shape in ipairs({ { 2, 3, 7 }, { 3, 1, 2731 } }) do
+        local a = random_values(shape, 14 + k, -6, 6)
+        local expected = {}
+        for i, v in ipairs(flat(a)) do expected[i] = f(v) end
+        assert_close(expected, run(function(g, x) return g:gelu(x, { mode = mode }) end, { a }), shape, "gelu " .. mode)
+      end
+    end)
+  end
+
   it("inverse with its default epsilon (1 / (x + 1e-4)) and a given one", function()
     local a = random_values({ 3, 4 }, 7, 0.1, 2)
     local default, given = {}, {}

@@ -145,6 +145,30 @@ static void run_binary(const ane_node *node, const sim_value *values, float *out
 }
 
 /* Elements first .. last - 1 of a unary op. */
+/* MIL's gelu: EXACT x Phi(x) = x (1 + erf(x / sqrt 2)) / 2; TANH_APPROXIMATION
+ * x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 (GPT-2's, Gemma's); SIGMOID_APPROXIMATION
+ * x sigmoid(1.702 x). out may equal x: the inner values go through a block of their own. */
+static void gelu(const char *mode, float *out, const float *x, int64_t n) {
+    enum { BLOCK = 256 };
+    float inner[BLOCK];
+    for (int64_t start = 0; start < n; start += BLOCK) {
+        int64_t count = n - start < BLOCK ? n - start : BLOCK;
+        const float *xs = x + start;
+        float *os = out + start;
+        if (mode[0] == 'T') {
+            for (int64_t i = 0; i < count; i++) inner[i] = 0.7978845608028654f * (xs[i] + 0.044715f * xs[i] * xs[i] * xs[i]);
+            ane_tanh_n(inner, inner, count);
+            for (int64_t i = 0; i < count; i++) os[i] = 0.5f * xs[i] * (1.0f + inner[i]);
+        } else if (mode[0] == 'S') {
+            for (int64_t i = 0; i < count; i++) inner[i] = 1.702f * xs[i];
+            ane_sigmoid_n(inner, inner, count);
+            for (int64_t i = 0; i < count; i++) os[i] = xs[i] * inner[i];
+        } else {
+            for (int64_t i = 0; i < count; i++) os[i] = 0.5f * xs[i] * (1.0f + erff(xs[i] * 0.7071067811865476f));
+        }
+    }
+}
+
 static void unary_range(const ane_node *node, const float *x, float *out, int64_t first, int64_t last) {
     const ane_node_attrs *a = &node->attrs;
     switch (node->op) {
@@ -174,6 +198,7 @@ static void unary_range(const ane_node *node, const float *x, float *out, int64_
         for (int64_t i = first; i < last; i++) out[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
         break;
     case ANE_OP_RELU: for (int64_t i = first; i < last; i++) out[i] = x[i] > 0 ? x[i] : 0.0f; break;
+    case ANE_OP_GELU: gelu(a->mode, out + first, x + first, last - first); break;
     case ANE_OP_CLIP: {
         float lo = (float)a->alpha, hi = (float)a->beta;
         for (int64_t i = first; i < last; i++) out[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
@@ -213,7 +238,7 @@ static void unary_chunk(void *context, int64_t first, int64_t last) {
 static int64_t unary_grain(ane_op op) {
     switch (op) {
     case ANE_OP_LOG: case ANE_OP_SOFTPLUS: return 1024;
-    case ANE_OP_EXP: case ANE_OP_TANH: case ANE_OP_SIGMOID: case ANE_OP_SILU: return 16384;
+    case ANE_OP_EXP: case ANE_OP_TANH: case ANE_OP_SIGMOID: case ANE_OP_SILU: case ANE_OP_GELU: return 16384;
     default: return 0;
     }
 }
@@ -1038,7 +1063,7 @@ static const sim_kernel kernels[ANE_OP_COUNT] = {
     [ANE_OP_NEG] = k_unary, [ANE_OP_ABS] = k_unary, [ANE_OP_EXP] = k_unary, [ANE_OP_LOG] = k_unary,
     [ANE_OP_SQRT] = k_unary, [ANE_OP_RSQRT] = k_unary, [ANE_OP_INVERSE] = k_unary,
     [ANE_OP_QUANTIZE] = k_quantize, [ANE_OP_DEQUANTIZE] = k_quantize, [ANE_OP_TANH] = k_unary, [ANE_OP_SIGMOID] = k_unary,
-    [ANE_OP_SILU] = k_unary, [ANE_OP_SOFTPLUS] = k_unary, [ANE_OP_RELU] = k_unary, [ANE_OP_CLIP] = k_unary,
+    [ANE_OP_SILU] = k_unary, [ANE_OP_GELU] = k_unary, [ANE_OP_SOFTPLUS] = k_unary, [ANE_OP_RELU] = k_unary, [ANE_OP_CLIP] = k_unary,
     [ANE_OP_CAST] = k_unary, [ANE_OP_IDENTITY] = k_unary, [ANE_OP_RESHAPE] = k_unary,
     [ANE_OP_SOFTMAX] = k_softmax,
     [ANE_OP_REDUCE_SUM] = k_reduce, [ANE_OP_REDUCE_MEAN] = k_reduce, [ANE_OP_REDUCE_L2_NORM] = k_reduce,

@@ -184,6 +184,37 @@ static void vjp_silu(vjp_context *c) { /* y = x s(x): dy/dx = s (1 + x (1 - s)) 
     c->out[0] = binary(b, ANE_OP_MUL, c->g, slope);
 }
 
+/* gelu's slope by mode (its definitions: sim_kernels.c). TANH_APPROXIMATION, with
+ * u = sqrt(2 / pi) (x + 0.044715 x^3) and t = tanh u: (1 + t) / 2 + x (1 - t^2) u' / 2, where
+ * u' = sqrt(2 / pi) (1 + 3 x 0.044715 x^2). SIGMOID_APPROXIMATION, with s = sigmoid(1.702 x):
+ * s + 1.702 x s (1 - s). EXACT's slope needs erf, which the op set lacks: no rule (the message
+ * says to use a form that has one). */
+static void vjp_gelu(vjp_context *c) {
+    builder *b = c->b;
+    ane_node *x = c->x, *slope;
+    if (c->a->mode[0] == 'T') {
+        const double root_two_over_pi = 0.7978845608028654;
+        ane_node *x2 = binary(b, ANE_OP_MUL, x, x);
+        ane_node *u = binary(b, ANE_OP_MUL, scalar(b, root_two_over_pi, x),
+                             binary(b, ANE_OP_ADD, x, binary(b, ANE_OP_MUL, scalar(b, 0.044715, x), binary(b, ANE_OP_MUL, x2, x))));
+        ane_node *t = unary(b, ANE_OP_TANH, u);
+        ane_node *du = binary(b, ANE_OP_ADD, scalar(b, root_two_over_pi, x), binary(b, ANE_OP_MUL, scalar(b, root_two_over_pi * 3 * 0.044715, x), x2));
+        ane_node *half_one_plus_t = binary(b, ANE_OP_MUL, scalar(b, 0.5, x), binary(b, ANE_OP_ADD, scalar(b, 1, x), t));
+        ane_node *one_minus_t2 = binary(b, ANE_OP_SUB, scalar(b, 1, x), binary(b, ANE_OP_MUL, t, t));
+        slope = binary(b, ANE_OP_ADD, half_one_plus_t,
+                       binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, scalar(b, 0.5, x), x), binary(b, ANE_OP_MUL, one_minus_t2, du)));
+    } else if (c->a->mode[0] == 'S') {
+        ane_node *s = unary(b, ANE_OP_SIGMOID, binary(b, ANE_OP_MUL, scalar(b, 1.702, x), x));
+        ane_node *s_one_minus_s = binary(b, ANE_OP_MUL, s, binary(b, ANE_OP_SUB, scalar(b, 1, x), s));
+        slope = binary(b, ANE_OP_ADD, s, binary(b, ANE_OP_MUL, binary(b, ANE_OP_MUL, scalar(b, 1.702, x), x), s_one_minus_s));
+    } else {
+        no_rule(b, c->node, "with mode EXACT has no gradient rule (its slope needs erf, which the op set lacks): "
+                            "use mode TANH_APPROXIMATION or SIGMOID_APPROXIMATION to train");
+        return;
+    }
+    c->out[0] = binary(b, ANE_OP_MUL, c->g, slope);
+}
+
 static void vjp_softplus(vjp_context *c) { /* d log(1 + e^x) = s(x) */
     c->out[0] = binary(c->b, ANE_OP_MUL, c->g, unary(c->b, ANE_OP_SIGMOID, c->x));
 }
@@ -305,7 +336,7 @@ static const vjp_rule vjp_rules[ANE_OP_COUNT] = {
     [ANE_OP_ADD] = vjp_add, [ANE_OP_SUB] = vjp_sub, [ANE_OP_MUL] = vjp_mul, [ANE_OP_REAL_DIV] = vjp_real_div,
     [ANE_OP_POW] = vjp_pow, [ANE_OP_NEG] = vjp_neg, [ANE_OP_EXP] = vjp_exp, [ANE_OP_LOG] = vjp_log,
     [ANE_OP_SQRT] = vjp_sqrt, [ANE_OP_RSQRT] = vjp_rsqrt, [ANE_OP_INVERSE] = vjp_inverse, [ANE_OP_TANH] = vjp_tanh, [ANE_OP_SIGMOID] = vjp_sigmoid,
-    [ANE_OP_SILU] = vjp_silu, [ANE_OP_SOFTPLUS] = vjp_softplus, [ANE_OP_IDENTITY] = vjp_identity,
+    [ANE_OP_SILU] = vjp_silu, [ANE_OP_GELU] = vjp_gelu, [ANE_OP_SOFTPLUS] = vjp_softplus, [ANE_OP_IDENTITY] = vjp_identity,
     [ANE_OP_CLIP] = vjp_clip, [ANE_OP_CAST] = vjp_cast, [ANE_OP_RESHAPE] = vjp_reshape,
     [ANE_OP_TRANSPOSE] = vjp_transpose, [ANE_OP_SLICE_BY_INDEX] = vjp_slice, [ANE_OP_SLICE_BY_SIZE] = vjp_slice,
     [ANE_OP_REDUCE_SUM] = vjp_reduce_sum, [ANE_OP_REDUCE_MEAN] = vjp_reduce_mean,

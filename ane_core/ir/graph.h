@@ -40,7 +40,8 @@ typedef struct ane_node_attrs {
     double alpha, beta;               /* clip: [alpha, beta]; pad: alpha = constant value */
     double epsilon;                   /* rsqrt: 1 / sqrt(x + epsilon); inverse: 1 / (x + epsilon); log(x + epsilon) */
     ane_int_list amounts;             /* pad: (before, after) pairs for the last count/2 dims */
-    char mode[16];                    /* pad: "constant", "reflect" or "replicate" */
+    char mode[24];                    /* pad: "constant", "reflect" or "replicate"; gelu: "EXACT",
+                                         "TANH_APPROXIMATION" or "SIGMOID_APPROXIMATION" */
     ane_int_list sizes;               /* split: sizes along axis */
     int64_t index;                    /* split: which piece this node is */
 } ane_node_attrs;

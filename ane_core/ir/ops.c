@@ -21,8 +21,8 @@ static const ane_attr_spec attrs_conv[] = {
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_matmul[] = {
-    {"transpose_x", "transpose_x", ANE_ATTR_BOOL, AT(transpose_x), "false", 0, "ANE-12", 0},
-    {"transpose_y", "transpose_y", ANE_ATTR_BOOL, AT(transpose_y), "false", 0, "ANE-12", 0},
+    {"transpose_x", "transpose_x", ANE_ATTR_BOOL, AT(transpose_x), "false", 0, NULL, 0},
+    {"transpose_y", "transpose_y", ANE_ATTR_BOOL, AT(transpose_y), "false", 0, NULL, 0},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_rsqrt[] = { /* MIL: 1 / sqrt(x + epsilon) */
@@ -31,6 +31,10 @@ static const ane_attr_spec attrs_rsqrt[] = { /* MIL: 1 / sqrt(x + epsilon) */
 };
 static const ane_attr_spec attrs_log[] = { /* MIL: log(x + epsilon) */
     {"epsilon", "epsilon", ANE_ATTR_FLOAT, AT(epsilon), "1e-45", 0, NULL, 1},
+    {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
+};
+static const ane_attr_spec attrs_gelu[] = { /* MIL: mode EXACT, TANH_APPROXIMATION or SIGMOID_APPROXIMATION */
+    {"mode", "mode", ANE_ATTR_STRING, AT(mode), "EXACT", 0, NULL, 0},
     {NULL, NULL, ANE_ATTR_END, 0, NULL, 0, NULL, 0},
 };
 static const ane_attr_spec attrs_inverse[] = { /* MIL: 1 / (x + epsilon) */

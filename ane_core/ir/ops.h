@@ -18,7 +18,8 @@
 #define ANE_OP_DIFFERENTIABLE 1
 #define ANE_OP_ELEMENTWISE 2
 #define ANE_OP_TRANSCENDENTAL 4
-#define ANE_OP_HOST_ONLY 8 /* the device compiler rejects it (ANE-01 concat, ANE-25 gather): cpu profile only */
+#define ANE_OP_HOST_ONLY 8 /* the device compiler rejects it (ANE-01 concat, ANE-25 gather), or may (ANE-10 gelu,
+                            * disputed): the cpu profile, or a target whose probe report accepted it */
 
 /* Short flag names for the rows below. */
 #define OPF_D ANE_OP_DIFFERENTIABLE
@@ -48,6 +49,7 @@
     X(SIGMOID, "sigmoid", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                    \
     X(SILU, "silu", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                          \
     X(SOFTPLUS, "softplus", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T, NULL)                                    \
+    X(GELU, "gelu", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_E | OPF_T | OPF_H, attrs_gelu)                                      \
     X(RELU, "relu", "x", 1, 1, SHAPE_SAME, OPF_E, NULL)                                              \
     X(SOFTMAX, "softmax", "x", 1, 1, SHAPE_SAME, OPF_D | OPF_T, attrs_softmax)                                        \
     X(REDUCE_SUM, "reduce_sum", "x", 1, 1, SHAPE_REDUCE, OPF_D, attrs_reduce)                                    \
@@ -95,7 +97,7 @@ typedef enum ane_attr_kind {
     ANE_ATTR_PAIR,       /* int64_t[2] */
     ANE_ATTR_QUAD,       /* int64_t[4] */
     ANE_ATTR_DTYPE,      /* ane_dtype; MIL string const ("fp16") */
-    ANE_ATTR_STRING,     /* char[16]; MIL string const */
+    ANE_ATTR_STRING,     /* char[24]; MIL string const */
     ANE_ATTR_PIECE,      /* int64_t set by the builder itself (split's piece index): dumped, never read */
     /* MIL-only parameters, derived or fixed: */
     ANE_ATTR_PAD_TYPE,   /* conv's pad_type: written "custom" when the QUAD at `offset` is non-zero, else

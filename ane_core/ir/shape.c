@@ -370,7 +370,15 @@ ane_status ane_infer_shape(ane_node *node, ane_error *err) {
     ane_node *x = node->noperands ? node->operands[0] : NULL;
     switch (ane_op_table[node->op].shape_rule) {
     case SHAPE_SOURCE: return ANE_OK;
-    case SHAPE_SAME: set_shape(node, x->dtype, x->rank, x->shape); break;
+    case SHAPE_SAME:
+        if (node->op == ANE_OP_GELU) {
+            ane_node_attrs *a = &node->attrs;
+            if (!a->mode[0]) snprintf(a->mode, sizeof a->mode, "EXACT");
+            if (strcmp(a->mode, "EXACT") && strcmp(a->mode, "TANH_APPROXIMATION") && strcmp(a->mode, "SIGMOID_APPROXIMATION"))
+                return NODE_FAIL(node, "gelu mode '%s' is not EXACT, TANH_APPROXIMATION or SIGMOID_APPROXIMATION", a->mode);
+        }
+        set_shape(node, x->dtype, x->rank, x->shape);
+        break;
     case SHAPE_BROADCAST: return rule_broadcast(node, err);
     case SHAPE_CONV: return rule_conv(node, err);
     case SHAPE_MATMUL: return rule_matmul(node, err);

@@ -871,7 +871,6 @@ static argument *find_argument(argument *args, int count, const char *name) {
 
 /* Ops the device does not have, with the constraint they break. */
 static const char *missing_op_hint(const char *op) {
-    if (strcmp(op, "gelu") == 0) return "ANE-10: gelu is not an op; write the tanh form (0.5 x (1 + tanh(...)))";
     if (strcmp(op, "read_state") == 0 || strcmp(op, "write_state") == 0 || strncmp(op, "scatter", 7) == 0 ||
         strcmp(op, "slice_update") == 0)
         return "ANE-24: state ops, scatter and slice_update are unsupported; keep the KV cache in input surfaces";
@@ -900,8 +899,10 @@ static void apply_pad_type(parser *p, const char *pad_type, const token *at, ane
 }
 
 /* Reads the attribute parameters of `op` from the arguments, as the op table's schema
- * describes them: defaults for the ones not given, required ones checked, the parameters
- * the device needs in a particular form (ANE-12's named bool consts) or value checked. */
+ * describes them: defaults for the ones not given, required ones checked, values checked. A
+ * parameter may be a named const or an inline literal (`transpose_x = bool(false)`): both are
+ * valid MIL, and the program the device receives is the emitter's, whose parameters are
+ * named consts (ANE-12, disputed). */
 static void bind_attributes(parser *p, ane_op op, argument *args, int nargs, ane_node_attrs *a, ane_node *const *operands) {
     const char *op_name = ane_op_table[op].name;
     const char *pad_type = NULL;
@@ -916,10 +917,6 @@ static void bind_attributes(parser *p, ane_op op, argument *args, int nargs, ane
                 return;
             }
             continue;
-        }
-        if (spec->rule && strcmp(spec->rule, "ANE-12") == 0 && arg->value->kind != VAL_NAME) {
-            fail_at(p, &arg->at, "%s %s must name a bool const, not an inline literal (ANE-12)", op_name, spec->mil);
-            return;
         }
         void *field = ane_attr_is_stored(spec) ? ane_attr_field(a, spec) : NULL;
         switch (spec->kind) {

@@ -114,6 +114,9 @@ static void report_unsupported(const ane_target *t, const ane_node *node, ane_re
     static const struct { ane_op op; const char *id, *advice; } rules[] = {
         {ANE_OP_CONCAT, "ANE-01", "concat is rejected by the ANE compiler (node '%s'); split the program or pack on the CPU and slice"},
         {ANE_OP_GATHER, "ANE-25", "gather '%s' is not supported on the ANE; do embeddings and sampling on the CPU"},
+        {ANE_OP_GELU, "ANE-10", "gelu '%s': disputed on the ANE (refused for Orion, run by ANEForge); compile for a target "
+                                "whose probe report accepted it (anelua --probe op_acceptance), or use the tanh form "
+                                "(ane.nn.gelu)"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (rules[i].op == node->op) {

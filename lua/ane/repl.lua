@@ -116,8 +116,7 @@ function M.signature(op)
 end
 
 -- Composites in ane.nn that people reach for as if they were ops.
-local COMPOSITES = { gelu = "ane.nn.gelu(g, x) (ANE-10: gelu is not an op; the tanh form)",
-  layer_norm = "ane.nn.layer_norm(g, x, gamma, beta)", rms_norm = "ane.nn.rms_norm(g, x, weight)",
+local COMPOSITES = { layer_norm = "ane.nn.layer_norm(g, x, gamma, beta)", rms_norm = "ane.nn.rms_norm(g, x, weight)",
   linear = "ane.nn.linear(g, x, weight, bias)", swiglu = "ane.nn.swiglu(g, x, w_gate, w_up, w_down)",
   rope = "ane.nn.rope(g, x, cos, sin)", causal_attention = "ane.nn.causal_attention(g, q, k, v)",
   attention = "ane.nn.causal_attention(g, q, k, v)", lora_linear = "ane.nn.lora_linear(g, x, weight, a, b_t)" }

@@ -355,8 +355,9 @@ aneforge("aneforge_log_softplus.mil", "softplus, log(epsilon), silu", function(p
   end) }
 end)
 aneforge("aneforge_gelu.mil", "gelu(mode = EXACT)",
-  nil, { rejected = "ANE-10", because = "gelu is not an op in anelua's catalogue (Orion's compile failed; ANEForge "
-    .. "runs it through e5rt: disputed)" })
+  nil, { rejected = "ANE-10", because = "gelu is disputed on the device (Orion's compile failed; ANEForge runs it through "
+    .. "e5rt): the ane profile refuses it for a target no probe report says accepts it; the cpu profile runs it "
+    .. "(spec/real_mil_spec.lua)" })
 
 -- ane-bridge-rs's Graph::finish (rust/ane-bridge-mil/src/program.rs), the programs of its
 -- own tests

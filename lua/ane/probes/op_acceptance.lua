@@ -1,5 +1,7 @@
 -- ANE-10 and open question 3: which of exp, sqrt, softmax, ... the device compiles and runs,
--- and whether gelu (not an op on the device) is refused. One anchored program per op.
+-- and whether it runs gelu (refused for Orion, run by ANEForge: disputed). One anchored program
+-- per op; a gelu the chip runs goes into the report's accepted ops, so a target made from the
+-- report compiles gelu for the device.
 local programs = require("ane.probes.programs")
 
 local OPS = { "exp", "sqrt", "rsqrt", "log", "tanh", "sigmoid", "silu", "softplus", "softmax", "reduce_sum", "pow" }
@@ -27,19 +29,21 @@ return {
       details[op] = outcome
       if outcome ~= "runs" then refused[#refused + 1] = op .. " (" .. outcome .. ")" end
     end
-    -- gelu is not in anelua's op set: ask with MIL text, a relu program's with the op renamed
-    local g = programs.anchored("probe_gelu", function(g, h) return g:relu(h) end)
-    local text, weights = g:mil()
-    local gelu_text = text:gsub('relu%(x = ([%w_]+)%)', 'gelu(mode = string("TANH_APPROXIMATION"), x = %1)')
-    local gelu_ok = bench:compile_mil(gelu_text, weights, "MIL with gelu(mode = TANH_APPROXIMATION)")
-    details.gelu = gelu_ok and "compiles" or "refused"
+    -- gelu: refused by the validator for targets that have not accepted it (sim's model of the
+    -- generic chip); a device bench compiles unchecked, so the chip answers, and a gelu that
+    -- runs but is off the CPU path by more than the bench's tolerance (ANEForge measured a
+    -- lookup table ~8% off on M1) is "wrong", not accepted
+    local g, inputs = programs.anchored("probe_gelu", function(g, h) return g:gelu(h, { mode = "TANH_APPROXIMATION" }) end)
+    details.gelu = programs.try(bench, g, inputs)
     local summary = (#refused == 0 and "every op ran and matched the CPU path" or ("not run: " .. table.concat(refused, ", ")))
       .. "; gelu " .. details.gelu
-    return { verdict = (#refused == 0 and not gelu_ok) and "holds" or "does not hold", summary = summary, details = details }
+    return { verdict = (#refused == 0 and details.gelu ~= "runs") and "holds" or "does not hold", summary = summary,
+      details = details }
   end,
   target = function(v, t)
     for op, outcome in pairs(v.details or {}) do
       if op ~= "gelu" and outcome ~= "runs" then t.refused_ops[#t.refused_ops + 1] = op end
     end
+    if (v.details or {}).gelu == "runs" then t.accepted_ops[#t.accepted_ops + 1] = "gelu" end
   end,
 }
