@@ -14,6 +14,11 @@ tokens) so that the files stay small; every format path is still exercised.
   llama-tiny/ model.bin (llama2.c v0, negative vocab_size: unshared wcls)
   qwen3-tiny/ config.json, model.safetensors (BF16, tied), tokenizer.json (the Qwen3 tokenizer
               cut to its first tokens and merges, with its added tokens renumbered after them)
+  llama3-tiny/, smollm2-tiny/, qwen2-tiny/, mistral-tiny/: Hugging Face directories of those
+              families as their configs describe them (Llama 3.1's rope_scaling of type llama3 and
+              untied lm_head; SmolLM2's tied embeddings; Qwen2's q/k/v biases; Mistral's sliding
+              window), BF16, no tokenizer (ids in, logits out); expected.safetensors also holds
+              targets, the mean cross-entropy loss and every gradient as grad.<HF name>
   each with expected.safetensors (input_ids, targets, logits, loss; gpt2/llama also every
   gradient as grad.<name> and adamw_losses) and meta.json.
 """
@@ -317,6 +322,111 @@ def qwen3_fixture(gen, tokenizer):
     return config, W, expected
 
 
+def hf_family_fixture(gen, family):
+    """A tiny Hugging Face directory of one Llama-like family and its float64 logits, computed as
+    transformers' modelling code defines the family (facts from modeling_llama.py, modeling_qwen2.py,
+    modeling_mistral.py and modeling_rope_utils.py): RMSNorm, rotate-half RoPE with the family's
+    frequencies, grouped-query attention, SwiGLU."""
+    V, D, inter, L, H, KV, hd = 256, 64, 128, 2, 4, 2, 16
+    S = 12
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": V, "hidden_size": D,
+              "intermediate_size": inter, "num_hidden_layers": L, "num_attention_heads": H,
+              "num_key_value_heads": KV, "head_dim": hd, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "max_position_embeddings": 128, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+    scaling = None
+    if family == "llama3":   # Llama 3.1: theta 500000, rope_scaling llama3 (original context cut to 32 here)
+        scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
+                   "rope_type": "llama3"}
+        config.update({"rope_theta": 500000.0, "rope_scaling": scaling, "attention_bias": False, "mlp_bias": False,
+                       "eos_token_id": [2, 3]})
+    elif family == "smollm2":  # Llama with tied embeddings, theta 100000
+        config.update({"rope_theta": 100000.0, "tie_word_embeddings": True, "num_key_value_heads": 4})
+        KV = 4
+    elif family == "qwen2":    # q, k, v biases (always, in modeling_qwen2), tied in the small sizes
+        config.update({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "rope_theta": 1000000.0,
+                       "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_sliding_window": False,
+                       "sliding_window": 32768, "max_window_layers": 21})
+        del config["head_dim"]
+    elif family == "mistral":  # a sliding window narrower than the context: the sequence stays inside it
+        config.update({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "rope_theta": 1000000.0,
+                       "sliding_window": 16, "head_dim": None})
+        hd = D // H
+
+    def bf16(t):
+        return t.to(torch.bfloat16).to(torch.float64)
+
+    def randn(*shape, scale=0.1):
+        return bf16(torch.randn(*shape, generator=gen) * scale)
+
+    def near_one(n):
+        return bf16(1 + 0.1 * torch.randn(n, generator=gen))
+
+    W = {"model.embed_tokens.weight": randn(V, D, scale=0.5), "model.norm.weight": near_one(D)}
+    if not config["tie_word_embeddings"]:
+        W["lm_head.weight"] = randn(V, D)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W.update({p + "input_layernorm.weight": near_one(D), p + "post_attention_layernorm.weight": near_one(D),
+                  p + "self_attn.q_proj.weight": randn(H * hd, D), p + "self_attn.k_proj.weight": randn(KV * hd, D),
+                  p + "self_attn.v_proj.weight": randn(KV * hd, D), p + "self_attn.o_proj.weight": randn(D, H * hd),
+                  p + "mlp.gate_proj.weight": randn(inter, D), p + "mlp.up_proj.weight": randn(inter, D),
+                  p + "mlp.down_proj.weight": randn(D, inter)})
+        if family == "qwen2":
+            W.update({p + "self_attn.q_proj.bias": randn(H * hd, scale=0.5), p + "self_attn.k_proj.bias": randn(KV * hd, scale=0.5),
+                      p + "self_attn.v_proj.bias": randn(KV * hd, scale=0.5)})
+
+    inv = config["rope_theta"] ** (-torch.arange(0, hd, 2) / hd)                        # [hd/2]
+    if scaling:  # modeling_rope_utils._compute_llama3_parameters
+        factor, lo, hi, n = (scaling[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                  "original_max_position_embeddings"))
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > n / lo, inv / factor, inv)
+        smooth = (n / wavelen - lo) / (hi - lo)
+        medium = ~(wavelen < n / hi) & ~(wavelen > n / lo)
+        inv = torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+
+    def rope_half(x):
+        angles = torch.arange(x.shape[2])[:, None] * inv[None, :]
+        cos, sin = torch.cos(angles).repeat(1, 2), torch.sin(angles).repeat(1, 2)
+        first, second = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-second, first], -1) * sin
+
+    def project(h, p, name):
+        y = h @ W[p + f"self_attn.{name}_proj.weight"].T
+        return y + W[p + f"self_attn.{name}_proj.bias"] if p + f"self_attn.{name}_proj.bias" in W else y
+
+    def forward(ids):
+        B, T = ids.shape
+        x = W["model.embed_tokens.weight"][ids]
+        for l in range(L):
+            p = f"model.layers.{l}."
+            h = rms_norm(x, W[p + "input_layernorm.weight"], config["rms_norm_eps"])
+            q = project(h, p, "q").reshape(B, T, H, hd).transpose(1, 2)
+            k = project(h, p, "k").reshape(B, T, KV, hd).transpose(1, 2)
+            v = project(h, p, "v").reshape(B, T, KV, hd).transpose(1, 2)
+            q, k = rope_half(q), rope_half(k)
+            k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
+            a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
+            x = x + a @ W[p + "self_attn.o_proj.weight"].T
+            h = rms_norm(x, W[p + "post_attention_layernorm.weight"], config["rms_norm_eps"])
+            x = x + (torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) \
+                @ W[p + "mlp.down_proj.weight"].T
+        head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
+        return rms_norm(x, W["model.norm.weight"], config["rms_norm_eps"]) @ head.T
+
+    ids = torch.randint(3, V, (1, S), generator=gen)
+    targets = torch.randint(3, V, (1, S), generator=gen)
+    for t in W.values():
+        t.requires_grad_(True)
+    logits = forward(ids)
+    loss = cross_entropy(logits, targets)
+    loss.backward()
+    expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
+    expected.update({"grad." + name: t.grad for name, t in W.items()})
+    return config, {name: t.detach() for name, t in W.items()}, expected
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", default=os.path.join(ROOT, "data", "tokenizers"),
@@ -357,7 +467,21 @@ def main():
     write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12,
                                                 "rope": "rotate-half, theta 1e6", "gqa": "4 query heads on 2 kv heads",
                                                 "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
-    for name in ("gpt2-tiny", "llama-tiny", "qwen3-tiny"):
+    families = {"llama3": "Llama 3.1 (rope_scaling llama3, theta 5e5, untied, GQA 4 on 2)",
+                "smollm2": "SmolLM2 (Llama, tied embeddings, theta 1e5)",
+                "qwen2": "Qwen2 (q/k/v biases, tied, theta 1e6)",
+                "mistral": "Mistral (sliding window 16 of 128 positions, theta 1e6)"}
+    for family, what in families.items():
+        out = os.path.join(OUT, family + "-tiny")
+        os.makedirs(out, exist_ok=True)
+        config, weights, expected = hf_family_fixture(gen, family)
+        write_json(os.path.join(out, "config.json"), config)
+        write_safetensors(os.path.join(out, "model.safetensors"), weights, {name: "BF16" for name in weights},
+                          metadata={"format": "pt"})
+        write_safetensors(os.path.join(out, "expected.safetensors"), expected)
+        write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12, "family": what,
+                                                    "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
+    for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny"] + [f + "-tiny" for f in families]:
         size = sum(os.path.getsize(os.path.join(OUT, name, f)) for f in os.listdir(os.path.join(OUT, name)))
         print(f"wrote spec/data/reference/{name} ({size / 1e6:.2f} MB)")
 

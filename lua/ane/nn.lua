@@ -135,18 +135,52 @@ function nn.merge_heads(g, x, opts)
   return g:reshape(grouped, { 1, h * d, 1, s }, { name = opts and opts.name })
 end
 
+--- The rotary frequencies of a head of `dim` elements: inv[i] = theta^(-2i / dim) for the
+--- dim / 2 pairs, rescaled as a Hugging Face `rope_scaling` says (nil: none):
+---   { type = "linear", factor = f }: every frequency / f (positions interpolated);
+---   { type = "llama3", factor = f, low_freq_factor = lo, high_freq_factor = hi,
+---     original_max_position_embeddings = n }: wavelengths 2 pi / inv longer than n / lo divided
+---     by f, shorter than n / hi kept, those between interpolated with s = (n / wavelength - lo)
+---     / (hi - lo) as (1 - s) inv / f + s inv (Llama 3.1's, as transformers' modeling_rope_utils
+---     computes it).
+function nn.rope_frequencies(dim, theta, scaling)
+  local inv = {}
+  for i = 0, dim // 2 - 1 do inv[i + 1] = theta ^ (-2 * i / dim) end
+  if scaling == nil then return inv end
+  local factor = scaling.factor
+  if scaling.type == "linear" then
+    for i = 1, #inv do inv[i] = inv[i] / factor end
+  elseif scaling.type == "llama3" then
+    local n, lo, hi = scaling.original_max_position_embeddings, scaling.low_freq_factor, scaling.high_freq_factor
+    for i = 1, #inv do
+      local wavelength = 2 * math.pi / inv[i]
+      if wavelength > n / lo then
+        inv[i] = inv[i] / factor
+      elseif wavelength >= n / hi then
+        local smooth = (n / wavelength - lo) / (hi - lo)
+        inv[i] = (1 - smooth) * inv[i] / factor + smooth * inv[i]
+      end
+    end
+  else
+    error("nn.rope_frequencies: scaling type '" .. tostring(scaling.type) .. "' is not linear or llama3", 2)
+  end
+  return inv
+end
+
 --- Rotary embedding tables for positions offset .. offset + seq - 1: cos and sin tensors of
 --- shape [seq, dim], laid out for the convention: "interleaved" (pairs (0,1), (2,3), ... as
---- in llama2.c) or "half" (pairs (i, i + dim/2), rotate-half as in Hugging Face).
+--- in llama2.c) or "half" (pairs (i, i + dim/2), rotate-half as in Hugging Face). opts: theta,
+--- offset, convention, dtype, scaling (nn.rope_frequencies).
 function nn.rope_tables(seq, dim, opts)
   opts = opts or {}
-  local theta, offset = opts.theta or 10000, opts.offset or 0
+  local offset = opts.offset or 0
   local convention = opts.convention or "interleaved"
+  local inv = nn.rope_frequencies(dim, opts.theta or 10000, opts.scaling)
   local cos, sin = {}, {}
   for s = 0, seq - 1 do
     for j = 0, dim - 1 do
       local pair = convention == "interleaved" and j // 2 or j % (dim // 2)
-      local angle = (s + offset) * theta ^ (-2 * pair / dim)
+      local angle = (s + offset) * inv[pair + 1]
       cos[#cos + 1], sin[#sin + 1] = math.cos(angle), math.sin(angle)
     end
   end

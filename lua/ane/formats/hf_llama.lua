@@ -1,6 +1,7 @@
 -- ane.formats.hf_llama: Hugging Face Llama-family directories (config.json and
 -- model.safetensors, or a sharded index) as the Llama model's weights: model_type "llama"
--- (rotate-half RoPE) or "qwen3" (also per-head q/k RMSNorms), fp32, fp16 and bf16 weights
+-- (rotate-half RoPE; Llama 2 and 3.x with their rope_scaling, SmolLM2), "mistral" (its sliding
+-- window), "qwen2" (biases on q, k and v) or "qwen3" (per-head q/k RMSNorms), fp32, fp16 and bf16 weights
 -- read where the file maps them (converted by the model where it needs another dtype), tied
 -- or separate lm_head, grouped-query attention. M.write saves a model (model:save) as such a
 -- directory; anelua's quantized directories (model:save_quantized) also carry, in config.json,
@@ -21,6 +22,40 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 
 local integer_field = common.integer_field
 
+-- The model types this reader knows.
+M.MODEL_TYPES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
+
+--- config.json's rope_scaling as nn.rope_frequencies takes it: nil for none (absent, null,
+--- "default", and "dynamic", which rescales only beyond max_position_embeddings, the context
+--- anelua gives the model), or { type = "linear" | "llama3", ... }; or nil and a message naming
+--- the field.
+function M.rope_scaling(json, source)
+  local r = json.rope_scaling
+  if r == nil or r == cjson.null then return nil end
+  if type(r) ~= "table" then return nil, string.format("%s: 'rope_scaling' is %s, expected an object", source, cjson.encode(r)) end
+  local kind = r.rope_type or r.type
+  if kind == "default" or kind == "dynamic" then return nil end
+  if kind ~= "linear" and kind ~= "llama3" then
+    return nil, string.format("%s: rope_scaling.rope_type '%s' is not supported (anelua reads linear, dynamic and llama3)",
+      source, tostring(kind))
+  end
+  local scaling = { type = kind }
+  local fields = kind == "llama3" and { "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" }
+    or { "factor" }
+  for _, key in ipairs(fields) do
+    local value = r[key]
+    if type(value) ~= "number" or not (value > 0 and value < math.huge) then
+      return nil, string.format("%s: rope_scaling.%s is %s, expected a positive number", source, key, cjson.encode(value))
+    end
+    scaling[key] = value
+  end
+  if kind == "llama3" and scaling.high_freq_factor <= scaling.low_freq_factor then
+    return nil, string.format("%s: rope_scaling.high_freq_factor (%g) must be above low_freq_factor (%g)", source,
+      scaling.high_freq_factor, scaling.low_freq_factor)
+  end
+  return scaling
+end
+
 -- A quantized weight stored as codes + scales or palettes (see the top), checked.
 local function quantized_tensor(tensors, key, shape, dir)
   local scale, palette = tensors[key .. "_scale"], tensors[key .. "_palette"]
@@ -40,12 +75,13 @@ function M.read(dir)
   local json, err = ane.io.read_json(source)
   if not json then return nil, err end
   local model_type = json.model_type
-  if model_type ~= "llama" and model_type ~= "qwen3" then
-    return fail("%s: model_type '%s'; the Llama loader reads 'llama' and 'qwen3'", source, tostring(model_type))
+  if not M.MODEL_TYPES[model_type] then
+    return fail("%s: model_type '%s'; the Llama loader reads 'llama', 'mistral', 'qwen2' and 'qwen3'", source,
+      tostring(model_type))
   end
-  if json.rope_scaling ~= nil and json.rope_scaling ~= cjson.null then
-    return fail("%s: rope_scaling is set; scaled rotary embeddings are not supported", source)
-  end
+  local rope_scaling
+  rope_scaling, err = M.rope_scaling(json, source)
+  if err then return nil, err end
   if json.attention_bias == true or json.mlp_bias == true then
     return fail("%s: attention or MLP biases are not supported", source)
   end
@@ -64,7 +100,8 @@ function M.read(dir)
   end
   -- anelua_rope: a llama2.c model saved quantized keeps its interleaved rotary layout
   local rope = json.anelua_rope == "interleaved" and "interleaved" or "half"
-  local config = { rope = rope, qk_norm = model_type == "qwen3", naming = "hf", model_type = model_type }
+  local config = { rope = rope, qk_norm = model_type == "qwen3", qkv_bias = model_type == "qwen2", naming = "hf",
+    model_type = model_type, rope_scaling = rope_scaling }
   config.rope_theta, err = common.positive_number_field(json, "rope_theta", source, 10000)
   if not config.rope_theta then return nil, err end
   config.norm_eps, err = common.positive_number_field(json, "rms_norm_eps", source, 1e-6)
@@ -82,6 +119,20 @@ function M.read(dir)
   if not config.n_kv_head then return nil, err end
   config.head_dim, err = integer_field(json, "head_dim", source, config.n_head > 0 and config.dim // config.n_head or 0)
   if not config.head_dim then return nil, err end
+  -- Mistral's sliding window: within it, sliding-window attention is full attention, so a model
+  -- whose window is narrower than its context runs with its context cut to the window
+  local window = json.sliding_window
+  if window ~= nil and window ~= cjson.null and json.use_sliding_window ~= false then
+    window = type(window) == "number" and math.tointeger(window) or window
+    if math.type(window) ~= "integer" or window <= 0 then
+      return fail("%s: 'sliding_window' is %s, expected a positive integer or null", source, cjson.encode(window))
+    end
+    if window < config.seq_len then
+      config.seq_len = window
+      config.context_note = string.format("the context is cut to the %d-position sliding window (config.json's "
+        .. "max_position_embeddings: %d)", window, json.max_position_embeddings)
+    end
+  end
   config, err = arch.check_config(arch.complete_config(config), source)
   if not config then return nil, err end
 
@@ -92,7 +143,8 @@ function M.read(dir)
   local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
   local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
     out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
-    up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim } }
+    up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim }, q_bias = { q_width },
+    k_bias = { kv_width }, v_bias = { kv_width } }
   local function tensor(role, l, shape)
     local key = name(role, l)
     if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]) then
@@ -150,6 +202,12 @@ local function hf_config(model, quantization)
       classifier = quantization.classifier }
   end
   if c.rope ~= "half" then config.anelua_rope = c.rope end
+  if c.rope_scaling then
+    config.rope_scaling = { rope_type = c.rope_scaling.type }
+    for key, value in pairs(c.rope_scaling) do
+      if key ~= "type" then config.rope_scaling[key] = value end
+    end
+  end
   return config
 end
 

@@ -27,7 +27,8 @@ function M.architecture(config)
   return { name = config.model_type or "llama", dim = config.dim, hidden = config.hidden, n_layer = config.n_layer,
     n_head = config.n_head, n_kv_head = config.n_kv_head, head_dim = config.head_dim, vocab_size = config.vocab_size,
     context_length = config.seq_len, norm = "rms", norm_eps = config.norm_eps, qkv = "separate", bias = false,
-    positions = "rope", rope = config.rope, rope_theta = config.rope_theta, qk_norm = config.qk_norm, ffn = "swiglu" }
+    positions = "rope", rope = config.rope, rope_theta = config.rope_theta, rope_scaling = config.rope_scaling,
+    qk_norm = config.qk_norm, qkv_bias = config.qkv_bias, ffn = "swiglu" }
 end
 
 --- Loads a llama2.c checkpoint (v0 or v1 .bin) or a Hugging Face Llama / Qwen3 directory.

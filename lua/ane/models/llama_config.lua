@@ -9,6 +9,7 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 -- The roles (ane.models.transformer) of one layer's tensors, in llama2.c's file order.
 M.LAYER_ROLES = { "attn_norm", "q", "k", "v", "out", "ffn_norm", "gate", "down", "up" }
 M.QK_NORM_ROLES = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
+M.QKV_BIAS_ROLES = { "q_bias", "k_bias", "v_bias" } -- Qwen2: biases on the q, k and v projections
 
 -- llama2.c's names of the roles (its file's tensors; layer l's is "<name>.<l>").
 local LLAMA2C_NAMES = { attn_norm = "rms_att", q = "wq", k = "wk", v = "wv", out = "wo", ffn_norm = "rms_ffn",
@@ -21,21 +22,28 @@ local HF_LAYER_NAMES = { attn_norm = "input_layernorm", q = "self_attn.q_proj", 
 local HF_NAMES = { token_embedding = "model.embed_tokens.weight", final_norm = "model.norm.weight",
   classifier = "lm_head.weight" }
 
+-- A role's Hugging Face name in layer l: a weight's "....weight", a bias role ("q_bias") its
+-- projection's "....bias".
+local function hf_layer_name(role, l)
+  local projection = role:match("^(.*)_bias$")
+  if projection then return string.format("model.layers.%d.%s.bias", l, HF_LAYER_NAMES[projection]) end
+  return string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[role])
+end
+
 --- The name maps of the family's checkpoint formats: naming.name(role, l) is the name a
 --- checkpoint gives role of 0-based layer l (nil for the model's own tensors), in llama2.c's
 --- naming ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
 M.NAMINGS = {
   llama2c = { name = function(role, l) return l and LLAMA2C_NAMES[role] .. "." .. l or LLAMA2C_NAMES[role] end },
-  hf = { name = function(role, l)
-    return l and string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[role]) or HF_NAMES[role]
-  end },
+  hf = { name = function(role, l) return l and hf_layer_name(role, l) or HF_NAMES[role] end },
 }
 
 --- The layer roles of a configuration.
 function M.layer_roles(config)
-  if not config.qk_norm then return M.LAYER_ROLES end
+  if not config.qk_norm and not config.qkv_bias then return M.LAYER_ROLES end
   local roles = { table.unpack(M.LAYER_ROLES) }
-  for _, role in ipairs(M.QK_NORM_ROLES) do roles[#roles + 1] = role end
+  for _, role in ipairs(config.qk_norm and M.QK_NORM_ROLES or {}) do roles[#roles + 1] = role end
+  for _, role in ipairs(config.qkv_bias and M.QKV_BIAS_ROLES or {}) do roles[#roles + 1] = role end
   return roles
 end
 
@@ -51,6 +59,7 @@ function M.complete_config(config)
   config.rope_theta = config.rope_theta or 10000
   config.norm_eps = config.norm_eps or 1e-5
   config.qk_norm = config.qk_norm or false
+  config.qkv_bias = config.qkv_bias or false
   return config
 end
 

@@ -12,12 +12,14 @@
 --   bias                  whether the projections (qkv, out, up, down) carry biases
 --   positions             "learned" (a position embedding added to the token's) or "rope"
 --   rope, rope_theta      RoPE's pairing, "interleaved" (llama2.c) or "half" (Hugging Face)
+--   rope_scaling          nil, or the frequencies' rescaling (nn.rope_frequencies: linear, llama3)
+--   qkv_bias              separate q, k and v projections carry biases (Qwen2), the others not
 --   qk_norm               RMSNorm over head_dim on the q and k heads before RoPE (Qwen3)
 --   ffn                   "gelu" (up, GELU, down) or "swiglu" (down(silu(gate) * up))
 --   tied                  the classifier is the token embedding
 --
 -- Roles name the weights: one layer has attn_norm (+ attn_norm_bias), qkv (+ qkv_bias) or
--- q, k, v, q_norm, k_norm, out (+ out_bias), ffn_norm (+ ffn_norm_bias), gate, up (+ up_bias),
+-- q, k, v (+ q_bias, k_bias, v_bias), q_norm, k_norm, out (+ out_bias), ffn_norm (+ ffn_norm_bias), gate, up (+ up_bias),
 -- down (+ down_bias); the model has token_embedding, position_embedding, final_norm
 -- (+ final_norm_bias) and classifier (absent when tied). Checkpoint readers return weights
 -- by role (W.layers[l][role], matrices [out, in], vectors [n]); a naming maps each role to
@@ -47,7 +49,8 @@ local MASK = decoder.MASK
 -- The roles of each program group, in the order the programs use them, and which
 -- architectures have them.
 local GROUP_ROLES = {
-  attn = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "q", "k", "v", "q_norm", "k_norm", "out", "out_bias" },
+  attn = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "q", "q_bias", "k", "k_bias", "v", "v_bias", "q_norm",
+    "k_norm", "out", "out_bias" },
   ffn = { "ffn_norm", "ffn_norm_bias", "gate", "gate_bias", "up", "up_bias", "down", "down_bias" },
   norm = { "final_norm", "final_norm_bias" },
 }
@@ -58,6 +61,9 @@ local function separate(a) return a.qkv ~= "fused" end
 local PRESENT = {
   attn_norm_bias = layer_norm, ffn_norm_bias = layer_norm, final_norm_bias = layer_norm,
   qkv = fused, qkv_bias = function(a) return fused(a) and a.bias end, q = separate, k = separate, v = separate,
+  q_bias = function(a) return separate(a) and a.qkv_bias end,
+  k_bias = function(a) return separate(a) and a.qkv_bias end,
+  v_bias = function(a) return separate(a) and a.qkv_bias end,
   q_norm = function(a) return a.qk_norm end, k_norm = function(a) return a.qk_norm end,
   out_bias = function(a) return a.bias end, up_bias = function(a) return a.bias end,
   down_bias = function(a) return a.bias end, gate = function(a) return a.ffn == "swiglu" end,
@@ -267,7 +273,8 @@ local function attention_prefill_graph(self, L, S)
   local x = g:input("x", { 1, a.dim, 1, S }, dtype)
   local cos, sin
   if a.positions == "rope" then
-    local cos_t, sin_t = nn.rope_tables(S, a.head_dim, { convention = a.rope, theta = a.rope_theta, dtype = dtype })
+    local cos_t, sin_t = nn.rope_tables(S, a.head_dim, { convention = a.rope, theta = a.rope_theta, scaling = a.rope_scaling,
+      dtype = dtype })
     cos, sin = g:const("rope_cos", cos_t), g:const("rope_sin", sin_t)
   end
   local q, k, v = project(self, g, L, x)
@@ -540,8 +547,8 @@ function Methods:decode_inputs(position, W)
   local a = self.arch
   if a.positions ~= "rope" then return {} end
   local head = a.head_dim
-  local cos_t, sin_t = nn.rope_tables(1, head, { convention = a.rope, theta = a.rope_theta, offset = position,
-    dtype = self.dtype })
+  local cos_t, sin_t = nn.rope_tables(1, head, { convention = a.rope, theta = a.rope_theta, scaling = a.rope_scaling,
+    offset = position, dtype = self.dtype })
   local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
   cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
   sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))

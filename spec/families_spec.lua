@@ -1,0 +1,107 @@
+-- The Llama-like families from Hugging Face directories (spec/data/reference/*-tiny, written by
+-- scripts/make_fixtures.py from transformers' modelling code in float64): Llama 3.1 (rope_scaling
+-- of type llama3, untied, GQA), SmolLM2 (tied), Qwen2 (q/k/v biases) and Mistral (a sliding window
+-- narrower than the context). Each loads through ane.models.llama, gives PyTorch's logits, its
+-- greedy choice, PyTorch's loss and every gradient, decodes as a full prefill does, and saves to a
+-- directory that loads back the same.
+local helpers = require("spec.helpers")
+local llama = require("ane.models.llama")
+local nn = require("ane.nn")
+
+local FAMILIES = {
+  { "llama3-tiny", "llama", function(model) assert.are.equal("llama3", model.arch.rope_scaling.type) end },
+  { "smollm2-tiny", "llama", function(model) assert.is_true(model.shared_classifier) end },
+  { "qwen2-tiny", "qwen2", function(model) assert.is_true(model.arch.qkv_bias) end },
+  { "mistral-tiny", "mistral", function(model) assert.are.equal(16, model.context_length) end },
+}
+
+describe("Llama-like families", function()
+  for _, family in ipairs(FAMILIES) do
+    local name, model_type, check = family[1], family[2], family[3]
+    it(name .. ": PyTorch's logits within 1e-4 in fp32, its greedy choices, decoding as prefill", function()
+      local dir, expected, V = helpers.repo_data():reference(name)
+      local model = assert(llama.load(dir, { precision = "fp32" }))
+      assert.matches("^" .. model_type .. " %(", tostring(model))
+      check(model)
+      local ids = expected.input_ids:totable()[1]
+      local logits = model:logits(ids)
+      local want = expected.logits:reshape(#ids, V)
+      -- fp32 sums against the float64 reference (bf16 weights exact in both): summation order only
+      assert.is_true(logits:max_abs_diff(want) < 1e-4, tostring(logits:max_abs_diff(want)))
+      for t = 1, #ids do
+        assert.are.equal(want:slice(1, t, t):argmax(), logits:slice(1, t, t):argmax(), "position " .. t)
+      end
+      for _, setup in ipairs({ { "fp32", "cpu" }, { "fp16", "ane" } }) do
+        helpers.assert_decode_matches_prefill(assert(llama.load(dir, { precision = setup[1], profile = setup[2] })),
+          { ids[1], ids[2], ids[3] }, 6)
+      end
+      -- training: the loss and every gradient, in Hugging Face names (fp32 sums against float64:
+      -- differences ~1e-7, as llama_formats_spec's; bars 1e-4 and 1e-5)
+      local loss, grads = model:loss(ids, expected.targets:totable()[1])
+      assert.is_true(math.abs(loss - expected.loss:get(1)) < 1e-4, loss .. " vs " .. expected.loss:get(1))
+      local checked = 0
+      for key, want in pairs(expected) do
+        local param = key:match("^grad%.(.*)$")
+        if param then
+          assert.is_truthy(grads[param], "no gradient for " .. param)
+          local diff = grads[param]:max_abs_diff(want:reshape(table.unpack(grads[param]:shape())))
+          assert.is_true(diff < 1e-5, param .. ": " .. diff)
+          checked = checked + 1
+        end
+      end
+      assert.is_true(checked >= 20, checked .. " gradients")
+      local saved = helpers.tmpdir() .. "/" .. name
+      assert(model:save(saved))
+      assert.are.equal(0, assert(llama.load(saved, { precision = "fp32" })):logits(ids):max_abs_diff(logits))
+    end)
+  end
+
+  -- transformers' _compute_llama3_parameters, read as a rule: wavelengths above n / low are
+  -- divided by the factor, below n / high kept, between them interpolated
+  it("rescales Llama 3.1's rotary frequencies by wavelength", function()
+    local n, scaling = 32, { type = "llama3", factor = 8, low_freq_factor = 1, high_freq_factor = 4,
+      original_max_position_embeddings = 32 }
+    local plain, scaled = nn.rope_frequencies(64, 500000), nn.rope_frequencies(64, 500000, scaling)
+    local seen = {}
+    for i = 1, #plain do
+      local wavelength = 2 * math.pi / plain[i]
+      if wavelength < n / 4 then
+        assert.are.equal(plain[i], scaled[i]); seen.kept = true
+      elseif wavelength > n then
+        assert.is_true(math.abs(scaled[i] - plain[i] / 8) <= 1e-15 * plain[i]); seen.divided = true
+      else
+        assert.is_true(scaled[i] < plain[i] and scaled[i] > plain[i] / 8); seen.between = true
+      end
+    end
+    assert.is_true(seen.kept and seen.divided and seen.between, "every band is exercised")
+    local linear = nn.rope_frequencies(16, 10000, { type = "linear", factor = 4 })
+    assert.are.equal(nn.rope_frequencies(16, 10000)[3] / 4, linear[3])
+  end)
+
+  it("refuses rope_scaling types it does not know and bad fields, naming them", function()
+    local dir = helpers.repo_data():reference("llama3-tiny")
+    local function with(config_change)
+      local copy = helpers.tmpdir() .. "/llama3-variant"
+      helpers.run("rm -rf " .. helpers.quote(copy) .. " && cp -r " .. helpers.quote(dir) .. " " .. helpers.quote(copy))
+      local cjson = require("cjson")
+      local config = cjson.decode(helpers.read_file(copy .. "/config.json"))
+      config_change(config)
+      local f = assert(io.open(copy .. "/config.json", "w"))
+      f:write(cjson.encode(config))
+      f:close()
+      return llama.load(copy)
+    end
+    local model, err = with(function(c) c.rope_scaling.rope_type = "yarn" end)
+    assert.is_nil(model)
+    assert.matches("config%.json: rope_scaling%.rope_type 'yarn' is not supported %(anelua reads linear, dynamic and llama3%)", err)
+    model, err = with(function(c) c.rope_scaling.low_freq_factor = "one" end)
+    assert.matches("config%.json: rope_scaling%.low_freq_factor is \"one\", expected a positive number", err)
+    model, err = with(function(c) c.rope_scaling.high_freq_factor = 0.5 end)
+    assert.matches("rope_scaling%.high_freq_factor %(0%.5%) must be above low_freq_factor %(1%)", err)
+    model, err = with(function(c) c.model_type = "gemma3" end)
+    assert.matches("model_type 'gemma3'; the Llama loader reads 'llama', 'mistral', 'qwen2' and 'qwen3'", err)
+    -- dynamic scaling changes nothing within max_position_embeddings, the context anelua gives
+    model = assert(with(function(c) c.rope_scaling = { rope_type = "dynamic", factor = 2.0 } end))
+    assert.is_nil(model.arch.rope_scaling)
+  end)
+end)
