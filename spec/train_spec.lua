@@ -84,6 +84,30 @@ describe("token shards", function()
     assert.are.same(expected, shard:tokens(1, shard.count))
   end)
 
+  -- GPT-2's BPE (its vocab.json + merges.txt, or the directory) with <|endoftext|> before each
+  -- document, as llm.c's data scripts write shards for its GPT-2 training; the ids are GPT-2's own
+  -- (tiktoken's gpt2 encoding of the same text, typed here from it: 7454 = "Once", 257 = " a", ...)
+  it("come out of scripts/pretokenize.lua for GPT-2's BPE with <|endoftext|> per document", function()
+    local gpt2 = helpers.repo_data():tokenizer("gpt2")
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/in.txt", "Once upon a time.\nThe end.\n")
+    local shards = {}
+    for i, given in ipairs({ gpt2, gpt2 .. "/vocab.json" }) do
+      local out, err, code = helpers.run_anelua(helpers.quote(helpers.root .. "/scripts/pretokenize.lua") ..
+        " --tokenizer " .. helpers.quote(given) .. " --format llmc --split-lines --out " .. dir .. "/g" .. i .. ".bin " .. dir .. "/in.txt")
+      assert.are.equal(0, code, err)
+      assert.matches("from 2 documents", out)
+      local shard = assert(data.open(dir .. "/g" .. i .. ".bin"))
+      shards[i] = shard:tokens(1, shard.count)
+    end
+    assert.are.same({ 50256, 7454, 2402, 257, 640, 13, 50256, 464, 886, 13 }, shards[1])
+    assert.are.same(shards[1], shards[2])
+    local _, err, code = helpers.run_anelua(helpers.quote(helpers.root .. "/scripts/pretokenize.lua") ..
+      " --tokenizer " .. dir .. "/vocab.json --out " .. dir .. "/x.bin " .. dir .. "/in.txt")
+    assert.are.equal(1, code)
+    assert.matches("vocab%.json: no merges%.txt beside it", err)
+  end)
+
   it("synthetic stories are deterministic", function()
     assert.are.same(data.synthetic_stories(5, 3), data.synthetic_stories(5, 3))
     assert.are_not.same(data.synthetic_stories(5, 3), data.synthetic_stories(5, 4))
