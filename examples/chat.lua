@@ -50,6 +50,7 @@ local command = cli.command{
 local opts, positional = command:parse(arg)
 local dir = positional[1]
 command:use_backend(opts.backend)
+command:check_activations(opts, dir)
 local qwen3 = require("ane.models.qwen3")
 local model_options = { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),
   quantize = opts.quantize, activations = opts.activations }

@@ -31,6 +31,7 @@ local command = cli.command{
 local opts, positional = command:parse(arg)
 local model_path = positional[1]
 command:use_backend(opts.backend)
+command:check_activations(opts, model_path)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 if not lfs.attributes(model_path) then command:fail(model_path .. " does not exist") end
 local model, err = command:call(llama.load, model_path, { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"),

@@ -128,6 +128,16 @@ function Command:usage_error(message)
   os.exit(M.USAGE_EXIT)
 end
 
+-- --activations multiplies quantized weights: without --quantize the model must come quantized
+-- (an anelua quantized directory, config.json's quantization_config); else a usage error.
+function Command:check_activations(opts, model_path)
+  if not opts.activations or opts.quantize then return end
+  local config = model_path and ane.io.read_json(model_path .. "/config.json")
+  if type(config) == "table" and type(config.quantization_config) == "table" then return end
+  self:usage_error("--activations " .. opts.activations .. " multiplies quantized weights: add --quantize int8 or int4 "
+    .. "(or load a quantized checkpoint)")
+end
+
 -- A user's mistake found after parsing (a missing file, an unusable value): one line, exit 1.
 function Command:fail(message)
   io.stderr:write(self.name .. ": " .. tostring(message) .. "\n")
