@@ -88,6 +88,20 @@ describe("training plots", function()
     end
   end)
 
+  it("keep every line off the panel's frame (memory drawn from 0 MB)", function()
+    local records = {}
+    for step = 1, 20 do records[step] = { step = step, loss = 5 - step / 10, tokens_per_s = 100 + step, rss_mb = 200 + step } end
+    local found = panels(plot.training_svg(records))
+    for _, field in ipairs({ "loss", "tokens_per_s", "rss_mb" }) do
+      local a = found[field].attributes
+      for _, point in ipairs(found[field].lines[1]) do
+        local y = a.top + a.height - (point.value - a["y-min"]) / (a["y-max"] - a["y-min"]) * a.height
+        assert.is_true(y > a.top + 2 and y < a.top + a.height - 2, field .. " at y " .. y)
+      end
+    end
+    assert.are.equal(0, found.rss_mb.attributes["y-min"])
+  end)
+
   it("break the line at a skipped step and escape the title", function()
     local records = { { step = 1, loss = 3, tokens_per_s = 10 }, { step = 2, loss = 0 / 0, tokens_per_s = 11 },
       { step = 3, tokens_per_s = 12 }, { step = 4, loss = 2, tokens_per_s = 13 }, { step = 5, loss = 1, tokens_per_s = 9 } }

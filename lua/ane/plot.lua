@@ -37,6 +37,9 @@ local function panel(out, records, field, label, top, color)
   if y_min > y_max then y_min, y_max = 0, 1 end
   if x_max == x_min then x_max = x_min + 1 end
   if y_max == y_min then y_min, y_max = y_min - 0.5, y_max + 0.5 end
+  -- a margin above and below (memory from 0 MB), so no line runs along the frame
+  local margin = (y_max - (field == "rss_mb" and math.min(0, y_min) or y_min)) * 0.08
+  y_min, y_max = field == "rss_mb" and math.min(0, y_min) or y_min - margin, y_max + margin
   local left, width, height = MARGIN_LEFT, WIDTH - MARGIN_LEFT - MARGIN_RIGHT, PANEL_HEIGHT
   local function px(x) return left + (x - x_min) / (x_max - x_min) * width end
   local function py(y) return top + height - (y - y_min) / (y_max - y_min) * height end
