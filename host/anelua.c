@@ -367,8 +367,6 @@ static int show_ref = LUA_NOREF, complete_ref = LUA_NOREF, notes_ref = LUA_NOREF
 static lua_State *completion_state;
 
 static void load_repl_helpers(lua_State *L) {
-    lua_newtable(L); /* ane.compile prints each warning once in the REPL */
-    lua_setfield(L, LUA_REGISTRYINDEX, "ane.repl_warnings");
     static const char setup[] = "local repl = require('ane.repl')\n"
                                 "help = function(...) print(repl.help(...)) end\n"
                                 "return repl.show, repl.complete, repl.notes\n";
@@ -601,6 +599,8 @@ static int protected_main(lua_State *L) {
         lua_setfield(L, LUA_REGISTRYINDEX, "LUA_NOENV"); /* read by the package library */
     }
     luaL_openlibs(L);
+    lua_newtable(L); /* ane.compile prints each distinct warning once, on stderr, in scripts and the REPL */
+    lua_setfield(L, LUA_REGISTRYINDEX, "ane.repl_warnings");
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_ane);
     lua_setfield(L, -2, "ane");

@@ -82,11 +82,53 @@ describe("printing", function()
     assert.matches("ANE%-13 %(agreed%): conv takes no bias", out)
   end)
 
-  it("prints ane.compile's warnings once per session in the REPL", function()
+  it("prints ane.compile's warnings once per session in the REPL and in scripts, models' kept", function()
     local compile = 'g = ane.graph("w"); x = g:input("x", {1, 8, 1, 32}); g:output("y", g:exp(x)); ' ..
         'p = ane.compile(g, {profile = "ane"})\n'
     local _, err = helpers.run_anelua("-i", compile .. compile)
     local _, count = err:gsub("warning ANE%-28: graph 'w' has no conv or matmul", "")
     assert.are.equal(1, count)
+    local script = helpers.tmpdir() .. "/narrow.lua"
+    helpers.write_file(script, 'local ane = require("ane")\n' .. compile .. compile)
+    _, err = helpers.run_anelua(helpers.quote(script))
+    _, count = err:gsub("warning ANE%-28: graph 'w' has no conv or matmul", "")
+    assert.are.equal(1, count) -- (a width-8 input compiled silently in scripts)
+    local model = require("ane.models.llama").from_weights(require("ane.models.llama").random_weights(
+      { dim = 32, hidden = 64, n_layer = 1, n_head = 2, vocab_size = 40, seq_len = 32 }, 1), { precision = "fp16", profile = "ane" })
+    model:logits({ 1, 2, 3 })
+    local kept = 0
+    for _, warnings in pairs(model.compile_warnings) do kept = kept + #warnings end
+    assert.is_true(kept > 0, "a model's programs keep their warnings")
+  end)
+
+  it("shows diagnostics one per line, caps long tables, and lists a module's fields", function()
+    local g = ane.graph("narrow")
+    g:output("y", g:relu(g:input("x", { 1, 4, 1, 8 })))
+    local text = repl.format(g:validate())
+    assert.matches('^  1  { id = "ANE%-21", message = "input \'x\' %[1, 4, 1, 8%] has width 8 < 32', text)
+    assert.matches('\n  3  { id = "ANE%-28", ', text)
+    local big = {}
+    for i = 1, 10000 do big[i] = i end
+    local lines = {}
+    for line in repl.format(big):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    assert.are.equal(41, #lines)
+    assert.are.equal("  ... 9960 more (10000 in all)", lines[41])
+    local module = repl.format(ane)
+    assert.matches("\n  compile +function\n", module)
+    assert.is_nil(module:find("table: 0x", 1, true))
+  end)
+
+  it("runs help()'s example as written", function()
+    local code = {}
+    for line in repl.help():gmatch("[^\n]+") do
+      local statement = line:match("^  ([gxwp] = .-)%s%s%s") or line:match("^  (g:output%b())")
+        or line:match("^  (p:eval%b{}%.y)")
+      if statement then code[#code + 1] = statement end
+    end
+    assert.are.equal(6, #code, table.concat(code, "\n"))
+    local out, err, exit = helpers.run_anelua("-i", table.concat(code, "\n") .. "\n")
+    assert.are.equal(0, exit, err)
+    assert.is_nil(err:find("stdin:", 1, true), err)
+    assert.matches("ane%.tensor fp16 %[1, 32, 1, 32%]", out)
   end)
 end)

@@ -18,7 +18,11 @@ end
 
 local function short(value)
   if type(value) == "string" then return string.format("%q", value) end
+  if type(value) == "function" then return "function" end
   if type(value) == "table" and next(value) == nil and getmetatable(value) == nil then return "{}" end
+  if type(value) == "table" and getmetatable(value) ~= nil and not (getmetatable(value) or {}).__tostring then
+    return "{...}" -- a module or an object without a printed form: its fields on their own lines at top level
+  end
   if type(value) == "table" and getmetatable(value) == nil then
     if is_array(value) and #value <= 8 then
       local parts = {}
@@ -49,23 +53,52 @@ local function format_program(program)
   return ok and table.concat(lines, "\n") or lines[1]
 end
 
+-- A table's fields on one line, "{ key = value, ... }" in key order (a diagnostic, a port).
+local function inline(t)
+  local keys = {}
+  for key in pairs(t) do keys[#keys + 1] = key end
+  if #keys > 6 then return string.format("{...} (%d fields)", #keys) end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local parts = {}
+  for _, key in ipairs(keys) do
+    parts[#parts + 1] = (type(key) == "string" and key or "[" .. tostring(key) .. "]") .. " = " .. short(t[key])
+  end
+  return "{ " .. table.concat(parts, ", ") .. " }"
+end
+
+-- Lines a table prints as at most; the rest is counted.
+local MAX_LINES = 40
+
+-- Whether a table prints through its own __tostring (tensors' tables, probe lists).
+local function has_tostring(value)
+  local mt = getmetatable(value)
+  return type(mt) == "table" and mt.__tostring ~= nil
+end
+
 function M.format(value)
   if type(value) == "string" then return value end -- as print shows it (quoted inside tables)
   if is_program(value) then return format_program(value) end
-  if type(value) ~= "table" or getmetatable(value) ~= nil then return short(value) end
-  if is_array(value) and #value <= 8 then return short(value) end
-  local keys, width = {}, 0
-  for key in pairs(value) do
-    keys[#keys + 1] = key
-    width = math.max(width, #tostring(key))
+  if type(value) ~= "table" or has_tostring(value) then return short(value) end
+  if is_array(value) and #value <= 8 and getmetatable(value) == nil then
+    local records = #value > 0
+    for _, v in ipairs(value) do records = records and type(v) == "table" and getmetatable(v) == nil end
+    if not records then return short(value) end
   end
+  local keys, width = {}, 0
+  for key in pairs(value) do keys[#keys + 1] = key end
   table.sort(keys, function(a, b)
     if type(a) == type(b) and (type(a) == "number" or type(a) == "string") then return a < b end
     return type(a) < type(b)
   end)
+  for i = 1, math.min(#keys, MAX_LINES) do width = math.max(width, #tostring(keys[i])) end
   local lines = {}
-  for _, key in ipairs(keys) do
-    lines[#lines + 1] = string.format("  %-" .. width .. "s  %s", tostring(key), short(value[key]))
+  for i = 1, math.min(#keys, MAX_LINES) do
+    local key, item = keys[i], value[keys[i]]
+    local shown = type(item) == "table" and getmetatable(item) == nil and next(item) ~= nil and inline(item) or short(item)
+    lines[#lines + 1] = string.format("  %-" .. width .. "s  %s", tostring(key), shown)
+  end
+  if #keys > MAX_LINES then
+    lines[#lines + 1] = string.format("  ... %d more (%d in all)", #keys - MAX_LINES, #keys)
   end
   return table.concat(lines, "\n")
 end
@@ -164,10 +197,11 @@ end
 local OVERVIEW = [[
 anelua: program Apple's Neural Engine from Lua (backend ]] .. ane.default_backend() .. [[ here).
   g = ane.graph("name")               a graph; help(g) lists its builders with their options
-  x = g:input("x", {1, 64, 1, 32})    inputs are [1, C, 1, S] (channels, sequence)
-  g:output("y", g:conv(x, g:const(w)))
-  p = ane.compile(g, {profile = "ane"|"cpu", precision = "fp16"|"fp32"})
-  p:eval{x = tensor}.y                 outputs by name; p:patch{w = tensor} without recompiling
+  x = g:input("x", {1, 64, 1, 32})    inputs are [1, C, 1, S] (channels, sequence), fp16 by default
+  w = ane.tensor.randn({32, 64, 1, 1}):to("fp16")   a conv weight [out, in, 1, 1] in the graph's dtype
+  g:output("y", g:conv(x, g:const("w", w)))
+  p = ane.compile(g, {profile = "ane"})   or "cpu"; precision = "fp16" | "fp32"
+  p:eval{x = ane.tensor.randn({1, 64, 1, 32}):to("fp16")}.y   outputs by name; p:patch{w = w2} keeps the program
   ane.tensor.randn({2, 3}), ane.stats(), ane.backends(), ane.graph.ops()
   help("conv")                         one op;  ane.rule("ANE-21"): one constraint
   ane.probe.list(), ane.probe.run("concat"), help("probes")   ask the device (docs/probes.md)

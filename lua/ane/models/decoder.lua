@@ -162,8 +162,13 @@ function Methods:program(kind, layer, a, b)
     g = self:build_graph(kind, layer, a, b)
   end
   local start = ane.clock() -- ane.compile runs the pass pipeline itself
-  program = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
-    activations = self.activations, key = self.id .. ":" .. key })
+  -- quiet: a model's programs carry warnings its design accepts (ANE-28's elementwise final norm,
+  -- ANE-21's narrow decode widths); they are kept per program, not printed to its user
+  local warnings
+  program, warnings = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
+    activations = self.activations, key = self.id .. ":" .. key, quiet = true })
+  self.compile_warnings = self.compile_warnings or {}
+  self.compile_warnings[key] = warnings
   self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
   self.counters.programs = self.counters.programs + 1
   self.programs[key] = program
