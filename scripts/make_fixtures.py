@@ -14,10 +14,10 @@ tokens) so that the files stay small; every format path is still exercised.
   llama-tiny/ model.bin (llama2.c v0, negative vocab_size: unshared wcls)
   qwen3-tiny/ config.json, model.safetensors (BF16, tied), tokenizer.json (the Qwen3 tokenizer
               cut to its first tokens and merges, with its added tokens renumbered after them)
-  llama3-tiny/, smollm2-tiny/, qwen2-tiny/, mistral-tiny/: Hugging Face directories of those
-              families as their configs describe them (Llama 3.1's rope_scaling of type llama3 and
-              untied lm_head; SmolLM2's tied embeddings; Qwen2's q/k/v biases; Mistral's sliding
-              window), BF16, no tokenizer (ids in, logits out); expected.safetensors also holds
+  llama3-tiny/, smollm2-tiny/, qwen2-tiny/, mistral-tiny/, phi3-tiny/: Hugging Face directories of
+              those families as their configs describe them (Llama 3.1's rope_scaling of type llama3
+              and untied lm_head; SmolLM2's tied embeddings; Qwen2's q/k/v biases; Mistral's sliding
+              window; Phi-3's fused projections and LongRoPE), BF16, no tokenizer (ids in, logits out); expected.safetensors also holds
               targets, the mean cross-entropy loss and every gradient as grad.<HF name>
   each with expected.safetensors (input_ids, targets, logits, loss; gpt2/llama also every
   gradient as grad.<name> and adamw_losses) and meta.json.
@@ -348,6 +348,12 @@ def hf_family_fixture(gen, family):
                        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "use_sliding_window": False,
                        "sliding_window": 32768, "max_window_layers": 21})
         del config["head_dim"]
+    elif family == "phi3":     # fused qkv_proj and gate_up_proj; LongRoPE within its original context
+        short = [1.0 + 0.25 * i for i in range(hd // 2)]
+        scaling = {"rope_type": "longrope", "short_factor": short, "long_factor": [4.0 * f for f in short]}
+        config.update({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "rope_scaling": scaling,
+                       "original_max_position_embeddings": 32, "max_position_embeddings": 128, "sliding_window": None,
+                       "partial_rotary_factor": 1.0})
     elif family == "mistral":  # a sliding window narrower than the context: the sequence stays inside it
         config.update({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "rope_theta": 1000000.0,
                        "sliding_window": 16, "head_dim": None})
@@ -377,7 +383,12 @@ def hf_family_fixture(gen, family):
                       p + "self_attn.v_proj.bias": randn(KV * hd, scale=0.5)})
 
     inv = config["rope_theta"] ** (-torch.arange(0, hd, 2) / hd)                        # [hd/2]
-    if scaling:  # modeling_rope_utils._compute_llama3_parameters
+    attention_factor = 1.0
+    if scaling and scaling["rope_type"] == "longrope":  # _compute_longrope_parameters, sequences within the original
+        original, expanded = config["original_max_position_embeddings"], config["max_position_embeddings"]
+        attention_factor = math.sqrt(1 + math.log(expanded / original) / math.log(original))
+        inv = inv / torch.tensor(scaling["short_factor"])
+    elif scaling:  # modeling_rope_utils._compute_llama3_parameters
         factor, lo, hi, n = (scaling[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
                                                   "original_max_position_embeddings"))
         wavelen = 2 * math.pi / inv
@@ -388,7 +399,7 @@ def hf_family_fixture(gen, family):
 
     def rope_half(x):
         angles = torch.arange(x.shape[2])[:, None] * inv[None, :]
-        cos, sin = torch.cos(angles).repeat(1, 2), torch.sin(angles).repeat(1, 2)
+        cos, sin = torch.cos(angles).repeat(1, 2) * attention_factor, torch.sin(angles).repeat(1, 2) * attention_factor
         first, second = x[..., : hd // 2], x[..., hd // 2:]
         return x * cos + torch.cat([-second, first], -1) * sin
 
@@ -424,7 +435,14 @@ def hf_family_fixture(gen, family):
     loss.backward()
     expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
     expected.update({"grad." + name: t.grad for name, t in W.items()})
-    return config, {name: t.detach() for name, t in W.items()}, expected
+    saved = {name: t.detach() for name, t in W.items()}
+    if family == "phi3":  # Phi-3's checkpoints hold q, k, v and gate, up fused (modeling_phi3), in that row order
+        for l in range(L):
+            p = f"model.layers.{l}."
+            saved[p + "self_attn.qkv_proj.weight"] = torch.cat([saved.pop(p + f"self_attn.{n}_proj.weight") for n in "qkv"])
+            saved[p + "mlp.gate_up_proj.weight"] = torch.cat([saved.pop(p + "mlp.gate_proj.weight"),
+                                                              saved.pop(p + "mlp.up_proj.weight")])
+    return config, saved, expected
 
 
 def main():
@@ -470,7 +488,8 @@ def main():
     families = {"llama3": "Llama 3.1 (rope_scaling llama3, theta 5e5, untied, GQA 4 on 2)",
                 "smollm2": "SmolLM2 (Llama, tied embeddings, theta 1e5)",
                 "qwen2": "Qwen2 (q/k/v biases, tied, theta 1e6)",
-                "mistral": "Mistral (sliding window 16 of 128 positions, theta 1e6)"}
+                "mistral": "Mistral (sliding window 16 of 128 positions, theta 1e6)",
+                "phi3": "Phi-3 (fused qkv_proj and gate_up_proj, LongRoPE short factors within 32 positions)"}
     for family, what in families.items():
         out = os.path.join(OUT, family + "-tiny")
         os.makedirs(out, exist_ok=True)

@@ -1,7 +1,7 @@
 -- The Llama-like families from Hugging Face directories (spec/data/reference/*-tiny, written by
 -- scripts/make_fixtures.py from transformers' modelling code in float64): Llama 3.1 (rope_scaling
 -- of type llama3, untied, GQA), SmolLM2 (tied), Qwen2 (q/k/v biases) and Mistral (a sliding window
--- narrower than the context). Each loads through ane.models.llama, gives PyTorch's logits, its
+-- narrower than the context) and Phi-3 (fused qkv_proj / gate_up_proj, LongRoPE). Each loads through ane.models.llama, gives PyTorch's logits, its
 -- greedy choice, PyTorch's loss and every gradient, decodes as a full prefill does, and saves to a
 -- directory that loads back the same.
 local helpers = require("spec.helpers")
@@ -13,6 +13,10 @@ local FAMILIES = {
   { "smollm2-tiny", "llama", function(model) assert.is_true(model.shared_classifier) end },
   { "qwen2-tiny", "qwen2", function(model) assert.is_true(model.arch.qkv_bias) end },
   { "mistral-tiny", "mistral", function(model) assert.are.equal(16, model.context_length) end },
+  { "phi3-tiny", "phi3", function(model) -- fused projections read apart; LongRoPE's short range
+    assert.are.equal("longrope", model.arch.rope_scaling.type)
+    assert.are.equal(32, model.context_length)
+  end },
 }
 
 describe("Llama-like families", function()
@@ -93,7 +97,7 @@ describe("Llama-like families", function()
     end
     local model, err = with(function(c) c.rope_scaling.rope_type = "yarn" end)
     assert.is_nil(model)
-    assert.matches("config%.json: rope_scaling%.rope_type 'yarn' is not supported %(anelua reads linear, dynamic and llama3%)", err)
+    assert.matches("config%.json: rope_scaling%.rope_type 'yarn' is not supported %(anelua reads linear, dynamic, llama3 and longrope%)", err)
     model, err = with(function(c) c.rope_scaling.low_freq_factor = "one" end)
     assert.matches("config%.json: rope_scaling%.low_freq_factor is \"one\", expected a positive number", err)
     model, err = with(function(c) c.rope_scaling.high_freq_factor = 0.5 end)

@@ -142,7 +142,9 @@ end
 ---     original_max_position_embeddings = n }: wavelengths 2 pi / inv longer than n / lo divided
 ---     by f, shorter than n / hi kept, those between interpolated with s = (n / wavelength - lo)
 ---     / (hi - lo) as (1 - s) inv / f + s inv (Llama 3.1's, as transformers' modeling_rope_utils
----     computes it).
+---     computes it);
+---   { type = "longrope", short_factor = {...} }: frequency i / short_factor[i] (Phi-3's LongRoPE within
+---     its original context; rope_tables scales cos and sin by scaling.attention_factor).
 function nn.rope_frequencies(dim, theta, scaling)
   local inv = {}
   for i = 0, dim // 2 - 1 do inv[i + 1] = theta ^ (-2 * i / dim) end
@@ -150,6 +152,8 @@ function nn.rope_frequencies(dim, theta, scaling)
   local factor = scaling.factor
   if scaling.type == "linear" then
     for i = 1, #inv do inv[i] = inv[i] / factor end
+  elseif scaling.type == "longrope" then -- Phi-3 within its original context: each frequency / its short factor
+    for i = 1, #inv do inv[i] = inv[i] / scaling.short_factor[i] end
   elseif scaling.type == "llama3" then
     local n, lo, hi = scaling.original_max_position_embeddings, scaling.low_freq_factor, scaling.high_freq_factor
     for i = 1, #inv do
@@ -162,7 +166,7 @@ function nn.rope_frequencies(dim, theta, scaling)
       end
     end
   else
-    error("nn.rope_frequencies: scaling type '" .. tostring(scaling.type) .. "' is not linear or llama3", 2)
+    error("nn.rope_frequencies: scaling type '" .. tostring(scaling.type) .. "' is not linear, llama3 or longrope", 2)
   end
   return inv
 end
@@ -170,18 +174,20 @@ end
 --- Rotary embedding tables for positions offset .. offset + seq - 1: cos and sin tensors of
 --- shape [seq, dim], laid out for the convention: "interleaved" (pairs (0,1), (2,3), ... as
 --- in llama2.c) or "half" (pairs (i, i + dim/2), rotate-half as in Hugging Face). opts: theta,
---- offset, convention, dtype, scaling (nn.rope_frequencies).
+--- offset, convention, dtype, scaling (nn.rope_frequencies; LongRoPE's attention_factor scales cos
+--- and sin).
 function nn.rope_tables(seq, dim, opts)
   opts = opts or {}
   local offset = opts.offset or 0
   local convention = opts.convention or "interleaved"
   local inv = nn.rope_frequencies(dim, opts.theta or 10000, opts.scaling)
+  local scale = opts.scaling and opts.scaling.attention_factor or 1
   local cos, sin = {}, {}
   for s = 0, seq - 1 do
     for j = 0, dim - 1 do
       local pair = convention == "interleaved" and j // 2 or j % (dim // 2)
       local angle = (s + offset) * inv[pair + 1]
-      cos[#cos + 1], sin[#sin + 1] = math.cos(angle), math.sin(angle)
+      cos[#cos + 1], sin[#sin + 1] = scale * math.cos(angle), scale * math.sin(angle)
     end
   end
   local dtype = opts.dtype or "fp16"

@@ -23,7 +23,43 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 local integer_field = common.integer_field
 
 -- The model types this reader knows.
-M.MODEL_TYPES = { llama = true, mistral = true, qwen2 = true, qwen3 = true }
+M.MODEL_TYPES = { llama = true, mistral = true, phi3 = true, qwen2 = true, qwen3 = true }
+
+-- Phi-3's fused projections: the roles cut from one tensor's rows, in order.
+local PHI3_FUSED = {
+  { name = "self_attn.qkv_proj", roles = { "q", "k", "v" } },
+  { name = "mlp.gate_up_proj", roles = { "gate", "up" } },
+}
+
+--- Phi-3's LongRoPE (rope_type "longrope", formerly "su"): within original_max_position_embeddings
+--- transformers rotates by the short factors (each frequency divided by its factor) and scales
+--- cos and sin by sqrt(1 + ln(max / original) / ln(original)) (or rope_scaling.attention_factor);
+--- anelua gives such a model that context (config.context_from), so the long factors never apply.
+function M.longrope(json, r, source)
+  local original = json.original_max_position_embeddings or r.original_max_position_embeddings
+  if type(original) ~= "number" or original <= 0 or math.tointeger(original) == nil then
+    return nil, string.format("%s: LongRoPE needs 'original_max_position_embeddings', a positive integer (got %s)",
+      source, cjson.encode(original))
+  end
+  local short = r.short_factor
+  if type(short) ~= "table" or #short == 0 then
+    return nil, string.format("%s: rope_scaling.short_factor is %s, expected a list of numbers", source, cjson.encode(short))
+  end
+  for i, v in ipairs(short) do
+    if type(v) ~= "number" or not (v > 0 and v < math.huge) then
+      return nil, string.format("%s: rope_scaling.short_factor[%d] is %s, expected a positive number", source, i, cjson.encode(v))
+    end
+  end
+  local max = type(json.max_position_embeddings) == "number" and json.max_position_embeddings or original
+  local attention = r.attention_factor
+  if attention == nil or attention == cjson.null then
+    attention = max > original and math.sqrt(1 + math.log(max / original) / math.log(original)) or 1
+  elseif type(attention) ~= "number" or not (attention > 0) then
+    return nil, string.format("%s: rope_scaling.attention_factor is %s, expected a positive number", source, cjson.encode(attention))
+  end
+  return { type = "longrope", short_factor = short, attention_factor = attention,
+    original_max_position_embeddings = math.tointeger(original) }
+end
 
 --- config.json's rope_scaling as nn.rope_frequencies takes it: nil for none (absent, null,
 --- "default", and "dynamic", which rescales only beyond max_position_embeddings, the context
@@ -35,9 +71,10 @@ function M.rope_scaling(json, source)
   if type(r) ~= "table" then return nil, string.format("%s: 'rope_scaling' is %s, expected an object", source, cjson.encode(r)) end
   local kind = r.rope_type or r.type
   if kind == "default" or kind == "dynamic" then return nil end
+  if kind == "longrope" or kind == "su" then return M.longrope(json, r, source) end
   if kind ~= "linear" and kind ~= "llama3" then
-    return nil, string.format("%s: rope_scaling.rope_type '%s' is not supported (anelua reads linear, dynamic and llama3)",
-      source, tostring(kind))
+    return nil, string.format("%s: rope_scaling.rope_type '%s' is not supported (anelua reads linear, dynamic, llama3 "
+      .. "and longrope)", source, tostring(kind))
   end
   local scaling = { type = kind }
   local fields = kind == "llama3" and { "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" }
@@ -119,6 +156,14 @@ function M.read(dir)
   if not config.n_kv_head then return nil, err end
   config.head_dim, err = integer_field(json, "head_dim", source, config.n_head > 0 and config.dim // config.n_head or 0)
   if not config.head_dim then return nil, err end
+  if rope_scaling and rope_scaling.type == "longrope" and rope_scaling.original_max_position_embeddings < config.seq_len then
+    config.seq_len = rope_scaling.original_max_position_embeddings
+    config.context_note = string.format("the context is LongRoPE's short range, %d positions", config.seq_len)
+  end
+  if json.partial_rotary_factor ~= nil and json.partial_rotary_factor ~= cjson.null and json.partial_rotary_factor ~= 1 then
+    return fail("%s: partial_rotary_factor %s is not supported (every head dimension rotates in anelua's models)", source,
+      cjson.encode(json.partial_rotary_factor))
+  end
   -- Mistral's sliding window: within it, sliding-window attention is full attention, so a model
   -- whose window is narrower than its context runs with its context cut to the window
   local window = json.sliding_window
@@ -145,8 +190,29 @@ function M.read(dir)
     out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
     up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim }, q_bias = { q_width },
     k_bias = { kv_width }, v_bias = { kv_width } }
+  -- Phi-3: q, k, v and gate, up as row ranges of the fused tensors
+  local fused_roles = {}
+  if model_type == "phi3" then
+    local widths = { q = q_width, k = kv_width, v = kv_width, gate = c.hidden, up = c.hidden }
+    for _, fused in ipairs(PHI3_FUSED) do
+      local first = 1
+      for _, role in ipairs(fused.roles) do
+        fused_roles[role] = { name = fused.name, first = first, last = first + widths[role] - 1 }
+        first = first + widths[role]
+      end
+      fused.rows = first - 1
+    end
+  end
   local function tensor(role, l, shape)
     local key = name(role, l)
+    local part = l and fused_roles[role]
+    if part then
+      local whole_key = string.format("model.layers.%d.%s.weight", l, part.name)
+      local rows = part.name:match("qkv") and PHI3_FUSED[1].rows or PHI3_FUSED[2].rows
+      local whole, problem = common.expect_tensor(tensors, whole_key, { rows, c.dim }, dir)
+      if not whole then return nil, problem end
+      return whole:slice(1, part.first, part.last)
+    end
     if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]) then
       return quantized_tensor(tensors, key, shape, dir)
     end
@@ -191,7 +257,9 @@ end
 -- config.json of a saved model; quantization: { weights =, classifier = } encodings, or nil
 local function hf_config(model, quantization)
   local c = model.config
-  local config = { model_type = c.model_type or "llama", hidden_size = c.dim, intermediate_size = c.hidden,
+  -- (Phi-3's fused projections are written apart, as a Llama's: the same network)
+  local model_type = c.model_type == "phi3" and "llama" or c.model_type or "llama"
+  local config = { model_type = model_type, hidden_size = c.dim, intermediate_size = c.hidden,
     num_hidden_layers = c.n_layer, num_attention_heads = c.n_head, num_key_value_heads = c.n_kv_head,
     head_dim = c.head_dim, vocab_size = c.vocab_size, max_position_embeddings = c.seq_len, rope_theta = c.rope_theta,
     rms_norm_eps = c.norm_eps, hidden_act = "silu", eos_token_id = model.stop_token,
