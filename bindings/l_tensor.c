@@ -750,17 +750,17 @@ static int m_topk(lua_State *L) {
     return 2;
 }
 
-/* row:sample(temperature, top_k, top_p, u) -> a 1-based index drawn from softmax(row /
+/* row:sample(temperature, top_k, top_p, u, [min_p]) -> a 1-based index drawn from softmax(row /
  * temperature) over its top_k largest (nil or 0: all), cut to the top_p nucleus (nil: none),
- * with u in [0, 1) (ane_tensor_sample) */
+ * after min_p's cut (nil or 0: none), with u in [0, 1) (ane_tensor_sample) */
 static int m_sample(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
     double temperature = luaL_checknumber(L, 2);
     lua_Integer top_k = luaL_optinteger(L, 3, 0);
-    double top_p = luaL_optnumber(L, 4, 1.0), u = luaL_checknumber(L, 5);
+    double top_p = luaL_optnumber(L, 4, 1.0), u = luaL_checknumber(L, 5), min_p = luaL_optnumber(L, 6, 0.0);
     int64_t index;
     ane_error err;
-    if (ane_tensor_sample(t, temperature, top_k, top_p, u, &index, &err)) return ane_lua_raise(L, &err);
+    if (ane_tensor_sample(t, temperature, top_k, top_p, min_p, u, &index, &err)) return ane_lua_raise(L, &err);
     lua_pushinteger(L, index + 1);
     return 1;
 }

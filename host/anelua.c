@@ -184,11 +184,28 @@ static int run_require(lua_State *L, const char *spec) {
     return report(L, status);
 }
 
+/* The host's commands (`anelua run MODEL ...`): a first argument of that name runs
+ * lua/ane/commands/<name>.lua's main(...) unless a file of that name is there (`./run` is a script). */
+static const char *const COMMANDS[] = {"run", NULL};
+
+static int is_command(const char *name) {
+    for (int i = 0; COMMANDS[i]; i++)
+        if (strcmp(name, COMMANDS[i]) == 0) return access(name, F_OK) != 0;
+    return 0;
+}
+
 /* Runs the script with the arguments after it as `...`. */
 static int run_script(lua_State *L, char **argv, int script_index) {
     const char *name = argv[script_index];
     if (strcmp(name, "-") == 0 && strcmp(argv[script_index - 1], "--") != 0) name = NULL; /* stdin */
-    int status = luaL_loadfile(L, name);
+    int status;
+    if (name && is_command(name)) {
+        char chunk[128];
+        snprintf(chunk, sizeof chunk, "return require('ane.commands.%s').main(...)", name);
+        status = luaL_loadbuffer(L, chunk, strlen(chunk), name);
+    } else {
+        status = luaL_loadfile(L, name);
+    }
     if (status == LUA_OK) {
         lua_getglobal(L, "arg");
         if (lua_type(L, -1) != LUA_TTABLE) return report(L, luaL_error(L, "'arg' is not a table"));

@@ -33,6 +33,42 @@ describe("sampling", function()
     end
     assert.is_true(drawn[2] and drawn[4] and drawn[1]) -- sampling still spreads over the allowed ids
   end)
+
+  -- min-p as llama.cpp defines it: a token stays when its probability at temperature 1 is at
+  -- least min_p times the likeliest's, i.e. its logit at least the best + ln(min_p). The row with
+  -- the others set to -inf by hand (the definition) must draw the same id for the same u.
+  it("leaves out the tokens min-p drops, drawing as the hand-masked row does", function()
+    local values = { 3.0, 2.9, 1.0, 0.5, 2.2, -1, 2.71, 2.69 }
+    local row = ane.tensor.from(values, { 8 })
+    local floor = 3.0 + math.log(0.5) -- 2.3069: ids 0, 1, 6, 7 stay
+    local masked = {}
+    for i, v in ipairs(values) do masked[i] = v >= floor and v or -math.huge end
+    local masked_row = ane.tensor.from(masked, { 8 })
+    for i = 0, 99 do
+      local u = (i + 0.5) / 100
+      for _, temperature in ipairs({ 0.7, 1.0, 1.5 }) do
+        local id = row:sample(temperature, nil, nil, u, 0.5)
+        assert.are.equal(masked_row:sample(temperature, nil, nil, u), id)
+        assert.is_true(values[id] >= floor)
+      end
+    end
+    assert.has_error(function() row:sample(1, nil, nil, 0.5, 1.5) end)
+  end)
+
+  -- llama.cpp's penalties over the last repeat_last_n ids: a positive logit divided by the repeat
+  -- penalty, a negative one multiplied; then presence (once) and frequency (per occurrence) subtracted
+  it("penalizes recent ids as llama.cpp does, and only those", function()
+    local row = ane.tensor.from({ 2.0, -1.0, 0.5, 3.0, 1.0 }, { 5 })
+    local recent = { 0, 1, 1, 3, 0, 0 } -- id 0 three times, 1 twice, 3 once; 2 and 4 never
+    local out = generation.penalize(row, { repeat_penalty = 2, presence_penalty = 0.25, frequency_penalty = 0.5 }, recent)
+    local want = { 2.0 / 2 - 0.25 - 0.5 * 3, -1.0 * 2 - 0.25 - 0.5 * 2, 0.5, 3.0 / 2 - 0.25 - 0.5, 1.0 }
+    for i, w in ipairs(want) do assert.is_true(math.abs(out:get(i) - w) < 1e-6, i .. ": " .. out:get(i) .. " vs " .. w) end
+    assert.are.equal(2.0, row:get(1)) -- the session's logits are left as they were
+    local windowed = generation.penalize(row, { presence_penalty = 1, repeat_last_n = 2 }, recent) -- the last two: 0, 0
+    assert.are.equal(1.0, windowed:get(1))
+    assert.are.equal(-1.0, windowed:get(2))
+    assert.are.equal(row, generation.penalize(row, {}, recent)) -- no penalty: the row itself
+  end)
 end)
 
 describe("decoding sessions", function()

@@ -125,13 +125,14 @@ static int64_t draw(const ranked *candidates, int64_t m, double total, double te
     return chosen;
 }
 
-ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double u,
+ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double min_p, double u,
                              int64_t *index, ane_error *err) {
     int64_t n = ane_tensor_numel(t);
     if (n < 1) return ane_fail(err, ANE_ERR_ARGUMENT, "sample: the row is empty");
-    if (!(temperature > 0) || !(u >= 0 && u < 1) || !(top_p > 0))
-        return ane_fail(err, ANE_ERR_ARGUMENT, "sample: temperature %g must be > 0, u %g in [0, 1), top_p %g > 0",
-                        temperature, u, top_p);
+    if (!(temperature > 0) || !(u >= 0 && u < 1) || !(top_p > 0) || !(min_p >= 0 && min_p <= 1))
+        return ane_fail(err, ANE_ERR_ARGUMENT,
+                        "sample: temperature %g must be > 0, u %g in [0, 1), top_p %g > 0, min_p %g in [0, 1]", temperature,
+                        u, top_p, min_p);
     int64_t k = top_k > 0 && top_k < n ? top_k : n;
     ranked *all;
     ane_status status = ranked_row(t, &all, err);
@@ -139,6 +140,11 @@ ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t to
     double best = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         if (all[i].value > best) best = all[i].value;
+    if (min_p > 0 && best > -INFINITY) { /* below min_p of the best's probability: out, as -inf */
+        double floor = best + log(min_p);
+        for (int64_t i = 0; i < n; i++)
+            if (all[i].value < floor) all[i].value = -INFINITY;
+    }
     if (best == -INFINITY) { /* nothing but NaN and -inf: the first */
         *index = 0;
     } else if (k < n) { /* top-k: the k best in order */

@@ -108,8 +108,10 @@ ane_status ane_tensor_topk(const ane_tensor *t, int64_t k, int64_t *indices, dou
 /* One 0-based flat index drawn from softmax(t / temperature) (temperature > 0) over the top_k
  * largest values (0: all) in topk's order, cut to the shortest prefix whose probability reaches
  * top_p (1: no cut), with u in [0, 1): the first index whose running sum of weights passes u
- * times their total. NaN is never drawn while anything else can be. */
-ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double u,
+ * times their total. min_p (0: off) first leaves out the values whose probability at
+ * temperature 1 is below min_p times the largest's (value < largest + ln min_p), as llama.cpp's
+ * min-p sampler does before its temperature. NaN is never drawn while anything else can be. */
+ane_status ane_tensor_sample(const ane_tensor *t, double temperature, int64_t top_k, double top_p, double min_p, double u,
                              int64_t *index, ane_error *err);
 
 /* --- losses --- */

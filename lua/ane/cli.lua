@@ -38,7 +38,7 @@ local function option_key(name) return (name:gsub("-", "_")) end
 -- Converts a value string by the option's kind; returns the value or nil and why not.
 local function convert(option, text)
   local kind = option.kind
-  if kind == "string" or kind == "path" then return text end
+  if kind == "string" or kind == "path" or kind == "strings" then return text end
   if kind == "choice" then
     for _, choice in ipairs(option.choices) do
       if choice == text then return text end
@@ -188,6 +188,12 @@ function Command:parse(argv)
         end
         local value, why = convert(option, text)
         if value == nil then self:usage_error("--" .. name .. " " .. why) end
+        if option.kind == "strings" then -- repeatable: every value, in order
+          local list = opts[option_key(name)]
+          list = type(list) == "table" and list or {}
+          list[#list + 1] = value
+          value = list
+        end
         opts[option_key(name)] = value
       end
     elseif word:match("^%-.") and not tonumber(word) then
@@ -224,6 +230,11 @@ function M.with_generation_options(first, max_tokens, seed_help)
     { "temperature", "number", 0.8, "0 = greedy", min = 0 },
     { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
     { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
+    { "min-p", "number", 0, "leave out tokens less likely than this share of the likeliest (0 = off)", min = 0, max = 1 },
+    { "repeat-penalty", "number", 1, "divide the logits of the last 64 tokens by this (llama.cpp's; 1 = off)", min = 0,
+      open_min = true },
+    { "presence-penalty", "number", 0, "subtract this from the logits of tokens in the last 64" },
+    { "frequency-penalty", "number", 0, "subtract this times their count from the logits of tokens in the last 64" },
     { "seed", "integer", 1, "sampling seed" .. (seed_help and (" (" .. seed_help .. ")") or "") },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
       choices = { "sim", "ane" } },
@@ -238,13 +249,15 @@ end
 -- tokenizer decodes (none beyond are drawn).
 function M.sampling(opts, vocab)
   return { max_tokens = opts.max_tokens, temperature = opts.temperature, top_k = opts.top_k > 0 and opts.top_k or nil,
-    top_p = opts.top_p < 1 and opts.top_p or nil, seed = opts.seed, vocab = vocab }
+    top_p = opts.top_p < 1 and opts.top_p or nil, min_p = opts.min_p and opts.min_p > 0 and opts.min_p or nil,
+    repeat_penalty = opts.repeat_penalty, presence_penalty = opts.presence_penalty,
+    frequency_penalty = opts.frequency_penalty, seed = opts.seed, vocab = vocab }
 end
 
 -- Streams a generation of ids below vocab (the tokenizer's): hands each id to on_token (which
 -- writes it; returning false stops), and after a Ctrl-C (graceful interrupts) stops after the
 -- current token. Ends the line and returns whether it was interrupted.
-function M.stream(model, prompt, opts, vocab, on_token)
+function M.stream(model, prompt, opts, vocab, on_token, on_end)
   local room = model.context_length - #prompt -- positions left after the prompt
   if room < 1 then
     io.stderr:write(string.format("the prompt's %d tokens fill the model's context of %d positions: nothing to generate\n",
@@ -258,6 +271,7 @@ function M.stream(model, prompt, opts, vocab, on_token)
     io.flush()
     if M.stop_requested() then interrupted = true break end
   end
+  if on_end then on_end() end -- (text held back until the end: a stop string's possible start)
   io.write("\n")
   io.flush()
   if interrupted then io.stderr:write("(interrupted: stopped after the current token)\n") end

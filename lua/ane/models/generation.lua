@@ -30,15 +30,38 @@ function M.rng(seed)
   end
 end
 
---- One id from a [V] row of logits: greedy at temperature 0, else top-k / top-p sampling
---- (row:sample, in C: a top-k through one pass, a nucleus without sorting the whole row).
---- opts.vocab: draw only ids below it (the tokenizer's; a model's classifier may have more
---- rows than its tokenizer has tokens, as Qwen3's 151,936 for 151,669 tokens).
-function M.sample(row, opts, random)
+--- The logits of the ids in `recent` (the last repeat_last_n ids, default 64) penalized as
+--- llama.cpp's sampler does: repeat_penalty p divides a positive logit by p and multiplies a
+--- negative one; presence_penalty a and frequency_penalty f subtract a + f x (times the id
+--- occurred). Returns the row (a copy when anything changed).
+function M.penalize(row, opts, recent)
+  local repeat_penalty, presence, frequency = opts.repeat_penalty or 1, opts.presence_penalty or 0, opts.frequency_penalty or 0
+  if (repeat_penalty == 1 and presence == 0 and frequency == 0) or not recent or #recent == 0 then return row end
+  local window, counts = opts.repeat_last_n or 64, {}
+  for i = math.max(1, #recent - window + 1), #recent do counts[recent[i]] = (counts[recent[i]] or 0) + 1 end
+  row = row:copy()
+  local n = row:numel()
+  for id, count in pairs(counts) do
+    if id >= 0 and id < n then
+      local value = row:get(id + 1)
+      if repeat_penalty ~= 1 then value = value > 0 and value / repeat_penalty or value * repeat_penalty end
+      row:set(value - presence - frequency * count, id + 1)
+    end
+  end
+  return row
+end
+
+--- One id from a [V] row of logits: penalties first (M.penalize, over `recent` ids), then greedy
+--- at temperature 0, else min-p / top-k / top-p sampling (row:sample, in C: a top-k through one
+--- pass, a nucleus without sorting the whole row). opts.vocab: draw only ids below it (the
+--- tokenizer's; a model's classifier may have more rows than its tokenizer has tokens, as
+--- Qwen3's 151,936 for 151,669 tokens).
+function M.sample(row, opts, random, recent)
   if opts.vocab and opts.vocab < row:numel() then row = row:slice(1, 1, opts.vocab) end
+  row = M.penalize(row, opts, recent)
   local temperature = opts.temperature or 1.0
   if temperature <= 0 then return row:argmax() - 1 end
-  return row:sample(temperature, opts.top_k, opts.top_p, random()) - 1
+  return row:sample(temperature, opts.top_k, opts.top_p, random(), opts.min_p) - 1
 end
 
 -- A KV-cached decoding session: what has been fed so far, the logits after it, and the
@@ -271,8 +294,9 @@ function Session:feed(ids)
 end
 
 --- An iterator of new ids sampled from the session's logits ({max_tokens =, temperature =,
---- top_k =, top_p =, seed =, vocab =, stop = {[id] = true}}; vocab: M.sample's), each fed back
---- before the next is drawn.
+--- top_k =, top_p =, min_p =, repeat_penalty =, presence_penalty =, frequency_penalty =,
+--- repeat_last_n =, recent = ids already there (the prompt's), seed =, vocab =,
+--- stop = {[id] = true}}; M.sample's), each fed back before the next is drawn.
 --- A stop id ends it and is returned, not fed (the caller decides what closes the turn); the
 --- last id of an exhausted budget is fed too, unless feed_last is false (generate(), which
 --- ends there, saves that step).
@@ -284,9 +308,11 @@ function Session:generate(opts)
   self.random = random
   local stop = opts.stop or {}
   local produced, finished = 0, false
+  local recent = opts.recent or {} -- ids the penalties count: the caller's (a prompt's), then these
   return function()
     if finished or produced >= budget then return nil end
-    local id = M.sample(self.logits, opts, random)
+    local id = M.sample(self.logits, opts, random, recent)
+    recent[#recent + 1] = id
     produced = produced + 1
     if stop[id] or produced >= budget then
       finished = true
@@ -313,6 +339,8 @@ function Methods:generate(prompt, opts)
     stop[self.stop_token] = true
   end
   return session:generate({ max_tokens = budget, temperature = opts.temperature, top_k = opts.top_k, top_p = opts.top_p,
+    min_p = opts.min_p, repeat_penalty = opts.repeat_penalty, presence_penalty = opts.presence_penalty,
+    frequency_penalty = opts.frequency_penalty, repeat_last_n = opts.repeat_last_n, recent = { table.unpack(prompt) },
     seed = opts.seed, vocab = opts.vocab, stop = stop, feed_last = false })
 end
 

@@ -1,0 +1,111 @@
+-- ane.models: one loader for every model family, by what the path holds: a Hugging Face
+-- directory's config.json model_type (gpt2; llama, mistral, phi3, qwen2 through
+-- ane.models.llama; qwen3 through ane.models.qwen3), an llm.c GPT-2 .bin, a llama2.c .bin; and
+-- the tokenizer beside it, when there is one.
+--
+--   local models = require("ane.models")
+--   local model, err = models.load("models/Llama-3.2-1B", { precision = "fp16", quantize = "int4" })
+--   model.tokenizer   -- the directory's tokenizer (nil when it has none: ids in, logits out)
+local ane = require("ane")
+local lfs = require("lfs")
+
+local M = {}
+
+-- model_type -> the model module that loads it
+M.FAMILIES = { gpt2 = "ane.models.gpt2", llama = "ane.models.llama", mistral = "ane.models.llama",
+  phi3 = "ane.models.llama", qwen2 = "ane.models.llama", qwen3 = "ane.models.qwen3" }
+
+local function known_types()
+  local names = {}
+  for name in pairs(M.FAMILIES) do names[#names + 1] = name end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+-- The module that reads path, or nil and a message naming the file and what it holds.
+local function family_of(path)
+  if lfs.attributes(path, "mode") == "directory" then
+    local config, err = ane.io.read_json(path .. "/config.json")
+    if not config then return nil, err end
+    local module = M.FAMILIES[config.model_type]
+    if not module then
+      return nil, string.format("%s/config.json: model_type '%s' is not one anelua runs (%s)", path,
+        tostring(config.model_type), known_types())
+    end
+    return module
+  end
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local head = f:read(4) or ""
+  f:close()
+  if head == "GGUF" then return nil, path .. ": a GGUF file; anelua reads Hugging Face directories and llama2.c / llm.c files" end
+  if #head == 4 and string.unpack("<I4", head) == 20240326 then return "ane.models.gpt2" end -- llm.c's magic
+  return "ane.models.llama" -- llama2.c's files have no magic (v1: "ak42" is read by the loader itself)
+end
+
+--- The tokenizer of a model at `path`: a directory's tokenizer.json (or vocab.json and merges.txt,
+--- tokenizer.model, tokenizer.bin); beside a .bin file, tokenizer.bin or tokenizer.model. Returns
+--- the tokenizer, or nil and why (no file: "no tokenizer").
+function M.tokenizer(path, vocab_size)
+  local is_directory = lfs.attributes(path, "mode") == "directory"
+  local dir = is_directory and path or path:match("^(.*)/[^/]*$") or "."
+  local bpe = require("ane.tokenizer")
+  if is_directory and (lfs.attributes(dir .. "/tokenizer.json") or lfs.attributes(dir .. "/vocab.json")) then
+    return bpe.load(dir)
+  end
+  for _, name in ipairs({ "tokenizer.model", "tokenizer.bin" }) do
+    if lfs.attributes(dir .. "/" .. name) then
+      return require("ane.sentencepiece").load(dir .. "/" .. name, { vocab_size = vocab_size })
+    end
+  end
+  return nil, string.format("%s: no tokenizer (tokenizer.json, vocab.json + merges.txt, tokenizer.model or tokenizer.bin) "
+    .. "beside the model", dir)
+end
+
+-- The id a tokenizer.json's post-processor puts first in a single sequence (Llama 3's
+-- <|begin_of_text|>: TemplateProcessing, alone or in a Sequence), or nil.
+local function template_bos(dir)
+  local json = lfs.attributes(dir .. "/tokenizer.json") and ane.io.read_json(dir .. "/tokenizer.json")
+  local post = type(json) == "table" and json.post_processor
+  if type(post) ~= "table" then return nil end
+  local processors = post.type == "Sequence" and post.processors or { post }
+  for _, p in ipairs(type(processors) == "table" and processors or {}) do
+    if type(p) == "table" and p.type == "TemplateProcessing" and type(p.single) == "table" then
+      local first = p.single[1]
+      local special = type(first) == "table" and first.SpecialToken
+      local entry = special and type(p.special_tokens) == "table" and p.special_tokens[special.id]
+      local ids = type(entry) == "table" and entry.ids
+      if type(ids) == "table" and math.tointeger(ids[1]) then return math.tointeger(ids[1]) end
+    end
+  end
+  return nil
+end
+
+--- The ids of a raw-text prompt as the model's tokenizer frames it: SentencePiece with its BOS,
+--- a byte-level BPE with the BOS its tokenizer.json's post-processor adds (Llama 3), else the
+--- text's ids alone (GPT-2, Qwen). Fails (an error) when the model has no tokenizer.
+function M.prompt_ids(model, text)
+  local tok = model.tokenizer
+  if not tok then error(model.tokenizer_problem or "the model has no tokenizer", 2) end
+  if tok.spm then return tok:encode(text, { bos = true }) end
+  local ids = tok:encode(text)
+  local dir = lfs.attributes(model.source or "", "mode") == "directory" and model.source
+  local bos = dir and template_bos(dir)
+  if bos then table.insert(ids, 1, bos) end
+  return ids
+end
+
+--- Loads the model at `path` whatever its family (opts as its module's load takes them), with
+--- model.tokenizer set when a tokenizer lies beside it (model.tokenizer_problem says why not).
+--- Returns the model, or nil and a message naming the file.
+function M.load(path, opts)
+  if type(path) ~= "string" then error("models.load: path must be a string", 2) end
+  local module, err = family_of(path)
+  if not module then return nil, err end
+  local model, problem = require(module).load(path, opts)
+  if not model then return nil, problem end
+  model.tokenizer, model.tokenizer_problem = M.tokenizer(path, model.config and model.config.vocab_size)
+  return model
+end
+
+return M
