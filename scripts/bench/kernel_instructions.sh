@@ -5,18 +5,19 @@
 # (Debian's qemu ships no instruction-count plugin); the count with 0 calls is subtracted from
 # the count with CALLS calls, so only the kernel's instructions remain. The rest of the process
 # varies by a few thousand instructions from run to run (measured: +-3,000 of 3.9 million), so
-# CALLS (default 64) makes the kernels' share hundreds of thousands. Levels: the scalar
+# each kernel runs enough calls to cover at least ELEMENTS elements (default 262,144): its
+# share is then hundreds of thousands of instructions or more. Levels: the scalar
 # reference, NEON on a Cortex-A53 model (no dot products) and on qemu's max CPU (with them).
 # Counts instructions, not time: a proxy for the work per element, not a Mac's speed (for that,
 # build/anelua scripts/bench/cpu_kernels.lua on the Mac).
-#   scripts/bench/kernel_instructions.sh [--build-dir build-aarch64] [--calls N] [KERNEL ...]
+#   scripts/bench/kernel_instructions.sh [--build-dir build-aarch64] [--elements N] [KERNEL ...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build-aarch64 calls=64 kernels=()
+build=build-aarch64 covered=262144 kernels=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
-    --calls) calls=$2; shift 2 ;;
+    --elements) covered=$2; shift 2 ;;
     -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernel_instructions.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) kernels+=("$1"); shift ;;
@@ -35,6 +36,7 @@ count() { # model level calls
 printf '%-12s %10s %10s %14s %12s %18s\n' kernel elements scalar "neon (A53)" "neon (max)" "scalar / neon"
 for kernel in "${kernels[@]}"; do
   elements=$(QEMU_CPU=max qemu-aarch64 -L / "$driver" "$kernel" scalar 0 | awk '{print $3}')
+  calls=$(( (covered + elements - 1) / elements ))
   per_element() { # model level
     local base with
     base=$(count "$1" "$2" 0)
