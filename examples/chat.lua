@@ -25,7 +25,7 @@ local command = cli.command{
   usage = "[MODEL_DIR] [options]",
   summary = "Chat with a Qwen3 model in the terminal (or answer one --prompt).",
   positional = { { "MODEL_DIR", "a Hugging Face Qwen3 directory (none: a random-weight demo)", optional = true } },
-  options = {
+  options = cli.join({
     { "system", "string", nil, "a system message for the conversation" },
     { "prompt", "string", nil, "answer this one user turn and exit" },
     { "no-think", "flag", false, "switch thinking off (the template's empty think block)" },
@@ -36,15 +36,10 @@ local command = cli.command{
     { "top-k", "integer", nil, "sample among the K most likely (default: generation_config.json, else 20)", min = 0 },
     { "top-p", "number", nil, "nucleus mass (default: generation_config.json, else 0.95)", min = 0, max = 1, open_min = true },
     { "seed", "integer", 1, "sampling seed" },
-    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
-      choices = { "int8", "int4" } },
-    { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
-      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
-      .. "docs/performance.md", choices = { "int8", "int16" } },
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS)", choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
     { "profile", "choice", nil, "ane (the device's rules) or cpu", choices = { "ane", "cpu" } },
-  },
+  }, cli.quantize_options()),
   epilog = "Ctrl-C ends the current answer; Ctrl-D ends the chat.",
 }
 local opts, positional = command:parse(arg)

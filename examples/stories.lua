@@ -18,14 +18,9 @@ local command = cli.command{
   usage = "MODEL.bin|MODEL_DIR [options]",
   summary = "Generate a story from a llama2.c checkpoint or a Hugging Face Llama / Qwen3 directory.",
   positional = { { "MODEL.bin|MODEL_DIR", "llama2.c checkpoint (v0 or v1), or a Hugging Face directory" } },
-  options = cli.with_generation_options({
+  options = cli.with_generation_options(cli.join({
     { "tokenizer", "path", nil, "tokenizer.bin, tokenizer.model or tokenizer.json (default: beside the model)" },
-    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
-      choices = { "int8", "int4" } },
-    { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
-      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
-      .. "docs/performance.md", choices = { "int8", "int16" } },
-  }, 64),
+  }, cli.quantize_options()), 64),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
 local opts, positional = command:parse(arg)

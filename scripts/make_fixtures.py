@@ -255,6 +255,20 @@ def tiny_qwen3_tokenizer(source, keep):
     return tok
 
 
+def bf16_draws(gen):
+    """randn(*shape, scale) and near_one(n): normal draws (times scale; 1 + 0.1 x one) rounded to
+    bf16 and held in float64, as the bf16 checkpoints store them."""
+    def bf16(t):
+        return t.to(torch.bfloat16).to(torch.float64)
+
+    def randn(*shape, scale=0.1):
+        return bf16(torch.randn(*shape, generator=gen) * scale)
+
+    def near_one(n):
+        return bf16(1 + 0.1 * torch.randn(n, generator=gen))
+    return randn, near_one
+
+
 def qwen3_fixture(gen, tokenizer):
     specials = {a["content"]: a["id"] for a in tokenizer["added_tokens"]}
     V = max(specials.values()) + 1 + 6                                               # a few unused rows, as real models have
@@ -266,14 +280,7 @@ def qwen3_fixture(gen, tokenizer):
               "torch_dtype": "bfloat16", "bos_token_id": specials["<|endoftext|>"],
               "eos_token_id": specials["<|im_end|>"], "attention_bias": False}
 
-    def bf16(t):
-        return t.to(torch.bfloat16).to(torch.float64)
-
-    def randn(*shape, scale=0.1):
-        return bf16(torch.randn(*shape, generator=gen) * scale)
-
-    def near_one(n):
-        return bf16(1 + 0.1 * torch.randn(n, generator=gen))
+    randn, near_one = bf16_draws(gen)
 
     W = {"model.embed_tokens.weight": randn(V, D, scale=0.5), "model.norm.weight": near_one(D)}
     for l in range(L):
@@ -359,14 +366,7 @@ def hf_family_fixture(gen, family):
                        "sliding_window": 16, "head_dim": None})
         hd = D // H
 
-    def bf16(t):
-        return t.to(torch.bfloat16).to(torch.float64)
-
-    def randn(*shape, scale=0.1):
-        return bf16(torch.randn(*shape, generator=gen) * scale)
-
-    def near_one(n):
-        return bf16(1 + 0.1 * torch.randn(n, generator=gen))
+    randn, near_one = bf16_draws(gen)
 
     W = {"model.embed_tokens.weight": randn(V, D, scale=0.5), "model.norm.weight": near_one(D)}
     if not config["tie_word_embeddings"]:

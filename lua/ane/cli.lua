@@ -222,6 +222,26 @@ end
 -- The options every generating example takes (prompt, sampling, backend, numerics), after
 -- `first` (the example's own rows); max_tokens is the example's default length; seed_help
 -- what else --seed seeds (gpt2.lua's demo weights), if anything.
+--- The option rows of several lists, in order, as one list.
+function M.join(...)
+  local rows = {}
+  for _, list in ipairs({ ... }) do
+    for _, row in ipairs(list) do rows[#rows + 1] = row end
+  end
+  return rows
+end
+
+--- The rows of --quantize and --activations (a model loaded quantized), for a command's options.
+function M.quantize_options()
+  return {
+    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
+      choices = { "int8", "int4" } },
+    { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
+      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
+      .. "docs/performance.md", choices = { "int8", "int16" } },
+  }
+end
+
 function M.with_generation_options(first, max_tokens, seed_help)
   local rows = { table.unpack(first) }
   for _, row in ipairs({

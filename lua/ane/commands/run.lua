@@ -14,14 +14,10 @@ function M.main(...)
     usage = "MODEL --prompt TEXT [options]",
     summary = "Continues TEXT with the model at MODEL (a Hugging Face directory, a llama2.c or llm.c .bin).",
     positional = { { "MODEL", "a model directory or checkpoint file" } },
-    options = cli.with_generation_options({
-      { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
-        choices = { "int8", "int4" } },
-      { "activations", "choice", nil, "products with the quantized weights on integer activations (the cpu profile's)",
-        choices = { "int8", "int16" } },
+    options = cli.with_generation_options(cli.join(cli.quantize_options(), {
       { "context", "integer", nil, "positions of context to use (default: the model's)", min = 2 },
       { "stop", "strings", nil, "end the text before this string (repeatable)", metavar = "TEXT" },
-    }, 128),
+    }), 128),
     epilog = "Ctrl-C stops after the current token and prints the statistics.",
   }
   local opts, positional = command:parse({ ... })
