@@ -47,15 +47,15 @@ if not model_path then
     if candidate and exists(candidate) then
       local missing = missing_files(candidate)
       if not missing then model_path = candidate break end
-      io.stderr:write(string.format("%s is an incomplete GPT-2 directory (no %s), not used; scripts/get_models.sh gpt2 "
-        .. "completes it\n", candidate, missing))
+      io.stderr:write(string.format("%s is an incomplete GPT-2 directory (no %s), not used; %s gpt2 completes it\n",
+        candidate, missing, cli.script_path("get_models.sh")))
     end
   end
 elseif not exists(model_path) then
   command:fail("--model " .. model_path .. " does not exist")
 elseif missing_files(model_path) then
-  command:fail(string.format("--model %s is an incomplete GPT-2 directory: no %s (scripts/get_models.sh gpt2 completes "
-    .. "it)", model_path, missing_files(model_path)))
+  command:fail(string.format("--model %s is an incomplete GPT-2 directory: no %s (%s gpt2 completes it)", model_path,
+    missing_files(model_path), cli.script_path("get_models.sh")))
 end
 
 local model_opts = { precision = options.precision, profile = options.profile }
@@ -67,7 +67,7 @@ if model_path then
   tok = tokenizer.load(dir)
 else
   io.stderr:write("No GPT-2 weights found (looked at --model, $ANELUA_MODELS/gpt2 and models/gpt2).\n",
-    "To get them on a machine with internet:  scripts/get_models.sh gpt2\n\n",
+    "To get them on a machine with internet:  " .. cli.script_path("get_models.sh") .. " gpt2\n\n",
     "=== DEMO: a randomly initialized GPT-2-shaped model (124M parameters). The text below is\n",
     "=== noise; the tokenizer, the programs, the KV cache and the statistics are real.\n")
   local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }

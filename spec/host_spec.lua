@@ -243,7 +243,7 @@ describe("the ane module outside the host", function()
     assert.matches("^%d+%.%d+%.%d+\tfunction\t3%.0\n$", out)
   end)
 
-  it("works from an installed prefix: host, module, examples with their data, docs, libanecore #native", function()
+  it("works from an installed prefix: host, module, examples and scripts with their data, docs, libanecore #native", function()
     if sanitized then return pending("sanitizer build: stock lua5.4 cannot load an ASan module") end
     local prefix = helpers.tmpdir()
     local _, err, code = helpers.run("cmake --install " .. q(helpers.build) .. " --prefix " .. q(prefix))
@@ -262,9 +262,15 @@ describe("the ane module outside the host", function()
       " --layers 1 --heads 2 --ckpt-dir " .. q(tokens .. "/run"))
     assert.are.equal(0, code, err)
     assert.matches("vocab 50257", out) -- the shipped GPT-2 tokenizer's
+    -- the installed gpt2.lua names the installed get_models.sh (it named a checkout's path)
+    _, err = helpers.run("cd " .. q(tokens) .. " && " .. q(prefix .. "/bin/anelua") .. " " ..
+      q(prefix .. "/share/anelua/examples/gpt2.lua") .. " --max-tokens 1")
+    assert.is_truthy(err:find(prefix .. "/share/anelua/scripts/get_models.sh gpt2", 1, true), err)
     for _, file in ipairs({ "share/doc/anelua/README.md", "share/doc/anelua/api.md", "share/man/man1/anelua.1",
       "share/anelua/data/tokenizers/llama2/tokenizer.bin", "share/anelua/data/tokenizers/qwen3/tokenizer.json",
-      "include/anelua/ane_core/runtime/program.h", "lib/libanecore.a" }) do
+      "include/anelua/ane_core/runtime/program.h", "lib/libanecore.a", "share/doc/anelua/c-api.md",
+      "share/anelua/scripts/pretokenize.lua", "share/anelua/scripts/plot.lua", "share/anelua/scripts/quantize.lua",
+      "share/anelua/scripts/get_models.sh" }) do
       assert.is_truthy(lfs.attributes(prefix .. "/" .. file), file)
     end
     -- a C program against libanecore through its pkg-config file
@@ -276,6 +282,13 @@ describe("the ane module outside the host", function()
       " $(" .. pc .. " pkg-config --cflags --libs --static anecore) && " .. q(tokens .. "/use_core"))
     assert.are.equal(0, code, err)
     assert.are.equal("0.0999756\n", out) -- 0.1 rounded to fp16
+    -- docs/c-api.md's example, as the page prints it
+    local page = helpers.read_file(helpers.root .. "/docs/c-api.md")
+    helpers.write_file(tokens .. "/linear.c", assert(page:match("```c\n(.-)```"), "no C block in docs/c-api.md"))
+    out, err, code = helpers.run("cc " .. q(tokens .. "/linear.c") .. " -o " .. q(tokens .. "/linear") ..
+      " $(" .. pc .. " pkg-config --cflags --libs --static anecore) && " .. q(tokens .. "/linear"))
+    assert.are.equal(0, code, err)
+    assert.matches("^y%[0, 3, 0, 5%] = %-?[%d.]+ %(by hand %-?[%d.]+%): agree\n$", out)
     os.execute("rm -rf " .. q(prefix) .. " " .. q(tokens))
   end)
 end)

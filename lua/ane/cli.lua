@@ -222,6 +222,14 @@ end
 -- The options every generating example takes (prompt, sampling, backend, numerics), after
 -- `first` (the example's own rows); max_tokens is the example's default length; seed_help
 -- what else --seed seeds (gpt2.lua's demo weights), if anything.
+--- The path of one of anelua's scripts (get_models.sh, pretokenize.lua, plot.lua, quantize.lua)
+--- as a user types it: <checkout>/scripts/NAME, or <prefix>/share/anelua/scripts/NAME installed.
+function M.script_path(name)
+  local data = ane.data_dir()
+  local root = data and data:match("^(.*)/data$")
+  return root and (root .. "/scripts/" .. name) or ("scripts/" .. name)
+end
+
 --- The option rows of several lists, in order, as one list.
 function M.join(...)
   local rows = {}
