@@ -158,11 +158,20 @@ void ane_lua_add_library_path(lua_State *L) {
     char *slash = strrchr(here, '/');
     if (!slash) return;
     *slash = '\0';
-    /* The build tree links lua/ beside the binaries; an install puts it under share/. */
-    static const char *const candidates[] = {"/lua", "/../share/anelua/lua", "/../../../share/anelua/lua"};
+    /* The build tree links lua/ beside the binaries; an install puts it under share/ (the last
+     * candidate, absolute: where this build installs it, for a LuaRocks tree, which deploys the
+     * host and ane.so apart from the rock's share/). */
+#ifndef ANELUA_INSTALLED_SHARE
+#define ANELUA_INSTALLED_SHARE ""
+#endif
+    static const char *const candidates[] = {"/lua", "/../share/anelua/lua", "/../../../share/anelua/lua",
+                                             ANELUA_INSTALLED_SHARE "/lua"};
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         char dir[4200], probe[4300], resolved[4096];
-        snprintf(dir, sizeof dir, "%s%s", here, candidates[i]);
+        if (candidates[i][0] == '/' && i == sizeof candidates / sizeof candidates[0] - 1)
+            snprintf(dir, sizeof dir, "%s", candidates[i]); /* absolute */
+        else
+            snprintf(dir, sizeof dir, "%s%s", here, candidates[i]);
         snprintf(probe, sizeof probe, "%s/ane", dir);
         if (!is_directory(probe) || !realpath(dir, resolved)) continue;
         snprintf(share_dir, sizeof share_dir, "%s", resolved);
