@@ -6,17 +6,16 @@
 local ane = require("ane")
 local nn = require("ane.nn")
 
-local options = { channels = 768, out = 768, seq = 64, seed = 1 }
-local i = 1
-while i <= #arg do
-  local name = arg[i]:match("^%-%-(.+)$")
-  if name == "help" or not options[name] or not tonumber(arg[i + 1]) then
-    io.stderr:write("usage: anelua examples/fp16_linear.lua [--channels C] [--out O] [--seq S] [--seed N]\n")
-    os.exit(name == "help" and 0 or 1)
-  end
-  options[name] = math.tointeger(tonumber(arg[i + 1])) or error("--" .. name .. " needs an integer")
-  i = i + 2
-end
+local options = require("ane.cli").command {
+  name = "examples/fp16_linear.lua",
+  summary = "A linear layer through graph, passes, MIL, sim (fp16 against fp32) and a delta patch.",
+  options = {
+    { "channels", "integer", 768, "input channels", min = 1 },
+    { "out", "integer", 768, "output channels", min = 1 },
+    { "seq", "integer", 64, "positions", min = 1 },
+    { "seed", "integer", 1, "seed of the random weights and input" },
+  },
+}:parse(arg)
 local C, O, S = options.channels, options.out, options.seq
 
 local weight = ane.tensor.randn({ O, C, 1, 1 }, { seed = options.seed, std = 0.02, dtype = "fp16" })
