@@ -12,6 +12,11 @@ describe("graph builders", function()
     assert.matches("^relu_%d+$", r:name())
     assert.are.equal("act", g:relu(x, { name = "act" }):name())
     assert.error_matches(function() g:relu(x, { name = "act" }) end, "node name 'act' is already used")
+    -- a REPL line that made a const and then failed leaves it: the retry is told so
+    local w = ane.tensor.randn({ 32, 64, 1, 1 })
+    assert.has_error(function() g:conv(x, g:const("w", w)) end) -- fp32 weight, fp16 input
+    assert.error_matches(function() g:const("w", w:to("fp16")) end,
+      "node name 'w' is already used in graph 'names' by a const nothing uses yet %(left by an earlier line that failed")
     assert.error_matches(function() g:relu(x, { name = "9lives" }) end, "not a valid MIL identifier")
     assert.error_matches(function() g:relu(x, { name = "a-b" }) end, "not a valid MIL identifier")
     assert.error_matches(function() ane.graph("bad name") end, "not a valid MIL identifier")

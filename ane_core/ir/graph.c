@@ -70,7 +70,14 @@ static ane_status assign_name(ane_graph *g, ane_node *node, const char *name, an
         if (!ane_is_valid_identifier(name))
             return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is not a valid MIL identifier ([A-Za-z_][A-Za-z0-9_]*, < %d chars)",
                             name, ANE_NAME_MAX);
-        if (ane_graph_find(g, name) || output_name_taken(g, name))
+        ane_node *holder = ane_graph_find(g, name);
+        if (holder && !output_name_taken(g, name) && ane_graph_use_count(g, holder) == 0 &&
+            (holder->op == ANE_OP_CONST || holder->op == ANE_OP_INPUT))
+            return ane_fail(err, ANE_ERR_ARGUMENT,
+                            "node name '%s' is already used in graph '%s' by %s nothing uses yet (left by an earlier "
+                            "line that failed after creating it?): give this one another name",
+                            name, g->name, holder->op == ANE_OP_CONST ? "a const" : "an input");
+        if (holder || output_name_taken(g, name))
             return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is already used in graph '%s'", name, g->name);
         snprintf(node->name, sizeof node->name, "%s", name);
         return ANE_OK;
