@@ -1,10 +1,17 @@
 -- Writes small, valid seed files for the Lua-reader fuzz targets (spec/fuzz/seeds/<reader>/):
 -- one or two of each format, small enough for libFuzzer's 64 KB inputs, written through
 -- anelua's own writers where it has them and field by field where it does not.
---   build/anelua scripts/make_fuzz_seeds.lua
+--   build/anelua scripts/make_fuzz_seeds.lua [--out DIR]
 local ane = require("ane")
 local lfs = require("lfs")
-local root = "spec/fuzz/seeds/"
+local opts = require("ane.cli").command {
+  name = "scripts/make_fuzz_seeds.lua",
+  summary = "Writes the seed files of the Lua-reader fuzz targets (one directory per reader).",
+  compiles = false,
+  options = { { "out", "path", "spec/fuzz/seeds", "the directory the readers' seed directories go in" } },
+}:parse(arg)
+lfs.mkdir(opts.out)
+local root = opts.out .. "/"
 
 local function write(reader, name, bytes)
   lfs.mkdir(root .. reader)
