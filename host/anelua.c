@@ -10,6 +10,7 @@
  * the CPU for an unknown model and chose its generic kernels, or the kernel gives huge
  * pages on request, it runs itself again once with the settings a process reads only as
  * it starts (prepare_environment). */
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -184,9 +185,9 @@ static int run_require(lua_State *L, const char *spec) {
     return report(L, status);
 }
 
-/* The host's commands (`anelua run MODEL ...`): a first argument of that name runs
+/* The host's commands (`anelua run MODEL ...`, `anelua chat MODEL`): a first argument of that name runs
  * lua/ane/commands/<name>.lua's main(...) unless a file of that name is there (`./run` is a script). */
-static const char *const COMMANDS[] = {"run", NULL};
+static const char *const COMMANDS[] = {"run", "chat", NULL};
 
 static int is_command(const char *name) {
     for (int i = 0; COMMANDS[i]; i++)
@@ -320,6 +321,57 @@ static void remember(const char *text) {
     if (!history_path[0]) return;
     if (append_history(1, history_path) != 0) write_history(history_path); /* a first line creates the file */
     if (++appended % 100 == 0) history_truncate_file(history_path, HISTORY_LINES);
+}
+
+/* ------------------------------------------------------------------ lines for scripts */
+
+/* The host's line editor for scripts (require("anelua.lines"), e.g. `anelua chat`):
+ * read(prompt) -> the line (kept in the history), or nil at the end of input, or false when
+ * Ctrl-C abandoned it; history(name) keeps this script's lines in ~/.anelua_<name>_history.
+ * While a line is read Ctrl-C belongs to the prompt, as in the REPL, not to the script. */
+static int lines_history(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    const char *home = getenv("HOME");
+    for (const char *c = name; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_') return luaL_argerror(L, 1, "letters, digits, - and _");
+    }
+    stifle_history(HISTORY_LINES);
+    if (home && *home && isatty(STDIN_FILENO)) {
+        snprintf(history_path, sizeof history_path, "%s/.anelua_%s_history", home, name);
+        read_history(history_path);
+        history_truncate_file(history_path, HISTORY_LINES);
+    }
+    return 0;
+}
+
+static int lines_read(lua_State *L) {
+    const char *prompt = luaL_optstring(L, 1, "> ");
+    rl_readline_name = "anelua";
+    rl_catch_signals = 0;
+    lua_State *was_running = running_state;
+    running_state = NULL; /* Ctrl-C now abandons the line */
+    char *line = NULL;
+    read_result result = read_line(prompt, &line);
+    running_state = was_running;
+    if (result == READ_INTERRUPTED) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (result == READ_EOF) {
+        if (isatty(STDIN_FILENO)) fputc('\n', stdout); /* Ctrl-D leaves the cursor after the prompt */
+        lua_pushnil(L);
+        return 1;
+    }
+    remember(line);
+    lua_pushstring(L, line);
+    free(line);
+    return 1;
+}
+
+static int open_lines(lua_State *L) {
+    static const luaL_Reg functions[] = { { "read", lines_read }, { "history", lines_history }, { NULL, NULL } };
+    luaL_newlib(L, functions);
+    return 1;
 }
 
 /* A syntax error that ends at <eof> means the statement is unfinished. */
@@ -621,6 +673,8 @@ static int protected_main(lua_State *L) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_ane);
     lua_setfield(L, -2, "ane");
+    lua_pushcfunction(L, open_lines);
+    lua_setfield(L, -2, "anelua.lines");
     lua_pop(L, 1);
     ane_lua_add_library_path(L);
     if (opts.backend) {

@@ -13,7 +13,8 @@ tokens) so that the files stay small; every format path is still exercised.
   gpt2-tiny/  config.json, model.safetensors (F32, [in, out] Conv1D weights)
   llama-tiny/ model.bin (llama2.c v0, negative vocab_size: unshared wcls)
   qwen3-tiny/ config.json, model.safetensors (BF16, tied), tokenizer.json (the Qwen3 tokenizer
-              cut to its first tokens and merges, with its added tokens renumbered after them)
+              cut to its first tokens and merges, with its added tokens renumbered after them),
+              tokenizer_config.json (Qwen3's, its chat template; added tokens renumbered the same)
   llama3-tiny/, smollm2-tiny/, qwen2-tiny/, mistral-tiny/, phi3-tiny/: Hugging Face directories of
               those families as their configs describe them (Llama 3.1's rope_scaling of type llama3
               and untied lm_head; SmolLM2's tied embeddings; Qwen2's q/k/v biases; Mistral's sliding
@@ -255,6 +256,17 @@ def tiny_qwen3_tokenizer(source, keep):
     return tok
 
 
+def tiny_qwen3_tokenizer_config(source, tokenizer):
+    """Qwen3's tokenizer_config.json (its chat template, eos_token) with added_tokens_decoder
+    keyed by the ids the cut tokenizer gives those tokens."""
+    with open(source) as f:
+        config = json.load(f)
+    ids = {a["content"]: a["id"] for a in tokenizer["added_tokens"]}
+    config["added_tokens_decoder"] = {str(ids[entry["content"]]): entry
+                                      for entry in config["added_tokens_decoder"].values()}
+    return config
+
+
 def bf16_draws(gen):
     """randn(*shape, scale) and near_one(n): normal draws (times scale; 1 + 0.1 x one) rounded to
     bf16 and held in float64, as the bf16 checkpoints store them."""
@@ -479,6 +491,8 @@ def main():
     write_json(os.path.join(out, "config.json"), config)
     with open(os.path.join(out, "tokenizer.json"), "w") as f:
         json.dump(tokenizer, f, ensure_ascii=False, separators=(",", ":"))
+    write_json(os.path.join(out, "tokenizer_config.json"),
+               tiny_qwen3_tokenizer_config(os.path.join(args.tokenizers, "qwen3", "tokenizer_config.json"), tokenizer))
     write_safetensors(os.path.join(out, "model.safetensors"), weights, {name: "BF16" for name in weights},
                       metadata={"format": "pt"})
     write_safetensors(os.path.join(out, "expected.safetensors"), expected)

@@ -38,9 +38,12 @@ local bad_inputs = {
   { "examples/gpt2.lua --model " .. q(helpers.root .. "/spec/data"), 1,
     "%-%-model .*/spec/data is an incomplete GPT%-2 directory: no config%.json, model%.safetensors" },
   { "examples/stories.lua", 2, "missing MODEL%.bin|MODEL_DIR" },
-  { "examples/chat.lua /nonexistent", 1, "/nonexistent is not a model directory" },
-  { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1, "config%.json: model_type 'gpt2', not 'qwen3'" },
+  { "examples/chat.lua /nonexistent", 1, "/nonexistent: No such file or directory" },
+  { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/gpt2-tiny"), 1,
+    "gpt2%-tiny: no tokenizer %(.-%) beside the model; `chat` needs text in and out" },
   { "examples/chat.lua " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny") .. " --context 8", 2, "%-%-context must be >= 16, got 8" },
+  { "chat " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny") .. " --set x", 2, "unknown option %-%-set" },
+  { "chat", 2, "missing MODEL" },
   { "examples/stories.lua /nonexistent.bin", 1, "/nonexistent%.bin does not exist" },
   -- a directory where a file belongs: io.open takes it, the read fails (it said "nil")
   { "scripts/pretokenize.lua --tokenizer " .. q(helpers.root .. "/data/tokenizers/llama2/tokenizer.bin") ..
@@ -104,7 +107,7 @@ describe("command lines", function()
     out, err, code = helpers.run_anelua(script("examples/chat.lua") .. " " .. q(helpers.root .. "/spec/data/reference/qwen3-tiny")
       .. " --context 16 --prompt " .. q(string.rep("hello ", 40)))
     assert.are.equal(1, code)
-    assert.matches("%(this turn does not fit the conversation's 16 positions: %d+ more tokens do not fit", err)
+    assert.matches("%(this turn does not fit: the conversation would take %d+ of its 16 positions%)", err)
     assert.are.equal("", out)
   end)
 
@@ -123,7 +126,8 @@ describe("command lines", function()
   for _, case in ipairs(bad_inputs) do
     it("answer '" .. case[1]:gsub(helpers.root:gsub("%p", "%%%0") .. "/", "") .. "' in one line", function()
       local dir = helpers.tmpdir()
-      local command = case[1]:gsub("^(%S+)", script)
+      -- a path's first word is a script of the checkout; a bare word is a host command (chat)
+      local command = case[1]:gsub("^(%S+/%S+)", script)
       -- as a user of this Linux machine runs them: no test double behind --backend ane
       local out, err, code = helpers.run("cd " .. q(dir) .. " && ANELUA_BACKEND= ANELUA_ANE_FRAMEWORK= " .. q(helpers.anelua) .. " "
         .. command)

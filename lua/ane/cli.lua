@@ -219,9 +219,6 @@ function Command:parse(argv)
   return opts, positional
 end
 
--- The options every generating example takes (prompt, sampling, backend, numerics), after
--- `first` (the example's own rows); max_tokens is the example's default length; seed_help
--- what else --seed seeds (gpt2.lua's demo weights), if anything.
 --- The path of one of anelua's scripts (get_models.sh, pretokenize.lua, plot.lua, quantize.lua)
 --- as a user types it: <checkout>/scripts/NAME, or <prefix>/share/anelua/scripts/NAME installed.
 function M.script_path(name)
@@ -250,15 +247,34 @@ function M.quantize_options()
   }
 end
 
-function M.with_generation_options(first, max_tokens, seed_help)
+-- The sampling settings a generating command starts from when neither its flags nor (for
+-- chat) the model's generation_config.json set them.
+M.SAMPLING_DEFAULTS = { temperature = 0.8, top_k = 40, top_p = 1, min_p = 0 }
+
+-- The options every generating command takes (prompt, sampling, backend, numerics), after
+-- `first` (the command's own rows); max_tokens is its default length; seed_help what else
+-- --seed seeds (gpt2.lua's demo weights), if anything. chat (optional): {prompt = the help of a
+-- --prompt without default}, whose sampling defaults are the model's generation_config.json
+-- (M.sampling reads it).
+function M.with_generation_options(first, max_tokens, seed_help, chat)
+  local D = M.SAMPLING_DEFAULTS
+  local function default(name, fallback_text)
+    if chat then return nil, " (default: generation_config.json's, else " .. fallback_text .. ")" end
+    return D[name], ""
+  end
+  local temperature, temperature_help = default("temperature", D.temperature)
+  local top_k, top_k_help = default("top_k", D.top_k)
+  local top_p, top_p_help = default("top_p", D.top_p)
+  local min_p, min_p_help = default("min_p", D.min_p)
   local rows = { table.unpack(first) }
   for _, row in ipairs({
-    { "prompt", "string", "Once upon a time", "text to continue" },
-    { "max-tokens", "integer", max_tokens, "tokens to generate", min = 1 },
-    { "temperature", "number", 0.8, "0 = greedy", min = 0 },
-    { "top-k", "integer", 40, "sample among the K most likely tokens (0 = all)", min = 0 },
-    { "top-p", "number", 1, "nucleus sampling mass (1 = off)", min = 0, max = 1, open_min = true },
-    { "min-p", "number", 0, "leave out tokens less likely than this share of the likeliest (0 = off)", min = 0, max = 1 },
+    chat and { "prompt", "string", nil, chat.prompt } or { "prompt", "string", "Once upon a time", "text to continue" },
+    { "max-tokens", "integer", max_tokens, "tokens to generate" .. (chat and " per answer" or ""), min = 1 },
+    { "temperature", "number", temperature, "0 = greedy" .. temperature_help, min = 0 },
+    { "top-k", "integer", top_k, "sample among the K most likely tokens (0 = all)" .. top_k_help, min = 0 },
+    { "top-p", "number", top_p, "nucleus sampling mass (1 = off)" .. top_p_help, min = 0, max = 1, open_min = true },
+    { "min-p", "number", min_p, "leave out tokens less likely than this share of the likeliest (0 = off)" .. min_p_help,
+      min = 0, max = 1 },
     { "repeat-penalty", "number", 1, "divide the logits of the last 64 tokens by this (llama.cpp's; 1 = off)", min = 0,
       open_min = true },
     { "presence-penalty", "number", 0, "subtract this from the logits of tokens in the last 64" },
@@ -274,10 +290,21 @@ function M.with_generation_options(first, max_tokens, seed_help)
 end
 
 -- model:generate's options from the parsed generation options; vocab: the number of ids the
--- tokenizer decodes (none beyond are drawn).
-function M.sampling(opts, vocab)
-  return { max_tokens = opts.max_tokens, temperature = opts.temperature, top_k = opts.top_k > 0 and opts.top_k or nil,
-    top_p = opts.top_p < 1 and opts.top_p or nil, min_p = opts.min_p and opts.min_p > 0 and opts.min_p or nil,
+-- tokenizer decodes (none beyond are drawn); generation: the model's generation_config.json
+-- (its temperature, top_k, top_p, min_p and do_sample stand where no flag was given).
+function M.sampling(opts, vocab, generation)
+  generation = generation or {}
+  local function pick(name)
+    local value = opts[name]
+    if value == nil and type(generation[name]) == "number" then value = generation[name] end
+    if value == nil then value = M.SAMPLING_DEFAULTS[name] end
+    return value
+  end
+  local temperature = pick("temperature")
+  if opts.temperature == nil and generation.do_sample == false then temperature = 0 end -- (its greedy default)
+  local top_k, top_p, min_p = math.floor(pick("top_k")), pick("top_p"), pick("min_p")
+  return { max_tokens = opts.max_tokens, temperature = temperature, top_k = top_k > 0 and top_k or nil,
+    top_p = top_p < 1 and top_p or nil, min_p = min_p > 0 and min_p or nil,
     repeat_penalty = opts.repeat_penalty, presence_penalty = opts.presence_penalty,
     frequency_penalty = opts.frequency_penalty, seed = opts.seed, vocab = vocab }
 end

@@ -340,7 +340,7 @@ function M.write(dir, model)
     or lfs.attributes(source, "mode") == "file" and (source:match("^(.*)/[^/]*$") or "."))
   if source_dir and source_dir ~= dir then
     for _, file in ipairs({ "tokenizer.json", "tokenizer_config.json", "generation_config.json", "vocab.json",
-      "merges.txt", "special_tokens_map.json", "tokenizer.bin", "tokenizer.model" }) do
+      "merges.txt", "special_tokens_map.json", "tokenizer.bin", "tokenizer.model", "chat_template.jinja" }) do
       local bytes = ane.io.read_file(source_dir .. "/" .. file)
       if bytes then
         ok, err = ane.io.write_file_atomic(dir .. "/" .. file, bytes)

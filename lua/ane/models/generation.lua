@@ -293,6 +293,28 @@ function Session:feed(ids)
   return self.logits
 end
 
+--- Goes back to holding the first `position` positions (0 <= position <= what it holds): the
+--- later ones are let go (their mask closed again), so the next feed continues from there. A
+--- chat uses it where a re-rendered conversation departs from what the cache holds. The
+--- logits are gone until the next feed.
+function Session:rewind(position)
+  if math.type(position) ~= "integer" or position < 0 or position > self.position then
+    error(string.format("rewind: position must be an integer from 0 to %d (the positions held)", self.position), 2)
+  end
+  if position == self.position then return end
+  local m = self.model
+  if position == 0 then
+    self.pending, self.position = nil, 0 -- the next feed is a prefill again
+  elseif self.pending then
+    self.pending.T = position -- (settle copies the first T of the prefill's keys and values)
+    self.position = position
+  else
+    for _, cache in ipairs(self.caches) do values_of(m, cache.mask):slice(4, position + 1, self.position):fill(MASK) end
+    self.position = position
+  end
+  self.logits = nil
+end
+
 --- An iterator of new ids sampled from the session's logits ({max_tokens =, temperature =,
 --- top_k =, top_p =, min_p =, repeat_penalty =, presence_penalty =, frequency_penalty =,
 --- repeat_last_n =, recent = ids already there (the prompt's), seed =, vocab =,

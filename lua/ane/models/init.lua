@@ -6,6 +6,7 @@
 --   local models = require("ane.models")
 --   local model, err = models.load("models/Llama-3.2-1B", { precision = "fp16", quantize = "int4" })
 --   model.tokenizer   -- the directory's tokenizer (nil when it has none: ids in, logits out)
+--   model:chat_template()  -- its chat template (ane.chat), or nil and why not
 local ane = require("ane")
 local lfs = require("lfs")
 
@@ -95,6 +96,14 @@ function M.prompt_ids(model, text)
   return ids
 end
 
+-- The chat template of the model at `path` (ane.chat.template), or nil and why not.
+local function chat_template_at(path)
+  if lfs.attributes(path, "mode") ~= "directory" then
+    return nil, path .. ": a checkpoint file carries no chat template; `anelua run` continues raw text"
+  end
+  return require("ane.chat").template(path)
+end
+
 --- Loads the model at `path` whatever its family (opts as its module's load takes them), with
 --- model.tokenizer set when a tokenizer lies beside it (model.tokenizer_problem says why not).
 --- Returns the model, or nil and a message naming the file.
@@ -105,6 +114,7 @@ function M.load(path, opts)
   local model, problem = require(module).load(path, opts)
   if not model then return nil, problem end
   model.tokenizer, model.tokenizer_problem = M.tokenizer(path, model.config and model.config.vocab_size)
+  function model.chat_template() return chat_template_at(path) end
   return model
 end
 

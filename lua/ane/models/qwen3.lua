@@ -27,6 +27,8 @@ M.CONFIGS = {
 
 -- Qwen3's end-of-text and end-of-turn ids (<|endoftext|>, <|im_end|>), as its config.json says.
 M.DEMO_IDS = { eos_token_id = { 151645, 151643 } }
+-- Qwen3's sampling defaults, as its generation_config.json gives them (the chat demo's).
+M.DEMO_GENERATION = { temperature = 0.6, top_k = 20, top_p = 0.95 }
 
 --- A Hugging Face Qwen3 directory as a model (opts as for ane.models.llama), or nil and a
 --- message naming the file.
