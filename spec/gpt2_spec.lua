@@ -77,9 +77,16 @@ describe("GPT-2 training pieces" .. label, function()
     local cpu = assert(gpt2.load(dir, { precision = "fp16", profile = "cpu" }))
     local loss, grads = device:loss(ids, targets)
     local cpu_loss, cpu_grads = cpu:loss(ids, targets)
-    -- same fp16 arithmetic on 16 positions padded to 32 (ANE-21): the loss agrees to fp32
-    -- summation order, the gradients keep their checkpoint layout ([in, out] Conv1D)
-    assert.is_true(math.abs(loss - cpu_loss) < 1e-5 * cpu_loss, loss .. " vs " .. cpu_loss)
+    local fp32_loss = assert(gpt2.load(dir, { precision = "fp32", profile = "cpu" })):loss(ids, targets)
+    -- the same fp16 arithmetic on 16 positions padded to 32 (ANE-21), but the padded products
+    -- may take other kernels (on arm the cpu profile's NEON rows, the device profile's wider
+    -- ones) whose sums differ in order: a sum's last bit can flip an fp16 rounding, so the two
+    -- losses sit within fp16's own drift from fp32 of each other (measured: 1.5e-6 apart on
+    -- x86 AVX2, 9.5e-5 on arm NEON, against a drift of 2.6e-4 / 3.6e-4); padding that leaked
+    -- into a softmax or a sum would move the loss far more. The gradients keep their
+    -- checkpoint layout ([in, out] Conv1D).
+    local drift = math.abs(cpu_loss - fp32_loss)
+    assert.is_true(math.abs(loss - cpu_loss) < 2 * drift, string.format("%.7f vs %.7f (fp16 drift %.2g)", loss, cpu_loss, drift))
     for name, g in pairs(cpu_grads) do assert.are.same(g:shape(), grads[name]:shape(), name) end
     -- and one AdamW step through patched programs lowers the loss on the device profile too
     local optim = require("ane.optim")
