@@ -20,6 +20,8 @@ tokens) so that the files stay small; every format path is still exercised.
               and untied lm_head; SmolLM2's tied embeddings; Qwen2's q/k/v biases; Mistral's sliding
               window; Phi-3's fused projections and LongRoPE), BF16, no tokenizer (ids in, logits out); expected.safetensors also holds
               targets, the mean cross-entropy loss and every gradient as grad.<HF name>
+  gemma3-tiny/ a Gemma 3 text directory (gemma3_text: (1 + w) norms, post-norms, GeGLU, sliding
+              window 5 in two of three layers with their own RoPE base), BF16, no tokenizer
   each with expected.safetensors (input_ids, targets, logits, loss; gpt2/llama also every
   gradient as grad.<name> and adamw_losses) and meta.json.
 """
@@ -457,6 +459,90 @@ def hf_family_fixture(gen, family):
     return config, saved, expected
 
 
+def gemma3_fixture(gen):
+    """A tiny Gemma 3 text directory (model_type gemma3_text) and its float64 logits, loss and
+    gradients, computed as transformers' modeling_gemma3.py defines the model (facts, read there):
+    RMSNorms scaled by (1 + weight); embeddings times sqrt(hidden_size) cast to the weights' dtype
+    (bf16 here); q/k norms per head before RoPE; norms after attention and after the MLP as well
+    as before; GeGLU with GELU's tanh form; scores scaled by query_pre_attn_scalar^-0.5; sliding
+    layers (layer_types) see the last sliding_window keys (kv > q - window) and rotate by
+    rope_local_base_freq, the full layer by rope_theta with linear rope_scaling. Sequences of 12
+    positions over a window of 5 exercise the window; q's width (64) differs from hidden (48)."""
+    V, D, inter, L, H, KV, hd, S = 256, 48, 96, 3, 4, 2, 16, 12
+    window, scalar, eps = 5, 24, 1e-6
+    layer_types = ["sliding_attention", "full_attention", "sliding_attention"]
+    config = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": V, "hidden_size": D,
+              "intermediate_size": inter, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV,
+              "head_dim": hd, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": eps,
+              "query_pre_attn_scalar": scalar, "sliding_window": window, "layer_types": layer_types,
+              "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "attn_logit_softcapping": None,
+              "final_logit_softcapping": None, "attention_bias": False, "max_position_embeddings": 128,
+              "tie_word_embeddings": True, "torch_dtype": "bfloat16", "bos_token_id": 2, "eos_token_id": [1, 106],
+              "pad_token_id": 0}
+    randn, _ = bf16_draws(gen)
+    W = {"model.embed_tokens.weight": randn(V, D, scale=0.5), "model.norm.weight": randn(D)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        W.update({p + "input_layernorm.weight": randn(D), p + "post_attention_layernorm.weight": randn(D),
+                  p + "pre_feedforward_layernorm.weight": randn(D), p + "post_feedforward_layernorm.weight": randn(D),
+                  p + "self_attn.q_proj.weight": randn(H * hd, D), p + "self_attn.k_proj.weight": randn(KV * hd, D),
+                  p + "self_attn.v_proj.weight": randn(KV * hd, D), p + "self_attn.o_proj.weight": randn(D, H * hd),
+                  p + "self_attn.q_norm.weight": randn(hd), p + "self_attn.k_norm.weight": randn(hd),
+                  p + "mlp.gate_proj.weight": randn(inter, D), p + "mlp.up_proj.weight": randn(inter, D),
+                  p + "mlp.down_proj.weight": randn(D, inter)})
+    embed_scale = torch.tensor(D ** 0.5).to(torch.bfloat16).to(torch.float64)       # 6.9375: cast to bf16
+
+    def norm(x, w):                                                                  # Gemma3RMSNorm
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+    def rope(x, theta, factor):
+        inv = theta ** (-torch.arange(0, hd, 2) / hd) / factor
+        angles = torch.arange(x.shape[2])[:, None] * inv[None, :]
+        cos, sin = torch.cos(angles).repeat(1, 2), torch.sin(angles).repeat(1, 2)
+        first, second = x[..., : hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat([-second, first], -1) * sin
+
+    def forward(ids):
+        B, T = ids.shape
+        x = W["model.embed_tokens.weight"][ids] * embed_scale
+        query, key = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        for l in range(L):
+            p = f"model.layers.{l}."
+            sliding = layer_types[l] == "sliding_attention"
+            h = norm(x, W[p + "input_layernorm.weight"])
+            q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(B, T, H, hd).transpose(1, 2)
+            k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(B, T, KV, hd).transpose(1, 2)
+            v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(B, T, KV, hd).transpose(1, 2)
+            q, k = norm(q, W[p + "self_attn.q_norm.weight"]), norm(k, W[p + "self_attn.k_norm.weight"])
+            theta, factor = (10000.0, 1.0) if sliding else (1000000.0, 8.0)
+            q, k = rope(q, theta, factor), rope(k, theta, factor)
+            k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
+            visible = key <= query
+            if sliding:
+                visible = visible & (key > query - window)
+            scores = (q @ k.transpose(-1, -2)) * scalar ** -0.5
+            scores = scores.masked_fill(~visible, float("-inf"))
+            a = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, H * hd)
+            x = x + norm(a @ W[p + "self_attn.o_proj.weight"].T, W[p + "post_attention_layernorm.weight"])
+            h = norm(x, W[p + "pre_feedforward_layernorm.weight"])
+            gate = torch.nn.functional.gelu(h @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
+            y = (gate * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+            x = x + norm(y, W[p + "post_feedforward_layernorm.weight"])
+        return norm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
+
+    ids = torch.randint(3, V, (1, S), generator=gen)
+    targets = torch.randint(3, V, (1, S), generator=gen)
+    for t in W.values():
+        t.requires_grad_(True)
+    logits = forward(ids)
+    loss = cross_entropy(logits, targets)
+    loss.backward()
+    expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
+    expected.update({"grad." + name: t.grad for name, t in W.items()})
+    return config, {name: t.detach() for name, t in W.items()}, expected
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizers", default=os.path.join(ROOT, "data", "tokenizers"),
@@ -514,7 +600,18 @@ def main():
         write_safetensors(os.path.join(out, "expected.safetensors"), expected)
         write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12, "family": what,
                                                     "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
-    for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny"] + [f + "-tiny" for f in families]:
+    out = os.path.join(OUT, "gemma3-tiny")
+    os.makedirs(out, exist_ok=True)
+    config, weights, expected = gemma3_fixture(gen)
+    write_json(os.path.join(out, "config.json"), config)
+    write_safetensors(os.path.join(out, "model.safetensors"), weights, {name: "BF16" for name in weights},
+                      metadata={"format": "pt"})
+    write_safetensors(os.path.join(out, "expected.safetensors"), expected)
+    write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12,
+                                                "family": "Gemma 3 text (sliding window 5 in layers 0 and 2, "
+                                                "query_pre_attn_scalar 24, GeGLU, (1 + w) norms)",
+                                                "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
+    for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny", "gemma3-tiny"] + [f + "-tiny" for f in families]:
         size = sum(os.path.getsize(os.path.join(OUT, name, f)) for f in os.listdir(os.path.join(OUT, name)))
         print(f"wrote spec/data/reference/{name} ({size / 1e6:.2f} MB)")
 

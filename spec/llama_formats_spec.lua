@@ -175,9 +175,12 @@ describe("Hugging Face Llama directories" .. label, function()
     write_hf_llama(hf, fields, { intermediate_size = 128 })
     ok, err = llama.load(hf)
     assert.matches("tensor 'model%.layers%.0%.mlp%.gate_proj%.weight' has shape %[192, 64%], expected %[128, 64%]", err)
-    write_hf_llama(hf, fields, { model_type = "gemma3_text" })
+    write_hf_llama(hf, fields, { model_type = "falcon" })
     ok, err = llama.load(hf)
-    assert.matches("model_type 'gemma3_text'", err)
+    assert.matches("model_type 'falcon'; the Llama loader reads", err)
+    write_hf_llama(hf, fields, { model_type = "gemma3_text" }) -- a Llama's config lacks Gemma's fields
+    ok, err = llama.load(hf)
+    assert.matches("hidden_activation 'silu'; Gemma 3 runs GELU's tanh form", err)
   end)
 
   -- config.json was trusted until first use: rope_theta {} ended in nn.lua's arithmetic on a

@@ -108,15 +108,22 @@ function nn.silu(g, x, opts)
   return g:mul(x, g:sigmoid(x, { name = prefixed(opts, "sigmoid") }), { name = opts and opts.name })
 end
 
---- SwiGLU feed-forward: down(silu(gate(x)) * up(x)), weights [hidden, dim] / [dim, hidden];
---- opts.biases = { gate =, up =, down = } adds biases to the products (none by default).
-function nn.swiglu(g, x, w_gate, w_up, w_down, opts)
+--- A gated feed-forward: down(act(gate(x)) * up(x)), weights [hidden, dim] / [dim, hidden];
+--- opts.activation "silu" (SwiGLU, the default) or "gelu" (GeGLU, GELU's tanh form: Gemma 3);
+--- opts.biases = {gate =, up =, down =} (each optional).
+function nn.gated_ffn(g, x, w_gate, w_up, w_down, opts)
   local biases = opts and opts.biases or {}
+  local activation = opts and opts.activation or "silu"
   local gate = nn.linear(g, x, w_gate, biases.gate, { name = prefixed(opts, "gate") })
   local up = nn.linear(g, x, w_up, biases.up, { name = prefixed(opts, "up") })
-  local hidden = g:mul(nn.silu(g, gate, { name = prefixed(opts, "gate_silu") }), up, { name = prefixed(opts, "hidden") })
+  local activated = activation == "gelu" and nn.gelu(g, gate, { name = prefixed(opts, "gate_gelu") })
+    or nn.silu(g, gate, { name = prefixed(opts, "gate_silu") })
+  local hidden = g:mul(activated, up, { name = prefixed(opts, "hidden") })
   return nn.linear(g, hidden, w_down, biases.down, { name = prefixed(opts, "down") })
 end
+
+--- SwiGLU feed-forward: down(silu(gate(x)) * up(x)) (nn.gated_ffn's default).
+function nn.swiglu(g, x, w_gate, w_up, w_down, opts) return nn.gated_ffn(g, x, w_gate, w_up, w_down, opts) end
 
 --- [1, C, 1, S] -> [1, H, S, D] (D = C / H) by reshape + transpose.
 function nn.split_heads(g, x, heads, opts)
@@ -226,13 +233,17 @@ end
 
 --- An additive causal mask [S, S]: 0 on and below the diagonal, mask_value above. With
 --- `group` (default 1) it is [group * S, S]: the rows of `group` query heads sharing one kv
---- head stacked (grouped-query attention, nn.group_heads), row r for position r % S.
-function nn.causal_mask(seq, mask_value, dtype, group)
+--- head stacked (grouped-query attention, nn.group_heads), row r for position r % S. With
+--- `window` (sliding-window attention) a row sees only the last `window` keys up to its own.
+function nn.causal_mask(seq, mask_value, dtype, group, window)
   dtype = dtype or "fp16"
   local zero = ane.tensor({ 1 }, dtype):bytes()
   local masked = ane.tensor.from({ mask_value }, { 1 }, dtype):bytes()
   local rows = {}
-  for i = 1, seq do rows[i] = zero:rep(i) .. masked:rep(seq - i) end -- row i: keys 1..i visible
+  for i = 1, seq do -- row i: keys 1..i visible, or the last `window` of them
+    local hidden = window and math.max(0, i - window) or 0
+    rows[i] = masked:rep(hidden) .. zero:rep(i - hidden) .. masked:rep(seq - i)
+  end
   local block = table.concat(rows)
   return ane.tensor.from_bytes(block:rep(group or 1), { (group or 1) * seq, seq }, dtype)
 end
@@ -258,7 +269,8 @@ end
 --- Causal attention on q, k, v [1, H, S, D] (or q [1, KV, group * S, D] against KV heads of
 --- k and v: nn.group_heads), decomposed as the device needs it (its
 --- scaled_dot_product_attention ignores masks, ANE-06): scale q -> matmul -> additive mask
---- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D).
+--- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D);
+--- opts.window limits each query to the last `window` keys (nn.causal_mask).
 --- The scale multiplies q ([S, D]) rather than the scores ([S, S]): S/D times fewer
 --- multiplies, and for D = 64 the scale 1/8 is exact, so nothing rounds differently.
 --- opts.clip = L saturates the masked scores to [-L, L] before the softmax (fp16 models pass
@@ -269,7 +281,7 @@ function nn.causal_attention(g, q, k, v, opts)
   local mask_value = opts and opts.mask_value or -65504
   local q_scaled = g:mul(q, opts and opts.scale or 1 / math.sqrt(d), { name = prefixed(opts, "q_scaled") })
   local scaled = g:matmul(q_scaled, k, { transpose_y = true, name = prefixed(opts, "scores") })
-  local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype(), shape[3] // s))
+  local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype(), shape[3] // s, opts and opts.window))
   local masked = g:add(scaled, mask, { name = prefixed(opts, "masked") })
   if opts and opts.clip then masked = g:clip(masked, -opts.clip, opts.clip, { name = prefixed(opts, "clipped") }) end
   local probs = g:softmax(masked, -1, { name = prefixed(opts, "probs") })

@@ -1,7 +1,8 @@
 -- ane.formats.hf_llama: Hugging Face Llama-family directories (config.json and
 -- model.safetensors, or a sharded index) as the Llama model's weights: model_type "llama"
 -- (rotate-half RoPE; Llama 2 and 3.x with their rope_scaling, SmolLM2), "mistral" (its sliding
--- window), "qwen2" (biases on q, k and v) or "qwen3" (per-head q/k RMSNorms), fp32, fp16 and bf16 weights
+-- window), "qwen2" (biases on q, k and v), "qwen3" (per-head q/k RMSNorms), "phi3" (fused
+-- projections, LongRoPE) or "gemma3_text" (Gemma 3: M.gemma3 below), fp32, fp16 and bf16 weights
 -- read where the file maps them (converted by the model where it needs another dtype), tied
 -- or separate lm_head, grouped-query attention. M.write saves a model (model:save) as such a
 -- directory; anelua's quantized directories (model:save_quantized) also carry, in config.json,
@@ -23,7 +24,7 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 local integer_field = common.integer_field
 
 -- The model types this reader knows.
-M.MODEL_TYPES = { llama = true, mistral = true, phi3 = true, qwen2 = true, qwen3 = true }
+M.MODEL_TYPES = { llama = true, mistral = true, phi3 = true, qwen2 = true, qwen3 = true, gemma3_text = true }
 
 -- Phi-3's fused projections: the roles cut from one tensor's rows, in order.
 local PHI3_FUSED = {
@@ -93,6 +94,89 @@ function M.rope_scaling(json, source)
   return scaling
 end
 
+-- A number rounded to a checkpoint dtype ("bfloat16", "float16"; else as it is), as
+-- transformers rounds a scale it casts to the weights' dtype.
+local function in_torch_dtype(value, torch_dtype)
+  local dtype = torch_dtype == "bfloat16" and "bf16" or torch_dtype == "float16" and "fp16" or nil
+  if not dtype then return value end
+  return ane.tensor.from({ value }, { 1 }, dtype):to("fp32"):get(1)
+end
+
+--- What Gemma 3's config.json adds to a Llama's (facts from transformers' modeling_gemma3.py and
+--- configuration_gemma3.py), into `config`: the (1 + weight) RMSNorms (naming hf_gemma), q/k
+--- norms, norms after attention and the FFN, GeGLU with GELU's tanh form, the scores scaled by
+--- query_pre_attn_scalar^-0.5, embeddings times sqrt(hidden_size) in the checkpoint's dtype,
+--- sliding-window layers (layer_types, else every layer but each sliding_window_pattern-th)
+--- rotating by rope_local_base_freq, the others by rope_theta with rope_scaling (or the newer
+--- rope_parameters of both). Returns config, or nil and a message naming the field.
+function M.gemma3(json, config, source)
+  local activation = json.hidden_activation or json.hidden_act
+  if activation ~= "gelu_pytorch_tanh" and activation ~= "gelu_tanh" then
+    return fail("%s: hidden_activation '%s'; Gemma 3 runs GELU's tanh form (gelu_pytorch_tanh)", source, tostring(activation))
+  end
+  for _, key in ipairs({ "attn_logit_softcapping", "final_logit_softcapping" }) do
+    if json[key] ~= nil and json[key] ~= cjson.null then
+      return fail("%s: '%s' is %s; soft-capping (Gemma 2's) is not supported, and Gemma 3 sets none", source, key,
+        cjson.encode(json[key]))
+    end
+  end
+  if json.use_bidirectional_attention == true then
+    return fail("%s: use_bidirectional_attention is true (an encoder); anelua runs causal decoders", source)
+  end
+  local scalar, err = common.positive_number_field(json, "query_pre_attn_scalar", source)
+  if not scalar then return nil, err end
+  local window
+  window, err = common.positive_integer_field(json, "sliding_window", source)
+  if not window then return nil, err end
+  local sliding = {}
+  local n_layer = math.tointeger(json.num_hidden_layers) or 0
+  if json.layer_types ~= nil and json.layer_types ~= cjson.null then
+    if type(json.layer_types) ~= "table" or #json.layer_types ~= n_layer then
+      return fail("%s: 'layer_types' must list one type per layer (%d)", source, n_layer)
+    end
+    for l, kind in ipairs(json.layer_types) do
+      if kind ~= "sliding_attention" and kind ~= "full_attention" then
+        return fail("%s: layer_types[%d] is %s, expected \"sliding_attention\" or \"full_attention\"", source, l,
+          cjson.encode(kind))
+      end
+      sliding[l] = kind == "sliding_attention" or nil
+    end
+  else
+    local pattern
+    pattern, err = common.positive_integer_field(json, "sliding_window_pattern", source, 6)
+    if not pattern then return nil, err end
+    for l = 1, n_layer do sliding[l] = l % pattern ~= 0 or nil end -- every pattern-th layer is global
+  end
+  -- RoPE: rope_parameters {sliding_attention = {...}, full_attention = {...}} (newer), or the
+  -- flat rope_theta, rope_scaling and rope_local_base_freq
+  local local_theta = json.rope_local_base_freq
+  local parameters = json.rope_parameters
+  if type(parameters) == "table" then
+    local full, slide = parameters.full_attention, parameters.sliding_attention
+    if type(full) ~= "table" or type(slide) ~= "table" then
+      return fail("%s: rope_parameters needs full_attention and sliding_attention entries", source)
+    end
+    if (slide.rope_type or "default") ~= "default" then
+      return fail("%s: rope_parameters.sliding_attention.rope_type '%s' is not supported (default only)", source,
+        tostring(slide.rope_type))
+    end
+    local_theta = slide.rope_theta
+    config.rope_theta, err = common.positive_number_field(full, "rope_theta", source .. ": rope_parameters.full_attention")
+    if not config.rope_theta then return nil, err end
+    config.rope_scaling, err = M.rope_scaling({ rope_scaling = full }, source .. ": rope_parameters.full_attention")
+    if err then return nil, err end
+  end
+  config.rope_local_theta, err = common.positive_number_field({ rope_local_base_freq = local_theta },
+    "rope_local_base_freq", source, 10000)
+  if not config.rope_local_theta then return nil, err end
+  config.naming, config.qk_norm, config.post_norms, config.ffn = "hf_gemma", true, true, "geglu"
+  config.attn_scale = scalar ^ -0.5
+  config.sliding_window, config.sliding = window, sliding
+  local hidden = math.tointeger(json.hidden_size)
+  config.embed_scale = hidden and in_torch_dtype(math.sqrt(hidden), json.torch_dtype or json.dtype)
+  return config
+end
+
 -- A quantized weight stored as codes + scales or palettes (see the top), checked.
 local function quantized_tensor(tensors, key, shape, dir)
   local scale, palette = tensors[key .. "_scale"], tensors[key .. "_palette"]
@@ -112,17 +196,22 @@ function M.read(dir)
   local json, err = ane.io.read_json(source)
   if not json then return nil, err end
   local model_type = json.model_type
-  if not M.MODEL_TYPES[model_type] then
-    return fail("%s: model_type '%s'; the Llama loader reads 'llama', 'mistral', 'qwen2' and 'qwen3'", source,
-      tostring(model_type))
+  if model_type == "gemma3" then
+    return fail("%s: model_type 'gemma3' is Gemma 3 with its vision tower; anelua reads the text-only "
+      .. "'gemma3_text' directories (Gemma 3 270M and 1B)", source)
   end
+  if not M.MODEL_TYPES[model_type] then
+    return fail("%s: model_type '%s'; the Llama loader reads 'llama', 'mistral', 'phi3', 'qwen2', 'qwen3' and "
+      .. "'gemma3_text'", source, tostring(model_type))
+  end
+  local gemma = model_type == "gemma3_text"
   local rope_scaling
   rope_scaling, err = M.rope_scaling(json, source)
   if err then return nil, err end
   if json.attention_bias == true or json.mlp_bias == true then
     return fail("%s: attention or MLP biases are not supported", source)
   end
-  if json.hidden_act ~= nil and json.hidden_act ~= "silu" then
+  if not gemma and json.hidden_act ~= nil and json.hidden_act ~= "silu" then
     return fail("%s: hidden_act '%s'; only silu (SwiGLU) is supported", source, tostring(json.hidden_act))
   end
   local quantization = json.quantization_config
@@ -138,9 +227,13 @@ function M.read(dir)
   -- anelua_rope: a llama2.c model saved quantized keeps its interleaved rotary layout
   local rope = json.anelua_rope == "interleaved" and "interleaved" or "half"
   local config = { rope = rope, qk_norm = model_type == "qwen3", qkv_bias = model_type == "qwen2", naming = "hf",
-    model_type = model_type, rope_scaling = rope_scaling }
-  config.rope_theta, err = common.positive_number_field(json, "rope_theta", source, 10000)
+    model_type = model_type, rope_scaling = rope_scaling, hf_json = json }
+  config.rope_theta, err = common.positive_number_field(json, "rope_theta", source, gemma and 1000000 or 10000)
   if not config.rope_theta then return nil, err end
+  if gemma then
+    config, err = M.gemma3(json, config, source)
+    if not config then return nil, err end
+  end
   config.norm_eps, err = common.positive_number_field(json, "rms_norm_eps", source, 1e-6)
   if not config.norm_eps then return nil, err end
   if json.tie_word_embeddings ~= nil and json.tie_word_embeddings ~= cjson.null and type(json.tie_word_embeddings) ~= "boolean" then
@@ -164,19 +257,15 @@ function M.read(dir)
     return fail("%s: partial_rotary_factor %s is not supported (every head dimension rotates in anelua's models)", source,
       cjson.encode(json.partial_rotary_factor))
   end
-  -- Mistral's sliding window: within it, sliding-window attention is full attention, so a model
-  -- whose window is narrower than its context runs with its context cut to the window
+  -- Mistral's sliding window: every layer attends to the last sliding_window positions (Qwen2's
+  -- is off unless use_sliding_window; Phi-3's null)
   local window = json.sliding_window
-  if window ~= nil and window ~= cjson.null and json.use_sliding_window ~= false then
+  if not gemma and window ~= nil and window ~= cjson.null and json.use_sliding_window ~= false and model_type ~= "qwen2" then
     window = type(window) == "number" and math.tointeger(window) or window
     if math.type(window) ~= "integer" or window <= 0 then
       return fail("%s: 'sliding_window' is %s, expected a positive integer or null", source, cjson.encode(window))
     end
-    if window < config.seq_len then
-      config.seq_len = window
-      config.context_note = string.format("the context is cut to the %d-position sliding window (config.json's "
-        .. "max_position_embeddings: %d)", window, json.max_position_embeddings)
-    end
+    if window < config.seq_len then config.sliding_window = window end
   end
   config, err = arch.check_config(arch.complete_config(config), source)
   if not config then return nil, err end
@@ -184,12 +273,13 @@ function M.read(dir)
   local tensors, meta = ane.io.load_safetensors(dir)
   if not tensors then return nil, meta end
   local tied = json.tie_word_embeddings == true or (json.tie_word_embeddings == nil and tensors["lm_head.weight"] == nil)
-  local name = arch.NAMINGS.hf.name
+  local naming = arch.NAMINGS[config.naming]
+  local name = naming.name
   local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
   local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
     out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
     up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim }, q_bias = { q_width },
-    k_bias = { kv_width }, v_bias = { kv_width } }
+    k_bias = { kv_width }, v_bias = { kv_width }, post_attn_norm = { c.dim }, post_ffn_norm = { c.dim } }
   -- Phi-3: q, k, v and gate, up as row ranges of the fused tensors
   local fused_roles = {}
   if model_type == "phi3" then
@@ -222,6 +312,9 @@ function M.read(dir)
       return fail("%s: tensor '%s' is %s%s", dir, key, t:dtype(), quantization
         and string.format(" with no '%s_scale' or '%s_palette' beside it", key, key) or ", not a float type")
     end
+    -- Gemma's norms hold 1 + weight, summed in fp32 as transformers sums them
+    local offset = naming.offsets and naming.offsets[role]
+    if offset then return t:to("fp32"):add(offset) end
     -- a view of the mapped file, in the file's dtype: a model converts it only where its
     -- precision differs (bf16 straight to fp16), fp32 masters only when training asks
     return t
@@ -234,7 +327,7 @@ function M.read(dir)
       config.vocab_size)
   end
   -- weights by role (ane.models.transformer); the classifier absent when tied
-  local W = { config = config, layers = {}, source = dir, naming = "hf", format = "Hugging Face " .. model_type,
+  local W = { config = config, layers = {}, source = dir, naming = config.naming, format = "Hugging Face " .. model_type,
     stop_token = math.type(eos) and math.tointeger(eos) or nil }
   W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
   if not W.token_embedding then return nil, err end
@@ -257,6 +350,16 @@ end
 -- config.json of a saved model; quantization: { weights =, classifier = } encodings, or nil
 local function hf_config(model, quantization)
   local c = model.config
+  if c.model_type == "gemma3_text" then -- its own fields as read (the sizes are not changed by anelua)
+    local config = {}
+    for key, value in pairs(c.hf_json) do config[key] = value end
+    -- (torch_dtype stays the source's: it sets the embedding scale's rounding, which the
+    -- model keeps whatever dtype its tensors are saved in)
+    config.tie_word_embeddings = quantization == nil and model.shared_classifier or false
+    config.quantization_config = quantization and { quant_method = "anelua", weights = quantization.weights,
+      classifier = quantization.classifier } or nil
+    return config
+  end
   -- (Phi-3's fused projections are written apart, as a Llama's: the same network)
   local model_type = c.model_type == "phi3" and "llama" or c.model_type or "llama"
   local config = { model_type = model_type, hidden_size = c.dim, intermediate_size = c.hidden,
@@ -308,7 +411,10 @@ function M.write(dir, model)
     local ok, why = lfs.mkdir(dir)
     if not ok then return fail("%s: cannot create the directory: %s", dir, tostring(why)) end
   end
-  local name, tensors, weights_encoding = arch.NAMINGS.hf.name, {}, nil
+  -- Hugging Face names (Gemma's own, whose norms are stored as weight, not 1 + weight)
+  local naming = model.naming == arch.NAMINGS.hf_gemma and model.naming or arch.NAMINGS.hf
+  local name, offsets, tensors, weights_encoding = naming.name, naming.offsets or {}, {}, nil
+  local function vector(role, t) return t:to("fp32"):reshape(t:numel()):add(-(offsets[role] or 0)) end
   for l, stored in ipairs(model.P.stored_layers) do
     for role, t in pairs(model.P.layers[l]) do
       if stored[role] then
@@ -317,11 +423,11 @@ function M.write(dir, model)
       elseif t:ndim() == 4 then -- a program's [out, in, 1, 1] weight: [out, in]
         tensors[name(role, l - 1)] = t:reshape(t:shape()[1], t:shape()[2])
       else
-        tensors[name(role, l - 1)] = t:to("fp32"):reshape(t:numel())
+        tensors[name(role, l - 1)] = vector(role, t)
       end
     end
   end
-  tensors[name("final_norm")] = model.P.final_norm:to("fp32"):reshape(model.P.final_norm:numel())
+  tensors[name("final_norm")] = vector("final_norm", model.P.final_norm)
   tensors[name("token_embedding")] = in_dtype(model.P.token_embedding, model.dtype)
   local classifier, quantization = model.P.classifier, nil
   if weights_encoding then

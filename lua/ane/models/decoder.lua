@@ -254,11 +254,11 @@ function Methods:eval_unclamped(program, group, l, inputs, destinations, options
   return program:eval(self:extra_inputs(group, l, inputs), destinations, options)
 end
 
---- The graph of one program kind: self.graphs[kind](self, layer weights, a, b), after the
+--- The graph of one program kind: self.graphs[kind](self, layer weights, a, b, layer), after the
 --- model has brought its program-layout weights up to date (self:refresh_weights).
 function Methods:build_graph(kind, layer, a, b)
   self:refresh_weights()
-  return self.graphs[kind](self, layer and self.P.layers[layer], a, b)
+  return self.graphs[kind](self, layer and self.P.layers[layer], a, b, layer)
 end
 
 --- Patches weights into programs: `patches` is a list of { program, { const name -> tensor } }.

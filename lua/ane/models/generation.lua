@@ -180,6 +180,7 @@ local function use_size(self, size)
   local alloc_size
   self.caches, alloc_size = new_caches(self, size)
   self.step_outputs = step_outputs(self, alloc_size)
+  self.window_closed = 0 -- (the positions moved over open: slide_windows closes them again)
   if held then
     for l, cache in ipairs(self.caches) do
       fill_caches(m, cache, self.position, values_of(m, held[l].k_cache), values_of(m, held[l].v_cache))
@@ -234,6 +235,22 @@ local function settle(self)
   self.position, self.pending = pending.T, nil
 end
 
+-- Sliding-window layers attend to the last `window` positions, their own included: before the
+-- step at `position` (0-based) the cache positions further back are closed in those layers'
+-- masks. self.window_closed counts the leading positions closed so far.
+local function slide_windows(self, position)
+  local m = self.model
+  local window = m.arch.sliding_window
+  if not window then return end
+  local want = math.max(0, position - window + 1)
+  local closed = self.window_closed or 0
+  if want <= closed then return end
+  for l = 1, m.n_layer do
+    if m:is_sliding(l) then values_of(m, self.caches[l].mask):slice(4, closed + 1, want):fill(MASK) end
+  end
+  self.window_closed = want
+end
+
 -- What each step appends to a layer's caches at its position: the attention program's k and
 -- v outputs (their first position), and a mask value that lets the position in.
 local APPENDS = { k_cache = "k", v_cache = "v", mask = 0 }
@@ -244,8 +261,10 @@ function advance(self, id)
   local m, position = self.model, self.position
   if self.pending then settle(self) end
   if position + 1 > self.size then use_size(self, cache_size(self, position + 1)) end
+  slide_windows(self, position)
   local h = m:embed_token(id, position, self.W)
-  local inputs = m:decode_inputs(position, self.W)
+  -- the layers' extra inputs (rotary angles), and a sliding layer's own where they differ
+  local inputs, sliding_inputs = m:decode_inputs(position, self.W)
   -- (a one-position program's outputs past the first are its padding: neither written nor clamped)
   local wide = self.W > 1 and 1 or nil
   local appending, one = { append = APPENDS, at = position + 1, positions = wide }, { positions = wide }
@@ -253,9 +272,10 @@ function advance(self, id)
   -- int4 and Qwen3-0.6B int4 decode 2-3% faster than into new tensors each eval
   local outputs = self.step_outputs
   for l = 1, m.n_layer do
-    inputs.x = h
-    for _, name in ipairs(CACHED) do inputs[name] = self.caches[l][name] end
-    local r = m:eval(self.attention[l], "attn", l, inputs, outputs.attn, appending)
+    local layer_inputs = sliding_inputs and m:is_sliding(l) and sliding_inputs or inputs
+    layer_inputs.x = h
+    for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
+    local r = m:eval(self.attention[l], "attn", l, layer_inputs, outputs.attn, appending)
     -- the FFN runs on a helper (the device, or sim's thread) while the CPU goes on
     -- (opts.asynchronous: true or false; default on the device)
     local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
@@ -310,6 +330,16 @@ function Session:rewind(position)
     self.position = position
   else
     for _, cache in ipairs(self.caches) do values_of(m, cache.mask):slice(4, position + 1, self.position):fill(MASK) end
+    -- positions a sliding window had closed that are back inside it open again
+    local window, closed = m.arch.sliding_window, self.window_closed or 0
+    local want = window and math.max(0, position - window + 1) or 0
+    local last = math.min(closed, position)
+    if last > want then
+      for l = 1, m.n_layer do
+        if m:is_sliding(l) then values_of(m, self.caches[l].mask):slice(4, want + 1, last):fill(0) end
+      end
+    end
+    self.window_closed = math.min(closed, want)
     self.position = position
   end
   self.logits = nil

@@ -1,5 +1,5 @@
 -- ane.models: one loader for every model family, by what the path holds: a Hugging Face
--- directory's config.json model_type (gpt2; llama, mistral, phi3, qwen2 through
+-- directory's config.json model_type (gpt2; llama, mistral, phi3, qwen2, gemma3_text through
 -- ane.models.llama; qwen3 through ane.models.qwen3), an llm.c GPT-2 .bin, a llama2.c .bin; and
 -- the tokenizer beside it, when there is one.
 --
@@ -14,7 +14,7 @@ local M = {}
 
 -- model_type -> the model module that loads it
 M.FAMILIES = { gpt2 = "ane.models.gpt2", llama = "ane.models.llama", mistral = "ane.models.llama",
-  phi3 = "ane.models.llama", qwen2 = "ane.models.llama", qwen3 = "ane.models.qwen3" }
+  phi3 = "ane.models.llama", qwen2 = "ane.models.llama", qwen3 = "ane.models.qwen3", gemma3_text = "ane.models.llama" }
 
 local function known_types()
   local names = {}

@@ -8,7 +8,8 @@
 --
 -- Llama: RMSNorms, separate q, k, v projections without biases (k, v of fewer heads for
 -- grouped-query attention), RoPE (llama2.c's interleaved pairs, Hugging Face's rotate-half),
--- per-head q/k norms for Qwen3, a SwiGLU FFN, a classifier of its own or tied. Checkpoints:
+-- per-head q/k norms for Qwen3, a SwiGLU FFN (GeGLU, post-norms and sliding-window layers for
+-- Gemma 3: ane.formats.hf_llama.gemma3), a classifier of its own or tied. Checkpoints:
 -- llama2.c's .bin (ane.formats.llama2c) and Hugging Face directories (ane.formats.hf_llama);
 -- parameters keep the naming of the file they came from. Precision and profiles as in
 -- ane.models.gpt2; quantize, weights_as_inputs and lora as M.from_weights says.
@@ -28,7 +29,9 @@ function M.architecture(config)
     n_head = config.n_head, n_kv_head = config.n_kv_head, head_dim = config.head_dim, vocab_size = config.vocab_size,
     context_length = config.seq_len, norm = "rms", norm_eps = config.norm_eps, qkv = "separate", bias = false,
     positions = "rope", rope = config.rope, rope_theta = config.rope_theta, rope_scaling = config.rope_scaling,
-    qk_norm = config.qk_norm, qkv_bias = config.qkv_bias, ffn = "swiglu" }
+    qk_norm = config.qk_norm, qkv_bias = config.qkv_bias, ffn = config.ffn or "swiglu", post_norms = config.post_norms,
+    attn_scale = config.attn_scale, embed_scale = config.embed_scale, sliding_window = config.sliding_window,
+    sliding = config.sliding, rope_local_theta = config.rope_local_theta }
 end
 
 --- Loads a llama2.c checkpoint (v0 or v1 .bin) or a Hugging Face Llama / Qwen3 directory.
@@ -48,7 +51,7 @@ function M.weights_from_parameters(config, params, source, naming)
   naming = naming or config.naming or "llama2c" -- checkpoints keep the naming in their config
   if not family.NAMINGS[naming] then -- (weights that hold only the problem: from_weights returns it)
     return { config = config, layers = {}, source = source, problem = string.format(
-      "%s: the configuration's naming '%s' is not one of llama2c, hf", tostring(source), tostring(naming)) }
+      "%s: the configuration's naming '%s' is not one of llama2c, hf, hf_gemma", tostring(source), tostring(naming)) }
   end
   config = family.complete_config(config)
   local W = transformer.weights_from_parameters(M.architecture(config), family.NAMINGS[naming], config, params, source)

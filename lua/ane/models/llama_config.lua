@@ -10,6 +10,7 @@ local function fail(format, ...) return nil, string.format(format, ...) end
 M.LAYER_ROLES = { "attn_norm", "q", "k", "v", "out", "ffn_norm", "gate", "down", "up" }
 M.QK_NORM_ROLES = { "q_norm", "k_norm" } -- Qwen3: RMSNorm over head_dim on q and k
 M.QKV_BIAS_ROLES = { "q_bias", "k_bias", "v_bias" } -- Qwen2: biases on the q, k and v projections
+M.POST_NORM_ROLES = { "post_attn_norm", "post_ffn_norm" } -- Gemma 3: norms of the attention's and FFN's outputs
 
 -- llama2.c's names of the roles (its file's tensors; layer l's is "<name>.<l>").
 local LLAMA2C_NAMES = { attn_norm = "rms_att", q = "wq", k = "wk", v = "wv", out = "wo", ffn_norm = "rms_ffn",
@@ -21,29 +22,43 @@ local HF_LAYER_NAMES = { attn_norm = "input_layernorm", q = "self_attn.q_proj", 
   ffn_norm = "post_attention_layernorm", gate = "mlp.gate_proj", down = "mlp.down_proj", up = "mlp.up_proj" }
 local HF_NAMES = { token_embedding = "model.embed_tokens.weight", final_norm = "model.norm.weight",
   classifier = "lm_head.weight" }
+-- Gemma 3 names its four norms by place: post_attention_layernorm is the attention's output
+-- norm there, where a Llama's is the FFN's input norm.
+local GEMMA_LAYER_NAMES = setmetatable({ ffn_norm = "pre_feedforward_layernorm",
+  post_attn_norm = "post_attention_layernorm", post_ffn_norm = "post_feedforward_layernorm" },
+  { __index = HF_LAYER_NAMES })
+-- Gemma 3's RMSNorms scale by (1 + weight) (Gemma3RMSNorm): its checkpoints store weight, the
+-- model holds 1 + weight (the same fp32 sum transformers forms), so these roles differ by 1.
+local GEMMA_NORM_OFFSETS = { attn_norm = 1, ffn_norm = 1, post_attn_norm = 1, post_ffn_norm = 1, q_norm = 1,
+  k_norm = 1, final_norm = 1 }
 
 -- A role's Hugging Face name in layer l: a weight's "....weight", a bias role ("q_bias") its
 -- projection's "....bias".
-local function hf_layer_name(role, l)
+local function hf_layer_name(role, l, names)
+  names = names or HF_LAYER_NAMES
   local projection = role:match("^(.*)_bias$")
-  if projection then return string.format("model.layers.%d.%s.bias", l, HF_LAYER_NAMES[projection]) end
-  return string.format("model.layers.%d.%s.weight", l, HF_LAYER_NAMES[role])
+  if projection then return string.format("model.layers.%d.%s.bias", l, names[projection]) end
+  return string.format("model.layers.%d.%s.weight", l, names[role])
 end
 
 --- The name maps of the family's checkpoint formats: naming.name(role, l) is the name a
 --- checkpoint gives role of 0-based layer l (nil for the model's own tensors), in llama2.c's
---- naming ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight").
+--- naming ("wq.0") or Hugging Face's ("model.layers.0.self_attn.q_proj.weight"; Gemma 3's norms by
+--- their own names). naming.offsets[role]: what the model's tensor adds to the checkpoint's.
 M.NAMINGS = {
   llama2c = { name = function(role, l) return l and LLAMA2C_NAMES[role] .. "." .. l or LLAMA2C_NAMES[role] end },
   hf = { name = function(role, l) return l and hf_layer_name(role, l) or HF_NAMES[role] end },
+  hf_gemma = { name = function(role, l) return l and hf_layer_name(role, l, GEMMA_LAYER_NAMES) or HF_NAMES[role] end,
+    offsets = GEMMA_NORM_OFFSETS },
 }
 
 --- The layer roles of a configuration.
 function M.layer_roles(config)
-  if not config.qk_norm and not config.qkv_bias then return M.LAYER_ROLES end
+  if not config.qk_norm and not config.qkv_bias and not config.post_norms then return M.LAYER_ROLES end
   local roles = { table.unpack(M.LAYER_ROLES) }
   for _, role in ipairs(config.qk_norm and M.QK_NORM_ROLES or {}) do roles[#roles + 1] = role end
   for _, role in ipairs(config.qkv_bias and M.QKV_BIAS_ROLES or {}) do roles[#roles + 1] = role end
+  for _, role in ipairs(config.post_norms and M.POST_NORM_ROLES or {}) do roles[#roles + 1] = role end
   return roles
 end
 

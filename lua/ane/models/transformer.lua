@@ -15,8 +15,16 @@
 --   rope_scaling          nil, or the frequencies' rescaling (nn.rope_frequencies: linear, llama3)
 --   qkv_bias              separate q, k and v projections carry biases (Qwen2), the others not
 --   qk_norm               RMSNorm over head_dim on the q and k heads before RoPE (Qwen3)
---   ffn                   "gelu" (up, GELU, down) or "swiglu" (down(silu(gate) * up))
+--   ffn                   "gelu" (up, GELU, down), "swiglu" (down(silu(gate) * up)) or "geglu"
+--                         (down(gelu(gate) * up), GELU's tanh form: Gemma 3)
 --   tied                  the classifier is the token embedding
+--   post_norms            the attention's and the FFN's outputs are normed before the residual
+--                         adds them (roles post_attn_norm, post_ffn_norm: Gemma 3)
+--   attn_scale            the scores' scale (default 1/sqrt(head_dim); Gemma 3's query_pre_attn_scalar)
+--   embed_scale           the token embeddings are multiplied by it (Gemma 3: sqrt(dim))
+--   sliding_window        keys more than this many positions back are not attended to, in the
+--   sliding               layers of the set sliding ({[l] = true}; all of them when nil)
+--   rope_local_theta      the sliding layers' RoPE base (Gemma 3: rope_local_base_freq; no scaling)
 --
 -- Roles name the weights: one layer has attn_norm (+ attn_norm_bias), qkv (+ qkv_bias) or
 -- q, k, v (+ q_bias, k_bias, v_bias), q_norm, k_norm, out (+ out_bias), ffn_norm (+ ffn_norm_bias), gate, up (+ up_bias),
@@ -50,8 +58,8 @@ local MASK = decoder.MASK
 -- architectures have them.
 local GROUP_ROLES = {
   attn = { "attn_norm", "attn_norm_bias", "qkv", "qkv_bias", "q", "q_bias", "k", "k_bias", "v", "v_bias", "q_norm",
-    "k_norm", "out", "out_bias" },
-  ffn = { "ffn_norm", "ffn_norm_bias", "gate", "gate_bias", "up", "up_bias", "down", "down_bias" },
+    "k_norm", "out", "out_bias", "post_attn_norm" },
+  ffn = { "ffn_norm", "ffn_norm_bias", "gate", "gate_bias", "up", "up_bias", "down", "down_bias", "post_ffn_norm" },
   norm = { "final_norm", "final_norm_bias" },
 }
 
@@ -66,9 +74,15 @@ local PRESENT = {
   v_bias = function(a) return separate(a) and a.qkv_bias end,
   q_norm = function(a) return a.qk_norm end, k_norm = function(a) return a.qk_norm end,
   out_bias = function(a) return a.bias end, up_bias = function(a) return a.bias end,
-  down_bias = function(a) return a.bias end, gate = function(a) return a.ffn == "swiglu" end,
-  gate_bias = function(a) return a.ffn == "swiglu" and a.bias end,
+  down_bias = function(a) return a.bias end, gate = function(a) return a.ffn ~= "gelu" end,
+  gate_bias = function(a) return a.ffn ~= "gelu" and a.bias end,
+  post_attn_norm = function(a) return a.post_norms end, post_ffn_norm = function(a) return a.post_norms end,
 }
+
+--- Whether layer l (1-based) of architecture a attends within a sliding window.
+function M.is_sliding(a, l)
+  return a.sliding_window ~= nil and (a.sliding == nil or a.sliding[l] == true)
+end
 
 --- The roles architecture `arch` has in a program group ("attn", "ffn" or "norm").
 function M.roles(arch, group)
@@ -259,6 +273,7 @@ end
 local function finish_attention(self, g, L, x, attended, k, kh, v)
   attended = nn.ungroup_heads(g, attended, self.arch.n_head, { name = "attended_heads" }) -- [1, H, S, head]
   local out = linear(self, g, nn.merge_heads(g, attended, { name = "merged" }), L, "out", "out_proj")
+  if self.arch.post_norms then out = norm(self, g, out, L, "post_attn_norm") end
   g:output("y", g:add(x, out))
   g:output("k", keys_transformed(self.arch) and nn.merge_heads(g, kh, { name = "k_rot" }) or k)
   g:output("v", v)
@@ -267,21 +282,29 @@ end
 
 -- Attention over a full (padded) sequence of S positions from 0: y = x + attn(norm(x)),
 -- with k and v for the cache; the rotary tables are consts.
-local function attention_prefill_graph(self, L, S)
+-- The rotary tables' options of layer l: a sliding layer's own base where the model has one.
+local function rope_options(a, l, dtype)
+  if a.rope_local_theta and M.is_sliding(a, l) then
+    return { convention = a.rope, theta = a.rope_local_theta, dtype = dtype }
+  end
+  return { convention = a.rope, theta = a.rope_theta, scaling = a.rope_scaling, dtype = dtype }
+end
+
+local function attention_prefill_graph(self, L, S, _, l)
   local a, dtype = self.arch, self.dtype
   local g = self:graph(a.name .. "_attn_prefill")
   local x = g:input("x", { 1, a.dim, 1, S }, dtype)
   local cos, sin
   if a.positions == "rope" then
-    local cos_t, sin_t = nn.rope_tables(S, a.head_dim, { convention = a.rope, theta = a.rope_theta, scaling = a.rope_scaling,
-      dtype = dtype })
+    local cos_t, sin_t = nn.rope_tables(S, a.head_dim, rope_options(a, l, dtype))
     cos, sin = g:const("rope_cos", cos_t), g:const("rope_sin", sin_t)
   end
   local q, k, v = project(self, g, L, x)
   local qh, kh = query_key_heads(self, g, L, q, k, cos, sin)
   -- grouped-query attention: each kv head's keys serve its group of query heads in one product
   local attended = nn.causal_attention(g, nn.group_heads(g, qh, a.n_kv_head, { name = "q_grouped" }), kh,
-    nn.split_heads(g, v, a.n_kv_head, { name = "v_heads" }), { name = "attn", mask_value = MASK, clip = self.softmax_clip })
+    nn.split_heads(g, v, a.n_kv_head, { name = "v_heads" }), { name = "attn", mask_value = MASK, clip = self.softmax_clip,
+      scale = a.attn_scale, window = M.is_sliding(a, l) and a.sliding_window or nil })
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
 
@@ -307,7 +330,7 @@ local function attention_decode_graph(self, L, W, Smax)
   local q, k, v = project(self, g, L, x)
   local kc = g:reshape(k_cache, { 1, KV, head, Smax }, { name = "k_cache_heads" })
   local vc = g:reshape(v_cache, { 1, KV, head, Smax }, { name = "v_cache_heads" })
-  local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended" }
+  local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended", scale = a.attn_scale }
   local attended, kh
   if keys_transformed(a) then -- own keys and values as heads [1, KV, W, head]
     local qh
@@ -330,13 +353,15 @@ local function ffn_graph(self, L, S)
   local x = g:input("x", { 1, a.dim, 1, S }, self.dtype)
   local h = norm(self, g, x, L, "ffn_norm")
   local y
-  if a.ffn == "swiglu" then
-    y = nn.swiglu(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), { name = "ffn",
+  if a.ffn == "gelu" then
+    y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
+  else -- gated: swiglu or geglu
+    y = nn.gated_ffn(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), {
+      name = "ffn", activation = a.ffn == "geglu" and "gelu" or "silu",
       biases = { gate = weight(self, g, L, "gate_bias"), up = weight(self, g, L, "up_bias"),
         down = weight(self, g, L, "down_bias") } })
-  else
-    y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
   end
+  if a.post_norms then y = norm(self, g, y, L, "post_ffn_norm") end
   g:output("y", g:add(x, y))
   return g
 end
@@ -353,7 +378,7 @@ end
 function M.saved(arch)
   return {
     attn_prefill = M.projection_names(arch),
-    ffn = arch.ffn == "swiglu" and { "ffn_gate", "ffn_up" } or { "ffn_up" },
+    ffn = arch.ffn == "gelu" and { "ffn_up" } or { "ffn_gate", "ffn_up" },
   }
 end
 
@@ -385,6 +410,9 @@ local function check_architecture(a, source)
     end
   end
   if a.n_head % a.n_kv_head ~= 0 then return fail("%d query heads cannot share %d kv heads evenly", a.n_head, a.n_kv_head) end
+  if a.sliding_window ~= nil and (math.type(a.sliding_window) ~= "integer" or a.sliding_window <= 0) then
+    return fail("'sliding_window' is %s, expected a positive integer", tostring(a.sliding_window))
+  end
   for _, key in ipairs({ "norm_eps", "rope_theta" }) do
     local value = a[key]
     if (key == "norm_eps" or a.positions == "rope") and not (type(value) == "number" and value > 0 and value < math.huge) then
@@ -491,6 +519,7 @@ end
 --- position embeddings, for learned positions), zero padding after them.
 function Methods:embed(ids, start, S)
   local rows = self.P.token_embedding:gather(ids)                            -- [T, dim]
+  if self.arch.embed_scale then rows = rows:scale(self.arch.embed_scale) end
   if self.P.position_embedding then
     local positions = {}
     for i = 1, #ids do positions[i] = start + i - 1 end
@@ -541,18 +570,34 @@ end
 -- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
 -- take the decoded position's rotary angles as inputs.
 function Methods:embed_token(id, position, W) return self:embed({ id }, position, W) end
+function Methods:is_sliding(l) return M.is_sliding(self.arch, l) end
 function Methods:cache_keys(k, T) return k:slice(4, 1, T) end
 
-function Methods:decode_inputs(position, W)
-  local a = self.arch
-  if a.positions ~= "rope" then return {} end
-  local head = a.head_dim
-  local cos_t, sin_t = nn.rope_tables(1, head, { convention = a.rope, theta = a.rope_theta, scaling = a.rope_scaling,
-    offset = position, dtype = self.dtype })
+-- The decode attention's rotary inputs for the position, [1, head, 1, W] (the first column),
+-- with the tables of layer l's options.
+local function rope_inputs(self, l, position, W)
+  local head = self.arch.head_dim
+  local options = rope_options(self.arch, l, self.dtype)
+  options.offset = position
+  local cos_t, sin_t = nn.rope_tables(1, head, options)
   local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
   cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
   sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
   return { rope_cos = cos, rope_sin = sin }
+end
+
+--- The extra inputs of the decode attention programs at `position`: the layers' (and, for a
+--- model whose sliding layers rotate by their own base, a second table for those layers).
+function Methods:decode_inputs(position, W)
+  local a = self.arch
+  if a.positions ~= "rope" then return {} end
+  local full = rope_inputs(self, nil, position, W)
+  if not a.rope_local_theta then return full end
+  local first_sliding
+  for l = 1, a.n_layer do
+    if M.is_sliding(a, l) then first_sliding = l break end
+  end
+  return full, first_sliding and rope_inputs(self, first_sliding, position, W)
 end
 
 -- ------------------------------------------------------------------ parameters and gradients
@@ -560,6 +605,8 @@ end
 -- A loader-layout tensor of `role` in checkpoint layout (fp32, a copy) and back.
 local function to_checkpoint(self, role, t)
   if self.naming.transposed and self.naming.transposed[role] then return t:to("fp32"):transpose():copy() end
+  local offset = self.naming.offsets and self.naming.offsets[role]
+  if offset then return t:to("fp32"):add(-offset) end -- (a new tensor: the model's keeps its 1 + weight)
   return t:to("fp32")
 end
 
@@ -580,6 +627,8 @@ function M.weights_from_parameters(arch, naming, config, params, source, views)
     if naming.transposed and naming.transposed[role] then -- [in, out] -> [out, in]
       return views and t:transpose() or t:transpose():copy()
     end
+    local offset = naming.offsets and naming.offsets[role]
+    if offset then return t:to("fp32"):add(offset) end
     return t
   end
   local W = { config = config, layers = {}, source = source, naming = config.naming, token_embedding = get("token_embedding"),
@@ -655,6 +704,7 @@ function Methods:embed_sequence(ids, S) return self:embed(ids, 0, S) end
 
 --- dx [T, dim]: each position adds to its token's embedding row (and its position's).
 function Methods:embedding_gradients(ids, dx, raw)
+  if self.arch.embed_scale then dx = dx:scale(self.arch.embed_scale) end -- (the lookup was scaled)
   if not raw.embedding then
     -- tied: the rows go straight into the classifier's gradient (the same matrix), rather than
     -- into a second [V, C] of zeros added to it afterwards
