@@ -343,6 +343,21 @@ def qwen3_fixture(gen, tokenizer):
     return config, W, expected
 
 
+def forward_and_gradients(gen, forward, W, V, S):
+    """Random ids and targets (one sequence of S below V, ids from 3), forward's logits, the mean
+    cross-entropy and the gradient of every weight in W: the expectations of an HF fixture."""
+    ids = torch.randint(3, V, (1, S), generator=gen)
+    targets = torch.randint(3, V, (1, S), generator=gen)
+    for t in W.values():
+        t.requires_grad_(True)
+    logits = forward(ids)
+    loss = cross_entropy(logits, targets)
+    loss.backward()
+    expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
+    expected.update({"grad." + name: t.grad for name, t in W.items()})
+    return expected
+
+
 def hf_family_fixture(gen, family):
     """A tiny Hugging Face directory of one Llama-like family and its float64 logits, computed as
     transformers' modelling code defines the family (facts from modeling_llama.py, modeling_qwen2.py,
@@ -440,15 +455,7 @@ def hf_family_fixture(gen, family):
         head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
         return rms_norm(x, W["model.norm.weight"], config["rms_norm_eps"]) @ head.T
 
-    ids = torch.randint(3, V, (1, S), generator=gen)
-    targets = torch.randint(3, V, (1, S), generator=gen)
-    for t in W.values():
-        t.requires_grad_(True)
-    logits = forward(ids)
-    loss = cross_entropy(logits, targets)
-    loss.backward()
-    expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
-    expected.update({"grad." + name: t.grad for name, t in W.items()})
+    expected = forward_and_gradients(gen, forward, W, V, S)
     saved = {name: t.detach() for name, t in W.items()}
     if family == "phi3":  # Phi-3's checkpoints hold q, k, v and gate, up fused (modeling_phi3), in that row order
         for l in range(L):
@@ -531,15 +538,7 @@ def gemma3_fixture(gen):
             x = x + norm(y, W[p + "post_feedforward_layernorm.weight"])
         return norm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
 
-    ids = torch.randint(3, V, (1, S), generator=gen)
-    targets = torch.randint(3, V, (1, S), generator=gen)
-    for t in W.values():
-        t.requires_grad_(True)
-    logits = forward(ids)
-    loss = cross_entropy(logits, targets)
-    loss.backward()
-    expected = {"input_ids": ids, "targets": targets, "logits": logits.detach(), "loss": loss.detach().reshape(1)}
-    expected.update({"grad." + name: t.grad for name, t in W.items()})
+    expected = forward_and_gradients(gen, forward, W, V, S)
     return config, {name: t.detach() for name, t in W.items()}, expected
 
 
@@ -590,27 +589,20 @@ def main():
                 "qwen2": "Qwen2 (q/k/v biases, tied, theta 1e6)",
                 "mistral": "Mistral (sliding window 16 of 128 positions, theta 1e6)",
                 "phi3": "Phi-3 (fused qkv_proj and gate_up_proj, LongRoPE short factors within 32 positions)"}
-    for family, what in families.items():
-        out = os.path.join(OUT, family + "-tiny")
+    def write_family(name, what, fixture):
+        out = os.path.join(OUT, name + "-tiny")
         os.makedirs(out, exist_ok=True)
-        config, weights, expected = hf_family_fixture(gen, family)
+        config, weights, expected = fixture
         write_json(os.path.join(out, "config.json"), config)
         write_safetensors(os.path.join(out, "model.safetensors"), weights, {name: "BF16" for name in weights},
                           metadata={"format": "pt"})
         write_safetensors(os.path.join(out, "expected.safetensors"), expected)
         write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12, "family": what,
                                                     "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
-    out = os.path.join(OUT, "gemma3-tiny")
-    os.makedirs(out, exist_ok=True)
-    config, weights, expected = gemma3_fixture(gen)
-    write_json(os.path.join(out, "config.json"), config)
-    write_safetensors(os.path.join(out, "model.safetensors"), weights, {name: "BF16" for name in weights},
-                      metadata={"format": "pt"})
-    write_safetensors(os.path.join(out, "expected.safetensors"), expected)
-    write_json(os.path.join(out, "meta.json"), {"V": config["vocab_size"], "B": 1, "S": 12,
-                                                "family": "Gemma 3 text (sliding window 5 in layers 0 and 2, "
-                                                "query_pre_attn_scalar 24, GeGLU, (1 + w) norms)",
-                                                "computed": "float64 from the bf16 weights, scripts/make_fixtures.py"})
+    for family, what in families.items():
+        write_family(family, what, hf_family_fixture(gen, family))
+    write_family("gemma3", "Gemma 3 text (sliding window 5 in layers 0 and 2, query_pre_attn_scalar 24, GeGLU, "
+                 "(1 + w) norms)", gemma3_fixture(gen))
     for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny", "gemma3-tiny"] + [f + "-tiny" for f in families]:
         size = sum(os.path.getsize(os.path.join(OUT, name, f)) for f in os.listdir(os.path.join(OUT, name)))
         print(f"wrote spec/data/reference/{name} ({size / 1e6:.2f} MB)")

@@ -44,6 +44,29 @@ function M.paired_decode_rounds(probe, rounds, bytes_per_token, decode)
   return results[(rounds + 1) // 2], results[1].ratio, results[rounds].ratio
 end
 
+--- Bytes one decoded token reads: every layer weight and the classifier, as stored (an fp16
+--- model's decode reads its fp16 copy of the classifier, once one was made).
+function M.bytes_per_token(model)
+  local function bytes(w) return ane.quantized.is(w) and w:bytes() or w:numel() * w:element_size() end
+  local total = bytes(model.P.classifier_fp16 or model.P.classifier)
+  for _, L in ipairs(model.P.layers) do
+    for _, w in pairs(L) do total = total + bytes(w) end
+  end
+  return total
+end
+
+--- Greedy decode of `tokens` after the prompt `ids`, whose prefill is not timed; compiles (a
+--- cache growing into a new size) are taken out of the time. Returns tokens/s, ms/token.
+function M.decode_rate(model, ids, tokens)
+  local session = model:session({ capacity = #ids + tokens })
+  local row = assert(session:feed(ids))
+  local before = model:stats()
+  local start = ane.clock()
+  for _ = 1, tokens do row = assert(session:feed({ row:argmax() - 1 })) end
+  local seconds = ane.clock() - start - (model:stats().compile_ms - before.compile_ms) / 1000
+  return tokens / seconds, 1000 * seconds / tokens
+end
+
 function M.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 --- The median of a list of numbers and its lowest and highest values.

@@ -11,8 +11,6 @@
 --                                                [--tokens N] [--rounds R]
 local ane = require("ane")
 local llama = require("ane.models.llama")
-local family_config = require("ane.models.llama_config")
-local decoder = require("ane.models.decoder")
 
 local root = (arg[0]:match("^(.*)/scripts/bench/[^/]*$") or ".")
 local common = dofile(root .. "/scripts/bench/common.lua")
@@ -49,58 +47,15 @@ ane.set_compile_budget(1000000)
 local chosen = {}
 for name in opts.families:gmatch("[^,]+") do chosen[name] = true end
 
--- Random weights of the shared shape in the family's checkpoint naming: normal(0, 0.02)
--- projections (the residual ones scaled by 1/sqrt(2 L)), norms 1 (Gemma's stored as 0), biases 0.
+-- Random weights of the shared shape with the family's fields (llama.random_hf_weights).
 local function random_weights(features, seed)
   local c = { dim = 1024, hidden = 3072, n_layer = 28, n_head = 16, n_kv_head = 8, head_dim = 128, vocab_size = 151936,
     seq_len = 40960, rope = "half", norm_eps = 1e-6, naming = "hf" }
   for key, value in pairs(features) do c[key] = value end
-  local naming = family_config.NAMINGS[c.naming]
-  local name, offsets = naming.name, naming.offsets or {}
-  local randn = decoder.seeded_randn(seed)
-  local function norm(role, n) return ane.tensor({ n }):fill(1 - (offsets[role] or 0)) end
-  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
-  local residual_std = 0.02 / math.sqrt(2 * c.n_layer)
-  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02),
-    [name("final_norm")] = norm("final_norm", c.dim) }
-  for l = 0, c.n_layer - 1 do
-    for _, role in ipairs({ "attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm" }) do
-      if role:match("^post") == nil or c.post_norms then params[name(role, l)] = norm(role, c.dim) end
-    end
-    if c.qk_norm then params[name("q_norm", l)], params[name("k_norm", l)] = norm("q_norm", c.head_dim), norm("k_norm", c.head_dim) end
-    if c.qkv_bias then
-      params[name("q_bias", l)] = ane.tensor({ q_width })
-      params[name("k_bias", l)], params[name("v_bias", l)] = ane.tensor({ kv_width }), ane.tensor({ kv_width })
-    end
-    params[name("q", l)] = randn({ q_width, c.dim }, 0.02)
-    params[name("k", l)], params[name("v", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
-    params[name("out", l)] = randn({ c.dim, q_width }, residual_std)
-    params[name("gate", l)], params[name("up", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
-    params[name("down", l)] = randn({ c.dim, c.hidden }, residual_std)
-  end
-  return llama.weights_from_parameters(c, params, "random " .. c.model_type .. " weights (seed " .. seed .. ")", c.naming)
+  return llama.random_hf_weights(c, seed, "random " .. c.model_type .. " weights (seed " .. seed .. ")")
 end
 
--- Bytes one decoded token reads: every layer weight and the classifier, as stored.
-local function bytes_per_token(model)
-  local function bytes(w) return ane.quantized.is(w) and w:bytes() or w:numel() * w:element_size() end
-  local total = bytes(model.P.classifier_fp16 or model.P.classifier)
-  for _, L in ipairs(model.P.layers) do
-    for _, w in pairs(L) do total = total + bytes(w) end
-  end
-  return total
-end
-
--- Greedy decode of `tokens` after `ids` (their prefill untimed; compiles taken out).
-local function decode_rate(model, ids, tokens)
-  local session = model:session({ capacity = #ids + tokens })
-  local row = assert(session:feed(ids))
-  local before = model:stats()
-  local start = ane.clock()
-  for _ = 1, tokens do row = assert(session:feed({ row:argmax() - 1 })) end
-  local seconds = ane.clock() - start - (model:stats().compile_ms - before.compile_ms) / 1000
-  return tokens / seconds, 1000 * seconds / tokens
-end
+local bytes_per_token, decode_rate = common.bytes_per_token, common.decode_rate
 
 print(string.format("Qwen3-0.6B shape per family (random weights, seed 1), %s weights, cpu profile, greedy: %d tokens "
   .. "after a 4-token prompt, %d rounds; bound = read bandwidth / bytes per token", opts.precision, opts.tokens, opts.rounds))

@@ -80,6 +80,36 @@ function M.random_weights(config, seed)
   return M.weights_from_parameters(config, params, "random weights (seed " .. seed .. ")")
 end
 
+--- Random weights of a Hugging Face-named Llama-family configuration (config as
+--- ane.formats.hf_llama reads one: dim, hidden, n_layer, n_head, n_kv_head, head_dim,
+--- vocab_size, seq_len, naming "hf" or "hf_gemma", and the family's fields): normal(0, 0.02)
+--- projections, the residual ones (o_proj, down_proj) scaled by 1/sqrt(2 L), norms 1 (as the
+--- naming stores them), biases 0, tied embeddings. `source` says what they are.
+function M.random_hf_weights(config, seed, source)
+  local c = config
+  local naming = family.NAMINGS[c.naming or "hf"]
+  local name, offsets = naming.name, naming.offsets or {}
+  local randn = decoder.seeded_randn(seed)
+  local function norm(role, n) return ane.tensor({ n }):fill(1 - (offsets[role] or 0)) end
+  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+  local residual_std = 0.02 / math.sqrt(2 * c.n_layer)
+  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02),
+    [name("final_norm")] = norm("final_norm", c.dim) }
+  for l = 0, c.n_layer - 1 do
+    local roles = family.layer_roles(c)
+    for _, role in ipairs(roles) do
+      if role:match("norm$") then params[name(role, l)] = norm(role, role:match("^[qk]_norm$") and c.head_dim or c.dim)
+      elseif role:match("_bias$") then params[name(role, l)] = ane.tensor({ role == "q_bias" and q_width or kv_width }) end
+    end
+    params[name("q", l)] = randn({ q_width, c.dim }, 0.02)
+    params[name("k", l)], params[name("v", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
+    params[name("out", l)] = randn({ c.dim, q_width }, residual_std)
+    params[name("gate", l)], params[name("up", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
+    params[name("down", l)] = randn({ c.dim, c.hidden }, residual_std)
+  end
+  return M.weights_from_parameters(c, params, source, c.naming or "hf")
+end
+
 --- Builds a model from weights by role (ane.formats.llama2c / hf_llama, M.random_weights).
 --- opts: backend, precision ("fp16" | "fp32"), profile ("ane" | "cpu"); quantize ("int8" |
 --- "int4": every linear layer, the programs carry the codes) and quantize_classifier;

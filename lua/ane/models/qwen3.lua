@@ -11,8 +11,6 @@
 --   local demo = qwen3.from_weights(qwen3.random_weights(qwen3.CONFIGS["0.6B"], 1))
 local ane = require("ane")
 local llama = require("ane.models.llama")
-local decoder = require("ane.models.decoder")
-local arch = require("ane.models.llama_config")
 
 local M = {}
 
@@ -48,26 +46,11 @@ end
 --- config: dim, hidden, n_layer, n_head, n_kv_head, head_dim, vocab_size, seq_len.
 function M.random_weights(config, seed)
   seed = seed or 1
-  local randn = decoder.seeded_randn(seed)
   local c = { dim = config.dim, hidden = config.hidden, n_layer = config.n_layer, n_head = config.n_head,
     n_kv_head = config.n_kv_head, head_dim = config.head_dim, vocab_size = config.vocab_size, seq_len = config.seq_len,
     rope = "half", rope_theta = config.rope_theta or 1e6, norm_eps = config.norm_eps or 1e-6, qk_norm = true,
     naming = "hf", model_type = "qwen3" }
-  local name = arch.NAMINGS.hf.name
-  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
-  local residual_std = 0.02 / math.sqrt(2 * c.n_layer)
-  local function ones(n) return ane.tensor({ n }):fill(1) end
-  local params = { [name("token_embedding")] = randn({ c.vocab_size, c.dim }, 0.02), [name("final_norm")] = ones(c.dim) }
-  for l = 0, c.n_layer - 1 do
-    params[name("attn_norm", l)], params[name("ffn_norm", l)] = ones(c.dim), ones(c.dim)
-    params[name("q_norm", l)], params[name("k_norm", l)] = ones(c.head_dim), ones(c.head_dim)
-    params[name("q", l)] = randn({ q_width, c.dim }, 0.02)
-    params[name("k", l)], params[name("v", l)] = randn({ kv_width, c.dim }, 0.02), randn({ kv_width, c.dim }, 0.02)
-    params[name("out", l)] = randn({ c.dim, q_width }, residual_std)
-    params[name("gate", l)], params[name("up", l)] = randn({ c.hidden, c.dim }, 0.02), randn({ c.hidden, c.dim }, 0.02)
-    params[name("down", l)] = randn({ c.dim, c.hidden }, residual_std)
-  end
-  return llama.weights_from_parameters(c, params, "random Qwen3 weights (seed " .. seed .. ")", "hf")
+  return llama.random_hf_weights(c, seed, "random Qwen3 weights (seed " .. seed .. ")")
 end
 
 M.from_weights = llama.from_weights
