@@ -50,6 +50,35 @@ describe("anelua run", function()
     assert.matches("%-%-min%-p must be in %[0, 1%], got 2", err)
   end)
 
+  -- llama-tiny (vocabulary 320) with Llama 2's tokenizer.bin cut to its first 320 records
+  -- (llama2.c's layout: int32 max length, then per token float32 score, int32 length, bytes).
+  -- Seed 29 samples "▁A" first, a piece whose space SentencePiece drops when it starts a
+  -- decode: the continuation printed is what the whole text's decode has after the prompt.
+  it("prints a SentencePiece model's continuation as the whole text decodes it (--tokenizer)", function()
+    local bytes = helpers.read_file(helpers.root .. "/data/tokenizers/llama2/tokenizer.bin")
+    local at = 5
+    for _ = 1, 320 do at = at + 8 + string.unpack("<i4", bytes, at + 4) end
+    local dir = helpers.tmpdir()
+    helpers.write_file(dir .. "/tokenizer.bin", bytes:sub(1, at - 1))
+    local checkpoint = helpers.root .. "/spec/data/reference/llama-tiny/model.bin"
+    local model = assert(models.load(checkpoint, { precision = "fp32" }))
+    model.tokenizer = assert(models.tokenizer_file(dir .. "/tokenizer.bin", 320))
+    local prompt = "in the end"
+    local ids = models.prompt_ids(model, prompt)
+    local all = { table.unpack(ids, 2) } -- (without the BOS)
+    local prompt_text = model.tokenizer:decode(all)
+    for id in model:generate(ids, { max_tokens = 8, temperature = 1, top_k = 40, seed = 29 }) do
+      if id == model.stop_token then break end
+      all[#all + 1] = id
+    end
+    local continuation = model.tokenizer:decode(all):sub(#prompt_text + 1)
+    assert.are.equal(" A", continuation:sub(1, 2)) -- (the case this checks)
+    local out, err, code = run("run " .. q(checkpoint) .. " --tokenizer " .. q(dir .. "/tokenizer.bin") .. " --prompt "
+      .. q(prompt) .. " --max-tokens 8 --temperature 1 --seed 29 --precision fp32")
+    assert.are.equal(0, code, err)
+    assert.are.equal(prompt .. continuation .. "\n", out)
+  end)
+
   it("runs ./run as a script when the directory has one", function()
     local dir = helpers.tmpdir()
     helpers.write_file(dir .. "/run", "print('the script named run', ...)\n")

@@ -1,44 +1,41 @@
 -- `anelua run MODEL --prompt TEXT`: continues raw text with any model anelua loads
 -- (ane.models.load: Hugging Face directories of every family, llama2.c and llm.c files), its
--- tokenizer found beside it. The generated text goes to stdout, statistics and notices to
--- stderr; Ctrl-C stops after the current token.
-local ane = require("ane")
+-- tokenizer found beside it or named by --tokenizer. The generated text goes to stdout,
+-- statistics and notices to stderr; Ctrl-C stops after the current token.
+-- examples/stories.lua is this command under its own name (M.command, M.run).
 local cli = require("ane.cli")
 local models = require("ane.models")
 
 local M = {}
 
-function M.main(...)
-  local command = cli.command {
-    name = "run",
-    usage = "MODEL --prompt TEXT [options]",
+--- The command's parser under `name` (usage line `usage`, default length max_tokens).
+function M.command(name, usage, max_tokens)
+  return cli.command {
+    name = name,
+    usage = usage or "MODEL --prompt TEXT [options]",
     summary = "Continues TEXT with the model at MODEL (a Hugging Face directory, a llama2.c or llm.c .bin).",
     positional = { { "MODEL", "a model directory or checkpoint file" } },
     options = cli.with_generation_options(cli.join(cli.quantize_options(), {
+      { "tokenizer", "path", nil, "tokenizer.json, tokenizer.model or tokenizer.bin (default: the one beside the model)" },
       { "context", "integer", nil, "positions of context to use (default: the model's)", min = 2 },
       { "stop", "strings", nil, "end the text before this string (repeatable)", metavar = "TEXT" },
-    }), 128),
+    }), max_tokens or 128),
     epilog = "Ctrl-C stops after the current token and prints the statistics.",
   }
-  local opts, positional = command:parse({ ... })
-  local path = positional[1]
-  command:use_backend(opts.backend)
-  command:check_activations(opts, path)
-  command:graceful_interrupts()
-  local model, err = command:call(models.load, path, { precision = opts.precision,
-    profile = opts.profile or (opts.activations and "cpu"), quantize = opts.quantize, activations = opts.activations })
-  if not model then command:fail(err) end
-  if not model.tokenizer then command:fail(model.tokenizer_problem .. "; `run` needs text in and out") end
-  if opts.context then model.context_length = math.min(model.context_length, opts.context) end
-  local tok = model.tokenizer
-  local prompt = models.prompt_ids(model, opts.prompt)
-  io.stderr:write(tostring(model), "\n")
-  io.write(opts.prompt)
-  local produced, shown, text, stopped, stops = {}, "", "", false, opts.stop or {}
-  local interrupted = cli.stream(model, prompt, opts, tok.vocab_size, function(id)
+end
+
+-- Writes the text of the generated ids as it grows, never a piece of a --stop string:
+-- returns on_token(id) (false: stop) and on_end().
+local function text_writer(model, tok, prompt, stops)
+  -- Decoded after the prompt's last id, whose text is then cut off: a SentencePiece decode
+  -- drops the leading space of the text it starts ("▁there" alone is "there").
+  local anchor = prompt[#prompt]
+  local anchor_length = #tok:decode({ anchor })
+  local produced, shown, text, stopped = { anchor }, "", "", false
+  local function on_token(id)
     if id == model.stop_token then return false end
     produced[#produced + 1] = id
-    text = tok:decode(produced) -- a token may end inside a UTF-8 character: print what the whole text adds
+    text = tok:decode(produced):sub(anchor_length + 1) -- (a token may end inside a UTF-8 character)
     for _, stop in ipairs(stops) do
       local at = text:find(stop, 1, true)
       if at then
@@ -56,9 +53,37 @@ function M.main(...)
     end
     local upto = #text - hold
     if upto > #shown then io.write(text:sub(#shown + 1, upto)) shown = text:sub(1, upto) end
-  end, function() if not stopped then io.write(text:sub(#shown + 1)) end end)
+  end
+  local function on_end() if not stopped then io.write(text:sub(#shown + 1)) end end
+  return on_token, on_end
+end
+
+--- Parses argv with `command` and runs it: load, frame the prompt, stream, statistics.
+function M.run(command, argv)
+  local opts, positional = command:parse(argv)
+  local path = positional[1]
+  command:use_backend(opts.backend)
+  command:check_activations(opts, path)
+  command:graceful_interrupts()
+  local model, err = command:call(models.load, path, { precision = opts.precision,
+    profile = opts.profile or (opts.activations and "cpu"), quantize = opts.quantize, activations = opts.activations })
+  if not model then command:fail(err) end
+  if opts.tokenizer then
+    model.tokenizer, model.tokenizer_problem = models.tokenizer_file(opts.tokenizer, model.config and model.config.vocab_size)
+  end
+  if not model.tokenizer then command:fail(model.tokenizer_problem .. "; `" .. command.name .. "` needs text in and out") end
+  if opts.context then model.context_length = math.min(model.context_length, opts.context) end
+  local tok = model.tokenizer
+  local prompt = models.prompt_ids(model, opts.prompt)
+  if #prompt == 0 then command:fail("the prompt is empty: give --prompt TEXT") end
+  io.stderr:write(tostring(model), "\n")
+  io.write(opts.prompt)
+  local on_token, on_end = text_writer(model, tok, prompt, opts.stop or {})
+  local interrupted = cli.stream(model, prompt, opts, tok.vocab_size, on_token, on_end)
   cli.report_stats(model)
   if interrupted then os.exit(cli.INTERRUPTED_EXIT) end
 end
+
+function M.main(...) return M.run(M.command("run"), { ... }) end
 
 return M

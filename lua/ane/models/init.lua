@@ -63,6 +63,19 @@ function M.tokenizer(path, vocab_size)
     .. "beside the model", dir)
 end
 
+--- The tokenizer in file `path` (a --tokenizer): tokenizer.json (byte-level BPE), llm.c's
+--- gpt2_tokenizer.bin (its magic), else SentencePiece (tokenizer.model, llama2.c's
+--- tokenizer.bin) checked against vocab_size. Returns it, or nil and why.
+function M.tokenizer_file(path, vocab_size)
+  if path:match("%.json$") then return require("ane.tokenizer").load(path) end
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local head = f:read(4) or ""
+  f:close()
+  if #head == 4 and string.unpack("<I4", head) == 20240328 then return require("ane.tokenizer").load(path) end
+  return require("ane.sentencepiece").load(path, { vocab_size = vocab_size })
+end
+
 -- The id a tokenizer.json's post-processor puts first in a single sequence (Llama 3's
 -- <|begin_of_text|>: TemplateProcessing, alone or in a Sequence), or nil.
 local function template_bos(dir)
