@@ -13,6 +13,7 @@
 
 #include "../ane_core/ir/graph.h"
 #include "../ane_core/tensor/gemv.h"
+#include "../ane_core/tensor/blocks.h"
 #include "../ane_core/tensor/quantize.h"
 #include "ane_lua.h"
 
@@ -260,6 +261,24 @@ static int q_tostring(lua_State *L) {
     return 1;
 }
 
+/* ane.dequantize_blocks(bytes, "q8_0" | "q4_0", shape, [name]) -> an fp32 tensor of shape from
+ * llama.cpp's blocks (a uint8 tensor of exactly those blocks; ane_core/tensor/blocks.h), or nil
+ * and a message naming `name` for blocks that do not fit the shape or hold a non-finite scale */
+static int l_dequantize_blocks(lua_State *L) {
+    ane_tensor *blocks = ane_lua_check_tensor(L, 1);
+    const char *type_name = luaL_checkstring(L, 2);
+    ane_block_type type;
+    if (!ane_block_type_from_name(type_name, &type))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not 'q8_0' or 'q4_0'", type_name));
+    const char *name = luaL_optstring(L, 4, "blocks");
+    lua_Integer ndim;
+    int64_t *shape = ane_lua_read_integers(L, 3, "shape", &ndim); /* (pushes the array it fills) */
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_error err;
+    if (ane_blocks_dequantize(type, blocks, (int)ndim, shape, name, out, &err)) return ane_lua_fail(L, &err);
+    return 1;
+}
+
 static const luaL_Reg quantized_methods[] = {
     {"encoding", q_encoding}, {"dtype", q_dtype}, {"shape", q_shape}, {"numel", q_numel}, {"bytes", q_bytes},
     {"dequantize", q_dequantize}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
@@ -277,6 +296,8 @@ void ane_lua_open_quantize(lua_State *L) {
     lua_pop(L, 1);
     lua_pushcfunction(L, l_quantize);
     lua_setfield(L, -2, "quantize");
+    lua_pushcfunction(L, l_dequantize_blocks);
+    lua_setfield(L, -2, "dequantize_blocks");
     lua_newtable(L); /* ane.quantized: a callable table with .is */
     lua_pushcfunction(L, q_is);
     lua_setfield(L, -2, "is");

@@ -153,6 +153,21 @@ function M.load(path, opts)
   return setmetatable({ spm = spm, vocab_size = count, bos = 1, eos = 2, source = path }, Tokenizer)
 end
 
+--- A tokenizer from its pieces in id order (strings with SentencePiece's "▁" and "<0xNN>" byte
+--- pieces) and their scores, as a GGUF file's tokenizer.ggml.tokens / scores hold them; bos and
+--- eos ids (default 1 and 2). `source` names where they came from. Returns it, or nil and why.
+function M.from_pieces(pieces, scores, source, opts)
+  local spm = ane._spm()
+  for i, piece in ipairs(pieces) do
+    local ok, err = spm:add_piece(piece, scores[i] or 0.0, i - 1)
+    if not ok then return fail(source, "%s", err) end
+  end
+  local encodes, refusal = spm:check_encodes()
+  if not encodes then return fail(source, "%s", refusal) end
+  return setmetatable({ spm = spm, vocab_size = #pieces, bos = opts and opts.bos or 1, eos = opts and opts.eos or 2,
+    source = source }, Tokenizer)
+end
+
 --- text -> ids; opts.bos = true prepends <s> (id 1).
 function Tokenizer:encode(text, opts)
   if type(text) ~= "string" then error("encode: text must be a string", 2) end

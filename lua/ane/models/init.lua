@@ -1,6 +1,7 @@
 -- ane.models: one loader for every model family, by what the path holds: a Hugging Face
 -- directory's config.json model_type (gpt2; llama, mistral, phi3, qwen2, gemma3_text through
--- ane.models.llama; qwen3 through ane.models.qwen3), an llm.c GPT-2 .bin, a llama2.c .bin; and
+-- ane.models.llama; qwen3 through ane.models.qwen3), an llm.c GPT-2 .bin, a llama2.c .bin, a
+-- GGUF file (architecture llama); and
 -- the tokenizer beside it, when there is one.
 --
 --   local models = require("ane.models")
@@ -39,16 +40,18 @@ local function family_of(path)
   if not f then return nil, err end
   local head = f:read(4) or ""
   f:close()
-  if head == "GGUF" then return nil, path .. ": a GGUF file; anelua reads Hugging Face directories and llama2.c / llm.c files" end
+  if head == "GGUF" then return "ane.models.llama" end -- (ane.formats.gguf: architecture llama)
   if #head == 4 and string.unpack("<I4", head) == 20240326 then return "ane.models.gpt2" end -- llm.c's magic
   return "ane.models.llama" -- llama2.c's files have no magic (v1: "ak42" is read by the loader itself)
 end
 
 --- The tokenizer of a model at `path`: a directory's tokenizer.json (or vocab.json and merges.txt,
---- tokenizer.model, tokenizer.bin); beside a .bin file, tokenizer.bin or tokenizer.model. Returns
+--- tokenizer.model, tokenizer.bin); a GGUF file's own; beside a .bin file, tokenizer.bin or
+--- tokenizer.model. Returns
 --- the tokenizer, or nil and why (no file: "no tokenizer").
 function M.tokenizer(path, vocab_size)
   local is_directory = lfs.attributes(path, "mode") == "directory"
+  if not is_directory and require("ane.models.llama").is_gguf(path) then return require("ane.formats.gguf").tokenizer(path) end
   local dir = is_directory and path or path:match("^(.*)/[^/]*$") or "."
   local bpe = require("ane.tokenizer")
   if is_directory and (lfs.attributes(dir .. "/tokenizer.json") or lfs.attributes(dir .. "/vocab.json")) then

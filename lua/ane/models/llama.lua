@@ -34,12 +34,21 @@ function M.architecture(config)
     sliding = config.sliding, rope_local_theta = config.rope_local_theta }
 end
 
+--- Whether the file at path starts with GGUF's magic.
+function M.is_gguf(path)
+  local f = io.open(path, "rb")
+  local head = f and f:read(4)
+  if f then f:close() end
+  return head == "GGUF"
+end
+
 --- Loads a llama2.c checkpoint (v0 or v1 .bin) or a Hugging Face Llama / Qwen3 directory.
 --- opts: as for M.from_weights. Returns the model, or nil and a message naming the file.
 function M.load(path, opts)
   if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
   local is_directory = lfs.attributes(path, "mode") == "directory"
-  local W, err = require(is_directory and "ane.formats.hf_llama" or "ane.formats.llama2c").read(path)
+  local reader = is_directory and "ane.formats.hf_llama" or M.is_gguf(path) and "ane.formats.gguf" or "ane.formats.llama2c"
+  local W, err = require(reader).read(path)
   if not W then return nil, err end
   return M.from_weights(W, opts)
 end
@@ -51,7 +60,7 @@ function M.weights_from_parameters(config, params, source, naming)
   naming = naming or config.naming or "llama2c" -- checkpoints keep the naming in their config
   if not family.NAMINGS[naming] then -- (weights that hold only the problem: from_weights returns it)
     return { config = config, layers = {}, source = source, problem = string.format(
-      "%s: the configuration's naming '%s' is not one of llama2c, hf, hf_gemma", tostring(source), tostring(naming)) }
+      "%s: the configuration's naming '%s' is not one of llama2c, hf, hf_gemma, gguf", tostring(source), tostring(naming)) }
   end
   config = family.complete_config(config)
   local W = transformer.weights_from_parameters(M.architecture(config), family.NAMINGS[naming], config, params, source)

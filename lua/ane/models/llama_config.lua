@@ -22,6 +22,17 @@ local HF_LAYER_NAMES = { attn_norm = "input_layernorm", q = "self_attn.q_proj", 
   ffn_norm = "post_attention_layernorm", gate = "mlp.gate_proj", down = "mlp.down_proj", up = "mlp.up_proj" }
 local HF_NAMES = { token_embedding = "model.embed_tokens.weight", final_norm = "model.norm.weight",
   classifier = "lm_head.weight" }
+-- llama.cpp's GGUF names: blk.<l>.<name>.weight (and .bias), and the model's own.
+local GGUF_LAYER_NAMES = { attn_norm = "attn_norm", q = "attn_q", k = "attn_k", v = "attn_v", out = "attn_output",
+  q_norm = "attn_q_norm", k_norm = "attn_k_norm", ffn_norm = "ffn_norm", gate = "ffn_gate", down = "ffn_down",
+  up = "ffn_up" }
+local GGUF_NAMES = { token_embedding = "token_embd.weight", final_norm = "output_norm.weight",
+  classifier = "output.weight" }
+local function gguf_layer_name(role, l)
+  local projection = role:match("^(.*)_bias$")
+  if projection then return string.format("blk.%d.%s.bias", l, GGUF_LAYER_NAMES[projection]) end
+  return string.format("blk.%d.%s.weight", l, GGUF_LAYER_NAMES[role])
+end
 -- Gemma 3 names its four norms by place: post_attention_layernorm is the attention's output
 -- norm there, where a Llama's is the FFN's input norm.
 local GEMMA_LAYER_NAMES = setmetatable({ ffn_norm = "pre_feedforward_layernorm",
@@ -48,6 +59,7 @@ end
 M.NAMINGS = {
   llama2c = { name = function(role, l) return l and LLAMA2C_NAMES[role] .. "." .. l or LLAMA2C_NAMES[role] end },
   hf = { name = function(role, l) return l and hf_layer_name(role, l) or HF_NAMES[role] end },
+  gguf = { name = function(role, l) return l and gguf_layer_name(role, l) or GGUF_NAMES[role] end },
   hf_gemma = { name = function(role, l) return l and hf_layer_name(role, l, GEMMA_LAYER_NAMES) or HF_NAMES[role] end,
     offsets = GEMMA_NORM_OFFSETS },
 }

@@ -1,0 +1,303 @@
+-- ane.formats.gguf: llama.cpp's GGUF files (versions 2 and 3; docs/reference/model-formats.md)
+-- as the Llama model's weights. The header: "GGUF", the version, the tensor and key counts;
+-- then the metadata (key, type, value: integers, floats, booleans, strings and arrays of
+-- them) and the tensor infos (name, dimensions innermost first, type, offset); the tensors'
+-- bytes follow, aligned (general.alignment, default 32). Every count, length and offset is
+-- checked against the file before it is used, and a bad file is one message naming the key,
+-- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0 and Q4_0
+-- are dequantized to fp32 as they load (ane.dequantize_blocks); the other types are named
+-- and refused. Architecture "llama" (its q and k rows in the adjacent-pairs RoPE layout that
+-- llama.cpp's converters write, read as llama2.c's interleaved rotation); the tokenizer of
+-- tokenizer.ggml.model "llama" (SentencePiece pieces and scores).
+--
+--   local file = assert(require("ane.formats.gguf").open("model.gguf"))  -- file.metadata, file.tensors
+--   local W = assert(require("ane.formats.gguf").read("model.gguf"))     -- weights by role
+local ane = require("ane")
+local arch = require("ane.models.llama_config")
+
+local M = {}
+
+local function fail(format, ...) return nil, string.format(format, ...) end
+
+-- ggml's tensor types: name, weights per block, bytes per block (ggml.c's type traits).
+M.TYPES = {
+  [0] = { "F32", 1, 4 }, [1] = { "F16", 1, 2 }, [2] = { "Q4_0", 32, 18 }, [3] = { "Q4_1", 32, 20 },
+  [6] = { "Q5_0", 32, 22 }, [7] = { "Q5_1", 32, 24 }, [8] = { "Q8_0", 32, 34 }, [9] = { "Q8_1", 32, 36 },
+  [10] = { "Q2_K", 256, 84 }, [11] = { "Q3_K", 256, 110 }, [12] = { "Q4_K", 256, 144 }, [13] = { "Q5_K", 256, 176 },
+  [14] = { "Q6_K", 256, 210 }, [15] = { "Q8_K", 256, 292 }, [24] = { "I8", 1, 1 }, [25] = { "I16", 1, 2 },
+  [26] = { "I32", 1, 4 }, [27] = { "I64", 1, 8 }, [28] = { "F64", 1, 8 }, [30] = { "BF16", 1, 2 },
+}
+-- How the types anelua reads become tensors: a view in a dtype, or blocks to dequantize.
+local VIEWS = { F32 = "F32", F16 = "F16", BF16 = "BF16" }
+local BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0" }
+
+-- Metadata value types: the string.unpack format of the fixed-size ones.
+local SCALARS = { [0] = "<I1", [1] = "<i1", [2] = "<I2", [3] = "<i2", [4] = "<I4", [5] = "<i4", [6] = "<f",
+  [7] = "<I1", [10] = "<I8", [11] = "<i8", [12] = "<d" }
+local STRING, ARRAY, BOOL = 8, 9, 7
+
+-- A reader of the file's header bytes, buffered, that checks every read against the file's size.
+local Reader = {}
+Reader.__index = Reader
+
+local function reader(path, size)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  return setmetatable({ f = f, path = path, size = size, buffer = "", start = 0, at = 1 }, Reader)
+end
+
+function Reader:offset() return self.start + self.at - 1 end
+
+-- The next n bytes (n checked against what the file has left), or an error naming `what`.
+function Reader:bytes(n, what)
+  if n < 0 or n > self.size - self:offset() then
+    error(string.format("%s: %s at offset %d needs %d bytes, past the end of the %d-byte file", self.path, what,
+      self:offset(), n, self.size), 0)
+  end
+  if self.at + n - 1 > #self.buffer then
+    local kept = self.buffer:sub(self.at)
+    self.start = self.start + self.at - 1
+    self.buffer = kept .. (self.f:read(math.max(n - #kept, 1 << 20)) or "")
+    self.at = 1
+  end
+  local bytes = self.buffer:sub(self.at, self.at + n - 1)
+  self.at = self.at + n
+  return bytes
+end
+
+function Reader:unpack(format, size, what) return (string.unpack(format, self:bytes(size, what))) end
+function Reader:u32(what) return self:unpack("<I4", 4, what) end
+function Reader:u64(what)
+  local value = self:unpack("<i8", 8, what)
+  if value < 0 then error(string.format("%s: %s at offset %d is beyond 2^63", self.path, what, self:offset() - 8), 0) end
+  return value
+end
+function Reader:string(what) return self:bytes(self:u64(what .. "'s length"), what) end
+
+-- One metadata value of `type`.
+local function value(r, type, what, depth)
+  local format = SCALARS[type]
+  if format then
+    local size = string.packsize(format)
+    local v = r:unpack(format, size, what)
+    if type == BOOL then
+      if v > 1 then error(string.format("%s: %s is a bool of value %d", r.path, what, v), 0) end
+      return v == 1
+    end
+    return v
+  elseif type == STRING then
+    return r:string(what)
+  elseif type == ARRAY then
+    if depth > 0 then error(string.format("%s: %s is an array of arrays", r.path, what), 0) end
+    local element = r:u32(what .. "'s element type")
+    local count = r:u64(what .. "'s count")
+    local least = SCALARS[element] and string.packsize(SCALARS[element]) or element == STRING and 8 or nil
+    if not least then error(string.format("%s: %s holds elements of unknown type %d", r.path, what, element), 0) end
+    if count > (r.size - r:offset()) // least then
+      error(string.format("%s: %s counts %d elements, more than the file holds", r.path, what, count), 0)
+    end
+    local list = {}
+    for i = 1, count do list[i] = value(r, element, what, depth + 1) end
+    return list
+  end
+  error(string.format("%s: %s has unknown value type %d (at offset %d)", r.path, what, type, r:offset() - 4), 0)
+end
+
+--- The file's header: { version, metadata = {key = value}, tensors = {name = {type = name,
+--- shape = outermost first, first = byte, last = byte past}}, order = {names}, mapping }.
+--- nil and a message naming the key, tensor or offset for a file that is not a sound GGUF.
+function M.open(path)
+  local mapping, size = ane._io.map_file(path)
+  if not mapping then return nil, size end
+  local r, err = reader(path, size)
+  if not r then return nil, err end
+  local ok, result = pcall(function()
+    if r:bytes(4, "the magic") ~= "GGUF" then error(string.format("%s: not a GGUF file (no \"GGUF\" at offset 0)", path), 0) end
+    local version = r:u32("the version")
+    if version ~= 2 and version ~= 3 then
+      error(string.format("%s: GGUF version %d at offset 4; versions 2 and 3 are read", path, version), 0)
+    end
+    local tensor_count, kv_count = r:u64("the tensor count"), r:u64("the metadata count")
+    -- (a key is at least 8 + 4 bytes, a tensor info at least 8 + 4 + 8 + 4 + 8)
+    if kv_count > size // 12 or tensor_count > size // 32 then
+      error(string.format("%s: %d tensors and %d keys cannot fit in %d bytes", path, tensor_count, kv_count, size), 0)
+    end
+    local metadata = {}
+    for i = 1, kv_count do
+      local key = r:string(string.format("key %d", i))
+      local type = r:u32("key '" .. key .. "''s type")
+      if metadata[key] ~= nil then error(string.format("%s: key '%s' appears twice", path, key), 0) end
+      metadata[key] = value(r, type, "key '" .. key .. "'", 0)
+    end
+    local alignment = metadata["general.alignment"] or 32
+    if math.type(alignment) ~= "integer" or alignment <= 0 or alignment & (alignment - 1) ~= 0 then
+      error(string.format("%s: general.alignment is %s, not a power of two", path, tostring(alignment)), 0)
+    end
+    local tensors, order = {}, {}
+    for i = 1, tensor_count do
+      local name = r:string(string.format("tensor %d's name", i))
+      local what = "tensor '" .. name .. "'"
+      if tensors[name] then error(string.format("%s: %s appears twice", path, what), 0) end
+      local ndim = r:u32(what .. "'s dimension count")
+      if ndim < 1 or ndim > 4 then error(string.format("%s: %s has %d dimensions (1 to 4)", path, what, ndim), 0) end
+      local dims, numel = {}, 1
+      for d = 1, ndim do
+        dims[d] = r:u64(what .. "'s dimension " .. d)
+        if dims[d] < 1 or numel > (1 << 62) // dims[d] then
+          error(string.format("%s: %s has dimension %d of %d", path, what, d, dims[d]), 0)
+        end
+        numel = numel * dims[d]
+      end
+      local type_id = r:u32(what .. "'s type")
+      local type = M.TYPES[type_id]
+      if not type then error(string.format("%s: %s has unknown type %d", path, what, type_id), 0) end
+      if dims[1] % type[2] ~= 0 then
+        error(string.format("%s: %s is %s, whose blocks of %d do not divide its rows of %d", path, what, type[1], type[2],
+          dims[1]), 0)
+      end
+      local offset = r:u64(what .. "'s offset")
+      if offset % alignment ~= 0 then
+        error(string.format("%s: %s's offset %d is not a multiple of the alignment %d", path, what, offset, alignment), 0)
+      end
+      local shape = {}
+      for d = 1, ndim do shape[d] = dims[ndim - d + 1] end -- GGUF lists the innermost dimension first
+      tensors[name] = { type = type[1], shape = shape, offset = offset, bytes = numel // type[2] * type[3] }
+      order[i] = name
+    end
+    local data = (r:offset() + alignment - 1) // alignment * alignment
+    for _, name in ipairs(order) do
+      local t = tensors[name]
+      t.first, t.last = data + t.offset, data + t.offset + t.bytes
+      if t.last > size then
+        error(string.format("%s: tensor '%s' (%s, %d bytes at offset %d) runs past the end of the %d-byte file", path, name,
+          t.type, t.bytes, t.first, size), 0)
+      end
+    end
+    local ranges = {}
+    for _, name in ipairs(order) do ranges[#ranges + 1] = { name, tensors[name].first, tensors[name].last } end
+    table.sort(ranges, function(a, b) return a[2] < b[2] end)
+    for i = 2, #ranges do
+      if ranges[i][2] < ranges[i - 1][3] then
+        error(string.format("%s: tensors '%s' and '%s' overlap (offsets %d and %d)", path, ranges[i - 1][1], ranges[i][1],
+          ranges[i - 1][2], ranges[i][2]), 0)
+      end
+    end
+    return { version = version, metadata = metadata, tensors = tensors, order = order, mapping = mapping, path = path }
+  end)
+  r.f:close()
+  if not ok then return nil, tostring(result) end
+  return result
+end
+
+--- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
+--- holds it so; Q8_0 and Q4_0 dequantized), or nil and a message naming it.
+function M.tensor(file, name)
+  local t = file.tensors[name]
+  if not t then return fail("%s: no tensor '%s'", file.path, name) end
+  if VIEWS[t.type] then return file.mapping:tensor(file.path, name, VIEWS[t.type], t.shape, t.first, t.last) end
+  if BLOCKS[t.type] then
+    local bytes, err = file.mapping:tensor(file.path, name, "U8", { t.bytes }, t.first, t.last)
+    if not bytes then return nil, err end
+    return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, file.path .. ": tensor '" .. name .. "'")
+  end
+  return fail("%s: tensor '%s' is %s, which anelua does not read yet (F32, F16, BF16, Q8_0, Q4_0)", file.path, name, t.type)
+end
+
+-- A metadata key the model needs: an integer (or number with `number`) above zero.
+local function needed(file, key, default, number)
+  local v = file.metadata[key]
+  if v == nil then v = default end
+  local sound = number and type(v) == "number" and v > 0 and v < math.huge or math.type(v) == "integer" and v > 0
+  if not sound then
+    return nil, string.format("%s: metadata '%s' is %s, expected a positive %s", file.path, key,
+      v == nil and "missing" or tostring(v), number and "number" or "integer")
+  end
+  return v
+end
+
+--- The Llama weights of a GGUF file of architecture "llama" (by role, as ane.models.transformer
+--- takes them), with its tokenizer (W.tokenizer) and chat template (W.chat_template) when the
+--- file has them; or nil and a message.
+function M.read(path)
+  local file, err = M.open(path)
+  if not file then return nil, err end
+  local architecture = file.metadata["general.architecture"]
+  if architecture ~= "llama" then
+    return fail("%s: general.architecture is '%s'; anelua reads GGUF files of architecture 'llama'", path,
+      tostring(architecture))
+  end
+  local config = { model_type = "llama", rope = "interleaved", naming = "gguf" }
+  local keys = { dim = "llama.embedding_length", hidden = "llama.feed_forward_length", n_layer = "llama.block_count",
+    n_head = "llama.attention.head_count", seq_len = "llama.context_length" }
+  for field, key in pairs(keys) do
+    config[field], err = needed(file, key)
+    if not config[field] then return nil, err end
+  end
+  config.n_kv_head, err = needed(file, "llama.attention.head_count_kv", config.n_head)
+  if not config.n_kv_head then return nil, err end
+  config.norm_eps, err = needed(file, "llama.attention.layer_norm_rms_epsilon", 1e-5, true)
+  if not config.norm_eps then return nil, err end
+  config.rope_theta, err = needed(file, "llama.rope.freq_base", 10000, true)
+  if not config.rope_theta then return nil, err end
+  local embedding = file.tensors["token_embd.weight"]
+  if not embedding then return fail("%s: no tensor 'token_embd.weight'", path) end
+  config.vocab_size = embedding.shape[1]
+  config, err = arch.check_config(arch.complete_config(config), path)
+  if not config then return nil, err end
+  local c, name = config, arch.NAMINGS.gguf.name
+  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+  local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
+    out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
+    up = { c.hidden, c.dim } }
+  local function tensor(role, l, shape)
+    local key = name(role, l)
+    local t = file.tensors[key]
+    if not t then return fail("%s: no tensor '%s'", path, key) end
+    if table.concat(t.shape, ",") ~= table.concat(shape, ",") then
+      return fail("%s: tensor '%s' has shape [%s], expected [%s]", path, key, table.concat(t.shape, ", "),
+        table.concat(shape, ", "))
+    end
+    return M.tensor(file, key)
+  end
+  local eos = file.metadata["tokenizer.ggml.eos_token_id"]
+  local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,
+    stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil }
+  W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
+  if not W.token_embedding then return nil, err end
+  W.final_norm, err = tensor("final_norm", nil, { c.dim })
+  if not W.final_norm then return nil, err end
+  if file.tensors["output.weight"] then
+    W.classifier, err = tensor("classifier", nil, { c.vocab_size, c.dim })
+    if not W.classifier then return nil, err end
+  end
+  for l = 1, c.n_layer do
+    W.layers[l] = {}
+    for _, role in ipairs(arch.LAYER_ROLES) do
+      W.layers[l][role], err = tensor(role, l - 1, shapes[role])
+      if not W.layers[l][role] then return nil, err end
+    end
+  end
+  return W
+end
+
+--- The tokenizer a GGUF file carries (tokenizer.ggml.model "llama": SentencePiece pieces and
+--- scores), or nil and why not.
+function M.tokenizer(path)
+  local file, err = M.open(path)
+  if not file then return nil, err end
+  local model = file.metadata["tokenizer.ggml.model"]
+  if model == nil then return fail("%s: no tokenizer (tokenizer.ggml.model is not set)", path) end
+  if model ~= "llama" then
+    return fail("%s: tokenizer.ggml.model '%s'; anelua reads the 'llama' (SentencePiece) tokenizer of GGUF files",
+      path, tostring(model))
+  end
+  local tokens, scores = file.metadata["tokenizer.ggml.tokens"], file.metadata["tokenizer.ggml.scores"] or {}
+  if type(tokens) ~= "table" or #tokens == 0 then return fail("%s: tokenizer.ggml.tokens is missing or empty", path) end
+  if #scores ~= 0 and #scores ~= #tokens then
+    return fail("%s: %d tokenizer.ggml.scores for %d tokens", path, #scores, #tokens)
+  end
+  return require("ane.sentencepiece").from_pieces(tokens, scores, path, {
+    bos = file.metadata["tokenizer.ggml.bos_token_id"], eos = file.metadata["tokenizer.ggml.eos_token_id"] })
+end
+
+return M

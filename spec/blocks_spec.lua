@@ -1,0 +1,73 @@
+-- ane.dequantize_blocks (ane_core/tensor/blocks.c): llama.cpp's Q8_0 and Q4_0 blocks against a
+-- dequantization written here from the format's definition (ggml-common.h's block_q8_0 /
+-- block_q4_0: an fp16 scale d, then 32 int8 codes, or 16 bytes of two 4-bit codes each, low
+-- nibbles the first 16 weights, w = d * (code - 8)). Both compute d * code in fp32 from the
+-- same fp16 d: the results must be the same bits.
+local ane = require("ane")
+
+-- The fp16 bits of d, from its fp32 value (exactly representable in fp16 for the scales used).
+local function half_bits(d) return ane.tensor.from({ d }, { 1 }, "fp16"):bytes() end
+
+-- Blocks of `type` holding codes[b][i] (ints as the format stores them) with scales d[b].
+local function blocks_of(type, scales, codes)
+  local parts = {}
+  for b, d in ipairs(scales) do
+    parts[#parts + 1] = half_bits(d)
+    local c = codes[b]
+    if type == "q8_0" then
+      for i = 1, 32 do parts[#parts + 1] = string.pack("<i1", c[i]) end
+    else
+      for j = 1, 16 do parts[#parts + 1] = string.char(c[j] | (c[j + 16] << 4)) end
+    end
+  end
+  local bytes = table.concat(parts)
+  return ane.tensor.from_bytes(bytes, { #bytes }, "uint8")
+end
+
+-- The reference: w = d * q (Q8_0) or d * (q - 8) (Q4_0), rounded to fp32 as the product is.
+local function reference(type, scales, codes)
+  local values = {}
+  for b, d in ipairs(scales) do
+    local d32 = ane.tensor.from({ d }, { 1 }, "fp16"):to("fp32"):get(1)
+    for i = 1, 32 do
+      local q = type == "q8_0" and codes[b][i] or codes[b][i] - 8
+      values[#values + 1] = ane.tensor.from({ d32 * q }, { 1 }, "fp32"):get(1)
+    end
+  end
+  return values
+end
+
+local function random_codes(type, blocks, seed)
+  local state, codes = seed, {}
+  local function next_int(n) state = (state * 1103515245 + 12345) % 2147483648; return state % n end
+  for b = 1, blocks do
+    codes[b] = {}
+    for i = 1, 32 do codes[b][i] = type == "q8_0" and next_int(256) - 128 or next_int(16) end
+  end
+  return codes
+end
+
+describe("llama.cpp's blocks", function()
+  for _, type in ipairs({ "q8_0", "q4_0" }) do
+    it("dequantizes " .. type .. " to the definition's fp32 products, bit for bit", function()
+      local scales = { 0.0123, -0.5, 3.25, 1 / 1024, 0, 65504 }
+      local codes = random_codes(type, #scales, 7)
+      local w = assert(ane.dequantize_blocks(blocks_of(type, scales, codes), type, { 2, 96 }))
+      assert.are.same({ 2, 96 }, w:shape())
+      assert.are.same(reference(type, scales, codes), w:reshape(-1):totable())
+    end)
+  end
+
+  it("names the tensor when the bytes do not fit the shape or a scale is not finite", function()
+    local good = blocks_of("q8_0", { 1 }, random_codes("q8_0", 1, 3))
+    local w, err = ane.dequantize_blocks(good, "q8_0", { 2, 32 }, "blk.0.attn_q.weight")
+    assert.is_nil(w)
+    assert.matches("blk%.0%.attn_q%.weight: 34 bytes of blocks, expected 68 %(2 blocks of 34%)", err)
+    w, err = ane.dequantize_blocks(good, "q8_0", { 1, 48 }, "t")
+    assert.matches("t: rows of 48 weights do not split into blocks of 32", err)
+    local inf = blocks_of("q4_0", { math.huge }, random_codes("q4_0", 1, 3))
+    w, err = ane.dequantize_blocks(inf, "q4_0", { 32 }, "t")
+    assert.matches("t: block 0 %(byte 0 of its data%) has scale inf", err)
+    assert.error_matches(function() ane.dequantize_blocks(good, "q5_k", { 32 }) end, "block type 'q5_k' is not 'q8_0' or 'q4_0'")
+  end)
+end)

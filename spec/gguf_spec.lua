@@ -1,0 +1,127 @@
+-- GGUF files (ane.formats.gguf) written by llama.cpp's own tools (spec/data/gguf/,
+-- scripts/make_gguf_fixtures.sh): llama-tiny, a llama2.c checkpoint, converted to GGUF F32 and
+-- quantized to Q8_0 and Q4_0 with llama-quantize --pure. The F32 file is the same model as the
+-- checkpoint; each quantized tensor is what its blocks define (read here from the file's bytes
+-- with string.unpack, apart from the C reader); the tokenizer the file carries encodes as the
+-- tokenizer.bin it was made from; a damaged file is one message naming the key, tensor or offset.
+local ane = require("ane")
+local helpers = require("spec.helpers")
+local gguf = require("ane.formats.gguf")
+local llama = require("ane.models.llama")
+local models = require("ane.models")
+
+local dir = helpers.root .. "/spec/data/gguf/"
+local checkpoint = helpers.root .. "/spec/data/reference/llama-tiny/model.bin"
+
+-- The 320-token tokenizer.bin the fixtures were made with (make_gguf_fixtures.sh cuts it so).
+local function cut_tokenizer()
+  local bytes = helpers.read_file(helpers.root .. "/data/tokenizers/llama2/tokenizer.bin")
+  local at = 5
+  for _ = 1, 320 do at = at + 8 + string.unpack("<i4", bytes, at + 4) end
+  local path = helpers.tmpdir() .. "/tokenizer.bin"
+  helpers.write_file(path, bytes:sub(1, at - 1))
+  return path
+end
+
+describe("GGUF files", function()
+  it("read as the model they were converted from: F32 gives the checkpoint's logits exactly", function()
+    local ids = { 1, 5, 300, 7, 99, 260, 12, 31 }
+    local want = assert(llama.load(checkpoint, { precision = "fp32" })):logits(ids)
+    local model = assert(models.load(dir .. "llama-tiny-f32.gguf", { precision = "fp32" }))
+    assert.matches("^llama %(2 layers, 4 heads of 16, dim 64, hidden 192, vocab 320", tostring(model))
+    assert.are.equal(64, model.context_length) -- llama.context_length
+    assert.are.equal(0, model:logits(ids):max_abs_diff(want))
+    -- and the fp16 device profile decodes as its own prefill does
+    helpers.assert_decode_matches_prefill(assert(models.load(dir .. "llama-tiny-f32.gguf",
+      { precision = "fp16", profile = "ane" })), { 1, 5, 300 }, 6)
+  end)
+
+  for _, type in ipairs({ "Q8_0", "Q4_0" }) do
+    it("dequantizes every " .. type .. " tensor as its blocks define it", function()
+      local path = dir .. "llama-tiny-" .. type:lower() .. ".gguf"
+      local file = assert(gguf.open(path))
+      local bytes = helpers.read_file(path)
+      local checked = 0
+      for _, name in ipairs(file.order) do
+        local info = file.tensors[name]
+        if info.type == type then
+          local values, at = {}, info.first + 1
+          while at <= info.last do
+            local d = ane.tensor.from_bytes(bytes:sub(at, at + 1), { 1 }, "fp16"):to("fp32"):get(1)
+            if type == "Q8_0" then
+              for i = 0, 31 do values[#values + 1] = d * string.unpack("<i1", bytes, at + 2 + i) end
+              at = at + 34
+            else
+              local low, high = {}, {}
+              for j = 0, 15 do
+                local byte = bytes:byte(at + 2 + j)
+                low[j + 1], high[j + 1] = d * ((byte & 15) - 8), d * ((byte >> 4) - 8)
+              end
+              table.move(low, 1, 16, #values + 1, values)
+              table.move(high, 1, 16, #values + 1, values)
+              at = at + 18
+            end
+          end
+          -- (each product d * code is exact in double and rounds once to fp32, as in C)
+          local want = ane.tensor.from(values, info.shape, "fp32")
+          assert.are.equal(0, assert(gguf.tensor(file, name)):max_abs_diff(want), name)
+          checked = checked + 1
+        end
+      end
+      assert.are.equal(16, checked) -- 7 matrices in each of 2 layers, the embedding and the classifier
+      local model = assert(models.load(path, { precision = "fp32" }))
+      assert.is_true(model:logits({ 1, 5, 300 }):max_abs_diff(assert(llama.load(checkpoint, { precision = "fp32" })):logits({ 1, 5, 300 })) > 0)
+    end)
+  end
+
+  it("carries a tokenizer that encodes as the tokenizer.bin it was made from", function()
+    local from_file = assert(models.tokenizer(dir .. "llama-tiny-f32.gguf"))
+    local original = assert(require("ane.sentencepiece").load(cut_tokenizer(), { vocab_size = 320 }))
+    local lines = 0
+    for line in io.lines(helpers.root .. "/spec/data/tokenizers/llama2/golden.jsonl") do
+      local text = require("cjson").decode(line).text
+      assert.are.same(original:encode(text, { bos = true }), from_file:encode(text, { bos = true }), text)
+      assert.are.equal(original:decode(original:encode(text)), from_file:decode(from_file:encode(text)))
+      lines = lines + 1
+    end
+    assert.is_true(lines >= 10, lines .. " lines")
+  end)
+
+  it("runs through anelua run with the tokenizer it carries", function()
+    local out, err, code = helpers.run_anelua("run " .. helpers.quote(dir .. "llama-tiny-q8_0.gguf")
+      .. " --prompt 'in the end' --max-tokens 4 --temperature 0")
+    assert.are.equal(0, code, err)
+    assert.matches("^in the end", out)
+    assert.matches("^llama %(2 layers.- from [^\n]*llama%-tiny%-q8_0%.gguf\n", err)
+  end)
+
+  -- Damaged copies of the F32 file: its header is "GGUF", version 3 (offset 4), the tensor
+  -- count (8) and the key count (16), then the first key at offset 24.
+  it("refuses a damaged file with one message naming the place", function()
+    local bytes = helpers.read_file(dir .. "llama-tiny-f32.gguf")
+    local function with(at, replacement, length)
+      local path = helpers.tmpdir() .. "/damaged.gguf"
+      helpers.write_file(path, length and bytes:sub(1, length) or bytes:sub(1, at) .. replacement .. bytes:sub(at + #replacement + 1))
+      local W, err = gguf.read(path)
+      assert.is_nil(W)
+      return err
+    end
+    assert.matches("not a GGUF file %(no \"GGUF\" at offset 0%)", with(0, "GGUX"))
+    assert.matches("GGUF version 7 at offset 4; versions 2 and 3 are read", with(4, string.pack("<I4", 7)))
+    assert.matches("tensors and %d+ keys cannot fit in %d+ bytes", with(8, string.pack("<I8", 1 << 40)))
+    assert.matches("key 'tokenizer%.ggml%.tokens' counts 320 elements, more than the file holds", with(0, "", 1000))
+    assert.matches("key 'tokenizer%.ggml%.tokens' at offset 2997 needs 6 bytes, past the end of the 3000%-byte file",
+      with(0, "", 3000))
+    assert.matches("tensor 'blk%.1%.ffn_norm%.weight' %(F32, 256 bytes at offset 599808%) runs past the end of the "
+      .. "600060%-byte file", with(0, "", #bytes - 4))
+    local file = assert(gguf.open(dir .. "llama-tiny-f32.gguf"))
+    -- the first tensor's type: the four bytes before its offset's eight, at the end of its info
+    local header = bytes:sub(1, file.tensors[file.order[1]].first)
+    local name = file.order[1]
+    local info_at = select(2, header:find(name, 1, true))
+    local type_at = info_at + 4 + 8 * #file.tensors[name].shape
+    assert.matches("tensor '" .. name:gsub("%p", "%%%0") .. "' has unknown type 99", with(type_at, string.pack("<I4", 99)))
+    assert.matches("tensor '" .. name:gsub("%p", "%%%0") .. "' is Q4_K, whose blocks of 256 do not divide its rows of 64",
+      with(type_at, string.pack("<I4", 12)))
+  end)
+end)
