@@ -17,10 +17,10 @@ out="$root/build-fuzz"
 case "$target" in
   mil_parser) corpus="$root/spec/fuzz/corpus"; seeds=("$root"/spec/golden/*.mil "$root"/spec/fuzz/seeds/mil_parser/*.mil); extra=(-dict="$root/spec/fuzz/mil.dict") ;;
   milblob) corpus="$root/spec/fuzz/corpus-milblob"; seeds=("$root"/spec/fuzz/seeds/milblob/*); extra=() ;;
-  safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config|llama_config|gpt2_config|probe_report|checkpoint_metadata)
+  safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config|llama_config|gpt2_config|probe_report|checkpoint_metadata|gguf)
     reader=$target; target=lua_reader; corpus="$root/spec/fuzz/corpus-$reader"
     seeds=("$root"/spec/fuzz/seeds/$reader/*); extra=() ;;
-  *) echo "usage: scripts/fuzz.sh [seconds] [mil_parser|milblob|safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config|llama_config|gpt2_config|probe_report|checkpoint_metadata]" >&2; exit 2 ;;
+  *) echo "usage: scripts/fuzz.sh [seconds] [mil_parser|milblob|safetensors|llama2c|llmc|shard|sentencepiece|tokenizer_json|tokenizer_bin|vocab_merges|checkpoint|hf_config|llama_config|gpt2_config|probe_report|checkpoint_metadata|gguf]" >&2; exit 2 ;;
 esac
 mkdir -p "$out" "$corpus" "$root/spec/fuzz/crashes"
 cp -n "${seeds[@]}" "$corpus/" 2>/dev/null || true

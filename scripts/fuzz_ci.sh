@@ -15,7 +15,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(mil_parser milblob safetensors llama2c llmc shard sentencepiece tokenizer_json tokenizer_bin vocab_merges
-           checkpoint hf_config llama_config gpt2_config probe_report checkpoint_metadata)
+           checkpoint hf_config llama_config gpt2_config probe_report checkpoint_metadata gguf)
 fi
 failed=0
 for target in "${targets[@]}"; do

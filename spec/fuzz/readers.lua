@@ -148,6 +148,18 @@ return {
   tokenizer_bin = tokenizer_reader("ane.tokenizer.load (llm.c tokenizer.bin)", require("ane.tokenizer").load),
   vocab_merges = function(path) check("ane.tokenizer.load (vocab.json + merges.txt)", vocab_and_merges(path)) end,
   checkpoint = reader("ane.checkpoint.load", require("ane.checkpoint").load),
+  -- a GGUF file read, built into a model and run on two tokens; its tokenizer loaded and used
+  gguf = reader("ane.formats.gguf.read, the model, its tokenizer", function(path)
+    local gguf = require("ane.formats.gguf")
+    local W, err = gguf.read(path)
+    if not W then return nil, err end
+    local model, why = require("ane.models.llama").from_weights(W, { precision = "fp32", profile = "cpu" })
+    if not model then return nil, why end
+    model:logits({ 1, math.min(2, model.vocab_size - 1) })
+    local tok = gguf.tokenizer(path)
+    if tok then tok:encode(SAMPLE_TEXT) end
+    return model
+  end),
   hf_config = function(path)
     check("ane.formats.hf_llama.read (config.json)", in_dir("config.json", require("ane.formats.hf_llama").read)(path))
   end,
