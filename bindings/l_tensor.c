@@ -13,6 +13,7 @@
 #include "../ane_core/base/memory_read.h"
 #include "../ane_core/tensor/intern.h"
 #include "../ane_core/tensor/storage.h"
+#include "../ane_core/tensor/vector_math.h"
 #include "ane_lua.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -777,6 +778,17 @@ static int m_abs(lua_State *L) {
     return 1;
 }
 
+/* t:tanh() -> a new fp32 tensor of tanh of each element (the CPU kernels' tanh) */
+static int m_tanh(lua_State *L) {
+    ane_tensor *t = ane_lua_check_tensor(L, 1);
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_error err;
+    if (ane_tensor_to(out, t, ANE_FP32, &err)) return ane_lua_raise(L, &err);
+    float *data = (float *)ane_tensor_data(out);
+    ane_tanh_n(data, data, ane_tensor_numel(out));
+    return 1;
+}
+
 /* t:argmax() -> the 1-based flat position of the largest element */
 static int m_argmax(lua_State *L) {
     ane_tensor *t = ane_lua_check_tensor(L, 1);
@@ -799,7 +811,7 @@ void ane_lua_open_tensor(lua_State *L) {
         {"fill", m_fill}, {"add", m_add}, {"sub", m_sub}, {"mul", m_mul}, {"div", m_div},
         {"scale", m_scale}, {"matmul", m_matmul}, {"max_abs_diff", m_max_abs_diff},
         {"first_outside", m_first_outside},
-        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"sample", m_sample}, {"argmax", m_argmax}, {"abs", m_abs},
+        {"allclose", m_allclose}, {"gather", m_gather}, {"topk", m_topk}, {"sample", m_sample}, {"argmax", m_argmax}, {"abs", m_abs}, {"tanh", m_tanh},
         {"intern", m_intern}, {"is_readonly", m_is_readonly}, {"release_pages", m_release_pages}, {NULL, NULL},
     };
     static const luaL_Reg metamethods[] = {

@@ -21,7 +21,8 @@ tokens) so that the files stay small; every format path is still exercised.
               window; Phi-3's fused projections and LongRoPE), BF16, no tokenizer (ids in, logits out); expected.safetensors also holds
               targets, the mean cross-entropy loss and every gradient as grad.<HF name>
   gemma3-tiny/ a Gemma 3 text directory (gemma3_text: (1 + w) norms, post-norms, GeGLU, sliding
-              window 5 in two of three layers with their own RoPE base), BF16, no tokenizer
+              window 5 in two of three layers with their own RoPE base), BF16, no tokenizer;
+              gemma3-softcap-tiny/ the same with the scores and the logits soft-capped
   each with expected.safetensors (input_ids, targets, logits, loss; gpt2/llama also every
   gradient as grad.<name> and adamw_losses) and meta.json.
 """
@@ -466,7 +467,7 @@ def hf_family_fixture(gen, family):
     return config, saved, expected
 
 
-def gemma3_fixture(gen):
+def gemma3_fixture(gen, softcap=None):
     """A tiny Gemma 3 text directory (model_type gemma3_text) and its float64 logits, loss and
     gradients, computed as transformers' modeling_gemma3.py defines the model (facts, read there):
     RMSNorms scaled by (1 + weight); embeddings times sqrt(hidden_size) cast to the weights' dtype
@@ -483,8 +484,9 @@ def gemma3_fixture(gen):
               "head_dim": hd, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": eps,
               "query_pre_attn_scalar": scalar, "sliding_window": window, "layer_types": layer_types,
               "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
-              "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "attn_logit_softcapping": None,
-              "final_logit_softcapping": None, "attention_bias": False, "max_position_embeddings": 128,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+              "attn_logit_softcapping": softcap and softcap[0], "final_logit_softcapping": softcap and softcap[1],
+              "attention_bias": False, "max_position_embeddings": 128,
               "tie_word_embeddings": True, "torch_dtype": "bfloat16", "bos_token_id": 2, "eos_token_id": [1, 106],
               "pad_token_id": 0}
     randn, _ = bf16_draws(gen)
@@ -529,6 +531,8 @@ def gemma3_fixture(gen):
             if sliding:
                 visible = visible & (key > query - window)
             scores = (q @ k.transpose(-1, -2)) * scalar ** -0.5
+            if softcap:                                                  # eager_attention_forward's softcap
+                scores = torch.tanh(scores / softcap[0]) * softcap[0]
             scores = scores.masked_fill(~visible, float("-inf"))
             a = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, T, H * hd)
             x = x + norm(a @ W[p + "self_attn.o_proj.weight"].T, W[p + "post_attention_layernorm.weight"])
@@ -536,7 +540,10 @@ def gemma3_fixture(gen):
             gate = torch.nn.functional.gelu(h @ W[p + "mlp.gate_proj.weight"].T, approximate="tanh")
             y = (gate * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
             x = x + norm(y, W[p + "post_feedforward_layernorm.weight"])
-        return norm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
+        logits = norm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
+        if softcap:                                                      # Gemma3ForCausalLM's final softcap
+            logits = torch.tanh(logits / softcap[1]) * softcap[1]
+        return logits
 
     expected = forward_and_gradients(gen, forward, W, V, S)
     return config, {name: t.detach() for name, t in W.items()}, expected
@@ -603,7 +610,9 @@ def main():
         write_family(family, what, hf_family_fixture(gen, family))
     write_family("gemma3", "Gemma 3 text (sliding window 5 in layers 0 and 2, query_pre_attn_scalar 24, GeGLU, "
                  "(1 + w) norms)", gemma3_fixture(gen))
-    for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny", "gemma3-tiny"] + [f + "-tiny" for f in families]:
+    write_family("gemma3-softcap", "Gemma 3 text with attn_logit_softcapping 2 and final_logit_softcapping 3 (Gemma 3 "
+                 "sets none; small caps so that tanh bends)", gemma3_fixture(gen, softcap=(2.0, 3.0)))
+    for name in ["gpt2-tiny", "llama-tiny", "qwen3-tiny", "gemma3-tiny", "gemma3-softcap-tiny"] + [f + "-tiny" for f in families]:
         size = sum(os.path.getsize(os.path.join(OUT, name, f)) for f in os.listdir(os.path.join(OUT, name)))
         print(f"wrote spec/data/reference/{name} ({size / 1e6:.2f} MB)")
 

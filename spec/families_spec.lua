@@ -22,6 +22,9 @@ local FAMILIES = {
     assert.are.equal(5, model.arch.sliding_window)
     assert.are.equal(6.9375, model.arch.embed_scale) -- sqrt(48) in bf16, as the checkpoint's dtype rounds it
   end },
+  { "gemma3-softcap-tiny", "gemma3_text", function(model) -- scores capped at 2, logits at 3
+    assert.are.same({ 2, 3 }, { model.arch.attn_softcap, model.arch.final_softcap })
+  end },
   { "phi3-tiny", "phi3", function(model) -- fused projections read apart; LongRoPE's short range
     assert.are.equal("longrope", model.arch.rope_scaling.type)
     assert.are.equal(32, model.context_length)
@@ -178,8 +181,8 @@ describe("Llama-like families", function()
       c.rope_theta, c.rope_scaling, c.rope_local_base_freq = nil, nil, nil
     end))
     assert.are.equal(0, model:logits(ids):max_abs_diff(reference))
-    local _, err = with(function(c) c.final_logit_softcapping = 30 end)
-    assert.matches("'final_logit_softcapping' is 30; soft%-capping %(Gemma 2's%) is not supported", err)
+    local _, err = with(function(c) c.final_logit_softcapping = -30 end)
+    assert.matches("'final_logit_softcapping' is %-30, expected a positive number", err)
     _, err = with(function(c) c.layer_types[2] = "chunked" end)
     assert.matches("layer_types%[2%] is \"chunked\", expected \"sliding_attention\" or \"full_attention\"", err)
     _, err = with(function(c) c.hidden_activation = "silu" end)

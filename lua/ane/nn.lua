@@ -270,17 +270,25 @@ end
 --- k and v: nn.group_heads), decomposed as the device needs it (its
 --- scaled_dot_product_attention ignores masks, ANE-06): scale q -> matmul -> additive mask
 --- const -> softmax -> matmul. opts.mask_value defaults to -65504; opts.scale to 1/sqrt(D);
---- opts.window limits each query to the last `window` keys (nn.causal_mask).
+--- opts.window limits each query to the last `window` keys (nn.causal_mask); opts.softcap caps
+--- the scaled scores before the mask (nn.softcap).
 --- The scale multiplies q ([S, D]) rather than the scores ([S, S]): S/D times fewer
 --- multiplies, and for D = 64 the scale 1/8 is exact, so nothing rounds differently.
 --- opts.clip = L saturates the masked scores to [-L, L] before the softmax (fp16 models pass
 --- 65504: an overflow to +-inf then stays finite instead of turning the softmax into NaN).
+--- Soft-capping (Gemma 2's, and Gemma 3's when its config sets it): cap * tanh(x / cap).
+function nn.softcap(g, x, cap, opts)
+  local squashed = g:tanh(g:mul(x, 1 / cap, { name = prefixed(opts, "over_cap") }), { name = prefixed(opts, "tanh") })
+  return g:mul(squashed, cap, { name = opts and opts.name })
+end
+
 function nn.causal_attention(g, q, k, v, opts)
   local shape = q:shape()
   local s, d = k:shape()[3], shape[4] -- q may hold a group of heads' rows per kv head (nn.group_heads)
   local mask_value = opts and opts.mask_value or -65504
   local q_scaled = g:mul(q, opts and opts.scale or 1 / math.sqrt(d), { name = prefixed(opts, "q_scaled") })
   local scaled = g:matmul(q_scaled, k, { transpose_y = true, name = prefixed(opts, "scores") })
+  if opts and opts.softcap then scaled = nn.softcap(g, scaled, opts.softcap, { name = prefixed(opts, "capped") }) end
   local mask = g:const(prefixed(opts, "mask"), nn.causal_mask(s, mask_value, q:dtype(), shape[3] // s, opts and opts.window))
   local masked = g:add(scaled, mask, { name = prefixed(opts, "masked") })
   if opts and opts.clip then masked = g:clip(masked, -opts.clip, opts.clip, { name = prefixed(opts, "clipped") }) end
@@ -295,7 +303,7 @@ end
 --- the cache is filled, mask_value elsewhere); own_k and own_v the block's keys and values,
 --- [1, H, W, D], or [1, H, D, W] with opts.own_layout = "DW". The block is causal inside.
 --- opts.scale (1/sqrt(D)), opts.mask_value (-65504), opts.clip (saturate the scores to
---- [-clip, clip], as in causal_attention). Returns [1, H, W, D]. For grouped-query
+--- [-clip, clip], as in causal_attention), opts.softcap (as there). Returns [1, H, W, D]. For grouped-query
 --- attention q is [1, KV, group * W, D] (nn.group_heads) against KV heads of keys and values.
 function nn.cached_attention(g, q, k_cache, v_cache, mask, own_k, own_v, opts)
   opts = opts or {}
@@ -308,11 +316,15 @@ function nn.cached_attention(g, q, k_cache, v_cache, mask, own_k, own_v, opts)
     if not opts.clip then return scores end
     return g:clip(scores, -opts.clip, opts.clip, { name = name })
   end
-  local cached = clipped(g:add(g:mul(g:matmul(q, k_cache, { name = prefixed(opts, "cached_scores") }), scale), mask,
-    { name = prefixed(opts, "cached_masked") }), prefixed(opts, "cached_clipped"))
+  local function capped(scores, name)
+    if not opts.softcap then return scores end
+    return nn.softcap(g, scores, opts.softcap, { name = name })
+  end
+  local cached = clipped(g:add(capped(g:mul(g:matmul(q, k_cache, { name = prefixed(opts, "cached_scores") }), scale),
+    prefixed(opts, "cached_capped")), mask, { name = prefixed(opts, "cached_masked") }), prefixed(opts, "cached_clipped"))
   local own_mask = g:const(prefixed(opts, "own_mask"), nn.causal_mask(W, opts.mask_value or -65504, q:dtype(), shape[3] // W))
-  local own = clipped(g:add(g:mul(g:matmul(q, own_k, { transpose_y = by_rows, name = prefixed(opts, "own_scores") }), scale),
-    own_mask, { name = prefixed(opts, "own_masked") }), prefixed(opts, "own_clipped"))
+  local own = clipped(g:add(capped(g:mul(g:matmul(q, own_k, { transpose_y = by_rows, name = prefixed(opts, "own_scores") }),
+    scale), prefixed(opts, "own_capped")), own_mask, { name = prefixed(opts, "own_masked") }), prefixed(opts, "own_clipped"))
   local peak = g:maximum(g:reduce_max(cached, { 3 }, { keep_dims = true }), g:reduce_max(own, { 3 }, { keep_dims = true }),
     { name = prefixed(opts, "peak") })
   local e_cached = g:exp(g:sub(cached, peak), { name = prefixed(opts, "e_cached") })

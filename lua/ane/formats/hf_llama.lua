@@ -108,16 +108,18 @@ end
 --- query_pre_attn_scalar^-0.5, embeddings times sqrt(hidden_size) in the checkpoint's dtype,
 --- sliding-window layers (layer_types, else every layer but each sliding_window_pattern-th)
 --- rotating by rope_local_base_freq, the others by rope_theta with rope_scaling (or the newer
---- rope_parameters of both). Returns config, or nil and a message naming the field.
+--- rope_parameters of both), and soft-capping of the scores and the logits where the config sets
+--- it (attn_logit_softcapping, final_logit_softcapping). Returns config, or nil and a message.
 function M.gemma3(json, config, source)
   local activation = json.hidden_activation or json.hidden_act
   if activation ~= "gelu_pytorch_tanh" and activation ~= "gelu_tanh" then
     return fail("%s: hidden_activation '%s'; Gemma 3 runs GELU's tanh form (gelu_pytorch_tanh)", source, tostring(activation))
   end
-  for _, key in ipairs({ "attn_logit_softcapping", "final_logit_softcapping" }) do
+  for key, field in pairs({ attn_logit_softcapping = "attn_softcap", final_logit_softcapping = "final_softcap" }) do
     if json[key] ~= nil and json[key] ~= cjson.null then
-      return fail("%s: '%s' is %s; soft-capping (Gemma 2's) is not supported, and Gemma 3 sets none", source, key,
-        cjson.encode(json[key]))
+      local cap, why = common.positive_number_field(json, key, source)
+      if not cap then return nil, why end
+      config[field] = cap
     end
   end
   if json.use_bidirectional_attention == true then

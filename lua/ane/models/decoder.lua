@@ -393,6 +393,16 @@ function M.classifier_logits(wcls, columns, activations)
   return columns:transpose():matmul(wcls:transpose())
 end
 
+--- Logits soft-capped: cap * tanh(logits / cap) (a new fp32 tensor).
+function M.softcap(logits, cap) return logits:scale(1 / cap):tanh():scale(cap) end
+
+--- The gradient through M.softcap: d loss / d logits from d loss / d capped, given capped:
+--- dcapped * (1 - (capped / cap)^2).
+function M.softcap_backward(dcapped, capped, cap)
+  local t = capped:scale(1 / cap)
+  return dcapped:mul(t:mul(t):scale(-1):add(1))
+end
+
 --- t in dtype: t itself when it already is (a view, no copy), a converted copy otherwise.
 function M.in_dtype(t, dtype) return t:dtype() == dtype and t or t:to(dtype) end
 

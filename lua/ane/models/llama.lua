@@ -31,7 +31,8 @@ function M.architecture(config)
     positions = "rope", rope = config.rope, rope_theta = config.rope_theta, rope_scaling = config.rope_scaling,
     qk_norm = config.qk_norm, qkv_bias = config.qkv_bias, ffn = config.ffn or "swiglu", post_norms = config.post_norms,
     attn_scale = config.attn_scale, embed_scale = config.embed_scale, sliding_window = config.sliding_window,
-    sliding = config.sliding, rope_local_theta = config.rope_local_theta }
+    sliding = config.sliding, rope_local_theta = config.rope_local_theta, attn_softcap = config.attn_softcap,
+    final_softcap = config.final_softcap }
 end
 
 --- Whether the file at path starts with GGUF's magic.

@@ -124,7 +124,10 @@ function Methods:loss(ids, targets, opts)
     columns:slice(2, run.first, run.first + run.T - 1):copy_from(h:slice(4, 1, run.T):reshape(C, run.T))
   end
   local logits = decoder.classifier_logits(self.P.classifier, columns)                       -- [total, V]
+  local cap = self.arch and self.arch.final_softcap
+  if cap then logits = decoder.softcap(logits, cap) end
   local mean, dlogits = ane.tensor.cross_entropy(logits, all_targets, (opts and opts.loss_scale or 1) / total)
+  if cap then dlogits = decoder.softcap_backward(dlogits, logits, cap) end
   logits = nil -- [total, V]: freed before the backward
   self.counters.loss_forward_seconds = self.counters.loss_forward_seconds +
       self:elapsed_without_compiling(forward_start, compiling)

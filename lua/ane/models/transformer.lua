@@ -25,6 +25,8 @@
 --   sliding_window        keys more than this many positions back are not attended to, in the
 --   sliding               layers of the set sliding ({[l] = true}; all of them when nil)
 --   rope_local_theta      the sliding layers' RoPE base (Gemma 3: rope_local_base_freq; no scaling)
+--   attn_softcap,         scores and logits soft-capped: cap * tanh(x / cap) (where a Gemma
+--   final_softcap         config sets them)
 --
 -- Roles name the weights: one layer has attn_norm (+ attn_norm_bias), qkv (+ qkv_bias) or
 -- q, k, v (+ q_bias, k_bias, v_bias), q_norm, k_norm, out (+ out_bias), ffn_norm (+ ffn_norm_bias), gate, up (+ up_bias),
@@ -304,7 +306,7 @@ local function attention_prefill_graph(self, L, S, _, l)
   -- grouped-query attention: each kv head's keys serve its group of query heads in one product
   local attended = nn.causal_attention(g, nn.group_heads(g, qh, a.n_kv_head, { name = "q_grouped" }), kh,
     nn.split_heads(g, v, a.n_kv_head, { name = "v_heads" }), { name = "attn", mask_value = MASK, clip = self.softmax_clip,
-      scale = a.attn_scale, window = M.is_sliding(a, l) and a.sliding_window or nil })
+      scale = a.attn_scale, softcap = a.attn_softcap, window = M.is_sliding(a, l) and a.sliding_window or nil })
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
 
@@ -330,7 +332,8 @@ local function attention_decode_graph(self, L, W, Smax)
   local q, k, v = project(self, g, L, x)
   local kc = g:reshape(k_cache, { 1, KV, head, Smax }, { name = "k_cache_heads" })
   local vc = g:reshape(v_cache, { 1, KV, head, Smax }, { name = "v_cache_heads" })
-  local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended", scale = a.attn_scale }
+  local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended", scale = a.attn_scale,
+    softcap = a.attn_softcap }
   local attended, kh
   if keys_transformed(a) then -- own keys and values as heads [1, KV, W, head]
     local qh
@@ -564,7 +567,8 @@ function Methods:classify(x, T, S, first)
   local h = self:eval(self:program(self:kind_for("norm", T, S), nil, S), "norm", 0, { x = x }).y -- [1, dim, 1, S]
   local n = T - first + 1
   local classifier = n == 1 and one_position_classifier(self) or self.P.classifier
-  return decoder.classifier_logits(classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"), self.activations)
+  local logits = decoder.classifier_logits(classifier, h:slice(4, first, T):reshape(self.width, n):to("fp32"), self.activations)
+  return self.arch.final_softcap and decoder.softcap(logits, self.arch.final_softcap) or logits
 end
 
 -- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
