@@ -1,8 +1,9 @@
 -- GPT-2 text generation on anelua: the project's main job.
 --
 --   anelua examples/gpt2.lua [--model PATH] [--prompt TEXT] [--max-tokens N] [--temperature T]
---                            [--top-k K] [--top-p P] [--seed S] [--backend sim|ane]
+--                            [--top-k K] [--top-p P] [--seed S] [--backend sim|ane] [--quantize int8|int4]
 --                            [--precision fp16|fp32] [--profile ane|cpu]   (--help: all options)
+-- `anelua run`'s options and output (lua/ane/commands/run.lua), with the model found for you.
 --
 -- Weights: --model (a Hugging Face GPT-2 directory or an llm.c gpt2_124M.bin), else
 -- $ANELUA_MODELS/gpt2, else models/gpt2. Without weights it says how to get them and runs a
@@ -14,16 +15,18 @@ local tokenizer = require("ane.tokenizer")
 local lfs = require("lfs")
 local cli = require("ane.cli")
 
+local run = require("ane.commands.run")
 local command = cli.command{
   name = "examples/gpt2.lua",
   summary = "GPT-2 text generation (without weights: a labelled demo on a random GPT-2-shaped model).",
-  options = cli.with_generation_options({
+  options = run.options({
     { "model", "path", nil, "Hugging Face GPT-2 directory or llm.c gpt2_124M.bin (default: $ANELUA_MODELS/gpt2, else models/gpt2)" },
   }, 32, "and the weights of the demo model, without --model"),
   epilog = "Ctrl-C stops after the current token and prints the statistics.",
 }
 local options = command:parse(arg)
 command:use_backend(options.backend)
+command:check_activations(options, options.model)
 command:graceful_interrupts() -- from here on, Ctrl-C ends the run cleanly (see the epilog)
 
 local function exists(path) return path and lfs.attributes(path) ~= nil end
@@ -58,38 +61,23 @@ elseif missing_files(model_path) then
     missing_files(model_path), cli.script_path("get_models.sh")))
 end
 
-local model_opts = { precision = options.precision, profile = options.profile }
-local model, tok, err
+local model, err
 if model_path then
-  model, err = command:call(gpt2.load, model_path, model_opts)
+  model, err = command:call(require("ane.models").load, model_path, run.model_options(options))
   if not model then command:fail(err) end
-  local dir = lfs.attributes(model_path, "mode") == "directory" and model_path or model_path:match("^(.*)/[^/]*$") or "."
-  tok = tokenizer.load(dir)
 else
   io.stderr:write("No GPT-2 weights found (looked at --model, $ANELUA_MODELS/gpt2 and models/gpt2).\n",
     "To get them on a machine with internet:  " .. cli.script_path("get_models.sh") .. " gpt2\n\n",
     "=== DEMO: a randomly initialized GPT-2-shaped model (124M parameters). The text below is\n",
     "=== noise; the tokenizer, the programs, the KV cache and the statistics are real.\n")
   local config = { n_embd = 768, n_layer = 12, n_head = 12, n_positions = 1024, vocab_size = 50257, eps = 1e-5 }
-  model = gpt2.from_weights(gpt2.random_weights(config, options.seed), model_opts)
+  model = command:call(gpt2.from_weights, gpt2.random_weights(config, options.seed), run.model_options(options))
 end
-if not tok or not tok.can_encode or not tok:can_encode() then
+-- an llm.c file's tokenizer decodes only, and the demo has none: GPT-2's own, shipped
+local tok = model.tokenizer
+if not options.tokenizer and (not tok or not tok.can_encode or not tok:can_encode()) then
   local shipped = (ane.data_dir() or "data") .. "/tokenizers/gpt2"
-  tok, err = tokenizer.load(shipped)
-  if not tok then command:fail("no tokenizer: " .. err) end
+  model.tokenizer, err = tokenizer.load(shipped)
+  if not model.tokenizer then command:fail("no tokenizer: " .. err) end
 end
-
-if tok.vocab_size > model.vocab_size then
-  command:fail(string.format("the tokenizer has %d tokens but the model's vocabulary %d: its ids beyond %d cannot be "
-    .. "embedded (a model and a tokenizer of different vocabularies; put the model's vocab.json and merges.txt beside it)",
-    tok.vocab_size, model.vocab_size, model.vocab_size - 1))
-end
-io.stderr:write(tostring(model), "\n")
-local prompt = tok:encode(options.prompt)
-if #prompt == 0 then command:fail("the prompt is empty") end
-io.write(options.prompt)
-io.flush()
-local interrupted = cli.stream(model, prompt, options, tok.vocab_size, function(id) io.write(tok:decode({ id })) end)
-
-cli.report_stats(model)
-if interrupted then os.exit(cli.INTERRUPTED_EXIT) end
+run.generate(command, options, model)

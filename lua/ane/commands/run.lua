@@ -8,20 +8,32 @@ local models = require("ane.models")
 
 local M = {}
 
+--- The command's options (its own `extra` rows first), for a length of max_tokens by default;
+--- seed_help says what else --seed seeds.
+function M.options(extra, max_tokens, seed_help)
+  return cli.with_generation_options(cli.join(extra or {}, cli.quantize_options(), {
+    { "tokenizer", "path", nil, "tokenizer.json, tokenizer.model or tokenizer.bin (default: the one beside the model)" },
+    { "context", "integer", nil, "positions of context to use (default: the model's)", min = 2 },
+    { "stop", "strings", nil, "end the text before this string (repeatable)", metavar = "TEXT" },
+  }), max_tokens or 128, seed_help)
+end
+
 --- The command's parser under `name` (usage line `usage`, default length max_tokens).
 function M.command(name, usage, max_tokens)
   return cli.command {
     name = name,
     usage = usage or "MODEL --prompt TEXT [options]",
-    summary = "Continues TEXT with the model at MODEL (a Hugging Face directory, a llama2.c or llm.c .bin).",
+    summary = "Continues TEXT with the model at MODEL (a Hugging Face directory, a llama2.c or llm.c .bin, a GGUF file).",
     positional = { { "MODEL", "a model directory or checkpoint file" } },
-    options = cli.with_generation_options(cli.join(cli.quantize_options(), {
-      { "tokenizer", "path", nil, "tokenizer.json, tokenizer.model or tokenizer.bin (default: the one beside the model)" },
-      { "context", "integer", nil, "positions of context to use (default: the model's)", min = 2 },
-      { "stop", "strings", nil, "end the text before this string (repeatable)", metavar = "TEXT" },
-    }), max_tokens or 128),
+    options = M.options(nil, max_tokens),
     epilog = "Ctrl-C stops after the current token and prints the statistics.",
   }
+end
+
+--- The options ane.models.load takes from the parsed ones.
+function M.model_options(opts)
+  return { precision = opts.precision, profile = opts.profile or (opts.activations and "cpu"), quantize = opts.quantize,
+    activations = opts.activations }
 end
 
 -- Writes the text of the generated ids as it grows, never a piece of a --stop string:
@@ -58,20 +70,30 @@ local function text_writer(model, tok, prompt, stops)
   return on_token, on_end
 end
 
---- Parses argv with `command` and runs it: load, frame the prompt, stream, statistics.
+--- Parses argv with `command` and runs it: load, then M.generate.
 function M.run(command, argv)
   local opts, positional = command:parse(argv)
   local path = positional[1]
   command:use_backend(opts.backend)
   command:check_activations(opts, path)
   command:graceful_interrupts()
-  local model, err = command:call(models.load, path, { precision = opts.precision,
-    profile = opts.profile or (opts.activations and "cpu"), quantize = opts.quantize, activations = opts.activations })
+  local model, err = command:call(models.load, path, M.model_options(opts))
   if not model then command:fail(err) end
+  M.generate(command, opts, model)
+end
+
+--- The text of a loaded model (its tokenizer, or --tokenizer's): the prompt framed, streamed,
+--- the statistics; exits 130 after a Ctrl-C.
+function M.generate(command, opts, model)
   if opts.tokenizer then
     model.tokenizer, model.tokenizer_problem = models.tokenizer_file(opts.tokenizer, model.config and model.config.vocab_size)
   end
   if not model.tokenizer then command:fail(model.tokenizer_problem .. "; `" .. command.name .. "` needs text in and out") end
+  if model.tokenizer.vocab_size > model.vocab_size then
+    command:fail(string.format("the tokenizer has %d tokens but the model's vocabulary %d: its ids beyond %d cannot be "
+      .. "embedded (a model and a tokenizer of different vocabularies)", model.tokenizer.vocab_size, model.vocab_size,
+      model.vocab_size - 1))
+  end
   if opts.context then model.context_length = math.min(model.context_length, opts.context) end
   local tok = model.tokenizer
   local prompt = models.prompt_ids(model, opts.prompt)
