@@ -245,10 +245,6 @@ function M.read(path)
   config, err = arch.check_config(arch.complete_config(config), path)
   if not config then return nil, err end
   local c, name = config, arch.NAMINGS.gguf.name
-  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
-  local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
-    out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
-    up = { c.hidden, c.dim } }
   local function tensor(role, l, shape)
     local key = name(role, l)
     local t = file.tensors[key]
@@ -262,22 +258,7 @@ function M.read(path)
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,
     stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil }
-  W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
-  if not W.token_embedding then return nil, err end
-  W.final_norm, err = tensor("final_norm", nil, { c.dim })
-  if not W.final_norm then return nil, err end
-  if file.tensors["output.weight"] then
-    W.classifier, err = tensor("classifier", nil, { c.vocab_size, c.dim })
-    if not W.classifier then return nil, err end
-  end
-  for l = 1, c.n_layer do
-    W.layers[l] = {}
-    for _, role in ipairs(arch.LAYER_ROLES) do
-      W.layers[l][role], err = tensor(role, l - 1, shapes[role])
-      if not W.layers[l][role] then return nil, err end
-    end
-  end
-  return W
+  return arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
 end
 
 --- The tokenizer a GGUF file carries (tokenizer.ggml.model "llama": SentencePiece pieces and

@@ -278,10 +278,6 @@ function M.read(dir)
   local naming = arch.NAMINGS[config.naming]
   local name = naming.name
   local c, q_width, kv_width = config, config.n_head * config.head_dim, config.n_kv_head * config.head_dim
-  local shapes = { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
-    out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
-    up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim }, q_bias = { q_width },
-    k_bias = { kv_width }, v_bias = { kv_width }, post_attn_norm = { c.dim }, post_ffn_norm = { c.dim } }
   -- Phi-3: q, k, v and gate, up as row ranges of the fused tensors
   local fused_roles = {}
   if model_type == "phi3" then
@@ -331,22 +327,7 @@ function M.read(dir)
   -- weights by role (ane.models.transformer); the classifier absent when tied
   local W = { config = config, layers = {}, source = dir, naming = config.naming, format = "Hugging Face " .. model_type,
     stop_token = math.type(eos) and math.tointeger(eos) or nil }
-  W.token_embedding, err = tensor("token_embedding", nil, { c.vocab_size, c.dim })
-  if not W.token_embedding then return nil, err end
-  W.final_norm, err = tensor("final_norm", nil, { c.dim })
-  if not W.final_norm then return nil, err end
-  if not tied or (quantization and tensors["lm_head.weight"]) then
-    W.classifier, err = tensor("classifier", nil, { c.vocab_size, c.dim })
-    if not W.classifier then return nil, err end
-  end
-  for l = 1, c.n_layer do
-    W.layers[l] = {}
-    for _, role in ipairs(arch.layer_roles(config)) do
-      W.layers[l][role], err = tensor(role, l - 1, shapes[role])
-      if not W.layers[l][role] then return nil, err end
-    end
-  end
-  return W
+  return arch.fill_weights(W, tensor, not tied or (quantization and tensors["lm_head.weight"] ~= nil))
 end
 
 -- config.json of a saved model; quantization: { weights =, classifier = } encodings, or nil

@@ -110,6 +110,36 @@ function M.check_config(config, source)
   return config
 end
 
+--- The shapes of a configuration's tensors by role ([out, in] matrices, vectors).
+function M.role_shapes(c)
+  local q_width, kv_width = c.n_head * c.head_dim, c.n_kv_head * c.head_dim
+  return { attn_norm = { c.dim }, q = { q_width, c.dim }, k = { kv_width, c.dim }, v = { kv_width, c.dim },
+    out = { c.dim, q_width }, ffn_norm = { c.dim }, gate = { c.hidden, c.dim }, down = { c.dim, c.hidden },
+    up = { c.hidden, c.dim }, q_norm = { c.head_dim }, k_norm = { c.head_dim }, q_bias = { q_width },
+    k_bias = { kv_width }, v_bias = { kv_width }, post_attn_norm = { c.dim }, post_ffn_norm = { c.dim },
+    token_embedding = { c.vocab_size, c.dim }, final_norm = { c.dim }, classifier = { c.vocab_size, c.dim } }
+end
+
+--- Fills W (config set) with the weights by role a reader's tensor(role, 0-based layer or nil,
+--- shape) returns: the embedding, the final norm, the classifier when `untied`, every layer's
+--- roles. Returns W, or nil and the first message.
+function M.fill_weights(W, tensor, untied)
+  local c, shapes, err = W.config, M.role_shapes(W.config), nil
+  local model_roles = { "token_embedding", "final_norm", untied and "classifier" or nil }
+  for _, role in ipairs(model_roles) do
+    W[role], err = tensor(role, nil, shapes[role])
+    if not W[role] then return nil, err end
+  end
+  for l = 1, c.n_layer do
+    W.layers[l] = {}
+    for _, role in ipairs(M.layer_roles(c)) do
+      W.layers[l][role], err = tensor(role, l - 1, shapes[role])
+      if not W.layers[l][role] then return nil, err end
+    end
+  end
+  return W
+end
+
 --- The per-layer tensors, by role, of a checkpoint that stores each tensor for all layers
 --- together: t[file_name(role)] is [n_layer, ...].
 function M.split_layers(t, config, roles, file_name)
