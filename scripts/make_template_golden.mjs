@@ -1,5 +1,5 @@
 // Renders the chat templates of spec/data/chat/templates/ (copies of models' own templates as
-// llama.cpp's models/templates/ keeps them: Llama 3.2, Phi-3.5, Mistral Nemo) and Qwen3's
+// llama.cpp's models/templates/ keeps them: Llama 3.2, Phi-3.5, Mistral Nemo, Qwen2.5) and Qwen3's
 // (data/tokenizers/qwen3/tokenizer_config.json) for scripted conversations with
 // @huggingface/jinja, the reference implementation transformers.js uses, into
 // spec/data/chat/templates/golden.json, which spec/jinja_spec.lua holds ane.jinja to.
@@ -24,6 +24,7 @@ const templates = {
   "llama-3.2": readFileSync(dir + "meta-llama-Llama-3.2-3B-Instruct.jinja", "utf8"),
   "phi-3.5": readFileSync(dir + "microsoft-Phi-3.5-mini-instruct.jinja", "utf8"),
   "mistral-nemo": readFileSync(dir + "mistralai-Mistral-Nemo-Instruct-2407.jinja", "utf8"),
+  "qwen2.5": readFileSync(dir + "Qwen-Qwen2.5-7B-Instruct.jinja", "utf8"),
 };
 const specials = { bos_token: "<s>", eos_token: "</s>", date_string: "05 Dec 2026" };
 const conversations = [
