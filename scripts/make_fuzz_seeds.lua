@@ -79,28 +79,19 @@ write("hf_config", "config.json", '{"model_type":"llama","hidden_size":8,"interm
   .. '"num_attention_heads":2,"num_key_value_heads":2,"vocab_size":12,"max_position_embeddings":4,"rms_norm_eps":1e-5}')
 -- a GGUF file (version 3, architecture llama: dim 32, 1 layer, 2 heads, hidden 32, vocab 8),
 -- its matrices in F32, Q8_0 and Q4_0, with a SentencePiece tokenizer in its metadata
-local function gguf_string(text) return string.pack("<I8", #text) .. text end
-local entries = {}
-local function entry(key, type, packed) entries[#entries + 1] = gguf_string(key) .. string.pack("<I4", type) .. packed end
-entry("general.architecture", 8, gguf_string("llama"))
+local vocabulary = { "<unk>", "<s>", "</s>", "\u{2581}a", "a", "b", "\u{2581}", "<0x41>" }
+local scores = {}
+for i = 1, #vocabulary do scores[i] = -i end
+local metadata = { { "general.architecture", "string", "llama" } }
 for _, kv in ipairs({ { "embedding_length", 32 }, { "feed_forward_length", 32 }, { "block_count", 1 },
   { "context_length", 8 }, { "attention.head_count", 2 }, { "attention.head_count_kv", 2 } }) do
-  entry("llama." .. kv[1], 4, string.pack("<I4", kv[2]))
+  metadata[#metadata + 1] = { "llama." .. kv[1], "u32", kv[2] }
 end
-entry("llama.attention.layer_norm_rms_epsilon", 6, string.pack("<f", 1e-5))
-entry("tokenizer.ggml.model", 8, gguf_string("llama"))
-local vocabulary = { "<unk>", "<s>", "</s>", "\u{2581}a", "a", "b", "\u{2581}", "<0x41>" }
-local token_list = { string.pack("<I4I8", 8, #vocabulary) }
-local score_list = { string.pack("<I4I8", 6, #vocabulary) }
-for i, piece in ipairs(vocabulary) do
-  token_list[#token_list + 1] = gguf_string(piece)
-  score_list[#score_list + 1] = string.pack("<f", -i)
+for _, m in ipairs({ { "llama.attention.layer_norm_rms_epsilon", "f32", 1e-5 }, { "tokenizer.ggml.model", "string", "llama" },
+  { "tokenizer.ggml.tokens", "string[]", vocabulary }, { "tokenizer.ggml.scores", "f32[]", scores },
+  { "tokenizer.ggml.bos_token_id", "u32", 1 }, { "tokenizer.ggml.eos_token_id", "u32", 2 } }) do
+  metadata[#metadata + 1] = m
 end
-entry("tokenizer.ggml.tokens", 9, table.concat(token_list))
-entry("tokenizer.ggml.scores", 9, table.concat(score_list))
-entry("tokenizer.ggml.bos_token_id", 4, string.pack("<I4", 1))
-entry("tokenizer.ggml.eos_token_id", 4, string.pack("<I4", 2))
--- tensors: name, GGUF dims (innermost first), type (0 F32, 8 Q8_0, 2 Q4_0), bytes
 local function f32_bytes(n)
   local b = {}
   for i = 1, n do b[i] = string.pack("<f", ((i * 13) % 11 - 5) / 16) end
@@ -113,24 +104,14 @@ local function block_bytes(blocks, size) -- scale 1/32, codes from the block's n
   end
   return table.concat(b)
 end
-local gguf_tensors = {
-  { "token_embd.weight", { 32, 8 }, 0, f32_bytes(256) }, { "output_norm.weight", { 32 }, 0, f32_bytes(32) },
-  { "blk.0.attn_norm.weight", { 32 }, 0, f32_bytes(32) }, { "blk.0.ffn_norm.weight", { 32 }, 0, f32_bytes(32) },
-  { "blk.0.attn_q.weight", { 32, 32 }, 8, block_bytes(32, 34) }, { "blk.0.attn_k.weight", { 32, 32 }, 2, block_bytes(32, 18) },
-  { "blk.0.attn_v.weight", { 32, 32 }, 0, f32_bytes(1024) }, { "blk.0.attn_output.weight", { 32, 32 }, 8, block_bytes(32, 34) },
-  { "blk.0.ffn_gate.weight", { 32, 32 }, 2, block_bytes(32, 18) }, { "blk.0.ffn_up.weight", { 32, 32 }, 8, block_bytes(32, 34) },
-  { "blk.0.ffn_down.weight", { 32, 32 }, 0, f32_bytes(1024) },
-}
-local infos, blobs, offset = {}, {}, 0
-for _, t in ipairs(gguf_tensors) do
-  local dims = { string.pack("<I4", #t[2]) }
-  for _, d in ipairs(t[2]) do dims[#dims + 1] = string.pack("<I8", d) end
-  infos[#infos + 1] = gguf_string(t[1]) .. table.concat(dims) .. string.pack("<I4I8", t[3], offset)
-  local padded = t[4] .. string.rep("\0", (32 - #t[4] % 32) % 32)
-  blobs[#blobs + 1] = padded
-  offset = offset + #padded
-end
-local head = "GGUF" .. string.pack("<I4I8I8", 3, #gguf_tensors, #entries) .. table.concat(entries) .. table.concat(infos)
-write("gguf", "tiny_llama.gguf", head .. string.rep("\0", (32 - #head % 32) % 32) .. table.concat(blobs))
+assert(require("ane.formats.gguf").write(tmp, metadata, {
+  { "token_embd.weight", { 8, 32 }, "F32", f32_bytes(256) }, { "output_norm.weight", { 32 }, "F32", f32_bytes(32) },
+  { "blk.0.attn_norm.weight", { 32 }, "F32", f32_bytes(32) }, { "blk.0.ffn_norm.weight", { 32 }, "F32", f32_bytes(32) },
+  { "blk.0.attn_q.weight", { 32, 32 }, "Q8_0", block_bytes(32, 34) }, { "blk.0.attn_k.weight", { 32, 32 }, "Q4_0", block_bytes(32, 18) },
+  { "blk.0.attn_v.weight", { 32, 32 }, "F32", f32_bytes(1024) }, { "blk.0.attn_output.weight", { 32, 32 }, "Q8_0", block_bytes(32, 34) },
+  { "blk.0.ffn_gate.weight", { 32, 32 }, "Q4_0", block_bytes(32, 18) }, { "blk.0.ffn_up.weight", { 32, 32 }, "Q8_0", block_bytes(32, 34) },
+  { "blk.0.ffn_down.weight", { 32, 32 }, "F32", f32_bytes(1024) },
+}))
+write("gguf", "tiny_llama.gguf", read(tmp))
 os.remove(tmp)
 print("seeds written to " .. root)

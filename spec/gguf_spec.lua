@@ -95,6 +95,44 @@ describe("GGUF files", function()
     assert.matches("^llama %(2 layers.- from [^\n]*llama%-tiny%-q8_0%.gguf\n", err)
   end)
 
+  -- gguf.write's file read back; its chat template through anelua chat. A tiny llama (dim 32,
+  -- vocabulary 8, F32 and Q8_0 matrices) with a template in tokenizer.chat_template.
+  it("writes a file its reader reads back, and chats in the template the file carries", function()
+    local vocabulary = { "<unk>", "<s>", "</s>", "\u{2581}a", "a", "b", "\u{2581}", "<0x41>" }
+    local scores = { 0, 0, 0, -1, -2, -3, -4, 0 }
+    local template = "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+      .. "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    local metadata = { { "general.architecture", "string", "llama" }, { "llama.embedding_length", "u32", 32 },
+      { "llama.feed_forward_length", "u32", 32 }, { "llama.block_count", "u32", 1 }, { "llama.context_length", "u32", 64 },
+      { "llama.attention.head_count", "u32", 2 }, { "llama.rope.freq_base", "f32", 10000 },
+      { "tokenizer.ggml.model", "string", "llama" }, { "tokenizer.ggml.tokens", "string[]", vocabulary },
+      { "tokenizer.ggml.scores", "f32[]", scores }, { "tokenizer.ggml.bos_token_id", "u32", 1 },
+      { "tokenizer.ggml.eos_token_id", "u32", 2 }, { "tokenizer.chat_template", "string", template } }
+    local function f32(shape, seed) return { shape, "F32", ane.tensor.randn(shape, { seed = seed }):scale(0.1):bytes() } end
+    local tensors = {}
+    for i, entry in ipairs({ { "token_embd.weight", { 8, 32 } }, { "output_norm.weight", { 32 } },
+      { "blk.0.attn_norm.weight", { 32 } }, { "blk.0.ffn_norm.weight", { 32 } }, { "blk.0.attn_q.weight", { 32, 32 } },
+      { "blk.0.attn_k.weight", { 32, 32 } }, { "blk.0.attn_v.weight", { 32, 32 } }, { "blk.0.attn_output.weight", { 32, 32 } },
+      { "blk.0.ffn_gate.weight", { 32, 32 } }, { "blk.0.ffn_up.weight", { 32, 32 } }, { "blk.0.ffn_down.weight", { 32, 32 } } }) do
+      tensors[i] = { entry[1], table.unpack(f32(entry[2], i)) }
+    end
+    local path = helpers.tmpdir() .. "/tiny.gguf"
+    assert(gguf.write(path, metadata, tensors))
+    local file = assert(gguf.open(path))
+    assert.are.same(vocabulary, file.metadata["tokenizer.ggml.tokens"])
+    assert.are.equal(template, file.metadata["tokenizer.chat_template"])
+    assert.are.same({ 8, 32 }, file.tensors["token_embd.weight"].shape)
+    assert.are.equal(tensors[5][4], assert(gguf.tensor(file, "blk.0.attn_q.weight")):bytes())
+    local model = assert(models.load(path, { precision = "fp32" }))
+    local chat_template = assert(model:chat_template())
+    assert.are.equal("<s><|user|>ab<|assistant|>", assert(chat_template:render({ { role = "user", content = "ab" } },
+      { add_generation_prompt = true })))
+    local out, err, code = helpers.run_anelua("chat " .. helpers.quote(path) .. " --prompt ab --max-tokens 3 --temperature 0")
+    assert.are.equal(0, code, err)
+    assert.matches("%(%d tokens at [%d.]+ tokens/s; prompt: %d+ tokens", err)
+    assert.is_string(out)
+  end)
+
   -- Damaged copies of the F32 file: its header is "GGUF", version 3 (offset 4), the tensor
   -- count (8) and the key count (16), then the first key at offset 24.
   it("refuses a damaged file with one message naming the place", function()

@@ -198,9 +198,11 @@ function M.main(...)
   if not model.tokenizer then command:fail(model.tokenizer_problem .. "; `chat` needs text in and out") end
   local template, why = model:chat_template()
   if not template then command:fail(why) end
-  local config = ane.io.read_json(path .. "/config.json") or {}
+  -- the end-of-turn ids: a directory's config.json's, else the model's own (a GGUF file's eos)
+  local is_directory = lfs.attributes(path, "mode") == "directory"
+  local config = is_directory and ane.io.read_json(path .. "/config.json") or { eos_token_id = model.stop_token }
   local generation = {}
-  if lfs.attributes(path .. "/generation_config.json") then
+  if is_directory and lfs.attributes(path .. "/generation_config.json") then
     generation, err = ane.io.read_json(path .. "/generation_config.json")
     if type(generation) ~= "table" then command:fail(err or (path .. "/generation_config.json: not a JSON object")) end
   end

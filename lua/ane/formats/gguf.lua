@@ -12,6 +12,7 @@
 --
 --   local file = assert(require("ane.formats.gguf").open("model.gguf"))  -- file.metadata, file.tensors
 --   local W = assert(require("ane.formats.gguf").read("model.gguf"))     -- weights by role
+--   assert(require("ane.formats.gguf").write("out.gguf", metadata, tensors)) -- (M.write)
 local ane = require("ane")
 local arch = require("ane.models.llama_config")
 
@@ -259,6 +260,72 @@ function M.read(path)
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,
     stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil }
   return arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
+end
+
+--- The chat template a GGUF file carries (tokenizer.chat_template, through ane.chat with the
+--- file's BOS and EOS texts), or nil and why not.
+function M.chat_template(path)
+  local file, err = M.open(path)
+  if not file then return nil, err end
+  local source = file.metadata["tokenizer.chat_template"]
+  if type(source) ~= "string" then
+    return fail("%s: no chat template (tokenizer.chat_template); `anelua run` continues raw text", path)
+  end
+  local tokens = file.metadata["tokenizer.ggml.tokens"] or {}
+  local function text_of(key)
+    local id = file.metadata[key]
+    return math.type(id) == "integer" and tokens[id + 1] or nil
+  end
+  local template, why = require("ane.chat").template_from_source(source, {
+    bos_token = text_of("tokenizer.ggml.bos_token_id"), eos_token = text_of("tokenizer.ggml.eos_token_id") })
+  if not template then return nil, path .. ": tokenizer.chat_template: " .. why end
+  return template
+end
+
+-- Metadata value writers by type name (the types M.open reads).
+local WRITE_TYPES = { u32 = { 4, "<I4" }, i32 = { 5, "<i4" }, f32 = { 6, "<f" }, bool = { 7, "<I1" }, u64 = { 10, "<I8" },
+  f64 = { 12, "<d" } }
+
+local function packed_string(text) return string.pack("<I8", #text) .. text end
+
+local function packed_value(kind, value)
+  if kind == "string" then return string.pack("<I4", STRING) .. packed_string(value) end
+  local element = kind:match("^(.*)%[%]$")
+  if element then
+    local parts = { string.pack("<I4I4I8", ARRAY, element == "string" and STRING or WRITE_TYPES[element][1], #value) }
+    for _, v in ipairs(value) do
+      parts[#parts + 1] = element == "string" and packed_string(v) or string.pack(WRITE_TYPES[element][2], v)
+    end
+    return table.concat(parts)
+  end
+  local w = WRITE_TYPES[kind]
+  if not w then error("gguf.write: unknown value type '" .. tostring(kind) .. "'", 3) end
+  return string.pack("<I4", w[1]) .. string.pack(w[2], kind == "bool" and (value and 1 or 0) or value)
+end
+
+local TYPE_IDS = {}
+for id, t in pairs(M.TYPES) do TYPE_IDS[t[1]] = id end
+
+--- Writes a GGUF file (version 3, alignment 32), atomically: metadata a list of { key, type,
+--- value } (types u32, i32, f32, bool, u64, f64, string, and arrays "u32[]", "f32[]",
+--- "string[]", ...), tensors a list of { name, shape (outermost first), ggml type name, bytes }.
+--- Returns true, or nil and a message.
+function M.write(path, metadata, tensors)
+  local entries = {}
+  for _, m in ipairs(metadata) do entries[#entries + 1] = packed_string(m[1]) .. packed_value(m[2], m[3]) end
+  local infos, blobs, offset = {}, {}, 0
+  for _, t in ipairs(tensors) do
+    local name, shape, type, bytes = table.unpack(t, 1, 4)
+    local id = TYPE_IDS[type]
+    if not id then error("gguf.write: unknown tensor type '" .. tostring(type) .. "'", 2) end
+    local dims = { string.pack("<I4", #shape) }
+    for d = #shape, 1, -1 do dims[#dims + 1] = string.pack("<I8", shape[d]) end -- innermost first
+    infos[#infos + 1] = packed_string(name) .. table.concat(dims) .. string.pack("<I4I8", id, offset)
+    blobs[#blobs + 1] = bytes .. string.rep("\0", (32 - #bytes % 32) % 32)
+    offset = offset + #blobs[#blobs]
+  end
+  local head = "GGUF" .. string.pack("<I4I8I8", 3, #tensors, #entries) .. table.concat(entries) .. table.concat(infos)
+  return ane.io.write_file_atomic(path, head .. string.rep("\0", (32 - #head % 32) % 32) .. table.concat(blobs))
 end
 
 --- The tokenizer a GGUF file carries (tokenizer.ggml.model "llama": SentencePiece pieces and

@@ -115,6 +115,7 @@ end
 -- The chat template of the model at `path` (ane.chat.template), or nil and why not.
 local function chat_template_at(path)
   if lfs.attributes(path, "mode") ~= "directory" then
+    if require("ane.models.llama").is_gguf(path) then return require("ane.formats.gguf").chat_template(path) end
     return nil, path .. ": a checkpoint file carries no chat template; `anelua run` continues raw text"
   end
   return require("ane.chat").template(path)
