@@ -113,5 +113,42 @@ assert(require("ane.formats.gguf").write(tmp, metadata, {
   { "blk.0.ffn_down.weight", { 32, 32 }, "F32", f32_bytes(1024) },
 }))
 write("gguf", "tiny_llama.gguf", read(tmp))
+-- the same model with a byte-level BPE tokenizer (tokenizer.ggml.model "gpt2"): GPT-2's byte
+-- alphabet (one token a byte, in its printable form), two merges and a control token
+local byte_tokens = {}
+for b = 0, 255 do
+  local printable = (b >= 33 and b <= 126) or (b >= 161 and b <= 172) or (b >= 174)
+  byte_tokens[#byte_tokens + 1] = printable and utf8.char(b) or nil
+end
+local shifted = 0
+for b = 0, 255 do
+  if not ((b >= 33 and b <= 126) or (b >= 161 and b <= 172) or (b >= 174)) then
+    byte_tokens[#byte_tokens + 1] = utf8.char(256 + shifted)
+    shifted = shifted + 1
+  end
+end
+byte_tokens[#byte_tokens + 1] = "\u{120}a"
+byte_tokens[#byte_tokens + 1] = "ab"
+byte_tokens[#byte_tokens + 1] = "<|endoftext|>"
+local token_types = {}
+for i = 1, #byte_tokens do token_types[i] = i == #byte_tokens and 3 or 1 end
+local bpe_metadata = {}
+for _, m in ipairs(metadata) do
+  if not m[1]:match("^tokenizer%.") then bpe_metadata[#bpe_metadata + 1] = m end
+end
+for _, m in ipairs({ { "tokenizer.ggml.model", "string", "gpt2" }, { "tokenizer.ggml.pre", "string", "qwen2" },
+  { "tokenizer.ggml.tokens", "string[]", byte_tokens }, { "tokenizer.ggml.token_type", "i32[]", token_types },
+  { "tokenizer.ggml.merges", "string[]", { "\u{120} a", "a b" } } }) do
+  bpe_metadata[#bpe_metadata + 1] = m
+end
+local gguf_file = assert(require("ane.formats.gguf").open(tmp))
+local gguf_tensors = {}
+for _, name in ipairs(gguf_file.order) do
+  local t = gguf_file.tensors[name]
+  gguf_tensors[#gguf_tensors + 1] = { name, t.shape, t.type, read(tmp):sub(t.first + 1, t.last) }
+end
+assert(require("ane.formats.gguf").write(tmp .. ".bpe", bpe_metadata, gguf_tensors))
+write("gguf", "tiny_llama_bpe.gguf", read(tmp .. ".bpe"))
+os.remove(tmp .. ".bpe")
 os.remove(tmp)
 print("seeds written to " .. root)

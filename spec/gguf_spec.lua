@@ -87,6 +87,68 @@ describe("GGUF files", function()
     assert.is_true(lines >= 10, lines .. " lines")
   end)
 
+  -- llama.cpp's tokenizer tests (models/ggml-vocab-*.gguf.inp / .out: 46 texts, and the ids
+  -- Hugging Face's tokenizers give them), kept in spec/data/tokenizers/gguf/
+  local function vocab_cases(name)
+    local inp = helpers.read_file(helpers.root .. "/spec/data/tokenizers/gguf/" .. name .. ".inp")
+    local out = helpers.read_file(helpers.root .. "/spec/data/tokenizers/gguf/" .. name .. ".out")
+    local texts, ids, at = {}, {}, 1
+    while true do
+      local first, last = inp:find("\n__ggml_vocab_test__\n", at, true)
+      if not first then break end
+      texts[#texts + 1], at = inp:sub(at, first - 1), last + 1
+    end
+    for line in out:gmatch("([^\n]*)\n") do
+      local list = {}
+      for n in line:gmatch("%d+") do list[#list + 1] = tonumber(n) end
+      ids[#ids + 1] = list
+    end
+    assert.are.equal(46, #texts)
+    return texts, ids
+  end
+  local function assert_encodes(tok, name)
+    local texts, ids = vocab_cases(name)
+    for i, text in ipairs(texts) do assert.are.same(ids[i], tok:encode(text), string.format("%s: %q", name, text)) end
+  end
+
+  it("reads Llama's SentencePiece vocabulary from llama.cpp's own GGUF as Hugging Face encodes", function()
+    assert_encodes(assert(gguf.tokenizer(helpers.root .. "/spec/data/tokenizers/gguf/llama-spm.gguf")), "llama-spm")
+  end)
+
+  -- The byte-level BPE of a GGUF (tokenizer.ggml.model "gpt2"): files written here from GPT-2's
+  -- vocab.json + merges.txt (pre-tokenizer "gpt-2") and Qwen3's tokenizer.json (Qwen2's
+  -- vocabulary, pre-tokenizer "qwen2"), as llama.cpp's converter lays them out: tokens by id,
+  -- token types (1 normal, 3 control), merges as "a b".
+  local function bpe_gguf(vocab, merges, added, pre)
+    local tokens, types = {}, {}
+    for token, id in pairs(vocab) do tokens[id + 1], types[id + 1] = token, 1 end
+    for _, token in ipairs(added) do tokens[token.id + 1], types[token.id + 1] = token.content, 3 end
+    local lines = {}
+    for i, merge in ipairs(merges) do lines[i] = type(merge) == "table" and (merge[1] .. " " .. merge[2]) or merge end
+    local path = helpers.tmpdir() .. "/" .. pre .. ".gguf"
+    assert(gguf.write(path, { { "general.architecture", "string", "gpt2" }, { "tokenizer.ggml.model", "string", "gpt2" },
+      { "tokenizer.ggml.pre", "string", pre }, { "tokenizer.ggml.tokens", "string[]", tokens },
+      { "tokenizer.ggml.token_type", "i32[]", types }, { "tokenizer.ggml.merges", "string[]", lines } }, {}))
+    return path
+  end
+
+  it("reads byte-level BPE vocabularies (gpt-2, qwen2 pre-tokenizers) as Hugging Face encodes", function()
+    local cjson = require("cjson")
+    local vocab = cjson.decode(helpers.read_file(helpers.root .. "/data/tokenizers/gpt2/vocab.json"))
+    local merges = {}
+    for line in io.lines(helpers.root .. "/data/tokenizers/gpt2/merges.txt") do
+      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
+    end
+    assert_encodes(assert(gguf.tokenizer(bpe_gguf(vocab, merges, {}, "gpt-2"))), "gpt-2")
+    local qwen = cjson.decode(helpers.read_file(helpers.root .. "/data/tokenizers/qwen3/tokenizer.json"))
+    local tok = assert(gguf.tokenizer(bpe_gguf(qwen.model.vocab, qwen.model.merges, qwen.added_tokens, "qwen2")))
+    assert_encodes(tok, "qwen2")
+    assert.are.same({ 151644 }, tok:encode("<|im_start|>")) -- a control token, found in the text first
+    local _, err = gguf.tokenizer(bpe_gguf(vocab, merges, {}, "tekken"))
+    assert.matches("tokenizer%.ggml%.pre 'tekken' is not a pre%-tokenizer anelua knows %(deepseek%-r1%-qwen, default, "
+      .. "gpt%-2, llama%-bpe, llama%-v3, llama3, qwen2%)", err)
+  end)
+
   it("runs through anelua run with the tokenizer it carries", function()
     local out, err, code = helpers.run_anelua("run " .. helpers.quote(dir .. "llama-tiny-q8_0.gguf")
       .. " --prompt 'in the end' --max-tokens 4 --temperature 0")

@@ -94,20 +94,28 @@ local function load_tokenizer_json(path)
     end
   end
   if pattern == nil then return fail(path, "no split pattern in pre_tokenizer") end
+  return M.from_parts({ vocab = model.vocab, merges = model.merges, pattern = pattern, nfc = nfc,
+    added = type(json.added_tokens) == "table" and json.added_tokens or {} }, path)
+end
 
+--- A byte-level BPE tokenizer from its parts: vocab (token -> id), merges (ranked "a b" strings
+--- or pairs), pattern (the split regex, or false for GPT-2's own), nfc (normalize first), added
+--- (tokens matched in the raw text first: { content =, id = }). `path` names the source in
+--- messages. Returns the tokenizer, or nil and a message.
+function M.from_parts(parts, path)
   local bpe = ane._bpe()
-  local count, verr = add_vocabulary(bpe, model.vocab, path)
+  local count, verr = add_vocabulary(bpe, parts.vocab, path)
   if not count then return nil, verr end
-  local merged, message = bpe:add_merges(model.merges)
+  local merged, message = bpe:add_merges(parts.merges)
   if not merged then return fail(path, "%s", message) end
   local added = {}
-  for i, token in ipairs(type(json.added_tokens) == "table" and json.added_tokens or {}) do
+  for i, token in ipairs(parts.added) do
     if type(token) ~= "table" then return fail(path, "added_tokens[%d] is not an object", i) end
     local content, id = token.content, type(token.id) == "number" and math.tointeger(token.id) or nil
     if type(content) ~= "string" or content == "" or not id then
       return fail(path, "added_tokens[%d] lacks a content string or an integer id", i)
     end
-    if model.vocab[content] == nil then
+    if parts.vocab[content] == nil then
       local ok, message = bpe:add_token_bytes(content, id) -- decodes to its text as written
       if not ok then return fail(path, "added token %q: %s", content, message) end
       count = count + 1
@@ -115,14 +123,15 @@ local function load_tokenizer_json(path)
     added[#added + 1] = { text = content, id = id }
   end
   table.sort(added, function(a, b) return #a.text > #b.text end) -- longest first where two start together
-  local ok, message = bpe:finish(pattern or nil)
+  local ok
+  ok, message = bpe:finish(parts.pattern or nil)
   if not ok then return fail(path, "%s", message) end
   ok, message = check_bytes(bpe, path)
   if not ok then return nil, message end
   local eot
   for _, token in ipairs(added) do if token.text == "<|endoftext|>" then eot = token.id end end
-  return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = eot, merges = #model.merges, source = path,
-    tokens = count, added = added, nfc = nfc }, Tokenizer)
+  return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = eot, merges = #parts.merges, source = path,
+    tokens = count, added = added, nfc = parts.nfc }, Tokenizer)
 end
 
 -- llm.c's gpt2_tokenizer.bin: u32[256] header (magic, version, vocab size, EOT), then per

@@ -7,8 +7,8 @@
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0 and Q4_0
 -- are dequantized to fp32 as they load (ane.dequantize_blocks); the other types are named
 -- and refused. Architecture "llama" (its q and k rows in the adjacent-pairs RoPE layout that
--- llama.cpp's converters write, read as llama2.c's interleaved rotation); the tokenizer of
--- tokenizer.ggml.model "llama" (SentencePiece pieces and scores).
+-- llama.cpp's converters write, read as llama2.c's interleaved rotation); the tokenizers of
+-- tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2" (byte-level BPE).
 --
 --   local file = assert(require("ane.formats.gguf").open("model.gguf"))  -- file.metadata, file.tensors
 --   local W = assert(require("ane.formats.gguf").read("model.gguf"))     -- weights by role
@@ -328,19 +328,68 @@ function M.write(path, metadata, tensors)
   return ane.io.write_file_atomic(path, head .. string.rep("\0", (32 - #head % 32) % 32) .. table.concat(blobs))
 end
 
---- The tokenizer a GGUF file carries (tokenizer.ggml.model "llama": SentencePiece pieces and
---- scores), or nil and why not.
+-- The split regexes of the byte-level BPE pre-tokenizers tokenizer.ggml.pre names (llama.cpp's
+-- llama-vocab.cpp maps the names; the regexes are the models' own tokenizer.json ones), false for
+-- GPT-2's own, and whether the model's tokenizer.json normalizes to NFC first (Qwen2's does).
+local LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+  .. "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+local QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+  .. "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+M.PRE_TOKENIZERS = {
+  ["gpt-2"] = { pattern = false }, default = { pattern = false },
+  ["llama-bpe"] = { pattern = LLAMA3_SPLIT }, llama3 = { pattern = LLAMA3_SPLIT }, ["llama-v3"] = { pattern = LLAMA3_SPLIT },
+  qwen2 = { pattern = QWEN2_SPLIT, nfc = true }, ["deepseek-r1-qwen"] = { pattern = QWEN2_SPLIT, nfc = true },
+}
+
+-- Token types of tokenizer.ggml.token_type (llama.cpp's): normal, control, user-defined.
+local NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
+
+-- The byte-level BPE ("gpt2") tokenizer of an opened file.
+local function bpe_tokenizer(file, path)
+  local tokens, types = file.metadata["tokenizer.ggml.tokens"], file.metadata["tokenizer.ggml.token_type"] or {}
+  local merges, pre = file.metadata["tokenizer.ggml.merges"], file.metadata["tokenizer.ggml.pre"] or "default"
+  if type(merges) ~= "table" then return fail("%s: tokenizer.ggml.merges is missing", path) end
+  local how = M.PRE_TOKENIZERS[pre]
+  if not how then
+    local names = {}
+    for name in pairs(M.PRE_TOKENIZERS) do names[#names + 1] = name end
+    table.sort(names)
+    return fail("%s: tokenizer.ggml.pre '%s' is not a pre-tokenizer anelua knows (%s)", path, tostring(pre),
+      table.concat(names, ", "))
+  end
+  local vocab, added = {}, {}
+  for i, token in ipairs(tokens) do
+    local kind = types[i] or NORMAL
+    if kind == CONTROL or kind == USER_DEFINED then added[#added + 1] = { content = token, id = i - 1 }
+    elseif vocab[token] == nil then vocab[token] = i - 1 end
+  end
+  return require("ane.tokenizer").from_parts({ vocab = vocab, merges = merges, pattern = how.pattern, nfc = how.nfc,
+    added = added }, path)
+end
+
+--- The tokenizer a GGUF file carries: tokenizer.ggml.model "llama" (SentencePiece pieces and
+--- scores) or "gpt2" (byte-level BPE: tokens, merges, the pre-tokenizer tokenizer.ggml.pre
+--- names), or nil and why not.
 function M.tokenizer(path)
   local file, err = M.open(path)
   if not file then return nil, err end
   local model = file.metadata["tokenizer.ggml.model"]
   if model == nil then return fail("%s: no tokenizer (tokenizer.ggml.model is not set)", path) end
-  if model ~= "llama" then
-    return fail("%s: tokenizer.ggml.model '%s'; anelua reads the 'llama' (SentencePiece) tokenizer of GGUF files",
-      path, tostring(model))
-  end
   local tokens, scores = file.metadata["tokenizer.ggml.tokens"], file.metadata["tokenizer.ggml.scores"] or {}
   if type(tokens) ~= "table" or #tokens == 0 then return fail("%s: tokenizer.ggml.tokens is missing or empty", path) end
+  for key, want in pairs({ ["tokenizer.ggml.tokens"] = "string", ["tokenizer.ggml.merges"] = "string",
+    ["tokenizer.ggml.scores"] = "number", ["tokenizer.ggml.token_type"] = "number" }) do
+    local list = file.metadata[key]
+    if list ~= nil and type(list) ~= "table" then return fail("%s: %s is not an array", path, key) end
+    for i, v in ipairs(list or {}) do
+      if type(v) ~= want then return fail("%s: %s[%d] is a %s, not a %s", path, key, i - 1, type(v), want) end
+    end
+  end
+  if model == "gpt2" then return bpe_tokenizer(file, path) end
+  if model ~= "llama" then
+    return fail("%s: tokenizer.ggml.model '%s'; anelua reads the 'llama' (SentencePiece) and 'gpt2' (byte-level BPE) "
+      .. "tokenizers of GGUF files", path, tostring(model))
+  end
   if #scores ~= 0 and #scores ~= #tokens then
     return fail("%s: %d tokenizer.ggml.scores for %d tokens", path, #scores, #tokens)
   end
