@@ -1,5 +1,6 @@
 // Renders the chat templates of spec/data/chat/templates/ (copies of models' own templates as
-// llama.cpp's models/templates/ keeps them: Llama 3.2, Phi-3.5, Mistral Nemo, Qwen2.5) and Qwen3's
+// llama.cpp's models/templates/ keeps them: Llama 3.2, Phi-3.5, Mistral Nemo, Qwen2.5; SmolLM2's and
+// Gemma 3's as their tokenizer_config.json carries them, see the README there) and Qwen3's
 // (data/tokenizers/qwen3/tokenizer_config.json) for scripted conversations with
 // @huggingface/jinja, the reference implementation transformers.js uses, into
 // spec/data/chat/templates/golden.json, which spec/jinja_spec.lua holds ane.jinja to.
@@ -25,6 +26,8 @@ const templates = {
   "phi-3.5": readFileSync(dir + "microsoft-Phi-3.5-mini-instruct.jinja", "utf8"),
   "mistral-nemo": readFileSync(dir + "mistralai-Mistral-Nemo-Instruct-2407.jinja", "utf8"),
   "qwen2.5": readFileSync(dir + "Qwen-Qwen2.5-7B-Instruct.jinja", "utf8"),
+  "smollm2": readFileSync(dir + "HuggingFaceTB-SmolLM2-135M-Instruct.jinja", "utf8"),
+  "gemma-3": readFileSync(dir + "google-gemma-3-1b-it.jinja", "utf8"),
 };
 const specials = { bos_token: "<s>", eos_token: "</s>", date_string: "05 Dec 2026" };
 const conversations = [

@@ -1,6 +1,6 @@
--- ane.jinja against the reference: five models' own chat templates (Qwen3 from its
+-- ane.jinja against the reference: seven models' own chat templates (Qwen3 from its
 -- tokenizer_config.json; Llama 3.2, Phi-3.5, Mistral Nemo and Qwen2.5 as llama.cpp's
--- models/templates/ keeps them) rendered for eight scripted conversations by @huggingface/jinja
+-- models/templates/ keeps them; SmolLM2 and Gemma 3 as their tokenizer_config.json does) rendered for eight scripted conversations by @huggingface/jinja
 -- (spec/data/chat/templates/golden.json, scripts/make_template_golden.mjs). Every render must
 -- match byte for byte, and a template's raise_exception must surface as its message. Then the
 -- language pieces those templates do not reach, each against what Jinja2 documents.
@@ -15,6 +15,8 @@ local files = {
   ["phi-3.5"] = dir .. "microsoft-Phi-3.5-mini-instruct.jinja",
   ["mistral-nemo"] = dir .. "mistralai-Mistral-Nemo-Instruct-2407.jinja",
   ["qwen2.5"] = dir .. "Qwen-Qwen2.5-7B-Instruct.jinja",
+  ["smollm2"] = dir .. "HuggingFaceTB-SmolLM2-135M-Instruct.jinja",
+  ["gemma-3"] = dir .. "google-gemma-3-1b-it.jinja",
 }
 
 local function template_source(name)
