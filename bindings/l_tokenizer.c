@@ -168,10 +168,28 @@ static int m_add_merges_text(lua_State *L) {
     return 1;
 }
 
+/* bpe:finish([patterns]): nil for GPT-2's split, a pattern, or an array of split stages in
+ * order (false in it for GPT-2's). The strings stay on the Lua stack while C compiles them. */
 static int m_finish(lua_State *L) {
     ane_bpe *bpe = check_bpe(L);
+    const char *patterns[ANE_BPE_MAX_SPLITS];
+    int count = 0;
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        patterns[count++] = lua_tostring(L, 2);
+    } else if (lua_istable(L, 2)) {
+        lua_Integer n = luaL_len(L, 2);
+        if (n > ANE_BPE_MAX_SPLITS) return luaL_error(L, "finish: %d split patterns (at most %d)", (int)n, ANE_BPE_MAX_SPLITS);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, 2, i);
+            if (lua_type(L, -1) == LUA_TSTRING) patterns[count++] = lua_tostring(L, -1);
+            else if (lua_toboolean(L, -1) == 0) patterns[count++] = NULL;
+            else return luaL_error(L, "finish: split pattern %d is not a string or false", (int)i);
+        }
+    } else if (!lua_isnoneornil(L, 2) && lua_toboolean(L, 2)) {
+        return luaL_typeerror(L, 2, "split pattern, array of them, or nil");
+    }
     ane_error err;
-    return result(L, ane_bpe_finish(bpe, luaL_optstring(L, 2, NULL), &err), &err);
+    return result(L, ane_bpe_finish(bpe, patterns, count, &err), &err);
 }
 
 static int m_encode(lua_State *L) {

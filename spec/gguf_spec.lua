@@ -146,7 +146,35 @@ describe("GGUF files", function()
     assert.are.same({ 151644 }, tok:encode("<|im_start|>")) -- a control token, found in the text first
     local _, err = gguf.tokenizer(bpe_gguf(vocab, merges, {}, "tekken"))
     assert.matches("tokenizer%.ggml%.pre 'tekken' is not a pre%-tokenizer anelua knows %(deepseek%-r1%-qwen, default, "
-      .. "gpt%-2, llama%-bpe, llama%-v3, llama3, qwen2%)", err)
+      .. "gpt%-2, llama%-bpe, llama%-v3, llama3, qwen2, smollm%)", err)
+  end)
+
+  -- SmolLM2's pre-tokenizer ("smollm": each digit cut out, then GPT-2's split) on GPT-2's
+  -- vocabulary, against the same stages read from a tokenizer.json (tokenizer_spec holds that
+  -- one to the definition), over llama.cpp's 46 texts.
+  it("reads the smollm pre-tokenizer as the tokenizer.json with Digits and ByteLevel", function()
+    local cjson = require("cjson")
+    local dir = helpers.root .. "/data/tokenizers/gpt2/"
+    local vocab = cjson.decode(helpers.read_file(dir .. "vocab.json"))
+    local merges = {}
+    for line in io.lines(dir .. "merges.txt") do
+      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
+    end
+    local json_dir = helpers.tmpdir()
+    helpers.write_file(json_dir .. "/tokenizer.json", cjson.encode({ model = { type = "BPE", vocab = vocab, merges = merges },
+      pre_tokenizer = { type = "Sequence", pretokenizers = { { type = "Digits", individual_digits = true },
+        { type = "ByteLevel", add_prefix_space = false, use_regex = true } } } }))
+    local from_json = assert(require("ane.tokenizer").load(json_dir))
+    local from_gguf = assert(gguf.tokenizer(bpe_gguf(vocab, merges, {}, "smollm")))
+    local texts = vocab_cases("gpt-2")
+    local differs = 0
+    for _, text in ipairs(texts) do
+      assert.are.same(from_json:encode(text), from_gguf:encode(text), text)
+      if #from_gguf:encode(text) ~= #(assert(gguf.tokenizer(bpe_gguf(vocab, merges, {}, "gpt-2"))):encode(text)) then
+        differs = differs + 1
+      end
+    end
+    assert.is_true(differs >= 5, differs .. " texts encode differently from GPT-2's split") -- the digit stage acts
   end)
 
   it("runs through anelua run with the tokenizer it carries", function()

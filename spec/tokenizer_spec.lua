@@ -106,3 +106,61 @@ describe("Qwen3 tokenizer (Hugging Face tokenizer.json)" .. label, function()
   end)
 end)
 end
+
+-- Split stages in sequence (SmolLM2's tokenizer.json: Digits with individual_digits, then a
+-- ByteLevel with GPT-2's regex), on GPT-2's vocabulary. The reference is the definition: the
+-- text cut before and after every numeric character (Unicode category N: the digits and
+-- numerals these texts hold, listed below), each part encoded by plain GPT-2, concatenated.
+describe("a tokenizer.json whose pre_tokenizer chains Digits and ByteLevel", function()
+  local numerals = { ["\u{B2}"] = true, ["\u{BD}"] = true, ["\u{663}"] = true, ["\u{216B}"] = true }
+  local function numeric(char) return char:match("^%d$") ~= nil or numerals[char] == true end
+
+  it("encodes as GPT-2 does on each part between digits", function()
+    local dir = helpers.root .. "/data/tokenizers/gpt2/"
+    local vocab = cjson.decode(helpers.read_file(dir .. "vocab.json"))
+    local merges = {}
+    for line in io.lines(dir .. "merges.txt") do
+      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
+    end
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode({ model = { type = "BPE", vocab = vocab, merges = merges },
+      pre_tokenizer = { type = "Sequence", pretokenizers = { { type = "Digits", individual_digits = true },
+        { type = "ByteLevel", add_prefix_space = false, trim_offsets = true, use_regex = true } } } }))
+    local chained = assert(tokenizer.load(tmp))
+    local gpt2 = assert(tokenizer.load(dir))
+    local texts = { "Hello world! 123", "abc  123  def", "x 1", "\n\n 42\t7.5%", "It's 2\u{B2} = 4, \u{BD} of it",
+      "\u{663}\u{663} and \u{216B}", "no digits here", "9", "  3333333 ", "a1b2c3" }
+    local changed = 0
+    for _, text in ipairs(texts) do
+      local expected, part = {}, ""
+      local function flush()
+        for _, id in ipairs(gpt2:encode(part)) do expected[#expected + 1] = id end
+        part = ""
+      end
+      for _, code in utf8.codes(text) do
+        local char = utf8.char(code)
+        if numeric(char) then
+          flush()
+          part = char
+          flush()
+        else
+          part = part .. char
+        end
+      end
+      flush()
+      assert.are.same(expected, chained:encode(text), text)
+      if #expected ~= #gpt2:encode(text) then changed = changed + 1 end
+    end
+    assert.is_true(changed >= 5, changed .. " texts differ from plain GPT-2") -- the Digits stage is not a no-op
+    assert.are.equal("Hello world! 123", chained:decode(chained:encode("Hello world! 123")))
+  end)
+
+  it("refuses Digits that keep runs together, naming the file", function()
+    local tmp = helpers.tmpdir()
+    helpers.write_file(tmp .. "/tokenizer.json", cjson.encode({ model = { type = "BPE", vocab = { a = 0 }, merges = {} },
+      pre_tokenizer = { type = "Digits", individual_digits = false } }))
+    local tok, err = tokenizer.load(tmp)
+    assert.is_nil(tok)
+    assert.matches("tokenizer%.json: only Digits with individual_digits is read", err)
+  end)
+end)

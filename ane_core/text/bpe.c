@@ -19,8 +19,9 @@ struct ane_bpe {
     int32_t size;             /* highest id + 1 */
     int32_t byte_token[256];  /* single-byte tokens, -1 when missing */
     int merges;
-    pcre2_code *pattern;
-    pcre2_match_data *match;
+    int splits;               /* split stages, applied in order (0 until finished) */
+    pcre2_code *pattern[ANE_BPE_MAX_SPLITS];
+    pcre2_match_data *match[ANE_BPE_MAX_SPLITS];
     ane_hashmap cache;        /* piece bytes -> offset << 20 | count into cache_ids */
     int32_t *cache_ids;
     size_t cache_used, cache_capacity;
@@ -111,8 +112,10 @@ void ane_bpe_free(ane_bpe *bpe) {
     free(bpe->token_lengths);
     free(bpe->cache_ids);
     free(bpe->work);
-    if (bpe->match) pcre2_match_data_free(bpe->match);
-    if (bpe->pattern) pcre2_code_free(bpe->pattern);
+    for (int i = 0; i < bpe->splits; i++) {
+        if (bpe->match[i]) pcre2_match_data_free(bpe->match[i]);
+        pcre2_code_free(bpe->pattern[i]);
+    }
     free(bpe);
 }
 
@@ -222,19 +225,30 @@ ane_status ane_bpe_add_merges_text(ane_bpe *bpe, const char *text, size_t length
     return ANE_OK;
 }
 
-ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err) {
-    if (!pattern) pattern = ANE_GPT2_SPLIT_PATTERN;
-    int code;
-    PCRE2_SIZE offset;
-    bpe->pattern = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &offset, NULL);
-    if (!bpe->pattern) {
-        PCRE2_UCHAR message[256];
-        pcre2_get_error_message(code, message, sizeof message);
-        return ane_fail(err, ANE_ERR_FORMAT, "split pattern: %s at offset %zu", (const char *)message, (size_t)offset);
+ane_status ane_bpe_finish(ane_bpe *bpe, const char *const *patterns, int count, ane_error *err) {
+    static const char *const gpt2[] = {ANE_GPT2_SPLIT_PATTERN};
+    if (count <= 0) patterns = gpt2, count = 1;
+    if (count > ANE_BPE_MAX_SPLITS)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%d split patterns (at most %d)", count, ANE_BPE_MAX_SPLITS);
+    if (bpe->splits) return ane_fail(err, ANE_ERR_ARGUMENT, "this tokenizer is finished already");
+    for (int i = 0; i < count; i++) {
+        const char *pattern = patterns[i] ? patterns[i] : ANE_GPT2_SPLIT_PATTERN;
+        int code;
+        PCRE2_SIZE offset;
+        pcre2_code *compiled =
+            pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &offset, NULL);
+        if (!compiled) {
+            PCRE2_UCHAR message[256];
+            pcre2_get_error_message(code, message, sizeof message);
+            return ane_fail(err, ANE_ERR_FORMAT, "split pattern %d: %s at offset %zu", i + 1, (const char *)message,
+                            (size_t)offset);
+        }
+        pcre2_jit_compile(compiled, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+        bpe->pattern[bpe->splits] = compiled;
+        bpe->match[bpe->splits] = pcre2_match_data_create_from_pattern(compiled, NULL);
+        bpe->splits++;
+        if (!bpe->match[bpe->splits - 1]) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling the split pattern");
     }
-    pcre2_jit_compile(bpe->pattern, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
-    bpe->match = pcre2_match_data_create_from_pattern(bpe->pattern, NULL);
-    if (!bpe->match) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling the split pattern");
     return ANE_OK;
 }
 
@@ -247,7 +261,7 @@ int ane_bpe_first_missing_byte(const ane_bpe *bpe) {
 }
 
 int ane_bpe_can_encode(const ane_bpe *bpe) {
-    return bpe->merges && bpe->pattern && ane_bpe_first_missing_byte(bpe) < 0;
+    return bpe->merges && bpe->splits && ane_bpe_first_missing_byte(bpe) < 0;
 }
 
 /* ------------------------------------------------------------------ encoding */
@@ -329,25 +343,40 @@ static int encode_piece(ane_bpe *bpe, const char *piece, size_t length, id_list 
     return push_ids(out, symbols, n);
 }
 
-/* Pre-splits a valid UTF-8 run with the pattern and encodes each match. */
-static ane_status encode_valid_run(ane_bpe *bpe, const char *text, size_t length, id_list *out, ane_error *err) {
+/* A piece of a valid UTF-8 run at split stage `stage`: the stage's pattern cuts it into its
+ * matches and the text between them (both kept, as Hugging Face's "Isolated" splits and
+ * llama.cpp's regex lists do); each part goes to the next stage, the last stage's parts are
+ * merged into tokens. */
+static ane_status split_and_encode(ane_bpe *bpe, int stage, const char *text, size_t length, id_list *out,
+                                   ane_error *err) {
+    if (stage == bpe->splits) {
+        if (!encode_piece(bpe, text, length, out)) return ane_fail(err, ANE_ERR_NOMEM, "out of memory encoding");
+        return ANE_OK;
+    }
     size_t offset = 0;
-    while (offset < length) {
-        int rc = pcre2_match(bpe->pattern, (PCRE2_SPTR)text, length, offset, PCRE2_NO_UTF_CHECK, bpe->match, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH) { /* cannot happen with \s+ as a fallback, but be safe */
-            if (!encode_piece(bpe, text + offset, length - offset, out)) break;
-            return ANE_OK;
-        }
-        if (rc < 0) return ane_fail(err, ANE_ERR_FORMAT, "split pattern failed at byte %zu (PCRE2 error %d)", offset, rc);
-        PCRE2_SIZE *span = pcre2_get_ovector_pointer(bpe->match);
+    ane_status status = ANE_OK;
+    while (offset < length && !status) {
+        int rc = pcre2_match(bpe->pattern[stage], (PCRE2_SPTR)text, length, offset, PCRE2_NO_UTF_CHECK,
+                             bpe->match[stage], NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) return split_and_encode(bpe, stage + 1, text + offset, length - offset, out, err);
+        if (rc < 0)
+            return ane_fail(err, ANE_ERR_FORMAT, "split pattern %d failed at byte %zu (PCRE2 error %d)", stage + 1,
+                            offset, rc);
+        PCRE2_SIZE *span = pcre2_get_ovector_pointer(bpe->match[stage]);
         size_t start = span[0], end = span[1];
-        if (start > offset && !encode_piece(bpe, text + offset, start - offset, out)) break; /* text no pattern took */
-        if (end == start) end = start + 1; /* empty match: step over one byte */
-        if (!encode_piece(bpe, text + start, end - start, out)) break;
+        if (end == start) { /* an empty match takes nothing: step over one character */
+            end = start + 1;
+            while (end < length && ((unsigned char)text[end] & 0xC0) == 0x80) end++;
+        }
+        if (start > offset) status = split_and_encode(bpe, stage + 1, text + offset, start - offset, out, err);
+        if (!status) status = split_and_encode(bpe, stage + 1, text + start, end - start, out, err);
         offset = end;
     }
-    if (offset < length) return ane_fail(err, ANE_ERR_NOMEM, "out of memory encoding");
-    return ANE_OK;
+    return status;
+}
+
+static ane_status encode_valid_run(ane_bpe *bpe, const char *text, size_t length, id_list *out, ane_error *err) {
+    return split_and_encode(bpe, 0, text, length, out, err);
 }
 
 ane_status ane_bpe_encode(ane_bpe *bpe, const char *text, size_t length, int32_t **ids, size_t *count, ane_error *err) {

@@ -16,7 +16,8 @@
 
 typedef struct ane_bpe ane_bpe;
 
-/* GPT-2's pre-split pattern. */
+/* GPT-2's pre-split pattern, and how many split stages a tokenizer may chain. */
+enum { ANE_BPE_MAX_SPLITS = 4 };
 #define ANE_GPT2_SPLIT_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
 ane_status ane_bpe_new(ane_bpe **out, ane_error *err);
@@ -35,8 +36,10 @@ ane_status ane_bpe_add_merge_line(ane_bpe *bpe, const char *line, size_t length,
 /* A whole merges.txt: a line per merge, ranked in order; empty lines and "#version" lines
  * are skipped, a trailing CR is dropped. *count is the number of merges; errors name the line. */
 ane_status ane_bpe_add_merges_text(ane_bpe *bpe, const char *text, size_t length, int32_t *count, ane_error *err);
-/* Compiles the split pattern (NULL: GPT-2's) once all tokens and merges are in. */
-ane_status ane_bpe_finish(ane_bpe *bpe, const char *pattern, ane_error *err);
+/* Compiles the split patterns once all tokens and merges are in: `count` stages applied in
+ * order, each cutting every piece of the one before into its matches and the text between
+ * them (a NULL pattern, or count 0, is GPT-2's). */
+ane_status ane_bpe_finish(ane_bpe *bpe, const char *const *patterns, int count, ane_error *err);
 
 int32_t ane_bpe_vocab_size(const ane_bpe *bpe);  /* highest id + 1 */
 int ane_bpe_can_encode(const ane_bpe *bpe);       /* has merges and every single byte */

@@ -60,8 +60,8 @@ local function load_vocab_and_merges(vocab_path, merges_path)
 end
 
 -- Hugging Face tokenizer.json of a byte-level BPE (Qwen3, GPT-2 and alike): vocabulary and
--- merges from "model", the split regex from "pre_tokenizer" (a Split by regex then a
--- ByteLevel, or a ByteLevel that splits with GPT-2's own regex), NFC when "normalizer" asks
+-- merges from "model", the split stages from "pre_tokenizer" (Split by regex, Digits one by one,
+-- ByteLevel with or without GPT-2's own regex, in the file's order), NFC when "normalizer" asks
 -- for it, and the added tokens, found in the raw text before anything else.
 local function load_tokenizer_json(path)
   local json, err = ane.io.read_json(path)
@@ -78,28 +78,35 @@ local function load_tokenizer_json(path)
     if normalizer.type ~= "NFC" then return fail(path, "normalizer %s is not supported (NFC is)", tostring(normalizer.type)) end
     nfc = true
   end
-  -- pre_tokenizer: the split pattern
-  local pattern
+  -- pre_tokenizer: the split stages, in order (Digits with individual_digits cuts out each
+  -- digit; a Split by regex, Isolated; a ByteLevel with its own (GPT-2's) regex or none)
+  local stages = {}
   local steps = json.pre_tokenizer
   steps = type(steps) == "table" and (steps.type == "Sequence" and steps.pretokenizers or { steps }) or {}
   for _, step in ipairs(steps) do
-    if step.type == "Split" and type(step.pattern) == "table" and step.pattern.Regex then
+    if type(step) ~= "table" then return fail(path, "a pre_tokenizer step is not an object") end
+    if step.type == "Split" and type(step.pattern) == "table" and type(step.pattern.Regex) == "string" then
       if step.behavior ~= "Isolated" or step.invert then return fail(path, "only Split with behavior Isolated is read") end
-      pattern = step.pattern.Regex
+      stages[#stages + 1] = step.pattern.Regex
+    elseif step.type == "Digits" then
+      if step.individual_digits ~= true then return fail(path, "only Digits with individual_digits is read") end
+      stages[#stages + 1] = "\\p{N}"
     elseif step.type == "ByteLevel" then
       if step.add_prefix_space then return fail(path, "ByteLevel with add_prefix_space is not supported") end
-      if step.use_regex ~= false then pattern = pattern or false end -- false: the ByteLevel's own (GPT-2's) regex
+      if step.use_regex ~= false then stages[#stages + 1] = false end -- false: the ByteLevel's own (GPT-2's) regex
     else
       return fail(path, "pre-tokenizer %s is not supported", tostring(step.type))
     end
   end
-  if pattern == nil then return fail(path, "no split pattern in pre_tokenizer") end
+  if #stages == 0 then return fail(path, "no split pattern in pre_tokenizer") end
+  local pattern = #stages == 1 and stages[1] or stages
   return M.from_parts({ vocab = model.vocab, merges = model.merges, pattern = pattern, nfc = nfc,
     added = type(json.added_tokens) == "table" and json.added_tokens or {} }, path)
 end
 
 --- A byte-level BPE tokenizer from its parts: vocab (token -> id), merges (ranked "a b" strings
---- or pairs), pattern (the split regex, or false for GPT-2's own), nfc (normalize first), added
+--- or pairs), pattern (the split regex, false for GPT-2's own, or an array of split stages
+--- applied in order, false in it for GPT-2's), nfc (normalize first), added
 --- (tokens matched in the raw text first: { content =, id = }). `path` names the source in
 --- messages. Returns the tokenizer, or nil and a message.
 function M.from_parts(parts, path)

@@ -330,7 +330,8 @@ end
 
 -- The split regexes of the byte-level BPE pre-tokenizers tokenizer.ggml.pre names (llama.cpp's
 -- llama-vocab.cpp maps the names; the regexes are the models' own tokenizer.json ones), false for
--- GPT-2's own, and whether the model's tokenizer.json normalizes to NFC first (Qwen2's does).
+-- GPT-2's own, a list for stages applied in order (SmolLM2 cuts out each digit, then splits as
+-- GPT-2), and whether the model's tokenizer.json normalizes to NFC first (Qwen2's does).
 local LLAMA3_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
   .. "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 local QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
@@ -338,6 +339,7 @@ local QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|
 M.PRE_TOKENIZERS = {
   ["gpt-2"] = { pattern = false }, default = { pattern = false },
   ["llama-bpe"] = { pattern = LLAMA3_SPLIT }, llama3 = { pattern = LLAMA3_SPLIT }, ["llama-v3"] = { pattern = LLAMA3_SPLIT },
+  smollm = { pattern = { "\\p{N}", false } },
   qwen2 = { pattern = QWEN2_SPLIT, nfc = true }, ["deepseek-r1-qwen"] = { pattern = QWEN2_SPLIT, nfc = true },
 }
 
