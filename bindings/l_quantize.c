@@ -261,7 +261,7 @@ static int q_tostring(lua_State *L) {
     return 1;
 }
 
-/* ane.dequantize_blocks(bytes, "q8_0" | "q4_0", shape, [name]) -> an fp32 tensor of shape from
+/* ane.dequantize_blocks(bytes, "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k", shape, [name]) -> an fp32 tensor of shape from
  * llama.cpp's blocks (a uint8 tensor of exactly those blocks; ane_core/tensor/blocks.h), or nil
  * and a message naming `name` for blocks that do not fit the shape or hold a non-finite scale */
 static int l_dequantize_blocks(lua_State *L) {
@@ -269,7 +269,7 @@ static int l_dequantize_blocks(lua_State *L) {
     const char *type_name = luaL_checkstring(L, 2);
     ane_block_type type;
     if (!ane_block_type_from_name(type_name, &type))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not 'q8_0' or 'q4_0'", type_name));
+        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k", type_name));
     const char *name = luaL_optstring(L, 4, "blocks");
     lua_Integer ndim;
     int64_t *shape = ane_lua_read_integers(L, 3, "shape", &ndim); /* (pushes the array it fills) */

@@ -68,6 +68,29 @@ describe("llama.cpp's blocks", function()
     local inf = blocks_of("q4_0", { math.huge }, random_codes("q4_0", 1, 3))
     w, err = ane.dequantize_blocks(inf, "q4_0", { 32 }, "t")
     assert.matches("t: block 0 %(byte 0 of its data%) has scale inf", err)
-    assert.error_matches(function() ane.dequantize_blocks(good, "q5_k", { 32 }) end, "block type 'q5_k' is not 'q8_0' or 'q4_0'")
+    assert.error_matches(function() ane.dequantize_blocks(good, "q3_k", { 32 }) end,
+      "block type 'q3_k' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k")
+    w, err = ane.dequantize_blocks(good, "q6_k", { 2, 128 }, "t")
+    assert.matches("t: rows of 128 weights do not split into blocks of 256", err)
   end)
+end)
+
+-- Every block type against gguf-py's own dequantization (llama.cpp's gguf-py/gguf/quants.py,
+-- numpy, in fp32 with the same products and sums): spec/data/gguf/blocks-reference.gguf holds,
+-- per type, 1,024 weights of random blocks and the F32 weights gguf-py gives them
+-- (scripts/make_block_reference.py). Read through anelua's GGUF reader: the same bits.
+describe("llama.cpp's blocks against gguf-py", function()
+  local gguf = require("ane.formats.gguf")
+  local helpers = require("spec.helpers")
+  local file = assert(gguf.open(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"))
+  for _, type in ipairs({ "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K" }) do
+    it("dequantizes " .. type .. " to gguf-py's weights, bit for bit", function()
+      local name = type:lower()
+      assert.are.equal(type, file.tensors[name .. ".blocks"].type)
+      local got = assert(gguf.tensor(file, name .. ".blocks"))
+      local expected = assert(gguf.tensor(file, name .. ".expected"))
+      assert.are.same({ 2, 512 }, got:shape())
+      assert.are.equal(expected:bytes(), got:bytes())
+    end)
+  end
 end)

@@ -1,4 +1,6 @@
-/* Dequantizing llama.cpp's block formats (blocks.h). */
+/* Dequantizing llama.cpp's block formats (blocks.h): one function per type, each writing a
+ * block's weights in the order the format stores them. Compiled without fused multiply-adds
+ * (CMakeLists.txt), so every weight is the fp32 arithmetic blocks.h writes. */
 #include "blocks.h"
 
 #include <math.h>
@@ -6,30 +8,167 @@
 
 #include "../base/fp16.h"
 
-int ane_block_type_from_name(const char *name, ane_block_type *out) {
-    if (strcmp(name, "q8_0") == 0) *out = ANE_BLOCKS_Q8_0;
-    else if (strcmp(name, "q4_0") == 0) *out = ANE_BLOCKS_Q4_0;
-    else return 0;
+static float half_at(const uint8_t *bytes) {
+    uint16_t bits;
+    memcpy(&bits, bytes, sizeof bits);
+    return ane_fp16_to_fp32(bits);
+}
+
+static uint32_t u32_at(const uint8_t *bytes) {
+    return (uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 | (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
+}
+
+/* Each returns 0, or 1 when a scale is not finite (*bad set to it). */
+typedef int dequantize_block(const uint8_t *block, float *w, float *bad);
+
+static int scale_is_bad(float d, float *bad) {
+    if (isfinite(d)) return 0;
+    *bad = d;
     return 1;
 }
 
-int64_t ane_block_bytes(ane_block_type type) { return type == ANE_BLOCKS_Q8_0 ? 2 + 32 : 2 + 16; }
-
-static void dequantize_q8_0(const uint8_t *block, float d, float *w /* [32] */) {
+static int dequantize_q8_0(const uint8_t *block, float *w /* [32] */, float *bad) {
+    float d = half_at(block);
     const int8_t *q = (const int8_t *)(block + 2);
-    for (int i = 0; i < ANE_BLOCK_WEIGHTS; i++) w[i] = d * (float)q[i];
+    for (int i = 0; i < 32; i++) w[i] = d * (float)q[i];
+    return scale_is_bad(d, bad);
 }
 
-static void dequantize_q4_0(const uint8_t *block, float d, float *w /* [32] */) {
+static int dequantize_q4_0(const uint8_t *block, float *w /* [32] */, float *bad) {
+    float d = half_at(block);
     const uint8_t *qs = block + 2;
-    for (int j = 0; j < ANE_BLOCK_WEIGHTS / 2; j++) {
+    for (int j = 0; j < 16; j++) {
         w[j] = d * (float)((qs[j] & 15) - 8);
-        w[j + ANE_BLOCK_WEIGHTS / 2] = d * (float)((qs[j] >> 4) - 8);
+        w[j + 16] = d * (float)((qs[j] >> 4) - 8);
+    }
+    return scale_is_bad(d, bad);
+}
+
+static int dequantize_q4_1(const uint8_t *block, float *w /* [32] */, float *bad) {
+    float d = half_at(block), m = half_at(block + 2);
+    const uint8_t *qs = block + 4;
+    for (int j = 0; j < 16; j++) {
+        w[j] = d * (float)(qs[j] & 15) + m;
+        w[j + 16] = d * (float)(qs[j] >> 4) + m;
+    }
+    return scale_is_bad(d, bad) || scale_is_bad(m, bad);
+}
+
+/* The five-bit codes of a Q5 block: low nibbles from qs, fifth bits from qh. */
+static void five_bit_codes(const uint8_t *qh_bytes, const uint8_t *qs, int codes[32]) {
+    uint32_t qh = u32_at(qh_bytes);
+    for (int j = 0; j < 16; j++) {
+        codes[j] = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;
+        codes[j + 16] = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
     }
 }
 
+static int dequantize_q5_0(const uint8_t *block, float *w /* [32] */, float *bad) {
+    float d = half_at(block);
+    int codes[32];
+    five_bit_codes(block + 2, block + 6, codes);
+    for (int i = 0; i < 32; i++) w[i] = d * (float)(codes[i] - 16);
+    return scale_is_bad(d, bad);
+}
+
+static int dequantize_q5_1(const uint8_t *block, float *w /* [32] */, float *bad) {
+    float d = half_at(block), m = half_at(block + 2);
+    int codes[32];
+    five_bit_codes(block + 4, block + 8, codes);
+    for (int i = 0; i < 32; i++) w[i] = d * (float)codes[i] + m;
+    return scale_is_bad(d, bad) || scale_is_bad(m, bad);
+}
+
+/* The 6-bit scale and min of sub-block s (0..7) of a Q4_K / Q5_K block's 12 scale bytes:
+ * sub-blocks 0-3 in the low six bits of bytes s and s + 4; 4-7 in the nibbles of byte s + 4,
+ * their top two bits in the top bits of bytes s - 4 and s. */
+static void k_scale_min(const uint8_t *scales, int s, int *scale, int *min) {
+    if (s < 4) {
+        *scale = scales[s] & 63;
+        *min = scales[s + 4] & 63;
+    } else {
+        *scale = (scales[s + 4] & 15) | (scales[s - 4] >> 6) << 4;
+        *min = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4;
+    }
+}
+
+/* Q4_K and Q5_K: eight sub-blocks of 32 with their own scale and min; qh NULL for Q4_K. */
+static int dequantize_k4_k5(const uint8_t *block, const uint8_t *qh, const uint8_t *qs, float *w /* [256] */,
+                            float *bad) {
+    float d = half_at(block), dmin = half_at(block + 2);
+    const uint8_t *scales = block + 4;
+    for (int s = 0; s < 8; s++) {
+        int scale, min;
+        k_scale_min(scales, s, &scale, &min);
+        float step = d * (float)scale, offset = dmin * (float)min;
+        const uint8_t *bytes = qs + 32 * (s / 2);
+        int shift = (s % 2) * 4;
+        for (int l = 0; l < 32; l++) {
+            int code = (bytes[l] >> shift) & 15;
+            if (qh) code |= ((qh[l] >> s) & 1) << 4;
+            w[32 * s + l] = step * (float)code - offset;
+        }
+    }
+    return scale_is_bad(d, bad) || scale_is_bad(dmin, bad);
+}
+
+static int dequantize_q4_k(const uint8_t *block, float *w, float *bad) {
+    return dequantize_k4_k5(block, NULL, block + 16, w, bad);
+}
+
+static int dequantize_q5_k(const uint8_t *block, float *w, float *bad) {
+    return dequantize_k4_k5(block, block + 16, block + 48, w, bad);
+}
+
+static int dequantize_q6_k(const uint8_t *block, float *w /* [256] */, float *bad) {
+    const uint8_t *ql = block, *qh = block + 128;
+    const int8_t *scales = (const int8_t *)(block + 192);
+    float d = half_at(block + 208);
+    for (int half = 0; half < 2; half++) {
+        for (int l = 0; l < 32; l++) {
+            int bits = qh[32 * half + l];
+            int codes[4] = {
+                (ql[64 * half + l] & 15) | (bits & 3) << 4,
+                (ql[64 * half + l + 32] & 15) | ((bits >> 2) & 3) << 4,
+                (ql[64 * half + l] >> 4) | ((bits >> 4) & 3) << 4,
+                (ql[64 * half + l + 32] >> 4) | ((bits >> 6) & 3) << 4,
+            };
+            for (int part = 0; part < 4; part++) {
+                int index = 128 * half + 32 * part + l; /* its scale covers 16 weights */
+                w[index] = d * (float)scales[index / 16] * (float)(codes[part] - 32);
+            }
+        }
+    }
+    return scale_is_bad(d, bad);
+}
+
+static const struct block_format {
+    const char *name;
+    int weights, bytes;
+    dequantize_block *dequantize;
+} FORMATS[] = {
+    [ANE_BLOCKS_Q8_0] = {"q8_0", 32, 34, dequantize_q8_0},   [ANE_BLOCKS_Q4_0] = {"q4_0", 32, 18, dequantize_q4_0},
+    [ANE_BLOCKS_Q4_1] = {"q4_1", 32, 20, dequantize_q4_1},   [ANE_BLOCKS_Q5_0] = {"q5_0", 32, 22, dequantize_q5_0},
+    [ANE_BLOCKS_Q5_1] = {"q5_1", 32, 24, dequantize_q5_1},   [ANE_BLOCKS_Q4_K] = {"q4_k", 256, 144, dequantize_q4_k},
+    [ANE_BLOCKS_Q5_K] = {"q5_k", 256, 176, dequantize_q5_k}, [ANE_BLOCKS_Q6_K] = {"q6_k", 256, 210, dequantize_q6_k},
+};
+
+int ane_block_type_from_name(const char *name, ane_block_type *out) {
+    for (size_t i = 0; i < sizeof FORMATS / sizeof FORMATS[0]; i++) {
+        if (strcmp(name, FORMATS[i].name) == 0) {
+            *out = (ane_block_type)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int ane_block_weights(ane_block_type type) { return FORMATS[type].weights; }
+int64_t ane_block_bytes(ane_block_type type) { return FORMATS[type].bytes; }
+
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
                                  const char *name, ane_tensor *out, ane_error *err) {
+    const struct block_format *format = &FORMATS[type];
     if (ndim < 1 || ndim > ANE_MAX_DIMS) return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %d dimensions", name, ndim);
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
@@ -37,10 +176,10 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
         if (count > INT64_MAX / shape[i]) return ane_fail(err, ANE_ERR_FORMAT, "%s: too many elements", name);
         count *= shape[i];
     }
-    if (shape[ndim - 1] % ANE_BLOCK_WEIGHTS != 0)
+    if (shape[ndim - 1] % format->weights != 0)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: rows of %lld weights do not split into blocks of %d", name,
-                        (long long)shape[ndim - 1], ANE_BLOCK_WEIGHTS);
-    int64_t nblocks = count / ANE_BLOCK_WEIGHTS, size = ane_block_bytes(type);
+                        (long long)shape[ndim - 1], format->weights);
+    int64_t nblocks = count / format->weights, size = format->bytes;
     if (blocks->dtype != ANE_UINT8 || !ane_tensor_is_contiguous(blocks) || ane_tensor_numel(blocks) != nblocks * size)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: %lld bytes of blocks, expected %lld (%lld blocks of %lld)", name,
                         (long long)ane_tensor_numel(blocks), (long long)(nblocks * size), (long long)nblocks,
@@ -50,17 +189,12 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
     const uint8_t *data = (const uint8_t *)ane_tensor_data(blocks);
     float *w = (float *)ane_tensor_data(out);
     for (int64_t b = 0; b < nblocks; b++) {
-        const uint8_t *block = data + b * size;
-        uint16_t bits;
-        memcpy(&bits, block, sizeof bits);
-        float d = ane_fp16_to_fp32(bits);
-        if (!isfinite(d)) {
+        float bad;
+        if (format->dequantize(data + b * size, w + b * format->weights, &bad)) {
             ane_tensor_release(out);
             return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name,
-                            (long long)b, (long long)(b * size), (double)d);
+                            (long long)b, (long long)(b * size), (double)bad);
         }
-        if (type == ANE_BLOCKS_Q8_0) dequantize_q8_0(block, d, w + b * ANE_BLOCK_WEIGHTS);
-        else dequantize_q4_0(block, d, w + b * ANE_BLOCK_WEIGHTS);
     }
     return ANE_OK;
 }

@@ -1,10 +1,20 @@
-/* llama.cpp's (GGUF's) block-quantized weights: each row of a [rows, k] matrix is k / 32
- * blocks of 32 weights with one fp16 scale d each (ggml-common.h's layouts, docs/reference/
- * model-formats.md):
- *   Q8_0 (34 bytes): d, then int8 q[32];                w[i] = d * q[i]
- *   Q4_0 (18 bytes): d, then uint8 qs[16];              w[j] = d * ((qs[j] & 15) - 8),
- *                                                       w[j + 16] = d * ((qs[j] >> 4) - 8)
- * Dequantized here to fp32 (the exact products, as float), for loading. */
+/* llama.cpp's (GGUF's) block-quantized weights, dequantized to fp32 for loading. Each row of a
+ * [rows, k] matrix is k / n blocks of n weights (ggml-common.h's layouts, docs/reference/
+ * model-formats.md; fp16 scales, little-endian). With x the stored code of weight i:
+ *   Q8_0 (32 weights, 34 bytes): d, int8 q[32]                          w = d * q
+ *   Q4_0 (32, 18): d, qs[16]: weight j in qs[j]'s low nibble, j + 16 in its high one
+ *                                                                        w = d * (x - 8)
+ *   Q4_1 (32, 20): d, m, qs[16] as Q4_0                                 w = d * x + m
+ *   Q5_0 (32, 22): d, qh (u32: bit i is weight i's fifth bit), qs[16]   w = d * (x - 16)
+ *   Q5_1 (32, 24): d, m, qh, qs[16]                                     w = d * x + m
+ *   Q4_K (256, 144): d, dmin, scales[12] (eight 6-bit scale/min pairs, packed), qs[128]: sub-block
+ *        2c in the low nibbles of qs[32c..], 2c + 1 in the high ones   w = (d * sc) * x - dmin * mn
+ *   Q5_K (256, 176): d, dmin, scales[12], qh[32] (bit s of qh[l]: weight l of sub-block s),
+ *        qs[128] as Q4_K                                                w = (d * sc) * x - dmin * mn
+ *   Q6_K (256, 210): ql[128], qh[64], int8 scales[16] (one per 16 weights), d at the end; per
+ *        half of 128: low nibbles of ql[0..31], ql[32..63], high nibbles of both, each with two
+ *        bits of qh[l] (bits 0-1, 2-3, 4-5, 6-7)                        w = (d * sc) * (x - 32)
+ * Each weight is computed as written, in fp32, with no fused multiply-add. */
 #ifndef ANE_TENSOR_BLOCKS_H
 #define ANE_TENSOR_BLOCKS_H
 
@@ -13,18 +23,20 @@
 #include "../base/status.h"
 #include "tensor.h"
 
-typedef enum ane_block_type { ANE_BLOCKS_Q8_0, ANE_BLOCKS_Q4_0 } ane_block_type;
+typedef enum ane_block_type {
+    ANE_BLOCKS_Q8_0, ANE_BLOCKS_Q4_0, ANE_BLOCKS_Q4_1, ANE_BLOCKS_Q5_0, ANE_BLOCKS_Q5_1,
+    ANE_BLOCKS_Q4_K, ANE_BLOCKS_Q5_K, ANE_BLOCKS_Q6_K
+} ane_block_type;
 
-#define ANE_BLOCK_WEIGHTS 32
-
-/* "q8_0" / "q4_0" -> the type; returns 0 for any other name. */
+/* "q8_0", "q4_k", ... -> the type; returns 0 for any other name. */
 int ane_block_type_from_name(const char *name, ane_block_type *out);
-/* Bytes of one block of 32 weights. */
+/* Weights in one block (32, or 256 for the K types) and its bytes. */
+int ane_block_weights(ane_block_type type);
 int64_t ane_block_bytes(ane_block_type type);
 
-/* out: a new fp32 tensor of `shape` (ndim dims, the last a multiple of 32) holding the
- * weights of `blocks` (uint8, exactly the blocks of that many weights, contiguous). Fails
- * naming `name` when the sizes disagree or a scale is not finite. */
+/* out: a new fp32 tensor of `shape` (ndim dims, the last a multiple of the block's weights)
+ * holding the weights of `blocks` (uint8, exactly the blocks of that many weights,
+ * contiguous). Fails naming `name` when the sizes disagree or a scale is not finite. */
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
                                  const char *name, ane_tensor *out, ane_error *err);
 

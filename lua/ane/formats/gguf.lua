@@ -4,9 +4,10 @@
 -- them) and the tensor infos (name, dimensions innermost first, type, offset); the tensors'
 -- bytes follow, aligned (general.alignment, default 32). Every count, length and offset is
 -- checked against the file before it is used, and a bad file is one message naming the key,
--- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0 and Q4_0
--- are dequantized to fp32 as they load (ane.dequantize_blocks); the other types are named
--- and refused. Architecture "llama" (its q and k rows in the adjacent-pairs RoPE layout that
+-- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
+-- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
+-- people download) are dequantized to fp32 as they load (ane.dequantize_blocks); the other
+-- types are named and refused. Architecture "llama" (its q and k rows in the adjacent-pairs RoPE layout that
 -- llama.cpp's converters write, read as llama2.c's interleaved rotation); the tokenizers of
 -- tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2" (byte-level BPE).
 --
@@ -30,7 +31,8 @@ M.TYPES = {
 }
 -- How the types anelua reads become tensors: a view in a dtype, or blocks to dequantize.
 local VIEWS = { F32 = "F32", F16 = "F16", BF16 = "BF16" }
-local BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0" }
+local BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q4_1 = "q4_1", Q5_0 = "q5_0", Q5_1 = "q5_1", Q4_K = "q4_k", Q5_K = "q5_k",
+  Q6_K = "q6_k" }
 
 -- Metadata value types: the string.unpack format of the fixed-size ones.
 local SCALARS = { [0] = "<I1", [1] = "<i1", [2] = "<I2", [3] = "<i2", [4] = "<I4", [5] = "<i4", [6] = "<f",
@@ -191,7 +193,7 @@ function M.open(path)
 end
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
---- holds it so; Q8_0 and Q4_0 dequantized), or nil and a message naming it.
+--- holds it so; the block types dequantized), or nil and a message naming it.
 function M.tensor(file, name)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
@@ -201,7 +203,8 @@ function M.tensor(file, name)
     if not bytes then return nil, err end
     return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, file.path .. ": tensor '" .. name .. "'")
   end
-  return fail("%s: tensor '%s' is %s, which anelua does not read yet (F32, F16, BF16, Q8_0, Q4_0)", file.path, name, t.type)
+  return fail("%s: tensor '%s' is %s, which anelua does not read yet (F32, F16, BF16, Q8_0, "
+    .. "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", file.path, name, t.type)
 end
 
 -- A metadata key the model needs: an integer (or number with `number`) above zero.
