@@ -36,6 +36,75 @@ describe("GGUF files", function()
       { precision = "fp16", profile = "ane" })), { 1, 5, 300 }, 6)
   end)
 
+  -- The Llama-like families as GGUF files (spec/data/gguf/<family>-tiny-f32.gguf: the Hugging
+  -- Face fixtures converted by gguf-py's writer and name map, scripts/make_gguf_families.py):
+  -- architecture llama with permuted q/k rows and Llama 3.1's rope_freqs factors, qwen2 with
+  -- biases, qwen3 with q/k norms. Each gives PyTorch's logits (float64, from the directory)
+  -- within the families' bar, its greedy choices, and decodes as it prefills.
+  local GGUF_FAMILIES = {
+    { "llama3-tiny", "llama", function(model) assert.are.equal("factors", model.arch.rope_scaling.type) end },
+    { "smollm2-tiny", "llama", function(model) assert.is_true(model.shared_classifier) end },
+    { "mistral-tiny", "llama", function(model) assert.is_nil(model.arch.rope_scaling) end },
+    { "qwen2-tiny", "qwen2", function(model) assert.is_true(model.arch.qkv_bias) end },
+    { "qwen3-tiny", "qwen3", function(model) assert.is_true(model.arch.qk_norm) end },
+  }
+  for _, family in ipairs(GGUF_FAMILIES) do
+    local name, architecture, check = family[1], family[2], family[3]
+    it(name .. " as GGUF (architecture " .. architecture .. "): PyTorch's logits, greedy, decode as prefill", function()
+      local path = dir .. name .. "-f32.gguf"
+      assert.are.equal(architecture, assert(gguf.open(path)).metadata["general.architecture"])
+      local model = assert(models.load(path, { precision = "fp32" }))
+      assert.matches("^" .. architecture .. " %(", tostring(model))
+      check(model)
+      local _, expected, V = helpers.repo_data():reference(name)
+      local ids = expected.input_ids:totable()[1]
+      local logits, want = model:logits(ids), expected.logits:reshape(#ids, V)
+      -- fp32 sums against float64 (bf16 weights exact in both), as families_spec: order only
+      assert.is_true(logits:max_abs_diff(want) < 1e-4, tostring(logits:max_abs_diff(want)))
+      for t = 1, #ids do
+        assert.are.equal(want:slice(1, t, t):argmax(), logits:slice(1, t, t):argmax(), "position " .. t)
+      end
+      helpers.assert_decode_matches_prefill(assert(models.load(path, { precision = "fp16", profile = "ane" })),
+        { ids[1], ids[2], ids[3] }, 6)
+      -- saved as a Hugging Face directory (rope_freqs factors included), it loads back the same
+      local saved = helpers.tmpdir() .. "/" .. name
+      assert(model:save(saved))
+      assert.are.equal(0, assert(models.load(saved, { precision = "fp32" })):logits(ids):max_abs_diff(logits))
+    end)
+  end
+
+  it("refuses what its architectures cannot hold, naming the key or tensor", function()
+    local base = assert(gguf.open(dir .. "qwen2-tiny-f32.gguf"))
+    local function with(changes)
+      local metadata = {}
+      local types = { ["general.architecture"] = "string", ["qwen2.rope.scaling.type"] = "string" }
+      for key, value in pairs(base.metadata) do
+        if key:match("^qwen2%.") or key == "general.architecture" then
+          metadata[#metadata + 1] = { key, types[key] or (math.type(value) == "integer" and "u32" or "f32"), value }
+        end
+      end
+      for key, value in pairs(changes) do
+        local found = false
+        for _, entry in ipairs(metadata) do if entry[1] == key then entry[3], found = value, true end end
+        if not found then metadata[#metadata + 1] = { key, types[key] or "u32", value } end
+      end
+      local list = {}
+      for _, tensor_name in ipairs(base.order) do
+        local t = base.tensors[tensor_name]
+        list[#list + 1] = { tensor_name, t.shape, "F32", assert(gguf.tensor(base, tensor_name)):bytes() }
+      end
+      local path = helpers.tmpdir() .. "/changed.gguf"
+      assert(gguf.write(path, metadata, list))
+      return path
+    end
+    local _, err = models.load(with({ ["general.architecture"] = "gemma3" }), { precision = "fp32" })
+    assert.matches("general%.architecture is 'gemma3'; anelua reads GGUF files of architecture 'llama', 'qwen2', 'qwen3'", err)
+    _, err = models.load(with({ ["qwen2.rope.scaling.type"] = "yarn" }), { precision = "fp32" })
+    assert.matches("metadata 'qwen2%.rope%.scaling%.type' is 'yarn'; anelua reads 'linear'", err)
+    _, err = models.load(with({ ["qwen2.rope.dimension_count"] = 8 }), { precision = "fp32" })
+    assert.matches("metadata 'qwen2%.rope%.dimension_count' is 8 where the heads have 16 dimensions", err)
+  end)
+
   for _, type in ipairs({ "Q8_0", "Q4_0" }) do
     it("dequantizes every " .. type .. " tensor as its blocks define it", function()
       local path = dir .. "llama-tiny-" .. type:lower() .. ".gguf"

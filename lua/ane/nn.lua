@@ -151,7 +151,8 @@ end
 ---     / (hi - lo) as (1 - s) inv / f + s inv (Llama 3.1's, as transformers' modeling_rope_utils
 ---     computes it);
 ---   { type = "longrope", short_factor = {...} }: frequency i / short_factor[i] (Phi-3's LongRoPE within
----     its original context; rope_tables scales cos and sin by scaling.attention_factor).
+---     its original context; rope_tables scales cos and sin by scaling.attention_factor);
+---   { type = "factors", factors = {...} }: frequency i / factors[i] (a GGUF file's rope_freqs).
 function nn.rope_frequencies(dim, theta, scaling)
   local inv = {}
   for i = 0, dim // 2 - 1 do inv[i + 1] = theta ^ (-2 * i / dim) end
@@ -159,8 +160,9 @@ function nn.rope_frequencies(dim, theta, scaling)
   local factor = scaling.factor
   if scaling.type == "linear" then
     for i = 1, #inv do inv[i] = inv[i] / factor end
-  elseif scaling.type == "longrope" then -- Phi-3 within its original context: each frequency / its short factor
-    for i = 1, #inv do inv[i] = inv[i] / scaling.short_factor[i] end
+  elseif scaling.type == "longrope" or scaling.type == "factors" then -- each frequency / its own factor
+    local factors = scaling.short_factor or scaling.factors -- (Phi-3 within its original context: the short ones)
+    for i = 1, #inv do inv[i] = inv[i] / factors[i] end
   elseif scaling.type == "llama3" then
     local n, lo, hi = scaling.original_max_position_embeddings, scaling.low_freq_factor, scaling.high_freq_factor
     for i = 1, #inv do
@@ -173,7 +175,7 @@ function nn.rope_frequencies(dim, theta, scaling)
       end
     end
   else
-    error("nn.rope_frequencies: scaling type '" .. tostring(scaling.type) .. "' is not linear, llama3 or longrope", 2)
+    error("nn.rope_frequencies: scaling type '" .. tostring(scaling.type) .. "' is not linear, llama3, longrope or factors", 2)
   end
   return inv
 end

@@ -7,9 +7,9 @@
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
 -- people download) are dequantized to fp32 as they load (ane.dequantize_blocks); the other
--- types are named and refused. Architecture "llama" (its q and k rows in the adjacent-pairs RoPE layout that
--- llama.cpp's converters write, read as llama2.c's interleaved rotation); the tokenizers of
--- tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2" (byte-level BPE).
+-- types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
+-- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
+-- (byte-level BPE).
 --
 --   local file = assert(require("ane.formats.gguf").open("model.gguf"))  -- file.metadata, file.tensors
 --   local W = assert(require("ane.formats.gguf").read("model.gguf"))     -- weights by role
@@ -219,30 +219,90 @@ local function needed(file, key, default, number)
   return v
 end
 
---- The Llama weights of a GGUF file of architecture "llama" (by role, as ane.models.transformer
---- takes them), with its tokenizer (W.tokenizer) and chat template (W.chat_template) when the
---- file has them; or nil and a message.
+-- The architectures anelua reads (general.architecture), as the Llama model's configuration:
+-- "llama" (its q and k rows in the adjacent-pairs layout llama.cpp's converters permute them
+-- to, read with llama2.c's interleaved rotation; Llama 2 and 3.x, SmolLM2, Mistral), "qwen2"
+-- (q, k, v biases) and "qwen3" (RMSNorm on q and k), both rotate-half as their checkpoints.
+-- Metadata keys are "<architecture>.<key>" (llama.cpp's llama-arch.cpp names them).
+local ARCHITECTURES = {
+  llama = { rope = "interleaved" },
+  qwen2 = { rope = "half", qkv_bias = true },
+  qwen3 = { rope = "half", qk_norm = true },
+}
+
+-- The frequencies' rescaling a file asks for: rope_freqs.weight (one factor per frequency that
+-- divides it: Llama 3.1's "llama3" scaling as llama.cpp's converter stores it), or
+-- <architecture>.rope.scaling.type "linear" with its factor; nil for none.
+local function rope_scaling(file, architecture, head_dim)
+  local factors = file.tensors["rope_freqs.weight"]
+  if factors then
+    if table.concat(factors.shape, ",") ~= tostring(head_dim // 2) then
+      return fail("%s: tensor 'rope_freqs.weight' has shape [%s], expected [%d] (one factor per rotary frequency)",
+        file.path, table.concat(factors.shape, ", "), head_dim // 2)
+    end
+    local values, err = M.tensor(file, "rope_freqs.weight")
+    if not values then return nil, err end
+    values = values:to("fp32"):totable()
+    for i, v in ipairs(values) do
+      if not (v > 0 and v < math.huge) then
+        return fail("%s: tensor 'rope_freqs.weight' holds %s at index %d, expected a positive factor", file.path,
+          tostring(v), i - 1)
+      end
+    end
+    return { type = "factors", factors = values }
+  end
+  local kind = file.metadata[architecture .. ".rope.scaling.type"]
+  if kind == nil or kind == "none" then return false end
+  if kind ~= "linear" then
+    return fail("%s: metadata '%s.rope.scaling.type' is '%s'; anelua reads 'linear' and rope_freqs.weight factors",
+      file.path, architecture, tostring(kind))
+  end
+  local factor, err = needed(file, architecture .. ".rope.scaling.factor", nil, true)
+  if not factor then return nil, err end
+  return { type = "linear", factor = factor }
+end
+
+--- The weights of a GGUF file of architecture "llama", "qwen2" or "qwen3" (by role, as
+--- ane.models.transformer takes them), with its tokenizer (W.tokenizer) and chat template
+--- (W.chat_template) when the file has them; or nil and a message.
 function M.read(path)
   local file, err = M.open(path)
   if not file then return nil, err end
   local architecture = file.metadata["general.architecture"]
-  if architecture ~= "llama" then
-    return fail("%s: general.architecture is '%s'; anelua reads GGUF files of architecture 'llama'", path,
-      tostring(architecture))
+  local kind = ARCHITECTURES[architecture]
+  if not kind then
+    local names = {}
+    for name in pairs(ARCHITECTURES) do names[#names + 1] = "'" .. name .. "'" end
+    table.sort(names)
+    return fail("%s: general.architecture is '%s'; anelua reads GGUF files of architecture %s", path,
+      tostring(architecture), table.concat(names, ", "))
   end
-  local config = { model_type = "llama", rope = "interleaved", naming = "gguf" }
-  local keys = { dim = "llama.embedding_length", hidden = "llama.feed_forward_length", n_layer = "llama.block_count",
-    n_head = "llama.attention.head_count", seq_len = "llama.context_length" }
+  local config = { model_type = architecture, rope = kind.rope, qkv_bias = kind.qkv_bias, qk_norm = kind.qk_norm,
+    naming = "gguf" }
+  local keys = { dim = "embedding_length", hidden = "feed_forward_length", n_layer = "block_count",
+    n_head = "attention.head_count", seq_len = "context_length" }
   for field, key in pairs(keys) do
-    config[field], err = needed(file, key)
+    config[field], err = needed(file, architecture .. "." .. key)
     if not config[field] then return nil, err end
   end
-  config.n_kv_head, err = needed(file, "llama.attention.head_count_kv", config.n_head)
+  config.n_kv_head, err = needed(file, architecture .. ".attention.head_count_kv", config.n_head)
   if not config.n_kv_head then return nil, err end
-  config.norm_eps, err = needed(file, "llama.attention.layer_norm_rms_epsilon", 1e-5, true)
+  config.head_dim, err = needed(file, architecture .. ".attention.key_length", config.dim // config.n_head)
+  if not config.head_dim then return nil, err end
+  for _, key in ipairs({ ".attention.value_length", ".rope.dimension_count" }) do -- every head dimension rotates
+    local v = file.metadata[architecture .. key]
+    if v ~= nil and v ~= config.head_dim then
+      return fail("%s: metadata '%s%s' is %s where the heads have %d dimensions; anelua's models need them equal",
+        path, architecture, key, tostring(v), config.head_dim)
+    end
+  end
+  config.norm_eps, err = needed(file, architecture .. ".attention.layer_norm_rms_epsilon", 1e-5, true)
   if not config.norm_eps then return nil, err end
-  config.rope_theta, err = needed(file, "llama.rope.freq_base", 10000, true)
+  config.rope_theta, err = needed(file, architecture .. ".rope.freq_base", 10000, true)
   if not config.rope_theta then return nil, err end
+  config.rope_scaling, err = rope_scaling(file, architecture, config.head_dim)
+  if config.rope_scaling == nil then return nil, err end
+  config.rope_scaling = config.rope_scaling or nil
   local embedding = file.tensors["token_embd.weight"]
   if not embedding then return fail("%s: no tensor 'token_embd.weight'", path) end
   config.vocab_size = embedding.shape[1]

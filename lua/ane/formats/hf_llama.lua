@@ -64,8 +64,8 @@ end
 
 --- config.json's rope_scaling as nn.rope_frequencies takes it: nil for none (absent, null,
 --- "default", and "dynamic", which rescales only beyond max_position_embeddings, the context
---- anelua gives the model), or { type = "linear" | "llama3", ... }; or nil and a message naming
---- the field.
+--- anelua gives the model), or { type = "linear" | "llama3" | "longrope" | "factors", ... }; or nil
+--- and a message naming the field.
 function M.rope_scaling(json, source)
   local r = json.rope_scaling
   if r == nil or r == cjson.null then return nil end
@@ -73,6 +73,17 @@ function M.rope_scaling(json, source)
   local kind = r.rope_type or r.type
   if kind == "default" or kind == "dynamic" then return nil end
   if kind == "longrope" or kind == "su" then return M.longrope(json, r, source) end
+  if kind == "factors" then -- anelua's own: a GGUF file's rope_freqs factors, saved with the model
+    if type(r.factors) ~= "table" or #r.factors == 0 then
+      return nil, string.format("%s: rope_scaling.factors is %s, expected a list of numbers", source, cjson.encode(r.factors))
+    end
+    for i, v in ipairs(r.factors) do
+      if type(v) ~= "number" or not (v > 0 and v < math.huge) then
+        return nil, string.format("%s: rope_scaling.factors[%d] is %s, expected a positive number", source, i, cjson.encode(v))
+      end
+    end
+    return { type = "factors", factors = r.factors }
+  end
   if kind ~= "linear" and kind ~= "llama3" then
     return nil, string.format("%s: rope_scaling.rope_type '%s' is not supported (anelua reads linear, dynamic, llama3 "
       .. "and longrope)", source, tostring(kind))
@@ -251,6 +262,10 @@ function M.read(dir)
   if not config.n_kv_head then return nil, err end
   config.head_dim, err = integer_field(json, "head_dim", source, config.n_head > 0 and config.dim // config.n_head or 0)
   if not config.head_dim then return nil, err end
+  if rope_scaling and rope_scaling.type == "factors" and #rope_scaling.factors ~= config.head_dim // 2 then
+    return fail("%s: rope_scaling.factors has %d factors for heads of %d dimensions (expected %d)", source,
+      #rope_scaling.factors, config.head_dim, config.head_dim // 2)
+  end
   if rope_scaling and rope_scaling.type == "longrope" and rope_scaling.original_max_position_embeddings < config.seq_len then
     config.seq_len = rope_scaling.original_max_position_embeddings
     config.context_note = string.format("the context is LongRoPE's short range, %d positions", config.seq_len)

@@ -1,7 +1,7 @@
 -- ane.models: one loader for every model family, by what the path holds: a Hugging Face
 -- directory's config.json model_type (gpt2; llama, mistral, phi3, qwen2, gemma3_text through
 -- ane.models.llama; qwen3 through ane.models.qwen3), an llm.c GPT-2 .bin, a llama2.c .bin, a
--- GGUF file (architecture llama); and
+-- GGUF file (architecture llama, qwen2 or qwen3); and
 -- the tokenizer beside it, when there is one.
 --
 --   local models = require("ane.models")
@@ -40,7 +40,7 @@ local function family_of(path)
   if not f then return nil, err end
   local head = f:read(4) or ""
   f:close()
-  if head == "GGUF" then return "ane.models.llama" end -- (ane.formats.gguf: architecture llama)
+  if head == "GGUF" then return "ane.models.llama" end -- (ane.formats.gguf: llama, qwen2, qwen3)
   if #head == 4 and string.unpack("<I4", head) == 20240326 then return "ane.models.gpt2" end -- llm.c's magic
   return "ane.models.llama" -- llama2.c's files have no magic (v1: "ak42" is read by the loader itself)
 end
