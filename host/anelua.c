@@ -33,6 +33,8 @@
 #include "../ane_core/tensor/blas.h"
 #include "../bindings/ane_lua.h"
 
+int luaopen_anelua_http(lua_State *L); /* host/http.c */
+
 static const char *program_name = "anelua";
 
 /* ------------------------------------------------------------------ messages */
@@ -63,10 +65,11 @@ static void print_usage_to(FILE *out, const char *bad_option) {
             "  --              stop handling options\n"
             "  -               stop handling options and execute stdin\n"
             "  -h, --help      this text\n"
+            "Commands: %s run MODEL, chat MODEL, serve MODEL (OpenAI's HTTP API); each with --help.\n"
             "Exit status: 0 done, 1 failed, 2 a mistake in the options, 130 stopped by Ctrl-C.\n"
             "With no script (and a terminal): the REPL, with `ane` as a global (docs/repl.md).\n"
             "Examples and the shipped data: share/anelua (installed) or the checkout; man anelua.\n",
-            program_name);
+            program_name, program_name);
 }
 
 static void print_usage(const char *bad_option) { print_usage_to(stderr, bad_option); }
@@ -185,9 +188,9 @@ static int run_require(lua_State *L, const char *spec) {
     return report(L, status);
 }
 
-/* The host's commands (`anelua run MODEL ...`, `anelua chat MODEL`): a first argument of that name runs
+/* The host's commands (`anelua run MODEL ...`, `anelua chat MODEL`, `anelua serve MODEL`): a first argument of that name runs
  * lua/ane/commands/<name>.lua's main(...) unless a file of that name is there (`./run` is a script). */
-static const char *const COMMANDS[] = {"run", "chat", NULL};
+static const char *const COMMANDS[] = {"run", "chat", "serve", NULL};
 
 static int is_command(const char *name) {
     for (int i = 0; COMMANDS[i]; i++)
@@ -675,6 +678,8 @@ static int protected_main(lua_State *L) {
     lua_setfield(L, -2, "ane");
     lua_pushcfunction(L, open_lines);
     lua_setfield(L, -2, "anelua.lines");
+    lua_pushcfunction(L, luaopen_anelua_http); /* host/http.c: `anelua serve`'s server */
+    lua_setfield(L, -2, "anelua.http");
     lua_pop(L, 1);
     ane_lua_add_library_path(L);
     if (opts.backend) {

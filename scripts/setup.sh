@@ -13,11 +13,11 @@ build=${1:-$root/build}
 step() { printf '==> %s\n' "$*"; }
 
 debian_packages=(build-essential cmake pkg-config lua5.4 liblua5.4-dev lua-filesystem lua-cjson lua-busted
-                 libopenblas-dev libpcre2-dev libutf8proc-dev libreadline-dev
+                 libopenblas-dev libpcre2-dev libutf8proc-dev libreadline-dev libmicrohttpd-dev
                  curl python3) # curl: scripts/get_models.sh; python3: the stand-in hub its spec serves on 127.0.0.1
 # Homebrew's `lua` is 5.5 now: lua@5.4 (keg-only; CMakeLists.txt finds it and readline's keg
 # through brew --prefix), and luarocks pointed at it with --lua-dir.
-brew_packages=(cmake pkg-config lua@5.4 luarocks pcre2 utf8proc readline)
+brew_packages=(cmake pkg-config lua@5.4 luarocks pcre2 utf8proc readline libmicrohttpd)
 
 install_debian() {
   local missing=()
@@ -56,6 +56,19 @@ case "$(uname -s)" in
   Darwin) install_macos ;;
   *) echo "unsupported system $(uname -s)" >&2; exit 1 ;;
 esac
+
+# The official OpenAI client for `anelua serve`'s tests (spec/openai: its version pinned in
+# package-lock.json); npm only for that test oracle.
+if command -v npm >/dev/null; then
+  if [ -f "$root/spec/openai/node_modules/openai/package.json" ]; then
+    step "npm: the openai client for the serve tests is present"
+  else
+    step "npm: installing the openai client for the serve tests (spec/openai, pinned)"
+    npm ci --prefix "$root/spec/openai" --no-audit --no-fund --loglevel=error
+  fi
+else
+  step "npm is not installed: spec/serve_spec.lua's OpenAI-client test needs Node.js and npm"
+fi
 
 step "Configuring ($build, ${CMAKE_BUILD_TYPE:-Release})"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" >/dev/null

@@ -43,7 +43,7 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 step() { echo "==> $*"; }
 
 cross_packages=(gcc-aarch64-linux-gnu qemu-user libc6-dev:arm64 liblua5.4-dev:arm64 libopenblas-dev:arm64
-                libpcre2-dev:arm64 libutf8proc-dev:arm64 libreadline-dev:arm64)
+                libpcre2-dev:arm64 libutf8proc-dev:arm64 libreadline-dev:arm64 libmicrohttpd-dev:arm64)
 lua_module_packages=(lua-term:arm64 lua-system:arm64 lua-filesystem:arm64 lua-cjson:arm64)
 
 if [ "$install" = 1 ]; then

@@ -91,36 +91,47 @@ function Template:render(messages, opts)
   return text
 end
 
+--- A splitter of streamed assistant text: returns a function that takes the next piece and
+--- returns two strings, the part inside <think> ... </think> (the reasoning) and the part
+--- outside it (the answer, without the newlines that follow a </think>). A piece that may
+--- begin a tag waits for the next.
+function M.thinking_splitter()
+  local buffer, inside = "", false
+  local function held_back(tag) -- how much of the buffer's end could begin `tag`
+    for k = math.min(#buffer, #tag - 1), 1, -1 do
+      if tag:sub(1, k) == buffer:sub(-k) then return k end
+    end
+    return 0
+  end
+  return function(piece)
+    buffer = buffer .. piece
+    local reasoning, answer = {}, {}
+    while true do
+      local tag = inside and "</think>" or "<think>"
+      local at = buffer:find(tag, 1, true)
+      local out = inside and reasoning or answer
+      if not at then
+        local keep = held_back(tag)
+        out[#out + 1] = buffer:sub(1, #buffer - keep)
+        buffer = buffer:sub(#buffer - keep + 1)
+        return table.concat(reasoning), table.concat(answer)
+      end
+      out[#out + 1] = buffer:sub(1, at - 1)
+      buffer = buffer:sub(at + #tag)
+      if inside then buffer = buffer:gsub("^\n+", "") end
+      inside = not inside
+    end
+  end
+end
+
 --- A filter for streamed assistant text: returns a function that takes the next piece and
 --- returns what to show, dropping <think> ... </think> when show_thinking is false.
 function M.thinking_filter(show_thinking)
   if show_thinking then return function(piece) return piece end end
-  local buffer, inside = "", false
+  local split = M.thinking_splitter()
   return function(piece)
-    buffer = buffer .. piece
-    local shown = {}
-    while true do
-      if inside then
-        local close = buffer:find("</think>", 1, true)
-        if not close then return table.concat(shown) end
-        buffer, inside = buffer:sub(close + #"</think>"):gsub("^\n+", ""), false
-      else
-        local open = buffer:find("<think>", 1, true)
-        if open then
-          shown[#shown + 1] = buffer:sub(1, open - 1)
-          buffer, inside = buffer:sub(open + #"<think>"), true
-        else
-          -- keep a possible start of "<think>" for the next piece
-          local keep = 0
-          for k = math.min(#buffer, #"<think>" - 1), 1, -1 do
-            if ("<think>"):sub(1, k) == buffer:sub(-k) then keep = k; break end
-          end
-          shown[#shown + 1] = buffer:sub(1, #buffer - keep)
-          buffer = buffer:sub(#buffer - keep + 1)
-          return table.concat(shown)
-        end
-      end
-    end
+    local _, answer = split(piece)
+    return answer
   end
 end
 

@@ -179,6 +179,24 @@ function M.converse(command, model, template, opts, config, generation)
   return 0
 end
 
+--- The chat template of a loaded model at `path` with what ends a turn: template, config
+--- (config.json's, or the model's own eos as one), generation (generation_config.json, or {}),
+--- stop_ids (ane.chat.stop_ids: a set of ids); nil and why when it has no template. Fails the
+--- command on an unreadable generation_config.json.
+function M.chat_setup(command, path, model)
+  local template, why = model:chat_template()
+  if not template then return nil, why end
+  -- the end-of-turn ids: a directory's config.json's, else the model's own (a GGUF file's eos)
+  local is_directory = lfs.attributes(path, "mode") == "directory"
+  local config = is_directory and ane.io.read_json(path .. "/config.json") or { eos_token_id = model.stop_token }
+  local generation, err = {}, nil
+  if is_directory and lfs.attributes(path .. "/generation_config.json") then
+    generation, err = ane.io.read_json(path .. "/generation_config.json")
+    if type(generation) ~= "table" then command:fail(err or (path .. "/generation_config.json: not a JSON object")) end
+  end
+  return template, config, generation, chat.stop_ids(config, generation, template, model.tokenizer)
+end
+
 function M.main(...)
   local command = cli.command {
     name = "chat",
@@ -196,16 +214,8 @@ function M.main(...)
     profile = opts.profile or (opts.activations and "cpu"), quantize = opts.quantize, activations = opts.activations })
   if not model then command:fail(err) end
   if not model.tokenizer then command:fail(model.tokenizer_problem .. "; `chat` needs text in and out") end
-  local template, why = model:chat_template()
-  if not template then command:fail(why) end
-  -- the end-of-turn ids: a directory's config.json's, else the model's own (a GGUF file's eos)
-  local is_directory = lfs.attributes(path, "mode") == "directory"
-  local config = is_directory and ane.io.read_json(path .. "/config.json") or { eos_token_id = model.stop_token }
-  local generation = {}
-  if is_directory and lfs.attributes(path .. "/generation_config.json") then
-    generation, err = ane.io.read_json(path .. "/generation_config.json")
-    if type(generation) ~= "table" then command:fail(err or (path .. "/generation_config.json: not a JSON object")) end
-  end
+  local template, config, generation = M.chat_setup(command, path, model)
+  if not template then command:fail(config) end
   local status = M.converse(command, model, template, opts, config, generation)
   if status ~= 0 then os.exit(status) end
 end

@@ -36,40 +36,6 @@ function M.model_options(opts)
     activations = opts.activations }
 end
 
--- Writes the text of the generated ids as it grows, never a piece of a --stop string:
--- returns on_token(id) (false: stop) and on_end().
-local function text_writer(model, tok, prompt, stops)
-  -- Decoded after the prompt's last id, whose text is then cut off: a SentencePiece decode
-  -- drops the leading space of the text it starts ("▁there" alone is "there").
-  local anchor = prompt[#prompt]
-  local anchor_length = #tok:decode({ anchor })
-  local produced, shown, text, stopped = { anchor }, "", "", false
-  local function on_token(id)
-    if id == model.stop_token then return false end
-    produced[#produced + 1] = id
-    text = tok:decode(produced):sub(anchor_length + 1) -- (a token may end inside a UTF-8 character)
-    for _, stop in ipairs(stops) do
-      local at = text:find(stop, 1, true)
-      if at then
-        io.write(text:sub(#shown + 1, at - 1))
-        stopped = true
-        return false
-      end
-    end
-    -- hold back a tail that could begin a stop string, so it is never printed
-    local hold = 0
-    for _, stop in ipairs(stops) do
-      for n = math.min(#stop - 1, #text), 1, -1 do
-        if text:sub(-n) == stop:sub(1, n) then hold = math.max(hold, n) break end
-      end
-    end
-    local upto = #text - hold
-    if upto > #shown then io.write(text:sub(#shown + 1, upto)) shown = text:sub(1, upto) end
-  end
-  local function on_end() if not stopped then io.write(text:sub(#shown + 1)) end end
-  return on_token, on_end
-end
-
 --- Parses argv with `command` and runs it: load, then M.generate.
 function M.run(command, argv)
   local opts, positional = command:parse(argv)
@@ -100,8 +66,12 @@ function M.generate(command, opts, model)
   if #prompt == 0 then command:fail("the prompt is empty: give --prompt TEXT") end
   io.stderr:write(tostring(model), "\n")
   io.write(opts.prompt)
-  local on_token, on_end = text_writer(model, tok, prompt, opts.stop or {})
-  local interrupted = cli.stream(model, prompt, opts, tok.vocab_size, on_token, on_end)
+  local text = require("ane.text_stream").new(tok, prompt, opts.stop or {}, io.write)
+  local function on_token(id)
+    if id == model.stop_token then return false end
+    return text:push(id)
+  end
+  local interrupted = cli.stream(model, prompt, opts, tok.vocab_size, on_token, function() text:finish() end)
   cli.report_stats(model)
   if interrupted then os.exit(cli.INTERRUPTED_EXIT) end
 end
