@@ -236,4 +236,35 @@ describe("decoding sessions", function()
       end
     end
   end)
+
+  -- step_together: the attention of each session on its caches, the FFN and the classifier
+  -- once over all their positions. Up to 16 columns sim's products take each column's sums as
+  -- the one-column product does (tensor/gemv.h), so in fp16 (the server's precision) every
+  -- session's logits are the bytes it gets stepping alone; fp32's several-column products go
+  -- through BLAS (other sums): within 1e-5 of logits of size ~1 (fp32 rounding of 64-term sums).
+  it("step together as each steps alone: bit for bit in fp16, within 1e-5 in fp32", function()
+    local generation = require("ane.models.generation")
+    for _, setup in ipairs({ { "fp16", "cpu", 0 }, { "fp32", "cpu", 1e-5 }, { "fp16", "ane", 0 } }) do
+      local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = 128 }, 3)
+      local m = llama.from_weights(W, { precision = setup[1], profile = setup[2] })
+      local prompts = { random_ids(3, 1), random_ids(17, 2), random_ids(1, 3), random_ids(9, 4), random_ids(40, 5) }
+      local alone, together = {}, {}
+      for i, prompt in ipairs(prompts) do
+        alone[i], together[i] = m:session({ capacity = 64 }), m:session({ capacity = 64 })
+        alone[i]:feed(prompt)
+        together[i]:feed(prompt)
+      end
+      for t = 1, 5 do
+        local ids = random_ids(#prompts, 20 + t)
+        generation.step_together(together, ids)
+        for i, session in ipairs(alone) do
+          local want = session:feed({ ids[i] })
+          local label = string.format("%s %s: session %d, step %d", setup[1], setup[2], i, t)
+          if setup[3] == 0 then assert.are.equal(want:bytes(), together[i].logits:bytes(), label)
+          else assert.is_true(want:max_abs_diff(together[i].logits) < setup[3], label) end
+          assert.are.equal(session.position, together[i].position)
+        end
+      end
+    end
+  end)
 end)

@@ -105,7 +105,7 @@ describe("anelua serve", function()
   it("completes text as `anelua run` does at temperature 0, whole and streamed", function()
     local prompt = "Once upon a time"
     local out, err, code = helpers.run_anelua("run " .. helpers.quote(MODEL) .. " --prompt " .. helpers.quote(prompt)
-      .. " --temperature 0 --max-tokens 12")
+      .. " --temperature 0 --max-tokens 12 --profile cpu") -- (the server's profile on sim)
     assert.are.equal(0, code, err)
     local want = out:sub(#prompt + 1, -2) -- (run prints the prompt, the text and a newline)
     local status, whole = post(server, "/v1/completions", { model = NAME, prompt = prompt, max_tokens = 12, temperature = 0 })
@@ -126,7 +126,7 @@ describe("anelua serve", function()
 
   it("chats as `anelua chat` does at temperature 0, whole and streamed", function()
     local out, err, code = helpers.run_anelua("chat " .. helpers.quote(MODEL) .. " --prompt 'Hi there' --temperature 0 "
-      .. "--max-tokens 10 --no-think")
+      .. "--max-tokens 10 --no-think --profile cpu")
     assert.are.equal(0, code, err)
     local body = { model = NAME, messages = { { role = "user", content = "Hi there" } }, max_tokens = 10, temperature = 0,
       chat_template_kwargs = { enable_thinking = false } }
@@ -238,7 +238,13 @@ describe("anelua serve", function()
         helpers.quote(cjson.encode({ model = NAME, prompt = prompt, max_tokens = 16, temperature = 0.8, seed = i,
           stream = true })))
     end
+    local function health() return cjson.decode(select(2, request(server, "GET", "/health"))) end
+    local before = health()
     os.execute(table.concat(commands, " ") .. " wait")
+    local after = health()
+    -- the streams overlapped: their decode steps fed several slots at once
+    local steps, tokens = after.decode_steps - before.decode_steps, after.decode_tokens - before.decode_tokens
+    assert.is_true(tokens > steps, tokens .. " tokens in " .. steps .. " decode steps")
     for i = 1, #prompts do
       local chunks, done = events(helpers.read_file(dir .. "/" .. i))
       assert.is_true(done)

@@ -722,6 +722,23 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         else *out = c32;
         return status;
     }
+    if (!batched && n > 1 && n <= ANE_FEW_COLUMNS && a->dtype == ANE_FP16 && ane_tensor_is_contiguous(a)) {
+        /* an fp16 matrix times a few columns: read once as stored, each column the
+         * matrix-vector product's sums (gemv.h), so a column's result does not depend on the
+         * columns beside it (decode steps of several sessions classified together each get
+         * their own step's logits) */
+        ane_status status = ane_tensor_contiguous_fp32(&b32, b, err);
+        if (status) return status;
+        status = ane_tensor_empty(&c32, 2, (int64_t[]){m, n}, ANE_FP32, err);
+        if (!status) {
+            status = ane_gemm_fp16_few_columns((float *)ane_tensor_data(&c32), (const uint16_t *)ane_tensor_data(a),
+                                               (const float *)ane_tensor_data(&b32), m, k, n, err);
+            if (status) ane_tensor_release(&c32);
+            else *out = c32;
+        }
+        ane_tensor_release(&b32);
+        return status;
+    }
     if (!batched && n == 1 && a->dtype == ANE_FP16 && ane_tensor_is_contiguous(a)) {
         /* an fp16 matrix times a vector: read as stored, two bytes a weight (gemv.h), not
          * converted to an fp32 copy first */

@@ -5,10 +5,13 @@
 -- defines; a field this server does not carry out is a 400 naming it, never ignored.
 --
 -- The engine: `parallel` slots, each a session with its own KV cache. Every turn of the loop
--- (M.Server:step) gives each busy slot its next token, so concurrent streams advance together;
--- a new request takes the idle slot whose cache shares the longest prefix with its prompt, and
--- only the rest of the prompt is fed (a conversation's next turn does not prefill again). A
--- request that finds every slot busy waits in a queue of `queue` places (503 beyond it).
+-- (M.Server:step) draws each busy slot's next token and feeds them all in one decode step
+-- (ane.models.generation.step_together: each slot's attention on its own cache, the FFNs and
+-- the classifier as one product over all the slots, so each weight is read once per turn for
+-- all of them; in fp16 each slot's logits are bit for bit those it would get alone). A new
+-- request takes the idle slot whose cache shares the longest prefix with its prompt, and only
+-- the rest of the prompt is fed (a conversation's next turn does not prefill again). A request
+-- that finds every slot busy waits in a queue of `queue` places (503 beyond it).
 --
 --   local server = require("ane.serve").new(model, { id = "qwen3", parallel = 4, chat = {...} })
 --   server:handle(request)   -- an anelua.http request: answered, or taken as a job
@@ -17,6 +20,7 @@ local cjson = require("cjson")
 local text_stream = require("ane.text_stream")
 local ane = require("ane")
 local chat = require("ane.chat")
+local generation = require("ane.models.generation")
 
 local M = {}
 local Server = {}
@@ -198,7 +202,8 @@ end
 function M.new(model, opts)
   local self = setmetatable({ model = model, tok = model.tokenizer, id = opts.id, api_key = opts.api_key,
     template = opts.template, chat_stop_ids = opts.stop_ids or {}, queue_limit = opts.queue or 16, slots = {},
-    waiting = {}, log = opts.log or function() end, next_id = 1, created = os.time(),
+    waiting = {}, log = opts.log or function() end, next_id = 1, created = os.time(), decode_steps = 0,
+    decode_tokens = 0,
     context = math.min(opts.context or model.context_length, model.context_length) }, Server)
   if model.stop_token then self.completion_stop_ids = { [model.stop_token] = true } else self.completion_stop_ids = {} end
   for i = 1, opts.parallel or 1 do self.slots[i] = { index = i, held = {} } end
@@ -236,7 +241,8 @@ function Server:handle(request)
   if path == "/health" or path == "/v1/health" then
     if method ~= "GET" then return refuse(refusal(405, "use GET on " .. path)) end
     local busy, idle, waiting = self:counts()
-    json_response(request, 200, { status = "ok", slots_idle = idle, slots_processing = busy, requests_waiting = waiting })
+    json_response(request, 200, { status = "ok", slots_idle = idle, slots_processing = busy, requests_waiting = waiting,
+      decode_steps = self.decode_steps, decode_tokens = self.decode_tokens })
     return
   end
   if path == "/v1/models" then
@@ -408,12 +414,11 @@ function Server:start(job)
   -- without max_tokens: OpenAI's 16 for a completion, the context's room for a chat answer
   local budget = math.min(job.max_tokens or (job.kind == "completion" and 16 or session:room()), session:room())
   job.budget = budget
-  local recent = { table.unpack(job.ids) }
-  local options = {}
-  for k, v in pairs(job.sampling) do options[k] = v end
-  options.max_tokens, options.recent, options.stop = budget, recent, job.stop_ids
-  session.random = nil -- (each request draws from its own seed)
-  job.next_id = session:generate(options)
+  -- drawn as Session:generate draws: the sampling options, the request's own seed, the
+  -- penalties over the prompt and what follows it
+  job.recent = { table.unpack(job.ids) }
+  job.random = generation.rng(job.sampling.seed)
+  job.started = true
   job.answer = {}
   job.reasoning = {}
   job.split = job.kind == "chat" and chat.thinking_splitter() or nil
@@ -443,21 +448,21 @@ function Server:emit(job, piece)
   end
 end
 
--- One token of a started job; returns true while it goes on.
-function Server:advance(job)
+-- The next token of a started job, drawn from its slot's logits; returns the id to feed, or
+-- nil when the job ends here (its finish_reason set, or cancelled).
+function Server:draw(job)
   local session = job.slot.session
-  local row = job.logprobs and session.logits or nil
-  local id = job.next_id()
-  if id == nil then job.finish_reason = "length" return false end
-  if job.stop_ids[id] then job.finish_reason = "stop" return false end
+  local id = generation.sample(session.logits, job.sampling, job.random, job.recent)
+  job.recent[#job.recent + 1] = id
+  if job.stop_ids[id] then job.finish_reason = "stop" return nil end
   job.produced[#job.produced + 1] = id
-  if row then
-    job.logprob_entries[#job.logprob_entries + 1] = logprob_entry(self.tok, row, id, job.logprobs)
+  if job.logprobs then
+    job.logprob_entries[#job.logprob_entries + 1] = logprob_entry(self.tok, session.logits, id, job.logprobs)
   end
-  if not job.text:push(id) then job.finish_reason = "stop" return false end
-  if #job.produced >= job.budget then job.finish_reason = "length" return false end
-  if job.request:gone() then job.cancelled = true end
-  return not job.cancelled
+  if not job.text:push(id) then job.finish_reason = "stop" return nil end
+  if #job.produced >= job.budget then job.finish_reason = "length" return nil end
+  if job.cancelled or job.request:gone() then job.cancelled = true return nil end
+  return id
 end
 
 -- Ends a job: its whole answer, or the stream's last chunks; frees its slot.
@@ -512,29 +517,40 @@ function Server:finish(job)
     job.cancelled and " (client gone)" or ""))
 end
 
---- One turn of the engine: jobs that waited start, and every busy slot gives its next token.
---- Returns whether any slot is busy.
+--- One turn of the engine: jobs that waited start (their prompts fed), every busy slot draws
+--- its next token, and the slots that go on feed theirs in one decode step. Returns whether
+--- any slot is busy.
 function Server:step()
   self:assign()
-  local busy = false
+  local sessions, ids = {}, {}
   for _, slot in ipairs(self.slots) do
     local job = slot.job
-    if job then
-      if not job.next_id then
-        local ok, err = pcall(self.start, self, job)
-        if not ok then
-          slot.job, job.slot = nil, nil
-          slot.held, slot.session = {}, nil
-          send_refusal(job.request, refusal(500, "the model failed on this request: " .. tostring(err):gsub("^[^:]*:%d+: ", "")))
-          self.log(job.id .. " 500 " .. tostring(err))
-          goto continue
-        end
+    if job and not job.started then
+      local ok, err = pcall(self.start, self, job)
+      if not ok then
+        slot.job, job.slot = nil, nil
+        slot.held, slot.session = {}, nil
+        send_refusal(job.request, refusal(500, "the model failed on this request: " .. tostring(err):gsub("^[^:]*:%d+: ", "")))
+        self.log(job.id .. " 500 " .. tostring(err))
+        job = nil
       end
-      if not self:advance(job) then self:finish(job) else busy = true end
     end
-    ::continue::
+    if job then
+      local id = self:draw(job)
+      if id then
+        sessions[#sessions + 1], ids[#ids + 1] = slot.session, id
+      else
+        self:finish(job)
+      end
+    end
   end
-  return busy or #self.waiting > 0
+  -- (at most ANE_FEW_COLUMNS = 16 slots a step: each slot's logits its own step's, bit for bit)
+  if #sessions > 0 then self.decode_steps, self.decode_tokens = self.decode_steps + 1, self.decode_tokens + #sessions end
+  for first = 1, #sessions, 16 do
+    generation.step_together(table.move(sessions, first, math.min(first + 15, #sessions), 1, {}),
+      table.move(ids, first, math.min(first + 15, #ids), 1, {}))
+  end
+  return #sessions > 0 or #self.waiting > 0
 end
 
 --- Answers a request that came in while the server stops: 503.

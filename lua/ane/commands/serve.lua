@@ -28,8 +28,8 @@ function M.options()
     { "backend", "choice", nil, "sim (CPU, everywhere) or ane (the device, macOS); default ane.default_backend()",
       choices = { "sim", "ane" } },
     { "precision", "choice", "fp16", "fp16 (the device's numerics) or fp32 (the CPU reference)", choices = { "fp16", "fp32" } },
-    { "profile", "choice", nil, "ane (the device's rules; default for fp16) or cpu (no padding; default for fp32)",
-      choices = { "ane", "cpu" } },
+    { "profile", "choice", nil, "cpu (default on sim: the slots' decode steps run as one product) or ane (the "
+      .. "device's rules, each slot stepped alone)", choices = { "ane", "cpu" } },
   }, cli.quantize_options())
 end
 
@@ -54,7 +54,11 @@ function M.main(...)
   if opts.api_key == "" then command:usage_error("--api-key needs a non-empty key") end
   command:use_backend(opts.backend)
   command:check_activations(opts, path)
-  local model, err = command:call(models.load, path, require("ane.commands.run").model_options(opts))
+  -- on sim the cpu profile unless --profile says otherwise: its decode steps are one position
+  -- wide, so the slots' steps run as one product (the ane profile pads each to the device's 32)
+  local load_options = require("ane.commands.run").model_options(opts)
+  if not opts.profile and ane.default_backend() ~= "ane" then load_options.profile = "cpu" end
+  local model, err = command:call(models.load, path, load_options)
   if not model then command:fail(err) end
   if opts.tokenizer then
     model.tokenizer, model.tokenizer_problem = models.tokenizer_file(opts.tokenizer, model.config and model.config.vocab_size)

@@ -255,35 +255,50 @@ end
 -- v outputs (their first position), and a mask value that lets the position in.
 local APPENDS = { k_cache = "k", v_cache = "v", mask = 0 }
 
--- The id at the next position through every layer, its key and value into the caches;
--- returns the last layer's output (one position of W).
-function advance(self, id)
+-- The start of a decode step at the session's next position: caches grown and windows slid
+-- as needed, the id embedded. Returns the step: h (one position of W) and what each layer's
+-- attention takes besides.
+local function begin_step(self, id)
   local m, position = self.model, self.position
   if self.pending then settle(self) end
   if position + 1 > self.size then use_size(self, cache_size(self, position + 1)) end
   slide_windows(self, position)
-  local h = m:embed_token(id, position, self.W)
   -- the layers' extra inputs (rotary angles), and a sliding layer's own where they differ
   local inputs, sliding_inputs = m:decode_inputs(position, self.W)
   -- (a one-position program's outputs past the first are its padding: neither written nor clamped)
   local wide = self.W > 1 and 1 or nil
-  local appending, one = { append = APPENDS, at = position + 1, positions = wide }, { positions = wide }
+  return { h = m:embed_token(id, position, self.W), inputs = inputs, sliding_inputs = sliding_inputs,
+    appending = { append = APPENDS, at = position + 1, positions = wide }, one = { positions = wide } }
+end
+
+-- Layer l's attention of a step over the session's own caches: the layer's output before its
+-- FFN, written into the session's step buffers (step_outputs).
+local function attend(self, l, step)
+  local m = self.model
+  local layer_inputs = step.sliding_inputs and m:is_sliding(l) and step.sliding_inputs or step.inputs
+  layer_inputs.x = step.h
+  for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
+  return m:eval(self.attention[l], "attn", l, layer_inputs, self.step_outputs.attn, step.appending).y
+end
+
+-- The id at the next position through every layer, its key and value into the caches;
+-- returns the last layer's output (one position of W).
+function advance(self, id)
+  local m = self.model
+  local step = begin_step(self, id)
   -- the layers write their outputs into the session's buffers (step_outputs): Stories110M
   -- int4 and Qwen3-0.6B int4 decode 2-3% faster than into new tensors each eval
   local outputs = self.step_outputs
   for l = 1, m.n_layer do
-    local layer_inputs = sliding_inputs and m:is_sliding(l) and sliding_inputs or inputs
-    layer_inputs.x = h
-    for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
-    local r = m:eval(self.attention[l], "attn", l, layer_inputs, outputs.attn, appending)
+    local y = attend(self, l, step)
     -- the FFN runs on a helper (the device, or sim's thread) while the CPU goes on
     -- (opts.asynchronous: true or false; default on the device)
-    local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
-    local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = r.y }, outputs.ffn, one)
-    h = f.y
+    local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = y }, outputs.ffn, step.one)
+    local f = ffn_outputs and ffn_outputs.wait() or m:eval(self.ffn[l], "ffn", l, { x = y }, outputs.ffn, step.one)
+    step.h = f.y
   end
-  self.position = position + 1
-  return h
+  self.position = self.position + 1
+  return step.h
 end
 
 -- One decode step: the id at the next position into the caches; the logits after it.
@@ -293,6 +308,44 @@ local function step(self, id)
   self.logits = m:classify(advance(self, id), 1, self.W):reshape(-1)
   m.counters.decode_tokens = m.counters.decode_tokens + 1
   m.counters.decode_seconds = m.counters.decode_seconds + m:elapsed_without_compiling(step_start, step_compiling)
+end
+
+--- One decode step of several sessions of one model, each at its own position with its own
+--- caches, feeding ids[i] to sessions[i]; afterwards each session's logits are those after
+--- its id. Each layer's attention runs on each session's caches; its FFN runs once over all
+--- the sessions' positions as columns of one program, and the classifier likewise, so each of
+--- those weights is read once per step for all of them. Up to 16 sessions (ANE_FEW_COLUMNS)
+--- a column's products are the one-position step's sums (tensor/gemv.h): every session's
+--- logits are bit for bit what step() gives it alone. Where the model's programs are wider
+--- than one position (the ane profile) the sessions step one after another.
+function M.step_together(sessions, ids)
+  local B = #sessions
+  if B == 0 then return end
+  local m = sessions[1].model
+  if B == 1 or sessions[1].W > 1 or not m.classify_steps then
+    for i, session in ipairs(sessions) do step(session, ids[i]) end
+    return
+  end
+  local start, compiling = ane.clock(), m.counters.compile_seconds
+  local steps = {}
+  for i, session in ipairs(sessions) do
+    if session.model ~= m then error("step_together: the sessions must be of one model", 2) end
+    steps[i] = begin_step(session, ids[i])
+  end
+  local columns = ane.tensor({ 1, m.width, 1, B }, m.dtype) -- [1, C, 1, B]: one column a session
+  for l = 1, m.n_layer do
+    for i, session in ipairs(sessions) do columns:slice(4, i, i):copy_from(attend(session, l, steps[i]):slice(4, 1, 1)) end
+    local y = m:eval(m:program("ffn", l, B), "ffn", l, { x = columns }).y
+    for i = 1, B do steps[i].h = y:slice(4, i, i):copy() end
+  end
+  for i, session in ipairs(sessions) do
+    columns:slice(4, i, i):copy_from(steps[i].h)
+    session.position = session.position + 1
+  end
+  local logits = m:classify_steps(columns, B) -- [B, V]
+  for i, session in ipairs(sessions) do session.logits = logits:slice(1, i, i):reshape(-1):copy() end
+  m.counters.decode_tokens = m.counters.decode_tokens + B
+  m.counters.decode_seconds = m.counters.decode_seconds + m:elapsed_without_compiling(start, compiling)
 end
 
 --- Appends ids to what the session holds (the first feed is one prefill, later ones one

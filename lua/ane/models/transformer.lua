@@ -571,6 +571,19 @@ function Methods:classify(x, T, S, first)
   return self.arch.final_softcap and decoder.softcap(logits, self.arch.final_softcap) or logits
 end
 
+--- Logits [B, V] (fp32) of B decode steps' final-norm inputs x [1, dim, 1, B] (one column a
+--- session, ane.models.generation.step_together), each column through the classifier a
+--- one-position step reads, so each is that step's logits.
+function Methods:classify_steps(x, B)
+  local h = self:eval(self:program("norm", nil, B), "norm", 0, { x = x }).y -- [1, dim, 1, B]
+  local classifier, columns = one_position_classifier(self), h:reshape(self.width, B):to("fp32")
+  -- [V, dim] x [dim, B]: up to 16 columns each the one-column product's sums (tensor/gemv.h)
+  local by_column = ane.quantized.is(classifier) and classifier:matmul(columns, self.activations)
+    or classifier:matmul(columns)
+  local logits = by_column:transpose():copy() -- [B, V]
+  return self.arch.final_softcap and decoder.softcap(logits, self.arch.final_softcap) or logits
+end
+
 -- Hooks of ane.models.generation: the cache holds the k the programs output; RoPE models
 -- take the decoded position's rotary angles as inputs.
 function Methods:embed_token(id, position, W) return self:embed({ id }, position, W) end
