@@ -203,11 +203,7 @@ describe("GGUF files", function()
 
   it("reads byte-level BPE vocabularies (gpt-2, qwen2 pre-tokenizers) as Hugging Face encodes", function()
     local cjson = require("cjson")
-    local vocab = cjson.decode(helpers.read_file(helpers.root .. "/data/tokenizers/gpt2/vocab.json"))
-    local merges = {}
-    for line in io.lines(helpers.root .. "/data/tokenizers/gpt2/merges.txt") do
-      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
-    end
+    local vocab, merges = helpers.gpt2_vocab_and_merges()
     assert_encodes(assert(gguf.tokenizer(bpe_gguf(vocab, merges, {}, "gpt-2"))), "gpt-2")
     local qwen = cjson.decode(helpers.read_file(helpers.root .. "/data/tokenizers/qwen3/tokenizer.json"))
     local tok = assert(gguf.tokenizer(bpe_gguf(qwen.model.vocab, qwen.model.merges, qwen.added_tokens, "qwen2")))
@@ -223,12 +219,7 @@ describe("GGUF files", function()
   -- one to the definition), over llama.cpp's 46 texts.
   it("reads the smollm pre-tokenizer as the tokenizer.json with Digits and ByteLevel", function()
     local cjson = require("cjson")
-    local dir = helpers.root .. "/data/tokenizers/gpt2/"
-    local vocab = cjson.decode(helpers.read_file(dir .. "vocab.json"))
-    local merges = {}
-    for line in io.lines(dir .. "merges.txt") do
-      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
-    end
+    local vocab, merges = helpers.gpt2_vocab_and_merges()
     local json_dir = helpers.tmpdir()
     helpers.write_file(json_dir .. "/tokenizer.json", cjson.encode({ model = { type = "BPE", vocab = vocab, merges = merges },
       pre_tokenizer = { type = "Sequence", pretokenizers = { { type = "Digits", individual_digits = true },

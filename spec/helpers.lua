@@ -183,6 +183,18 @@ local function shell_quote(text)
 end
 M.quote = shell_quote
 
+--- GPT-2's vocabulary (token -> id) and merges ("a b" strings in rank order) from
+--- data/tokenizers/gpt2, for specs that build tokenizers of other shapes from them.
+function M.gpt2_vocab_and_merges()
+  local dir = M.root .. "/data/tokenizers/gpt2/"
+  local vocab = require("cjson").decode(M.read_file(dir .. "vocab.json"))
+  local merges = {}
+  for line in io.lines(dir .. "merges.txt") do
+    if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
+  end
+  return vocab, merges
+end
+
 -- Runs a shell command; returns stdout, stderr, exit code.
 function M.run(command, stdin_text)
   local dir = M.tmpdir()

@@ -117,11 +117,7 @@ describe("a tokenizer.json whose pre_tokenizer chains Digits and ByteLevel", fun
 
   it("encodes as GPT-2 does on each part between digits", function()
     local dir = helpers.root .. "/data/tokenizers/gpt2/"
-    local vocab = cjson.decode(helpers.read_file(dir .. "vocab.json"))
-    local merges = {}
-    for line in io.lines(dir .. "merges.txt") do
-      if line ~= "" and not line:match("^#version") then merges[#merges + 1] = line end
-    end
+    local vocab, merges = helpers.gpt2_vocab_and_merges()
     local tmp = helpers.tmpdir()
     helpers.write_file(tmp .. "/tokenizer.json", cjson.encode({ model = { type = "BPE", vocab = vocab, merges = merges },
       pre_tokenizer = { type = "Sequence", pretokenizers = { { type = "Digits", individual_digits = true },

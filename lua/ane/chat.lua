@@ -177,12 +177,13 @@ function Conversation:reset()
   self.held = {} -- the ids the session holds, in order
 end
 
--- How many leading ids a and b share.
-local function shared_prefix(a, b)
+--- How many leading ids the arrays a and b share.
+function M.shared_prefix(a, b)
   local n = 0
   while n < #a and n < #b and a[n + 1] == b[n + 1] do n = n + 1 end
   return n
 end
+local shared_prefix = M.shared_prefix
 
 --- One user turn and the streamed answer: sampling as Session:generate takes it (stop = the
 --- end-of-turn ids), on_text(piece) for each piece of new text. Returns a table {answer,

@@ -326,12 +326,7 @@ function Server:job(kind, request)
   return job
 end
 
--- How many leading ids a and b share.
-local function shared_prefix(a, b)
-  local n = 0
-  while n < #a and n < #b and a[n + 1] == b[n + 1] do n = n + 1 end
-  return n
-end
+local shared_prefix = chat.shared_prefix
 
 function Server:idle_slot()
   for _, slot in ipairs(self.slots) do if not slot.job then return slot end end

@@ -113,7 +113,9 @@ end
 --- ../shared/peers/llama.cpp/make_models.sh in work/gguf): returns bin, gguf directory, or
 --- nil and why they are not available.
 function M.llama_cpp_models(peers, work, checkpoint, tokenizer_bin)
-  local bin = peers .. "/llama.cpp/bin"
+  -- ANELUA_LLAMA_CPP_BIN: a build of the same llama.cpp for this CPU (build_llama_cpp.sh),
+  -- where the peers' binaries stop on an instruction it lacks
+  local bin = os.getenv("ANELUA_LLAMA_CPP_BIN") or peers .. "/llama.cpp/bin"
   if not require("lfs").attributes(bin .. "/llama-bench") then return nil, "no " .. bin .. "/llama-bench" end
   local gguf = work .. "/gguf"
   if not os.execute(string.format("bash %s %s %s %s > /dev/null 2>&1", M.quote(peers .. "/llama.cpp/make_models.sh"),
@@ -130,6 +132,21 @@ function M.llama_cpp_models(peers, work, checkpoint, tokenizer_bin)
       illegal and ", an illegal instruction: they were built for a CPU with other instruction sets" or "")
   end
   return bin, gguf
+end
+
+--- The Stories110M peers and llama.cpp's GGUF files of the same checkpoint for a benchmark
+--- parsed with peer_options: paths, bin, gguf directory; or nil after printing why they are
+--- not available (the benchmark then has nothing to compare against).
+function M.stories_and_llama_cpp(opts, root)
+  local paths, why = M.stories_peers(opts.peers, opts.work)
+  local bin, gguf
+  if paths then bin, gguf = M.llama_cpp_models(opts.peers, opts.work, paths.checkpoint,
+    root .. "/data/tokenizers/llama2/tokenizer.bin") end
+  if not bin then
+    print("peer not available: " .. (why or gguf) .. "; nothing to compare against")
+    return nil
+  end
+  return paths, bin, gguf
 end
 
 --- llama.cpp's weights in `gguf_file` (a file of llama_cpp_models), dequantized to fp32 as a

@@ -19,14 +19,8 @@ local opts = require("ane.cli").command {
   }),
 }:parse(arg)
 
-local paths, why = common.stories_peers(opts.peers, opts.work)
-local bin, gguf
-if paths then bin, gguf = common.llama_cpp_models(opts.peers, opts.work, paths.checkpoint,
-  root .. "/data/tokenizers/llama2/tokenizer.bin") end
-if not bin then
-  print("peer not available: " .. (why or gguf) .. "; nothing to compare against")
-  return
-end
+local paths, bin, gguf = common.stories_and_llama_cpp(opts, root)
+if not paths then return end
 
 local PRECISIONS = { "fp32", "fp16" }
 local peer_file = { fp32 = "model-f32.gguf", fp16 = "model-f16.gguf" }

@@ -5,7 +5,9 @@
 # started with that many slots, then rounds that alternate anelua, llama-server, anelua, ...
 # Prints per engine and clients: aggregate tokens/s, time to first token and inter-token latency
 # (p50 / p99), failed requests; the median ratio of anelua's throughput to llama-server's with
-# its range; each engine's batching gain (most clients / one). Then the fault run against anelua
+# its range; each engine's batching gain (most clients / one). ANELUA_LLAMA_CPP_BIN names a
+# llama.cpp build for this CPU (build_llama_cpp.sh) where the peers' binaries do not run; without
+# a llama-server that runs, anelua's rows alone are printed. Then the fault run against anelua
 # serve: COUNT requests cut off, malformed, oversized, slow and ordinary; RSS before and after;
 # the slots /health reports idle at the end.
 #
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 peers=../shared/peers
-server_bin=$peers/llama.cpp/bin/llama-server
+server_bin=${ANELUA_LLAMA_CPP_BIN:-$peers/llama.cpp/bin}/llama-server
 anelua=build/anelua
 mkdir -p "$work"
 [ -f "$work/stories110M.bin" ] || "$peers/build.sh" "$work" >/dev/null
@@ -48,10 +50,15 @@ start_anelua() { # SLOTS -> pid in $pid
   wait_healthy http://127.0.0.1:18431 $pid || { cat "$work/anelua.log" >&2; exit 1; }
 }
 
-start_llama() { # SLOTS
+peer=yes
+start_llama() { # SLOTS; peer=no when llama-server does not run here
   "$server_bin" -m "$model" --port 18432 -t 2 -c $((context * $1)) -np "$1" --alias stories >"$work/llama.log" 2>&1 &
   pid=$!
-  wait_healthy http://127.0.0.1:18432 $pid || { tail -20 "$work/llama.log" >&2; exit 1; }
+  if ! wait_healthy http://127.0.0.1:18432 $pid; then
+    wait $pid 2>/dev/null; status=$?
+    echo "llama-server not available (exit status $status$([ $status = 132 ] && echo ': an illegal instruction, built for another CPU')); anelua alone"
+    peer=no
+  fi
 }
 
 echo "model: $model ($(du -h "$model" | cut -f1)); $seconds s per run, $rounds rounds, $tokens tokens per request"
@@ -61,7 +68,11 @@ for clients in $clients_list; do
   for round in $(seq 1 "$rounds"); do
     for engine in anelua llama; do
       if [ $engine = anelua ]; then start_anelua "$clients"; url=http://127.0.0.1:18431
-      else start_llama "$clients"; url=http://127.0.0.1:18432; fi
+      else
+        [ $peer = yes ] && start_llama "$clients"
+        [ $peer = yes ] || continue
+        url=http://127.0.0.1:18432
+      fi
       $load load $url stories 1 2 8 >/dev/null # (warm-up: compiles, first touches)
       line=$($load load $url stories "$clients" "$seconds" "$tokens")
       kill -TERM $pid; wait $pid 2>/dev/null || true
@@ -75,11 +86,12 @@ const lines = require("fs").readFileSync(process.argv[1], "utf8").trim().split("
 const median = (v) => { const s = [...v].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
 const by = {};
 for (const l of lines) ((by[l.result.clients] ??= { anelua: [], llama: [] })[l.engine]).push(l.result);
+const engines = lines.some((l) => l.engine === "llama") ? ["anelua", "llama"] : ["anelua"];
 console.log("\n| clients | engine | tokens/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | failed |");
 console.log("|---|---|---|---|---|---|");
 const rate = {};
 for (const [clients, e] of Object.entries(by)) {
-  for (const engine of ["anelua", "llama"]) {
+  for (const engine of engines) {
     const rs = e[engine];
     rate[engine] ??= {};
     rate[engine][clients] = median(rs.map((r) => r.tokens_per_s));
@@ -87,12 +99,13 @@ for (const [clients, e] of Object.entries(by)) {
     console.log(`| ${clients} | ${engine === "llama" ? "llama-server" : "anelua serve"} | ${rate[engine][clients].toFixed(1)} | ` +
       `${f("ttft_p50")} / ${f("ttft_p99")} | ${f("itl_p50")} / ${f("itl_p99")} | ${rs.reduce((a, r) => a + r.failed, 0)} |`);
   }
+  if (engines.length < 2) continue;
   const ratios = e.anelua.map((r, i) => r.tokens_per_s / e.llama[i].tokens_per_s);
   console.log(`|   | anelua / llama-server | ${median(ratios).toFixed(2)} (${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}) | | | |`);
 }
 const counts = Object.keys(by).map(Number).sort((a, b) => a - b);
 const [lo, hi] = [counts[0], counts[counts.length - 1]];
-for (const engine of ["anelua", "llama"])
+for (const engine of engines)
   console.log(`batching gain ${engine} (${hi} clients / ${lo}): ${(rate[engine][hi] / rate[engine][lo]).toFixed(2)}x`);
 ' "$results"
 
