@@ -168,6 +168,56 @@ describe("anelua serve", function()
     assert.are.same({ NAME }, got.models)
   end)
 
+  -- logprobs against the model run in this process (fp16, cpu profile: the server's), on a
+  -- prompt no slot has seen (its prefill, as the in-process session's): the first token's
+  -- log-probability is the log-softmax of the prompt's logits (double here, fp32 there: within
+  -- 1e-5 of values of size ~5). The same prompt again takes the slot's cache (its last token
+  -- through a decode step, whose fp16 sums differ from the prefill's by ~3e-4), whole and
+  -- streamed alike: those two carry the same entries.
+  it("gives the log-probabilities of the drawn tokens, whole and streamed alike", function()
+    local prompt = "Zebras never sleep"
+    local body = { model = NAME, prompt = prompt, max_tokens = 5, temperature = 0, logprobs = 2 }
+    local _, first = post(server, "/v1/completions", body)
+    local lp = first.choices[1].logprobs
+    assert.are.equal(5, #lp.tokens)
+    assert.are.equal(first.choices[1].text, table.concat(lp.tokens))
+    local model = assert(require("ane.models").load(MODEL, { precision = "fp16", profile = "cpu" }))
+    local session = model:session({ capacity = 64 })
+    local row = session:feed(require("ane.models").prompt_ids(model, prompt)):totable()
+    local peak, sum, best = -math.huge, 0, 1
+    for i, v in ipairs(row) do
+      peak = math.max(peak, v)
+      if v > row[best] then best = i end
+    end
+    for _, v in ipairs(row) do sum = sum + math.exp(v - peak) end
+    local want = row[best] - peak - math.log(sum)
+    assert.is_true(math.abs(lp.token_logprobs[1] - want) < 1e-5, lp.token_logprobs[1] .. " vs " .. want)
+    for i = 1, 5 do
+      local top, count, highest = lp.top_logprobs[i], 0, -math.huge
+      for _, v in pairs(top) do count, highest = count + 1, math.max(highest, v) end
+      assert.are.equal(2, count)
+      assert.are.equal(highest, lp.token_logprobs[i]) -- greedy: the drawn token is the likeliest
+    end
+    local _, whole = post(server, "/v1/completions", body)
+    body.stream = true
+    local _, text = request(server, "POST", "/v1/completions", body)
+    local tokens, values = {}, {}
+    for _, c in ipairs((events(text))) do
+      local l = c.choices[1] and c.choices[1].logprobs
+      if type(l) == "table" then
+        for i, t in ipairs(l.tokens) do tokens[#tokens + 1], values[#values + 1] = t, l.token_logprobs[i] end
+      end
+    end
+    assert.are.same(whole.choices[1].logprobs.tokens, tokens)
+    assert.are.same(whole.choices[1].logprobs.token_logprobs, values)
+    local _, chat = post(server, "/v1/chat/completions", { model = NAME, messages = { { role = "user", content = "Hi" } },
+      max_tokens = 4, temperature = 0, logprobs = true, top_logprobs = 3 })
+    local content = chat.choices[1].logprobs.content
+    assert.are.equal(4, #content)
+    assert.are.equal(3, #content[1].top_logprobs)
+    assert.are.equal(content[1].top_logprobs[1].logprob, content[1].logprob)
+  end)
+
   it("ends the text before a stop string, with finish_reason stop", function()
     local _, free = post(server, "/v1/completions", { model = NAME, prompt = "Once upon a time", max_tokens = 12,
       temperature = 0 })

@@ -390,6 +390,32 @@ local function logprob_entry(tok, row, id, top)
   return result
 end
 
+-- The logprobs of a choice in the endpoint's shape, for `entries` (logprob_entry's): a chat's
+-- {content = entries}; a completion's parallel lists (tokens, token_logprobs, top_logprobs as
+-- {token = logprob} maps, text_offset: each token's byte offset in the completion's text).
+local function logprobs_field(job, entries)
+  if job.kind == "chat" then return { content = #entries > 0 and entries or EMPTY_LIST } end
+  local tokens, logprobs, tops, offsets = {}, {}, {}, {}
+  for i, e in ipairs(entries) do
+    tokens[i], logprobs[i], offsets[i] = e.token, e.logprob, job.text_offset
+    job.text_offset = job.text_offset + #e.token
+    local top = {}
+    for _, t in ipairs(type(e.top_logprobs) == "table" and e.top_logprobs or {}) do top[t.token] = t.logprob end
+    tops[i] = top -- (an empty map is written {}, as OpenAI writes it)
+  end
+  if #entries == 0 then return { tokens = EMPTY_LIST, token_logprobs = EMPTY_LIST, top_logprobs = EMPTY_LIST,
+    text_offset = EMPTY_LIST } end
+  return { tokens = tokens, token_logprobs = logprobs, top_logprobs = tops, text_offset = offsets }
+end
+
+-- The logprobs a streamed chunk carries: those of the tokens drawn since the last chunk.
+local function pending_logprobs(job)
+  if not job.logprobs then return null end
+  local entries = job.pending_logprobs
+  job.pending_logprobs = {}
+  return logprobs_field(job, entries)
+end
+
 -- Starts a job in its slot: the prompt past what the slot's cache shares is fed.
 function Server:start(job)
   local slot = job.slot
@@ -419,6 +445,7 @@ function Server:start(job)
   job.split = job.kind == "chat" and chat.thinking_splitter() or nil
   job.text = text_stream.new(self.tok, job.ids, job.stops, function(piece) self:emit(job, piece) end)
   job.logprob_entries = job.logprobs and {} or nil
+  job.pending_logprobs, job.text_offset = {}, 0
   if job.stream then
     job.request:stream(200, { ["Content-Type"] = "text/event-stream", ["Cache-Control"] = "no-cache" })
     if job.kind == "chat" then send_event(job, chunk(job, self, { delta = { role = "assistant", content = "" } })) end
@@ -437,9 +464,9 @@ function Server:emit(job, piece)
     local delta = {}
     if reasoning ~= "" then delta.reasoning_content = reasoning end
     if answer ~= "" then delta.content = answer end
-    send_event(job, chunk(job, self, { delta = delta }))
+    send_event(job, chunk(job, self, { delta = delta, logprobs = pending_logprobs(job) }))
   else
-    send_event(job, chunk(job, self, { text = answer, logprobs = null }))
+    send_event(job, chunk(job, self, { text = answer, logprobs = pending_logprobs(job) }))
   end
 end
 
@@ -452,7 +479,9 @@ function Server:draw(job)
   if job.stop_ids[id] then job.finish_reason = "stop" return nil end
   job.produced[#job.produced + 1] = id
   if job.logprobs then
-    job.logprob_entries[#job.logprob_entries + 1] = logprob_entry(self.tok, session.logits, id, job.logprobs)
+    local entry = logprob_entry(self.tok, session.logits, id, job.logprobs)
+    job.logprob_entries[#job.logprob_entries + 1] = entry
+    job.pending_logprobs[#job.pending_logprobs + 1] = entry
   end
   if not job.text:push(id) then job.finish_reason = "stop" return nil end
   if #job.produced >= job.budget then job.finish_reason = "length" return nil end
@@ -480,8 +509,8 @@ function Server:finish(job)
   if job.cancelled then
     if job.stream then job.request:finish() end
   elseif job.stream then
-    local last = job.kind == "chat" and chunk(job, self, { delta = {} }, job.finish_reason)
-      or chunk(job, self, { text = "", logprobs = null }, job.finish_reason)
+    local last = job.kind == "chat" and chunk(job, self, { delta = {}, logprobs = pending_logprobs(job) }, job.finish_reason)
+      or chunk(job, self, { text = "", logprobs = pending_logprobs(job) }, job.finish_reason)
     send_event(job, last)
     if job.include_usage then
       send_event(job, { id = job.id, object = job.kind == "chat" and "chat.completion.chunk" or "text_completion",
@@ -494,14 +523,10 @@ function Server:finish(job)
     if job.kind == "chat" then
       choice.message = { role = "assistant", content = table.concat(job.answer) }
       if #job.reasoning > 0 then choice.message.reasoning_content = table.concat(job.reasoning) end
-      if job.logprob_entries then choice.logprobs = { content = job.logprob_entries } end
+      if job.logprob_entries then choice.logprobs = logprobs_field(job, job.logprob_entries) end
     else
       choice.text = table.concat(job.answer)
-      if job.logprob_entries then
-        local tokens, logprobs = {}, {}
-        for i, e in ipairs(job.logprob_entries) do tokens[i], logprobs[i] = e.token, e.logprob end
-        choice.logprobs = { tokens = tokens, token_logprobs = logprobs }
-      end
+      if job.logprob_entries then choice.logprobs = logprobs_field(job, job.logprob_entries) end
     end
     json_response(job.request, 200, { id = job.id, object = job.kind == "chat" and "chat.completion" or "text_completion",
       created = job.created, model = self.id, choices = { choice }, usage = usage })
