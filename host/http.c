@@ -3,7 +3,9 @@
  * out idle clients). Each complete request is handed to the Lua side through a queue; the
  * Lua loop, single-threaded, takes them with server:next(seconds) and answers whole
  * (request:respond) or as a stream of chunks (request:stream, request:write, request:finish).
- * A body over the limit is refused with 413 here, before it is read.
+ * A body over the limit is refused with 413 here: read and dropped, then answered, so the client
+ * (still sending) reads the answer; a body announced at over 64 times the limit is answered at
+ * once and its connection closed.
  *
  *   local http = require("anelua.http")
  *   local server = assert(http.listen{ host = "127.0.0.1", port = 8080, max_body = 1 << 20, timeout = 30 })
@@ -33,6 +35,7 @@
 #define SERVER_TYPE "anelua.http.server"
 #define REQUEST_TYPE "anelua.http.request"
 #define STREAM_BUFFER_LIMIT (8u << 20) /* a client this far behind a stream is taken as gone */
+#define DROP_LIMIT_FACTOR 64            /* a refused body is read (and dropped) up to 64 times the limit */
 
 enum request_state { WAITING, ANSWERED, STREAMING, FINISHED };
 
@@ -47,7 +50,8 @@ typedef struct http_request {
     size_t body_length, body_capacity;
     char **headers; /* [header_count * 2]: lower-case name, value */
     int header_count;
-    int refused;    /* answered 413 by the connection thread */
+    int refused;    /* over the limit: its body dropped as it comes, then 413 */
+    size_t dropped; /* bytes of a refused body read so far */
     int queued;     /* handed to Lua */
     /* under server->lock: */
     enum request_state state;
@@ -197,23 +201,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         *context = r;
         if (!r->path || MHD_get_connection_values(connection, MHD_HEADER_KIND, collect_header, r) < 0) return MHD_NO;
         const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (length && strtoull(length, NULL, 10) > s->max_body) {
-            r->refused = 1;
+        unsigned long long announced = length ? strtoull(length, NULL, 10) : 0;
+        if (announced > s->max_body) r->refused = 1;
+        if (announced > (unsigned long long)s->max_body * DROP_LIMIT_FACTOR) /* not worth reading: answered now */
             return answer_error(connection, 413 /* content too large */, "the request body is larger than the server takes",
                                 "invalid_request_error");
-        }
         return MHD_YES;
     }
-    if (r->refused) { /* the rest of a body already refused */
+    if (r->refused) { /* a body over the limit: dropped as it comes, answered once it is in */
+        r->dropped += *upload_data_size;
+        int done = *upload_data_size == 0;
         *upload_data_size = 0;
+        if (done || r->dropped > s->max_body * DROP_LIMIT_FACTOR)
+            return answer_error(connection, 413 /* content too large */, "the request body is larger than the server takes",
+                                "invalid_request_error");
         return MHD_YES;
     }
     if (*upload_data_size) {
         if (r->body_length + *upload_data_size > s->max_body) {
             r->refused = 1;
+            r->dropped = r->body_length + *upload_data_size;
             *upload_data_size = 0;
-            return answer_error(connection, 413 /* content too large */, "the request body is larger than the server takes",
-                                "invalid_request_error");
+            return MHD_YES;
         }
         if (r->body_length + *upload_data_size + 1 > r->body_capacity) {
             size_t capacity = (r->body_length + *upload_data_size + 1) * 2;

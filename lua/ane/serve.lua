@@ -210,6 +210,20 @@ function M.new(model, opts)
   return self
 end
 
+--- Compiles what the batched decode steps of 2 .. parallel slots use (each layer's FFN and the
+--- final norm at that many positions), so no request waits for a compile; returns how many
+--- programs that was.
+function Server:prepare()
+  local m, count = self.model, 0
+  if m.min_width ~= 1 or not m.classify_steps then return 0 end -- (slots stepped one by one)
+  for B = 2, math.min(#self.slots, 16) do
+    for l = 1, m.n_layer do m:program("ffn", l, B) end
+    m:program("norm", nil, B)
+    count = count + m.n_layer + 1
+  end
+  return count
+end
+
 -- Compares two strings in time that depends on their lengths only.
 local function same_secret(a, b)
   if #a ~= #b then return false end

@@ -78,6 +78,12 @@ function M.main(...)
     api_key = opts.api_key, template = template, stop_ids = stop_ids,
     log = function(line) io.stderr:write(line, "\n") io.stderr:flush() end })
   io.stderr:write(tostring(model), "\n")
+  local compile_start = ane.clock()
+  local compiled = engine:prepare()
+  if compiled > 0 then
+    io.stderr:write(string.format("(%d programs of the slots' shared decode steps compiled in %.1f s)\n", compiled,
+      ane.clock() - compile_start))
+  end
   if not template then io.stderr:write("(no chat endpoint: " .. why .. ")\n") end
   if not loopback(opts.host) then
     io.stderr:write(string.format("warning: listening on %s, reachable from other machines%s\n", opts.host,
