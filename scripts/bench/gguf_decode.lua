@@ -50,7 +50,8 @@ local function capture(command)
   return out
 end
 
-local anelua = common.quote(root .. "/build/anelua")
+local absolute_root = root:sub(1, 1) == "/" and root or lfs.currentdir() .. "/" .. root
+local anelua = common.quote(absolute_root .. "/build/anelua") -- (run from /tmp: a file named `run` here would be taken for the script)
 local prompt = "Once upon a time"
 
 -- Cold runs: each process's own decode rate, and its wall time.
