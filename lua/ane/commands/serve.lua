@@ -84,7 +84,10 @@ function M.main(...)
     io.stderr:write(string.format("(%d programs of the slots' shared decode steps compiled in %.1f s)\n", compiled,
       ane.clock() - compile_start))
   end
-  if not template then io.stderr:write("(no chat endpoint: " .. why .. ")\n") end
+  if not template then
+    io.stderr:write("(no chat endpoint: " .. why:gsub("; `anelua run` continues raw text$", "")
+      .. "; /v1/completions continues raw text)\n")
+  end
   if not loopback(opts.host) then
     io.stderr:write(string.format("warning: listening on %s, reachable from other machines%s\n", opts.host,
       opts.api_key and "; requests need the API key" or " WITHOUT an API key"))
