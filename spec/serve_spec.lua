@@ -24,7 +24,10 @@ local function start(args)
     os.execute("sleep 0.05")
   end
   assert(port, "the server did not start: " .. (io.open(log) and helpers.read_file(log) or "(no log)"))
-  local server = { port = tonumber(port), url = "http://127.0.0.1:" .. port, log = log }
+  -- the profile it runs (its model line): cpu on sim, the device's on the ane backend (ane/ rows);
+  -- what it is compared with runs the same
+  local profile = assert(helpers.read_file(log):match("profile (%a+)%)"), "no profile in the server's model line")
+  local server = { port = tonumber(port), url = "http://127.0.0.1:" .. port, log = log, profile = profile }
   function server.stop()
     os.execute("pkill -TERM -P " .. pid .. " 2>/dev/null")
     for _ = 1, 200 do
@@ -105,7 +108,7 @@ describe("anelua serve", function()
   it("completes text as `anelua run` does at temperature 0, whole and streamed", function()
     local prompt = "Once upon a time"
     local out, err, code = helpers.run_anelua("run " .. helpers.quote(MODEL) .. " --prompt " .. helpers.quote(prompt)
-      .. " --temperature 0 --max-tokens 12 --profile cpu") -- (the server's profile on sim)
+      .. " --temperature 0 --max-tokens 12 --profile " .. server.profile)
     assert.are.equal(0, code, err)
     local want = out:sub(#prompt + 1, -2) -- (run prints the prompt, the text and a newline)
     local status, whole = post(server, "/v1/completions", { model = NAME, prompt = prompt, max_tokens = 12, temperature = 0 })
@@ -126,7 +129,7 @@ describe("anelua serve", function()
 
   it("chats as `anelua chat` does at temperature 0, whole and streamed", function()
     local out, err, code = helpers.run_anelua("chat " .. helpers.quote(MODEL) .. " --prompt 'Hi there' --temperature 0 "
-      .. "--max-tokens 10 --no-think --profile cpu")
+      .. "--max-tokens 10 --no-think --profile " .. server.profile)
     assert.are.equal(0, code, err)
     local body = { model = NAME, messages = { { role = "user", content = "Hi there" } }, max_tokens = 10, temperature = 0,
       chat_template_kwargs = { enable_thinking = false } }
@@ -168,7 +171,7 @@ describe("anelua serve", function()
     assert.are.same({ NAME }, got.models)
   end)
 
-  -- logprobs against the model run in this process (fp16, cpu profile: the server's), on a
+  -- logprobs against the model run in this process (fp16, the server's profile), on a
   -- prompt no slot has seen (its prefill, as the in-process session's): the first token's
   -- log-probability is the log-softmax of the prompt's logits (double here, fp32 there: within
   -- 1e-5 of values of size ~5). The same prompt again takes the slot's cache (its last token
@@ -181,7 +184,7 @@ describe("anelua serve", function()
     local lp = first.choices[1].logprobs
     assert.are.equal(5, #lp.tokens)
     assert.are.equal(first.choices[1].text, table.concat(lp.tokens))
-    local model = assert(require("ane.models").load(MODEL, { precision = "fp16", profile = "cpu" }))
+    local model = assert(require("ane.models").load(MODEL, { precision = "fp16", profile = server.profile }))
     local session = model:session({ capacity = 64 })
     local row = session:feed(require("ane.models").prompt_ids(model, prompt)):totable()
     local peak, sum, best = -math.huge, 0, 1
