@@ -72,7 +72,10 @@ describe("Llama-like families", function()
     end)
   end
 
-  for _, family in ipairs(FAMILIES) do
+  -- (and Qwen3, whose fixture's expectations hold logits and the loss but no gradients)
+  local lora_families = { { "qwen3-tiny" } }
+  for _, family in ipairs(FAMILIES) do table.insert(lora_families, family) end
+  for _, family in ipairs(lora_families) do
     local name = family[1]
     it(name .. ": LoRA adapters start as the model and their gradients match finite differences", function()
       local dir, expected = helpers.repo_data():reference(name)
