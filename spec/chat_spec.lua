@@ -48,6 +48,13 @@ describe("the Qwen3 chat format, from its own template", function()
     assert.are.equal("Blue.<|im_end|>", table.concat(out))
     local shown = chat.thinking_filter(true)
     assert.are.equal("<think>x</think>y", shown("<think>x</think>y"))
+    -- an answer whose end could begin a tag is held back until the last piece gives it
+    local ending = chat.thinking_filter(false)
+    assert.are.equal("a ", ending("a <thi"))
+    assert.are.equal("<thi", ending("", true))
+    local split = chat.thinking_splitter()
+    assert.are.same({ "why", "" }, { split("<think>why</th") })
+    assert.are.same({ "</th", "" }, { split("", true) })
   end)
 
   it("ignores eos_token_id entries that name no token (fractions, strings, beyond 2^63)", function()

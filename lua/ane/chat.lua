@@ -94,7 +94,7 @@ end
 --- A splitter of streamed assistant text: returns a function that takes the next piece and
 --- returns two strings, the part inside <think> ... </think> (the reasoning) and the part
 --- outside it (the answer, without the newlines that follow a </think>). A piece that may
---- begin a tag waits for the next.
+--- begin a tag waits for the next, unless `last` says no piece follows (then all is given).
 function M.thinking_splitter()
   local buffer, inside = "", false
   local function held_back(tag) -- how much of the buffer's end could begin `tag`
@@ -103,7 +103,7 @@ function M.thinking_splitter()
     end
     return 0
   end
-  return function(piece)
+  return function(piece, last)
     buffer = buffer .. piece
     local reasoning, answer = {}, {}
     while true do
@@ -111,7 +111,7 @@ function M.thinking_splitter()
       local at = buffer:find(tag, 1, true)
       local out = inside and reasoning or answer
       if not at then
-        local keep = held_back(tag)
+        local keep = last and 0 or held_back(tag)
         out[#out + 1] = buffer:sub(1, #buffer - keep)
         buffer = buffer:sub(#buffer - keep + 1)
         return table.concat(reasoning), table.concat(answer)
@@ -125,12 +125,13 @@ function M.thinking_splitter()
 end
 
 --- A filter for streamed assistant text: returns a function that takes the next piece and
---- returns what to show, dropping <think> ... </think> when show_thinking is false.
+--- returns what to show, dropping <think> ... </think> when show_thinking is false; `last`
+--- (no piece follows) gives what it held back.
 function M.thinking_filter(show_thinking)
   if show_thinking then return function(piece) return piece end end
   local split = M.thinking_splitter()
-  return function(piece)
-    local _, answer = split(piece)
+  return function(piece, last)
+    local _, answer = split(piece, last)
     return answer
   end
 end

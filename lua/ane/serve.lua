@@ -466,10 +466,11 @@ function Server:start(job)
   end
 end
 
--- New text of a job: split into reasoning and answer (chat), sent as a chunk when streaming.
-function Server:emit(job, piece)
+-- New text of a job: split into reasoning and answer (chat), sent as a chunk when streaming;
+-- `last`: no text follows (the splitter gives what it held back).
+function Server:emit(job, piece, last)
   local reasoning, answer = "", piece
-  if job.split then reasoning, answer = job.split(piece) end
+  if job.split then reasoning, answer = job.split(piece, last) end
   if reasoning ~= "" then job.reasoning[#job.reasoning + 1] = reasoning end
   if answer ~= "" then job.answer[#job.answer + 1] = answer end
   if not job.first_token_at then job.first_token_at = ane.clock() end
@@ -511,10 +512,9 @@ function Server:finish(job)
   for i = 1, session.position - #job.ids do slot.held[#job.ids + i] = job.produced[i] end
   for i = session.position + 1, #slot.held do slot.held[i] = nil end
   slot.job, job.slot = nil, nil
-  if not job.cancelled then job.text:finish() end
-  if job.split and not job.cancelled then -- what the splitter still holds
-    local reasoning, answer = job.split("")
-    if reasoning ~= "" or answer ~= "" then self:emit(job, "") end
+  if not job.cancelled then
+    job.text:finish()
+    if job.split then self:emit(job, "", true) end -- what the splitter still holds
   end
   local usage = { prompt_tokens = #job.ids, completion_tokens = #job.produced,
     total_tokens = #job.ids + #job.produced }

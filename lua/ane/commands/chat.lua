@@ -88,7 +88,7 @@ function M.converse(command, model, template, opts, config, generation)
       io.stderr:write("(" .. why .. ")\n")
       return false
     end
-    io.write("\n")
+    io.write(filter("", true), "\n") -- (what the filter held back: an answer may end in "<thi")
     io.flush() -- (before the notices on stderr, for a reader of both)
     if result.ended == "interrupted" then
       io.stderr:write("(interrupted)\n")
