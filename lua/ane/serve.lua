@@ -396,10 +396,19 @@ local function logprob_entry(tok, row, id, top)
   result.top_logprobs = EMPTY_LIST
   if top > 0 then
     result.top_logprobs = {}
-    local order = {}
-    for i = 1, #values do order[i] = i end
-    table.sort(order, function(a, b) return values[a] > values[b] end)
-    for k = 1, math.min(top, #order) do result.top_logprobs[k] = entry(order[k] - 1) end
+    -- the `top` largest in one pass (a short list kept in order), not a sort of the whole row
+    local best = {}
+    for i, v in ipairs(values) do
+      if #best < top or v > values[best[#best]] then
+        local at = math.min(#best + 1, top)
+        while at > 1 and values[best[at - 1]] < v do
+          best[at] = best[at - 1]
+          at = at - 1
+        end
+        best[at] = i
+      end
+    end
+    for k, i in ipairs(best) do result.top_logprobs[k] = entry(i - 1) end
   end
   return result
 end
