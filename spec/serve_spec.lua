@@ -14,8 +14,10 @@ local NAME = "qwen3-tiny"
 local function start(args)
   local dir = helpers.tmpdir()
   local log, status_file = dir .. "/serve.log", dir .. "/status"
-  local pid = helpers.run(string.format("(%s serve %s --port 0 %s 2> %s > /dev/null; echo $? > %s) & echo $!",
-    helpers.quote(helpers.anelua), helpers.quote(MODEL), args or "", log, status_file)):match("(%d+)")
+  -- (the status is written aside and renamed, so that stop() never reads a half-written file)
+  local pid = helpers.run(string.format("(%s serve %s --port 0 %s 2> %s > /dev/null; echo $? > %s.part; mv %s.part %s) & echo $!",
+    helpers.quote(helpers.anelua), helpers.quote(MODEL), args or "", log, status_file, status_file, status_file,
+    status_file)):match("(%d+)")
   local port
   for _ = 1, 600 do
     local text = io.open(log) and helpers.read_file(log) or ""
