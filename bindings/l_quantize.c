@@ -2,11 +2,12 @@
  * Lua userdata of type "ane.Quantized". A quantized weight is what g:const and nn.linear
  * take in place of a tensor; the program then carries it compressed.
  *
- *   local q = ane.quantize(w, "int8")          -- or "int4"; opts.dtype = "fp16" (default) | "fp32"
+ *   local q = ane.quantize(w, "int8")          -- or "int4", "q8_0", "q4_0"; opts.dtype = "fp16" (default) | "fp32"
  *   q:encoding(), q:dtype(), q:shape(), q:numel(), q:bytes(), q:dequantize(), q:reshape(O, I, 1, 1)
  *   q:matmul(x)                                -- W x for x fp32 [k, T] (the CPU classifier)
  *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
  *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
+ *   ane.blocks_quantized(bytes, "q8_0" | "q4_0", {rows, k}, [name], [dtype])  -- GGUF's blocks kept as codes
  *   ane.quantized.is(v) */
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +50,13 @@ static int64_t numel_of(const ane_quantized_weight *q) {
     return n;
 }
 
-/* ane.quantize(tensor, "int8" | "int4", [{dtype = "fp16" | "fp32", name = label}]) */
+/* ane.quantize(tensor, "int8" | "int4" | "q8_0" | "q4_0", [{dtype = "fp16" | "fp32", name = label}]) */
 static int l_quantize(lua_State *L) {
     ane_tensor *weight = ane_lua_check_tensor(L, 1);
     const char *name = luaL_checkstring(L, 2);
     ane_weight_encoding encoding;
     if (!ane_encoding_from_name(name, &encoding))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "encoding '%s' is not 'int8' or 'int4'", name));
+        return luaL_argerror(L, 2, lua_pushfstring(L, "encoding '%s' is not 'int8', 'int4', 'q8_0' or 'q4_0'", name));
     ane_dtype dtype = ANE_FP16;
     if (lua_istable(L, 3)) {
         lua_getfield(L, 3, "dtype");
@@ -86,14 +87,15 @@ static ane_tensor *field_tensor(lua_State *L, int table, const char *key) {
     return t; /* left on the stack, which keeps it alive */
 }
 
-/* ane.quantized{encoding = "int8" | "int4", dtype = "fp16" | "fp32", shape = {...}, data =, table =} */
+/* ane.quantized{encoding = "int8" | "int4" | "q8_0" | "q4_0", dtype = "fp16" | "fp32", shape = {...}, data =, table =} */
 static int l_quantized(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_getfield(L, 1, "encoding");
     const char *name = lua_tostring(L, -1);
     ane_weight_encoding encoding;
     if (!name || !ane_encoding_from_name(name, &encoding))
-        return luaL_error(L, "ane.quantized: encoding must be 'int8' or 'int4', got %s", name ? name : luaL_typename(L, -1));
+        return luaL_error(L, "ane.quantized: encoding must be 'int8', 'int4', 'q8_0' or 'q4_0', got %s",
+                          name ? name : luaL_typename(L, -1));
     lua_getfield(L, 1, "dtype");
     ane_dtype dtype = ane_lua_check_dtype(L, lua_gettop(L), ANE_FP16);
     lua_getfield(L, 1, "shape");
@@ -279,6 +281,34 @@ static int l_dequantize_blocks(lua_State *L) {
     return 1;
 }
 
+/* ane.blocks_quantized(bytes, "q8_0" | "q4_0", {rows, k}, [name], [dtype]) -> a quantized weight
+ * [rows, k] of that encoding holding the blocks' codes and scales as they are (tensor/blocks.h's
+ * ane_blocks_split; dtype "fp16" (default) or "fp32", the program's), or nil and a message naming
+ * `name` for blocks that do not fit the shape or hold a non-finite scale */
+static int l_blocks_quantized(lua_State *L) {
+    ane_tensor *blocks = ane_lua_check_tensor(L, 1);
+    const char *type_name = luaL_checkstring(L, 2);
+    ane_block_type type;
+    ane_weight_encoding encoding;
+    if (!ane_block_type_from_name(type_name, &type) || !ane_encoding_from_name(type_name, &encoding) ||
+        !ane_encoding_is_blockwise(encoding))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0 or q4_0 (the others are dequantized)", type_name));
+    const char *name = luaL_optstring(L, 4, "blocks");
+    ane_dtype dtype = lua_isnoneornil(L, 5) ? ANE_FP16 : ane_lua_check_dtype(L, 5, ANE_FP16);
+    if (dtype != ANE_FP16 && dtype != ANE_FP32) return luaL_argerror(L, 5, "dtype must be fp16 or fp32");
+    lua_Integer ndim;
+    int64_t *shape = ane_lua_read_integers(L, 3, "shape", &ndim); /* (pushes the array it fills) */
+    if (ndim != 2) return luaL_argerror(L, 3, "the shape of a quantized matrix is {rows, k}");
+    ane_quantized_weight *q = new_quantized(L);
+    ane_error err;
+    if (ane_blocks_split(type, blocks, shape[0], shape[1], name, &q->data, &q->table, &err)) return ane_lua_fail(L, &err);
+    q->encoding = encoding;
+    q->dtype = dtype;
+    q->rank = 2;
+    memcpy(q->shape, shape, 2 * sizeof(int64_t));
+    return 1;
+}
+
 static const luaL_Reg quantized_methods[] = {
     {"encoding", q_encoding}, {"dtype", q_dtype}, {"shape", q_shape}, {"numel", q_numel}, {"bytes", q_bytes},
     {"dequantize", q_dequantize}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
@@ -298,6 +328,8 @@ void ane_lua_open_quantize(lua_State *L) {
     lua_setfield(L, -2, "quantize");
     lua_pushcfunction(L, l_dequantize_blocks);
     lua_setfield(L, -2, "dequantize_blocks");
+    lua_pushcfunction(L, l_blocks_quantized);
+    lua_setfield(L, -2, "blocks_quantized");
     lua_newtable(L); /* ane.quantized: a callable table with .is */
     lua_pushcfunction(L, q_is);
     lua_setfield(L, -2, "is");

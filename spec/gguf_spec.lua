@@ -134,6 +134,11 @@ describe("GGUF files", function()
           -- (each product d * code is exact in double and rounds once to fp32, as in C)
           local want = ane.tensor.from(values, info.shape, "fp32")
           assert.are.equal(0, assert(gguf.tensor(file, name)):max_abs_diff(want), name)
+          if #info.shape == 2 then -- kept as stored: the codes and scales stand for the same values
+            local kept = assert(gguf.tensor(file, name, true))
+            assert.are.equal(type:lower(), kept:encoding())
+            assert.are.equal(0, kept:dequantize():max_abs_diff(want), name)
+          end
           checked = checked + 1
         end
       end
@@ -141,7 +146,48 @@ describe("GGUF files", function()
       local model = assert(models.load(path, { precision = "fp32" }))
       assert.is_true(model:logits({ 1, 5, 300 }):max_abs_diff(assert(llama.load(checkpoint, { precision = "fp32" })):logits({ 1, 5, 300 })) > 0)
     end)
+
+    it("keeps " .. type .. " matrices as stored on sim: decode steps give the dequantized weights' logits bit for bit", function()
+      local path = dir .. "llama-tiny-" .. type:lower() .. ".gguf"
+      local options = { backend = "sim", precision = "fp32", profile = "cpu" }
+      local kept = assert(models.load(path, options))
+      assert.matches("sim, fp32, " .. type:lower() .. " weights %(classifier " .. type:lower() .. "%)", tostring(kept))
+      local dequantized = assert(models.load(path, { backend = "sim", precision = "fp32", profile = "cpu",
+        dequantize_blocks = true }))
+      assert.matches("sim, fp32, profile cpu", tostring(dequantized))
+      -- a decode step multiplies one position: each product the fp32 kernel's sums over the
+      -- dequantized values (tensor/gemv.h), so the logits are the same bits; a prompt's
+      -- positions go through other fp32 paths for dense weights, within rounding
+      local ids = { 1, 5, 300, 7 }
+      local steps_kept, steps_dequantized = {}, {}
+      for _, m in ipairs({ { kept, steps_kept }, { dequantized, steps_dequantized } }) do
+        local session = m[1]:session()
+        for _, id in ipairs(ids) do m[2][#m[2] + 1] = assert(session:feed({ id })):copy() end
+      end
+      for i = 1, #ids do assert.are.equal(0, steps_kept[i]:max_abs_diff(steps_dequantized[i]), "step " .. i) end
+      assert.is_true(kept:logits(ids):max_abs_diff(dequantized:logits(ids)) < 1e-5)
+      -- the device's programs take them dequantized (the ane rows, on the test double: its fp16
+      -- profile decodes as it prefills)
+      if ane.backends().ane == true then
+        local on_device = assert(models.load(path, { backend = "ane", precision = "fp16" }))
+        assert.matches("ane, fp16, profile ane", tostring(on_device))
+        helpers.assert_decode_matches_prefill(on_device, { 1, 5, 300 }, 4)
+      end
+    end)
   end
+
+  it("quantizes to Q8_0 and Q4_0 on sim only, with float activations", function()
+    local model = assert(llama.load(checkpoint, { backend = "sim", precision = "fp32", profile = "cpu", quantize = "q8_0" }))
+    assert.matches("q8_0 weights %(classifier q8_0%)", tostring(model))
+    if ane.backends().ane == true then -- (the ane rows)
+      local ok, err = pcall(llama.load, checkpoint, { backend = "ane", precision = "fp16", quantize = "q4_0" })
+      assert.is_false(ok)
+      assert.matches("quantize = 'q4_0' runs on the sim backend", err)
+    end
+    local ok, err = pcall(llama.load, checkpoint, { backend = "sim", profile = "cpu", quantize = "q8_0", activations = "int8" })
+    assert.is_false(ok)
+    assert.matches("activations = 'int8' is for int8 and int4 weights; q8_0 weights multiply float activations", err)
+  end)
 
   it("carries a tokenizer that encodes as the tokenizer.bin it was made from", function()
     local from_file = assert(models.tokenizer(dir .. "llama-tiny-f32.gguf"))

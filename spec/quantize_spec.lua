@@ -175,7 +175,57 @@ describe("ane.quantize", function()
     ok, err = pcall(ane.quantize, ane.tensor({ 2, 3 }), "int4", { name = "odd" })
     assert.matches("weight 'odd': int4 packs two indices a byte, so rows need an even length", tostring(err), 1, true)
     ok, err = pcall(ane.quantize, w, "int3")
-    assert.matches("encoding 'int3' is not 'int8' or 'int4'", tostring(err), 1, true)
+    assert.matches("encoding 'int3' is not 'int8', 'int4', 'q8_0' or 'q4_0'", tostring(err), 1, true)
+    ok, err = pcall(ane.quantize, ane.tensor({ 2, 48 }), "q8_0", { name = "short" })
+    assert.matches("weight 'short': q8_0 quantizes whole blocks of 32, so rows need a length that is a multiple of 32",
+      tostring(err), 1, true)
+  end)
+
+  -- ggml's reference quantizers (ggml-quants.c, quantize_row_q8_0_ref / _q4_0_ref), in fp32
+  -- steps emulated here by rounding each double result to fp32 (a double sum, product or
+  -- quotient of two fp32 values rounded once to fp32 is the fp32 operation's result)
+  it("quantizes to Q8_0 and Q4_0 blocks as ggml's reference quantizers do, and multiplies them as stored", function()
+    local function f32(v) return (string.unpack("<f", string.pack("<f", v))) end
+    local function f16(v) return ane.tensor.from({ v }, { 1 }, "fp32"):to("fp16"):to("fp32"):get(1) end
+    local function round_away(v) return v < 0 and -math.floor(-v + 0.5) or math.floor(v + 0.5) end
+    local rows, k = 5, 96
+    local weight = randn({ rows, k }, 1, 44)
+    local values = weight:totable()
+    for _, encoding in ipairs({ "q8_0", "q4_0" }) do
+      local q = ane.quantize(weight, encoding, { dtype = "fp32" })
+      assert.are.equal(encoding, q:encoding())
+      local decoded, scales = q:dequantize():totable(), q:table():totable()
+      for r = 1, rows do
+        for b = 0, k / 32 - 1 do
+          local peak, extreme = 0, 0
+          for j = 1, 32 do
+            local v = values[r][b * 32 + j]
+            if math.abs(v) > peak then peak, extreme = math.abs(v), v end
+          end
+          local d = encoding == "q8_0" and f32(peak / 127) or f32(extreme / -8)
+          local inverse = d ~= 0 and f32(1 / d) or 0
+          assert.are.equal(f16(d), scales[r][b + 1], encoding .. " scale of block " .. b .. " of row " .. r)
+          for j = 1, 32 do
+            local scaled = f32(values[r][b * 32 + j] * inverse)
+            local code = encoding == "q8_0" and round_away(scaled) or math.min(15, math.floor(f32(scaled + 8.5))) - 8
+            assert.are.equal(f32(f16(d) * code), decoded[r][b * 32 + j], encoding .. " weight " .. j .. " of block " .. b)
+          end
+        end
+      end
+      -- a program carries the codes (constexpr_blockwise_shift_scale) and sim multiplies them as
+      -- stored: the dense program of the dequantized weight, bit for bit, at one position
+      local x = randn({ 1, k, 1, 1 }, 1, 45)
+      local program, g = linear_program(q:reshape(rows, k, 1, 1), k, 1, encoding)
+      local text, files = g:mil()
+      assert.matches("constexpr_blockwise_shift_scale()[data = tensor<" .. (encoding == "q8_0" and "int8" or "int4")
+        .. ", [5, 96, 1, 1]>", text, 1, true)
+      assert.matches("scale = tensor<fp32, [5, 3, 1, 1]>", text, 1, true) -- a scale per 32 of each row
+      local records = assert(ane.milblob.read(files["@model_path/weights/weight.bin"]))
+      assert.are.same({ encoding == "q8_0" and 4 or 8, encoding == "q8_0" and rows * k or rows * k // 2 },
+        { records[1].dtype_code, records[1].size }) -- MILBlob int8 / int4, the codes as stored
+      local dense = linear_program(q:dequantize():reshape(rows, k, 1, 1), k, 1, "dense")
+      assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(dense:eval({ x = x }).y))
+    end
   end)
 
   it("ane.quantized rebuilds a weight from its stored parts, checking them", function()

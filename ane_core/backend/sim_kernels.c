@@ -465,8 +465,9 @@ static ane_status multiply(const float *w, const float *columns, float *o, int64
 }
 
 /* Rows [first, first + count) of an encoded weight times columns [k, pixels], read as stored
- * (tensor/gemv.h's ane_encoded_matmul: int8 times the row's scale or 4-bit indices into the
- * row's palette; integer activations under the cpu profile's option). */
+ * (tensor/gemv.h's ane_encoded_matmul: int8 times the row's scale, 4-bit indices into the
+ * row's palette, or codes times their block's scale; integer activations under the cpu
+ * profile's option, for the per-row encodings). */
 static ane_status run_encoded_rows(const sim_context *context, const ane_node *w, const char *palette_codes,
                                    int64_t first, int64_t count, int64_t k, const float *columns, int64_t pixels, float *o,
                                    ane_error *err) {
@@ -474,7 +475,7 @@ static ane_status run_encoded_rows(const sim_context *context, const ane_node *w
     const float *table = (const float *)ane_tensor_data(&w->table);
     if (palette_codes) palette_codes += (size_t)first * ane_palette_codes_stride(context->activations);
     return ane_encoded_matmul(o, w->encoding, data + ane_encoded_data_bytes(w->encoding, first, k),
-                              table + first * ane_encoded_table_width(w->encoding), palette_codes, columns, count, k,
+                              table + first * ane_encoded_table_width(w->encoding, k), palette_codes, columns, count, k,
                               pixels, context->activations, err);
 }
 
@@ -560,7 +561,7 @@ int sim_part_kind(const ane_node *node, int weight_form, ane_activations activat
     const ane_node *w = node->operands[1];
     if (weight_form == SIM_WEIGHT_HALF) return SIM_PART_HALF;
     if (weight_form != SIM_WEIGHT_ENCODED || activations != ANE_ACTIVATIONS_FLOAT) return 0;
-    return w->encoding == ANE_ENCODING_INT8 ? SIM_PART_INT8 : w->encoding == ANE_ENCODING_LUT4 ? SIM_PART_LUT4 : 0;
+    return w->encoding ? SIM_PART_ENCODED + (int)w->encoding : 0;
 }
 
 /* A group's convs (sim_step.parts) in one loop over their rows; one by one where a weight

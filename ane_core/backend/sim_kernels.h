@@ -54,9 +54,9 @@ typedef struct sim_context {
 /* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
  * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what the
  * conv kernel computes alone. sim_part_kind: the kind of product a conv is for that (its
- * weight kept fp16, int8 or 4-bit codes under float activations; one position, 1x1, one
- * group), 0 when none; weight_form: its weight's SIM_WEIGHT_*. */
-enum { SIM_PART_HALF = 1, SIM_PART_INT8, SIM_PART_LUT4 };
+ * weight kept fp16, or encoded under float activations: SIM_PART_ENCODED + its encoding; one
+ * position, 1x1, one group), 0 when none; weight_form: its weight's SIM_WEIGHT_*. */
+enum { SIM_PART_HALF = 1, SIM_PART_ENCODED };
 #define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
 
 struct sim_step;

@@ -394,7 +394,7 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
                                    ane_weight_encoding encoding, const ane_tensor *data, const ane_tensor *table,
                                    ane_node **out, ane_error *err) {
     const char *label = name ? name : "";
-    if (encoding != ANE_ENCODING_INT8 && encoding != ANE_ENCODING_LUT4)
+    if (encoding == ANE_ENCODING_DENSE || !ane_encoding_name(encoding))
         return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': unknown weight encoding %d", label, (int)encoding);
     if (dtype != ANE_FP16 && dtype != ANE_FP32)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': quantized weights decode to fp16 or fp32, not %s", label,
@@ -404,15 +404,22 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
     int64_t numel = 1;
     for (int i = 0; i < rank; i++) numel *= shape[i];
     int64_t rows = shape[0], k = rows ? numel / rows : 0;
-    ane_dtype data_dtype = encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8;
+    ane_dtype data_dtype = encoding == ANE_ENCODING_INT8 || encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     if (encoding == ANE_ENCODING_LUT4 && k % 2)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': int4 rows need an even length, not %lld", label, (long long)k);
+    if (ane_encoding_is_blockwise(encoding)) { /* blocks of 32 along dimension 1, whatever follows it of size 1 */
+        int trailing_ones = 1;
+        for (int i = 2; i < rank; i++) trailing_ones &= shape[i] == 1;
+        if (rank < 2 || !trailing_ones || k % ANE_ENCODING_BLOCK || k == 0)
+            return ane_fail(err, ANE_ERR_SHAPE, "const '%s': %s weights are [rows, k, 1, ...] with k a multiple of %d",
+                            label, ane_encoding_name(encoding), ANE_ENCODING_BLOCK);
+    }
     if (data->dtype != data_dtype || !ane_tensor_is_contiguous(data) ||
         ane_tensor_numel(data) != ane_encoded_data_bytes(encoding, rows, k))
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': %s data must be %lld contiguous %s bytes, not %lld %s", label,
                         ane_encoding_name(encoding), (long long)ane_encoded_data_bytes(encoding, rows, k),
                         ane_dtype_name(data_dtype), (long long)ane_tensor_numel(data), ane_dtype_name(data->dtype));
-    int64_t width = ane_encoded_table_width(encoding);
+    int64_t width = ane_encoded_table_width(encoding, k);
     if (table->dtype != ANE_FP32 || !ane_tensor_is_contiguous(table) || ane_tensor_numel(table) != rows * width)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': the %s table must be %lld contiguous fp32 values (%lld per row), "
                         "not %lld %s", label, ane_encoding_name(encoding), (long long)(rows * width), (long long)width,

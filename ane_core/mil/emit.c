@@ -162,28 +162,33 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
  * parameters in the attribute brackets):
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
  *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per
- *         row, lut [rows, 1, ..., 1, 16, 1] */
+ *         row, lut [rows, 1, ..., 1, 16, 1]
+ *   q8_0, q4_0  constexpr_blockwise_shift_scale (iOS18; coremltools' definition: output = scale x
+ *         (data - offset), block sizes data's dims / scale's): int8 or int4 data of the weight's
+ *         shape, scale [rows, k / 32, 1, ...], no offset */
 static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
-    int64_t rows = node->shape[0], width = ane_encoded_table_width(node->encoding);
-    char data_type[192], table_type[192], data_literal[512], table_literal[512];
-    int lut = node->encoding == ANE_ENCODING_LUT4;
+    int64_t rows = node->shape[0], k = ane_node_numel(node) / (rows ? rows : 1);
+    int64_t width = ane_encoded_table_width(node->encoding, k);
+    char data_type[192], table_type[192], data_literal[512], table_literal[512], dims[160];
+    int lut = node->encoding == ANE_ENCODING_LUT4, blockwise = ane_encoding_is_blockwise(node->encoding);
     int64_t table_shape[ANE_IR_MAX_RANK + 2] = {rows};
     int table_rank = 1;
     if (lut) {
         for (int d = 1; d < node->rank; d++) table_shape[d] = 1;
         table_shape[node->rank] = width, table_shape[node->rank + 1] = 1;
         table_rank = node->rank + 2;
+    } else if (blockwise) { /* (graph.c: the weight is [rows, k, 1, ...]) */
+        for (int d = 1; d < node->rank; d++) table_shape[d] = d == 1 ? width : 1;
+        table_rank = node->rank;
     }
-    if (lut) {
-        char dims[160];
-        ane_shape_string(dims, sizeof dims, node->rank, node->shape);
-        snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims);
-    } else {
-        type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
-    }
+    ane_shape_string(dims, sizeof dims, node->rank, node->shape);
+    uint32_t code = MILBLOB_INT8;
+    if (lut) snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims), code = MILBLOB_UINT4;
+    else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
+    else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
-    blob_literal(e, data_type, lut ? MILBLOB_UINT4 : MILBLOB_INT8, ane_tensor_data(&node->value),
-                 (uint64_t)ane_tensor_numel(&node->value), 1, data_literal, sizeof data_literal);
+    blob_literal(e, data_type, code, ane_tensor_data(&node->value), (uint64_t)ane_tensor_numel(&node->value), 1,
+                 data_literal, sizeof data_literal);
     size_t table_bytes = (size_t)(rows * width) * ane_dtype_size(node->dtype);
     void *table = malloc(table_bytes ? table_bytes : 1);
     if (!table) {
@@ -197,6 +202,9 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     if (lut)
         ane_text_append(&e->text, INDENT "%s %s = constexpr_lut_to_dense()[indices = %s, lut = %s, name = string(\"%s\")];\n",
                         type, node->name, data_literal, table_literal, node->name);
+    else if (blockwise)
+        ane_text_append(&e->text, INDENT "%s %s = constexpr_blockwise_shift_scale()[data = %s, name = string(\"%s\"), "
+                        "scale = %s];\n", type, node->name, data_literal, node->name, table_literal);
     else
         ane_text_append(&e->text, INDENT "%s %s = constexpr_affine_dequantize()[axis = int32(0), name = string(\"%s\"), "
                         "quantized_data = %s, scale = %s, zero_point = int8(0)];\n", type, node->name, node->name,

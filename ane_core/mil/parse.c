@@ -694,7 +694,7 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
 /* The stored bytes of a quantized weight as a tensor of its own: the interned copy when the
  * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
 static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
-    ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8;
+    ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 || v->encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     ane_tensor view;
     ane_status status = file_bytes_tensor(v->codes->blob, 1, &bytes, dtype, &view, err);
     if (status) return status;
@@ -708,8 +708,9 @@ static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *da
 
 /* A quantized weight's graph const: its stored bytes (shared or copied once), its table in fp32. */
 static ane_status encoded_const(parser *p, const mil_value *v, const char *name, ane_node **node, ane_error *err) {
-    int64_t numel = type_numel(&v->type), rows = v->type.dims[0], width = ane_encoded_table_width(v->encoding);
-    int64_t bytes = ane_encoded_data_bytes(v->encoding, rows, rows ? numel / rows : 0), table_shape[1] = {rows * width};
+    int64_t numel = type_numel(&v->type), rows = v->type.dims[0], k = rows ? numel / rows : 0;
+    int64_t width = ane_encoded_table_width(v->encoding, k);
+    int64_t bytes = ane_encoded_data_bytes(v->encoding, rows, k), table_shape[1] = {rows * width};
     ane_tensor data, table;
     ane_status status = encoded_data(v, bytes, &data, err);
     if (status) return status;
@@ -1084,7 +1085,7 @@ static int blocks_fit(parser *p, const mil_value *param, const mil_value *data, 
     return 1;
 }
 
-/* The weight kept compressed (sim's kernels read it as stored) when it is one of the two
+/* The weight kept compressed (sim's kernels read it as stored) when it is one of the
  * encodings of tensor/quantize.h: rows along dimension 0, a float result of rank 1..5, and
  * the codes straight from a weight file. Everything else is expanded to dense values. */
 static mil_value *encoded_value(parser *p, const declared_output *out, ane_weight_encoding encoding,
@@ -1167,6 +1168,16 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
     }
     if (!blocks_fit(p, scale, data, op, "scale") || (offset && !blocks_fit(p, offset, data, op, "offset"))) return NULL;
     int64_t numel = type_numel(&data->type);
+    /* GGUF's Q8_0 and Q4_0 (int8 / int4 data, a scale per 32 along dimension 1 of [rows, k, 1, ...],
+     * no offset): kept as stored */
+    int rank = data->type.rank, blocks_of_32 = rank >= 2 && scale->type.rank == rank && data->type.dtype == ANE_INT8 &&
+        (data->type.bits == 0 || data->type.bits == 4) && all_zero(offset) && numel == type_numel(&out->type) &&
+        scale->type.dims[0] == data->type.dims[0] && scale->type.dims[1] * ANE_ENCODING_BLOCK == data->type.dims[1];
+    for (int d = 2; blocks_of_32 && d < rank; d++) blocks_of_32 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
+    if (blocks_of_32 && !failed(p)) {
+        mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_0 : ANE_ENCODING_Q8_0, data, scale, 1);
+        if (encoded || failed(p)) return encoded;
+    }
     mil_value *value = dense_value(p, out, numel, op);
     if (!value) return NULL;
     for (int64_t i = 0; i < numel; i++) {

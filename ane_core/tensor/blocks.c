@@ -166,9 +166,9 @@ int ane_block_type_from_name(const char *name, ane_block_type *out) {
 int ane_block_weights(ane_block_type type) { return FORMATS[type].weights; }
 int64_t ane_block_bytes(ane_block_type type) { return FORMATS[type].bytes; }
 
-ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
-                                 const char *name, ane_tensor *out, ane_error *err) {
-    const struct block_format *format = &FORMATS[type];
+/* The blocks' count for `shape`, checked against the tensor of their bytes. */
+static ane_status blocks_fit(const struct block_format *format, const ane_tensor *blocks, int ndim, const int64_t *shape,
+                             const char *name, int64_t *nblocks, ane_error *err) {
     if (ndim < 1 || ndim > ANE_MAX_DIMS) return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %d dimensions", name, ndim);
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
@@ -179,12 +179,22 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
     if (shape[ndim - 1] % format->weights != 0)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: rows of %lld weights do not split into blocks of %d", name,
                         (long long)shape[ndim - 1], format->weights);
-    int64_t nblocks = count / format->weights, size = format->bytes;
-    if (blocks->dtype != ANE_UINT8 || !ane_tensor_is_contiguous(blocks) || ane_tensor_numel(blocks) != nblocks * size)
+    int64_t size = format->bytes;
+    *nblocks = count / format->weights;
+    if (blocks->dtype != ANE_UINT8 || !ane_tensor_is_contiguous(blocks) || ane_tensor_numel(blocks) != *nblocks * size)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: %lld bytes of blocks, expected %lld (%lld blocks of %lld)", name,
-                        (long long)ane_tensor_numel(blocks), (long long)(nblocks * size), (long long)nblocks,
+                        (long long)ane_tensor_numel(blocks), (long long)(*nblocks * size), (long long)*nblocks,
                         (long long)size);
-    ane_status status = ane_tensor_empty(out, ndim, shape, ANE_FP32, err);
+    return ANE_OK;
+}
+
+ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
+                                 const char *name, ane_tensor *out, ane_error *err) {
+    const struct block_format *format = &FORMATS[type];
+    int64_t nblocks = 0, size = format->bytes;
+    ane_status status = blocks_fit(format, blocks, ndim, shape, name, &nblocks, err);
+    if (status) return status;
+    status = ane_tensor_empty(out, ndim, shape, ANE_FP32, err);
     if (status) return status;
     const uint8_t *data = (const uint8_t *)ane_tensor_data(blocks);
     float *w = (float *)ane_tensor_data(out);
@@ -197,4 +207,41 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
         }
     }
     return ANE_OK;
+}
+
+ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
+                            ane_tensor *data, ane_tensor *table, ane_error *err) {
+    memset(data, 0, sizeof *data);
+    memset(table, 0, sizeof *table);
+    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0 and q4_0 are)", name,
+                        FORMATS[type].name);
+    const struct block_format *format = &FORMATS[type];
+    int64_t shape[2] = {rows, k}, nblocks = 0, size = format->bytes;
+    ane_status status = blocks_fit(format, blocks, 2, shape, name, &nblocks, err);
+    if (status) return status;
+    int q8 = type == ANE_BLOCKS_Q8_0;
+    int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
+    status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
+    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    const uint8_t *bytes = (const uint8_t *)ane_tensor_data(blocks);
+    uint8_t *codes = status ? NULL : (uint8_t *)ane_tensor_data(data);
+    float *scales = status ? NULL : (float *)ane_tensor_data(table);
+    for (int64_t b = 0; !status && b < nblocks; b++) {
+        const uint8_t *block = bytes + b * size;
+        scales[b] = half_at(block);
+        if (!isfinite(scales[b])) {
+            status = ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name,
+                              (long long)b, (long long)(b * size), (double)scales[b]);
+        } else if (q8) {
+            memcpy(codes + b * 32, block + 2, 32);
+        } else { /* stored: weight j's x in qs[j]'s low nibble, j + 16's in its high one; kept: x - 8 in order */
+            unsigned x[32];
+            for (int j = 0; j < 16; j++) x[j] = block[2 + j] & 15u, x[j + 16] = block[2 + j] >> 4;
+            for (int j = 0; j < 32; j += 2) /* x - 8 as a two's complement nibble is x ^ 8 */
+                codes[b * 16 + j / 2] = (uint8_t)((x[j] ^ 8u) | (x[j + 1] ^ 8u) << 4);
+        }
+    }
+    if (status) ane_tensor_release(data), ane_tensor_release(table);
+    return status;
 }

@@ -33,7 +33,14 @@ static void rows_parallel_for(int64_t rows, int64_t row_bytes, ane_range_body bo
 
 /* The row kernels' index of a weight encoding (fp16 rows: ANE_ENCODING_DENSE). */
 static kernel_weights weights_of(ane_weight_encoding encoding) {
-    return encoding == ANE_ENCODING_INT8 ? WEIGHTS_INT8 : encoding == ANE_ENCODING_LUT4 ? WEIGHTS_LUT4 : WEIGHTS_FP16;
+    switch (encoding) {
+    case ANE_ENCODING_INT8: return WEIGHTS_INT8;
+    case ANE_ENCODING_LUT4: return WEIGHTS_LUT4;
+    case ANE_ENCODING_Q8_0: return WEIGHTS_Q8_0;
+    case ANE_ENCODING_Q4_0: return WEIGHTS_Q4_0;
+    case ANE_ENCODING_DENSE: break;
+    }
+    return WEIGHTS_FP16;
 }
 
 static void rows_float(kernel_weights weights, const gemv_job *job, int64_t rows, int64_t row_bytes) {
@@ -101,7 +108,7 @@ void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64
         job.parts[p] = (gemv_job){parts[p].y, parts[p].data, x, k, k, parts[p].table, split, parts[p].words};
         job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
     }
-    int64_t row_bytes = encoding == ANE_ENCODING_INT8 ? k : encoding == ANE_ENCODING_LUT4 ? k / 2 : 2 * k;
+    int64_t row_bytes = encoding == ANE_ENCODING_DENSE ? 2 * k : ane_encoded_data_bytes(encoding, 1, k);
     rows_parallel_for(job.first_row[count], row_bytes, rows_of_parts, &job);
     if (x_split != stack) free(x_split);
 }
@@ -380,6 +387,9 @@ ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
                               ane_activations activations, ane_error *err) {
+    if (activations != ANE_ACTIVATIONS_FLOAT && ane_encoding_is_blockwise(encoding))
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s weights are multiplied with float activations; int8 and int16 "
+                        "activations are for int8 and int4 weights", ane_encoding_name(encoding));
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > ANE_FEW_COLUMNS)
         return encoded_matmul_codes_blas(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
     if (activations != ANE_ACTIVATIONS_FLOAT)

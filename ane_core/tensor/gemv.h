@@ -45,8 +45,10 @@ void ane_vecmat_fp32(float *y /* [n] */, const float *x /* [k] */, const float *
 void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_t *m /* [k, ld] */, int64_t ld, int64_t k,
                      int64_t n);
 
-/* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, or
- * 4-bit indices looked up in their row's palette. */
+/* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, 4-bit
+ * indices looked up in their row's palette, or Q8_0 / Q4_0 codes times their block's scale
+ * (each weight scale x code, exact in fp32, then the sums of ane_gemv_fp32 over those values,
+ * bit for bit). */
 void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,
                       const float *x /* [k] */, int64_t rows, int64_t k);
 
@@ -87,7 +89,8 @@ ane_status ane_gemm_fp16_few_columns(float *y /* [rows, columns] */, const uint1
                                      const float *x /* [k, columns] */, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err);
 
-/* y [rows, columns] = W x for a quantized W and x [k, columns].
+/* y [rows, columns] = W x for a quantized W and x [k, columns] (Q8_0 and Q4_0 only under
+ * float activations: other activations fail).
  * ANE_ACTIVATIONS_FLOAT: the matrix-vector product above for each column up to
  * ANE_FEW_COLUMNS, else blocks of rows decoded exactly and multiplied with BLAS; y is the
  * dequantized W times x.

@@ -34,33 +34,42 @@ typedef struct gemv_job {
     const float *x;       /* [k] */
     int64_t k;
     int64_t row_stride;   /* elements from one fp16 / fp32 row to the next: k, or more (the first k of longer rows) */
-    const float *table;   /* encoded: per-row scales [rows] or palettes [rows, 16] */
+    const float *table;   /* encoded: per-row scales [rows], palettes [rows, 16] or block scales [rows, k / 32] */
     const float *x_split; /* 4-bit rows: x [k] in the order the level's kernel reads (split_lut4), or NULL */
     const uint16_t *words; /* 4-bit rows: their palettes as bf16 words [rows, 16] (ane_palette_codes), or NULL */
 } gemv_job;
 
 /* The row kernels' weight types, the first index of kernels.rows_float and rows_integer. */
-typedef enum kernel_weights { WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHT_KINDS } kernel_weights;
+typedef enum kernel_weights {
+    WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHTS_Q8_0, WEIGHTS_Q4_0, WEIGHT_KINDS
+} kernel_weights;
 
 /* A level's single-row dot products with float activations (int8 rows unscaled: the caller
- * applies the row's scale; a 4-bit row's table is its 16-entry palette). */
+ * applies the row's scale; a 4-bit row's table is its 16-entry palette; Q8_0 and Q4_0 rows
+ * (k a multiple of 32) take each weight as its block's scale times its code, exact in fp32, in
+ * the level's fp32 kernel's order, so they give its bits for the dequantized row). */
 typedef struct float_dots {
     float (*fp32)(const float *w, const float *x, int64_t k);
     float (*fp16)(const uint16_t *w, const float *x, int64_t k);
     float (*int8)(const int8_t *q, const float *x, int64_t k);
     float (*lut4)(const uint8_t *packed, const float *palette, const float *x, int64_t k);
+    float (*q8_0)(const int8_t *q, const float *scales, const float *x, int64_t k);
+    float (*q4_0)(const uint8_t *packed, const float *scales, const float *x, int64_t k);
 } float_dots;
 
 /* Rows [first, last) of a gemv_job of the given weights, one row at a time through `dots`
  * (kernels_scalar.c): the row kernels of every level without grouped ones. */
 void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots);
 
-/* Defines rows_fp32, rows_fp16, rows_int8 and rows_lut4 (ane_range_body) over the float_dots `dots`. */
+/* Defines rows_fp32, rows_fp16, rows_int8, rows_lut4, rows_q8_0 and rows_q4_0 (ane_range_body)
+ * over the float_dots `dots`. */
 #define ROWS_BY_DOTS(dots)                                                                                        \
     static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &(dots)); } \
     static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &(dots)); } \
     static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &(dots)); } \
-    static void rows_lut4(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_LUT4, &(dots)); }
+    static void rows_lut4(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_LUT4, &(dots)); } \
+    static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &(dots)); } \
+    static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &(dots)); }
 
 /* Rows a grouped kernel takes at once (four rows a quarter of a share apart: in_row_groups). */
 #define GEMV_GROUP 4

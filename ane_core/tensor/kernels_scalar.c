@@ -35,17 +35,33 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
     return total;
 }
 
+/* Q8_0 and Q4_0 rows: dot_fp32 over the weights scale x code. */
+static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int64_t k) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < k; j++) total += scales[j / ANE_ENCODING_BLOCK] * (float)q[j] * x[j];
+    return total;
+}
+
+static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x, int64_t k) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < k; j++) total += scales[j / ANE_ENCODING_BLOCK] * (float)ane_q4_code(packed, j) * x[j];
+    return total;
+}
+
 void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots) {
-    int64_t k = job->k, stride = job->row_stride;
+    int64_t k = job->k, stride = job->row_stride, blocks = k / ANE_ENCODING_BLOCK;
     for (int64_t r = first; r < last; r++) {
         if (weights == WEIGHTS_FP32) job->y[r] = dots->fp32((const float *)job->w + r * stride, job->x, k);
         else if (weights == WEIGHTS_FP16) job->y[r] = dots->fp16((const uint16_t *)job->w + r * stride, job->x, k);
         else if (weights == WEIGHTS_INT8) job->y[r] = dots->int8((const int8_t *)job->w + r * k, job->x, k) * job->table[r];
-        else job->y[r] = dots->lut4((const uint8_t *)job->w + r * (k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, k);
+        else if (weights == WEIGHTS_LUT4)
+            job->y[r] = dots->lut4((const uint8_t *)job->w + r * (k / 2), job->table + r * ANE_LUT4_ENTRIES, job->x, k);
+        else if (weights == WEIGHTS_Q8_0) job->y[r] = dots->q8_0((const int8_t *)job->w + r * k, job->table + r * blocks, job->x, k);
+        else job->y[r] = dots->q4_0((const uint8_t *)job->w + r * (k / 2), job->table + r * blocks, job->x, k);
     }
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4};
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) {
@@ -296,6 +312,8 @@ void ane_kernels_scalar(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
+    t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
+    t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->split_lut4 = split_lut4;
     t->lut4_reads_words = 0;
     t->vecmat_fp32 = vecmat_fp32;

@@ -1,5 +1,5 @@
-/* Per-row weight quantization, int8 and 4-bit palettes (see quantize.h). Rows are
- * independent, so both quantizers split rows over the helper threads. */
+/* Weight quantization (see quantize.h): per row, int8 and 4-bit palettes; per block of 32,
+ * Q8_0 and Q4_0. Rows are independent, so the quantizers split rows over the helper threads. */
 #include "quantize.h"
 
 #include <float.h>
@@ -16,6 +16,8 @@ const char *ane_encoding_name(ane_weight_encoding encoding) {
     case ANE_ENCODING_DENSE: return "dense";
     case ANE_ENCODING_INT8: return "int8";
     case ANE_ENCODING_LUT4: return "int4";
+    case ANE_ENCODING_Q8_0: return "q8_0";
+    case ANE_ENCODING_Q4_0: return "q4_0";
     }
     return NULL;
 }
@@ -23,6 +25,8 @@ const char *ane_encoding_name(ane_weight_encoding encoding) {
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out) {
     if (strcmp(name, "int8") == 0) *out = ANE_ENCODING_INT8;
     else if (strcmp(name, "int4") == 0) *out = ANE_ENCODING_LUT4;
+    else if (strcmp(name, "q8_0") == 0) *out = ANE_ENCODING_Q8_0;
+    else if (strcmp(name, "q4_0") == 0) *out = ANE_ENCODING_Q4_0;
     else return 0;
     return 1;
 }
@@ -40,11 +44,11 @@ int ane_activations_from_name(const char *name, ane_activations *out) {
 }
 
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k) {
-    return encoding == ANE_ENCODING_LUT4 ? rows * (k / 2) : rows * k;
+    return encoding == ANE_ENCODING_LUT4 || encoding == ANE_ENCODING_Q4_0 ? rows * (k / 2) : rows * k;
 }
 
-int64_t ane_encoded_table_width(ane_weight_encoding encoding) {
-    return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : 1;
+int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k) {
+    return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : ane_encoding_is_blockwise(encoding) ? k / ANE_ENCODING_BLOCK : 1;
 }
 
 static float table_value(float value, ane_dtype table_dtype) {
@@ -235,7 +239,39 @@ static void lut4_row(const float *w, int64_t k, ane_dtype table_dtype, uint8_t *
     }
 }
 
-/* ------------------------------------------------------------------ both */
+/* ------------------------------------------------------------------ Q8_0, Q4_0 */
+
+/* A row's blocks as ggml's reference quantizers make them (quantize.h); scales [k / 32]. */
+static void q8_0_row(const float *w, int64_t k, int8_t *q, float *scales) {
+    for (int64_t b = 0; b < k / ANE_ENCODING_BLOCK; b++) {
+        const float *x = w + b * ANE_ENCODING_BLOCK;
+        float peak = 0.0f;
+        for (int j = 0; j < ANE_ENCODING_BLOCK; j++) peak = fabsf(x[j]) > peak ? fabsf(x[j]) : peak;
+        float d = peak / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        scales[b] = table_value(d, ANE_FP16);
+        for (int j = 0; j < ANE_ENCODING_BLOCK; j++) q[b * ANE_ENCODING_BLOCK + j] = (int8_t)roundf(x[j] * inverse);
+    }
+}
+
+static void q4_0_row(const float *w, int64_t k, uint8_t *packed, float *scales) {
+    memset(packed, 0, (size_t)(k / 2));
+    for (int64_t b = 0; b < k / ANE_ENCODING_BLOCK; b++) {
+        const float *x = w + b * ANE_ENCODING_BLOCK;
+        float peak = 0.0f, extreme = 0.0f; /* the largest magnitude, and the value that has it */
+        for (int j = 0; j < ANE_ENCODING_BLOCK; j++)
+            if (fabsf(x[j]) > peak) peak = fabsf(x[j]), extreme = x[j];
+        float d = extreme / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        scales[b] = table_value(d, ANE_FP16);
+        for (int j = 0; j < ANE_ENCODING_BLOCK; j++) {
+            int stored = (int)(int8_t)(x[j] * inverse + 8.5f); /* GGUF's unsigned code, x - 8 the weight's */
+            stored = stored < 15 ? stored : 15;
+            int64_t e = b * ANE_ENCODING_BLOCK + j;
+            packed[e / 2] |= (uint8_t)(((unsigned)(stored - 8) & 15u) << (4 * (e & 1)));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ all */
 
 typedef struct quantize_job {
     const float *weight; /* [rows, k] */
@@ -248,13 +284,15 @@ typedef struct quantize_job {
 
 static void quantize_range(void *context, int64_t first, int64_t last) {
     const quantize_job *job = context;
-    int64_t width = ane_encoded_table_width(job->encoding), row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k);
+    int64_t width = ane_encoded_table_width(job->encoding, job->k), row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k);
     for (int64_t r = first; r < last; r++) {
         const float *w = job->weight + r * job->k;
-        if (job->encoding == ANE_ENCODING_INT8)
-            int8_row(w, job->k, job->table_dtype, (int8_t *)job->data + r * row_bytes, job->table + r);
-        else
-            lut4_row(w, job->k, job->table_dtype, job->data + r * row_bytes, job->table + r * width);
+        uint8_t *data = job->data + r * row_bytes;
+        float *table = job->table + r * width;
+        if (job->encoding == ANE_ENCODING_INT8) int8_row(w, job->k, job->table_dtype, (int8_t *)data, table);
+        else if (job->encoding == ANE_ENCODING_LUT4) lut4_row(w, job->k, job->table_dtype, data, table);
+        else if (job->encoding == ANE_ENCODING_Q8_0) q8_0_row(w, job->k, (int8_t *)data, table);
+        else q4_0_row(w, job->k, data, table);
     }
 }
 
@@ -262,14 +300,18 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
                              const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
     memset(data, 0, sizeof *data);
     memset(table, 0, sizeof *table);
-    if (encoding != ANE_ENCODING_INT8 && encoding != ANE_ENCODING_LUT4)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': unknown encoding %d (int8 or int4)", name, (int)encoding);
+    if (!ane_encoding_name(encoding) || encoding == ANE_ENCODING_DENSE)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': unknown encoding %d (int8, int4, q8_0 or q4_0)", name, (int)encoding);
     if (weight->ndim < 1 || ane_dtype_kind_of(weight->dtype) != ANE_KIND_FLOAT)
         return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': quantizing needs a float tensor of rank >= 1", name);
     int64_t rows = weight->shape[0], k = rows ? ane_tensor_numel(weight) / rows : 0;
     if (encoding == ANE_ENCODING_LUT4 && k % 2)
         return ane_fail(err, ANE_ERR_SHAPE, "weight '%s': int4 packs two indices a byte, so rows need an even length "
                         "(this one has %lld)", name, (long long)k);
+    if (ane_encoding_is_blockwise(encoding) && (k % ANE_ENCODING_BLOCK || k == 0))
+        return ane_fail(err, ANE_ERR_SHAPE, "weight '%s': %s quantizes whole blocks of %d, so rows need a length that is a "
+                        "multiple of %d (this one has %lld)", name, ane_encoding_name(encoding), ANE_ENCODING_BLOCK,
+                        ANE_ENCODING_BLOCK, (long long)k);
     ane_tensor values;
     ane_status status = ane_tensor_to(&values, weight, ANE_FP32, err);
     if (status) return status;
@@ -283,9 +325,10 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
         return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s' holds %s at element %lld: only finite weights quantize",
                         name, what, (long long)outside);
     }
-    int64_t width = ane_encoded_table_width(encoding);
-    int64_t data_shape[2] = {rows, encoding == ANE_ENCODING_LUT4 ? k / 2 : k}, table_shape[2] = {rows, width};
-    status = ane_tensor_empty(data, 2, data_shape, encoding == ANE_ENCODING_INT8 ? ANE_INT8 : ANE_UINT8, err);
+    int64_t width = ane_encoded_table_width(encoding, k);
+    int64_t data_shape[2] = {rows, ane_encoded_data_bytes(encoding, 1, k)}, table_shape[2] = {rows, width};
+    ane_dtype data_dtype = encoding == ANE_ENCODING_INT8 || encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
+    status = ane_tensor_empty(data, 2, data_shape, data_dtype, err);
     if (!status) status = ane_tensor_empty(table, width == 1 ? 1 : 2, table_shape, ANE_FP32, err);
     if (!status) {
         quantize_job job = {w, k, encoding, table_dtype, (uint8_t *)ane_tensor_data(data), (float *)ane_tensor_data(table)};
@@ -304,6 +347,14 @@ void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const f
         const int8_t *q = (const int8_t *)data + row * k + from;
         float scale = table[row];
         for (int64_t j = 0; j < count; j++) out[j] = (float)q[j] * scale;
+        return;
+    }
+    if (ane_encoding_is_blockwise(encoding)) { /* each weight its block's scale times its code, exact in fp32 */
+        const float *scales = table + row * (k / ANE_ENCODING_BLOCK);
+        const int8_t *q = (const int8_t *)data + row * k;
+        const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
+        for (int64_t j = from; j < from + count; j++)
+            out[j - from] = scales[j / ANE_ENCODING_BLOCK] * (float)(encoding == ANE_ENCODING_Q8_0 ? q[j] : ane_q4_code(packed, j));
         return;
     }
     ane_kernels()->lut4_decode((const uint8_t *)data + (row * k + from) / 2, table + row * ANE_LUT4_ENTRIES, count, out);

@@ -1,7 +1,9 @@
-/* Weights quantized per output row, for inference: int8 with one symmetric scale per row,
- * and 4-bit palettes (16 values per row, each element an index). A weight matrix is
+/* Weights quantized for inference: per output row, int8 with one symmetric scale per row and
+ * 4-bit palettes (16 values per row, each element an index); and in blocks of 32 along a row,
+ * llama.cpp's Q8_0 and Q4_0 (GGUF files' blocks, split into codes and scales). A weight matrix is
  * [rows, k] (a conv weight [O, I, kh, kw] has rows O, k = I * kh * kw). The encoded bytes
- * are what the MIL program carries (constexpr_affine_dequantize / constexpr_lut_to_dense),
+ * are what the MIL program carries (constexpr_affine_dequantize / constexpr_lut_to_dense /
+ * constexpr_blockwise_shift_scale),
  * what sim's kernels read, and what quantized checkpoints store. */
 #ifndef ANE_TENSOR_QUANTIZE_H
 #define ANE_TENSOR_QUANTIZE_H
@@ -16,9 +18,21 @@ typedef enum ane_weight_encoding {
     ANE_ENCODING_INT8,      /* data: int8 [rows, k]; table: fp32 [rows] scales; w = q * scale[row] */
     ANE_ENCODING_LUT4,      /* data: uint8 [rows, k / 2], element j's index in byte j / 2, low nibble
                              * first (MIL's uint4 packing); table: fp32 [rows, 16]; w = table[row][index] */
+    ANE_ENCODING_Q8_0,      /* data: int8 [rows, k]; table: fp32 [rows, k / 32] block scales (fp16 values);
+                             * w = scale[row][j / 32] * q (GGUF's Q8_0) */
+    ANE_ENCODING_Q4_0,      /* data: uint8 [rows, k / 2], element j's signed 4-bit code in byte j / 2, low
+                             * nibble first (MIL's int4 packing: the nibble is code & 15); table as Q8_0;
+                             * w = scale[row][j / 32] * code (GGUF's Q4_0, its x - 8) */
 } ane_weight_encoding;
 
 #define ANE_LUT4_ENTRIES 16
+/* Weights per block of the block encodings (Q8_0, Q4_0): rows are whole blocks. */
+#define ANE_ENCODING_BLOCK 32
+
+/* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0). */
+static inline int ane_encoding_is_blockwise(ane_weight_encoding encoding) {
+    return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0;
+}
 
 /* How a product with a quantized weight treats its activations: as they are (fp32, so the
  * product equals the dequantized weight's), or quantized in blocks of 32 for integer dot
@@ -35,24 +49,33 @@ typedef enum ane_activations {
 const char *ane_activations_name(ane_activations activations);
 int ane_activations_from_name(const char *name, ane_activations *out);
 
-/* "dense", "int8", "int4" (the user-facing name of LUT4); NULL for an unknown value. */
+/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0"; NULL for an unknown value. */
 const char *ane_encoding_name(ane_weight_encoding encoding);
-/* Reads "int8" / "int4"; returns 0 for any other name. */
+/* Reads "int8" / "int4" / "q8_0" / "q4_0"; returns 0 for any other name. */
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
 
-/* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4). */
+/* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4, a multiple
+ * of ANE_ENCODING_BLOCK for Q8_0 and Q4_0). */
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k);
-/* Entries of the table per row: 1 (int8 scale) or 16 (palette). */
-int64_t ane_encoded_table_width(ane_weight_encoding encoding);
+/* Entries of the table per row of k weights: 1 (int8 scale), 16 (palette) or k / 32 (block scales). */
+int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k);
+/* Element j's signed code in a row's packed 4-bit codes (Q4_0): its nibble as two's complement. */
+static inline int ane_q4_code(const uint8_t *packed, int64_t j) {
+    unsigned nibble = ((unsigned)packed[j / 2] >> (4 * (j & 1))) & 15u;
+    return (int)(nibble ^ 8u) - 8;
+}
 
 /* Quantizes `weight` (any float dtype, viewed as [shape[0], rest]) into fresh tensors.
  * int8: scale = max |w| / 127 per row, q = round(w / scale) clamped to [-127, 127].
+ * q8_0 / q4_0: per block of 32, ggml's reference quantizers (ggml-quants.c): Q8_0 d = max |w| /
+ * 127, q = round(w / d); Q4_0 d = m / -8 for m the block's value of largest magnitude, code =
+ * min(15, trunc(w / d + 8.5)) - 8; d rounded to fp16 as GGUF stores it (whatever table_dtype).
  * int4: 16 palette values per row: the exact least-squares clusters of a 64-bin histogram of
  * the row refined by Lloyd's algorithm over a 4096-bin one (within ~1% of the row's optimum),
  * each element the index of its nearest value.
  * table_dtype fp16 rounds the scales / palettes to fp16 first (what an fp16 program
  * stores), so data and table agree exactly with what the program computes. Fails naming
- * `name` on rank < 1, an odd row length for int4, or a NaN / inf weight. */
+ * `name` on rank < 1, an odd row length for int4 (not whole blocks for q8_0 / q4_0), or a NaN / inf weight. */
 ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encoding, ane_dtype table_dtype,
                              const char *name, ane_tensor *data, ane_tensor *table, ane_error *err);
 

@@ -239,8 +239,8 @@ end
 --- The rows of --quantize and --activations (a model loaded quantized), for a command's options.
 function M.quantize_options()
   return {
-    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales) or int4 (per-row palettes)",
-      choices = { "int8", "int4" } },
+    { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales), int4 (per-row palettes), "
+      .. "or on sim q8_0 / q4_0 (llama.cpp's blocks of 32, a scale each)", choices = { "int8", "int4", "q8_0", "q4_0" } },
     { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
       .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
       .. "docs/performance.md", choices = { "int8", "int16" } },

@@ -9,6 +9,10 @@
  * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result
  * must also equal, bit for bit, the product of that row alone (rows_differing_alone), and
  * products run together by ane_gemv_parts what each gives alone (parts_differing_alone).
+ * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) must give, bit for bit, what
+ * ane_gemv_fp32 gives for their dequantized values (each weight scale x code, exact in fp32), as
+ * a matrix-vector product, as a few columns and in parts (check_blocks); more columns, which go
+ * through the decoded panels, are held to the fp32 bound above against the sum in double.
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
@@ -158,6 +162,73 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
     return differing;
 }
 
+/* Q8_0 and Q4_0 rows against ane_gemv_fp32 of their dequantized values (see the top). */
+static void check_blocks(int64_t rows, int64_t k, const float *x) {
+    int64_t blocks = k / 32;
+    int8_t *q8 = malloc(rows * k);
+    uint8_t *q4 = calloc(rows * k / 2, 1);
+    float *scales = malloc(sizeof(float) * rows * blocks), *w8 = malloc(sizeof(float) * rows * k),
+          *w4 = malloc(sizeof(float) * rows * k), *y = malloc(sizeof(float) * rows * 17), *want = malloc(sizeof(float) * rows * 17),
+          *decoded = malloc(sizeof(float) * rows * k), *columns = malloc(sizeof(float) * k * 17);
+    for (int64_t b = 0; b < rows * blocks; b++) scales[b] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.02f * (1.5f + uniform())));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) {
+            int c8 = (int)lrintf(127 * uniform()), c4 = (int)floorf(8 * uniform()); /* -127..127, -8..7 */
+            q8[r * k + j] = (int8_t)c8;
+            q4[(r * k + j) / 2] |= (uint8_t)(((unsigned)c4 & 15u) << (4 * (j & 1)));
+            float d = scales[r * blocks + j / 32];
+            w8[r * k + j] = d * (float)c8, w4[r * k + j] = d * (float)c4;
+        }
+    const struct { ane_weight_encoding encoding; const void *data; const float *values; const char *name; } kinds[] = {
+        {ANE_ENCODING_Q8_0, q8, w8, "q8_0"}, {ANE_ENCODING_Q4_0, q4, w4, "q4_0"}};
+    for (int t = 0; t < 2; t++) {
+        ane_dequantize_rows(kinds[t].encoding, kinds[t].data, scales, k, 0, rows, decoded);
+        CHECK(memcmp(decoded, kinds[t].values, sizeof(float) * rows * k) == 0, "%s [%lld, %lld] decoded: not scale x code",
+              kinds[t].name, (long long)rows, (long long)k);
+        ane_gemv_fp32(want, kinds[t].values, x, rows, k);
+        ane_gemv_encoded(y, kinds[t].encoding, kinds[t].data, scales, x, rows, k);
+        CHECK(memcmp(y, want, sizeof(float) * rows) == 0, "%s [%lld, %lld]: not ane_gemv_fp32's bits for its values",
+              kinds[t].name, (long long)rows, (long long)k);
+        /* in parts with another weight of the same encoding (ane_gemv_parts: a decode step's q, k, v) */
+        ane_gemv_part parts[2] = {{y, kinds[t].encoding, kinds[t].data, scales, rows, NULL},
+                                  {y + rows, kinds[t].encoding, kinds[t].data, scales, rows, NULL}};
+        ane_gemv_parts(parts, 2, x, k);
+        CHECK(memcmp(y, want, sizeof(float) * rows) == 0 && memcmp(y + rows, want, sizeof(float) * rows) == 0,
+              "%s [%lld, %lld] in parts: not ane_gemv_fp32's bits", kinds[t].name, (long long)rows, (long long)k);
+        /* 3 columns (a prompt's few: each column's matrix-vector product) and 17 (decoded panels) */
+        for (int count = 3; count <= 17; count += 14) {
+            for (int64_t j = 0; j < k; j++)
+                for (int c = 0; c < count; c++) columns[j * count + c] = c == 0 ? x[j] : uniform();
+            ane_error err;
+            CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, columns, rows, k, count,
+                                     ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK, "%s matmul: %s", kinds[t].name, err.message);
+            if (count <= ANE_FEW_COLUMNS) {
+                CHECK(ane_gemm_fp32_few_columns(want, kinds[t].values, columns, rows, k, count, &err) == ANE_OK, "fp32 columns");
+                CHECK(memcmp(y, want, sizeof(float) * rows * count) == 0, "%s [%lld, %lld] x %d columns: not the fp32 "
+                      "product's bits for its values", kinds[t].name, (long long)rows, (long long)k, count);
+                continue;
+            }
+            int outside = 0;
+            for (int64_t r = 0; r < rows; r++)
+                for (int c = 0; c < count; c++) {
+                    double sum = 0, magnitude = 0;
+                    for (int64_t j = 0; j < k; j++) {
+                        double term = (double)kinds[t].values[r * k + j] * columns[j * count + c];
+                        sum += term, magnitude += fabs(term);
+                    }
+                    outside += fabs(y[r * count + c] - sum) > 2.0 * (double)k * ldexp(1.0, -24) * magnitude + 1e-30;
+                }
+            CHECK(outside == 0, "%s [%lld, %lld] x %d columns: %d outside the bound", kinds[t].name, (long long)rows,
+                  (long long)k, count, outside);
+        }
+        ane_error err;
+        CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8,
+                                 &err) != ANE_OK && strstr(err.message, "float activations"),
+              "%s with int8 activations: not refused", kinds[t].name);
+    }
+    free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
+}
+
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
                                   { 17, 110 } /* an odd number of whole 32-blocks, then a tail */ };
@@ -218,6 +289,8 @@ int main(void) {
               (long long)k);
         CHECK(rows_differing_alone(product_int8, codes, k, scales, 1, x, rows, k, y) == 0,
               "int8 [%lld, %lld]: rows differ from their products alone", (long long)rows, (long long)k);
+
+        if (k % 32 == 0) check_blocks(rows, k, x);
 
         /* 4-bit palettes (even k only): element j's index in byte j / 2, low nibble first */
         if (k % 2 == 0) {

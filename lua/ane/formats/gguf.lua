@@ -6,8 +6,10 @@
 -- checked against the file before it is used, and a bad file is one message naming the key,
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
--- people download) are dequantized to fp32 as they load (ane.dequantize_blocks); the other
--- types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
+-- people download) are dequantized to fp32 as they load (ane.dequantize_blocks), but for the
+-- matrices of Q8_0 and Q4_0, which M.read keeps as stored (ane.blocks_quantized: their codes
+-- and scales, which sim's products read; the device's programs take them dequantized); the
+-- other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
 -- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
 -- (byte-level BPE).
 --
@@ -192,16 +194,24 @@ function M.open(path)
   return result
 end
 
+-- The block types whose matrices M.read keeps as stored (quantized weights of that encoding).
+local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0" }
+
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
---- holds it so; the block types dequantized), or nil and a message naming it.
-function M.tensor(file, name)
+--- holds it so; the block types dequantized) or, with keep_blocks, a Q8_0 / Q4_0 matrix as a
+--- quantized weight of its codes and scales; or nil and a message naming it.
+function M.tensor(file, name, keep_blocks)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
   if VIEWS[t.type] then return file.mapping:tensor(file.path, name, VIEWS[t.type], t.shape, t.first, t.last) end
   if BLOCKS[t.type] then
     local bytes, err = file.mapping:tensor(file.path, name, "U8", { t.bytes }, t.first, t.last)
     if not bytes then return nil, err end
-    return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, file.path .. ": tensor '" .. name .. "'")
+    local label = file.path .. ": tensor '" .. name .. "'"
+    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 then
+      return ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label)
+    end
+    return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label)
   end
   return fail("%s: tensor '%s' is %s, which anelua does not read yet (F32, F16, BF16, Q8_0, "
     .. "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", file.path, name, t.type)
@@ -264,8 +274,11 @@ end
 
 --- The weights of a GGUF file of architecture "llama", "qwen2" or "qwen3" (by role, as
 --- ane.models.transformer takes them), with its tokenizer (W.tokenizer) and chat template
---- (W.chat_template) when the file has them; or nil and a message.
-function M.read(path)
+--- (W.chat_template) when the file has them; or nil and a message. The Q8_0 and Q4_0 matrices
+--- (not the embeddings, which are looked up) are quantized weights as stored, unless
+--- opts.dequantize_blocks.
+function M.read(path, opts)
+  local keep_blocks = not (opts and opts.dequantize_blocks)
   local file, err = M.open(path)
   if not file then return nil, err end
   local architecture = file.metadata["general.architecture"]
@@ -317,7 +330,7 @@ function M.read(path)
       return fail("%s: tensor '%s' has shape [%s], expected [%s]", path, key, table.concat(t.shape, ", "),
         table.concat(shape, ", "))
     end
-    return M.tensor(file, key)
+    return M.tensor(file, key, keep_blocks and role ~= "token_embedding")
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,

@@ -9,7 +9,9 @@
 -- "quantization_config": {"quant_method": "anelua", "weights": "int8" | "int4", ...}, and each
 -- quantized linear weight NAME is stored as its codes (I8 [out, in] or U8 [out, in / 2], two
 -- 4-bit indices a byte, low nibble first) with NAME_scale (F32 [out]) or NAME_palette
--- (F32 [out, 16]) beside it; they load as ane.quantized weights, not re-quantized.
+-- (F32 [out, 16]) beside it, or for "q8_0" / "q4_0" its codes (I8 [out, in] / U8 [out, in / 2],
+-- signed 4-bit codes) with NAME_block_scale (F32 [out, in / 32]); they load as ane.quantized
+-- weights, not re-quantized.
 --
 --   local W = assert(require("ane.formats.hf_llama").read("models/qwen3-0.6b"))
 local ane = require("ane")
@@ -192,13 +194,14 @@ end
 
 -- A quantized weight stored as codes + scales or palettes (see the top), checked.
 local function quantized_tensor(tensors, key, shape, dir)
-  local scale, palette = tensors[key .. "_scale"], tensors[key .. "_palette"]
-  local encoding = scale and "int8" or "int4"
-  local codes_shape = encoding == "int8" and shape or { shape[1], shape[2] // 2 }
+  local scale, palette, block_scale = tensors[key .. "_scale"], tensors[key .. "_palette"], tensors[key .. "_block_scale"]
+  local encoding = scale and "int8" or palette and "int4" or (tensors[key] and tensors[key]:dtype() == "int8") and "q8_0"
+    or "q4_0"
+  local codes_shape = (encoding == "int8" or encoding == "q8_0") and shape or { shape[1], shape[2] // 2 }
   local codes, problem = common.expect_tensor(tensors, key, codes_shape, dir)
   if not codes then return nil, problem end
   local ok, q = pcall(ane.quantized, { encoding = encoding, dtype = "fp32", shape = shape, data = codes,
-    table = scale or palette })
+    table = scale or palette or block_scale })
   if not ok then return fail("%s: tensor '%s': %s", dir, key, tostring(q):gsub("^ane%.quantized: ", "")) end
   return q
 end
@@ -316,7 +319,8 @@ function M.read(dir)
       if not whole then return nil, problem end
       return whole:slice(1, part.first, part.last)
     end
-    if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]) then
+    if quantization and #shape == 2 and (tensors[key .. "_scale"] or tensors[key .. "_palette"]
+        or tensors[key .. "_block_scale"]) then
       return quantized_tensor(tensors, key, shape, dir)
     end
     local t, problem = common.expect_tensor(tensors, key, shape, dir)
@@ -380,14 +384,15 @@ local function hf_config(model, quantization)
   return config
 end
 
--- NAME (the codes) and NAME_scale / NAME_palette (the table, F32) of one quantized weight.
+-- NAME (the codes) and NAME_scale / NAME_palette / NAME_block_scale (the table, F32) of one
+-- quantized weight.
+local TABLE_SUFFIX = { int8 = "_scale", int4 = "_palette", q8_0 = "_block_scale", q4_0 = "_block_scale" }
 local function add_quantized(tensors, key, q)
   local rows = q:shape()[1]
-  local codes = q:data()
+  local codes, table = q:data(), q:table()
   tensors[key] = codes:reshape(rows, codes:numel() // rows)
-  local per_row = q:table()
-  tensors[key .. (q:encoding() == "int8" and "_scale" or "_palette")] =
-    q:encoding() == "int8" and per_row:reshape(rows) or per_row:reshape(rows, 16)
+  tensors[key .. TABLE_SUFFIX[q:encoding()]] = q:encoding() == "int8" and table:reshape(rows)
+    or table:reshape(rows, table:numel() // rows)
 end
 
 --- Writes a Llama-family model (model:save) as a directory that M.read loads as it is:

@@ -422,19 +422,28 @@ function M.quantized_conv_weight(q, dtype)
   return q:reshape(shape[1], shape[2], 1, 1)
 end
 
-local QUANTIZE_MODES = { int8 = true, int4 = true }
+local QUANTIZE_MODES = { int8 = true, int4 = true, q8_0 = true, q4_0 = true }
+--- The encodings of blocks of 32 with a scale each (llama.cpp's Q8_0, Q4_0): sim reads them as
+--- stored; the device's programs take them dequantized.
+M.BLOCK_ENCODINGS = { q8_0 = true, q4_0 = true }
 
---- opts.quantize ("int8" | "int4" | nil) and opts.quantize_classifier (false, "int8",
---- "int4"; "int8" by default when quantize is set) checked; returns both (nil for none).
---- W (the weights) says whether the classifier comes quantized already.
-function M.check_quantize_options(opts, W, level)
+--- opts.quantize ("int8" | "int4" | "q8_0" | "q4_0" | nil) and opts.quantize_classifier (false
+--- or one of those; "int8" by default when quantize is set, quantize itself for q8_0 / q4_0)
+--- checked; returns both (nil for none). W (the weights) says whether the classifier comes
+--- quantized already; backend: Q8_0 and Q4_0 quantize on sim only.
+function M.check_quantize_options(opts, W, level, backend)
   local quantize, classifier = opts.quantize, opts.quantize_classifier
   if quantize ~= nil and not QUANTIZE_MODES[quantize] then
-    error(string.format("quantize must be 'int8' or 'int4', not %s", tostring(quantize)), level + 1)
+    error(string.format("quantize must be 'int8', 'int4', 'q8_0' or 'q4_0', not %s", tostring(quantize)), level + 1)
   end
-  if classifier == nil then classifier = quantize and "int8" or false end
+  if M.BLOCK_ENCODINGS[quantize] and backend ~= "sim" then
+    error(string.format("quantize = '%s' runs on the sim backend (the device's programs carry per-row int8 or int4 "
+      .. "weights): add backend = 'sim', or quantize 'int8' or 'int4'", quantize), level + 1)
+  end
+  if classifier == nil then classifier = M.BLOCK_ENCODINGS[quantize] and quantize or quantize and "int8" or false end
   if classifier ~= false and not QUANTIZE_MODES[classifier] then
-    error(string.format("quantize_classifier must be false, 'int8' or 'int4', not %s", tostring(classifier)), level + 1)
+    error(string.format("quantize_classifier must be false, 'int8', 'int4', 'q8_0' or 'q4_0', not %s",
+      tostring(classifier)), level + 1)
   end
   if (quantize or ane.quantized.is(W.classifier)) and opts.weights_as_inputs then
     error("quantized weights are baked into the programs; weights_as_inputs feeds dense ones (choose one)", level + 1)
@@ -465,6 +474,10 @@ function M.check_activations(opts, model, level)
     error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
       .. "quantized checkpoint)", activations), level + 1)
   end
+  if activations ~= "float" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then
+    error(string.format("activations = '%s' is for int8 and int4 weights; %s weights multiply float activations",
+      activations, model.quantize or M.layer_encoding(model)), level + 1)
+  end
   if activations ~= "float" and model.profile ~= "cpu" then
     error(string.format("activations = '%s' runs in the cpu profile only (the device multiplies in fp16): add profile = "
       .. "'cpu'", activations), level + 1)
@@ -482,17 +495,20 @@ function M.holds_quantized(layers)
   return false
 end
 
+--- The encoding of a model's quantized layer weights ("int8", ..., "q4_0"), or nil for dense ones.
+function M.layer_encoding(model)
+  for _, L in ipairs(model.P.layers) do
+    for _, t in pairs(L) do
+      if ane.quantized.is(t) then return t:encoding() end
+    end
+  end
+end
+
 --- ", int8 weights (classifier int8)" for a model's description; "" for dense ones.
 function M.quantization_label(model)
   if not model.quantized then return "" end
   local classifier = ane.quantized.is(model.P.classifier) and model.P.classifier:encoding() or "fp32"
-  local layers
-  for _, L in ipairs(model.P.layers) do
-    for _, t in pairs(L) do
-      if ane.quantized.is(t) then layers = t:encoding() end
-    end
-  end
-  return string.format(", %s weights (classifier %s)%s", layers or "dense", classifier,
+  return string.format(", %s weights (classifier %s)%s", M.layer_encoding(model) or "dense", classifier,
     model.activations ~= "float" and ", " .. model.activations .. " activations" or "")
 end
 

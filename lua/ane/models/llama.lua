@@ -49,7 +49,7 @@ function M.load(path, opts)
   if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
   local is_directory = lfs.attributes(path, "mode") == "directory"
   local reader = is_directory and "ane.formats.hf_llama" or M.is_gguf(path) and "ane.formats.gguf" or "ane.formats.llama2c"
-  local W, err = require(reader).read(path)
+  local W, err = require(reader).read(path, { dequantize_blocks = opts and opts.dequantize_blocks })
   if not W then return nil, err end
   return M.from_weights(W, opts)
 end
@@ -122,7 +122,9 @@ end
 
 --- Builds a model from weights by role (ane.formats.llama2c / hf_llama, M.random_weights).
 --- opts: backend, precision ("fp16" | "fp32"), profile ("ane" | "cpu"); quantize ("int8" |
---- "int4": every linear layer, the programs carry the codes) and quantize_classifier;
+--- "int4" | "q8_0" | "q4_0" (sim): every linear layer, the programs carry the codes) and
+--- quantize_classifier; dequantize_blocks (M.load of a GGUF file: its Q8_0 / Q4_0 matrices
+--- dequantized at load rather than read as stored);
 --- activations ("int8" / "int16": products with the quantized weights on integer activations,
 --- the cpu profile's fast paths, ane.models.decoder.check_activations); weights_as_inputs (the weights become program inputs, fed at each eval); lora ({ rank,
 --- alpha, seed }: adapters on q and v, ane.models.lora).

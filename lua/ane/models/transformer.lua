@@ -113,11 +113,14 @@ local PER_HEAD = { q_norm = true, k_norm = true }
 -- One layer's weights in program layout: matrices as [out, in, 1, 1] conv weights, vectors
 -- as they are, in dtype. quantize ("int8" | "int4" | nil): the matrices become quantized
 -- weights (per output row), which the programs carry compressed; weights that come
--- quantized (a quantized checkpoint) stay as they are. `stored` (a table) receives the
--- quantized weights in checkpoint layout, for saving.
-local function program_layer(L, dtype, quantize, label, stored)
+-- quantized (a quantized checkpoint) stay as they are, but for Q8_0 / Q4_0 blocks (a GGUF file's)
+-- on the device, which are dequantized (blocks_on_device false: the device runs per-row int8 and
+-- palettes; sim reads the blocks). `stored` (a table) receives the quantized weights in
+-- checkpoint layout, for saving.
+local function program_layer(L, dtype, quantize, label, stored, blocks_on_device)
   local P = {}
   for role, t in pairs(L) do
+    if ane.quantized.is(t) and decoder.BLOCK_ENCODINGS[t:encoding()] and not blocks_on_device then t = t:dequantize() end
     if not ane.quantized.is(t) and not t:is_contiguous() then t = t:copy() end -- (transposed parameters)
     if quantize and not ane.quantized.is(t) and t:ndim() == 2 then
       t = ane.quantize(t, quantize, { dtype = dtype, name = label(role) })
@@ -148,7 +151,7 @@ function M.prepare(self, W, quantize)
   for l, L in ipairs(W.layers) do
     P.stored_layers[l] = {}
     P.layers[l] = program_layer(L, self.dtype, quantize, function(role) return self:checkpoint_name(role, l - 1) end,
-      P.stored_layers[l])
+      P.stored_layers[l], self.backend == "sim")
   end
   P.final_norm = decoder.in_dtype(W.final_norm, self.dtype)
   P.final_norm_bias = W.final_norm_bias and decoder.in_dtype(W.final_norm_bias, self.dtype)
@@ -501,7 +504,7 @@ function M.init(self, W, arch, naming, opts, level)
   local finite, why = check_weights(self, W, opts)
   if not finite then return nil, why end
   self.weights = W
-  self.quantize, self.quantize_classifier = decoder.check_quantize_options(opts, W, level + 1)
+  self.quantize, self.quantize_classifier = decoder.check_quantize_options(opts, W, level + 1, self.backend)
   self.P = M.prepare(self, W, self.quantize)
   if self.quantize_classifier and not ane.quantized.is(self.P.classifier) then
     self.P.classifier = ane.quantize(self.P.classifier, self.quantize_classifier,

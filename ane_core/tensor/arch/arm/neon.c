@@ -1,7 +1,7 @@
 /* The NEON (Advanced SIMD) kernels of the kernel table (kernels.h), the level every arm64 CPU
  * has (Apple silicon; compiled with -ffp-contract=off, so a multiply and an add stay two
  * roundings where the scalar kernels keep them apart):
- * - matrix-vector products of fp16, fp32, int8 and 4-bit rows with float activations: 32
+ * - matrix-vector products of fp16, fp32, int8, 4-bit, Q8_0 and Q4_0 rows with float activations: 32
  *   elements an iteration in eight accumulators of four lanes (fp16 weights converted eight at
  *   a time by fcvtl, which arm64 has without FEAT_FP16's arithmetic; 4-bit indices looked up in
  *   the row's 64 bytes of fp32 entries by tbl, exactly);
@@ -124,7 +124,43 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
     return total;
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4};
+/* Q8_0 and Q4_0 rows (k a multiple of 32): each block's codes widened to fp32 and times its
+ * scale (exact), in dot_fp32's chains (a[g] takes elements 4g .. 4g + 3 of each 32), so a row
+ * gives dot_fp32's bits for its dequantized values. codes: a block's 32 codes in order. */
+static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale, const float *x, float32x4_t a[8]) {
+    int8x16_t halves[2] = {first16, second16};
+    for (int h = 0; h < 2; h++) {
+        int16x8_t low = vmovl_s8(vget_low_s8(halves[h])), high = vmovl_high_s8(halves[h]);
+        float32x4_t w[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))), vcvtq_f32_s32(vmovl_high_s16(low)),
+                            vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))), vcvtq_f32_s32(vmovl_high_s16(high))};
+        for (int g = 0; g < 4; g++)
+            a[4 * h + g] = vfmaq_f32(a[4 * h + g], vmulq_n_f32(w[g], scale), vld1q_f32(x + 16 * h + 4 * g));
+    }
+}
+
+static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int64_t k) {
+    float32x4_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
+    for (int64_t j = 0; j + 32 <= k; j += 32) block_fma(vld1q_s8(q + j), vld1q_s8(q + j + 16), scales[j / 32], x + j, a);
+    return sum8(a);
+}
+
+/* Q4_0: a block's 16 bytes zipped into its 32 nibbles in order (element 2i in byte i's low
+ * one), each nibble's two's complement made a signed byte ((n ^ 8) - 8). */
+static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x, int64_t k) {
+    float32x4_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        uint8x16_t bytes = vld1q_u8(packed + j / 2);
+        uint8x16_t low = vandq_u8(bytes, vdupq_n_u8(15)), high = vshrq_n_u8(bytes, 4);
+        int8x16_t first16 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip1q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
+        int8x16_t second16 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip2q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
+        block_fma(first16, second16, scales[j / 32], x + j, a);
+    }
+    return sum8(a);
+}
+
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) { /* x is read in order */
@@ -469,6 +505,8 @@ void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
+    t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
+    t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_fp32;
     t->vecmat_fp16 = vecmat_fp16;

@@ -230,11 +230,55 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_bf16_avx2(const uint8_
     return total;
 }
 
-static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2};
+/* Q8_0 and Q4_0 rows (k a multiple of 32): a block an iteration, its weights scale x code
+ * (exact in fp32) in dot32_avx2's chains, so a row gives dot32_avx2's bits for its dequantized
+ * values. codes: a block's 32 codes as bytes, in order. */
+__attribute__((target("avx2,fma"))) static inline void block_fma_avx2(__m128i first16, __m128i second16, float scale,
+                                                                      const float *x, __m256 a[4]) {
+    __m256 d = _mm256_set1_ps(scale);
+#define CODES_EIGHT(bytes) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), d)
+    a[0] = _mm256_fmadd_ps(CODES_EIGHT(first16), _mm256_loadu_ps(x), a[0]);
+    a[1] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(first16, 8)), _mm256_loadu_ps(x + 8), a[1]);
+    a[2] = _mm256_fmadd_ps(CODES_EIGHT(second16), _mm256_loadu_ps(x + 16), a[2]);
+    a[3] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(second16, 8)), _mm256_loadu_ps(x + 24), a[3]);
+#undef CODES_EIGHT
+}
+
+__attribute__((target("avx2,fma"))) static float dot_q8_0_avx2(const int8_t *q, const float *scales, const float *x,
+                                                                int64_t k) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
+        block_fma_avx2(_mm_loadu_si128((const __m128i *)(q + j)), _mm_loadu_si128((const __m128i *)(q + j + 16)),
+                       scales[j / 32], x + j, a);
+    }
+    return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+}
+
+/* Q4_0: a block's 16 bytes (element 2i in byte i's low nibble, 2i + 1 in its high one)
+ * interleaved into 32 bytes in order, each nibble's two's complement made a signed byte. */
+__attribute__((target("avx2,fma"))) static float dot_q4_0_avx2(const uint8_t *packed, const float *scales,
+                                                                const float *x, int64_t k) {
+    const __m128i low_nibbles = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2));
+        __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
+        __m128i first16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(low, high), eight), eight);
+        __m128i second16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(low, high), eight), eight);
+        block_fma_avx2(first16, second16, scales[j / 32], x + j, a);
+    }
+    return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+}
+
+static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2, dot_q8_0_avx2, dot_q4_0_avx2};
 
 static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &dots); }
 static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &dots); }
 static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &dots); }
+static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &dots); }
+static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &dots); }
 
 /* With x_split (split_lut4 below): the two-byte kernel; without (k under a chunk), the exact lookup. */
 void x86_rows_lut4_avx2(void *context, int64_t first, int64_t last) {
@@ -680,6 +724,8 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = x86_rows_lut4_avx2;
+    t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
+    t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx2;
     t->vecmat_fp16 = vecmat_fp16_avx2;

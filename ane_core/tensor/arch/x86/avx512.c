@@ -1,4 +1,4 @@
-/* The AVX-512F kernels of the kernel table (kernels.h): fp16, fp32, int8 and 4-bit rows with
+/* The AVX-512F kernels of the kernel table (kernels.h): fp16, fp32, int8, 4-bit, Q8_0 and Q4_0 rows with
  * float activations, four rows at a time, and the products over a cache. Taken on CPUs with
  * AVX-512F whose OS saves its state (base/cpu.h), over the AVX2 level. */
 #if defined(__x86_64__)
@@ -92,6 +92,32 @@ AVX512 static float dot32_avx512(const float *w, const float *x, int64_t k) {
 #define INT8_ELEMENT(row, table, j) (float)(row)[j]
 ROWS_AVX512(rows_avx512_int8, int8_t, INT8_WEIGHTS32, INT8_ELEMENT)
 
+/* Q8_0 and Q4_0 rows (k a multiple of 32, a table the row's block scales): each block's
+ * weights scale x code, exact in fp32, in the chains every kernel here keeps, so a row gives
+ * dot32_avx512's bits for its dequantized values. Q4_0's 16 bytes are interleaved into the
+ * block's 32 codes in order (element 2i in byte i's low nibble), each a signed byte. */
+#define BLOCK_SIXTEEN(bytes, scale) _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), scale)
+#define Q8_0_WEIGHTS32(row, table, j, w0, w1)                                                              \
+    do {                                                                                                    \
+        __m512 scale_ = _mm512_set1_ps((table)[(j) / 32]);                                                  \
+        w0 = BLOCK_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j))), scale_);                         \
+        w1 = BLOCK_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j) + 16)), scale_);                    \
+    } while (0)
+#define Q8_0_ELEMENT(row, table, j) ((table)[(j) / 32] * (float)(row)[j])
+ROWS_AVX512(rows_avx512_q8_0, int8_t, Q8_0_WEIGHTS32, Q8_0_ELEMENT)
+
+#define Q4_0_WEIGHTS32(row, table, j, w0, w1)                                                              \
+    do {                                                                                                    \
+        __m512 scale_ = _mm512_set1_ps((table)[(j) / 32]);                                                  \
+        const __m128i nibble_ = _mm_set1_epi8(15), eight_ = _mm_set1_epi8(8);                               \
+        __m128i bytes_ = _mm_loadu_si128((const __m128i *)((row) + (j) / 2));                                \
+        __m128i low_ = _mm_and_si128(bytes_, nibble_), high_ = _mm_and_si128(_mm_srli_epi16(bytes_, 4), nibble_); \
+        w0 = BLOCK_SIXTEEN(_mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(low_, high_), eight_), eight_), scale_); \
+        w1 = BLOCK_SIXTEEN(_mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(low_, high_), eight_), eight_), scale_); \
+    } while (0)
+#define Q4_0_ELEMENT(row, table, j) ((table)[(j) / 32] * (float)ane_q4_code(row, j))
+ROWS_AVX512(rows_avx512_q4_0, uint8_t, Q4_0_WEIGHTS32, Q4_0_ELEMENT)
+
 /* 4-bit rows (k even; a table is the row's 16-entry palette). vpermps reads only the low four
  * bits of an index, so the 16 bytes of a 32-weight chunk, copied into each 128-bit lane, need
  * one shift per lane to bring a different index into each lane's low bits: dword d holds
@@ -149,6 +175,16 @@ static void rows_lut4(void *context, int64_t first, int64_t last) {
         return;
     }
     rows_in_groups(job, job->x_split, first, last, rows_avx512_lut4, job->k / 2, job->table, ANE_LUT4_ENTRIES);
+}
+
+static void rows_q8_0(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_q8_0, job->k, job->table, job->k / 32);
+}
+
+static void rows_q4_0(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_q4_0, job->k / 2, job->table, job->k / 32);
 }
 
 /* x's whole 32-element chunks in lut4_avx512_slot's order, the tail as it is. */
@@ -222,6 +258,8 @@ void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
+    t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
+    t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx512;
     t->vecmat_fp16 = vecmat_fp16_avx512;
