@@ -176,7 +176,7 @@ describe("GGUF files", function()
     end)
   end
 
-  it("quantizes to Q8_0 and Q4_0 on sim only, with float activations", function()
+  it("quantizes to Q8_0 and Q4_0 on sim only, with float or int8 activations", function()
     local model = assert(llama.load(checkpoint, { backend = "sim", precision = "fp32", profile = "cpu", quantize = "q8_0" }))
     assert.matches("q8_0 weights %(classifier q8_0%)", tostring(model))
     if ane.backends().ane == true then -- (the ane rows)
@@ -184,9 +184,25 @@ describe("GGUF files", function()
       assert.is_false(ok)
       assert.matches("quantize = 'q4_0' runs on the sim backend", err)
     end
-    local ok, err = pcall(llama.load, checkpoint, { backend = "sim", profile = "cpu", quantize = "q8_0", activations = "int8" })
+    local ok, err = pcall(llama.load, checkpoint, { backend = "sim", profile = "cpu", quantize = "q8_0", activations = "int16" })
     assert.is_false(ok)
-    assert.matches("activations = 'int8' is for int8 and int4 weights; q8_0 weights multiply float activations", err)
+    assert.matches("activations = 'int16' is for int8 and int4 weights; q8_0 weights multiply float or int8 activations",
+      err, 1, true)
+    -- int8 activations: llama.cpp's arithmetic for the blocks (tensor/gemv.h; test_gemv checks it bit for bit),
+    -- near the float product's logits (the activations' codes round to 1/254 of each block's largest)
+    local q4 = dir .. "llama-tiny-q4_0.gguf"
+    local int8 = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu", activations = "int8" }))
+    assert.matches("q4_0 weights %(classifier q4_0%), int8 activations", tostring(int8))
+    local float = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu" }))
+    local ids = { 1, 5, 300, 7 }
+    local range = 0
+    for _, row in ipairs(float:logits(ids):totable()) do
+      for _, v in ipairs(row) do range = math.max(range, math.abs(v)) end
+    end
+    -- (each activation within 1/254 of its block's largest: a few percent of the logits' range
+    -- at most through two layers; the exact arithmetic is test_gemv's check)
+    local drift = int8:logits(ids):max_abs_diff(float:logits(ids))
+    assert.is_true(drift > 0 and drift < 0.05 * range, string.format("drift %g of a range %g", drift, range))
   end)
 
   it("carries a tokenizer that encodes as the tokenizer.bin it was made from", function()

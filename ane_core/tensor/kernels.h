@@ -138,7 +138,7 @@ typedef struct palette16 {
 typedef struct integer_job {
     float *y; /* [rows, columns] */
     const void *data;
-    const float *table;         /* int8 rows: [rows] scales */
+    const float *table;         /* int8 rows: [rows] scales; Q8_0 / Q4_0: [rows, k / 32] block scales */
     const char *palette_codes;  /* 4-bit rows: [rows] palette8 or palette16 */
     const code_vector *columns; /* [columns] */
     int64_t count, k;
@@ -164,6 +164,17 @@ typedef float (*integer_dot_lut4)(const uint8_t *packed, const void *palette, co
  * (kernels_scalar.c): every level without grouped kernels runs its dots through this. */
 void integer_rows_by_dots(const integer_job *job, int64_t first, int64_t last, integer_dot_int8 dot_int8,
                           integer_dot_lut4 dot_lut4);
+
+/* Q8_0 / Q4_0 rows (integer_job.table: their block scales [rows, k / 32]) against int8
+ * activations, llama.cpp's arithmetic for such blocks: per block, the exact integer dot product
+ * of the weights' and the activations' codes times (the weights' scale x the activations'),
+ * added in order from block `from` on (the scalar kernels are this function; NEON gives its
+ * bits; AVX2 adds each block's eight lanes into eight accumulators, within test_gemv's bound). */
+float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
+                       int64_t from);
+typedef float (*block_dot_int8)(const void *codes, const float *scales, const code_vector *v);
+/* An integer job of Q8_0 / Q4_0 rows through a level's block dots. */
+void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0);
 
 /* The scalar sums of blocks from element `from` (a block boundary) on: scale x exact integer
  * sum per block, added in order (the vector kernels' tails). */
@@ -223,6 +234,8 @@ typedef struct ane_kernel_table {
     /* Integer activations: rows [first, last) of an integer_job, by [int8 rows, 4-bit rows]
      * and [int8, int16 activations]. */
     ane_range_body rows_integer[2][2];
+    /* Q8_0 / Q4_0 rows of an integer_job on int8 activations (blocks_int8_from's sums). */
+    ane_range_body rows_blocks_int8;
     /* One whole block of 32 contiguous values quantized (the scalar codes and scale); returns 0
      * for a block with a NaN or inf (the caller's scalar loop takes it). NULL: no vector form. */
     int (*quantize_block8)(const float *x, int8_t *codes, float *scale);

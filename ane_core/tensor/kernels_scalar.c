@@ -83,6 +83,39 @@ static void vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld,
 
 /* ------------------------------------------------ integer activations */
 
+float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
+                       int64_t from) {
+    const int8_t *q = codes;
+    float total = 0.0f;
+    for (int64_t b = from; b < v->k / ANE_ENCODING_BLOCK; b++) {
+        int32_t sum = 0;
+        for (int64_t j = b * ANE_ENCODING_BLOCK; j < (b + 1) * ANE_ENCODING_BLOCK; j++)
+            sum += (encoding == ANE_ENCODING_Q8_0 ? q[j] : ane_q4_code(codes, j)) * v->codes8[j];
+        total += (scales[b] * v->block_scales[b]) * (float)sum;
+    }
+    return total;
+}
+
+void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0) {
+    int64_t blocks = job->k / ANE_ENCODING_BLOCK, row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k);
+    block_dot_int8 dot = job->encoding == ANE_ENCODING_Q8_0 ? q8_0 : q4_0;
+    for (int64_t r = first; r < last; r++)
+        for (int64_t c = 0; c < job->count; c++)
+            job->y[r * job->count + c] = dot((const char *)job->data + r * row_bytes, job->table + r * blocks, &job->columns[c]);
+}
+
+static float q8_0_int8_dot(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_from(ANE_ENCODING_Q8_0, codes, scales, v, 0);
+}
+
+static float q4_0_int8_dot(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_from(ANE_ENCODING_Q4_0, codes, scales, v, 0);
+}
+
+static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
+    integer_block_rows(context, first, last, q8_0_int8_dot, q4_0_int8_dot);
+}
+
 float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t first = from; first < v->k; first += Q8_BLOCK) {
@@ -314,6 +347,7 @@ void ane_kernels_scalar(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
+    t->rows_blocks_int8 = rows_blocks_int8;
     t->split_lut4 = split_lut4;
     t->lut4_reads_words = 0;
     t->vecmat_fp32 = vecmat_fp32;

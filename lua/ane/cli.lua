@@ -129,9 +129,11 @@ function Command:usage_error(message)
 end
 
 -- --activations multiplies quantized weights: without --quantize the model must come quantized
--- (an anelua quantized directory, config.json's quantization_config); else a usage error.
+-- (an anelua quantized directory, config.json's quantization_config, or a GGUF file); else a
+-- usage error.
 function Command:check_activations(opts, model_path)
   if not opts.activations or opts.quantize then return end
+  if model_path and require("ane.models.llama").is_gguf(model_path) then return end -- (its Q8_0 / Q4_0 blocks; the loader says if none)
   local config = model_path and ane.io.read_json(model_path .. "/config.json")
   if type(config) == "table" and type(config.quantization_config) == "table" then return end
   self:usage_error("--activations " .. opts.activations .. " multiplies quantized weights: add --quantize int8 or int4 "

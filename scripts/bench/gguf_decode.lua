@@ -11,7 +11,10 @@
 -- Prints every round, the median ratios (anelua / llama.cpp) with their ranges, and the drift.
 -- ANELUA_LLAMA_CPP_BIN names a llama.cpp build to use instead of the peers' (when those do not
 -- run on this CPU: scripts/bench/build_llama_cpp.sh builds the same commit for it).
+-- --activations int8 runs anelua's quantized formats on int8 activations (llama.cpp's arithmetic
+-- for Q8_0 / Q4_0 blocks) instead of float (its default, the exact product of the blocks).
 --   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m]
+--     [--activations float|int8]
 local ane = require("ane")
 local lfs = require("lfs")
 local models = require("ane.models")
@@ -26,6 +29,7 @@ local opts = require("ane.cli").command {
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
     { "formats", "string", "f16,q8_0,q4_0,q4_k_m", "the GGUF formats, comma-separated" },
     { "drift-tokens", "integer", 1024, "tokens of README.md scored for the drift", min = 256 },
+    { "activations", "choice", "float", "anelua's activations for the quantized formats", choices = { "float", "int8" } },
   }),
 }:parse(arg)
 
@@ -40,7 +44,8 @@ for name in opts.formats:gmatch("[^,]+") do
     assert(os.execute(string.format("%s %s %s %s 2 > /dev/null 2>&1", common.quote(quantize),
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
-  formats[#formats + 1] = { name = name, file = file }
+  local quantized = name ~= "f16" and name ~= "f32"
+  formats[#formats + 1] = { name = name, file = file, activations = quantized and opts.activations or "float" }
 end
 
 local function capture(command)
@@ -55,10 +60,10 @@ local anelua = common.quote(absolute_root .. "/build/anelua") -- (run from /tmp:
 local prompt = "Once upon a time"
 
 -- Cold runs: each process's own decode rate, and its wall time.
-local function cold_anelua(file)
+local function cold_anelua(file, activations)
   local start = ane.clock()
-  local out = capture(string.format("cd /tmp && %s run %s --prompt %s --max-tokens %d --temperature 0 --profile cpu",
-    anelua, common.quote(file), common.quote(prompt), opts.tokens))
+  local out = capture(string.format("cd /tmp && %s run %s --prompt %s --max-tokens %d --temperature 0 --profile cpu%s",
+    anelua, common.quote(file), common.quote(prompt), opts.tokens, activations == "int8" and " --activations int8" or ""))
   local rate = tonumber(out:match("decode%s+%d+ tokens, ([%d.]+) tokens/s"))
   return assert(rate, out), ane.clock() - start
 end
@@ -82,11 +87,11 @@ end
 print(string.format("Stories110M shape, %d tokens a run, %d rounds; llama.cpp from %s", opts.tokens, opts.rounds, bin))
 local rows = {}
 for _, format in ipairs(formats) do
-  local model = assert(models.load(format.file, { precision = "fp16", profile = "cpu" }))
+  local model = assert(models.load(format.file, { precision = "fp16", profile = "cpu", activations = format.activations }))
   local ids = models.prompt_ids(model, prompt)
   local cold, walls, inproc = {}, {}, {}
   for round = 1, opts.rounds do
-    local a, a_wall = cold_anelua(format.file)
+    local a, a_wall = cold_anelua(format.file, format.activations)
     local l, l_wall = cold_llama(format.file)
     local a_in = common.decode_rate(model, ids, opts.tokens)
     local l_in = in_process_llama(format.file)
@@ -94,9 +99,10 @@ for _, format in ipairs(formats) do
     print(string.format("%s round %d: cold anelua %.1f tok/s (%.2f s) llama-cli %.1f tok/s (%.2f s); in-process "
       .. "anelua %.1f llama-bench %.1f tok/s", format.name, round, a, a_wall, l, l_wall, a_in, l_in))
   end
-  rows[#rows + 1] = { "anelua run " .. format.name .. " (decode rate)", "llama-cli", cold }
-  rows[#rows + 1] = { "anelua run " .. format.name .. " (whole process, inverse time)", "llama-cli", walls }
-  rows[#rows + 1] = { "in-process " .. format.name, "llama-bench tg", inproc }
+  local label = format.name .. (format.activations == "int8" and " (int8 activations)" or "")
+  rows[#rows + 1] = { "anelua run " .. label .. " (decode rate)", "llama-cli", cold }
+  rows[#rows + 1] = { "anelua run " .. label .. " (whole process, inverse time)", "llama-cli", walls }
+  rows[#rows + 1] = { "in-process " .. label, "llama-bench tg", inproc }
   model = nil
   collectgarbage()
 end
@@ -104,8 +110,8 @@ common.print_ratios(rows)
 
 -- Drift from F32 on README.md's first tokens, windows of 256 positions
 local text = assert(ane.io.read_file(root .. "/README.md"))
-local function logits_rows(file)
-  local model = assert(models.load(file, { precision = "fp32", profile = "cpu" }))
+local function logits_rows(file, activations)
+  local model = assert(models.load(file, { precision = "fp32", profile = "cpu", activations = activations }))
   local ids = models.prompt_ids(model, text)
   local rows_out = {}
   for first = 1, math.min(#ids, opts.drift_tokens) - 255, 256 do
@@ -126,10 +132,11 @@ capture(string.format("%s -m %s -f %s -c 256 -t 2 --chunks %d --kl-divergence-ba
 print("\n| format | anelua mean KL | anelua top-1 | llama.cpp mean KL | llama.cpp top-1 |")
 print("|---|---|---|---|---|")
 for _, format in ipairs(formats) do
-  local kl, top1 = common.divergence(reference, logits_rows(format.file))
+  local kl, top1 = common.divergence(reference, logits_rows(format.file, format.activations))
   local out = capture(string.format("%s -m %s -c 256 -t 2 --kl-divergence-base %s --kl-divergence",
     common.quote(bin .. "/llama-perplexity"), common.quote(format.file), common.quote(base)))
   local peer_kl = out:match("Mean%s+KLD:%s+([%d.e+-]+)")
   local peer_top = out:match("Same top p:%s+([%d.]+)")
-  print(string.format("| %s | %.6f | %.2f%% | %s | %s%% |", format.name, kl, 100 * top1, peer_kl or "?", peer_top or "?"))
+  print(string.format("| %s%s | %.6f | %.2f%% | %s | %s%% |", format.name, format.activations == "int8"
+    and " (int8 activations)" or "", kl, 100 * top1, peer_kl or "?", peer_top or "?"))
 end

@@ -12,7 +12,8 @@
  * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) must give, bit for bit, what
  * ane_gemv_fp32 gives for their dequantized values (each weight scale x code, exact in fp32), as
  * a matrix-vector product, as a few columns and in parts (check_blocks); more columns, which go
- * through the decoded panels, are held to the fp32 bound above against the sum in double.
+ * through the decoded panels, are held to the fp32 bound above against the sum in double; on
+ * int8 activations they must give the blocks' integer arithmetic computed here, bit for bit.
  *
  * Integer activations (int8: codes up to L = 127, palettes to P = 127; int16: L = 32767,
  * P = 16383) are checked twice. (1) Against the quantized arithmetic computed here from its
@@ -109,7 +110,7 @@ INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
  * first are given their palettes as bf16 words (ane_palette_codes, which must refuse the first
  * part's), and read through ane_encoded_matmul with them too (one column, and three). */
 static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k) {
-    ane_gemv_part parts[8];
+    ane_gemv_part parts[8] = {{0}};
     float *x = malloc(sizeof(float) * k), *alone[8];
     int differing = 0;
     for (int64_t j = 0; j < k; j++) x[j] = uniform();
@@ -221,10 +222,59 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
             CHECK(outside == 0, "%s [%lld, %lld] x %d columns: %d outside the bound", kinds[t].name, (long long)rows,
                   (long long)k, count, outside);
         }
+        /* int8 activations (llama.cpp's arithmetic for these blocks, gemv.h): x quantized per block
+         * of 32 (scale = max |x| / 127 in fp32, code = round-to-even(x (127 / max |x|))), each
+         * block's exact integer dot product times (weight scale x activation scale), added in
+         * order: the scalar and NEON levels give these bits; AVX2 sums in lanes (the bound below) */
+        int lanes = ane_cpu_has_avx2_fma_f16c();
+        for (int count = 1; count <= 3; count += 2) {
+            for (int64_t j = 0; j < k; j++)
+                for (int c = 0; c < count; c++) columns[j * count + c] = c == 0 ? x[j] : uniform();
+            ane_error err;
+            CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, columns, rows, k, count,
+                                     ANE_ACTIVATIONS_INT8, &err) == ANE_OK, "%s int8 matmul: %s", kinds[t].name, err.message);
+            int differing = 0;
+            for (int c = 0; c < count; c++) {
+                int8_t *codes = malloc(k);
+                float *block_scales = malloc(sizeof(float) * blocks);
+                for (int64_t b = 0; b < blocks; b++) {
+                    float largest = 0.0f;
+                    for (int64_t j = 32 * b; j < 32 * b + 32; j++) largest = fmaxf(largest, fabsf(columns[j * count + c]));
+                    float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+                    block_scales[b] = largest / 127.0f;
+                    for (int64_t j = 32 * b; j < 32 * b + 32; j++) codes[j] = (int8_t)lrintf(columns[j * count + c] * inverse);
+                }
+                for (int64_t r = 0; r < rows; r++) {
+                    float total = 0.0f;
+                    double exact = 0, magnitude = 0;
+                    for (int64_t b = 0; b < blocks; b++) {
+                        int32_t sum = 0, absolute = 0;
+                        for (int64_t j = 32 * b; j < 32 * b + 32; j++) {
+                            int code = t == 0 ? q8[r * k + j] : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
+                            sum += code * codes[j], absolute += abs(code * codes[j]);
+                        }
+                        float both = scales[r * blocks + b] * block_scales[b];
+                        volatile float term = both * (float)sum; /* (two roundings: no fused multiply-add here) */
+                        total = total + term;
+                        exact += (double)both * sum, magnitude += fabs((double)both) * absolute;
+                    }
+                    /* AVX2 keeps each block's sum in eight lanes, scaled into eight fp32 accumulators:
+                     * one rounding per fused multiply-add, then the lanes' sum, so at most
+                     * (k / 32 + 4) u per lane term; held to twice that of the terms' magnitude */
+                    if (lanes)
+                        differing += fabs(y[r * count + c] - exact) > 2.0 * (double)(blocks + 4) * ldexp(1.0, -24) * magnitude;
+                    else
+                        differing += memcmp(&total, &y[r * count + c], sizeof total) != 0;
+                }
+                free(codes), free(block_scales);
+            }
+            CHECK(differing == 0, "%s [%lld, %lld] x %d columns on int8 activations: %d results not the blocks' "
+                  "arithmetic", kinds[t].name, (long long)rows, (long long)k, count, differing);
+        }
         ane_error err;
-        CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8,
-                                 &err) != ANE_OK && strstr(err.message, "float activations"),
-              "%s with int8 activations: not refused", kinds[t].name);
+        CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16,
+                                 &err) != ANE_OK && strstr(err.message, "not int16"),
+              "%s with int16 activations: not refused", kinds[t].name);
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
 }

@@ -322,6 +322,7 @@ function M.read(path, opts)
   config, err = arch.check_config(arch.complete_config(config), path)
   if not config then return nil, err end
   local c, name = config, arch.NAMINGS.gguf.name
+  local from_blocks = {} -- roles of block-quantized tensors (W.from_blocks: their values need no more than fp16 for the CPU's tables)
   local function tensor(role, l, shape)
     local key = name(role, l)
     local t = file.tensors[key]
@@ -330,11 +331,12 @@ function M.read(path, opts)
       return fail("%s: tensor '%s' has shape [%s], expected [%s]", path, key, table.concat(t.shape, ", "),
         table.concat(shape, ", "))
     end
+    if BLOCKS[t.type] then from_blocks[role] = true end
     return M.tensor(file, key, keep_blocks and role ~= "token_embedding")
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,
-    stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil }
+    stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil, from_blocks = from_blocks }
   return arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
 end
 

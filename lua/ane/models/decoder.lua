@@ -474,9 +474,9 @@ function M.check_activations(opts, model, level)
     error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
       .. "quantized checkpoint)", activations), level + 1)
   end
-  if activations ~= "float" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then
-    error(string.format("activations = '%s' is for int8 and int4 weights; %s weights multiply float activations",
-      activations, model.quantize or M.layer_encoding(model)), level + 1)
+  if activations == "int16" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then
+    error(string.format("activations = 'int16' is for int8 and int4 weights; %s weights multiply float or int8 "
+      .. "activations", model.quantize or M.layer_encoding(model)), level + 1)
   end
   if activations ~= "float" and model.profile ~= "cpu" then
     error(string.format("activations = '%s' runs in the cpu profile only (the device multiplies in fp16): add profile = "

@@ -157,15 +157,20 @@ function M.prepare(self, W, quantize)
   P.final_norm_bias = W.final_norm_bias and decoder.in_dtype(W.final_norm_bias, self.dtype)
   -- the CPU's tables: fp32, or in an fp16 model fp16 where the file holds them so (views of
   -- it) or in bf16 (converted: bf16's 8 significant bits fit fp16's 11, so a decode step reads
-  -- the same values as from fp32, at half the memory)
-  local function for_cpu(t)
-    if self.dtype == "fp16" and (t:dtype() == "fp16" or t:dtype() == "bf16") then return decoder.in_dtype(t, "fp16") end
+  -- the same values as from fp32, at half the memory), or in blocks a GGUF file dequantized
+  -- (W.from_blocks: rounded to fp16, 2^-11 of each weight, far below the blocks' own steps;
+  -- a Q6_K classifier read as fp32 was most of a Q4_0 file's decode step)
+  local from_blocks = W.from_blocks or {}
+  local function for_cpu(t, role)
+    if self.dtype == "fp16" and (t:dtype() == "fp16" or t:dtype() == "bf16" or from_blocks[role]) then
+      return decoder.in_dtype(t, "fp16")
+    end
     return decoder.in_dtype(t, "fp32")
   end
-  P.token_embedding = for_cpu(W.token_embedding)                               -- [V, dim], for lookups
+  P.token_embedding = for_cpu(W.token_embedding, "token_embedding")             -- [V, dim], for lookups
   P.position_embedding = W.position_embedding and decoder.in_dtype(W.position_embedding, "fp32") -- [T, dim]
   P.classifier = W.classifier == nil and P.token_embedding                     -- [V, dim], the CPU classifier
-      or ane.quantized.is(W.classifier) and W.classifier or for_cpu(W.classifier)
+      or ane.quantized.is(W.classifier) and W.classifier or for_cpu(W.classifier, "classifier")
   return P
 end
 

@@ -1,5 +1,5 @@
 /* The NEON dot-product kernels of the kernel table (kernels.h), for CPUs with FEAT_DotProd
- * (Apple M1 on; base/cpu.h): products of int8 and 4-bit rows with int8 activations, each 32-code
+ * (Apple M1 on; base/cpu.h): products of int8, 4-bit, Q8_0 and Q4_0 rows with int8 activations, each 32-code
  * block's products summed exactly by two sdot (four 4-product sums a lane, at most 16 x 128 x 127
  * in 32 bits), then added to the row's sum in the scalar kernels' order, so the results are
  * the scalar bits. Compiled for armv8.2-a+dotprod (CMakeLists.txt); the table takes these only
@@ -21,5 +21,18 @@ static float q8_lut4(const uint8_t *packed, const void *palette, const code_vect
 
 static void rows_q8(void *context, int64_t first, int64_t last) { integer_rows_by_dots(context, first, last, q8_int8, q8_lut4); }
 
-void ane_kernels_arm_dotprod(ane_kernel_table *t) { t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8; }
+static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum);
+}
+static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum);
+}
+static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
+    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8);
+}
+
+void ane_kernels_arm_dotprod(ane_kernel_table *t) {
+    t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8;
+    t->rows_blocks_int8 = rows_blocks_int8;
+}
 #endif

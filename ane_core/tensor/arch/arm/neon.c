@@ -145,16 +145,13 @@ static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int6
     return sum8(a);
 }
 
-/* Q4_0: a block's 16 bytes zipped into its 32 nibbles in order (element 2i in byte i's low
- * one), each nibble's two's complement made a signed byte ((n ^ 8) - 8). */
+/* Q4_0: a block's codes in order (q4_codes). */
 static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x, int64_t k) {
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j + 32 <= k; j += 32) {
-        uint8x16_t bytes = vld1q_u8(packed + j / 2);
-        uint8x16_t low = vandq_u8(bytes, vdupq_n_u8(15)), high = vshrq_n_u8(bytes, 4);
-        int8x16_t first16 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip1q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
-        int8x16_t second16 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip2q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
+        int8x16_t first16, second16;
+        q4_codes(packed + j / 2, &first16, &second16);
         block_fma(first16, second16, scales[j / 32], x + j, a);
     }
     return sum8(a);
@@ -328,6 +325,16 @@ static float q16_lut4(const uint8_t *packed, const void *palette, const code_vec
 }
 
 static void rows_q8(void *context, int64_t first, int64_t last) { integer_rows_by_dots(context, first, last, q8_int8, q8_lut4); }
+
+static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum8);
+}
+static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum8);
+}
+static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
+    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8);
+}
 static void rows_q16(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q16_int8, q16_lut4);
 }
@@ -511,6 +518,7 @@ void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->vecmat_fp32 = vecmat_fp32;
     t->vecmat_fp16 = vecmat_fp16;
     t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8;
+    t->rows_blocks_int8 = rows_blocks_int8;
     t->rows_integer[0][1] = t->rows_integer[1][1] = rows_q16;
     t->quantize_block8 = quantize_block8;
     t->quantize_block16 = quantize_block16;

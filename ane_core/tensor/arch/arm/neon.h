@@ -17,6 +17,15 @@ static inline void lut4_entries8(const uint8_t *packed, int8x16_t entries, int8x
     *w1 = vqtbl1q_s8(entries, vzip2q_u8(low, high));
 }
 
+/* A Q4_0 block's 32 signed codes (16 packed bytes, element 2i in byte i's low nibble, each
+ * nibble its code's two's complement), in element order: zipped, then (n ^ 8) - 8. */
+static inline void q4_codes(const uint8_t *packed, int8x16_t *w0, int8x16_t *w1) {
+    uint8x16_t bytes = vld1q_u8(packed);
+    uint8x16_t low = vandq_u8(bytes, vdupq_n_u8(15)), high = vshrq_n_u8(bytes, 4);
+    *w0 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip1q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
+    *w1 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip2q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
+}
+
 /* A level's exact integer sum of 32 int8 weights (two registers) times 32 int8 codes. */
 typedef int32_t (*block_sum8_fn)(int8x16_t w0, int8x16_t w1, const int8_t *codes);
 
@@ -43,6 +52,24 @@ static inline __attribute__((always_inline)) float q8_lut4_with(const uint8_t *p
         total += v->block_scales[j / Q8_BLOCK] * (float)block_sum(w0, w1, v->codes8 + j);
     }
     return total + q8_lut4_from(packed, p, v, j);
+}
+
+/* Q8_0 / Q4_0 rows with int8 activations through a level's block sum: blocks_int8_from's sums
+ * (each block's exact integer sum times the two scales, added in order), so its bits. */
+static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_encoding encoding, const void *codes,
+                                                                    const float *scales, const code_vector *v,
+                                                                    block_sum8_fn block_sum) {
+    float total = 0.0f;
+    for (int64_t b = 0; b < v->k / ANE_ENCODING_BLOCK; b++) {
+        int8x16_t w0, w1;
+        if (encoding == ANE_ENCODING_Q8_0) {
+            w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16);
+        } else {
+            q4_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+        }
+        total += (scales[b] * v->block_scales[b]) * (float)block_sum(w0, w1, v->codes8 + 32 * b);
+    }
+    return total;
 }
 #endif
 

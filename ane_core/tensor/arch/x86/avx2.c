@@ -585,6 +585,46 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const void *palette, c
     return horizontal_sum(_mm256_add_ps(a0, a1)) + q16_lut4_from(packed, p, v, v->chunked);
 }
 
+/* Q8_0 / Q4_0 rows on int8 activations: each block's integer dot product exact in eight int32
+ * lanes (|w| as unsigned bytes times the codes given w's sign, maddubs into pairs of at most
+ * 2 x 128 x 127, madd into the lanes), the lanes converted and multiplied by the block's two
+ * scales into eight fp32 accumulators, summed at the end: blocks_int8_from's arithmetic in
+ * another order, within the bound spec/c/test_gemv.c derives for it. */
+Q8_AVX2 static inline __m256 block_fma_int8_avx2(__m256i weights, const int8_t *codes, float scale, __m256 sum) {
+    __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(weights, weights),
+                                         _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)codes), weights));
+    __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(scale), sum);
+}
+
+Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    const int8_t *q = codes;
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < v->k / 32; b++)
+        sum = block_fma_int8_avx2(_mm256_loadu_si256((const __m256i *)(q + 32 * b)), v->codes8 + 32 * b,
+                                  scales[b] * v->block_scales[b], sum);
+    return horizontal_sum(sum);
+}
+
+Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    const uint8_t *packed = codes;
+    const __m128i low_nibbles = _mm_set1_epi8(15);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < v->k / 32; b++) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + 16 * b));
+        __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
+        __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(_mm256_setr_m128i(_mm_unpacklo_epi8(low, high),
+                                                                             _mm_unpackhi_epi8(low, high)),
+                                                           _mm256_set1_epi8(8)), _mm256_set1_epi8(8));
+        sum = block_fma_int8_avx2(weights, v->codes8 + 32 * b, scales[b] * v->block_scales[b], sum);
+    }
+    return horizontal_sum(sum);
+}
+
+static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
+    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2);
+}
+
 static void rows_q8(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q8_int8_avx2, q8_lut4_avx2);
 }
@@ -731,6 +771,7 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->vecmat_fp16 = vecmat_fp16_avx2;
     t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8;
     t->rows_integer[0][1] = t->rows_integer[1][1] = rows_q16;
+    t->rows_blocks_int8 = rows_blocks_int8;
     t->quantize_block8 = q8_block_quantize_avx2;
     t->quantize_block16 = q16_block_quantize_avx2;
     t->arrange_codes8 = arrange_codes8;
