@@ -7,7 +7,7 @@
  *   q:matmul(x)                                -- W x for x fp32 [k, T] (the CPU classifier)
  *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
  *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
- *   ane.blocks_quantized(bytes, "q8_0" | "q4_0", {rows, k}, [name], [dtype])  -- GGUF's blocks kept as codes
+ *   ane.blocks_quantized(bytes, "q8_0" | "q4_0" | "q6_k", {rows, k}, [name], [dtype])  -- GGUF's blocks kept
  *   ane.quantized.is(v) */
 #include <stdlib.h>
 #include <string.h>
@@ -281,8 +281,9 @@ static int l_dequantize_blocks(lua_State *L) {
     return 1;
 }
 
-/* ane.blocks_quantized(bytes, "q8_0" | "q4_0", {rows, k}, [name], [dtype]) -> a quantized weight
- * [rows, k] of that encoding holding the blocks' codes and scales as they are (tensor/blocks.h's
+/* ane.blocks_quantized(bytes, "q8_0" | "q4_0" | "q6_k", {rows, k}, [name], [dtype]) -> a quantized
+ * weight [rows, k] of that encoding holding the blocks' codes and scales as they are (q6_k: for
+ * the CPU's products, q:matmul, not programs; tensor/blocks.h's
  * ane_blocks_split; dtype "fp16" (default) or "fp32", the program's), or nil and a message naming
  * `name` for blocks that do not fit the shape or hold a non-finite scale */
 static int l_blocks_quantized(lua_State *L) {
@@ -291,8 +292,9 @@ static int l_blocks_quantized(lua_State *L) {
     ane_block_type type;
     ane_weight_encoding encoding;
     if (!ane_block_type_from_name(type_name, &type) || !ane_encoding_from_name(type_name, &encoding) ||
-        !ane_encoding_is_blockwise(encoding))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0 or q4_0 (the others are dequantized)", type_name));
+        !(ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0, q4_0 or q6_k (the others are "
+                                                      "dequantized)", type_name));
     const char *name = luaL_optstring(L, 4, "blocks");
     ane_dtype dtype = lua_isnoneornil(L, 5) ? ANE_FP16 : ane_lua_check_dtype(L, 5, ANE_FP16);
     if (dtype != ANE_FP16 && dtype != ANE_FP32) return luaL_argerror(L, 5, "dtype must be fp16 or fp32");

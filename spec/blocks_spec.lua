@@ -78,7 +78,8 @@ end)
 -- Every block type against gguf-py's own dequantization (llama.cpp's gguf-py/gguf/quants.py,
 -- numpy, in fp32 with the same products and sums): spec/data/gguf/blocks-reference.gguf holds,
 -- per type, 1,024 weights of random blocks and the F32 weights gguf-py gives them
--- (scripts/make_block_reference.py). Read through anelua's GGUF reader: the same bits.
+-- (scripts/make_block_reference.py). Read through anelua's GGUF reader: the same bits, dequantized
+-- or kept as stored.
 describe("llama.cpp's blocks against gguf-py", function()
   local gguf = require("ane.formats.gguf")
   local helpers = require("spec.helpers")
@@ -91,6 +92,29 @@ describe("llama.cpp's blocks against gguf-py", function()
       local expected = assert(gguf.tensor(file, name .. ".expected"))
       assert.are.same({ 2, 512 }, got:shape())
       assert.are.equal(expected:bytes(), got:bytes())
+    end)
+  end
+
+  -- Q8_0, Q4_0 and Q6_K kept as stored (a classifier's Q6_K): the same weights, and products
+  -- that read them as stored (this CPU's kernels) within fp32's summation bound of the sum in
+  -- double, 2 k u sum |w x| (u = 2^-24; tensor/gemv.h: the sums of the fp32 kernel over these
+  -- weights, which test_gemv checks bit for bit)
+  for _, type in ipairs({ "Q8_0", "Q4_0", "Q6_K" }) do
+    it("keeps " .. type .. " as stored: the same weights, multiplied as stored", function()
+      local name = type:lower()
+      local kept = assert(gguf.tensor(file, name .. ".blocks", "classifier"))
+      assert.are.equal(name, kept:encoding())
+      local expected = assert(gguf.tensor(file, name .. ".expected"))
+      assert.are.equal(expected:bytes(), kept:dequantize():bytes())
+      local x = ane.tensor.randn({ 512, 1 }, { seed = 5 })
+      local y, w, xs = kept:matmul(x):totable(), expected:totable(), x:totable()
+      for r = 1, 2 do
+        local sum, magnitude = 0, 0
+        for j = 1, 512 do
+          sum, magnitude = sum + w[r][j] * xs[j][1], magnitude + math.abs(w[r][j] * xs[j][1])
+        end
+        assert.is_true(math.abs(y[r][1] - sum) <= 2 * 512 * 2 ^ -24 * magnitude, type .. " row " .. r)
+      end
     end)
   end
 end)

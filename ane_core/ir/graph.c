@@ -396,6 +396,9 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
     const char *label = name ? name : "";
     if (encoding == ANE_ENCODING_DENSE || !ane_encoding_name(encoding))
         return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': unknown weight encoding %d", label, (int)encoding);
+    if (encoding == ANE_ENCODING_Q6_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': q6_k weights are for the CPU's products (a classifier); a "
+                        "program carries them dequantized (q:dequantize())", label);
     if (dtype != ANE_FP16 && dtype != ANE_FP32)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': quantized weights decode to fp16 or fp32, not %s", label,
                         ane_dtype_name(dtype));

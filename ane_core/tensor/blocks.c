@@ -209,17 +209,44 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
     return ANE_OK;
 }
 
+/* Q6_K kept: the blocks as stored, and each 16 weights' d x scale (exact in fp32: 11 x 8 bits). */
+static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, int64_t nblocks, const char *name,
+                             ane_tensor *data, ane_tensor *table, ane_error *err) {
+    int64_t data_shape[2] = {rows, k / 256 * 210}, table_shape[2] = {rows, k / 16};
+    ane_status status = ane_tensor_empty(data, 2, data_shape, ANE_UINT8, err);
+    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    if (status) {
+        ane_tensor_release(data), ane_tensor_release(table);
+        return status;
+    }
+    const uint8_t *bytes = (const uint8_t *)ane_tensor_data(blocks);
+    memcpy(ane_tensor_data(data), bytes, (size_t)(nblocks * 210));
+    float *scales = (float *)ane_tensor_data(table);
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint8_t *block = bytes + b * 210;
+        float d = half_at(block + 208);
+        if (!isfinite(d)) {
+            ane_tensor_release(data), ane_tensor_release(table);
+            return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
+                            (long long)(b * 210), (double)d);
+        }
+        for (int g = 0; g < 16; g++) scales[b * 16 + g] = d * (float)(int8_t)block[192 + g];
+    }
+    return ANE_OK;
+}
+
 ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
                             ane_tensor *data, ane_tensor *table, ane_error *err) {
     memset(data, 0, sizeof *data);
     memset(table, 0, sizeof *table);
-    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0 and q4_0 are)", name,
+    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0, q4_0 and q6_k are)", name,
                         FORMATS[type].name);
     const struct block_format *format = &FORMATS[type];
     int64_t shape[2] = {rows, k}, nblocks = 0, size = format->bytes;
     ane_status status = blocks_fit(format, blocks, 2, shape, name, &nblocks, err);
     if (status) return status;
+    if (type == ANE_BLOCKS_Q6_K) return split_q6_k(blocks, rows, k, nblocks, name, data, table, err);
     int q8 = type == ANE_BLOCKS_Q8_0;
     int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
     status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);

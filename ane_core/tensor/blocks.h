@@ -40,10 +40,11 @@ int64_t ane_block_bytes(ane_block_type type);
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
                                  const char *name, ane_tensor *out, ane_error *err);
 
-/* Q8_0 and Q4_0 blocks of a [rows, k] matrix kept as they are for the products that read them
- * (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0): data the codes (Q8_0's int8 as stored; Q4_0's
- * nibbles x - 8 in MIL's order, element j in byte j / 2), table the fp32 values of the blocks'
- * fp16 scales [rows, k / 32]: the same numbers, no weight dequantized. Fails naming `name` as
+/* Q8_0, Q4_0 and Q6_K blocks of a [rows, k] matrix kept as they are for the products that read
+ * them (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0 / _Q6_K): data the codes (Q8_0's int8 as stored;
+ * Q4_0's nibbles x - 8 in MIL's order, element j in byte j / 2; Q6_K's blocks as stored), table
+ * the fp32 values of the blocks' fp16 scales [rows, k / 32] (Q6_K: d x each 16's scale,
+ * [rows, k / 16]): the same numbers, no weight dequantized. Fails naming `name` as
  * ane_blocks_dequantize does, and for any other type. */
 ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
                             ane_tensor *data, ane_tensor *table, ane_error *err);

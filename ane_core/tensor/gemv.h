@@ -92,7 +92,7 @@ ane_status ane_gemm_fp16_few_columns(float *y /* [rows, columns] */, const uint1
 /* y [rows, columns] = W x for a quantized W and x [k, columns] (Q8_0 and Q4_0 under float or
  * int8 activations; int16 fails). With int8 activations their blocks are llama.cpp's
  * arithmetic: per block of 32, the exact integer dot product of the codes times the weights'
- * scale x the activations' (kernels.h: blocks_int8_from), summed in order.
+ * scale x the activations' (kernels.h: blocks_int8), summed in order (Q6_K likewise per 16).
  * ANE_ACTIVATIONS_FLOAT: the matrix-vector product above for each column up to
  * ANE_FEW_COLUMNS, else blocks of rows decoded exactly and multiplied with BLAS; y is the
  * dequantized W times x.

@@ -41,13 +41,14 @@ typedef struct gemv_job {
 
 /* The row kernels' weight types, the first index of kernels.rows_float and rows_integer. */
 typedef enum kernel_weights {
-    WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHTS_Q8_0, WEIGHTS_Q4_0, WEIGHT_KINDS
+    WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHTS_Q8_0, WEIGHTS_Q4_0, WEIGHTS_Q6_K, WEIGHT_KINDS
 } kernel_weights;
 
 /* A level's single-row dot products with float activations (int8 rows unscaled: the caller
- * applies the row's scale; a 4-bit row's table is its 16-entry palette; Q8_0 and Q4_0 rows
- * (k a multiple of 32) take each weight as its block's scale times its code, exact in fp32, in
- * the level's fp32 kernel's order, so they give its bits for the dequantized row). */
+ * applies the row's scale; a 4-bit row's table is its 16-entry palette; Q8_0, Q4_0 and Q6_K
+ * rows (k a multiple of 32, or 256) take each weight as its block's scale times its code, as
+ * dequantizing computes it, in the level's fp32 kernel's order, so they give its bits for the
+ * dequantized row). */
 typedef struct float_dots {
     float (*fp32)(const float *w, const float *x, int64_t k);
     float (*fp16)(const uint16_t *w, const float *x, int64_t k);
@@ -55,13 +56,14 @@ typedef struct float_dots {
     float (*lut4)(const uint8_t *packed, const float *palette, const float *x, int64_t k);
     float (*q8_0)(const int8_t *q, const float *scales, const float *x, int64_t k);
     float (*q4_0)(const uint8_t *packed, const float *scales, const float *x, int64_t k);
+    float (*q6_k)(const uint8_t *blocks, const float *scales, const float *x, int64_t k);
 } float_dots;
 
 /* Rows [first, last) of a gemv_job of the given weights, one row at a time through `dots`
  * (kernels_scalar.c): the row kernels of every level without grouped ones. */
 void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots);
 
-/* Defines rows_fp32, rows_fp16, rows_int8, rows_lut4, rows_q8_0 and rows_q4_0 (ane_range_body)
+/* Defines rows_fp32, rows_fp16, rows_int8, rows_lut4, rows_q8_0, rows_q4_0 and rows_q6_k (ane_range_body)
  * over the float_dots `dots`. */
 #define ROWS_BY_DOTS(dots)                                                                                        \
     static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &(dots)); } \
@@ -69,7 +71,8 @@ void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weigh
     static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &(dots)); } \
     static void rows_lut4(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_LUT4, &(dots)); } \
     static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &(dots)); } \
-    static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &(dots)); }
+    static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &(dots)); } \
+    static void rows_q6_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q6_K, &(dots)); }
 
 /* Rows a grouped kernel takes at once (four rows a quarter of a share apart: in_row_groups). */
 #define GEMV_GROUP 4
@@ -165,16 +168,17 @@ typedef float (*integer_dot_lut4)(const uint8_t *packed, const void *palette, co
 void integer_rows_by_dots(const integer_job *job, int64_t first, int64_t last, integer_dot_int8 dot_int8,
                           integer_dot_lut4 dot_lut4);
 
-/* Q8_0 / Q4_0 rows (integer_job.table: their block scales [rows, k / 32]) against int8
- * activations, llama.cpp's arithmetic for such blocks: per block, the exact integer dot product
- * of the weights' and the activations' codes times (the weights' scale x the activations'),
- * added in order from block `from` on (the scalar kernels are this function; NEON gives its
- * bits; AVX2 adds each block's eight lanes into eight accumulators, within test_gemv's bound). */
-float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
-                       int64_t from);
+/* Q8_0 / Q4_0 / Q6_K rows (integer_job.table: their scales) against int8 activations,
+ * llama.cpp's arithmetic for such blocks: per block of 32 (Q6_K: per 16), the exact integer
+ * dot product of the weights' and the activations' codes times (the weights' scale x the
+ * activations'), added in order (the scalar kernels are this function; NEON gives its bits;
+ * AVX2 adds each block's eight lanes into eight accumulators, within test_gemv's bound). */
+float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v);
 typedef float (*block_dot_int8)(const void *codes, const float *scales, const code_vector *v);
-/* An integer job of Q8_0 / Q4_0 rows through a level's block dots. */
-void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0);
+float q6_k_int8_scalar(const void *codes, const float *scales, const code_vector *v);
+/* An integer job of Q8_0 / Q4_0 / Q6_K rows through a level's block dots. */
+void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0,
+                        block_dot_int8 q6_k);
 
 /* The scalar sums of blocks from element `from` (a block boundary) on: scale x exact integer
  * sum per block, added in order (the vector kernels' tails). */
@@ -234,7 +238,7 @@ typedef struct ane_kernel_table {
     /* Integer activations: rows [first, last) of an integer_job, by [int8 rows, 4-bit rows]
      * and [int8, int16 activations]. */
     ane_range_body rows_integer[2][2];
-    /* Q8_0 / Q4_0 rows of an integer_job on int8 activations (blocks_int8_from's sums). */
+    /* Q8_0 / Q4_0 / Q6_K rows of an integer_job on int8 activations (blocks_int8's sums). */
     ane_range_body rows_blocks_int8;
     /* One whole block of 32 contiguous values quantized (the scalar codes and scale); returns 0
      * for a block with a NaN or inf (the caller's scalar loop takes it). NULL: no vector form. */

@@ -23,11 +23,30 @@ typedef enum ane_weight_encoding {
     ANE_ENCODING_Q4_0,      /* data: uint8 [rows, k / 2], element j's signed 4-bit code in byte j / 2, low
                              * nibble first (MIL's int4 packing: the nibble is code & 15); table as Q8_0;
                              * w = scale[row][j / 32] * code (GGUF's Q4_0, its x - 8) */
+    ANE_ENCODING_Q6_K,      /* data: GGUF's Q6_K blocks as stored, [rows, k / 256 x 210 bytes]; table: fp32
+                             * [rows, k / 16], each 16 weights' d x scale (exact); w = table * (x - 32), the
+                             * 6-bit x of ane_q6_code. For the CPU's products only (a GGUF classifier):
+                             * programs cannot carry it */
 } ane_weight_encoding;
 
 #define ANE_LUT4_ENTRIES 16
 /* Weights per block of the block encodings (Q8_0, Q4_0): rows are whole blocks. */
 #define ANE_ENCODING_BLOCK 32
+
+/* Q6_K: weights per block, bytes per block, weights per scale. */
+#define ANE_Q6_K_WEIGHTS 256
+#define ANE_Q6_K_BYTES 210
+#define ANE_Q6_K_GROUP 16
+
+/* Element j's code x - 32 in a row of Q6_K blocks: of each half of 128, the low nibbles of ql[0..31],
+ * of ql[32..63], their high nibbles, each with two bits of qh[l] (bits 0-1, 2-3, 4-5, 6-7) above. */
+static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
+    const uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+    int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32, l = e % 32;
+    unsigned byte = block[64 * half + 32 * (part & 1) + l], high = block[128 + 32 * half + l];
+    unsigned nibble = part < 2 ? byte & 15u : byte >> 4;
+    return (int)(nibble | ((high >> (2 * part)) & 3u) << 4) - 32;
+}
 
 /* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0). */
 static inline int ane_encoding_is_blockwise(ane_weight_encoding encoding) {
@@ -49,15 +68,16 @@ typedef enum ane_activations {
 const char *ane_activations_name(ane_activations activations);
 int ane_activations_from_name(const char *name, ane_activations *out);
 
-/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0"; NULL for an unknown value. */
+/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0", "q6_k"; NULL for an unknown value. */
 const char *ane_encoding_name(ane_weight_encoding encoding);
-/* Reads "int8" / "int4" / "q8_0" / "q4_0"; returns 0 for any other name. */
+/* Reads "int8" / "int4" / "q8_0" / "q4_0" / "q6_k"; returns 0 for any other name. */
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
 
 /* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4, a multiple
  * of ANE_ENCODING_BLOCK for Q8_0 and Q4_0). */
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k);
-/* Entries of the table per row of k weights: 1 (int8 scale), 16 (palette) or k / 32 (block scales). */
+/* Entries of the table per row of k weights: 1 (int8 scale), 16 (palette), k / 32 (block scales)
+ * or k / 16 (Q6_K's). */
 int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k);
 /* Element j's signed code in a row's packed 4-bit codes (Q4_0): its nibble as two's complement. */
 static inline int ane_q4_code(const uint8_t *packed, int64_t j) {

@@ -9,7 +9,8 @@
  * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result
  * must also equal, bit for bit, the product of that row alone (rows_differing_alone), and
  * products run together by ane_gemv_parts what each gives alone (parts_differing_alone).
- * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) must give, bit for bit, what
+ * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) and Q6_K rows (blocks of 256,
+ * decoded here from the format's definition) must give, bit for bit, what
  * ane_gemv_fp32 gives for their dequantized values (each weight scale x code, exact in fp32), as
  * a matrix-vector product, as a few columns and in parts (check_blocks); more columns, which go
  * through the decoded panels, are held to the fp32 bound above against the sum in double; on
@@ -165,11 +166,12 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
 
 /* Q8_0 and Q4_0 rows against ane_gemv_fp32 of their dequantized values (see the top). */
 static void check_blocks(int64_t rows, int64_t k, const float *x) {
-    int64_t blocks = k / 32;
-    int8_t *q8 = malloc(rows * k);
-    uint8_t *q4 = calloc(rows * k / 2, 1);
-    float *scales = malloc(sizeof(float) * rows * blocks), *w8 = malloc(sizeof(float) * rows * k),
-          *w4 = malloc(sizeof(float) * rows * k), *y = malloc(sizeof(float) * rows * 17), *want = malloc(sizeof(float) * rows * 17),
+    int64_t blocks = k / 32, supers = k / 256; /* Q6_K: blocks of 256 (k % 256 == 0 only) */
+    int8_t *q8 = malloc(rows * k), *codes6 = malloc(rows * k);
+    uint8_t *q4 = calloc(rows * k / 2, 1), *q6 = calloc(rows * supers * 210 + 1, 1);
+    float *scales = malloc(sizeof(float) * rows * blocks), *scales6 = malloc(sizeof(float) * rows * (k / 16) + 1),
+          *w8 = malloc(sizeof(float) * rows * k), *w4 = malloc(sizeof(float) * rows * k), *w6 = malloc(sizeof(float) * rows * k),
+          *y = malloc(sizeof(float) * rows * 17), *want = malloc(sizeof(float) * rows * 17),
           *decoded = malloc(sizeof(float) * rows * k), *columns = malloc(sizeof(float) * k * 17);
     for (int64_t b = 0; b < rows * blocks; b++) scales[b] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.02f * (1.5f + uniform())));
     for (int64_t r = 0; r < rows; r++)
@@ -180,9 +182,33 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
             float d = scales[r * blocks + j / 32];
             w8[r * k + j] = d * (float)c8, w4[r * k + j] = d * (float)c4;
         }
-    const struct { ane_weight_encoding encoding; const void *data; const float *values; const char *name; } kinds[] = {
-        {ANE_ENCODING_Q8_0, q8, w8, "q8_0"}, {ANE_ENCODING_Q4_0, q4, w4, "q4_0"}};
-    for (int t = 0; t < 2; t++) {
+    /* Q6_K blocks (blocks.h): ql[128], qh[64], int8 scales[16], fp16 d; weight 128 h + 32 p + l of a
+     * block has 6-bit x = its nibble (low of ql[64 h + l] for p = 0, of ql[64 h + 32 + l] for 1, high
+     * of those for 2 and 3) | bits 2p, 2p + 1 of qh[32 h + l] << 4, and w = (d sc[index / 16]) (x - 32) */
+    for (int64_t r = 0; r < rows && supers; r++)
+        for (int64_t s = 0; s < supers; s++) {
+            uint8_t *block = q6 + (r * supers + s) * 210;
+            for (int i = 0; i < 192; i++) block[i] = (uint8_t)(uniform() * 128 + 128);
+            for (int g = 0; g < 16; g++) block[192 + g] = (uint8_t)(int8_t)lrintf(100 * uniform());
+            uint16_t d = ane_fp32_to_fp16(0.001f * (1.5f + uniform()));
+            memcpy(block + 208, &d, 2);
+            for (int e = 0; e < 256; e++) {
+                int h = e / 128, p = e % 128 / 32, l = e % 32;
+                int byte = block[64 * h + 32 * (p & 1) + l], nibble = p < 2 ? byte & 15 : byte >> 4;
+                int x6 = nibble | ((block[128 + 32 * h + l] >> (2 * p)) & 3) << 4;
+                float group_scale = ane_fp16_to_fp32(d) * (float)(int8_t)block[192 + e / 16];
+                codes6[r * k + 256 * s + e] = (int8_t)(x6 - 32);
+                scales6[r * (k / 16) + 16 * s + e / 16] = group_scale;
+                w6[r * k + 256 * s + e] = group_scale * (float)(x6 - 32);
+            }
+        }
+    const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
+        kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
+                   {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
+    int nkinds = supers ? 3 : 2;
+    for (int t = 0; t < nkinds; t++) {
+        const float *scales = kinds[t].scales; /* (each kind's) */
+        int group = kinds[t].group;
         ane_dequantize_rows(kinds[t].encoding, kinds[t].data, scales, k, 0, rows, decoded);
         CHECK(memcmp(decoded, kinds[t].values, sizeof(float) * rows * k) == 0, "%s [%lld, %lld] decoded: not scale x code",
               kinds[t].name, (long long)rows, (long long)k);
@@ -247,13 +273,14 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                 for (int64_t r = 0; r < rows; r++) {
                     float total = 0.0f;
                     double exact = 0, magnitude = 0;
-                    for (int64_t b = 0; b < blocks; b++) {
+                    for (int64_t g = 0; g < k / group; g++) { /* each group of a scale */
                         int32_t sum = 0, absolute = 0;
-                        for (int64_t j = 32 * b; j < 32 * b + 32; j++) {
-                            int code = t == 0 ? q8[r * k + j] : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
+                        for (int64_t j = group * g; j < group * g + group; j++) {
+                            int code = t == 0 ? q8[r * k + j] : t == 2 ? codes6[r * k + j]
+                                     : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
                             sum += code * codes[j], absolute += abs(code * codes[j]);
                         }
-                        float both = scales[r * blocks + b] * block_scales[b];
+                        float both = scales[r * (k / group) + g] * block_scales[g * group / 32];
                         volatile float term = both * (float)sum; /* (two roundings: no fused multiply-add here) */
                         total = total + term;
                         exact += (double)both * sum, magnitude += fabs((double)both) * absolute;
@@ -262,7 +289,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                      * one rounding per fused multiply-add, then the lanes' sum, so at most
                      * (k / 32 + 4) u per lane term; held to twice that of the terms' magnitude */
                     if (lanes)
-                        differing += fabs(y[r * count + c] - exact) > 2.0 * (double)(blocks + 4) * ldexp(1.0, -24) * magnitude;
+                        differing += fabs(y[r * count + c] - exact) > 2.0 * (double)(k / group + 4) * ldexp(1.0, -24) * magnitude;
                     else
                         differing += memcmp(&total, &y[r * count + c], sizeof total) != 0;
                 }
@@ -277,6 +304,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
               "%s with int16 activations: not refused", kinds[t].name);
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
+    free(codes6), free(q6), free(scales6), free(w6);
 }
 
 int main(void) {

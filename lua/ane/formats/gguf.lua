@@ -194,12 +194,14 @@ function M.open(path)
   return result
 end
 
--- The block types whose matrices M.read keeps as stored (quantized weights of that encoding).
-local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0" }
+-- The block types whose matrices M.read keeps as stored (quantized weights of that encoding);
+-- Q6_K only for the classifier, which the CPU multiplies (programs cannot carry it).
+local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k" }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
---- holds it so; the block types dequantized) or, with keep_blocks, a Q8_0 / Q4_0 matrix as a
---- quantized weight of its codes and scales; or nil and a message naming it.
+--- holds it so; the block types dequantized) or, with keep_blocks, a Q8_0 / Q4_0 matrix (and with
+--- keep_blocks "classifier" a Q6_K one) as a quantized weight of its codes and scales; or nil
+--- and a message naming it.
 function M.tensor(file, name, keep_blocks)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
@@ -208,7 +210,7 @@ function M.tensor(file, name, keep_blocks)
     local bytes, err = file.mapping:tensor(file.path, name, "U8", { t.bytes }, t.first, t.last)
     if not bytes then return nil, err end
     local label = file.path .. ": tensor '" .. name .. "'"
-    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 then
+    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "classifier") then
       return ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label)
     end
     return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label)
@@ -331,8 +333,8 @@ function M.read(path, opts)
       return fail("%s: tensor '%s' has shape [%s], expected [%s]", path, key, table.concat(t.shape, ", "),
         table.concat(shape, ", "))
     end
-    if BLOCKS[t.type] then from_blocks[role] = true end
-    return M.tensor(file, key, keep_blocks and role ~= "token_embedding")
+    if BLOCKS[t.type] then from_blocks[role] = true end -- (whether kept or dequantized)
+    return M.tensor(file, key, keep_blocks and role ~= "token_embedding" and (role == "classifier" and "classifier" or true))
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,

@@ -28,7 +28,7 @@ static float q4_0_int8(const void *codes, const float *scales, const code_vector
     return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum);
 }
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8);
+    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar); /* (Q6_K: the scalar sums) */
 }
 
 void ane_kernels_arm_dotprod(ane_kernel_table *t) {

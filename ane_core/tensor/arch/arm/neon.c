@@ -127,21 +127,24 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
 /* Q8_0 and Q4_0 rows (k a multiple of 32): each block's codes widened to fp32 and times its
  * scale (exact), in dot_fp32's chains (a[g] takes elements 4g .. 4g + 3 of each 32), so a row
  * gives dot_fp32's bits for its dequantized values. codes: a block's 32 codes in order. */
-static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale, const float *x, float32x4_t a[8]) {
+static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale, float second_scale, const float *x,
+                             float32x4_t a[8]) {
     int8x16_t halves[2] = {first16, second16};
     for (int h = 0; h < 2; h++) {
+        float d = h ? second_scale : scale;
         int16x8_t low = vmovl_s8(vget_low_s8(halves[h])), high = vmovl_high_s8(halves[h]);
         float32x4_t w[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))), vcvtq_f32_s32(vmovl_high_s16(low)),
                             vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))), vcvtq_f32_s32(vmovl_high_s16(high))};
         for (int g = 0; g < 4; g++)
-            a[4 * h + g] = vfmaq_f32(a[4 * h + g], vmulq_n_f32(w[g], scale), vld1q_f32(x + 16 * h + 4 * g));
+            a[4 * h + g] = vfmaq_f32(a[4 * h + g], vmulq_n_f32(w[g], d), vld1q_f32(x + 16 * h + 4 * g));
     }
 }
 
 static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int64_t k) {
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
-    for (int64_t j = 0; j + 32 <= k; j += 32) block_fma(vld1q_s8(q + j), vld1q_s8(q + j + 16), scales[j / 32], x + j, a);
+    for (int64_t j = 0; j + 32 <= k; j += 32)
+        block_fma(vld1q_s8(q + j), vld1q_s8(q + j + 16), scales[j / 32], scales[j / 32], x + j, a);
     return sum8(a);
 }
 
@@ -152,12 +155,34 @@ static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         int8x16_t first16, second16;
         q4_codes(packed + j / 2, &first16, &second16);
-        block_fma(first16, second16, scales[j / 32], x + j, a);
+        block_fma(first16, second16, scales[j / 32], scales[j / 32], x + j, a);
     }
     return sum8(a);
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0};
+/* Q6_K (k a multiple of 256): each 32 weights, one quarter of a half of a block (quantize.h's
+ * ane_q6_code): nibbles from one run of 32 ql bytes, the top two bits from qh's 32, shifted by
+ * the quarter, less 32; two 16s of a scale each. */
+static float dot_q6_k(const uint8_t *blocks, const float *scales, const float *x, int64_t k) {
+    float32x4_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        const uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+        int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32;
+        int8x16_t codes[2];
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t ql = vld1q_u8(block + 64 * half + 32 * (part & 1) + 16 * h);
+            uint8x16_t qh = vld1q_u8(block + 128 + 32 * half + 16 * h);
+            uint8x16_t nibbles = part < 2 ? vandq_u8(ql, vdupq_n_u8(15)) : vshrq_n_u8(ql, 4);
+            uint8x16_t top = vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * part))), vdupq_n_u8(3));
+            codes[h] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(nibbles, vshlq_n_u8(top, 4))), vdupq_n_s8(32));
+        }
+        block_fma(codes[0], codes[1], scales[j / 16], scales[j / 16 + 1], x + j, a);
+    }
+    return sum8(a);
+}
+
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) { /* x is read in order */
@@ -333,7 +358,7 @@ static float q4_0_int8(const void *codes, const float *scales, const code_vector
     return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum8);
 }
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8);
+    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar); /* (Q6_K: the scalar sums) */
 }
 static void rows_q16(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q16_int8, q16_lut4);
@@ -514,6 +539,7 @@ void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
+    t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_fp32;
     t->vecmat_fp16 = vecmat_fp16;

@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) float q8_lut4_with(const uint8_t *p
     return total + q8_lut4_from(packed, p, v, j);
 }
 
-/* Q8_0 / Q4_0 rows with int8 activations through a level's block sum: blocks_int8_from's sums
+/* Q8_0 / Q4_0 rows with int8 activations through a level's block sum: blocks_int8's sums
  * (each block's exact integer sum times the two scales, added in order), so its bits. */
 static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_encoding encoding, const void *codes,
                                                                     const float *scales, const code_vector *v,

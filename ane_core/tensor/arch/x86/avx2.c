@@ -234,13 +234,13 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_bf16_avx2(const uint8_
  * (exact in fp32) in dot32_avx2's chains, so a row gives dot32_avx2's bits for its dequantized
  * values. codes: a block's 32 codes as bytes, in order. */
 __attribute__((target("avx2,fma"))) static inline void block_fma_avx2(__m128i first16, __m128i second16, float scale,
-                                                                      const float *x, __m256 a[4]) {
-    __m256 d = _mm256_set1_ps(scale);
-#define CODES_EIGHT(bytes) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), d)
-    a[0] = _mm256_fmadd_ps(CODES_EIGHT(first16), _mm256_loadu_ps(x), a[0]);
-    a[1] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(first16, 8)), _mm256_loadu_ps(x + 8), a[1]);
-    a[2] = _mm256_fmadd_ps(CODES_EIGHT(second16), _mm256_loadu_ps(x + 16), a[2]);
-    a[3] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(second16, 8)), _mm256_loadu_ps(x + 24), a[3]);
+                                                                      float second_scale, const float *x, __m256 a[4]) {
+    __m256 d = _mm256_set1_ps(scale), d2 = _mm256_set1_ps(second_scale);
+#define CODES_EIGHT(bytes, d) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), d)
+    a[0] = _mm256_fmadd_ps(CODES_EIGHT(first16, d), _mm256_loadu_ps(x), a[0]);
+    a[1] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(first16, 8), d), _mm256_loadu_ps(x + 8), a[1]);
+    a[2] = _mm256_fmadd_ps(CODES_EIGHT(second16, d2), _mm256_loadu_ps(x + 16), a[2]);
+    a[3] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(second16, 8), d2), _mm256_loadu_ps(x + 24), a[3]);
 #undef CODES_EIGHT
 }
 
@@ -250,7 +250,7 @@ __attribute__((target("avx2,fma"))) static float dot_q8_0_avx2(const int8_t *q, 
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
         block_fma_avx2(_mm_loadu_si128((const __m128i *)(q + j)), _mm_loadu_si128((const __m128i *)(q + j + 16)),
-                       scales[j / 32], x + j, a);
+                       scales[j / 32], scales[j / 32], x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
@@ -267,18 +267,32 @@ __attribute__((target("avx2,fma"))) static float dot_q4_0_avx2(const uint8_t *pa
         __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
         __m128i first16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(low, high), eight), eight);
         __m128i second16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(low, high), eight), eight);
-        block_fma_avx2(first16, second16, scales[j / 32], x + j, a);
+        block_fma_avx2(first16, second16, scales[j / 32], scales[j / 32], x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
 
-static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2, dot_q8_0_avx2, dot_q4_0_avx2};
+/* Q6_K (k a multiple of 256): each 32 weights' codes (q6_k_codes_avx2), two 16s of a scale each. */
+__attribute__((target("avx2,fma"))) static float dot_q6_k_avx2(const uint8_t *blocks, const float *scales,
+                                                                const float *x, int64_t k) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        __m256i codes = q6_k_codes_avx2(blocks, j);
+        block_fma_avx2(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1), scales[j / 16],
+                       scales[j / 16 + 1], x + j, a);
+    }
+    return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+}
+
+static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
+                                dot_q6_k_avx2};
 
 static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &dots); }
 static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &dots); }
 static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_INT8, &dots); }
 static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &dots); }
 static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &dots); }
+static void rows_q6_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q6_K, &dots); }
 
 /* With x_split (split_lut4 below): the two-byte kernel; without (k under a chunk), the exact lookup. */
 void x86_rows_lut4_avx2(void *context, int64_t first, int64_t last) {
@@ -588,13 +602,13 @@ Q8_AVX2 static float q16_lut4_avx2(const uint8_t *packed, const void *palette, c
 /* Q8_0 / Q4_0 rows on int8 activations: each block's integer dot product exact in eight int32
  * lanes (|w| as unsigned bytes times the codes given w's sign, maddubs into pairs of at most
  * 2 x 128 x 127, madd into the lanes), the lanes converted and multiplied by the block's two
- * scales into eight fp32 accumulators, summed at the end: blocks_int8_from's arithmetic in
+ * scales into eight fp32 accumulators, summed at the end: blocks_int8's arithmetic in
  * another order, within the bound spec/c/test_gemv.c derives for it. */
-Q8_AVX2 static inline __m256 block_fma_int8_avx2(__m256i weights, const int8_t *codes, float scale, __m256 sum) {
+Q8_AVX2 static inline __m256 block_fma_int8_avx2(__m256i weights, const int8_t *codes, __m256 scale, __m256 sum) {
     __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(weights, weights),
                                          _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)codes), weights));
-    __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(scale), sum);
+    __m256i lanes = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)); /* lanes 0-3: bytes 0-15; 4-7: 16-31 */
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), scale, sum);
 }
 
 Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
@@ -602,7 +616,7 @@ Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, cons
     __m256 sum = _mm256_setzero_ps();
     for (int64_t b = 0; b < v->k / 32; b++)
         sum = block_fma_int8_avx2(_mm256_loadu_si256((const __m256i *)(q + 32 * b)), v->codes8 + 32 * b,
-                                  scales[b] * v->block_scales[b], sum);
+                                  _mm256_set1_ps(scales[b] * v->block_scales[b]), sum);
     return horizontal_sum(sum);
 }
 
@@ -616,13 +630,24 @@ Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, cons
         __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(_mm256_setr_m128i(_mm_unpacklo_epi8(low, high),
                                                                              _mm_unpackhi_epi8(low, high)),
                                                            _mm256_set1_epi8(8)), _mm256_set1_epi8(8));
-        sum = block_fma_int8_avx2(weights, v->codes8 + 32 * b, scales[b] * v->block_scales[b], sum);
+        sum = block_fma_int8_avx2(weights, v->codes8 + 32 * b, _mm256_set1_ps(scales[b] * v->block_scales[b]), sum);
+    }
+    return horizontal_sum(sum);
+}
+
+/* Q6_K: each 32's two 16s, a scale each (the lanes of their bytes). */
+Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < v->k / 32; b++) {
+        float x_scale = v->block_scales[b], first = scales[2 * b] * x_scale, second = scales[2 * b + 1] * x_scale;
+        sum = block_fma_int8_avx2(q6_k_codes_avx2(codes, 32 * b), v->codes8 + 32 * b,
+                                  _mm256_setr_ps(first, first, first, first, second, second, second, second), sum);
     }
     return horizontal_sum(sum);
 }
 
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2);
+    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2);
 }
 
 static void rows_q8(void *context, int64_t first, int64_t last) {
@@ -766,6 +791,7 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_LUT4] = x86_rows_lut4_avx2;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
+    t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx2;
     t->vecmat_fp16 = vecmat_fp16_avx2;

@@ -92,7 +92,7 @@ AVX512 static float dot32_avx512(const float *w, const float *x, int64_t k) {
 #define INT8_ELEMENT(row, table, j) (float)(row)[j]
 ROWS_AVX512(rows_avx512_int8, int8_t, INT8_WEIGHTS32, INT8_ELEMENT)
 
-/* Q8_0 and Q4_0 rows (k a multiple of 32, a table the row's block scales): each block's
+/* Q8_0, Q4_0 and Q6_K rows (k a multiple of 32 or 256, a table the row's block scales): each block's
  * weights scale x code, exact in fp32, in the chains every kernel here keeps, so a row gives
  * dot32_avx512's bits for its dequantized values. Q4_0's 16 bytes are interleaved into the
  * block's 32 codes in order (element 2i in byte i's low nibble), each a signed byte. */
@@ -117,6 +117,15 @@ ROWS_AVX512(rows_avx512_q8_0, int8_t, Q8_0_WEIGHTS32, Q8_0_ELEMENT)
     } while (0)
 #define Q4_0_ELEMENT(row, table, j) ((table)[(j) / 32] * (float)ane_q4_code(row, j))
 ROWS_AVX512(rows_avx512_q4_0, uint8_t, Q4_0_WEIGHTS32, Q4_0_ELEMENT)
+
+#define Q6_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
+    do {                                                                                                    \
+        __m256i codes_ = q6_k_codes_avx2(row, j);                                                           \
+        w0 = BLOCK_SIXTEEN(_mm256_castsi256_si128(codes_), _mm512_set1_ps((table)[(j) / 16]));              \
+        w1 = BLOCK_SIXTEEN(_mm256_extracti128_si256(codes_, 1), _mm512_set1_ps((table)[(j) / 16 + 1]));     \
+    } while (0)
+#define Q6_K_ELEMENT(row, table, j) ((table)[(j) / 16] * (float)ane_q6_code(row, j))
+ROWS_AVX512(rows_avx512_q6_k, uint8_t, Q6_K_WEIGHTS32, Q6_K_ELEMENT)
 
 /* 4-bit rows (k even; a table is the row's 16-entry palette). vpermps reads only the low four
  * bits of an index, so the 16 bytes of a 32-weight chunk, copied into each 128-bit lane, need
@@ -185,6 +194,12 @@ static void rows_q8_0(void *context, int64_t first, int64_t last) {
 static void rows_q4_0(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     rows_in_groups(job, job->x, first, last, rows_avx512_q4_0, job->k / 2, job->table, job->k / 32);
+}
+
+static void rows_q6_k(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_q6_k, ane_encoded_data_bytes(ANE_ENCODING_Q6_K, 1, job->k),
+                   job->table, job->k / 16);
 }
 
 /* x's whole 32-element chunks in lut4_avx512_slot's order, the tail as it is. */
@@ -260,6 +275,7 @@ void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
+    t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx512;
     t->vecmat_fp16 = vecmat_fp16_avx512;

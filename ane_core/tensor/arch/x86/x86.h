@@ -3,6 +3,7 @@
 #ifndef ANE_TENSOR_ARCH_X86_H
 #define ANE_TENSOR_ARCH_X86_H
 
+#include <immintrin.h>
 #include <stdint.h>
 
 #include "../../kernels.h"
@@ -32,6 +33,20 @@ static inline void rows_in_groups(const gemv_job *job, const float *x, int64_t f
                            int64_t row_bytes, const float *tables, int64_t table_stride) {
     float_groups groups = {job, x, kernel, row_bytes, tables, table_stride};
     in_row_groups(first, last, float_group, &groups);
+}
+
+/* Elements j .. j + 31 (j a multiple of 32) of a row of Q6_K blocks as 32 signed bytes x - 32, in
+ * order: the 32 are one quarter of a half of a block (quantize.h: ane_q6_code), its nibbles from
+ * one run of 32 ql bytes and its top two bits from qh's 32 bytes, shifted by the quarter. */
+__attribute__((target("avx2"))) static inline __m256i q6_k_codes_avx2(const uint8_t *blocks, int64_t j) {
+    const uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+    int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32;
+    const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3);
+    __m256i ql = _mm256_loadu_si256((const __m256i *)(block + 64 * half + 32 * (part & 1)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half));
+    __m256i nibbles = _mm256_and_si256(part < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+    __m256i top = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * part)), low2);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(top, 4)), _mm256_set1_epi8(32));
 }
 
 /* 4-bit rows through AVX2: with x_split (AVX2's split order) the two-byte kernel, else the exact lookup. */
