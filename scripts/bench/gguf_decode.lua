@@ -11,8 +11,8 @@
 -- Prints every round, the median ratios (anelua / llama.cpp) with their ranges, and the drift.
 -- ANELUA_LLAMA_CPP_BIN names a llama.cpp build to use instead of the peers' (when those do not
 -- run on this CPU: scripts/bench/build_llama_cpp.sh builds the same commit for it).
--- --activations int8 runs anelua's quantized formats on int8 activations (llama.cpp's arithmetic
--- for Q8_0 / Q4_0 blocks) instead of float (its default, the exact product of the blocks).
+-- --activations int8 runs anelua's Q8_0 and Q4_0 formats on int8 activations (llama.cpp's
+-- arithmetic for their blocks) instead of float (its default, the exact product of the blocks).
 --   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m]
 --     [--activations float|int8]
 local ane = require("ane")
@@ -44,8 +44,8 @@ for name in opts.formats:gmatch("[^,]+") do
     assert(os.execute(string.format("%s %s %s %s 2 > /dev/null 2>&1", common.quote(quantize),
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
-  local quantized = name ~= "f16" and name ~= "f32"
-  formats[#formats + 1] = { name = name, file = file, activations = quantized and opts.activations or "float" }
+  local kept = name == "q8_0" or name == "q4_0" -- (the formats whose layers anelua reads as stored; the K types' are dequantized)
+  formats[#formats + 1] = { name = name, file = file, activations = kept and opts.activations or "float" }
 end
 
 local function capture(command)

@@ -77,7 +77,7 @@ local function config_and_model(reference, load)
     require("lfs").link(ROOT .. "/spec/data/reference/" .. reference .. "/model.safetensors", dir .. "/model.safetensors", true)
     local results = table.pack(pcall(function()
       local model, err = load(dir, { precision = "fp32", profile = "cpu" })
-      if model then model:logits({ 1, 2 }) end
+      if model then model:logits(model.context_length >= 2 and { 1, 2 } or { 1 }) end -- (as many as it holds)
       return model, err
     end))
     os.remove(dir .. "/model.safetensors")

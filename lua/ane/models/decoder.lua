@@ -472,7 +472,8 @@ function M.check_activations(opts, model, level)
   end
   if activations ~= "float" and not model.quantized then
     error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
-      .. "quantized checkpoint)", activations), level + 1)
+      .. "quantized checkpoint, or a GGUF file of Q8_0 or Q4_0 layers: the other types are dequantized at load)",
+      activations), level + 1)
   end
   if activations == "int16" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then
     error(string.format("activations = 'int16' is for int8 and int4 weights; %s weights multiply float or int8 "
