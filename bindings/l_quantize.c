@@ -3,7 +3,7 @@
  * take in place of a tensor; the program then carries it compressed.
  *
  *   local q = ane.quantize(w, "int8")          -- or "int4", "q8_0", "q4_0"; opts.dtype = "fp16" (default) | "fp32"
- *   q:encoding(), q:dtype(), q:shape(), q:numel(), q:bytes(), q:dequantize(), q:reshape(O, I, 1, 1)
+ *   q:encoding(), q:dtype(), q:shape(), q:numel(), q:bytes(), q:dequantize(), q:gather(ids), q:reshape(O, I, 1, 1)
  *   q:matmul(x)                                -- W x for x fp32 [k, T] (the CPU classifier)
  *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
  *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
@@ -184,6 +184,26 @@ static int q_dequantize(lua_State *L) {
     return 1;
 }
 
+/* q:gather(ids) -> the fp32 values of rows ids (0-based) [#ids, k]: an embedding looked up in
+ * its blocks, a row at a time (the table never dequantized whole). */
+static int q_gather(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    lua_Integer count;
+    int64_t *ids = ane_lua_read_integers(L, 2, "row id", &count); /* (pushes the array it fills) */
+    int64_t rows = q->shape[0], k = rows ? numel_of(q) / rows : 0, shape[2] = {count, k};
+    for (lua_Integer i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] >= rows)
+            return luaL_error(L, "row id %I (position %I) is outside 0..%I", (lua_Integer)ids[i], (lua_Integer)(i + 1),
+                              (lua_Integer)(rows - 1));
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_error err;
+    if (ane_tensor_empty(out, 2, shape, ANE_FP32, &err)) return ane_lua_raise(L, &err);
+    for (lua_Integer i = 0; i < count; i++)
+        ane_dequantize_rows(q->encoding, ane_tensor_data(&q->data), (const float *)ane_tensor_data(&q->table), k, ids[i], 1,
+                            (float *)ane_tensor_data(out) + i * k);
+    return 1;
+}
+
 /* q:reshape(...): the same codes under another shape with the same rows (dimension 1). */
 static int q_reshape(lua_State *L) {
     ane_quantized_weight *q = check_quantized(L, 1);
@@ -313,7 +333,7 @@ static int l_blocks_quantized(lua_State *L) {
 
 static const luaL_Reg quantized_methods[] = {
     {"encoding", q_encoding}, {"dtype", q_dtype}, {"shape", q_shape}, {"numel", q_numel}, {"bytes", q_bytes},
-    {"dequantize", q_dequantize}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
+    {"dequantize", q_dequantize}, {"gather", q_gather}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
 };
 
 void ane_lua_open_quantize(lua_State *L) {

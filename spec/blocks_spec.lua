@@ -102,10 +102,12 @@ describe("llama.cpp's blocks against gguf-py", function()
   for _, type in ipairs({ "Q8_0", "Q4_0", "Q6_K" }) do
     it("keeps " .. type .. " as stored: the same weights, multiplied as stored", function()
       local name = type:lower()
-      local kept = assert(gguf.tensor(file, name .. ".blocks", "classifier"))
+      local kept = assert(gguf.tensor(file, name .. ".blocks", "cpu"))
       assert.are.equal(name, kept:encoding())
       local expected = assert(gguf.tensor(file, name .. ".expected"))
       assert.are.equal(expected:bytes(), kept:dequantize():bytes())
+      assert.are.equal(expected:gather({ 1, 0, 1 }):bytes(), kept:gather({ 1, 0, 1 }):bytes()) -- (an embedding's lookups)
+      assert.error_matches(function() kept:gather({ 2 }) end, "row id 2 %(position 1%) is outside 0..1")
       local x = ane.tensor.randn({ 512, 1 }, { seed = 5 })
       local y, w, xs = kept:matmul(x):totable(), expected:totable(), x:totable()
       for r = 1, 2 do

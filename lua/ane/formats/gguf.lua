@@ -195,13 +195,15 @@ function M.open(path)
 end
 
 -- The block types whose matrices M.read keeps as stored (quantized weights of that encoding);
--- Q6_K only for the classifier, which the CPU multiplies (programs cannot carry it).
+-- Q6_K only for the tables the CPU reads (the embedding, looked up a row at a time, and the
+-- classifier): programs cannot carry it.
 local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k" }
+local CPU_ROLES = { token_embedding = true, classifier = true }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
 --- holds it so; the block types dequantized) or, with keep_blocks, a Q8_0 / Q4_0 matrix (and with
---- keep_blocks "classifier" a Q6_K one) as a quantized weight of its codes and scales; or nil
---- and a message naming it.
+--- keep_blocks "cpu", a table only the CPU reads, a Q6_K one) as a quantized weight of its codes
+--- and scales; or nil and a message naming it.
 function M.tensor(file, name, keep_blocks)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
@@ -210,7 +212,7 @@ function M.tensor(file, name, keep_blocks)
     local bytes, err = file.mapping:tensor(file.path, name, "U8", { t.bytes }, t.first, t.last)
     if not bytes then return nil, err end
     local label = file.path .. ": tensor '" .. name .. "'"
-    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "classifier") then
+    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "cpu") then
       return ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label)
     end
     return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label)
@@ -277,7 +279,7 @@ end
 --- The weights of a GGUF file of architecture "llama", "qwen2" or "qwen3" (by role, as
 --- ane.models.transformer takes them), with its tokenizer (W.tokenizer) and chat template
 --- (W.chat_template) when the file has them; or nil and a message. The Q8_0 and Q4_0 matrices
---- (not the embeddings, which are looked up) are quantized weights as stored, unless
+--- (and a Q6_K embedding or classifier) are quantized weights as stored, unless
 --- opts.dequantize_blocks.
 function M.read(path, opts)
   local keep_blocks = not (opts and opts.dequantize_blocks)
@@ -334,7 +336,7 @@ function M.read(path, opts)
         table.concat(shape, ", "))
     end
     if BLOCKS[t.type] then from_blocks[role] = true end -- (whether kept or dequantized)
-    return M.tensor(file, key, keep_blocks and role ~= "token_embedding" and (role == "classifier" and "classifier" or true))
+    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true))
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,

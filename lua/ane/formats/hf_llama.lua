@@ -431,7 +431,8 @@ function M.write(dir, model)
     end
   end
   tensors[name("final_norm")] = vector("final_norm", model.P.final_norm)
-  tensors[name("token_embedding")] = in_dtype(model.P.token_embedding, model.dtype)
+  local embedding = model.P.token_embedding -- (a GGUF file's blocks: saved dequantized)
+  tensors[name("token_embedding")] = in_dtype(ane.quantized.is(embedding) and embedding:dequantize() or embedding, model.dtype)
   local classifier, quantization = model.P.classifier, nil
   -- (a GGUF file's Q6_K classifier is kept for the CPU's products only: saved dequantized)
   if ane.quantized.is(classifier) and classifier:encoding() == "q6_k" then classifier = classifier:dequantize() end

@@ -167,7 +167,8 @@ function M.prepare(self, W, quantize)
     end
     return decoder.in_dtype(t, "fp32")
   end
-  P.token_embedding = for_cpu(W.token_embedding, "token_embedding")             -- [V, dim], for lookups
+  P.token_embedding = ane.quantized.is(W.token_embedding) and W.token_embedding -- [V, dim], for lookups (a GGUF
+      or for_cpu(W.token_embedding, "token_embedding")                          -- file's blocks: a row at a time)
   P.position_embedding = W.position_embedding and decoder.in_dtype(W.position_embedding, "fp32") -- [T, dim]
   P.classifier = W.classifier == nil and P.token_embedding                     -- [V, dim], the CPU classifier
       or ane.quantized.is(W.classifier) and W.classifier or for_cpu(W.classifier, "classifier")
@@ -515,7 +516,7 @@ function M.init(self, W, arch, naming, opts, level)
     self.P.classifier = ane.quantize(self.P.classifier, self.quantize_classifier,
       { dtype = "fp32", name = self:checkpoint_name(self.shared_classifier and "token_embedding" or "classifier") })
   end
-  self.quantized = self.quantize or decoder.holds_quantized(self.P.layers)
+  self.quantized = self.quantize or decoder.holds_quantized(self.P.layers) or ane.quantized.is(self.P.token_embedding)
   self.activations = decoder.check_activations(opts, self, level + 1)
   if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
   if opts.weights_as_inputs then
