@@ -21,15 +21,7 @@ static float q8_lut4(const uint8_t *packed, const void *palette, const code_vect
 
 static void rows_q8(void *context, int64_t first, int64_t last) { integer_rows_by_dots(context, first, last, q8_int8, q8_lut4); }
 
-static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {
-    return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum);
-}
-static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {
-    return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum);
-}
-static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar); /* (Q6_K: the scalar sums) */
-}
+BLOCKS_INT8_ROWS(block_sum)
 
 void ane_kernels_arm_dotprod(ane_kernel_table *t) {
     t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8;

@@ -351,15 +351,7 @@ static float q16_lut4(const uint8_t *packed, const void *palette, const code_vec
 
 static void rows_q8(void *context, int64_t first, int64_t last) { integer_rows_by_dots(context, first, last, q8_int8, q8_lut4); }
 
-static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {
-    return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum8);
-}
-static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {
-    return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum8);
-}
-static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar); /* (Q6_K: the scalar sums) */
-}
+BLOCKS_INT8_ROWS(block_sum8)
 static void rows_q16(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q16_int8, q16_lut4);
 }

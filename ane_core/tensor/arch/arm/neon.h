@@ -71,6 +71,19 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     }
     return total;
 }
+
+/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0 and Q4_0 through
+ * blocks_int8_with, Q6_K through the scalar sums. */
+#define BLOCKS_INT8_ROWS(block_sum)                                                                              \
+    static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
+        return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum);                                 \
+    }                                                                                                            \
+    static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
+        return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum);                                 \
+    }                                                                                                            \
+    static void rows_blocks_int8(void *context, int64_t first, int64_t last) {                                   \
+        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar);                       \
+    }
 #endif
 
 #endif
