@@ -309,7 +309,8 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
 
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
-                                  { 17, 110 } /* an odd number of whole 32-blocks, then a tail */ };
+                                  { 17, 110 } /* an odd number of whole 32-blocks, then a tail */,
+                                  { 9, 96 } /* an odd number of blocks of 32 (Q4_0's pairs, then one) */ };
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int64_t rows = shapes[s][0], k = shapes[s][1];
         float *w = malloc(sizeof(float) * rows * k), *x = malloc(sizeof(float) * k), *y = malloc(sizeof(float) * rows);

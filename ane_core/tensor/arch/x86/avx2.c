@@ -620,16 +620,36 @@ Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, cons
     return horizontal_sum(sum);
 }
 
+/* Q4_0: two blocks an iteration, 32 bytes: their nibbles interleaved in each 128-bit half (half 0
+ * block b's elements 0-15 then 16-31, half 1 block b + 1's), made signed by a table lookup, and
+ * the two blocks' codes rearranged to match; each half's lanes take its block's scales. */
 Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
     const uint8_t *packed = codes;
-    const __m128i low_nibbles = _mm_set1_epi8(15);
+    const __m256i low_nibbles = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i signed_code = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1,
+                                                 0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
     __m256 sum = _mm256_setzero_ps();
-    for (int64_t b = 0; b < v->k / 32; b++) {
+    int64_t blocks = v->k / 32, b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)(packed + 16 * b));
+        __m256i low = _mm256_and_si256(bytes, low_nibbles), high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
+        __m256i first = _mm256_shuffle_epi8(signed_code, _mm256_unpacklo_epi8(low, high));  /* elements 0-15 of each */
+        __m256i second = _mm256_shuffle_epi8(signed_code, _mm256_unpackhi_epi8(low, high)); /* 16-31 */
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b + 32));
+        __m256i pairs = _mm256_add_epi16( /* (each at most 2 x 8 x 127: their sum fits 16 bits) */
+            _mm256_maddubs_epi16(_mm256_abs_epi8(first), _mm256_sign_epi8(_mm256_permute2x128_si256(x0, x1, 0x20), first)),
+            _mm256_maddubs_epi16(_mm256_abs_epi8(second), _mm256_sign_epi8(_mm256_permute2x128_si256(x0, x1, 0x31), second)));
+        float scale0 = scales[b] * v->block_scales[b], scale1 = scales[b + 1] * v->block_scales[b + 1];
+        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones)),
+                              _mm256_setr_ps(scale0, scale0, scale0, scale0, scale1, scale1, scale1, scale1), sum);
+    }
+    for (; b < blocks; b++) { /* an odd last block */
         __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + 16 * b));
-        __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
-        __m256i weights = _mm256_sub_epi8(_mm256_xor_si256(_mm256_setr_m128i(_mm_unpacklo_epi8(low, high),
-                                                                             _mm_unpackhi_epi8(low, high)),
-                                                           _mm256_set1_epi8(8)), _mm256_set1_epi8(8));
+        __m128i low = _mm_and_si128(bytes, _mm256_castsi256_si128(low_nibbles));
+        __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm256_castsi256_si128(low_nibbles));
+        __m256i weights = _mm256_shuffle_epi8(signed_code, _mm256_setr_m128i(_mm_unpacklo_epi8(low, high),
+                                                                             _mm_unpackhi_epi8(low, high)));
         sum = block_fma_int8_avx2(weights, v->codes8 + 32 * b, _mm256_set1_ps(scales[b] * v->block_scales[b]), sum);
     }
     return horizontal_sum(sum);
