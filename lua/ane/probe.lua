@@ -27,7 +27,7 @@ M.names = {
   "concat", "op_acceptance", "uniform_allocations", "binding_order", "min_surface", "compile_budget",
   "sdpa_mask", "weight_update", "conv_channels", "conv_vs_matmul", "multi_input", "row_layout", "io_width",
   "kernel_width", "sram_cliff", "elementwise_only", "reduce_mean", "softmax_axis", "spatial_axis",
-  "loaded_limit", "dispatch_cost", "numeric_cliffs", "quantized_weights",
+  "loaded_limit", "dispatch_cost", "numeric_cliffs", "quantized_weights", "block_weights",
 }
 
 local function load_probe(name)

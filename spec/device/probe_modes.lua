@@ -33,6 +33,7 @@ local DEFAULT = {
   loaded_limit = { value = 128 },
   numeric_cliffs = { value = 65520 },
   quantized_weights = { verdict = "holds" },
+  block_weights = { verdict = "holds" },
 }
 
 -- What each mode changes; `only` rows run just their probes (the mode would starve the rest:
@@ -61,7 +62,7 @@ local FLIPS = {
   ["load-limit=64"] = { only = true, loaded_limit = { value = 64 } },
   ["strict=ANE-28+ANE-29+ANE-30"] = { elementwise_only = { verdict = "holds" }, reduce_mean = { verdict = "holds" },
     softmax_axis = { verdict = "holds" }, target = { refused_ops = { "reduce_mean" } } },
-  ["no-constexpr"] = { quantized_weights = { verdict = "does not hold" } },
+  ["no-constexpr"] = { quantized_weights = { verdict = "does not hold" }, block_weights = { verdict = "does not hold" } },
   ["rows=packed"] = { row_layout = { value = "packed" }, target = { io_rows = "packed" } },
   ["rows=32-elements"] = { row_layout = { value = "32-elements" }, target = { io_rows = "32-elements" } },
 }
