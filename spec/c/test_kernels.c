@@ -65,7 +65,8 @@ static void run_rows(const ane_kernel_table *t, kernel_weights weights, const vo
 }
 
 static void check_float_rows(void) {
-    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows" };
+    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows", "q8_0 rows", "q4_0 rows", "q6_k rows" };
+    _Static_assert(sizeof names / sizeof *names == WEIGHT_KINDS, "a name for each kind of rows");
     for (size_t s = 0; s < LENGTHS; s++) {
         int64_t k = lengths[s], even = (k + 1) / 2 * 2;
         float_case c;
@@ -80,17 +81,31 @@ static void check_float_rows(void) {
         for (int64_t i = 0; i < ROWS * even / 2; i++) c.packed[i] = (uint8_t)(uniform() * 128.0f + 128.0f);
         for (int64_t i = 0; i < ROWS * ANE_LUT4_ENTRIES; i++) c.table[i] = uniform();
         for (int64_t j = 0; j < even; j++) c.x[j] = uniform();
+        /* the block kinds' rows (whole blocks only: Q8_0 / Q4_0 of 32, Q6_K of 256): random codes and
+         * blocks, finite scales; their weights, for the bound, as ane_dequantize_rows gives them */
+        const ane_weight_encoding block_encodings[] = { ANE_ENCODING_Q8_0, ANE_ENCODING_Q4_0, ANE_ENCODING_Q6_K };
+        uint8_t *block_data = malloc((size_t)(ROWS * k + 1) * 2);
+        float *block_table = malloc(sizeof(float) * (size_t)(ROWS * (k / 16) + 1)), *block_values = malloc(sizeof(float) * (size_t)(ROWS * k + 1));
+        for (int64_t i = 0; i < (ROWS * k + 1) * 2; i++) block_data[i] = (uint8_t)(uniform() * 128.0f + 128.0f);
+        for (int64_t i = 0; i < ROWS * (k / 16); i++) block_table[i] = 0.01f * uniform();
         for (int weights = WEIGHTS_FP32; weights < WEIGHT_KINDS; weights++) {
             int64_t n = weights == WEIGHTS_LUT4 ? even : k; /* 4-bit rows are even */
-            const void *w = weights == WEIGHTS_FP32 ? (const void *)c.w32 : weights == WEIGHTS_FP16 ? (const void *)c.w16
+            int block_kind = weights >= WEIGHTS_Q8_0;
+            ane_weight_encoding encoding = block_kind ? block_encodings[weights - WEIGHTS_Q8_0] : ANE_ENCODING_DENSE;
+            if (block_kind && (k % (encoding == ANE_ENCODING_Q6_K ? 256 : 32) || k == 0)) continue;
+            if (block_kind) ane_dequantize_rows(encoding, block_data, block_table, k, 0, ROWS, block_values);
+            const float *table = block_kind ? block_table : c.table;
+            const void *w = block_kind ? (const void *)block_data : weights == WEIGHTS_FP32 ? (const void *)c.w32
+                          : weights == WEIGHTS_FP16 ? (const void *)c.w16
                           : weights == WEIGHTS_INT8 ? (const void *)c.q : (const void *)c.packed;
-            run_rows(&scalar, weights, w, c.table, c.x, n, n, c.reference);
-            run_rows(level, weights, w, c.table, c.x, n, n, c.y);
+            run_rows(&scalar, weights, w, table, c.x, n, n, c.reference);
+            run_rows(level, weights, w, table, c.x, n, n, c.y);
             int outside = 0;
             for (int r = 0; r < ROWS; r++) {
                 double magnitude = 0, wj;
                 for (int64_t j = 0; j < n; j++) {
-                    wj = weights == WEIGHTS_FP32   ? c.w32[r * n + j]
+                    wj = block_kind                ? block_values[r * n + j]
+                         : weights == WEIGHTS_FP32 ? c.w32[r * n + j]
                          : weights == WEIGHTS_FP16 ? ane_fp16_to_fp32(c.w16[r * n + j])
                          : weights == WEIGHTS_INT8 ? c.q[r * n + j] * c.table[r]
                                                    : c.table[r * 16 + ((c.packed[(r * n + j) / 2] >> (4 * (j & 1))) & 15)];
@@ -104,6 +119,7 @@ static void check_float_rows(void) {
             CHECK(outside == 0, "%s, k %lld: %d rows outside 2 k u sum |w x| of the scalar kernel's", names[weights],
                   (long long)n, outside);
         }
+        free(block_data), free(block_table), free(block_values);
         /* fp16 rows give what their values in fp32 give, bit for bit */
         float y16[ROWS], y32[ROWS], *converted = malloc(sizeof(float) * ROWS * k);
         for (int64_t i = 0; i < ROWS * k; i++) converted[i] = ane_fp16_to_fp32(c.w16[i]);
