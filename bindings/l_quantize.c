@@ -312,7 +312,7 @@ static int l_blocks_quantized(lua_State *L) {
     ane_block_type type;
     ane_weight_encoding encoding;
     if (!ane_block_type_from_name(type_name, &type) || !ane_encoding_from_name(type_name, &encoding) ||
-        !(ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K))
+        !ane_encoding_is_gguf_block(encoding))
         return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0, q4_0 or q6_k (the others are "
                                                       "dequantized)", type_name));
     const char *name = luaL_optstring(L, 4, "blocks");

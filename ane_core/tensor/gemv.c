@@ -285,8 +285,7 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
                                                           encoding == ANE_ENCODING_LUT4);
     integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
-    ane_range_body rows_integer = ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K
-        ? ane_kernels()->rows_blocks_int8
+    ane_range_body rows_integer = ane_encoding_is_gguf_block(encoding) ? ane_kernels()->rows_blocks_int8
         : ane_kernels()->rows_integer[encoding == ANE_ENCODING_LUT4][activations == ANE_ACTIVATIONS_INT16];
     ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
     if (memory != stack) free(memory);
@@ -390,8 +389,7 @@ ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
                               ane_activations activations, ane_error *err) {
-    int block_scaled = ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K; /* (GGUF's) */
-    if (activations == ANE_ACTIVATIONS_INT16 && block_scaled)
+    if (activations == ANE_ACTIVATIONS_INT16 && ane_encoding_is_gguf_block(encoding))
         return ane_fail(err, ANE_ERR_ARGUMENT, "%s weights are multiplied with float or int8 activations, not int16",
                         ane_encoding_name(encoding));
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > ANE_FEW_COLUMNS)

@@ -48,9 +48,16 @@ static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
     return (int)(nibble | ((high >> (2 * part)) & 3u) << 4) - 32;
 }
 
-/* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0). */
+/* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0: the
+ * ones a program carries, as constexpr_blockwise_shift_scale). */
 static inline int ane_encoding_is_blockwise(ane_weight_encoding encoding) {
     return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0;
+}
+
+/* Whether an encoding is one of GGUF's blocks kept as stored (Q8_0, Q4_0, Q6_K): float or int8
+ * activations, the block kernels of the table. */
+static inline int ane_encoding_is_gguf_block(ane_weight_encoding encoding) {
+    return ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K;
 }
 
 /* How a product with a quantized weight treats its activations: as they are (fp32, so the

@@ -7,9 +7,9 @@
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
 -- people download) are dequantized to fp32 as they load (ane.dequantize_blocks), but for the
--- matrices of Q8_0 and Q4_0, which M.read keeps as stored (ane.blocks_quantized: their codes
--- and scales, which sim's products read; the device's programs take them dequantized); the
--- other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
+-- matrices of Q8_0 and Q4_0 and a Q6_K embedding or classifier, which M.read keeps as stored
+-- (ane.blocks_quantized: their codes and scales, which sim's products read; the device's
+-- programs take the layers dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
 -- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
 -- (byte-level BPE).
 --
