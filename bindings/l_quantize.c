@@ -6,6 +6,7 @@
  *   q:encoding(), q:dtype(), q:shape(), q:numel(), q:bytes(), q:dequantize(), q:gather(ids), q:reshape(O, I, 1, 1)
  *   q:matmul(x)                                -- W x for x fp32 [k, T] (the CPU classifier)
  *   q:data(), q:table()                        -- the stored tensors (int8 / packed uint8, fp32)
+ *   q:blocks([name])                           -- GGUF's bytes of a q8_0 / q4_0 / q6_k weight (a GGUF writer's)
  *   ane.quantized{encoding =, dtype =, shape =, data =, table =}   -- from stored parts (loading)
  *   ane.blocks_quantized(bytes, "q8_0" | "q4_0" | "q6_k", {rows, k}, [name], [dtype])  -- GGUF's blocks kept
  *   ane.quantized.is(v) */
@@ -274,6 +275,21 @@ static int q_table(lua_State *L) {
     return 1;
 }
 
+/* q:blocks([name]) -> GGUF's bytes of a q8_0 / q4_0 / q6_k weight (a uint8 tensor of its blocks, row
+ * after row; tensor/blocks.h's ane_blocks_join), or nil and a message naming `name` */
+static int q_blocks(lua_State *L) {
+    ane_quantized_weight *q = check_quantized(L, 1);
+    const char *name = luaL_optstring(L, 2, "weight");
+    ane_block_type type;
+    if (!ane_encoding_is_gguf_block(q->encoding) || !ane_block_type_from_name(ane_encoding_name(q->encoding), &type))
+        return luaL_error(L, "q:blocks: a %s weight has no GGUF blocks (q8_0, q4_0 and q6_k have)", ane_encoding_name(q->encoding));
+    int64_t rows = q->shape[0];
+    ane_tensor *out = ane_lua_new_tensor_slot(L);
+    ane_error err;
+    if (ane_blocks_join(type, &q->data, &q->table, rows, numel_of(q) / rows, name, out, &err)) return ane_lua_fail(L, &err);
+    return 1;
+}
+
 static int q_tostring(lua_State *L) {
     ane_quantized_weight *q = check_quantized(L, 1);
     char shape[128];
@@ -333,7 +349,7 @@ static int l_blocks_quantized(lua_State *L) {
 
 static const luaL_Reg quantized_methods[] = {
     {"encoding", q_encoding}, {"dtype", q_dtype}, {"shape", q_shape}, {"numel", q_numel}, {"bytes", q_bytes},
-    {"dequantize", q_dequantize}, {"gather", q_gather}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {NULL, NULL},
+    {"dequantize", q_dequantize}, {"gather", q_gather}, {"reshape", q_reshape}, {"matmul", q_matmul}, {"data", q_data}, {"table", q_table}, {"blocks", q_blocks}, {NULL, NULL},
 };
 
 void ane_lua_open_quantize(lua_State *L) {

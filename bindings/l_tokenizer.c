@@ -333,6 +333,20 @@ static int spm_vocab_size(lua_State *L) {
     return 1;
 }
 
+/* spm:piece(id) -> the piece (0-based id) and its score */
+static int spm_piece(lua_State *L) {
+    ane_spm *spm = check_spm(L);
+    lua_Integer id = luaL_checkinteger(L, 2);
+    if (id < 0 || id >= ane_spm_vocab_size(spm))
+        return luaL_argerror(L, 2, lua_pushfstring(L, "id %I is outside the vocabulary of %d", id, (int)ane_spm_vocab_size(spm)));
+    size_t length;
+    float score;
+    const char *piece = ane_spm_piece(spm, (int32_t)id, &length, &score);
+    lua_pushlstring(L, piece, length);
+    lua_pushnumber(L, score);
+    return 2;
+}
+
 static int spm_new(lua_State *L) {
     spm_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->spm = NULL;
@@ -346,7 +360,7 @@ void ane_lua_open_spm(lua_State *L) {
     static const luaL_Reg methods[] = {
         {"add_piece", spm_add_piece}, {"add_llama2c_pieces", spm_add_llama2c_pieces}, {"encode", spm_encode},
         {"decode", spm_decode}, {"check_encodes", spm_check_encodes},
-        {"vocab_size", spm_vocab_size}, {NULL, NULL},
+        {"vocab_size", spm_vocab_size}, {"piece", spm_piece}, {NULL, NULL},
     };
     luaL_newmetatable(L, ANE_SPM_TYPE);
     lua_pushcfunction(L, spm_gc);

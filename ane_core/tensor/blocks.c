@@ -272,3 +272,58 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
     if (status) ane_tensor_release(data), ane_tensor_release(table);
     return status;
 }
+
+/* The inverse of ane_blocks_split: GGUF's bytes of a kept matrix (a GGUF writer's tensor data).
+ * Q6_K's data are its blocks as stored; Q8_0 and Q4_0 are rebuilt from codes and scales, each
+ * scale written as the fp16 it must be (a scale fp16 cannot hold exactly fails, naming the block:
+ * the file would not hold these weights). */
+ane_status ane_blocks_join(ane_block_type type, const ane_tensor *data, const ane_tensor *table, int64_t rows, int64_t k,
+                           const char *name, ane_tensor *blocks, ane_error *err) {
+    memset(blocks, 0, sizeof *blocks);
+    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are not kept, so not joined (q8_0, q4_0 and q6_k are)", name,
+                        FORMATS[type].name);
+    const struct block_format *format = &FORMATS[type];
+    if (rows <= 0 || k <= 0 || k % format->weights != 0)
+        return ane_fail(err, ANE_ERR_SHAPE, "%s: [%lld, %lld] is not rows of whole %s blocks", name, (long long)rows,
+                        (long long)k, format->name);
+    int q8 = type == ANE_BLOCKS_Q8_0;
+    int64_t nblocks = rows * (k / format->weights), size = format->bytes;
+    int64_t data_bytes = type == ANE_BLOCKS_Q6_K ? nblocks * size : q8 ? rows * k : rows * k / 2;
+    if (!ane_tensor_is_contiguous(data) || ane_tensor_numel(data) * (int64_t)ane_dtype_size(data->dtype) != data_bytes ||
+        (type != ANE_BLOCKS_Q6_K && (!ane_tensor_is_contiguous(table) || table->dtype != ANE_FP32 ||
+                                     ane_tensor_numel(table) != nblocks)))
+        return ane_fail(err, ANE_ERR_SHAPE, "%s: its codes and scales are not those of a [%lld, %lld] %s matrix", name,
+                        (long long)rows, (long long)k, format->name);
+    int64_t shape[1] = {nblocks * size};
+    ane_status status = ane_tensor_empty(blocks, 1, shape, ANE_UINT8, err);
+    if (status) return status;
+    uint8_t *out = (uint8_t *)ane_tensor_data(blocks);
+    const uint8_t *codes = (const uint8_t *)ane_tensor_data(data);
+    if (type == ANE_BLOCKS_Q6_K) {
+        memcpy(out, codes, (size_t)data_bytes);
+        return ANE_OK;
+    }
+    const float *scales = (const float *)ane_tensor_data(table);
+    for (int64_t b = 0; b < nblocks; b++) {
+        uint8_t *block = out + b * size;
+        uint16_t d = ane_fp32_to_fp16(scales[b]);
+        if (ane_fp16_to_fp32(d) != scales[b] && !(isnan(scales[b]) && isnan(ane_fp16_to_fp32(d)))) {
+            ane_tensor_release(blocks);
+            return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld's scale %.9g is not an fp16 value, which GGUF's %s "
+                            "blocks store", name, (long long)b, (double)scales[b], format->name);
+        }
+        block[0] = (uint8_t)(d & 0xff), block[1] = (uint8_t)(d >> 8);
+        if (q8) {
+            memcpy(block + 2, codes + b * 32, 32);
+        } else { /* kept: x - 8 in order, element j in byte j / 2 (low nibble first); stored: j in qs[j]'s low nibble, j + 16 in its high one */
+            unsigned x[32];
+            for (int j = 0; j < 32; j += 2) {
+                uint8_t pair = codes[b * 16 + j / 2];
+                x[j] = (pair & 15u) ^ 8u, x[j + 1] = (pair >> 4) ^ 8u;
+            }
+            for (int j = 0; j < 16; j++) block[2 + j] = (uint8_t)(x[j] | x[j + 16] << 4);
+        }
+    }
+    return ANE_OK;
+}

@@ -49,4 +49,10 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
 ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
                             ane_tensor *data, ane_tensor *table, ane_error *err);
 
+/* The inverse of ane_blocks_split: `blocks` a new uint8 tensor of the GGUF blocks of a kept
+ * [rows, k] matrix (its data and table as ane_blocks_split makes them). Fails naming `name` for
+ * parts that are not those of such a matrix, or a Q8_0 / Q4_0 scale that is not an fp16 value. */
+ane_status ane_blocks_join(ane_block_type type, const ane_tensor *data, const ane_tensor *table, int64_t rows, int64_t k,
+                           const char *name, ane_tensor *blocks, ane_error *err);
+
 #endif

@@ -39,6 +39,12 @@ void ane_spm_free(ane_spm *spm) {
 
 int32_t ane_spm_vocab_size(const ane_spm *spm) { return spm->size; }
 
+const char *ane_spm_piece(const ane_spm *spm, int32_t id, size_t *length, float *score) {
+    *length = spm->lengths[id];
+    *score = spm->scores[id];
+    return spm->pieces[id];
+}
+
 ane_status ane_spm_check_encodes(const ane_spm *spm, ane_error *err) {
     if (spm->size < ANE_SPM_CONTROL_PIECES)
         return ane_fail(err, ANE_ERR_FORMAT,

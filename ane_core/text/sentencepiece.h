@@ -19,6 +19,9 @@ void ane_spm_free(ane_spm *spm);
  * "<0xXX>". Ids are dense from 0. */
 ane_status ane_spm_add_piece(ane_spm *spm, const char *piece, size_t length, float score, int32_t id, ane_error *err);
 int32_t ane_spm_vocab_size(const ane_spm *spm);
+/* Piece `id` (0 <= id < vocab size) as stored (spaces as U+2581, bytes as <0xXX>), its length
+ * and score: what a GGUF writer copies into tokenizer.ggml.tokens / scores. */
+const char *ane_spm_piece(const ane_spm *spm, int32_t id, size_t *length, float *score);
 /* Adds the pieces of llama2.c's tokenizer.bin (`size` bytes): a u32 max_token_length, then per
  * piece an f32 score, an i32 length and the piece's bytes, little-endian, with spaces written
  * as plain spaces (turned back into U+2581 here). *count = the pieces added. A file shorter
