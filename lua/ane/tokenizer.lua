@@ -138,7 +138,7 @@ function M.from_parts(parts, path)
   local eot
   for _, token in ipairs(added) do if token.text == "<|endoftext|>" then eot = token.id end end
   return setmetatable({ bpe = bpe, vocab_size = bpe:vocab_size(), eot = eot, merges = #parts.merges, source = path,
-    tokens = count, added = added, nfc = parts.nfc }, Tokenizer)
+    tokens = count, added = added, nfc = parts.nfc, pattern = parts.pattern }, Tokenizer)
 end
 
 -- llm.c's gpt2_tokenizer.bin: u32[256] header (magic, version, vocab size, EOT), then per

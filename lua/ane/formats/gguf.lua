@@ -40,6 +40,9 @@ local BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q4_1 = "q4_1", Q5_0 = "q5_0", Q5_
 local SCALARS = { [0] = "<I1", [1] = "<i1", [2] = "<I2", [3] = "<i2", [4] = "<I4", [5] = "<i4", [6] = "<f",
   [7] = "<I1", [10] = "<I8", [11] = "<i8", [12] = "<d" }
 local STRING, ARRAY, BOOL = 8, 9, 7
+-- Their names (M.write's value types; an array's is its element's with "[]").
+local TYPE_NAMES = { [0] = "u8", [1] = "i8", [2] = "u16", [3] = "i16", [4] = "u32", [5] = "i32", [6] = "f32", [7] = "bool",
+  [8] = "string", [10] = "u64", [11] = "i64", [12] = "f64" }
 
 -- A reader of the file's header bytes, buffered, that checks every read against the file's size.
 local Reader = {}
@@ -89,9 +92,9 @@ local function value(r, type, what, depth)
       if v > 1 then error(string.format("%s: %s is a bool of value %d", r.path, what, v), 0) end
       return v == 1
     end
-    return v
+    return v, TYPE_NAMES[type]
   elseif type == STRING then
-    return r:string(what)
+    return r:string(what), "string"
   elseif type == ARRAY then
     if depth > 0 then error(string.format("%s: %s is an array of arrays", r.path, what), 0) end
     local element = r:u32(what .. "'s element type")
@@ -103,12 +106,12 @@ local function value(r, type, what, depth)
     end
     local list = {}
     for i = 1, count do list[i] = value(r, element, what, depth + 1) end
-    return list
+    return list, TYPE_NAMES[element] .. "[]"
   end
   error(string.format("%s: %s has unknown value type %d (at offset %d)", r.path, what, type, r:offset() - 4), 0)
 end
 
---- The file's header: { version, metadata = {key = value}, tensors = {name = {type = name,
+--- The file's header: { version, metadata = {key = value}, metadata_types = {key = M.write's type name}, tensors = {name = {type = name,
 --- shape = outermost first, first = byte, last = byte past}}, order = {names}, mapping }.
 --- nil and a message naming the key, tensor or offset for a file that is not a sound GGUF.
 function M.open(path)
@@ -127,12 +130,12 @@ function M.open(path)
     if kv_count > size // 12 or tensor_count > size // 32 then
       error(string.format("%s: %d tensors and %d keys cannot fit in %d bytes", path, tensor_count, kv_count, size), 0)
     end
-    local metadata = {}
+    local metadata, metadata_types = {}, {}
     for i = 1, kv_count do
       local key = r:string(string.format("key %d", i))
       local type = r:u32("key '" .. key .. "''s type")
       if metadata[key] ~= nil then error(string.format("%s: key '%s' appears twice", path, key), 0) end
-      metadata[key] = value(r, type, "key '" .. key .. "'", 0)
+      metadata[key], metadata_types[key] = value(r, type, "key '" .. key .. "'", 0)
     end
     local alignment = metadata["general.alignment"] or 32
     if math.type(alignment) ~= "integer" or alignment <= 0 or alignment & (alignment - 1) ~= 0 then
@@ -187,7 +190,7 @@ function M.open(path)
           ranges[i - 1][2], ranges[i][2]), 0)
       end
     end
-    return { version = version, metadata = metadata, tensors = tensors, order = order, mapping = mapping, path = path }
+    return { version = version, metadata = metadata, metadata_types = metadata_types, tensors = tensors, order = order, mapping = mapping, path = path }
   end)
   r.f:close()
   if not ok then return nil, tostring(result) end
@@ -365,8 +368,8 @@ function M.chat_template(path)
 end
 
 -- Metadata value writers by type name (the types M.open reads).
-local WRITE_TYPES = { u32 = { 4, "<I4" }, i32 = { 5, "<i4" }, f32 = { 6, "<f" }, bool = { 7, "<I1" }, u64 = { 10, "<I8" },
-  f64 = { 12, "<d" } }
+local WRITE_TYPES = {}
+for id, name in pairs(TYPE_NAMES) do WRITE_TYPES[name] = { id, SCALARS[id] } end
 
 local function packed_string(text) return string.pack("<I8", #text) .. text end
 
@@ -376,7 +379,8 @@ local function packed_value(kind, value)
   if element then
     local parts = { string.pack("<I4I4I8", ARRAY, element == "string" and STRING or WRITE_TYPES[element][1], #value) }
     for _, v in ipairs(value) do
-      parts[#parts + 1] = element == "string" and packed_string(v) or string.pack(WRITE_TYPES[element][2], v)
+      parts[#parts + 1] = element == "string" and packed_string(v)
+        or string.pack(WRITE_TYPES[element][2], element == "bool" and (v and 1 or 0) or v)
     end
     return table.concat(parts)
   end
@@ -390,24 +394,29 @@ for id, t in pairs(M.TYPES) do TYPE_IDS[t[1]] = id end
 
 --- Writes a GGUF file (version 3, alignment 32), atomically: metadata a list of { key, type,
 --- value } (types u32, i32, f32, bool, u64, f64, string, and arrays "u32[]", "f32[]",
---- "string[]", ...), tensors a list of { name, shape (outermost first), ggml type name, bytes }.
---- Returns true, or nil and a message.
+--- "string[]", ...), tensors a list of { name, shape (outermost first), ggml type name, data }:
+--- data the tensor's bytes, as a string or as a contiguous ane tensor whose memory is written as
+--- it is (a model's weights go from memory to the file without a copy). Returns true, or nil and
+--- a message.
 function M.write(path, metadata, tensors)
   local entries = {}
   for _, m in ipairs(metadata) do entries[#entries + 1] = packed_string(m[1]) .. packed_value(m[2], m[3]) end
-  local infos, blobs, offset = {}, {}, 0
+  local infos, data, offset = {}, {}, 0
   for _, t in ipairs(tensors) do
-    local name, shape, type, bytes = table.unpack(t, 1, 4)
-    local id = TYPE_IDS[type]
-    if not id then error("gguf.write: unknown tensor type '" .. tostring(type) .. "'", 2) end
+    local name, shape, ggml_type, bytes = table.unpack(t, 1, 4)
+    local id = TYPE_IDS[ggml_type]
+    if not id then error("gguf.write: unknown tensor type '" .. tostring(ggml_type) .. "'", 2) end
     local dims = { string.pack("<I4", #shape) }
     for d = #shape, 1, -1 do dims[#dims + 1] = string.pack("<I8", shape[d]) end -- innermost first
     infos[#infos + 1] = packed_string(name) .. table.concat(dims) .. string.pack("<I4I8", id, offset)
-    blobs[#blobs + 1] = bytes .. string.rep("\0", (32 - #bytes % 32) % 32)
-    offset = offset + #blobs[#blobs]
+    if type(bytes) == "string" then bytes = ane.tensor.from_bytes(bytes, { #bytes }, "uint8") end
+    local size = bytes:numel() * bytes:element_size()
+    data[#data + 1] = bytes
+    if size % 32 ~= 0 then data[#data + 1] = ane.tensor({ 32 - size % 32 }, "uint8") end -- (zeros to the alignment)
+    offset = offset + (size + 31) // 32 * 32
   end
   local head = "GGUF" .. string.pack("<I4I8I8", 3, #tensors, #entries) .. table.concat(entries) .. table.concat(infos)
-  return ane.io.write_file_atomic(path, head .. string.rep("\0", (32 - #head % 32) % 32) .. table.concat(blobs))
+  return ane.io.write_file_atomic(path, head .. string.rep("\0", (32 - #head % 32) % 32), data)
 end
 
 -- The split regexes of the byte-level BPE pre-tokenizers tokenizer.ggml.pre names (llama.cpp's
