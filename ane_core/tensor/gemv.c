@@ -282,8 +282,10 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     }
     code_vector *vectors = (code_vector *)memory;
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
-    for (int64_t c = 0; c < columns; c++) quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
-                                                          encoding == ANE_ENCODING_LUT4);
+    for (int64_t c = 0; c < columns; c++) {
+        quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations, encoding == ANE_ENCODING_LUT4);
+        if (encoding == ANE_ENCODING_Q4_0) ane_kernels()->arrange_q4_0_codes8(&vectors[c]);
+    }
     integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
     ane_range_body rows_integer = ane_encoding_is_gguf_block(encoding) ? ane_kernels()->rows_blocks_int8
         : ane_kernels()->rows_integer[encoding == ANE_ENCODING_LUT4][activations == ANE_ACTIVATIONS_INT16];

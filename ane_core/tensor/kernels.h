@@ -238,8 +238,11 @@ typedef struct ane_kernel_table {
     /* Integer activations: rows [first, last) of an integer_job, by [int8 rows, 4-bit rows]
      * and [int8, int16 activations]. */
     ane_range_body rows_integer[2][2];
-    /* Q8_0 / Q4_0 / Q6_K rows of an integer_job on int8 activations (blocks_int8's sums). */
+    /* Q8_0 / Q4_0 / Q6_K rows of an integer_job on int8 activations (blocks_int8's sums), and
+     * what its Q4_0 kernel reads besides the codes, arranged once per vector in the memory past
+     * them (set together: a level's Q4_0 kernel reads its own arrangement). */
     ane_range_body rows_blocks_int8;
+    void (*arrange_q4_0_codes8)(code_vector *v);
     /* One whole block of 32 contiguous values quantized (the scalar codes and scale); returns 0
      * for a block with a NaN or inf (the caller's scalar loop takes it). NULL: no vector form. */
     int (*quantize_block8)(const float *x, int8_t *codes, float *scale);

@@ -216,6 +216,7 @@ void fill_chunk_scales(code_vector *v) {
 }
 
 static void arrange_nothing(code_vector *v, int for_lut4) { (void)v, (void)for_lut4; }
+static void arrange_nothing_for_q4_0(code_vector *v) { (void)v; }
 
 static void palette8_of(palette8 *p, const float *palette) {
     float largest = 0.0f;
@@ -366,6 +367,7 @@ void ane_kernels_scalar(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->rows_blocks_int8 = rows_blocks_int8;
+    t->arrange_q4_0_codes8 = arrange_nothing_for_q4_0;
     t->split_lut4 = split_lut4;
     t->lut4_reads_words = 0;
     t->vecmat_fp32 = vecmat_fp32;

@@ -620,31 +620,45 @@ Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, cons
     return horizontal_sum(sum);
 }
 
-/* Q4_0: two blocks an iteration, 32 bytes: their nibbles interleaved in each 128-bit half (half 0
- * block b's elements 0-15 then 16-31, half 1 block b + 1's), made signed by a table lookup, and
- * the two blocks' codes rearranged to match; each half's lanes take its block's scales. */
-Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
-    const uint8_t *packed = codes;
-    const __m256i low_nibbles = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+/* Q4_0, 64 weights (two blocks) a step as q8_lut4_chunk_avx2 reads 4-bit rows: the nibble
+ * masks give the even and the odd elements' codes (x - 8 as a nibble, looked up as signed
+ * bytes), against the activation codes in the same order (split8, arrange_q4_0_codes8); the
+ * lower four lanes sum the first block's products, the upper four the second's, and take
+ * (weight scale x activation scale) of their block, the products formed as the scalar code
+ * forms them. Two accumulators; an odd last block in element order. */
+Q8_AVX2 static inline __m256 q4_0_chunk_int8_avx2(__m256 sum, const uint8_t *packed, const float *scales,
+                                                  const code_vector *v, int64_t j) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i signed_code = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1,
                                                  0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
-    __m256 sum = _mm256_setzero_ps();
-    int64_t blocks = v->k / 32, b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-        __m256i bytes = _mm256_loadu_si256((const __m256i *)(packed + 16 * b));
-        __m256i low = _mm256_and_si256(bytes, low_nibbles), high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
-        __m256i first = _mm256_shuffle_epi8(signed_code, _mm256_unpacklo_epi8(low, high));  /* elements 0-15 of each */
-        __m256i second = _mm256_shuffle_epi8(signed_code, _mm256_unpackhi_epi8(low, high)); /* 16-31 */
-        __m256i x0 = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b));
-        __m256i x1 = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b + 32));
-        __m256i pairs = _mm256_add_epi16( /* (each at most 2 x 8 x 127: their sum fits 16 bits) */
-            _mm256_maddubs_epi16(_mm256_abs_epi8(first), _mm256_sign_epi8(_mm256_permute2x128_si256(x0, x1, 0x20), first)),
-            _mm256_maddubs_epi16(_mm256_abs_epi8(second), _mm256_sign_epi8(_mm256_permute2x128_si256(x0, x1, 0x31), second)));
-        float scale0 = scales[b] * v->block_scales[b], scale1 = scales[b + 1] * v->block_scales[b + 1];
-        sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones)),
-                              _mm256_setr_ps(scale0, scale0, scale0, scale0, scale1, scale1, scale1, scale1), sum);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)(packed + j / 2));
+    __m256i even = _mm256_shuffle_epi8(signed_code, _mm256_and_si256(bytes, nibble));
+    __m256i odd = _mm256_shuffle_epi8(signed_code, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+    __m256i even_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j));
+    __m256i odd_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j + 32));
+    __m256i pairs = _mm256_add_epi16( /* (each at most 2 x 8 x 127: their sum fits 16 bits) */
+        _mm256_maddubs_epi16(_mm256_abs_epi8(even), _mm256_sign_epi8(even_codes, even)),
+        _mm256_maddubs_epi16(_mm256_abs_epi8(odd), _mm256_sign_epi8(odd_codes, odd)));
+    __m128 two_scales = _mm_castpd_ps(_mm_load_sd((const double *)(scales + j / 32))); /* this row's, of both blocks */
+    __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones)),
+                           _mm256_mul_ps(weight_scales, _mm256_loadu_ps(v->chunk_scales + j / 8)), sum);
+}
+
+Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    const uint8_t *packed = codes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        a0 = q4_0_chunk_int8_avx2(a0, packed, scales, v, j);
+        a1 = q4_0_chunk_int8_avx2(a1, packed, scales, v, j + Q8_CHUNK);
     }
-    for (; b < blocks; b++) { /* an odd last block */
+    if (j < v->chunked) a0 = q4_0_chunk_int8_avx2(a0, packed, scales, v, j);
+    __m256 sum = _mm256_add_ps(a0, a1);
+    const __m256i signed_code = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1,
+                                                 0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m256i low_nibbles = _mm256_set1_epi8(15);
+    for (int64_t b = v->chunked / 32; b < v->k / 32; b++) { /* an odd last block */
         __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + 16 * b));
         __m128i low = _mm_and_si128(bytes, _mm256_castsi256_si128(low_nibbles));
         __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm256_castsi256_si128(low_nibbles));
@@ -655,20 +669,48 @@ Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, cons
     return horizontal_sum(sum);
 }
 
-/* Q6_K: each 32's two 16s, a scale each (the lanes of their bytes). */
+/* Q6_K, a half block (128 weights) a step: its 64 ql bytes and 32 qh bytes loaded once, and the
+ * four quarters' codes x - 32 (quantize.h: ane_q6_code) from them with shifts by constants:
+ * quarter q's nibbles are the low (q < 2) or high nibbles of ql's run q & 1, its top two bits
+ * qh's bits 2q, 2q + 1, moved to bits 4-5. Each quarter is one block of 32 activation codes; its
+ * two 16s take their own scales (the lanes of their bytes), products formed as the scalar code
+ * forms them. */
+Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, const float *scales, const code_vector *v,
+                                                   int64_t b) {
+    __m128 two_scales = _mm_castpd_ps(_mm_load_sd((const double *)(scales + 2 * b))); /* this row's, of the two 16s */
+    __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return block_fma_int8_avx2(_mm256_sub_epi8(codes, _mm256_set1_epi8(32)), v->codes8 + 32 * b,
+                               _mm256_mul_ps(weight_scales, _mm256_broadcast_ss(&v->block_scales[b])), sum);
+}
+
 Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t b = 0; b < v->k / 32; b++) {
-        float x_scale = v->block_scales[b], first = scales[2 * b] * x_scale, second = scales[2 * b + 1] * x_scale;
-        sum = block_fma_int8_avx2(q6_k_codes_avx2(codes, 32 * b), v->codes8 + 32 * b,
-                                  _mm256_setr_ps(first, first, first, first, second, second, second, second), sum);
+    const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int64_t j = 0; j < v->k; j += 128) {
+        const uint8_t *block = (const uint8_t *)codes + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+        int half = (int)(j % ANE_Q6_K_WEIGHTS) / 128;
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(block + 64 * half));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(block + 64 * half + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half));
+        int64_t b = j / 32;
+        a0 = q6_k_quarter_int8_avx2(a0, _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                                    scales, v, b);
+        a1 = q6_k_quarter_int8_avx2(a1, _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                                    scales, v, b + 1);
+        a0 = q6_k_quarter_int8_avx2(a0, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2)),
+                                    scales, v, b + 2);
+        a1 = q6_k_quarter_int8_avx2(a1, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)), scales, v, b + 3);
     }
-    return horizontal_sum(sum);
+    return horizontal_sum(_mm256_add_ps(a0, a1));
 }
 
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
     integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2);
 }
+
+/* For Q4_0 rows (q4_0_int8_avx2): the codes split as for 4-bit rows, and the chunk scales. */
+static void arrange_q4_0_codes8(code_vector *v) { arrange_codes8(v, 1); }
 
 static void rows_q8(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q8_int8_avx2, q8_lut4_avx2);
@@ -818,6 +860,7 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_integer[0][0] = t->rows_integer[1][0] = rows_q8;
     t->rows_integer[0][1] = t->rows_integer[1][1] = rows_q16;
     t->rows_blocks_int8 = rows_blocks_int8;
+    t->arrange_q4_0_codes8 = arrange_q4_0_codes8;
     t->quantize_block8 = q8_block_quantize_avx2;
     t->quantize_block16 = q16_block_quantize_avx2;
     t->arrange_codes8 = arrange_codes8;
