@@ -621,28 +621,26 @@ Q8_AVX2 static float q8_0_int8_avx2(const void *codes, const float *scales, cons
 }
 
 /* Q4_0, 64 weights (two blocks) a step as q8_lut4_chunk_avx2 reads 4-bit rows: the nibble
- * masks give the even and the odd elements' codes (x - 8 as a nibble, looked up as signed
- * bytes), against the activation codes in the same order (split8, arrange_q4_0_codes8); the
- * lower four lanes sum the first block's products, the upper four the second's, and take
- * (weight scale x activation scale) of their block, the products formed as the scalar code
- * forms them. Two accumulators; an odd last block in element order. */
+ * masks give the even and the odd elements' x = code + 8 (the stored nibble with its top bit
+ * flipped), unsigned as vpmaddubsw takes them, against the activation codes in the same order
+ * (split8, arrange_q4_0_codes8); each lane's exact sum of x a less 8 x the lane's sum of a
+ * (bias8) is its sum of code a. The lower four lanes hold the first block's products, the upper
+ * four the second's, and take (weight scale x activation scale) of their block, the products
+ * formed as the scalar code forms them. Two accumulators; an odd last block in element order. */
 Q8_AVX2 static inline __m256 q4_0_chunk_int8_avx2(__m256 sum, const uint8_t *packed, const float *scales,
                                                   const code_vector *v, int64_t j) {
     const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i signed_code = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1,
-                                                 0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
-    __m256i bytes = _mm256_loadu_si256((const __m256i *)(packed + j / 2));
-    __m256i even = _mm256_shuffle_epi8(signed_code, _mm256_and_si256(bytes, nibble));
-    __m256i odd = _mm256_shuffle_epi8(signed_code, _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble));
+    __m256i bytes = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(packed + j / 2)), _mm256_set1_epi8((char)0x88));
+    __m256i even = _mm256_and_si256(bytes, nibble), odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
     __m256i even_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j));
     __m256i odd_codes = _mm256_loadu_si256((const __m256i *)(v->split8 + j + 32));
-    __m256i pairs = _mm256_add_epi16( /* (each at most 2 x 8 x 127: their sum fits 16 bits) */
-        _mm256_maddubs_epi16(_mm256_abs_epi8(even), _mm256_sign_epi8(even_codes, even)),
-        _mm256_maddubs_epi16(_mm256_abs_epi8(odd), _mm256_sign_epi8(odd_codes, odd)));
+    __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(even, even_codes), /* (each at most 2 x 15 x 127: */
+                                     _mm256_maddubs_epi16(odd, odd_codes));  /* their sum fits 16 bits) */
+    __m256i lanes = _mm256_sub_epi32(_mm256_madd_epi16(pairs, ones), _mm256_loadu_si256((const __m256i *)(v->bias8 + j / 8)));
     __m128 two_scales = _mm_castpd_ps(_mm_load_sd((const double *)(scales + j / 32))); /* this row's, of both blocks */
     __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones)),
-                           _mm256_mul_ps(weight_scales, _mm256_loadu_ps(v->chunk_scales + j / 8)), sum);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(weight_scales, _mm256_loadu_ps(v->chunk_scales + j / 8)),
+                           sum);
 }
 
 Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
@@ -709,8 +707,17 @@ static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
     integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2);
 }
 
-/* For Q4_0 rows (q4_0_int8_avx2): the codes split as for 4-bit rows, and the chunk scales. */
-static void arrange_q4_0_codes8(code_vector *v) { arrange_codes8(v, 1); }
+/* For Q4_0 rows (q4_0_int8_avx2): the codes split as for 4-bit rows, the chunk scales, and per
+ * lane of a chunk's products 8 x the sum of its codes (bias8: 4 even and 4 odd elements). */
+static void arrange_q4_0_codes8(code_vector *v) {
+    arrange_codes8(v, 1);
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK)
+        for (int lane = 0; lane < 8; lane++) {
+            int32_t sum = 0;
+            for (int t = 0; t < 4; t++) sum += v->split8[j + 4 * lane + t] + v->split8[j + 32 + 4 * lane + t];
+            v->bias8[j / 8 + lane] = 8 * sum;
+        }
+}
 
 static void rows_q8(void *context, int64_t first, int64_t last) {
     integer_rows_by_dots(context, first, last, q8_int8_avx2, q8_lut4_avx2);
