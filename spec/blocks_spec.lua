@@ -73,6 +73,24 @@ describe("llama.cpp's blocks", function()
     w, err = ane.dequantize_blocks(good, "q6_k", { 2, 128 }, "t")
     assert.matches("t: rows of 128 weights do not split into blocks of 256", err)
   end)
+
+  -- ane.blocks_quantized splits a matrix's blocks over the helper threads (ranges of 4,096
+  -- blocks): 12,288 blocks keep the definition's weights, and of two infinite scales in
+  -- different ranges the first is named, whichever thread meets it first.
+  for _, type in ipairs({ "q8_0", "q4_0" }) do
+    it("keeps " .. type .. " blocks split over threads as the definition reads them, naming the first bad block", function()
+      local scales = {}
+      for b = 1, 12288 do scales[b] = (b % 97 - 48) / 64 end
+      local codes = random_codes(type, #scales, 11)
+      local q = assert(ane.blocks_quantized(blocks_of(type, scales, codes), type, { 96, 4096 }, "m", "fp32"))
+      assert.are.same(reference(type, scales, codes), q:dequantize():reshape(-1):totable())
+      scales[9000], scales[5000] = math.huge, -math.huge
+      local bad, err = ane.blocks_quantized(blocks_of(type, scales, codes), type, { 96, 4096 }, "m")
+      assert.is_nil(bad)
+      assert.matches(string.format("m: block 4999 %%(byte %d of its data%%) has scale %%-inf", 4999 * (type == "q8_0" and 34 or 18)),
+        err)
+    end)
+  end
 end)
 
 -- Every block type against gguf-py's own dequantization (llama.cpp's gguf-py/gguf/quants.py,

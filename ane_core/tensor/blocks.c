@@ -4,9 +4,11 @@
 #include "blocks.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../base/fp16.h"
+#include "../base/parallel.h"
 
 static float half_at(const uint8_t *bytes) {
     uint16_t bits;
@@ -235,6 +237,40 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
     return ANE_OK;
 }
 
+/* Q8_0 / Q4_0 blocks split over the helper threads (a file's matrices are most of a load's
+ * time): each range's codes and scales, and the least index of a block whose scale is not
+ * finite (first_bad; nblocks for none), where its range stops. */
+typedef struct split_job {
+    const uint8_t *bytes; /* [nblocks * size] as stored */
+    uint8_t *codes;       /* Q8_0: [nblocks * 32] int8; Q4_0: [nblocks * 16], two codes a byte */
+    float *scales;        /* [nblocks] */
+    int64_t size;
+    int q8;
+    _Atomic int64_t first_bad;
+} split_job;
+
+static void split_range(void *context, int64_t first, int64_t last) {
+    split_job *job = context;
+    for (int64_t b = first; b < last; b++) {
+        const uint8_t *block = job->bytes + b * job->size;
+        job->scales[b] = half_at(block);
+        if (!isfinite(job->scales[b])) {
+            int64_t seen = atomic_load(&job->first_bad);
+            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
+            }
+            return;
+        }
+        if (job->q8) {
+            memcpy(job->codes + b * 32, block + 2, 32);
+        } else { /* stored: weight j's x in qs[j]'s low nibble, j + 16's in its high one; kept: x - 8 in order */
+            unsigned x[32];
+            for (int j = 0; j < 16; j++) x[j] = block[2 + j] & 15u, x[j + 16] = block[2 + j] >> 4;
+            for (int j = 0; j < 32; j += 2) /* x - 8 as a two's complement nibble is x ^ 8 */
+                job->codes[b * 16 + j / 2] = (uint8_t)((x[j] ^ 8u) | (x[j + 1] ^ 8u) << 4);
+        }
+    }
+}
+
 ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
                             ane_tensor *data, ane_tensor *table, ane_error *err) {
     memset(data, 0, sizeof *data);
@@ -251,23 +287,14 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
     int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
     status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
     if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
-    const uint8_t *bytes = (const uint8_t *)ane_tensor_data(blocks);
-    uint8_t *codes = status ? NULL : (uint8_t *)ane_tensor_data(data);
-    float *scales = status ? NULL : (float *)ane_tensor_data(table);
-    for (int64_t b = 0; !status && b < nblocks; b++) {
-        const uint8_t *block = bytes + b * size;
-        scales[b] = half_at(block);
-        if (!isfinite(scales[b])) {
-            status = ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name,
-                              (long long)b, (long long)(b * size), (double)scales[b]);
-        } else if (q8) {
-            memcpy(codes + b * 32, block + 2, 32);
-        } else { /* stored: weight j's x in qs[j]'s low nibble, j + 16's in its high one; kept: x - 8 in order */
-            unsigned x[32];
-            for (int j = 0; j < 16; j++) x[j] = block[2 + j] & 15u, x[j + 16] = block[2 + j] >> 4;
-            for (int j = 0; j < 32; j += 2) /* x - 8 as a two's complement nibble is x ^ 8 */
-                codes[b * 16 + j / 2] = (uint8_t)((x[j] ^ 8u) | (x[j + 1] ^ 8u) << 4);
-        }
+    if (!status) {
+        split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
+                         (float *)ane_tensor_data(table), size, q8, nblocks};
+        ane_parallel_for(nblocks, 4096, split_range, &job);
+        int64_t b = atomic_load(&job.first_bad);
+        if (b < nblocks)
+            status = ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
+                              (long long)(b * size), (double)job.scales[b]);
     }
     if (status) ane_tensor_release(data), ane_tensor_release(table);
     return status;
