@@ -108,16 +108,20 @@ for _, format in ipairs(formats) do
 end
 common.print_ratios(rows)
 
--- Drift from F32 on README.md's first tokens, windows of 256 positions
+-- Drift from F32 on README.md's first tokens, windows of 256 positions scored as
+-- llama-perplexity --kl-divergence scores its chunks: each window's first token replaced by BOS,
+-- the next-token distributions of positions 129-255 (its n_ctx / 2 .. n_ctx - 2)
 local text = assert(ane.io.read_file(root .. "/README.md"))
 local function logits_rows(file, activations)
   local model = assert(models.load(file, { precision = "fp32", profile = "cpu", activations = activations }))
   local ids = models.prompt_ids(model, text)
+  local bos = ids[1] -- (the tokenizer's BOS begins the text's ids)
   local rows_out = {}
   for first = 1, math.min(#ids, opts.drift_tokens) - 255, 256 do
     local window = table.move(ids, first, first + 255, 1, {})
+    window[1] = bos
     local logits = model:logits(window)
-    for t = 129, 256 do -- (as llama-perplexity scores a window: its second half)
+    for t = 129, 255 do
       rows_out[#rows_out + 1] = common.log_softmax(logits:slice(1, t, t):reshape(-1):totable())
     end
   end
