@@ -149,9 +149,10 @@ describe("GGUF files", function()
 
     it("keeps " .. type .. " matrices as stored on sim: decode steps give the dequantized weights' logits bit for bit", function()
       local path = dir .. "llama-tiny-" .. type:lower() .. ".gguf"
-      local options = { backend = "sim", precision = "fp32", profile = "cpu" }
+      -- (float activations: the exact products; the default for a GGUF file's blocks is int8)
+      local options = { backend = "sim", precision = "fp32", profile = "cpu", activations = "float" }
       local kept = assert(models.load(path, options))
-      assert.matches("sim, fp32, " .. type:lower() .. " weights %(classifier " .. type:lower() .. "%)", tostring(kept))
+      assert.matches("sim, fp32, " .. type:lower() .. " weights %(classifier " .. type:lower() .. "%), profile cpu", tostring(kept))
       local dequantized = assert(models.load(path, { backend = "sim", precision = "fp32", profile = "cpu",
         dequantize_blocks = true }))
       assert.matches("sim, fp32, profile cpu", tostring(dequantized))
@@ -194,7 +195,15 @@ describe("GGUF files", function()
     local q4 = dir .. "llama-tiny-q4_0.gguf"
     local int8 = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu", activations = "int8" }))
     assert.matches("q4_0 weights %(classifier q4_0%), int8 activations", tostring(int8))
-    local float = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu" }))
+    local float = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu", activations = "float" }))
+    assert.matches("q4_0 weights %(classifier q4_0%), profile cpu", tostring(float))
+    -- without a choice, a GGUF file's Q8_0 / Q4_0 layers on sim's cpu profile take llama.cpp's arithmetic
+    local default = assert(models.load(q4, { backend = "sim", precision = "fp32", profile = "cpu" }))
+    assert.are.equal("int8", default.activations)
+    assert.are.equal(0, default:logits({ 1, 5 }):max_abs_diff(int8:logits({ 1, 5 })))
+    -- (but not anelua's own quantization of a checkpoint, nor the ane profile)
+    assert.are.equal("float", assert(llama.load(checkpoint, { backend = "sim", profile = "cpu", quantize = "q8_0" })).activations)
+    assert.are.equal("float", assert(models.load(q4, { backend = "sim", precision = "fp16", profile = "ane" })).activations)
     local ids = { 1, 5, 300, 7 }
     local range = 0
     for _, row in ipairs(float:logits(ids):totable()) do

@@ -132,7 +132,7 @@ end
 -- (an anelua quantized directory, config.json's quantization_config, or a GGUF file); else a
 -- usage error.
 function Command:check_activations(opts, model_path)
-  if not opts.activations or opts.quantize then return end
+  if not opts.activations or opts.activations == "float" or opts.quantize then return end
   if model_path and require("ane.models.llama").is_gguf(model_path) then return end -- (its Q8_0 / Q4_0 blocks; the loader says if none)
   local config = model_path and ane.io.read_json(model_path .. "/config.json")
   if type(config) == "table" and type(config.quantization_config) == "table" then return end
@@ -244,8 +244,9 @@ function M.quantize_options()
     { "quantize", "choice", nil, "quantize the linear layers at load: int8 (per-row scales), int4 (per-row palettes), "
       .. "or on sim q8_0 / q4_0 (llama.cpp's blocks of 32, a scale each)", choices = { "int8", "int4", "q8_0", "q4_0" } },
     { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
-      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding); "
-      .. "docs/performance.md", choices = { "int8", "int16" } },
+      .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding), or float "
+      .. "(the exact products); default float, but int8 for a GGUF file's Q8_0 / Q4_0 layers on sim (llama.cpp's "
+      .. "arithmetic); docs/performance.md", choices = { "int8", "int16", "float" } },
   }
 end
 

@@ -11,10 +11,11 @@
 -- Prints every round, the median ratios (anelua / llama.cpp) with their ranges, and the drift.
 -- ANELUA_LLAMA_CPP_BIN names a llama.cpp build to use instead of the peers' (when those do not
 -- run on this CPU: scripts/bench/build_llama_cpp.sh builds the same commit for it).
--- --activations int8 runs anelua's Q8_0 and Q4_0 formats on int8 activations (llama.cpp's
--- arithmetic for their blocks) instead of float (its default, the exact product of the blocks).
+-- anelua runs the Q8_0 and Q4_0 formats as it does by default, on int8 activations (llama.cpp's
+-- arithmetic for their blocks); --activations float runs them on float activations instead
+-- (the exact product of the blocks).
 --   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m]
---     [--activations float|int8]
+--     [--activations int8|float]
 local ane = require("ane")
 local lfs = require("lfs")
 local models = require("ane.models")
@@ -29,7 +30,8 @@ local opts = require("ane.cli").command {
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
     { "formats", "string", "f16,q8_0,q4_0,q4_k_m", "the GGUF formats, comma-separated" },
     { "drift-tokens", "integer", 1024, "tokens of README.md scored for the drift", min = 256 },
-    { "activations", "choice", "float", "anelua's activations for the quantized formats", choices = { "float", "int8" } },
+    { "activations", "choice", "int8", "anelua's activations for the Q8_0 / Q4_0 formats (int8: its default)",
+      choices = { "int8", "float" } },
   }),
 }:parse(arg)
 
@@ -45,7 +47,7 @@ for name in opts.formats:gmatch("[^,]+") do
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
   local kept = name == "q8_0" or name == "q4_0" -- (the formats whose layers anelua reads as stored; the K types' are dequantized)
-  formats[#formats + 1] = { name = name, file = file, activations = kept and opts.activations or "float" }
+  formats[#formats + 1] = { name = name, file = file, kept = kept, activations = kept and opts.activations or "float" }
 end
 
 local function capture(command)
@@ -63,7 +65,7 @@ local prompt = "Once upon a time"
 local function cold_anelua(file, activations)
   local start = ane.clock()
   local out = capture(string.format("cd /tmp && %s run %s --prompt %s --max-tokens %d --temperature 0 --profile cpu%s",
-    anelua, common.quote(file), common.quote(prompt), opts.tokens, activations == "int8" and " --activations int8" or ""))
+    anelua, common.quote(file), common.quote(prompt), opts.tokens, activations == "float" and " --activations float" or ""))
   local rate = tonumber(out:match("decode%s+%d+ tokens, ([%d.]+) tokens/s"))
   return assert(rate, out), ane.clock() - start
 end
@@ -99,7 +101,7 @@ for _, format in ipairs(formats) do
     print(string.format("%s round %d: cold anelua %.1f tok/s (%.2f s) llama-cli %.1f tok/s (%.2f s); in-process "
       .. "anelua %.1f llama-bench %.1f tok/s", format.name, round, a, a_wall, l, l_wall, a_in, l_in))
   end
-  local label = format.name .. (format.activations == "int8" and " (int8 activations)" or "")
+  local label = format.name .. (format.kept and " (" .. format.activations .. " activations)" or "")
   rows[#rows + 1] = { "anelua run " .. label .. " (decode rate)", "llama-cli", cold }
   rows[#rows + 1] = { "anelua run " .. label .. " (whole process, inverse time)", "llama-cli", walls }
   rows[#rows + 1] = { "in-process " .. label, "llama-bench tg", inproc }
@@ -141,6 +143,6 @@ for _, format in ipairs(formats) do
     common.quote(bin .. "/llama-perplexity"), common.quote(format.file), common.quote(base)))
   local peer_kl = out:match("Mean%s+KLD:%s+([%d.e+-]+)")
   local peer_top = out:match("Same top p:%s+([%d.]+)")
-  print(string.format("| %s%s | %.6f | %.2f%% | %s | %s%% |", format.name, format.activations == "int8"
-    and " (int8 activations)" or "", kl, 100 * top1, peer_kl or "?", peer_top or "?"))
+  print(string.format("| %s%s | %.6f | %.2f%% | %s | %s%% |", format.name, format.kept
+    and " (" .. format.activations .. " activations)" or "", kl, 100 * top1, peer_kl or "?", peer_top or "?"))
 end

@@ -459,14 +459,18 @@ function M.check_quantize_options(opts, W, level, backend)
   return quantize, classifier or nil
 end
 
---- opts.activations: "float" (the default), "int8" or "int16": the activations of the
---- products with quantized weights quantized in blocks of 32 for integer dot products (int8:
---- fastest, a measured drift; int16: each activation within 1/65534 of its block's largest,
---- 4-bit weights read faster than with float; docs/performance.md). Needs quantized weights and
---- sim's cpu profile: the device multiplies in fp16, and the `ane` profile is its faithful
---- double. Returns the choice.
-function M.check_activations(opts, model, level)
-  local activations = opts.activations or "float"
+--- opts.activations: "float", "int8" or "int16": the activations of the products with
+--- quantized weights quantized in blocks of 32 for integer dot products (int8: fastest, a
+--- measured drift; int16: each activation within 1/65534 of its block's largest, 4-bit weights
+--- read faster than with float; docs/performance.md). Needs quantized weights and sim's cpu
+--- profile: the device multiplies in fp16, and the `ane` profile is its faithful double. The
+--- default is float, but for a GGUF file's Q8_0 / Q4_0 layers read as stored (`from_gguf`) on
+--- sim's cpu profile, int8: llama.cpp's own arithmetic for its blocks, whose drift from F32 is
+--- no more than llama.cpp's on the same file (docs/performance.md). Returns the choice.
+function M.check_activations(opts, model, level, from_gguf)
+  local gguf_blocks = from_gguf and not model.quantize and model.profile == "cpu" and model.backend == "sim"
+    and M.BLOCK_ENCODINGS[M.layer_encoding(model) or ""]
+  local activations = opts.activations or (gguf_blocks and "int8" or "float")
   if activations ~= "float" and activations ~= "int8" and activations ~= "int16" then
     error(string.format("activations must be 'float', 'int8' or 'int16', not %s", tostring(activations)), level + 1)
   end

@@ -517,7 +517,7 @@ function M.init(self, W, arch, naming, opts, level)
       { dtype = "fp32", name = self:checkpoint_name(self.shared_classifier and "token_embedding" or "classifier") })
   end
   self.quantized = self.quantize or decoder.holds_quantized(self.P.layers) or ane.quantized.is(self.P.token_embedding)
-  self.activations = decoder.check_activations(opts, self, level + 1)
+  self.activations = decoder.check_activations(opts, self, level + 1, tostring(W.format):match("^GGUF") ~= nil)
   if self.quantized then self.weights = nil end -- the quantized copies are the model: no masters kept
   if opts.weights_as_inputs then
     self.weights_as_inputs = true
