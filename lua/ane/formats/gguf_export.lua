@@ -136,14 +136,15 @@ local function bpe_metadata(path, tokenizer, model, metadata)
     return fail("%s: its pre-tokenizer is none of those llama.cpp names and anelua reads back (%s)", path,
       table.concat(PREFERRED_PRE, ", "))
   end
-  local tokens, types = {}, {}
-  for token, id in pairs(json.model.vocab) do tokens[id + 1], types[id + 1] = token, NORMAL end
+  local tokens, types, count = {}, {}, model.vocab_size
+  for token, id in pairs(json.model.vocab) do
+    tokens[id + 1], types[id + 1], count = token, NORMAL, math.max(count, id + 1)
+  end
   local special = {}
   for _, added in ipairs(json.added_tokens or {}) do
     tokens[added.id + 1], types[added.id + 1] = added.content, added.special and CONTROL or USER_DEFINED
-    special[added.content] = added.id
+    special[added.content], count = added.id, math.max(count, added.id + 1)
   end
-  local count = math.max(#tokens, model.vocab_size)
   for id = 1, count do
     if tokens[id] == nil then tokens[id], types[id] = string.format("[PAD%d]", id - 1), USER_DEFINED end -- (llama.cpp's fill)
   end
@@ -154,18 +155,22 @@ local function bpe_metadata(path, tokenizer, model, metadata)
     { "tokenizer.ggml.merges", "string[]", merges } }) do
     metadata[#metadata + 1] = m
   end
-  local config = ane.io.read_json((path:match("^(.*)/[^/]*$") or ".") .. "/tokenizer_config.json")
-  if type(config) == "table" then
-    for key, field in pairs({ bos_token_id = "bos_token", eos_token_id = "eos_token" }) do
-      local text = config[field]
-      if type(text) == "table" then text = text.content end
-      if type(text) == "string" and special[text] then metadata[#metadata + 1] = { "tokenizer.ggml." .. key, "u32", special[text] } end
-    end
-    if type(config.chat_template) == "string" then
-      metadata[#metadata + 1] = { "tokenizer.chat_template", "string", config.chat_template }
-    end
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  local config = ane.io.read_json(dir .. "/tokenizer_config.json")
+  config = type(config) == "table" and config or {}
+  local ids = {}
+  for _, field in ipairs({ "bos", "eos" }) do
+    local text = config[field .. "_token"]
+    if type(text) == "table" then text = text.content end
+    ids[field] = type(text) == "string" and special[text] or nil
   end
-  if model.stop_token and not config then metadata[#metadata + 1] = { "tokenizer.ggml.eos_token_id", "u32", model.stop_token } end
+  ids.eos = ids.eos or model.stop_token -- (config.json's eos_token_id)
+  for _, field in ipairs({ "bos", "eos" }) do
+    if ids[field] then metadata[#metadata + 1] = { "tokenizer.ggml." .. field .. "_token_id", "u32", ids[field] } end
+  end
+  local template = type(config.chat_template) == "string" and config.chat_template
+    or ane.io.read_file(dir .. "/chat_template.jinja")
+  if template then metadata[#metadata + 1] = { "tokenizer.chat_template", "string", template } end
   return true
 end
 
@@ -244,7 +249,7 @@ function M.write(path, model, opts)
   if not FILE_TYPES[file_type] then return refuse("type '%s' is not F32, F16, Q8_0 or Q4_0", tostring(file_type)) end
   if model.refresh_weights then model:refresh_weights() end -- trained parameters not yet in the programs' weights
   local metadata = { { "general.architecture", "string", architecture },
-    { "general.name", "string", (tostring(model.source):match("([^/]+)/*$") or "anelua"):gsub("%.%w+$", "") },
+    { "general.name", "string", ((tostring(model.source):match("([^/]+)/*$") or "anelua"):gsub("%.%w+$", "")) },
     { "general.file_type", "u32", FILE_TYPES[file_type] } }
   if ENCODINGS[file_type] then metadata[#metadata + 1] = { "general.quantization_version", "u32", 2 } end
   for _, entry in ipairs({ { "context_length", context }, { "embedding_length", c.dim },
