@@ -80,7 +80,29 @@ function Reader:u64(what)
   if value < 0 then error(string.format("%s: %s at offset %d is beyond 2^63", self.path, what, self:offset() - 8), 0) end
   return value
 end
-function Reader:string(what) return self:bytes(self:u64(what .. "'s length"), what) end
+function Reader:string(what)
+  local at, buffer = self.at, self.buffer
+  if at + 7 <= #buffer then -- (the common case, a string whole in the buffer, in one unpack)
+    local n = string.unpack("<i8", buffer, at)
+    if n >= 0 and at + 7 + n <= #buffer then
+      self.at = at + 8 + n
+      return buffer:sub(at + 8, at + 7 + n)
+    end
+  end
+  return self:bytes(self:u64(what .. "'s length"), what)
+end
+
+-- `count` values of a fixed-size scalar format, read in runs of up to 1,024 (one unpack each).
+function Reader:scalars(format, count, what)
+  local size, list, done = string.packsize(format), {}, 0
+  while done < count do
+    local n = math.min(count - done, 1024)
+    local values = table.pack(string.unpack("<" .. string.rep(format:sub(2), n), self:bytes(n * size, what)))
+    table.move(values, 1, n, done + 1, list)
+    done = done + n
+  end
+  return list
+end
 
 -- One metadata value of `type`.
 local function value(r, type, what, depth)
@@ -90,7 +112,7 @@ local function value(r, type, what, depth)
     local v = r:unpack(format, size, what)
     if type == BOOL then
       if v > 1 then error(string.format("%s: %s is a bool of value %d", r.path, what, v), 0) end
-      return v == 1
+      return v == 1, "bool"
     end
     return v, TYPE_NAMES[type]
   elseif type == STRING then
@@ -104,6 +126,7 @@ local function value(r, type, what, depth)
     if count > (r.size - r:offset()) // least then
       error(string.format("%s: %s counts %d elements, more than the file holds", r.path, what, count), 0)
     end
+    if element ~= BOOL and element ~= STRING then return r:scalars(SCALARS[element], count, what), TYPE_NAMES[element] .. "[]" end
     local list = {}
     for i = 1, count do list[i] = value(r, element, what, depth + 1) end
     return list, TYPE_NAMES[element] .. "[]"
@@ -280,8 +303,8 @@ local function rope_scaling(file, architecture, head_dim)
 end
 
 --- The weights of a GGUF file of architecture "llama", "qwen2" or "qwen3" (by role, as
---- ane.models.transformer takes them), with its tokenizer (W.tokenizer) and chat template
---- (W.chat_template) when the file has them; or nil and a message. The Q8_0 and Q4_0 matrices
+--- ane.models.transformer takes them; W.header the file's header, for its tokenizer without
+--- reading the file again); or nil and a message. The Q8_0 and Q4_0 matrices
 --- (and a Q6_K embedding or classifier) are quantized weights as stored, unless
 --- opts.dequantize_blocks.
 function M.read(path, opts)
@@ -342,7 +365,7 @@ function M.read(path, opts)
     return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true))
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
-  local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version,
+  local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version, header = file,
     stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil, from_blocks = from_blocks }
   return arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
 end
@@ -460,12 +483,14 @@ local function bpe_tokenizer(file, path)
     added = added }, path)
 end
 
---- The tokenizer a GGUF file carries: tokenizer.ggml.model "llama" (SentencePiece pieces and
---- scores) or "gpt2" (byte-level BPE: tokens, merges, the pre-tokenizer tokenizer.ggml.pre
---- names), or nil and why not.
+--- The tokenizer a GGUF file carries (`path`, or its header as M.open returned it):
+--- tokenizer.ggml.model "llama" (SentencePiece pieces and scores) or "gpt2" (byte-level BPE:
+--- tokens, merges, the pre-tokenizer tokenizer.ggml.pre names), or nil and why not.
 function M.tokenizer(path)
-  local file, err = M.open(path)
+  local file, err = path, nil
+  if type(path) ~= "table" then file, err = M.open(path) end
   if not file then return nil, err end
+  path = file.path
   local model = file.metadata["tokenizer.ggml.model"]
   if model == nil then return fail("%s: no tokenizer (tokenizer.ggml.model is not set)", path) end
   local tokens, scores = file.metadata["tokenizer.ggml.tokens"], file.metadata["tokenizer.ggml.scores"] or {}

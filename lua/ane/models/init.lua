@@ -130,7 +130,12 @@ function M.load(path, opts)
   if not module then return nil, err end
   local model, problem = require(module).load(path, opts)
   if not model then return nil, problem end
-  model.tokenizer, model.tokenizer_problem = M.tokenizer(path, model.config and model.config.vocab_size)
+  if model.file_header then -- a GGUF file's tokenizer, from the header its weights were read with
+    model.tokenizer, model.tokenizer_problem = require("ane.formats.gguf").tokenizer(model.file_header)
+    model.file_header = nil
+  else
+    model.tokenizer, model.tokenizer_problem = M.tokenizer(path, model.config and model.config.vocab_size)
+  end
   function model.chat_template() return chat_template_at(path) end
   return model
 end

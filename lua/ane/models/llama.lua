@@ -51,7 +51,9 @@ function M.load(path, opts)
   local reader = is_directory and "ane.formats.hf_llama" or M.is_gguf(path) and "ane.formats.gguf" or "ane.formats.llama2c"
   local W, err = require(reader).read(path, { dequantize_blocks = opts and opts.dequantize_blocks })
   if not W then return nil, err end
-  return M.from_weights(W, opts)
+  local model, problem = M.from_weights(W, opts)
+  if model then model.file_header, W.header = W.header, nil end -- (a GGUF file's: ane.models.load reads its tokenizer from it)
+  return model, problem
 end
 
 --- Weights by role from parameters in checkpoint layout (name -> fp32 tensor, named as
