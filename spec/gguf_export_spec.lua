@@ -130,6 +130,18 @@ describe("GGUF files anelua writes", function()
     assert.are.same({}, differing_keys(assert(gguf.open(again)), assert(gguf.open(out)), { ["general.name"] = true }))
   end)
 
+  it("write a GGUF file read back as it was: its blocks, keys and tokenizer (llama.cpp's Q8_0 and Q4_0 files)", function()
+    for _, type in ipairs({ "q8_0", "q4_0" }) do
+      local out = helpers.tmpdir() .. "/again.gguf"
+      local _, err, code = quantize(helpers.quote(fixtures .. "llama-tiny-" .. type .. ".gguf") .. " " .. helpers.quote(out)
+        .. " --mode " .. type)
+      assert.are.equal(0, code, err)
+      local mine, theirs = assert(gguf.open(out)), assert(gguf.open(fixtures .. "llama-tiny-" .. type .. ".gguf"))
+      assert.are.same({}, differing_tensors(mine, theirs), type)
+      assert.are.same({}, differing_keys(mine, theirs, { ["general.name"] = true }), type)
+    end
+  end)
+
   it("keep a GGUF file's Q8_0, Q4_0 and Q6_K blocks as they were read", function()
     local file = assert(gguf.open(fixtures .. "blocks-reference.gguf"))
     local kept = 0
