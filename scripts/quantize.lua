@@ -26,7 +26,8 @@ local command = require("ane.cli").command {
       choices = { "int8", "int4", "q8_0", "q4_0", "none" } },
     { "classifier", "choice", nil, "how the classifier is stored in a quantized directory (default int8; a .gguf holds "
       .. "every matrix in --mode's type)", choices = { "int8", "int4", "none" } },
-    { "precision", "choice", "fp16", "the precision the tables are rounded to (fp16 for the device)",
+    { "precision", "choice", "fp16", "the precision the tables are rounded to (fp16 for the device); a .gguf with --mode "
+      .. "none: its matrices F16 or F32",
       choices = { "fp16", "fp32" } },
   },
 }
