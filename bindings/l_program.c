@@ -249,7 +249,8 @@ static void push_results(lua_State *L, ane_program *program, ane_tensor *results
 }
 
 /* Reads eval options {append = {input = output name | number, ...}, at = position (1-based),
- * positions = n} at `index` into *options (names anchored by the table; appends[capacity]). */
+ * at_of = {input = position (1-based), ...} (an append's own, where it differs), positions = n}
+ * at `index` into *options (names anchored by the table; appends[capacity]). */
 static void read_eval_options(lua_State *L, int index, ane_eval_options *options, ane_append *appends, int capacity) {
     memset(options, 0, sizeof *options);
     options->appends = appends;
@@ -270,6 +271,9 @@ static void read_eval_options(lua_State *L, int index, ane_eval_options *options
         luaL_error(L, "eval: option 'at' must be the position (1-based) the appends write, got %s", luaL_tolstring(L, -1, NULL));
     options->at = (int64_t)lua_tointeger(L, -1) - 1;
     lua_pop(L, 1);
+    lua_getfield(L, index, "at_of");
+    int own = lua_gettop(L);
+    if (!lua_isnil(L, own) && !lua_istable(L, own)) luaL_error(L, "eval: option 'at_of' must be a table of input = position");
     lua_pushnil(L);
     while (lua_next(L, table)) {
         if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "eval: append keys must be input names");
@@ -281,8 +285,17 @@ static void read_eval_options(lua_State *L, int index, ane_eval_options *options
             luaL_error(L, "eval: append '%s' must name an output or give a number, not a %s", append->input,
                        luaL_typename(L, -1));
         append->value = append->output ? 0.0 : lua_tonumber(L, -1);
+        append->at = -1;
+        if (lua_istable(L, own)) {
+            lua_getfield(L, own, append->input);
+            if (!lua_isnil(L, -1) && (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1))
+                luaL_error(L, "eval: at_of.%s must be a position (1-based), got %s", append->input, luaL_tolstring(L, -1, NULL));
+            if (!lua_isnil(L, -1)) append->at = (int64_t)lua_tointeger(L, -1) - 1;
+            lua_pop(L, 1);
+        }
         lua_pop(L, 1);
     }
+    lua_pop(L, 1); /* at_of */
 }
 
 /* prog:eval(inputs, [destinations], [options]) -> { output name = tensor or the destination

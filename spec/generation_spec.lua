@@ -4,6 +4,7 @@
 -- prefill of the whole sequence (no cache at all), or a session that ran alone.
 local ane = require("ane")
 local llama = require("ane.models.llama")
+local helpers = require("spec.helpers")
 
 local function tiny_llama(precision, seq_len)
   local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = seq_len }, 3)
@@ -263,6 +264,37 @@ describe("decoding sessions", function()
           if setup[3] == 0 then assert.are.equal(want:bytes(), together[i].logits:bytes(), label)
           else assert.is_true(want:max_abs_diff(together[i].logits) < setup[3], label) end
           assert.are.equal(session.position, together[i].position)
+        end
+      end
+    end
+  end)
+
+  -- Every family's attention batched the same way (one program per layer: the projections over
+  -- the sessions' columns, each column over its own caches, brought to one capacity): GPT-2's
+  -- learned positions, Qwen2's biases, Qwen3's q / k norms, Mistral's sliding window (16
+  -- positions, slid past here), Gemma 3's post norms and local rotary base, Phi-3, a GGUF
+  -- file's Q4_0 blocks on int8 activations; bit for bit each session alone, fp16, cpu profile.
+  it("step together as each steps alone in every family, bit for bit", function()
+    local generation = require("ane.models.generation")
+    local models = require("ane.models")
+    for _, path in ipairs({ "reference/gpt2-tiny", "reference/qwen2-tiny", "reference/qwen3-tiny", "reference/mistral-tiny",
+      "reference/gemma3-tiny", "reference/phi3-tiny", "reference/llama3-tiny", "gguf/llama-tiny-q4_0.gguf" }) do
+      local m = assert(models.load(helpers.root .. "/spec/data/" .. path, { precision = "fp16", profile = "cpu" }))
+      local prompts = { random_ids(3, 1), random_ids(17, 2), random_ids(1, 3), random_ids(9, 4) }
+      local alone, together = {}, {}
+      for i, prompt in ipairs(prompts) do
+        for j, id in ipairs(prompt) do prompt[j] = id % m.vocab_size end
+        alone[i], together[i] = m:session({ capacity = 32 }), m:session({ capacity = 32 })
+        alone[i]:feed(prompt)
+        together[i]:feed(prompt)
+      end
+      for t = 1, 12 do
+        local ids = random_ids(#prompts, 20 + t)
+        for i = 1, #ids do ids[i] = ids[i] % m.vocab_size end
+        generation.step_together(together, ids)
+        for i, session in ipairs(alone) do
+          assert.are.equal(session:feed({ ids[i] }):bytes(), together[i].logits:bytes(), string.format("%s: session %d, step %d",
+            path, i, t))
         end
       end
     end

@@ -519,7 +519,8 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         if (!known) return unknown_name(program, "output", destinations[i].name, out_ports, nout, err);
     }
     ane_status status = ANE_OK;
-    for (int i = 0; i < nappends && !status; i++) status = check_append(program, &appends[i], inputs, ninputs, at, err);
+    for (int i = 0; i < nappends && !status; i++)
+        status = check_append(program, &appends[i], inputs, ninputs, appends[i].at >= 0 ? appends[i].at : at, err);
     if (status) return status;
     if (device_rules) {
         status = stage_surfaces(program, in_ports, nin, inputs, ninputs, &program->staged_inputs, err);
@@ -538,7 +539,8 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         ane_binding *b = &in_bindings[i];
         b->name = in_ports[i].name;
         for (int k = 0; k < nappends; k++)
-            if (strcmp(appends[k].input, in_ports[i].name) == 0) b->zeros_after_written = 1, b->written = at;
+            if (strcmp(appends[k].input, in_ports[i].name) == 0)
+                b->zeros_after_written = 1, b->written = appends[k].at >= 0 ? appends[k].at : at;
         if (!io && program->resident && program->resident[i]) {
             b->resident = 1; /* the program's own buffer, as write_input left it */
             continue;
@@ -601,7 +603,8 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         ane_surface *written = given && given->surface ? given->surface
                                : source && device_rules ? program->staged_outputs[output] : NULL;
         ane_surface_lock(written, 1);
-        status = write_append(program, &appends[k], find_io(inputs, ninputs, appends[k].input), source, at, err);
+        status = write_append(program, &appends[k], find_io(inputs, ninputs, appends[k].input), source,
+                              appends[k].at >= 0 ? appends[k].at : at, err);
         ane_surface_unlock(written, 1);
         if (output >= 0 && !given) consumed[output] = 1;
     }

@@ -83,6 +83,8 @@ typedef struct ane_append {
     const char *input;  /* an input port bound to the caller's tensor or surface */
     const char *output; /* an output port of the same shape but the last axis; NULL: `value` */
     double value;
+    int64_t at;         /* the position (0-based), or -1: the eval's (several sessions' caches in
+                           one eval are each at their own) */
 } ane_append;
 
 /* What an eval does besides binding: appends at position `at` (0-based), in C, so the appended

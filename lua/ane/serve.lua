@@ -210,16 +210,20 @@ function M.new(model, opts)
   return self
 end
 
---- Compiles what the batched decode steps of 2 .. parallel slots use (each layer's FFN and the
---- final norm at that many positions), so no request waits for a compile; returns how many
---- programs that was.
+--- Compiles what the batched decode steps of 2 .. parallel slots use (each layer's attention at
+--- a new slot's cache size and FFN, and the final norm, at that many positions), so no request
+--- waits for a compile until a conversation outgrows that size; returns how many programs that was.
 function Server:prepare()
   local m, count = self.model, 0
   if m.min_width ~= 1 or not m.classify_steps then return 0 end -- (slots stepped one by one)
+  local size = require("ane.models.generation").first_cache_size(m, self.context)
   for B = 2, math.min(#self.slots, 16) do
-    for l = 1, m.n_layer do m:program("ffn", l, B) end
+    for l = 1, m.n_layer do
+      m:program("ffn", l, B)
+      if m.graphs.attn_batch then m:program("attn_batch", l, B, size) end
+    end
     m:program("norm", nil, B)
-    count = count + m.n_layer + 1
+    count = count + m.n_layer * (m.graphs.attn_batch and 2 or 1) + 1
   end
   return count
 end

@@ -115,6 +115,12 @@ local function cache_size(self, positions)
   return math.min(math.max(m:bucket(positions, m.context_length), WHOLE_UP_TO), self.Smax)
 end
 
+--- The cache size a new session of `capacity` positions of model m starts with (the size of
+--- the batched attention programs step_together first runs: a server compiles them ahead).
+function M.first_cache_size(m, capacity)
+  return cache_size(m:session({ capacity = capacity }), 1) -- (a session holds no caches until fed)
+end
+
 -- One buffer a session owns, [1, channels, 1, size], holding `fill`: a tensor, or in the ane
 -- profile a surface of `alloc_size` bytes (every input of a program shares one size: ANE-18).
 local function cache_buffer(m, channels, size, fill, alloc_size)
@@ -312,17 +318,19 @@ end
 
 --- One decode step of several sessions of one model, each at its own position with its own
 --- caches, feeding ids[i] to sessions[i]; afterwards each session's logits are those after
---- its id. Each layer's attention runs on each session's caches; its FFN runs once over all
---- the sessions' positions as columns of one program, and the classifier likewise, so each of
---- those weights is read once per step for all of them. Up to 16 sessions (ANE_FEW_COLUMNS)
---- a column's products are the one-position step's sums (tensor/gemv.h): every session's
---- logits are bit for bit what step() gives it alone. Where the model's programs are wider
---- than one position (the ane profile) the sessions step one after another.
+--- its id. Each layer runs as two programs over all the sessions' positions as columns: the
+--- attention (its projections over the columns, each column's attention over its own
+--- session's caches, which take their keys and values at their own positions) and the FFN,
+--- then the classifier likewise, so every weight is read once per step for all of them (the
+--- sessions' caches are brought to one capacity first). Up to 16 sessions (ANE_FEW_COLUMNS) a
+--- column's products are the one-position step's sums (tensor/gemv.h): every session's logits
+--- are bit for bit what step() gives it alone. Where the model's programs are wider than one
+--- position (the ane profile) the sessions step one after another.
 function M.step_together(sessions, ids)
   local B = #sessions
   if B == 0 then return end
   local m = sessions[1].model
-  if B == 1 or sessions[1].W > 1 or not m.classify_steps then
+  if B == 1 or sessions[1].W > 1 or not m.classify_steps or not m.graphs.attn_batch then
     for i, session in ipairs(sessions) do step(session, ids[i]) end
     return
   end
@@ -332,16 +340,35 @@ function M.step_together(sessions, ids)
     if session.model ~= m then error("step_together: the sessions must be of one model", 2) end
     steps[i] = begin_step(session, ids[i])
   end
+  local size = 0 -- (one capacity for the batched attention: the largest, the others' caches grown to it)
+  for _, session in ipairs(sessions) do size = math.max(size, session.size) end
+  for _, session in ipairs(sessions) do
+    if session.size < size then
+      use_size(session, size)
+      slide_windows(session, session.position)
+    end
+  end
   local columns = ane.tensor({ 1, m.width, 1, B }, m.dtype) -- [1, C, 1, B]: one column a session
+  for i = 1, B do columns:slice(4, i, i):copy_from(steps[i].h:slice(4, 1, 1)) end
   for l = 1, m.n_layer do
-    for i, session in ipairs(sessions) do columns:slice(4, i, i):copy_from(attend(session, l, steps[i]):slice(4, 1, 1)) end
-    local y = m:eval(m:program("ffn", l, B), "ffn", l, { x = columns }).y
-    for i = 1, B do steps[i].h = y:slice(4, i, i):copy() end
+    local inputs, appends, at_of = { x = columns }, {}, {}
+    for i, session in ipairs(sessions) do
+      local own = steps[i].sliding_inputs and m:is_sliding(l) and steps[i].sliding_inputs or steps[i].inputs
+      for name, t in pairs(own) do -- the rotary angles: [1, head, 1, 1], its column
+        inputs[name] = inputs[name] or ane.tensor({ 1, t:shape()[2], 1, B }, m.dtype)
+        inputs[name]:slice(4, i, i):copy_from(t:slice(4, 1, 1))
+      end
+      for _, name in ipairs(CACHED) do
+        inputs[name .. "_" .. i] = session.caches[l][name]
+        appends[name .. "_" .. i] = APPENDS[name] == 0 and 0 or APPENDS[name] .. "_" .. i
+        at_of[name .. "_" .. i] = session.position + 1
+      end
+    end
+    local y = m:eval(m:program("attn_batch", l, B, size), "attn", l, inputs, nil,
+      { append = appends, at = sessions[1].position + 1, at_of = at_of }).y
+    columns = m:eval(m:program("ffn", l, B), "ffn", l, { x = y }).y
   end
-  for i, session in ipairs(sessions) do
-    columns:slice(4, i, i):copy_from(steps[i].h)
-    session.position = session.position + 1
-  end
+  for _, session in ipairs(sessions) do session.position = session.position + 1 end
   local logits = m:classify_steps(columns, B) -- [B, V]
   for i, session in ipairs(sessions) do session.logits = logits:slice(1, i, i):reshape(-1):copy() end
   m.counters.decode_tokens = m.counters.decode_tokens + B

@@ -358,6 +358,61 @@ local function attention_decode_graph(self, L, W, Smax)
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
 
+-- B sessions' decode steps of one layer in one program (ane.models.generation's step_together):
+-- x [1, dim, 1, B], a column a session, with session i's caches k_cache_<i>, v_cache_<i> and
+-- mask_<i> (every session's at the capacity Smax) and its rotary angles in column i. The norm and
+-- the q, k, v projections run over the B columns, so each weight is read once a step for all the
+-- sessions; each column attends over its own session's cache as attention_decode_graph's one
+-- position does; the out projection runs over the columns again. Outputs y [1, dim, 1, B] and
+-- each session's k_<i>, v_<i> [1, KV * head, 1, 1] for its caches.
+local function attention_batch_graph(self, L, B, Smax)
+  local a, dtype = self.arch, self.dtype
+  local H, KV, head, width = a.n_head, a.n_kv_head, a.head_dim, self.cache_width
+  local g = self:graph(a.name .. "_attn_batch")
+  local x = g:input("x", { 1, a.dim, 1, B }, dtype)
+  local cos, sin
+  if a.positions == "rope" then
+    local cos_in = g:input("rope_cos", { 1, head, 1, B }, dtype)
+    local sin_in = g:input("rope_sin", { 1, head, 1, B }, dtype)
+    cos = g:transpose(g:reshape(cos_in, { head, B }), { 1, 0 }, { name = "cos_rows" }) -- [B, head]
+    sin = g:transpose(g:reshape(sin_in, { head, B }), { 1, 0 }, { name = "sin_rows" })
+  end
+  local q, k, v = project(self, g, L, x)                                                  -- [1, H * head | width, 1, B]
+  local qh, kh
+  if keys_transformed(a) then qh, kh = query_key_heads(self, g, L, q, k, cos, sin) end -- [1, H | KV, B, head]
+  local merged = {}
+  for i = 1, B do
+    local function named(name) return { name = name .. "_" .. i } end
+    local function column(t, name) return g:slice_by_size(t, { 0, 0, 0, i - 1 }, { -1, -1, -1, 1 }, named(name)) end
+    local function row(t, name) return g:slice_by_size(t, { 0, 0, i - 1, 0 }, { -1, -1, 1, -1 }, named(name)) end
+    local kc = g:reshape(g:input("k_cache_" .. i, { 1, width, 1, Smax }, dtype), { 1, KV, head, Smax }, named("k_cache_heads"))
+    local vc = g:reshape(g:input("v_cache_" .. i, { 1, width, 1, Smax }, dtype), { 1, KV, head, Smax }, named("v_cache_heads"))
+    local mask = g:input("mask_" .. i, { 1, 1, 1, Smax }, dtype)
+    local options = { mask_value = MASK, clip = self.softmax_clip, name = "attended_" .. i, scale = a.attn_scale,
+      softcap = a.attn_softcap }
+    local v_i, attended = column(v, "v_own"), nil
+    if keys_transformed(a) then
+      local k_i = row(kh, "k_own")
+      attended = nn.cached_attention(g, nn.group_heads(g, row(qh, "q_own"), KV, named("q_grouped")), kc, vc, mask, k_i,
+        nn.split_heads(g, v_i, KV, named("v_heads")), options)
+      g:output("k_" .. i, nn.merge_heads(g, k_i, named("k_rot")))
+    else
+      options.own_layout = "DW"
+      local k_i = column(k, "k_own")
+      local q_i = nn.group_heads(g, nn.split_heads(g, column(q, "q_own"), H, named("q_heads")), KV, named("q_grouped"))
+      attended = nn.cached_attention(g, q_i, kc, vc, mask, g:reshape(k_i, { 1, KV, head, 1 }, named("k_new_heads")),
+        g:reshape(v_i, { 1, KV, head, 1 }, named("v_new_heads")), options)
+      g:output("k_" .. i, k_i)
+    end
+    g:output("v_" .. i, v_i)
+    merged[i] = nn.merge_heads(g, nn.ungroup_heads(g, attended, H, named("attended_heads")), named("merged"))
+  end
+  local out = linear(self, g, B > 1 and g:concat(merged, 3, { name = "merged" }) or merged[1], L, "out", "out_proj")
+  if a.post_norms then out = norm(self, g, out, L, "post_attn_norm") end
+  g:output("y", g:add(x, out))
+  return g
+end
+
 -- The FFN with its norm and residual: y = x + ffn(norm(x)).
 local function ffn_graph(self, L, S)
   local a = self.arch
@@ -400,8 +455,8 @@ local Methods = {}
 
 -- The program kinds (ane.models.decoder builds, compiles and caches them, and derives the
 -- "<kind>_grad" backward graphs from these).
-Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph, ffn = ffn_graph,
-  norm = final_norm_graph }
+Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph,
+  attn_batch = attention_batch_graph, ffn = ffn_graph, norm = final_norm_graph }
 
 --- The checkpoint name of a role (l: 0-based layer, nil for the model's own weights).
 function Methods:checkpoint_name(role, l) return self.naming.name(role, l) end
