@@ -17,6 +17,17 @@ local function random_ids(n, seed)
   return ids
 end
 
+-- Two sessions of m for each prompt, each fed it: the ones that will step alone and together.
+local function session_pairs(m, prompts, capacity)
+  local alone, together = {}, {}
+  for i, prompt in ipairs(prompts) do
+    alone[i], together[i] = m:session({ capacity = capacity }), m:session({ capacity = capacity })
+    alone[i]:feed(prompt)
+    together[i]:feed(prompt)
+  end
+  return alone, together
+end
+
 describe("sampling", function()
   local generation = require("ane.models.generation")
 
@@ -249,12 +260,7 @@ describe("decoding sessions", function()
       local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = 128 }, 3)
       local m = llama.from_weights(W, { precision = setup[1], profile = setup[2] })
       local prompts = { random_ids(3, 1), random_ids(17, 2), random_ids(1, 3), random_ids(9, 4), random_ids(40, 5) }
-      local alone, together = {}, {}
-      for i, prompt in ipairs(prompts) do
-        alone[i], together[i] = m:session({ capacity = 64 }), m:session({ capacity = 64 })
-        alone[i]:feed(prompt)
-        together[i]:feed(prompt)
-      end
+      local alone, together = session_pairs(m, prompts, 64)
       for t = 1, 5 do
         local ids = random_ids(#prompts, 20 + t)
         generation.step_together(together, ids)
@@ -281,13 +287,10 @@ describe("decoding sessions", function()
       "reference/gemma3-tiny", "reference/phi3-tiny", "reference/llama3-tiny", "gguf/llama-tiny-q4_0.gguf" }) do
       local m = assert(models.load(helpers.root .. "/spec/data/" .. path, { precision = "fp16", profile = "cpu" }))
       local prompts = { random_ids(3, 1), random_ids(17, 2), random_ids(1, 3), random_ids(9, 4) }
-      local alone, together = {}, {}
-      for i, prompt in ipairs(prompts) do
+      for _, prompt in ipairs(prompts) do
         for j, id in ipairs(prompt) do prompt[j] = id % m.vocab_size end
-        alone[i], together[i] = m:session({ capacity = 32 }), m:session({ capacity = 32 })
-        alone[i]:feed(prompt)
-        together[i]:feed(prompt)
       end
+      local alone, together = session_pairs(m, prompts, 32)
       for t = 1, 12 do
         local ids = random_ids(#prompts, 20 + t)
         for i = 1, #ids do ids[i] = ids[i] % m.vocab_size end

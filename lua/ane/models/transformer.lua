@@ -319,6 +319,17 @@ local function attention_prefill_graph(self, L, S, _, l)
   return finish_attention(self, g, L, x, attended, k, kh, v)
 end
 
+-- A decode program's rotary angles as inputs rope_cos / rope_sin [1, head, 1, S] (a position a
+-- column), turned into the [S, head] tables nn.rope takes; nil for a model without RoPE.
+local function rotary_inputs(self, g, S)
+  local head, dtype = self.arch.head_dim, self.dtype
+  if self.arch.positions ~= "rope" then return nil end
+  local cos_in = g:input("rope_cos", { 1, head, 1, S }, dtype)
+  local sin_in = g:input("rope_sin", { 1, head, 1, S }, dtype)
+  return g:transpose(g:reshape(cos_in, { head, S }), { 1, 0 }, { name = "cos_rows" }),
+    g:transpose(g:reshape(sin_in, { head, S }), { 1, 0 }, { name = "sin_rows" })
+end
+
 -- One decoding block of W positions (only the first is real when W > 1) against a cache of
 -- Smax positions: one softmax over [cached keys (masked by the `mask` input) | own keys].
 -- The cache is read per head as [1, H, head, Smax] straight from its layout; RoPE models
@@ -331,13 +342,7 @@ local function attention_decode_graph(self, L, W, Smax)
   local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
   local v_cache = g:input("v_cache", { 1, width, 1, Smax }, dtype)
   local mask = g:input("mask", { 1, 1, 1, Smax }, dtype)
-  local cos, sin
-  if a.positions == "rope" then
-    local cos_in = g:input("rope_cos", { 1, head, 1, W }, dtype)
-    local sin_in = g:input("rope_sin", { 1, head, 1, W }, dtype)
-    cos = g:transpose(g:reshape(cos_in, { head, W }), { 1, 0 }, { name = "cos_rows" }) -- [W, head]
-    sin = g:transpose(g:reshape(sin_in, { head, W }), { 1, 0 }, { name = "sin_rows" })
-  end
+  local cos, sin = rotary_inputs(self, g, W)
   local q, k, v = project(self, g, L, x)
   local kc = g:reshape(k_cache, { 1, KV, head, Smax }, { name = "k_cache_heads" })
   local vc = g:reshape(v_cache, { 1, KV, head, Smax }, { name = "v_cache_heads" })
@@ -370,13 +375,7 @@ local function attention_batch_graph(self, L, B, Smax)
   local H, KV, head, width = a.n_head, a.n_kv_head, a.head_dim, self.cache_width
   local g = self:graph(a.name .. "_attn_batch")
   local x = g:input("x", { 1, a.dim, 1, B }, dtype)
-  local cos, sin
-  if a.positions == "rope" then
-    local cos_in = g:input("rope_cos", { 1, head, 1, B }, dtype)
-    local sin_in = g:input("rope_sin", { 1, head, 1, B }, dtype)
-    cos = g:transpose(g:reshape(cos_in, { head, B }), { 1, 0 }, { name = "cos_rows" }) -- [B, head]
-    sin = g:transpose(g:reshape(sin_in, { head, B }), { 1, 0 }, { name = "sin_rows" })
-  end
+  local cos, sin = rotary_inputs(self, g, B)
   local q, k, v = project(self, g, L, x)                                                  -- [1, H * head | width, 1, B]
   local qh, kh
   if keys_transformed(a) then qh, kh = query_key_heads(self, g, L, q, k, cos, sin) end -- [1, H | KV, B, head]
