@@ -340,6 +340,7 @@ done:
 
 typedef struct columns_job {
     ane_range_body rows; /* the level's row kernel of the weights */
+    void (*two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last); /* or NULL */
     gemv_job *columns;                                         /* [count]: a column's x and its y [rows] */
     int64_t count, block_rows;
 } columns_job;
@@ -348,7 +349,10 @@ static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
     for (int64_t from = first; from < last; from += job->block_rows) {
         int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
-        for (int64_t c = 0; c < job->count; c++) job->rows(&job->columns[c], from, to);
+        int64_t c = 0;
+        if (job->two_columns)
+            for (; c + 2 <= job->count; c += 2) job->two_columns(&job->columns[c], &job->columns[c + 1], from, to);
+        for (; c < job->count; c++) job->rows(&job->columns[c], from, to);
     }
 }
 
@@ -370,7 +374,9 @@ static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *d
         for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
         jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL, words};
     }
-    columns_job job = {rows_kernel, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
+    /* fp16 rows two columns at a time where the level has that kernel (the same bits) */
+    columns_job job = {rows_kernel, rows_kernel == ane_kernels()->rows_float[WEIGHTS_FP16] ? ane_kernels()->rows_fp16_two_columns
+                       : NULL, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
     ane_parallel_for(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);
     for (int64_t c = 0; c < columns; c++)
         for (int64_t r = 0; r < rows; r++) y[r * columns + c] = jobs[c].y[r];

@@ -226,6 +226,10 @@ typedef struct ane_kernel_table {
 
     /* Float activations: the rows [first, last) of a gemv_job (an ane_range_body over it). */
     ane_range_body rows_float[WEIGHT_KINDS];
+    /* fp16 rows [first, last) of two columns' jobs at once (a few columns' products: each weight
+     * converted once for both), each column's results the bits rows_float[WEIGHTS_FP16] gives
+     * it; NULL where a level has none (a level that replaces the fp16 row kernel resets it). */
+    void (*rows_fp16_two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last);
     /* x_split [k] for this level's 4-bit kernel (memory for k floats): x's whole chunks in its
      * order; returns x_split, or NULL where the kernel reads x as it is. */
     const float *(*split_lut4)(float *x_split, const float *x, int64_t k);

@@ -111,6 +111,40 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_avx2(const uint16_t *w
     return total;
 }
 
+/* dot_avx2 of one fp16 row with two columns x and z, each weight converted once for both:
+ * each column's chains, tails and sums are dot_avx2's, so each result is its bits. */
+__attribute__((target("avx2,fma,f16c"))) static void dot2_avx2(const uint16_t *w, const float *x, const float *z, int64_t k,
+                                                                float *out_x, float *out_z) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    __m256 b0 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(w + j) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 8)));
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0), b0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(z + j), b0);
+        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + j + 8), a1), b1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(z + j + 8), b1);
+        __m256 w2 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 16)));
+        __m256 w3 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j + 24)));
+        a2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x + j + 16), a2), b2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(z + j + 16), b2);
+        a3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x + j + 24), a3), b3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(z + j + 24), b3);
+    }
+    for (; j + 8 <= k; j += 8) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + j)));
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + j), a0), b0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(z + j), b0);
+    }
+    float total_x = horizontal_sum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    float total_z = horizontal_sum(_mm256_add_ps(_mm256_add_ps(b0, b1), _mm256_add_ps(b2, b3)));
+    for (; j < k; j++) total_x += ane_fp16_to_fp32(w[j]) * x[j];
+    for (j = k / 8 * 8; j < k; j++) total_z += ane_fp16_to_fp32(w[j]) * z[j];
+    *out_x = total_x, *out_z = total_z;
+}
+
+static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; r++)
+        dot2_avx2((const uint16_t *)a->w + r * a->row_stride, a->x, b->x, a->k, &a->y[r], &b->y[r]);
+}
+
 /* fp32 rows in dot_avx2's order (the same chains, tails and sums), so an fp16 row and its
  * values in fp32 give the same result bit for bit, as the AVX-512 and scalar kernels do:
  * weights fed to a program as inputs compute what the same weights as fp16 consts do. */
@@ -856,6 +890,7 @@ __attribute__((target("avx2"))) static void lut4_decode(const uint8_t *packed, c
 void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
+    t->rows_fp16_two_columns = rows_fp16_two_columns;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = x86_rows_lut4_avx2;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;

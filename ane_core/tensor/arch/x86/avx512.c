@@ -271,6 +271,7 @@ AVX512 static void vecmat_fp16_avx512(float *y, const float *x, const uint16_t *
 void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
+    t->rows_fp16_two_columns = NULL; /* (AVX2's pairs give AVX2's bits, not these rows') */
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
