@@ -61,6 +61,13 @@ local function matrix_bytes(w, type, name)
     if not quantized then return nil, err end
     return matrix_bytes(quantized, type, name)
   end
+  if type == "F16" then -- (fp16's round-to-nearest takes |x| >= 65520 to infinity: a file of NaN logits)
+    local index, value = values:first_outside(65520)
+    if index then
+      return fail("tensor '%s' holds %.9g at element %d, beyond fp16's range: write it F32 (--precision fp32)", name, value,
+        index)
+    end
+  end
   return decoder.in_dtype(values, type == "F16" and "fp16" or "fp32"), type
 end
 
