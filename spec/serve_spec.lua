@@ -287,15 +287,17 @@ describe("anelua serve", function()
       sequential[i] = answer.choices[1].text
     end
     local dir = helpers.tmpdir()
-    local commands = {}
+    -- (one curl opening the four connections at once, -Z --parallel-immediate: four processes
+    -- started one after another could each finish before the next connected on a loaded machine)
+    local transfers = {}
     for i, prompt in ipairs(prompts) do
-      commands[i] = string.format("curl -s -N -o %s/%d %s/v1/completions -d %s &", dir, i, server.url,
+      transfers[i] = string.format("-s -N -o %s/%d %s/v1/completions -d %s", dir, i, server.url,
         helpers.quote(cjson.encode({ model = NAME, prompt = prompt, max_tokens = 16, temperature = 0.8, seed = i,
           stream = true })))
     end
     local function health() return cjson.decode(select(2, request(server, "GET", "/health"))) end
     local before = health()
-    os.execute(table.concat(commands, " ") .. " wait")
+    os.execute("curl -Z --parallel-immediate --parallel-max 4 " .. table.concat(transfers, " --next "))
     local after = health()
     -- the streams overlapped: their decode steps fed several slots at once
     local steps, tokens = after.decode_steps - before.decode_steps, after.decode_tokens - before.decode_tokens
