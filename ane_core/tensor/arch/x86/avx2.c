@@ -671,7 +671,7 @@ Q8_AVX2 static inline __m256 q4_0_chunk_int8_avx2(__m256 sum, const uint8_t *pac
     __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(even, even_codes), /* (each at most 2 x 15 x 127: */
                                      _mm256_maddubs_epi16(odd, odd_codes));  /* their sum fits 16 bits) */
     __m256i lanes = _mm256_sub_epi32(_mm256_madd_epi16(pairs, ones), _mm256_loadu_si256((const __m256i *)(v->bias8 + j / 8)));
-    __m128 two_scales = _mm_castpd_ps(_mm_load_sd((const double *)(scales + j / 32))); /* this row's, of both blocks */
+    __m128 two_scales = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(scales + j / 32))); /* this row's, of both blocks */
     __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(weight_scales, _mm256_loadu_ps(v->chunk_scales + j / 8)),
                            sum);
@@ -709,7 +709,7 @@ Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, cons
  * forms them. */
 Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, const float *scales, const code_vector *v,
                                                    int64_t b) {
-    __m128 two_scales = _mm_castpd_ps(_mm_load_sd((const double *)(scales + 2 * b))); /* this row's, of the two 16s */
+    __m128 two_scales = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(scales + 2 * b))); /* this row's, of the two 16s */
     __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
     return block_fma_int8_avx2(_mm256_sub_epi8(codes, _mm256_set1_epi8(32)), v->codes8 + 32 * b,
                                _mm256_mul_ps(weight_scales, _mm256_broadcast_ss(&v->block_scales[b])), sum);
