@@ -174,6 +174,9 @@ void integer_rows_by_dots(const integer_job *job, int64_t first, int64_t last, i
  * activations'), added in order (the scalar kernels are this function; NEON gives its bits;
  * AVX2 adds each block's eight lanes into eight accumulators, within test_gemv's bound). */
 float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v);
+/* The same sums of the blocks from element `from` (a block boundary) on: the vector kernels' tails. */
+float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
+                       int64_t from);
 typedef float (*block_dot_int8)(const void *codes, const float *scales, const code_vector *v);
 float q6_k_int8_scalar(const void *codes, const float *scales, const code_vector *v);
 /* An integer job of Q8_0 / Q4_0 / Q6_K rows through a level's block dots. */

@@ -92,10 +92,15 @@ static void vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld,
 /* ------------------------------------------------ integer activations */
 
 float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8_from(encoding, codes, scales, v, 0);
+}
+
+float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
+                       int64_t from) {
     const int8_t *q = codes;
     int group = encoding == ANE_ENCODING_Q6_K ? ANE_Q6_K_GROUP : ANE_ENCODING_BLOCK; /* weights a scale covers */
     float total = 0.0f;
-    for (int64_t g = 0; g < v->k / group; g++) {
+    for (int64_t g = from / group; g < v->k / group; g++) {
         int32_t sum = 0;
         for (int64_t j = g * group; j < (g + 1) * group; j++) {
             int code = encoding == ANE_ENCODING_Q8_0 ? q[j] : encoding == ANE_ENCODING_Q4_0 ? ane_q4_code(codes, j)

@@ -205,7 +205,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
     const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
         kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
                    {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
-    int nkinds = supers ? 3 : 2;
+    int nkinds = k % 256 == 0 ? 3 : 2;
     for (int t = 0; t < nkinds; t++) {
         const float *scales = kinds[t].scales; /* (each kind's) */
         int group = kinds[t].group;
@@ -310,7 +310,8 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
 int main(void) {
     const int64_t shapes[][2] = { { 1, 1 }, { 7, 9 }, { 64, 768 }, { 3001, 77 }, { 2048, 768 }, { 33, 4098 },
                                   { 17, 110 } /* an odd number of whole 32-blocks, then a tail */,
-                                  { 9, 96 } /* an odd number of blocks of 32 (Q4_0's pairs, then one) */ };
+                                  { 9, 96 } /* an odd number of blocks of 32 (Q4_0's pairs, then one) */,
+                                  { 5, 416 } /* whole steps of 128 and 64, then one block of 32 */ };
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int64_t rows = shapes[s][0], k = shapes[s][1];
         float *w = malloc(sizeof(float) * rows * k), *x = malloc(sizeof(float) * k), *y = malloc(sizeof(float) * rows);

@@ -184,6 +184,133 @@ static void integer_group(const void *context, int64_t row, int64_t apart, int c
 
 static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, integer_group, context); }
 
+/* GGUF's blocks (quantize.h: Q8_0, Q4_0, Q6_K) on int8 activations, grouped as the int8 rows
+ * above (the activations' codes, biases and scales loaded once for up to four rows): each lane
+ * of four weights gets its exact integer dot product from vpdpbusd (the weights unsigned, the
+ * lane's bias taking the offset back), then, as a float, the product of its block's two scales
+ * (the weights' times the activations', rounded as blocks_int8 rounds it), into fp32
+ * accumulators: blocks_int8's arithmetic summed in lanes, within the bound spec/c/test_gemv.c
+ * derives for it. dots[r] = row r (at w + r row_bytes, its scales at scales + r width) against
+ * v, for count 1 or 4. Per 128 weights a row: Q8_0 2 x 7 operations, Q4_0 12, Q6_K 21. */
+typedef void (*block_rows_vnni)(const char *w, int64_t row_bytes, const float *scales, int64_t width,
+                                const code_vector *v, float *dots, int count);
+
+/* Q8_0: 64 weights a step in element order plus 128 against the codes (arrange_codes8's lanes:
+ * the bias -128 x the lane's code sum, the lane's block scale); lanes 0-7 the first block's. */
+VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(const char *w, int64_t row_bytes,
+    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    __m512 sums[GEMV_GROUP];
+    const __m512i plus128 = _mm512_set1_epi8((char)0x80), two_blocks = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
+        __m512i bias = _mm512_loadu_si512(v->lane_bias + j / 4), codes = _mm512_loadu_si512(v->codes8 + j);
+        __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        for (int r = 0; r < count; r++) {
+            __m512i weights = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j), plus128);
+            __m128 pair = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(scales + r * width + j / 32)));
+            __m512 both = _mm512_mul_ps(_mm512_permutexvar_ps(two_blocks, _mm512_castps128_ps512(pair)), activation_scales);
+            sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes)), both, sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(sums[r]) + blocks_int8_from(ANE_ENCODING_Q8_0, w + r * row_bytes, scales + r * width, v, v->chunked);
+}
+
+/* Q4_0: 128 weights (64 bytes) a step as the 4-bit rows above read them: the nibbles with their
+ * top bit flipped are code + 8, unsigned, against the codes split into even and odd elements;
+ * the bias (arrange_q4_0_codes8) is -8 x each 8 codes' sum, so lane L holds elements 8L .. 8L + 7,
+ * block L / 4's. The blocks after the whole steps in blocks_int8's scalar order. */
+VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(const char *w, int64_t row_bytes,
+    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    __m512 sums[GEMV_GROUP];
+    const __m512i nibble = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x88);
+    const __m512i four_blocks = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
+        __m512i even_codes = _mm512_loadu_si512(v->split8 + j);
+        __m512i odd_codes = _mm512_loadu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
+        __m512i bias = _mm512_loadu_si512(v->bias8 + j / 8);
+        __m512 activation_scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        for (int r = 0; r < count; r++) {
+            __m512i bytes = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j / 2), flip);
+            __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+            __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, even, even_codes), odd, odd_codes);
+            __m512 weight_scales = _mm512_permutexvar_ps(four_blocks, _mm512_castps128_ps512(_mm_loadu_ps(scales + r * width + j / 32)));
+            sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(weight_scales, activation_scales), sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++)
+        dots[r] = _mm512_reduce_add_ps(sums[r]) + blocks_int8_from(ANE_ENCODING_Q4_0, w + r * row_bytes, scales + r * width, v, whole);
+}
+
+/* Q6_K: half a block (128 weights) a step, in element order against the codes: its 64 ql bytes
+ * in one register, its 32 qh bytes in both halves; the low nibbles give elements 0-63, the
+ * high ones 64-127, with qh's bit pairs moved to bits 4-5 by per-half shifts (quantize.h:
+ * ane_q6_code). The 6-bit values are code + 32, unsigned; the bias -32 x the lane's code sum
+ * is arrange_codes8's -128 x sum shifted right by 2 (exact). Lane L of each 64 is 16-group
+ * L / 4's. */
+VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(const char *w, int64_t row_bytes,
+    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    __m512 low_sums[GEMV_GROUP], high_sums[GEMV_GROUP];
+    const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
+    const __m512i up = _mm512_setr_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                         0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
+    const __m512i down = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                           0x0002000200020002);
+    const __m512i first_four = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i last_four = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+    for (int r = 0; r < count; r++) low_sums[r] = high_sums[r] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < v->k; j += 128) {
+        __m512i low_codes = _mm512_loadu_si512(v->codes8 + j), high_codes = _mm512_loadu_si512(v->codes8 + j + 64);
+        __m512i low_bias = _mm512_srai_epi32(_mm512_loadu_si512(v->lane_bias + j / 4), 2);
+        __m512i high_bias = _mm512_srai_epi32(_mm512_loadu_si512(v->lane_bias + (j + 64) / 4), 2);
+        __m512 low_activations = _mm512_loadu_ps(v->lane_scales + j / 4);
+        __m512 high_activations = _mm512_loadu_ps(v->lane_scales + (j + 64) / 4);
+        int64_t at = (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES, half = (j % ANE_Q6_K_WEIGHTS) / 128;
+        for (int r = 0; r < count; r++) {
+            const char *block = w + r * row_bytes + at;
+            __m512i ql = _mm512_loadu_si512(block + 64 * half);
+            __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half)));
+            __m512i low = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, up), top2));
+            __m512i high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(qh, down), top2));
+            __m512 eight = _mm512_castps256_ps512(_mm256_loadu_ps(scales + r * width + j / ANE_Q6_K_GROUP));
+            __m512 low_both = _mm512_mul_ps(_mm512_permutexvar_ps(first_four, eight), low_activations);
+            __m512 high_both = _mm512_mul_ps(_mm512_permutexvar_ps(last_four, eight), high_activations);
+            low_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(low_bias, low, low_codes)), low_both, low_sums[r]);
+            high_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(high_bias, high, high_codes)), high_both,
+                                           high_sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++) dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(low_sums[r], high_sums[r]));
+}
+
+#define BLOCK_ROWS_VNNI(name)                                                                                     \
+    VNNI static void name(const char *w, int64_t row_bytes, const float *scales, int64_t width, const code_vector *v, \
+                          float *dots, int count) {                                                               \
+        if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, width, v, dots, GEMV_GROUP);                 \
+        else name##_inline(w, row_bytes, scales, width, v, dots, 1);                                              \
+    }
+BLOCK_ROWS_VNNI(q8_0_int8_vnni)
+BLOCK_ROWS_VNNI(q4_0_int8_vnni)
+BLOCK_ROWS_VNNI(q6_k_int8_vnni)
+
+static void blocks_group(const void *context, int64_t row, int64_t apart, int count) {
+    const integer_job *job = context;
+    int64_t row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k), width = ane_encoded_table_width(job->encoding, job->k);
+    block_rows_vnni kernel = job->encoding == ANE_ENCODING_Q8_0 ? q8_0_int8_vnni
+                             : job->encoding == ANE_ENCODING_Q4_0 ? q4_0_int8_vnni : q6_k_int8_vnni;
+    for (int64_t c = 0; c < job->count; c++) {
+        float dots[GEMV_GROUP];
+        kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width, apart * width,
+               &job->columns[c], dots, count);
+        for (int g = 0; g < count; g++) job->y[(row + g * apart) * job->count + c] = dots[g];
+    }
+}
+
+static void rows_blocks_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, blocks_group, context); }
+
 /* int8 rows read the lanes (scale and -128 x code sum per 4 codes); 4-bit rows the codes of each
  * 128 elements' even elements, then odd ones, the chunk scales and -128 x each 8 codes' sum. */
 static void arrange_codes8(code_vector *v, int for_lut4) {
@@ -219,8 +346,17 @@ static void arrange_codes16(code_vector *v, int for_lut4) {
             v->split16[j + slot] = v->codes16[j + 4 * (slot % 32) + slot / 32];
 }
 
+/* Q4_0 rows (q4_0_int8_vnni) read the 4-bit rows' order and chunk scales, with -8 x each 8
+ * codes' sum as the bias (the nibbles are code + 8). */
+static void arrange_q4_0_codes8(code_vector *v) {
+    arrange_codes8(v, 1);
+    for (int64_t lane = 0; lane < v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK / 8; lane++) v->bias8[lane] /= 16;
+}
+
 void ane_kernels_x86_avx512_vnni(ane_kernel_table *t) {
     t->rows_integer[0][0] = t->rows_integer[1][0] = t->rows_integer[1][1] = rows_grouped;
+    t->rows_blocks_int8 = rows_blocks_grouped;
+    t->arrange_q4_0_codes8 = arrange_q4_0_codes8;
     t->arrange_codes8 = arrange_codes8;
     t->arrange_codes16 = arrange_codes16;
     t->palette8 = q8_palette_vnni;
