@@ -166,6 +166,55 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
+/* fp16 rows of two columns' jobs at once, grouped as rows_avx512_fp16 (four rows a quarter of
+ * the share apart): each weight converted once for both columns, each column's chains, tail
+ * and sum rows_avx512_fp16's, so each result is its bits. Per 32 weights of a row: 2
+ * conversions and 4 fused multiply-adds, against 4 and 4 a column at a time. */
+AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline(const gemv_job *a, const gemv_job *b,
+                                                                                 int64_t row, int64_t apart, int count) {
+    const uint16_t *rows[GEMV_GROUP];
+    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP], b0[GEMV_GROUP], b1[GEMV_GROUP];
+    const float *x = a->x, *z = b->x;
+    int64_t k = a->k;
+    for (int r = 0; r < count; r++) {
+        rows[r] = (const uint16_t *)a->w + (row + r * apart) * a->row_stride;
+        a0[r] = a1[r] = b0[r] = b1[r] = _mm512_setzero_ps();
+    }
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
+        __m512 z0 = _mm512_loadu_ps(z + j), z1 = _mm512_loadu_ps(z + j + 16);
+        for (int r = 0; r < count; r++) {
+            __m512 w0, w1;
+            FP16_WEIGHTS32(rows[r], NULL, j, w0, w1);
+            a0[r] = _mm512_fmadd_ps(w0, x0, a0[r]), b0[r] = _mm512_fmadd_ps(w0, z0, b0[r]);
+            a1[r] = _mm512_fmadd_ps(w1, x1, a1[r]), b1[r] = _mm512_fmadd_ps(w1, z1, b1[r]);
+        }
+    }
+    for (int r = 0; r < count; r++) {
+        float total_x = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+        float total_z = _mm512_reduce_add_ps(_mm512_add_ps(b0[r], b1[r]));
+        for (int64_t t = j; t < k; t++) total_x += ane_fp16_to_fp32(rows[r][t]) * x[t];
+        for (int64_t t = j; t < k; t++) total_z += ane_fp16_to_fp32(rows[r][t]) * z[t];
+        a->y[row + r * apart] = total_x, b->y[row + r * apart] = total_z;
+    }
+}
+
+typedef struct two_columns {
+    const gemv_job *a, *b;
+} two_columns;
+
+AVX512 static void fp16_two_columns_group(const void *context, int64_t row, int64_t apart, int count) {
+    const two_columns *pair = context;
+    if (count == GEMV_GROUP) fp16_two_columns_inline(pair->a, pair->b, row, apart, GEMV_GROUP);
+    else fp16_two_columns_inline(pair->a, pair->b, row, apart, 1);
+}
+
+static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last) {
+    two_columns pair = {a, b};
+    in_row_groups(first, last, fp16_two_columns_group, &pair);
+}
+
 static void rows_fp32(void *job, int64_t first, int64_t last) {
     static const float_dots dots = {.fp32 = dot32_avx512};
     rows_by_dots(job, first, last, WEIGHTS_FP32, &dots);
@@ -271,7 +320,7 @@ AVX512 static void vecmat_fp16_avx512(float *y, const float *x, const uint16_t *
 void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
-    t->rows_fp16_two_columns = NULL; /* (AVX2's pairs give AVX2's bits, not these rows') */
+    t->rows_fp16_two_columns = rows_fp16_two_columns;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
