@@ -307,6 +307,41 @@ function advance(self, id)
   return step.h
 end
 
+-- Blocks of positions run at a multiple of this width: a few programs serve every length.
+local BLOCK_WIDTH = 32
+
+-- Several ids after the first feed (a conversation's next turn, a server's prompt in parts) in
+-- one pass of the decode programs, `#ids` positions wide (padded to BLOCK_WIDTH): each layer's
+-- attention over the caches and over the block, causal inside (nn.cached_attention), then its
+-- keys and values written into the caches after the positions held; the logits of the last id.
+-- Each weight is read once for the block, not once an id.
+local function advance_block(self, ids)
+  local m, T = self.model, #ids
+  local start, compiling = ane.clock(), m.counters.compile_seconds
+  if self.pending then settle(self) end
+  local position = self.position
+  if position + T > self.size then use_size(self, cache_size(self, position + T)) end
+  local W = math.max(self.W, (T + BLOCK_WIDTH - 1) // BLOCK_WIDTH * BLOCK_WIDTH)
+  local inputs = m:decode_inputs(position, W, T)
+  local h = m:embed(ids, position, W)
+  local real = { positions = T }
+  for l = 1, m.n_layer do
+    local layer_inputs = { x = h }
+    for name, value in pairs(inputs) do layer_inputs[name] = value end
+    for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
+    local r = m:eval(m:program("attn_decode", l, W, self.size), "attn", l, layer_inputs, nil, real)
+    local cache = self.caches[l]
+    values_of(m, cache.k_cache):slice(4, position + 1, position + T):copy_from(r.k:slice(4, 1, T))
+    values_of(m, cache.v_cache):slice(4, position + 1, position + T):copy_from(r.v:slice(4, 1, T))
+    values_of(m, cache.mask):slice(4, position + 1, position + T):fill(0)
+    h = m:eval(m:program("ffn", l, W), "ffn", l, { x = r.y }, nil, real).y
+  end
+  self.position = position + T
+  self.logits = m:classify(h, T, W, T):reshape(-1)
+  m.counters.prefill_tokens = m.counters.prefill_tokens + T
+  m.counters.prefill_seconds = m.counters.prefill_seconds + m:elapsed_without_compiling(start, compiling)
+end
+
 -- One decode step: the id at the next position into the caches; the logits after it.
 local function step(self, id)
   local m = self.model
@@ -375,21 +410,23 @@ function M.step_together(sessions, ids)
   m.counters.decode_seconds = m.counters.decode_seconds + m:elapsed_without_compiling(start, compiling)
 end
 
---- Appends ids to what the session holds (the first feed is one prefill, later ones one
---- decode step each); returns the logits [V] after the last. nil and a message when they do
---- not fit the capacity left.
+--- Appends ids to what the session holds (the first feed is one prefill, a later one of
+--- several ids one pass of the decode programs as wide as the ids (advance_block; a model with
+--- sliding windows: a decode step each), a single id one decode step); returns the logits [V]
+--- after the last. nil and a message when they do not fit the capacity left.
 function Session:feed(ids)
   if type(ids) ~= "table" or #ids == 0 then error("feed: give a non-empty array of ids", 2) end
   if #ids > self:room() then
     return nil, string.format("%d more tokens do not fit: %d of the session's %d positions are used", #ids, self.position,
       self.capacity)
   end
-  local first = 1
   if self.position == 0 then
     prefill(self, ids)
-    first = #ids + 1
+  elseif #ids > 1 and not self.model.arch.sliding_window then -- (sliding windows move inside a block)
+    advance_block(self, ids)
+  else
+    for _, id in ipairs(ids) do step(self, id) end
   end
-  for i = first, #ids do step(self, ids[i]) end
   return self.logits
 end
 

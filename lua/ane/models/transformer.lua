@@ -653,31 +653,33 @@ function Methods:embed_token(id, position, W) return self:embed({ id }, position
 function Methods:is_sliding(l) return M.is_sliding(self.arch, l) end
 function Methods:cache_keys(k, T) return k:slice(4, 1, T) end
 
--- The decode attention's rotary inputs for the position, [1, head, 1, W] (the first column),
--- with the tables of layer l's options.
-local function rope_inputs(self, l, position, W)
+-- The decode attention's rotary inputs for `count` positions from `position`, [1, head, 1, W]
+-- (a position a column, from the first), with the tables of layer l's options.
+local function rope_inputs(self, l, position, W, count)
   local head = self.arch.head_dim
   local options = rope_options(self.arch, l, self.dtype)
   options.offset = position
-  local cos_t, sin_t = nn.rope_tables(1, head, options)
+  local cos_t, sin_t = nn.rope_tables(count, head, options) -- [count, head]
   local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
-  cos:slice(4, 1, 1):copy_from(cos_t:reshape(1, head, 1, 1))
-  sin:slice(4, 1, 1):copy_from(sin_t:reshape(1, head, 1, 1))
+  cos:slice(4, 1, count):copy_from(cos_t:transpose():reshape(1, head, 1, count))
+  sin:slice(4, 1, count):copy_from(sin_t:transpose():reshape(1, head, 1, count))
   return { rope_cos = cos, rope_sin = sin }
 end
 
---- The extra inputs of the decode attention programs at `position`: the layers' (and, for a
---- model whose sliding layers rotate by their own base, a second table for those layers).
-function Methods:decode_inputs(position, W)
+--- The extra inputs of the decode attention programs at `position` (and the count - 1
+--- positions after it, default none): the layers' (and, for a model whose sliding layers
+--- rotate by their own base, a second table for those layers).
+function Methods:decode_inputs(position, W, count)
   local a = self.arch
+  count = count or 1
   if a.positions ~= "rope" then return {} end
-  local full = rope_inputs(self, nil, position, W)
+  local full = rope_inputs(self, nil, position, W, count)
   if not a.rope_local_theta then return full end
   local first_sliding
   for l = 1, a.n_layer do
     if M.is_sliding(a, l) then first_sliding = l break end
   end
-  return full, first_sliding and rope_inputs(self, first_sliding, position, W)
+  return full, first_sliding and rope_inputs(self, first_sliding, position, W, count)
 end
 
 -- ------------------------------------------------------------------ parameters and gradients
