@@ -2,7 +2,9 @@
 -- chat template) on a free loopback port, talked to with curl. Whole and streamed answers equal
 -- `anelua run` / `anelua chat` at temperature 0 on the same prompt; stop strings; usage counts;
 -- each error status in OpenAI's shape; a client that disconnects mid-stream frees its slot;
--- four concurrent streams give the texts of four sequential ones; SIGTERM exits 0.
+-- four concurrent streams give the texts of four sequential ones; SIGTERM exits 0. And the
+-- engine's turns driven directly (ane.serve over requests made here): a long prompt fed in
+-- parts between the other slot's decode steps.
 local cjson = require("cjson")
 local helpers = require("spec.helpers")
 
@@ -363,5 +365,70 @@ describe("anelua serve's limits", function()
     _, err, code = helpers.run_anelua("serve " .. helpers.quote(MODEL) .. " --host localhost --no-api-key")
     assert.are.equal(1, code)
     assert.matches("%-%-host localhost is not an IPv4 address", err)
+  end)
+end)
+
+-- A request as anelua.http hands one to the engine: a POST of `body`, its answer kept here.
+local function request_of(path, body)
+  local r = { events = {}, ended = false }
+  function r.method() return "POST" end
+  function r.path() return path end
+  function r.header() return nil end
+  function r.body() return cjson.encode(body) end
+  function r.respond(_, status, _, text) r.status, r.text, r.ended = status, text, true end
+  function r.stream(_, status) r.status = status end
+  function r.write(_, text) r.events[#r.events + 1] = text return true end
+  function r.finish() r.ended = true end
+  function r.gone() return false end
+  return r
+end
+
+describe("ane.serve's turns", function()
+  it("feeds a long prompt in parts of prefill_chunk tokens between the other slot's decode steps", function()
+    local m = assert(require("ane.models").load(MODEL, { precision = "fp16", profile = "cpu" }))
+    local server = require("ane.serve").new(m, { id = NAME, parallel = 2, prefill_chunk = 4 })
+    local first = request_of("/v1/completions", { model = NAME, prompt = "Once", max_tokens = 40, temperature = 0,
+      stream = true })
+    server:handle(first)
+    server:step()
+    local prompt = string.rep("The cat sat on the mat. ", 4)
+    local second = request_of("/v1/completions", { model = NAME, prompt = prompt, max_tokens = 3, temperature = 0 })
+    server:handle(second)
+    local running, long = server.slots[1], server.slots[2]
+    assert.is_truthy(running.job)
+    local turns, fed, produced = 0, 0, #running.job.produced
+    server:step() -- (the second job starts: its first part)
+    local job = long.job
+    local length = #job.ids
+    assert.is_true(length > 12, length .. " prompt tokens") -- (several parts)
+    while job.prompt_left do
+      -- each turn: 4 more of the prompt in the cache, and one more token of the other answer
+      assert.are.equal(fed + 4, job.prompt_fed)
+      assert.are.equal(produced + 1, #running.job.produced)
+      fed, produced, turns = job.prompt_fed, #running.job.produced, turns + 1
+      server:step()
+    end
+    assert.are.equal(math.ceil(length / 4), job.prompt_parts)
+    assert.is_true(turns >= 3, turns .. " turns")
+    -- the logits after the prompt fed in parts against the same prompt fed at once (then the
+    -- same first token): a part runs the decode programs over the caches where a whole prompt
+    -- runs the prefill ones, the same arithmetic in another order, each activation rounded to
+    -- fp16 (unit roundoff 2^-11) between them; held within 2^-9 of the largest logit, four
+    -- such roundings of it (measured: 0.0085 of 20.76, about 0.8 of one)
+    -- (the turn that fed the last part drew the first token and fed it too)
+    assert.are.equal(1, #job.produced)
+    local whole = m:session({ capacity = 64 })
+    whole:feed(job.ids)
+    whole:feed({ job.produced[1] })
+    local at_once, in_parts = whole.logits:totable(), job.slot.session.logits:totable()
+    local largest, differs = 0, 0
+    for i = 1, #at_once do
+      largest = math.max(largest, math.abs(at_once[i]))
+      differs = math.max(differs, math.abs(at_once[i] - in_parts[i]))
+    end
+    assert.is_true(differs <= largest * 2 ^ -9, differs .. " apart, largest " .. largest)
+    while server:step() do end
+    assert.are.equal(200, second.status)
+    assert.is_true(first.ended and second.ended)
   end)
 end)

@@ -10,12 +10,16 @@
 -- the classifier as one product over all the slots, so each weight is read once per turn for
 -- all of them; in fp16 each slot's logits are bit for bit those it would get alone). A new
 -- request takes the idle slot whose cache shares the longest prefix with its prompt, and only
--- the rest of the prompt is fed (a conversation's next turn does not prefill again). A request
--- that finds every slot busy waits in a queue of `queue` places (503 beyond it).
+-- the rest of the prompt is fed (a conversation's next turn does not prefill again), in parts:
+-- each turn feeds at most `prefill_chunk` prompt tokens over all the slots (default 256) before
+-- the decode step, so a long prompt delays the other slots' next tokens by one part's time, not
+-- its whole prefill's (llama.cpp's server likewise splits prompts into batches). A request that
+-- finds every slot busy waits in a queue of `queue` places (503 beyond it).
 --
 --   local server = require("ane.serve").new(model, { id = "qwen3", parallel = 4, chat = {...} })
 --   server:handle(request)   -- an anelua.http request: answered, or taken as a job
---   server:step()            -- one token for every busy slot; true while any is busy
+--   server:step()            -- one part of the waiting prompts, then one token for every slot
+--                            -- past its prompt; true while any slot is busy or a request waits
 local cjson = require("cjson")
 local text_stream = require("ane.text_stream")
 local ane = require("ane")
@@ -203,7 +207,7 @@ function M.new(model, opts)
   local self = setmetatable({ model = model, tok = model.tokenizer, id = opts.id, api_key = opts.api_key,
     template = opts.template, chat_stop_ids = opts.stop_ids or {}, queue_limit = opts.queue or 16, slots = {},
     waiting = {}, log = opts.log or function() end, next_id = 1, created = os.time(), decode_steps = 0,
-    decode_tokens = 0,
+    decode_tokens = 0, prefill_chunk = opts.prefill_chunk or 256, prefill_parts = 0, prefill_tokens = 0,
     context = math.min(opts.context or model.context_length, model.context_length) }, Server)
   if model.stop_token then self.completion_stop_ids = { [model.stop_token] = true } else self.completion_stop_ids = {} end
   for i = 1, opts.parallel or 1 do self.slots[i] = { index = i, held = {} } end
@@ -260,7 +264,8 @@ function Server:handle(request)
     if method ~= "GET" then return refuse(refusal(405, "use GET on " .. path)) end
     local busy, idle, waiting = self:counts()
     json_response(request, 200, { status = "ok", slots_idle = idle, slots_processing = busy, requests_waiting = waiting,
-      decode_steps = self.decode_steps, decode_tokens = self.decode_tokens })
+      decode_steps = self.decode_steps, decode_tokens = self.decode_tokens, prefill_parts = self.prefill_parts,
+      prefill_tokens = self.prefill_tokens })
     return
   end
   if path == "/v1/models" then
@@ -443,24 +448,23 @@ local function pending_logprobs(job)
   return logprobs_field(job, entries)
 end
 
--- Starts a job in its slot: the prompt past what the slot's cache shares is fed.
+-- Starts a job in its slot: the prompt past what the slot's cache shares is what its prefill
+-- (Server:prefill) feeds.
 function Server:start(job)
   local slot = job.slot
   if not slot.session then slot.session = self.model:session({ capacity = self.context }) end
   local session = slot.session
   local keep = math.min(shared_prefix(slot.held, job.ids), #job.ids - 1, session.position)
   session:rewind(keep)
-  local new = {}
-  for i = keep + 1, #job.ids do new[#new + 1] = job.ids[i] end
-  local prefill_start = ane.clock()
-  local ok, err = session:feed(new)
-  if not ok then error(err) end
-  job.reused, job.prefill_seconds = keep, ane.clock() - prefill_start
+  job.prompt_left, job.prompt_fed, job.prompt_parts = {}, 0, 0
+  for i = keep + 1, #job.ids do job.prompt_left[#job.prompt_left + 1] = job.ids[i] end
+  job.reused, job.prefill_seconds = keep, 0
   slot.held = { table.unpack(job.ids) }
   job.created = os.time()
   job.produced = {}
   -- without max_tokens: OpenAI's 16 for a completion, the context's room for a chat answer
-  local budget = math.min(job.max_tokens or (job.kind == "completion" and 16 or session:room()), session:room())
+  local room = session:room() - #job.prompt_left -- (once the prompt is fed)
+  local budget = math.min(job.max_tokens or (job.kind == "completion" and 16 or room), room)
   job.budget = budget
   -- drawn as Session:generate draws: the sampling options, the request's own seed, the
   -- penalties over the prompt and what follows it
@@ -477,6 +481,23 @@ function Server:start(job)
     job.request:stream(200, { ["Content-Type"] = "text/event-stream", ["Cache-Control"] = "no-cache" })
     if job.kind == "chat" then send_event(job, chunk(job, self, { delta = { role = "assistant", content = "" } })) end
   end
+end
+
+-- Feeds the next part of a started job's prompt, at most `most` tokens; returns how many. The
+-- job is past its prompt (job.prompt_left nil) once the last part is in its slot's cache.
+function Server:prefill(job, most)
+  local left = job.prompt_left
+  local count = math.min(#left - job.prompt_fed, most)
+  if count <= 0 then return 0 end
+  local part = table.move(left, job.prompt_fed + 1, job.prompt_fed + count, 1, {})
+  local start = ane.clock()
+  local ok, err = job.slot.session:feed(part)
+  if not ok then error(err) end
+  job.prefill_seconds = job.prefill_seconds + ane.clock() - start
+  job.prompt_fed, job.prompt_parts = job.prompt_fed + count, job.prompt_parts + 1
+  self.prefill_parts, self.prefill_tokens = self.prefill_parts + 1, self.prefill_tokens + count
+  if job.prompt_fed == #left then job.prompt_left = nil end
+  return count
 end
 
 -- New text of a job: split into reasoning and answer (chat), sent as a chunk when streaming;
@@ -559,21 +580,27 @@ function Server:finish(job)
       created = job.created, model = self.id, choices = { choice }, usage = usage })
   end
   local ttft = (job.first_token_at or ane.clock()) - job.received
-  self.log(string.format("%s %s %d in=%d (cached %d) out=%d ttft=%.3fs %.1f tok/s%s", job.id, job.kind, status,
+  self.log(string.format("%s %s %d in=%d (cached %d) out=%d ttft=%.3fs %.1f tok/s%s%s", job.id, job.kind, status,
     #job.ids, job.reused or 0, #job.produced, ttft, seconds > 0 and (#job.produced - 1) / seconds or 0,
+    (job.prompt_parts or 0) > 1 and string.format(" prompt in %d parts", job.prompt_parts) or "",
     job.cancelled and " (client gone)" or ""))
 end
 
---- One turn of the engine: jobs that waited start (their prompts fed), every busy slot draws
---- its next token, and the slots that go on feed theirs in one decode step. Returns whether
---- any slot is busy.
+--- One turn of the engine: jobs that waited start, the prompts not yet fed take up to
+--- prefill_chunk tokens between them (the earlier slots first), every slot past its prompt
+--- draws its next token, and the slots that go on feed theirs in one decode step. Returns
+--- whether any slot is busy or any request waits.
 function Server:step()
   self:assign()
   local sessions, ids = {}, {}
+  local prefill_room, busy = self.prefill_chunk, false
   for _, slot in ipairs(self.slots) do
     local job = slot.job
-    if job and not job.started then
-      local ok, err = pcall(self.start, self, job)
+    if job and (not job.started or job.prompt_left) then
+      local ok, err = pcall(function()
+        if not job.started then self:start(job) end
+        prefill_room = prefill_room - self:prefill(job, prefill_room)
+      end)
       if not ok then
         slot.job, job.slot = nil, nil
         slot.held, slot.session = {}, nil
@@ -581,6 +608,14 @@ function Server:step()
         self.log(job.id .. " 500 " .. tostring(err))
         job = nil
       end
+    end
+    if job and job.prompt_left then -- (its prompt's next part comes in a later turn)
+      busy = true
+      if job.cancelled or job.request:gone() then
+        job.cancelled = true
+        self:finish(job)
+      end
+      job = nil
     end
     if job then
       local id = self:draw(job)
@@ -597,7 +632,7 @@ function Server:step()
     generation.step_together(table.move(sessions, first, math.min(first + 15, #sessions), 1, {}),
       table.move(ids, first, math.min(first + 15, #ids), 1, {}))
   end
-  return #sessions > 0 or #self.waiting > 0
+  return busy or #sessions > 0 or #self.waiting > 0
 end
 
 --- Answers a request that came in while the server stops: 503.

@@ -19,6 +19,7 @@ function M.options()
     { "parallel", "integer", 1, "requests answered at once, each in its own slot and KV cache", min = 1, max = 64 },
     { "queue", "integer", 16, "requests that may wait for a slot (503 with Retry-After beyond)", min = 0 },
     { "context", "integer", nil, "positions of context per slot (default: the model's)", min = 16 },
+    { "prefill-chunk", "integer", 256, "prompt tokens fed per turn over all slots, between the decode steps", min = 1 },
     { "api-key", "string", nil, "require this key (Authorization: Bearer KEY)", metavar = "KEY" },
     { "no-api-key", "flag", false, "serve a non-loopback --host without a key (anyone who reaches it may use it)" },
     { "alias", "string", nil, "the model's name in the API (default: the file or directory name)" },
@@ -75,6 +76,7 @@ function M.main(...)
   if not server then command:fail(listen_err) end
   local name = opts.alias or path:gsub("/+$", ""):match("([^/]+)$")
   local engine = serve.new(model, { id = name, parallel = opts.parallel, queue = opts.queue, context = opts.context,
+    prefill_chunk = opts.prefill_chunk,
     api_key = opts.api_key, template = template, stop_ids = stop_ids,
     log = function(line) io.stderr:write(line, "\n") io.stderr:flush() end })
   io.stderr:write(tostring(model), "\n")
