@@ -161,7 +161,7 @@ static size_t q16_bytes(int64_t k) { return (size_t)(((k + Q16_BLOCK - 1) / Q16_
 
 /* Quantizes x [k] (element j at x[j * stride]) into v, laid out in memory (q8_bytes(k)), whole
  * contiguous blocks through the level's vector kernel; then what the level's kernels read
- * besides (for_lut4: the product's weights are 4-bit rows). */
+ * besides (for_lut4: the product's weights are 4-bit rows; ARRANGE_FOR_Q4_0: Q4_0 rows). */
 static void q8_quantize(const ane_kernel_table *kernels, code_vector *v, void *memory, const float *x, int64_t stride, int64_t k, int for_lut4) {
     v->k = k;
     v->chunked = k / Q8_CHUNK * Q8_CHUNK;
@@ -189,7 +189,8 @@ static void q8_quantize(const ane_kernel_table *kernels, code_vector *v, void *m
         v->block_scales[b] = not_finite ? NAN : largest / 127.0f; /* a NaN or inf makes the products NaN */
         for (int64_t j = first; j < last; j++) v->codes8[j] = (int8_t)lrintf(x[j * stride] * inverse);
     }
-    kernels->arrange_codes8(v, for_lut4);
+    if (for_lut4 == ARRANGE_FOR_Q4_0) kernels->arrange_q4_0_codes8(v);
+    else kernels->arrange_codes8(v, for_lut4);
 }
 
 /* Quantizes x as q8_quantize does, to int16 codes (memory: q16_bytes(k)). */
@@ -283,8 +284,8 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     code_vector *vectors = (code_vector *)memory;
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
     for (int64_t c = 0; c < columns; c++) {
-        quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations, encoding == ANE_ENCODING_LUT4);
-        if (encoding == ANE_ENCODING_Q4_0) ane_kernels()->arrange_q4_0_codes8(&vectors[c]);
+        quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
+                       encoding == ANE_ENCODING_LUT4 ? 1 : encoding == ANE_ENCODING_Q4_0 ? ARRANGE_FOR_Q4_0 : 0);
     }
     integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
     ane_range_body rows_integer = ane_encoding_is_gguf_block(encoding) ? ane_kernels()->rows_blocks_int8

@@ -154,7 +154,7 @@ size_t code_vector_bytes(int64_t k, ane_activations activations);
 
 /* x [k] (element j at x[j * stride]) quantized into v through the table's kernels (gemv.c):
  * the codes and block scales, then what its integer kernels read besides (for_lut4: the
- * product's rows are 4-bit). */
+ * product's rows are 4-bit, or ARRANGE_FOR_Q4_0: Q4_0 rows, int8 activations). */
 struct ane_kernel_table;
 void quantize_codes_with(const struct ane_kernel_table *kernels, code_vector *v, void *memory, const float *x,
                          int64_t stride, int64_t k, ane_activations activations, int for_lut4);
@@ -257,6 +257,7 @@ typedef struct ane_kernel_table {
     /* After the codes: what the level's integer kernels read besides (lanes, split orders,
      * chunk scales), in the memory past the codes; for_lut4: the rows are 4-bit. */
     void (*arrange_codes8)(code_vector *v, int for_lut4);
+#define ARRANGE_FOR_Q4_0 2 /* quantize_codes_with's for_lut4 for Q4_0 rows: arrange_q4_0_codes8 instead */
     void (*arrange_codes16)(code_vector *v, int for_lut4);
     void (*palette8)(palette8 *p, const float *palette /* [16] */);
     void (*palette16)(palette16 *p, const float *palette /* [16] */);

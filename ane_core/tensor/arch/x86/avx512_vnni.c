@@ -212,8 +212,10 @@ VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(con
             sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes)), both, sums[r]);
         }
     }
-    for (int r = 0; r < count; r++)
-        dots[r] = _mm512_reduce_add_ps(sums[r]) + blocks_int8_from(ANE_ENCODING_Q8_0, w + r * row_bytes, scales + r * width, v, v->chunked);
+    for (int r = 0; r < count; r++) {
+        dots[r] = _mm512_reduce_add_ps(sums[r]);
+        if (v->chunked < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q8_0, w + r * row_bytes, scales + r * width, v, v->chunked);
+    }
 }
 
 /* Q4_0: 128 weights (64 bytes) a step as the 4-bit rows above read them: the nibbles with their
@@ -240,8 +242,10 @@ VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(con
             sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(weight_scales, activation_scales), sums[r]);
         }
     }
-    for (int r = 0; r < count; r++)
-        dots[r] = _mm512_reduce_add_ps(sums[r]) + blocks_int8_from(ANE_ENCODING_Q4_0, w + r * row_bytes, scales + r * width, v, whole);
+    for (int r = 0; r < count; r++) {
+        dots[r] = _mm512_reduce_add_ps(sums[r]);
+        if (whole < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q4_0, w + r * row_bytes, scales + r * width, v, whole);
+    }
 }
 
 /* Q6_K: half a block (128 weights) a step, in element order against the codes: its 64 ql bytes
@@ -311,8 +315,31 @@ static void blocks_group(const void *context, int64_t row, int64_t apart, int co
 
 static void rows_blocks_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, blocks_group, context); }
 
-/* int8 rows read the lanes (scale and -128 x code sum per 4 codes); 4-bit rows the codes of each
- * 128 elements' even elements, then odd ones, the chunk scales and -128 x each 8 codes' sum. */
+/* The codes of each 128 elements' even elements, then odd ones (split8), the chunk scales, and
+ * `times` x each 8 codes' sum (bias8): what the 4-bit kernels read (times -128: the palettes'
+ * entries plus 128; -8: Q4_0's codes plus 8). Per 128 codes: in-lane byte shuffles put each 16
+ * bytes' even ones before their odd ones, and 64-bit permutes gather them; vpsadbw sums each 8
+ * codes plus 128 as unsigned bytes (exact), less 8 x 128. */
+VNNI static void split_codes(code_vector *v, int32_t times) {
+    fill_chunk_scales(v);
+    const __m512i evens_first = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    const __m512i evens = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odds = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i plus128 = _mm512_set1_epi8((char)0x80);
+    const __m256i offset = _mm256_set1_epi32(8 * 128), factor = _mm256_set1_epi32(-times);
+    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
+        __m512i first = _mm512_loadu_si512(v->codes8 + j), second = _mm512_loadu_si512(v->codes8 + j + 64);
+        __m512i a = _mm512_shuffle_epi8(first, evens_first), b = _mm512_shuffle_epi8(second, evens_first);
+        _mm512_storeu_si512(v->split8 + j, _mm512_permutex2var_epi64(a, evens, b));
+        _mm512_storeu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2, _mm512_permutex2var_epi64(a, odds, b));
+        __m256i sums_first = _mm512_cvtepi64_epi32(_mm512_sad_epu8(_mm512_xor_si512(first, plus128), _mm512_setzero_si512()));
+        __m256i sums_second = _mm512_cvtepi64_epi32(_mm512_sad_epu8(_mm512_xor_si512(second, plus128), _mm512_setzero_si512()));
+        _mm256_storeu_si256((__m256i *)(v->bias8 + j / 8), _mm256_mullo_epi32(_mm256_sub_epi32(offset, sums_first), factor));
+        _mm256_storeu_si256((__m256i *)(v->bias8 + j / 8 + 8), _mm256_mullo_epi32(_mm256_sub_epi32(offset, sums_second), factor));
+    }
+}
+
+/* int8 rows read the lanes (scale and -128 x code sum per 4 codes); 4-bit rows split_codes's. */
 static void arrange_codes8(code_vector *v, int for_lut4) {
     if (!for_lut4) {
         for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
@@ -322,18 +349,7 @@ static void arrange_codes8(code_vector *v, int for_lut4) {
         }
         return;
     }
-    fill_chunk_scales(v);
-    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
-    for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK)
-        for (int i = 0; i < Q8_LUT4_VNNI_CHUNK / 2; i++) {
-            v->split8[j + i] = v->codes8[j + 2 * i];
-            v->split8[j + Q8_LUT4_VNNI_CHUNK / 2 + i] = v->codes8[j + 2 * i + 1];
-        }
-    for (int64_t lane = 0; lane < whole / 8; lane++) {
-        int32_t sum = 0;
-        for (int i = 0; i < 8; i++) sum += v->codes8[8 * lane + i];
-        v->bias8[lane] = -128 * sum;
-    }
+    split_codes(v, -128);
 }
 
 /* 4-bit rows: q16_lut4_vnni's order, per 128 elements element 4 p + s in slot 32 s + p (int8
@@ -348,10 +364,7 @@ static void arrange_codes16(code_vector *v, int for_lut4) {
 
 /* Q4_0 rows (q4_0_int8_vnni) read the 4-bit rows' order and chunk scales, with -8 x each 8
  * codes' sum as the bias (the nibbles are code + 8). */
-static void arrange_q4_0_codes8(code_vector *v) {
-    arrange_codes8(v, 1);
-    for (int64_t lane = 0; lane < v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK / 8; lane++) v->bias8[lane] /= 16;
-}
+static void arrange_q4_0_codes8(code_vector *v) { split_codes(v, -8); }
 
 void ane_kernels_x86_avx512_vnni(ane_kernel_table *t) {
     t->rows_integer[0][0] = t->rows_integer[1][0] = t->rows_integer[1][1] = rows_grouped;
