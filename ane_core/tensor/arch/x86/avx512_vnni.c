@@ -339,17 +339,22 @@ VNNI static void split_codes(code_vector *v, int32_t times) {
     }
 }
 
-/* int8 rows read the lanes (scale and -128 x code sum per 4 codes); 4-bit rows split_codes's. */
-static void arrange_codes8(code_vector *v, int for_lut4) {
-    if (!for_lut4) {
-        for (int64_t lane = 0; lane < v->chunked / 4; lane++) {
-            const int8_t *c = v->codes8 + lane * 4;
-            v->lane_scales[lane] = v->block_scales[lane * 4 / Q8_BLOCK];
-            v->lane_bias[lane] = -128 * (c[0] + c[1] + c[2] + c[3]);
-        }
-        return;
+/* Per 4 codes (a vpdpbusd lane) of the whole chunks: its block's scale and -128 x its codes'
+ * sum (vpdpbusd of the codes with ones), 64 codes a step. */
+VNNI static void arrange_lanes(code_vector *v) {
+    const __m512i ones = _mm512_set1_epi8(1), two_blocks = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
+        __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(v->codes8 + j));
+        _mm512_storeu_si512(v->lane_bias + j / 4, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-128)));
+        __m128 pair = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(v->block_scales + j / Q8_BLOCK)));
+        _mm512_storeu_ps(v->lane_scales + j / 4, _mm512_permutexvar_ps(two_blocks, _mm512_castps128_ps512(pair)));
     }
-    split_codes(v, -128);
+}
+
+/* int8 rows read the lanes (arrange_lanes); 4-bit rows split_codes's. */
+static void arrange_codes8(code_vector *v, int for_lut4) {
+    if (for_lut4) split_codes(v, -128);
+    else arrange_lanes(v);
 }
 
 /* 4-bit rows: q16_lut4_vnni's order, per 128 elements element 4 p + s in slot 32 s + p (int8
