@@ -178,7 +178,6 @@ float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *
 float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
                        int64_t from);
 typedef float (*block_dot_int8)(const void *codes, const float *scales, const code_vector *v);
-float q6_k_int8_scalar(const void *codes, const float *scales, const code_vector *v);
 /* An integer job of Q8_0 / Q4_0 / Q6_K rows through a level's block dots. */
 void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0,
                         block_dot_int8 q6_k);

@@ -130,12 +130,12 @@ static float q4_0_int8_dot(const void *codes, const float *scales, const code_ve
     return blocks_int8(ANE_ENCODING_Q4_0, codes, scales, v);
 }
 
-float q6_k_int8_scalar(const void *codes, const float *scales, const code_vector *v) {
+static float q6_k_int8_dot(const void *codes, const float *scales, const code_vector *v) {
     return blocks_int8(ANE_ENCODING_Q6_K, codes, scales, v);
 }
 
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8_dot, q4_0_int8_dot, q6_k_int8_scalar);
+    integer_block_rows(context, first, last, q8_0_int8_dot, q4_0_int8_dot, q6_k_int8_dot);
 }
 
 float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from) {

@@ -160,24 +160,14 @@ static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x
     return sum8(a);
 }
 
-/* Q6_K (k a multiple of 256): each 32 weights, one quarter of a half of a block (quantize.h's
- * ane_q6_code): nibbles from one run of 32 ql bytes, the top two bits from qh's 32, shifted by
- * the quarter, less 32; two 16s of a scale each. */
+/* Q6_K (k a multiple of 256): each 32 weights' codes (q6_k_codes), two 16s of a scale each. */
 static float dot_q6_k(const uint8_t *blocks, const float *scales, const float *x, int64_t k) {
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j + 32 <= k; j += 32) {
-        const uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
-        int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32;
-        int8x16_t codes[2];
-        for (int h = 0; h < 2; h++) {
-            uint8x16_t ql = vld1q_u8(block + 64 * half + 32 * (part & 1) + 16 * h);
-            uint8x16_t qh = vld1q_u8(block + 128 + 32 * half + 16 * h);
-            uint8x16_t nibbles = part < 2 ? vandq_u8(ql, vdupq_n_u8(15)) : vshrq_n_u8(ql, 4);
-            uint8x16_t top = vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * part))), vdupq_n_u8(3));
-            codes[h] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(nibbles, vshlq_n_u8(top, 4))), vdupq_n_s8(32));
-        }
-        block_fma(codes[0], codes[1], scales[j / 16], scales[j / 16 + 1], x + j, a);
+        int8x16_t first16, second16;
+        q6_k_codes(blocks, j, &first16, &second16);
+        block_fma(first16, second16, scales[j / 16], scales[j / 16 + 1], x + j, a);
     }
     return sum8(a);
 }

@@ -26,6 +26,23 @@ static inline void q4_codes(const uint8_t *packed, int8x16_t *w0, int8x16_t *w1)
     *w1 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip2q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
 }
 
+/* Elements j .. j + 31 (j a multiple of 32) of a row of Q6_K blocks as signed codes x - 32, in
+ * order: one quarter of a half of a block (quantize.h: ane_q6_code), its nibbles from one run of
+ * 32 ql bytes, its top two bits from qh's 32, shifted by the quarter. */
+static inline void q6_k_codes(const uint8_t *blocks, int64_t j, int8x16_t *w0, int8x16_t *w1) {
+    const uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+    int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32;
+    int8x16_t codes[2];
+    for (int h = 0; h < 2; h++) {
+        uint8x16_t ql = vld1q_u8(block + 64 * half + 32 * (part & 1) + 16 * h);
+        uint8x16_t qh = vld1q_u8(block + 128 + 32 * half + 16 * h);
+        uint8x16_t nibbles = part < 2 ? vandq_u8(ql, vdupq_n_u8(15)) : vshrq_n_u8(ql, 4);
+        uint8x16_t top = vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * part))), vdupq_n_u8(3));
+        codes[h] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(nibbles, vshlq_n_u8(top, 4))), vdupq_n_s8(32));
+    }
+    *w0 = codes[0], *w1 = codes[1];
+}
+
 /* A level's exact integer sum of 32 int8 weights (two registers) times 32 int8 codes. */
 typedef int32_t (*block_sum8_fn)(int8x16_t w0, int8x16_t w1, const int8_t *codes);
 
@@ -54,8 +71,9 @@ static inline __attribute__((always_inline)) float q8_lut4_with(const uint8_t *p
     return total + q8_lut4_from(packed, p, v, j);
 }
 
-/* Q8_0 / Q4_0 rows with int8 activations through a level's block sum: blocks_int8's sums
- * (each block's exact integer sum times the two scales, added in order), so its bits. */
+/* Q8_0 / Q4_0 / Q6_K rows with int8 activations through a level's block sum: blocks_int8's
+ * sums (each block's exact integer sum times the two scales, added in order; Q6_K's per 16, the
+ * other 16 of the 32 zeros), so its bits. */
 static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_encoding encoding, const void *codes,
                                                                     const float *scales, const code_vector *v,
                                                                     block_sum8_fn block_sum) {
@@ -64,16 +82,22 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
         int8x16_t w0, w1;
         if (encoding == ANE_ENCODING_Q8_0) {
             w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16);
-        } else {
+        } else if (encoding == ANE_ENCODING_Q4_0) {
             q4_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+        } else {
+            q6_k_codes(codes, 32 * b, &w0, &w1);
+            const int8x16_t none = vdupq_n_s8(0);
+            total += (scales[2 * b] * v->block_scales[b]) * (float)block_sum(w0, none, v->codes8 + 32 * b);
+            total += (scales[2 * b + 1] * v->block_scales[b]) * (float)block_sum(none, w1, v->codes8 + 32 * b);
+            continue;
         }
         total += (scales[b] * v->block_scales[b]) * (float)block_sum(w0, w1, v->codes8 + 32 * b);
     }
     return total;
 }
 
-/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0 and Q4_0 through
- * blocks_int8_with, Q6_K through the scalar sums. */
+/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0, Q4_0 and Q6_K
+ * through blocks_int8_with. */
 #define BLOCKS_INT8_ROWS(block_sum)                                                                              \
     static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
         return blocks_int8_with(ANE_ENCODING_Q8_0, codes, scales, v, block_sum);                                 \
@@ -81,8 +105,11 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     static float q4_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
         return blocks_int8_with(ANE_ENCODING_Q4_0, codes, scales, v, block_sum);                                 \
     }                                                                                                            \
+    static float q6_k_int8(const void *codes, const float *scales, const code_vector *v) {                       \
+        return blocks_int8_with(ANE_ENCODING_Q6_K, codes, scales, v, block_sum);                                 \
+    }                                                                                                            \
     static void rows_blocks_int8(void *context, int64_t first, int64_t last) {                                   \
-        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8_scalar);                       \
+        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8);                               \
     }
 #endif
 
