@@ -9,18 +9,21 @@
 # llama.cpp build for this CPU (build_llama_cpp.sh) where the peers' binaries do not run; without
 # a llama-server that runs, anelua's rows alone are printed. Then the fault run against anelua
 # serve: COUNT requests cut off, malformed, oversized, slow and ordinary; RSS before and after;
-# the slots /health reports idle at the end.
+# the slots /health reports idle at the end. --shape qwen3-0.6b runs the same on a random F16 model
+# at Qwen3-0.6B's shape in llama.cpp's llama architecture (qwen_shape_gguf.lua says why) with
+# Qwen3's tokenizer, written once into the work directory.
 #
 #   scripts/bench/serve_load.sh [--clients "1 4 8"] [--seconds 15] [--rounds 2] [--tokens 64]
-#                               [--format f16|q8_0|q4_0|f32] [--faults 1000] [--workdir DIR]
+#                               [--format f16|q8_0|q4_0|f32] [--shape stories|qwen3-0.6b] [--faults 1000]
+#                               [--workdir DIR]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-clients_list="1 4 8" seconds=15 rounds=2 tokens=64 format=f16 fault_count=1000 work=/tmp/anelua-serve-bench
+clients_list="1 4 8" seconds=15 rounds=2 tokens=64 format=f16 shape=stories fault_count=1000 work=/tmp/anelua-serve-bench
 while [ $# -gt 0 ]; do
   case $1 in
     --clients) clients_list=$2; shift 2 ;; --seconds) seconds=$2; shift 2 ;; --rounds) rounds=$2; shift 2 ;;
     --tokens) tokens=$2; shift 2 ;; --format) format=$2; shift 2 ;; --faults) fault_count=$2; shift 2 ;;
-    --workdir) work=$2; shift 2 ;;
+    --workdir) work=$2; shift 2 ;; --shape) shape=$2; shift 2 ;;
     *) echo "serve_load.sh: unknown option $1 (see the comment at its top)" >&2; exit 2 ;;
   esac
 done
@@ -31,6 +34,13 @@ mkdir -p "$work"
 [ -f "$work/stories110M.bin" ] || "$peers/build.sh" "$work" >/dev/null
 "$peers/llama.cpp/make_models.sh" "$work/stories110M.bin" ../shared/data/tokenizers/llama2/tokenizer.bin "$work" >/dev/null
 model=$work/model-$format.gguf
+case $shape in
+  stories) ;;
+  qwen3-0.6b)
+    model=$work/qwen3-0.6b-shape-f16.gguf
+    [ -f "$model" ] || "$anelua" scripts/bench/qwen_shape_gguf.lua "$model" >/dev/null ;;
+  *) echo "serve_load.sh: --shape is stories or qwen3-0.6b, not '$shape'" >&2; exit 2 ;;
+esac
 context=512
 load="node scripts/bench/serve_load.mjs"
 
