@@ -706,33 +706,39 @@ Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, cons
  * quarter q's nibbles are the low (q < 2) or high nibbles of ql's run q & 1, its top two bits
  * qh's bits 2q, 2q + 1, moved to bits 4-5. Each quarter is one block of 32 activation codes; its
  * two 16s take their own scales (the lanes of their bytes), products formed as the scalar code
- * forms them. */
-Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, const float *scales, const code_vector *v,
-                                                   int64_t b) {
-    __m128 two_scales = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(scales + 2 * b))); /* this row's, of the two 16s */
-    __m256 weight_scales = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two_scales), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+ * forms them. The half's eight scales d x sc come from the block (the table's values, exact in
+ * fp32: its 32 bytes per 128 weights, a quarter more than the blocks', stay unread). */
+Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, __m256 eight_scales, int quarter,
+                                                   const code_vector *v, int64_t b) {
+    __m256i pair = _mm256_setr_epi32(2 * quarter, 2 * quarter, 2 * quarter, 2 * quarter, 2 * quarter + 1, 2 * quarter + 1,
+                                     2 * quarter + 1, 2 * quarter + 1); /* this quarter's two 16s */
+    __m256 weight_scales = _mm256_permutevar8x32_ps(eight_scales, pair);
     return block_fma_int8_avx2(_mm256_sub_epi8(codes, _mm256_set1_epi8(32)), v->codes8 + 32 * b,
                                _mm256_mul_ps(weight_scales, _mm256_broadcast_ss(&v->block_scales[b])), sum);
 }
 
 Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    (void)scales; /* (the blocks' own: below) */
     const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t j = 0; j < v->k; j += 128) {
         const uint8_t *block = (const uint8_t *)codes + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
         int half = (int)(j % ANE_Q6_K_WEIGHTS) / 128;
+        float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
+        __m256 eight = _mm256_mul_ps(_mm256_set1_ps(d),
+            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)))));
         __m256i ql0 = _mm256_loadu_si256((const __m256i *)(block + 64 * half));
         __m256i ql1 = _mm256_loadu_si256((const __m256i *)(block + 64 * half + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half));
         int64_t b = j / 32;
         a0 = q6_k_quarter_int8_avx2(a0, _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
-                                    scales, v, b);
+                                    eight, 0, v, b);
         a1 = q6_k_quarter_int8_avx2(a1, _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
-                                    scales, v, b + 1);
+                                    eight, 1, v, b + 1);
         a0 = q6_k_quarter_int8_avx2(a0, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, top2)),
-                                    scales, v, b + 2);
+                                    eight, 2, v, b + 2);
         a1 = q6_k_quarter_int8_avx2(a1, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)), scales, v, b + 3);
+                                                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2)), eight, 3, v, b + 3);
     }
     return horizontal_sum(_mm256_add_ps(a0, a1));
 }
