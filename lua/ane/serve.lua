@@ -483,11 +483,15 @@ function Server:start(job)
   end
 end
 
--- Feeds the next part of a started job's prompt, at most `most` tokens; returns how many. The
--- job is past its prompt (job.prompt_left nil) once the last part is in its slot's cache.
+-- Feeds the next part of a started job's prompt, at most `most` tokens; returns how many. On a
+-- cache that holds positions the prompt's last id is left for the turn's decode step
+-- (Server:step); on an empty one a prompt that fits goes in one prefill, as `anelua run` feeds
+-- it. The job is past its prompt (job.prompt_left nil) once every id is in its slot's cache.
 function Server:prefill(job, most)
   local left = job.prompt_left
-  local count = math.min(#left - job.prompt_fed, most)
+  local remaining = #left - job.prompt_fed
+  local held_back = job.slot.session.position > 0 and 1 or 0
+  local count = math.min(remaining - held_back, most)
   if count <= 0 then return 0 end
   local part = table.move(left, job.prompt_fed + 1, job.prompt_fed + count, 1, {})
   local start = ane.clock()
@@ -588,8 +592,9 @@ end
 
 --- One turn of the engine: jobs that waited start, the prompts not yet fed take up to
 --- prefill_chunk tokens between them (the earlier slots first), every slot past its prompt
---- draws its next token, and the slots that go on feed theirs in one decode step. Returns
---- whether any slot is busy or any request waits.
+--- draws its next token, and the slots that go on feed theirs in one decode step, with the
+--- last id of each prompt that has only that left. Returns whether any slot is busy or any
+--- request waits.
 function Server:step()
   self:assign()
   local sessions, ids = {}, {}
@@ -609,12 +614,19 @@ function Server:step()
         job = nil
       end
     end
-    if job and job.prompt_left then -- (its prompt's next part comes in a later turn)
+    if job and job.prompt_left then
       busy = true
       if job.cancelled or job.request:gone() then
         job.cancelled = true
         self:finish(job)
-      end
+      elseif #job.prompt_left - job.prompt_fed == 1 and slot.session.position > 0 then
+        -- the prompt's last id rides in this turn's decode step, with no pass over the weights
+        -- of its own (a conversation's next turn often has no other new id); the logits after
+        -- it give the first token next turn
+        sessions[#sessions + 1], ids[#ids + 1] = slot.session, job.prompt_left[#job.prompt_left]
+        job.prompt_fed, job.prompt_left = job.prompt_fed + 1, nil
+        self.prefill_tokens = self.prefill_tokens + 1
+      end -- (else its prompt's next part comes in a later turn)
       job = nil
     end
     if job then
