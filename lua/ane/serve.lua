@@ -458,7 +458,7 @@ function Server:start(job)
   session:rewind(keep)
   job.prompt_left, job.prompt_fed, job.prompt_parts = {}, 0, 0
   for i = keep + 1, #job.ids do job.prompt_left[#job.prompt_left + 1] = job.ids[i] end
-  job.reused, job.prefill_seconds = keep, 0
+  job.reused = keep
   slot.held = { table.unpack(job.ids) }
   job.created = os.time()
   job.produced = {}
@@ -494,10 +494,8 @@ function Server:prefill(job, most)
   local count = math.min(remaining - held_back, most)
   if count <= 0 then return 0 end
   local part = table.move(left, job.prompt_fed + 1, job.prompt_fed + count, 1, {})
-  local start = ane.clock()
   local ok, err = job.slot.session:feed(part)
   if not ok then error(err) end
-  job.prefill_seconds = job.prefill_seconds + ane.clock() - start
   job.prompt_fed, job.prompt_parts = job.prompt_fed + count, job.prompt_parts + 1
   self.prefill_parts, self.prefill_tokens = self.prefill_parts + 1, self.prefill_tokens + count
   if job.prompt_fed == #left then job.prompt_left = nil end

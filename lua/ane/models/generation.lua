@@ -165,13 +165,13 @@ end
 
 local CACHED = { "k_cache", "v_cache", "mask" }
 
--- Writes `count` positions from 1 into a layer's caches: keys and values from k and v
--- ([1, KV * head, 1, >= count]), the mask opened.
-local function fill_caches(m, cache, count, k, v)
+-- Writes `count` positions after the first `held` into a layer's caches: keys and values from
+-- the leading positions of k and v ([1, KV * head, 1, >= count]), the mask opened.
+local function fill_caches(m, cache, held, count, k, v)
   if count == 0 then return end
-  values_of(m, cache.k_cache):slice(4, 1, count):copy_from(k:slice(4, 1, count))
-  values_of(m, cache.v_cache):slice(4, 1, count):copy_from(v:slice(4, 1, count))
-  values_of(m, cache.mask):slice(4, 1, count):fill(0)
+  values_of(m, cache.k_cache):slice(4, held + 1, held + count):copy_from(k:slice(4, 1, count))
+  values_of(m, cache.v_cache):slice(4, held + 1, held + count):copy_from(v:slice(4, 1, count))
+  values_of(m, cache.mask):slice(4, held + 1, held + count):fill(0)
 end
 
 -- The programs and caches of size `size`; the positions the session holds move over.
@@ -189,7 +189,7 @@ local function use_size(self, size)
   self.window_closed = 0 -- (the positions moved over open: slide_windows closes them again)
   if held then
     for l, cache in ipairs(self.caches) do
-      fill_caches(m, cache, self.position, values_of(m, held[l].k_cache), values_of(m, held[l].v_cache))
+      fill_caches(m, cache, 0, self.position, values_of(m, held[l].k_cache), values_of(m, held[l].v_cache))
     end
   end
   -- the model lets go of the programs of a size left behind above WHOLE_UP_TO (another long
@@ -237,7 +237,7 @@ local function settle(self)
   local pending = self.pending
   self.position = 0 -- (use_size moves the positions held: none yet)
   use_size(self, cache_size(self, pending.T + 1))
-  for l, cache in ipairs(self.caches) do fill_caches(self.model, cache, pending.T, pending[l].k, pending[l].v) end
+  for l, cache in ipairs(self.caches) do fill_caches(self.model, cache, 0, pending.T, pending[l].k, pending[l].v) end
   self.position, self.pending = pending.T, nil
 end
 
@@ -330,10 +330,7 @@ local function advance_block(self, ids)
     for name, value in pairs(inputs) do layer_inputs[name] = value end
     for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
     local r = m:eval(m:program("attn_decode", l, W, self.size), "attn", l, layer_inputs, nil, real)
-    local cache = self.caches[l]
-    values_of(m, cache.k_cache):slice(4, position + 1, position + T):copy_from(r.k:slice(4, 1, T))
-    values_of(m, cache.v_cache):slice(4, position + 1, position + T):copy_from(r.v:slice(4, 1, T))
-    values_of(m, cache.mask):slice(4, position + 1, position + T):fill(0)
+    fill_caches(m, self.caches[l], position, T, r.k, r.v)
     h = m:eval(m:program("ffn", l, W), "ffn", l, { x = r.y }, nil, real).y
   end
   self.position = position + T

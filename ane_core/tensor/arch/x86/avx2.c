@@ -724,9 +724,7 @@ Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, cons
     for (int64_t j = 0; j < v->k; j += 128) {
         const uint8_t *block = (const uint8_t *)codes + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
         int half = (int)(j % ANE_Q6_K_WEIGHTS) / 128;
-        float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
-        __m256 eight = _mm256_mul_ps(_mm256_set1_ps(d),
-            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)))));
+        __m256 eight = q6_k_half_scales_avx2(block, half);
         __m256i ql0 = _mm256_loadu_si256((const __m256i *)(block + 64 * half));
         __m256i ql1 = _mm256_loadu_si256((const __m256i *)(block + 64 * half + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half));

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "../../../base/fp16.h"
 #include "../../kernels.h"
 #include "x86.h"
 
@@ -282,11 +281,7 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
             __m512i low = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, up), top2));
             __m512i high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                            _mm512_and_si512(_mm512_srlv_epi16(qh, down), top2));
-            /* the eight 16s' scales d x sc from the block itself (the table's values, exact in
-             * fp32): 10 bytes where the table's are 32 */
-            float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
-            __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)));
-            __m512 eight = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sc)));
+            __m512 eight = _mm512_castps256_ps512(q6_k_half_scales_avx2(block, (int)half)); /* (10 bytes, not 32) */
             __m512 low_both = _mm512_mul_ps(_mm512_permutexvar_ps(first_four, eight), low_activations);
             __m512 high_both = _mm512_mul_ps(_mm512_permutexvar_ps(last_four, eight), high_activations);
             low_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(low_bias, low, low_codes)), low_both, low_sums[r]);

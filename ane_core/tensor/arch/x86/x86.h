@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "../../../base/fp16.h"
 #include "../../kernels.h"
 
 /* A kernel of ROWS_AVX512 over a job's rows (x: the job's x, or x_split); a row's weights are
@@ -47,6 +48,15 @@ __attribute__((target("avx2"))) static inline __m256i q6_k_codes_avx2(const uint
     __m256i nibbles = _mm256_and_si256(part < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     __m256i top = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * part)), low2);
     return _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(top, 4)), _mm256_set1_epi8(32));
+}
+
+/* The eight 16s' scales d x sc of half `half` (0, 1) of the Q6_K block at `block`: its int8
+ * scales (bytes 192..207) times its fp16 d (bytes 208-209), exact in fp32, the very values the
+ * encoding's table holds, which the kernels then need not read. */
+__attribute__((target("avx2"))) static inline __m256 q6_k_half_scales_avx2(const uint8_t *block, int half) {
+    float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
+    __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)));
+    return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sc));
 }
 
 /* 4-bit rows through AVX2: with x_split (AVX2's split order) the two-byte kernel, else the exact lookup. */
