@@ -33,15 +33,29 @@ void ane_text_reserve(ane_text *text, size_t extra) {
     resize(text, text->length + extra + 1);
 }
 
+/* Formatted once into the room there is; only a text that does not fit is formatted again
+ * after growing (formatting is most of an emitter's time: in a process that links
+ * libquadmath, as OpenBLAS's libgfortran does, every printf takes glibc's slow path). */
 void ane_text_append(ane_text *text, const char *format, ...) {
+    if (!reserve(text, 0)) return;
+    size_t room = text->capacity - text->length;
     va_list args;
     va_start(args, format);
-    int needed = vsnprintf(NULL, 0, format, args);
+    int needed = vsnprintf(text->data + text->length, room, format, args);
     va_end(args);
-    if (needed < 0 || !reserve(text, (size_t)needed)) return;
-    va_start(args, format);
-    vsnprintf(text->data + text->length, text->capacity - text->length, format, args);
-    va_end(args);
+    if (needed < 0) {
+        text->data[text->length] = '\0';
+        return;
+    }
+    if ((size_t)needed >= room) {
+        if (!reserve(text, (size_t)needed)) {
+            text->data[text->length] = '\0';
+            return;
+        }
+        va_start(args, format);
+        vsnprintf(text->data + text->length, text->capacity - text->length, format, args);
+        va_end(args);
+    }
     text->length += (size_t)needed;
 }
 

@@ -32,6 +32,7 @@ void ane_graph_free(ane_graph *g) {
         if (g->nodes[i]->op == ANE_OP_CONST) release_const(g->nodes[i]), had_consts = 1;
     free(g->nodes);
     free(g->outputs);
+    ane_hashmap_free(&g->names);
     ane_arena_free(&g->arena);
     free(g);
     if (had_consts) ane_intern_sweep(); /* weights no other graph holds are freed now */
@@ -52,10 +53,24 @@ int64_t ane_node_working_set_bytes(const ane_node *node) {
     return bytes;
 }
 
+/* Names are unique among live nodes and a node is never revived, so the last node given a
+ * name is the only one that can be live under it (if it still bears it). */
 ane_node *ane_graph_find(const ane_graph *g, const char *name) {
-    for (int i = 0; i < g->count; i++)
-        if (!g->nodes[i]->dead && strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
-    return NULL;
+    if (g->names_incomplete) {
+        for (int i = 0; i < g->count; i++)
+            if (!g->nodes[i]->dead && strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
+        return NULL;
+    }
+    int64_t id;
+    if (!ane_hashmap_get(&g->names, name, strlen(name), &id)) return NULL;
+    ane_node *node = g->nodes[id];
+    return node->dead || strcmp(node->name, name) != 0 ? NULL : node;
+}
+
+/* Records that `node` now bears its name (ane_graph_find's index). */
+static void index_name(ane_graph *g, const ane_node *node) {
+    if (!g->names_incomplete && !ane_hashmap_put(&g->names, node->name, strlen(node->name), node->id))
+        g->names_incomplete = 1;
 }
 
 static int output_name_taken(const ane_graph *g, const char *name) {
@@ -113,6 +128,7 @@ static ane_status new_node(ane_graph *g, ane_op op, const char *name, int nopera
 static void commit_node(ane_graph *g, ane_node *node) {
     node->id = g->count;
     g->nodes[g->count++] = node;
+    index_name(g, node);
 }
 
 ane_status ane_graph_input(ane_graph *g, const char *name, ane_dtype dtype, int rank, const int64_t *shape,
@@ -301,6 +317,7 @@ ane_status ane_graph_rename(ane_graph *g, ane_node *node, const char *name, ane_
     ane_node *holder = ane_graph_find(g, name);
     if (holder && holder != node) return ane_fail(err, ANE_ERR_ARGUMENT, "node name '%s' is already used", name);
     snprintf(node->name, sizeof node->name, "%s", name);
+    index_name(g, node);
     return ANE_OK;
 }
 
@@ -316,6 +333,9 @@ void ane_graph_compact(ane_graph *g) {
         g->nodes[kept++] = node;
     }
     g->count = kept;
+    ane_hashmap_free(&g->names); /* (the ids moved) */
+    g->names_incomplete = 0;
+    for (int i = 0; i < g->count; i++) index_name(g, g->nodes[i]);
 }
 
 int64_t ane_node_numel(const ane_node *node) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../base/arena.h"
+#include "../base/hashmap.h"
 #include "../base/status.h"
 #include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
@@ -81,6 +82,9 @@ typedef struct ane_graph {
     ane_graph_output *outputs;        /* [noutputs], in the order they were declared */
     int noutputs, outputs_capacity;
     int auto_names;                   /* counter for generated names */
+    ane_hashmap names;                /* node name -> id of the last node given it (a dead node's
+                                         entry may remain: ane_graph_find checks) */
+    int names_incomplete;             /* the map ran out of memory: ane_graph_find scans */
 } ane_graph;
 
 ane_status ane_graph_new(const char *name, ane_graph **out, ane_error *err);
