@@ -299,8 +299,8 @@ static int q_tostring(lua_State *L) {
     return 1;
 }
 
-/* ane.dequantize_blocks(bytes, "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k", shape, [name]) -> an fp32 tensor of shape from
- * llama.cpp's blocks (a uint8 tensor of exactly those blocks; ane_core/tensor/blocks.h), or nil
+/* ane.dequantize_blocks(bytes, "q8_0" | "q4_0" | "q4_1" | "q5_0" | "q5_1" | "q4_k" | "q5_k" | "q6_k", shape, [name],
+ * [dtype "fp32" (default) | "fp16": each weight rounded]) -> a tensor of shape from llama.cpp's blocks (a uint8 tensor of exactly those blocks; ane_core/tensor/blocks.h), or nil
  * and a message naming `name` for blocks that do not fit the shape or hold a non-finite scale */
 static int l_dequantize_blocks(lua_State *L) {
     ane_tensor *blocks = ane_lua_check_tensor(L, 1);
@@ -309,11 +309,13 @@ static int l_dequantize_blocks(lua_State *L) {
     if (!ane_block_type_from_name(type_name, &type))
         return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k", type_name));
     const char *name = luaL_optstring(L, 4, "blocks");
+    ane_dtype dtype = lua_isnoneornil(L, 5) ? ANE_FP32 : ane_lua_check_dtype(L, 5, ANE_FP32);
+    if (dtype != ANE_FP16 && dtype != ANE_FP32) return luaL_argerror(L, 5, "dtype must be fp32 or fp16");
     lua_Integer ndim;
     int64_t *shape = ane_lua_read_integers(L, 3, "shape", &ndim); /* (pushes the array it fills) */
     ane_tensor *out = ane_lua_new_tensor_slot(L);
     ane_error err;
-    if (ane_blocks_dequantize(type, blocks, (int)ndim, shape, name, out, &err)) return ane_lua_fail(L, &err);
+    if (ane_blocks_dequantize(type, blocks, (int)ndim, shape, dtype, name, out, &err)) return ane_lua_fail(L, &err);
     return 1;
 }
 

@@ -58,6 +58,21 @@ describe("llama.cpp's blocks", function()
     end)
   end
 
+  -- dtype "fp16" (an fp16 model's load): each weight of the definition rounded to nearest, as an
+  -- fp32 tensor's conversion rounds it; 65504 x 7 overflows to inf there too
+  it("dequantizes to fp16 as the definition's fp32 weights rounded", function()
+    for _, type in ipairs({ "q8_0", "q4_0" }) do
+      local scales = { 0.0123, -0.5, 3.25, 1 / 1024, 0, 65504 }
+      local codes = random_codes(type, #scales, 11)
+      local w = assert(ane.dequantize_blocks(blocks_of(type, scales, codes), type, { 2, 96 }, "t", "fp16"))
+      assert.are.equal("fp16", w:dtype())
+      local rounded = ane.tensor.from(reference(type, scales, codes), { 2, 96 }, "fp32"):to("fp16")
+      assert.are.equal(rounded:bytes(), w:bytes())
+    end
+    assert.error_matches(function() ane.dequantize_blocks(blocks_of("q8_0", { 1 }, random_codes("q8_0", 1, 3)), "q8_0",
+      { 32 }, "t", "int8") end, "dtype must be fp32 or fp16")
+  end)
+
   it("names the tensor when the bytes do not fit the shape or a scale is not finite", function()
     local good = blocks_of("q8_0", { 1 }, random_codes("q8_0", 1, 3))
     local w, err = ane.dequantize_blocks(good, "q8_0", { 2, 32 }, "blk.0.attn_q.weight")
@@ -90,6 +105,23 @@ describe("llama.cpp's blocks", function()
       assert.matches(string.format("m: block 4999 %%(byte %d of its data%%) has scale %%-inf", 4999 * (type == "q8_0" and 34 or 18)),
         err)
     end)
+
+    -- ane.dequantize_blocks likewise over the helper threads (ranges of 4,096 blocks of 32)
+    it("dequantizes " .. type .. " blocks over threads to the definition's weights, naming the first bad block", function()
+      local scales = {}
+      for b = 1, 12288 do scales[b] = (b % 97 - 48) / 64 end
+      local codes = random_codes(type, #scales, 13)
+      local blocks = blocks_of(type, scales, codes)
+      local expected = reference(type, scales, codes)
+      assert.are.same(expected, assert(ane.dequantize_blocks(blocks, type, { 96, 4096 }, "m")):reshape(-1):totable())
+      assert.are.equal(ane.tensor.from(expected, { 96, 4096 }, "fp32"):to("fp16"):bytes(),
+        assert(ane.dequantize_blocks(blocks, type, { 96, 4096 }, "m", "fp16")):bytes())
+      scales[9000], scales[5000] = math.huge, -math.huge
+      local bad, err = ane.dequantize_blocks(blocks_of(type, scales, codes), type, { 96, 4096 }, "m", "fp16")
+      assert.is_nil(bad)
+      assert.matches(string.format("m: block 4999 %%(byte %d of its data%%) has scale %%-inf", 4999 * (type == "q8_0" and 34 or 18)),
+        err)
+    end)
   end
 end)
 
@@ -110,6 +142,8 @@ describe("llama.cpp's blocks against gguf-py", function()
       local expected = assert(gguf.tensor(file, name .. ".expected"))
       assert.are.same({ 2, 512 }, got:shape())
       assert.are.equal(expected:bytes(), got:bytes())
+      local half = assert(gguf.tensor(file, name .. ".blocks", false, "fp16")) -- (an fp16 model's load)
+      assert.are.equal(expected:to("fp16"):bytes(), half:bytes())
     end)
   end
 

@@ -190,23 +190,52 @@ static ane_status blocks_fit(const struct block_format *format, const ane_tensor
     return ANE_OK;
 }
 
+/* Blocks dequantized over the helper threads (a file's matrices are most of a load's time):
+ * each range's weights, and the least index of a block whose scale is not finite (first_bad;
+ * nblocks for none), where its range stops. */
+typedef struct dequantize_job {
+    const struct block_format *format;
+    const uint8_t *bytes; /* [nblocks * size] as stored */
+    void *weights;        /* [nblocks * weights] fp32 or fp16 */
+    ane_dtype dtype;
+    _Atomic int64_t first_bad;
+} dequantize_job;
+
+static void dequantize_range(void *context, int64_t first, int64_t last) {
+    dequantize_job *job = context;
+    int n = job->format->weights;
+    float block[256]; /* [n]: one block's fp32 weights on the way to fp16 */
+    for (int64_t b = first; b < last; b++) {
+        float bad, *w = job->dtype == ANE_FP32 ? (float *)job->weights + b * n : block;
+        if (job->format->dequantize(job->bytes + b * job->format->bytes, w, &bad)) {
+            int64_t seen = atomic_load(&job->first_bad);
+            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
+            }
+            return;
+        }
+        if (job->dtype == ANE_FP16) ane_dtype_convert_row((uint16_t *)job->weights + b * n, ANE_FP16, block, ANE_FP32, (size_t)n);
+    }
+}
+
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
-                                 const char *name, ane_tensor *out, ane_error *err) {
+                                 ane_dtype dtype, const char *name, ane_tensor *out, ane_error *err) {
     const struct block_format *format = &FORMATS[type];
-    int64_t nblocks = 0, size = format->bytes;
+    int64_t nblocks = 0;
+    if (dtype != ANE_FP32 && dtype != ANE_FP16)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: blocks dequantize to fp32 or fp16, not %s", name, ane_dtype_name(dtype));
     ane_status status = blocks_fit(format, blocks, ndim, shape, name, &nblocks, err);
     if (status) return status;
-    status = ane_tensor_empty(out, ndim, shape, ANE_FP32, err);
+    status = ane_tensor_empty(out, ndim, shape, dtype, err);
     if (status) return status;
-    const uint8_t *data = (const uint8_t *)ane_tensor_data(blocks);
-    float *w = (float *)ane_tensor_data(out);
-    for (int64_t b = 0; b < nblocks; b++) {
-        float bad;
-        if (format->dequantize(data + b * size, w + b * format->weights, &bad)) {
-            ane_tensor_release(out);
-            return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name,
-                            (long long)b, (long long)(b * size), (double)bad);
-        }
+    dequantize_job job = {format, (const uint8_t *)ane_tensor_data(blocks), ane_tensor_data(out), dtype, nblocks};
+    ane_parallel_for(nblocks, 4096 * 32 / format->weights, dequantize_range, &job);
+    int64_t b = atomic_load(&job.first_bad);
+    if (b < nblocks) {
+        float weights[256], bad = 0.0f; /* (that block again, for its scale) */
+        format->dequantize(job.bytes + b * format->bytes, weights, &bad);
+        ane_tensor_release(out);
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
+                        (long long)(b * format->bytes), (double)bad);
     }
     return ANE_OK;
 }

@@ -34,11 +34,12 @@ int ane_block_type_from_name(const char *name, ane_block_type *out);
 int ane_block_weights(ane_block_type type);
 int64_t ane_block_bytes(ane_block_type type);
 
-/* out: a new fp32 tensor of `shape` (ndim dims, the last a multiple of the block's weights)
- * holding the weights of `blocks` (uint8, exactly the blocks of that many weights,
+/* out: a new tensor of `shape` (ndim dims, the last a multiple of the block's weights) and
+ * `dtype` (fp32, or fp16: each fp32 weight rounded to nearest, as a program's conversion rounds
+ * it) holding the weights of `blocks` (uint8, exactly the blocks of that many weights,
  * contiguous). Fails naming `name` when the sizes disagree or a scale is not finite. */
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
-                                 const char *name, ane_tensor *out, ane_error *err);
+                                 ane_dtype dtype, const char *name, ane_tensor *out, ane_error *err);
 
 /* Q8_0, Q4_0 and Q6_K blocks of a [rows, k] matrix kept as they are for the products that read
  * them (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0 / _Q6_K): data the codes (Q8_0's int8 as stored;

@@ -227,10 +227,10 @@ local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k" }
 local CPU_ROLES = { token_embedding = true, classifier = true }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
---- holds it so; the block types dequantized) or, with keep_blocks, a Q8_0 / Q4_0 matrix (and with
+--- holds it so; the block types dequantized, to `dtype` "fp32" (default) or "fp16") or, with keep_blocks, a Q8_0 / Q4_0 matrix (and with
 --- keep_blocks "cpu", a table only the CPU reads, a Q6_K one) as a quantized weight of its codes
 --- and scales; or nil and a message naming it.
-function M.tensor(file, name, keep_blocks)
+function M.tensor(file, name, keep_blocks, dtype)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
   if VIEWS[t.type] then return file.mapping:tensor(file.path, name, VIEWS[t.type], t.shape, t.first, t.last) end
@@ -241,7 +241,7 @@ function M.tensor(file, name, keep_blocks)
     if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "cpu") then
       return ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label)
     end
-    return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label)
+    return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label, dtype)
   end
   return fail("%s: tensor '%s' is %s, which anelua does not read yet (F32, F16, BF16, Q8_0, "
     .. "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", file.path, name, t.type)
@@ -306,9 +306,11 @@ end
 --- ane.models.transformer takes them; W.header the file's header, for its tokenizer without
 --- reading the file again); or nil and a message. The Q8_0 and Q4_0 matrices
 --- (and a Q6_K embedding or classifier) are quantized weights as stored, unless
---- opts.dequantize_blocks.
+--- opts.dequantize_blocks; the other block types are dequantized to opts.dtype ("fp32", the
+--- default, or "fp16" for a model that computes in fp16: half the memory, the same values).
 function M.read(path, opts)
   local keep_blocks = not (opts and opts.dequantize_blocks)
+  local dtype = opts and opts.dtype
   local file, err = M.open(path)
   if not file then return nil, err end
   local architecture = file.metadata["general.architecture"]
@@ -362,7 +364,7 @@ function M.read(path, opts)
         table.concat(shape, ", "))
     end
     if BLOCKS[t.type] then from_blocks[role] = true end -- (whether kept or dequantized)
-    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true))
+    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true), dtype)
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version, header = file,

@@ -49,7 +49,10 @@ function M.load(path, opts)
   if type(path) ~= "string" then error("llama.load: path must be a string", 2) end
   local is_directory = lfs.attributes(path, "mode") == "directory"
   local reader = is_directory and "ane.formats.hf_llama" or M.is_gguf(path) and "ane.formats.gguf" or "ane.formats.llama2c"
-  local W, err = require(reader).read(path, { dequantize_blocks = opts and opts.dequantize_blocks })
+  -- (an fp16 model's dequantized blocks go straight to fp16; quantizing at load starts from fp32)
+  local fp16 = (opts and opts.precision or "fp16") == "fp16" and not (opts and opts.quantize)
+  local W, err = require(reader).read(path, { dequantize_blocks = opts and opts.dequantize_blocks,
+    dtype = fp16 and "fp16" or nil })
   if not W then return nil, err end
   local model, problem = M.from_weights(W, opts)
   if model then model.file_header, W.header = W.header, nil end -- (a GGUF file's: ane.models.load reads its tokenizer from it)
