@@ -1,6 +1,7 @@
 /* The graph IR: building nodes, names, outputs, use lists, stats and dumps (see graph.h). */
 #include "graph.h"
 
+#include "../base/hashmap.h"
 #include "../base/text.h"
 #include "../tensor/intern.h"
 
@@ -32,7 +33,7 @@ void ane_graph_free(ane_graph *g) {
         if (g->nodes[i]->op == ANE_OP_CONST) release_const(g->nodes[i]), had_consts = 1;
     free(g->nodes);
     free(g->outputs);
-    ane_hashmap_free(&g->names);
+    free(g->names);
     ane_arena_free(&g->arena);
     free(g);
     if (had_consts) ane_intern_sweep(); /* weights no other graph holds are freed now */
@@ -53,24 +54,50 @@ int64_t ane_node_working_set_bytes(const ane_node *node) {
     return bytes;
 }
 
-/* Names are unique among live nodes and a node is never revived, so the last node given a
- * name is the only one that can be live under it (if it still bears it). */
+/* ane_graph_find's index: open addressing over the node ids, keyed by the hash of the name the
+ * node bears (read from the node, so a rename adds an entry and the old one no longer matches).
+ * Names are unique among live nodes and a node is never revived, so of a name's entries only a
+ * live node bearing it is found. */
+static uint32_t name_hash(const char *name) { return (uint32_t)ane_hash_bytes(name, strlen(name)); }
+
+static void index_insert(ane_graph *g, const ane_node *node) {
+    uint32_t hash = name_hash(node->name), mask = (uint32_t)g->names_capacity - 1;
+    uint32_t i = hash & mask;
+    while (g->names[i]) i = (i + 1) & mask;
+    g->names[i] = (uint64_t)hash << 32 | (uint32_t)(node->id + 1);
+    g->names_count++;
+}
+
+/* The index rebuilt over the live nodes, with room for twice as many (a scan when memory ran out). */
+static void index_rebuild(ane_graph *g) {
+    int capacity = 16;
+    while (capacity < 2 * (g->count + 1)) capacity *= 2;
+    free(g->names);
+    g->names = calloc((size_t)capacity, sizeof *g->names);
+    g->names_capacity = g->names ? capacity : 0, g->names_count = 0;
+    for (int i = 0; g->names && i < g->count; i++)
+        if (!g->nodes[i]->dead) index_insert(g, g->nodes[i]);
+}
+
+/* Records that `node` now bears its name. */
+static void index_name(ane_graph *g, const ane_node *node) {
+    if (2 * (g->names_count + 1) > g->names_capacity) index_rebuild(g); /* (takes `node` in too) */
+    else index_insert(g, node);
+}
+
 ane_node *ane_graph_find(const ane_graph *g, const char *name) {
-    if (g->names_incomplete) {
+    if (!g->names_capacity) {
         for (int i = 0; i < g->count; i++)
             if (!g->nodes[i]->dead && strcmp(g->nodes[i]->name, name) == 0) return g->nodes[i];
         return NULL;
     }
-    int64_t id;
-    if (!ane_hashmap_get(&g->names, name, strlen(name), &id)) return NULL;
-    ane_node *node = g->nodes[id];
-    return node->dead || strcmp(node->name, name) != 0 ? NULL : node;
-}
-
-/* Records that `node` now bears its name (ane_graph_find's index). */
-static void index_name(ane_graph *g, const ane_node *node) {
-    if (!g->names_incomplete && !ane_hashmap_put(&g->names, node->name, strlen(node->name), node->id))
-        g->names_incomplete = 1;
+    uint32_t hash = name_hash(name), mask = (uint32_t)g->names_capacity - 1;
+    for (uint32_t i = hash & mask; g->names[i]; i = (i + 1) & mask) {
+        if ((uint32_t)(g->names[i] >> 32) != hash) continue;
+        ane_node *node = g->nodes[(uint32_t)g->names[i] - 1];
+        if (!node->dead && strcmp(node->name, name) == 0) return node;
+    }
+    return NULL;
 }
 
 static int output_name_taken(const ane_graph *g, const char *name) {
@@ -271,6 +298,7 @@ ane_status ane_graph_output_node(ane_graph *g, const char *name, ane_node *node,
                         has_generated_name(node);
         if (renamable && !holder) {
             snprintf(node->name, sizeof node->name, "%s", name);
+            index_name(g, node);
         } else if (holder) {
             return ane_fail(err, ANE_ERR_ARGUMENT, "output name '%s' is already the name of another node", name);
         } else {
@@ -333,9 +361,7 @@ void ane_graph_compact(ane_graph *g) {
         g->nodes[kept++] = node;
     }
     g->count = kept;
-    ane_hashmap_free(&g->names); /* (the ids moved) */
-    g->names_incomplete = 0;
-    for (int i = 0; i < g->count; i++) index_name(g, g->nodes[i]);
+    index_rebuild(g); /* (the ids moved) */
 }
 
 int64_t ane_node_numel(const ane_node *node) {

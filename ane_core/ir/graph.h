@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "../base/arena.h"
-#include "../base/hashmap.h"
 #include "../base/status.h"
 #include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
@@ -82,9 +81,10 @@ typedef struct ane_graph {
     ane_graph_output *outputs;        /* [noutputs], in the order they were declared */
     int noutputs, outputs_capacity;
     int auto_names;                   /* counter for generated names */
-    ane_hashmap names;                /* node name -> id of the last node given it (a dead node's
-                                         entry may remain: ane_graph_find checks) */
-    int names_incomplete;             /* the map ran out of memory: ane_graph_find scans */
+    uint64_t *names;                  /* [names_capacity] ane_graph_find's index: per entry the
+                                         name's hash << 32 | node id + 1 (0: empty); an entry of a
+                                         node since renamed or removed stays until a rebuild */
+    int names_capacity, names_count;  /* a power of two (0: no index yet, or memory ran out) */
 } ane_graph;
 
 ane_status ane_graph_new(const char *name, ane_graph **out, ane_error *err);
