@@ -171,4 +171,90 @@ describe("llama.cpp's blocks against gguf-py", function()
       end
     end)
   end
+
+  -- Q4_K kept as a scale and an offset per 32 (tensor/quantize.h), decoded here from the
+  -- format's definition (ggml-common.h's block_q4_K: fp16 d and dmin, 12 bytes of eight 6-bit
+  -- scales and mins, 128 bytes of codes: sub-block s in the low (s even) or high nibbles of
+  -- qs[32 (s // 2) ..]). Scale d sc is exact in fp32 (11 x 6 bits); offset fl(dmin m / scale), both
+  -- rounded to the table's dtype, the offset from the rounded scale.
+  local function f16(v) return ane.tensor.from({ v }, { 1 }, "fp32"):to("fp16"):to("fp32"):get(1) end
+  local function f32(v) return (string.unpack("f", string.pack("f", v))) end
+  local function q4_k_reference(bytes, rows, k, dtype)
+    local round = dtype == "fp16" and f16 or f32
+    local pairs_, codes, sums = {}, {}, {} -- pairs per row; codes per row; per weight 15 scale + min
+    local at = 1
+    for r = 1, rows do
+      pairs_[r], codes[r], sums[r] = {}, {}, {}
+      for _ = 1, k // 256 do
+        local d = ane.tensor.from_bytes(bytes:sub(at, at + 1), { 1 }, "fp16"):to("fp32"):get(1)
+        local dmin = ane.tensor.from_bytes(bytes:sub(at + 2, at + 3), { 1 }, "fp16"):to("fp32"):get(1)
+        local sc = { bytes:byte(at + 4, at + 15) }
+        for s = 0, 7 do
+          local scale, min
+          if s < 4 then
+            scale, min = sc[s + 1] & 63, sc[s + 5] & 63
+          else
+            scale, min = (sc[s + 5] & 15) | (sc[s - 3] >> 6) << 4, (sc[s + 5] >> 4) | (sc[s + 1] >> 6) << 4
+          end
+          local step, offset_total = round(f32(d * scale)), f32(dmin * min)
+          local offset = round(step ~= 0 and f32(offset_total / step) or 0)
+          table.move({ step, offset }, 1, 2, #pairs_[r] + 1, pairs_[r])
+          for l = 0, 31 do
+            codes[r][#codes[r] + 1] = (bytes:byte(at + 16 + 32 * (s // 2) + l) >> 4 * (s % 2)) & 15
+            sums[r][#sums[r] + 1] = 15 * math.abs(d * scale) + math.abs(offset_total)
+          end
+        end
+        at = at + 144
+      end
+    end
+    return pairs_, codes, sums
+  end
+
+  for _, dtype in ipairs({ "fp32", "fp16" }) do
+    it("keeps Q4_K as a scale and an offset per 32 (" .. dtype .. " table), within a rounding of its weights", function()
+      local info = file.tensors["q4_k.blocks"]
+      local bytes = helpers.read_file(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"):sub(info.first + 1, info.last)
+      local kept = assert(gguf.tensor(file, "q4_k.blocks", true, nil, dtype))
+      assert.are.equal("q4_k", kept:encoding())
+      local pairs_, codes, sums = q4_k_reference(bytes, 2, 512, dtype)
+      assert.are.same(pairs_, kept:table():totable())
+      local packed, data = {}, kept:data():totable()
+      for r = 1, 2 do
+        packed[r] = {}
+        for j = 1, 512, 2 do packed[r][#packed[r] + 1] = codes[r][j] | codes[r][j + 1] << 4 end
+      end
+      assert.are.same(packed, data)
+      -- each weight scale (x - offset) against gguf-py's (d sc) x - dmin m: fp32 tables differ by
+      -- the offset's, the subtraction's and the product's roundings, at most 3 u (15 |d sc| + |dmin m|)
+      -- (u = 2^-24) plus gguf-py's own two (2 u); fp16 tables by the scale's and the offset's
+      -- roundings (2^-11 each of 15 |d sc| and |dmin m|) and those
+      local expected, got = assert(gguf.tensor(file, "q4_k.expected")):totable(), kept:dequantize():totable()
+      local unit = dtype == "fp16" and 2 ^ -10 + 5 * 2 ^ -24 or 5 * 2 ^ -24
+      local worst = 0
+      for r = 1, 2 do
+        for j = 1, 512 do
+          local err = math.abs(got[r][j] - expected[r][j])
+          assert.is_true(err <= unit * sums[r][j], string.format("row %d weight %d: %g from %g", r, j, got[r][j], expected[r][j]))
+          worst = math.max(worst, err / sums[r][j])
+        end
+      end
+      assert.is_true(worst > 0) -- (the offset's rounding shows: the comparison is not vacuous)
+    end)
+  end
+
+  it("refuses a Q4_K sub-block of scale 0 with a min, naming it (the reader dequantizes that matrix)", function()
+    local info = file.tensors["q4_k.blocks"]
+    local bytes = helpers.read_file(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"):sub(info.first + 1, info.last)
+    -- block 1's sub-block 2: its 6-bit scale (byte 4 + 2, low six bits) 0, its min (byte 4 + 6) 5
+    local at = 145
+    local changed = bytes:sub(1, at + 3 + 2) .. string.char(bytes:byte(at + 4 + 2) & 0xC0) .. bytes:sub(at + 4 + 3, at + 3 + 6)
+      .. string.char((bytes:byte(at + 4 + 6) & 0xC0) | 5) .. bytes:sub(at + 4 + 7)
+    assert.are.equal(#bytes, #changed)
+    local blocks = ane.tensor.from_bytes(changed, { #changed }, "uint8")
+    local q, err = ane.blocks_quantized(blocks, "q4_k", { 2, 512 }, "t")
+    assert.is_nil(q)
+    assert.matches("^t: sub%-block 2 of block 1 %(byte 144 of its data%) has min [%d.e-]+ over scale %-?0, which an fp16 scale and "
+      .. "offset cannot hold$", err)
+    assert.is_not_nil(ane.dequantize_blocks(blocks, "q4_k", { 2, 512 }, "t"))
+  end)
 end)

@@ -241,6 +241,28 @@ describe("ane.quantize", function()
   end)
 end)
 
+-- A GGUF file's Q4_K matrix kept as a scale and an offset per 32 (tensor/quantize.h): a program
+-- carries uint4 codes, the scales and the offsets (constexpr_blockwise_shift_scale with an
+-- offset), and sim multiplies them as stored: the dense program of the dequantized weight, bit
+-- for bit, at one position.
+describe("Q4_K weights in a program", function()
+  it("are carried as uint4 codes, a scale and an offset per 32, and multiplied as stored", function()
+    local gguf = require("ane.formats.gguf")
+    local file = assert(gguf.open(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"))
+    local q = assert(gguf.tensor(file, "q4_k.blocks", true, nil, "fp32")) -- [2, 512]
+    local x = randn({ 1, 512, 1, 1 }, 1, 46)
+    local program, g = linear_program(q:reshape(2, 512, 1, 1), 512, 1, "q4_k")
+    local text, files = g:mil()
+    assert.matches("constexpr_blockwise_shift_scale()[data = tensor<uint4, [2, 512, 1, 1]>", text, 1, true)
+    assert.matches("offset = tensor<fp32, [2, 16, 1, 1]>", text, 1, true)
+    assert.matches("scale = tensor<fp32, [2, 16, 1, 1]>", text, 1, true)
+    local records = assert(ane.milblob.read(files["@model_path/weights/weight.bin"]))
+    assert.are.same({ 11, 2 * 512 // 2 }, { records[1].dtype_code, records[1].size }) -- MILBlob uint4, the codes
+    local dense = linear_program(q:dequantize():reshape(2, 512, 1, 1), 512, 1, "dense")
+    assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(dense:eval({ x = x }).y))
+  end)
+end)
+
 describe("programs with quantized weights", function()
   local cin, cout = 136, 48 -- 136 = 8 x 16 + 8: the kernels' vector loop and their tail
   local w = randn({ cout, cin }, 0.05, 21)

@@ -163,13 +163,16 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
  *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per
  *         row, lut [rows, 1, ..., 1, 16, 1]
- *   q8_0, q4_0  constexpr_blockwise_shift_scale (iOS18; coremltools' definition: output = scale x
- *         (data - offset), block sizes data's dims / scale's): int8 or int4 data of the weight's
- *         shape, scale [rows, k / 32, 1, ...], no offset */
+ *   q8_0, q4_0, q4_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition: output =
+ *         scale x (data - offset), block sizes data's dims / scale's): int8, int4 or (q4_k) uint4
+ *         data of the weight's shape, scale [rows, k / 32, 1, ...]; q4_k's offset of scale's shape
+ *         and type (the table's pairs, split) */
 static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
     int64_t rows = node->shape[0], k = ane_node_numel(node) / (rows ? rows : 1);
     int64_t width = ane_encoded_table_width(node->encoding, k);
-    char data_type[192], table_type[192], data_literal[512], table_literal[512], dims[160];
+    int shifted = node->encoding == ANE_ENCODING_Q4_K; /* a scale and an offset per block */
+    int64_t per_table = shifted ? width / 2 : width;   /* entries of one table (scale, or offset) per row */
+    char data_type[192], table_type[192], data_literal[512], table_literal[512], offset_literal[512], dims[160];
     int lut = node->encoding == ANE_ENCODING_LUT4, blockwise = ane_encoding_is_blockwise(node->encoding);
     int64_t table_shape[ANE_IR_MAX_RANK + 2] = {rows};
     int table_rank = 1;
@@ -178,30 +181,40 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
         table_shape[node->rank] = width, table_shape[node->rank + 1] = 1;
         table_rank = node->rank + 2;
     } else if (blockwise) { /* (graph.c: the weight is [rows, k, 1, ...]) */
-        for (int d = 1; d < node->rank; d++) table_shape[d] = d == 1 ? width : 1;
+        for (int d = 1; d < node->rank; d++) table_shape[d] = d == 1 ? per_table : 1;
         table_rank = node->rank;
     }
     ane_shape_string(dims, sizeof dims, node->rank, node->shape);
     uint32_t code = MILBLOB_INT8;
-    if (lut) snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims), code = MILBLOB_UINT4;
+    if (lut || shifted) snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims), code = MILBLOB_UINT4;
     else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
     else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
     blob_literal(e, data_type, code, ane_tensor_data(&node->value), (uint64_t)ane_tensor_numel(&node->value), 1,
                  data_literal, sizeof data_literal);
-    size_t table_bytes = (size_t)(rows * width) * ane_dtype_size(node->dtype);
+    size_t table_bytes = (size_t)(rows * per_table) * ane_dtype_size(node->dtype);
     void *table = malloc(table_bytes ? table_bytes : 1);
-    if (!table) {
+    float *column = shifted ? malloc(sizeof(float) * (size_t)(rows * per_table) + 1) : NULL; /* one of the pairs' halves */
+    if (!table || (shifted && !column)) {
         if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
+        free(table), free(column);
         return;
     }
-    ane_dtype_convert_row(table, node->dtype, ane_tensor_data(&node->table), ANE_FP32, (size_t)(rows * width));
-    blob_literal(e, table_type, ane_milblob_code_for(node->dtype), table, table_bytes, 0, table_literal,
-                 sizeof table_literal);
-    free(table);
+    const float *entries = (const float *)ane_tensor_data(&node->table);
+    for (int half = 0; half < (shifted ? 2 : 1); half++) { /* the scales, then (q4_k) the offsets */
+        if (shifted)
+            for (int64_t i = 0; i < rows * per_table; i++) column[i] = entries[2 * i + half];
+        ane_dtype_convert_row(table, node->dtype, shifted ? column : entries, ANE_FP32, (size_t)(rows * per_table));
+        blob_literal(e, table_type, ane_milblob_code_for(node->dtype), table, table_bytes, 0,
+                     half ? offset_literal : table_literal, sizeof table_literal);
+    }
+    free(table), free(column);
     if (lut)
         ane_text_append(&e->text, INDENT "%s %s = constexpr_lut_to_dense()[indices = %s, lut = %s, name = string(\"%s\")];\n",
                         type, node->name, data_literal, table_literal, node->name);
+    else if (shifted)
+        ane_text_append(&e->text, INDENT "%s %s = constexpr_blockwise_shift_scale()[data = %s, name = string(\"%s\"), "
+                        "offset = %s, scale = %s];\n", type, node->name, data_literal, node->name, offset_literal, table_literal);
     else if (blockwise)
         ane_text_append(&e->text, INDENT "%s %s = constexpr_blockwise_shift_scale()[data = %s, name = string(\"%s\"), "
                         "scale = %s];\n", type, node->name, data_literal, node->name, table_literal);

@@ -233,6 +233,7 @@ struct mil_value {
     ane_weight_encoding encoding; /* VAL_ENCODED: a quantized weight kept as stored (type: the dense one) */
     const mil_value *codes;    /* VAL_ENCODED: its int8 data or packed 4-bit indices (BLOBFILE bytes) */
     const mil_value *table;    /* VAL_ENCODED: its scales or palettes */
+    const mil_value *offsets;  /* VAL_ENCODED q4_k: its offsets, one per scale */
     int table_per_row;         /* VAL_ENCODED: one scale / palette per row (else one for every row) */
 };
 
@@ -717,7 +718,11 @@ static ane_status encoded_const(parser *p, const mil_value *v, const char *name,
     status = ane_tensor_empty(&table, 1, table_shape, ANE_FP32, err);
     if (!status) {
         float *entries = (float *)ane_tensor_data(&table);
-        for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, v->table_per_row ? i : i % width);
+        if (v->offsets) /* q4_k: each block's scale, then its offset */
+            for (int64_t i = 0; i < rows * width / 2; i++)
+                entries[2 * i] = (float)param_at(v->table, i), entries[2 * i + 1] = (float)param_at(v->offsets, i);
+        else
+            for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, v->table_per_row ? i : i % width);
         status = ane_graph_const_encoded(p->graph, name, v->type.dtype, v->type.rank, v->type.dims, v->encoding, &data,
                                          &table, node, err);
         ane_tensor_release(&table);
@@ -1176,6 +1181,20 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
     for (int d = 2; blocks_of_32 && d < rank; d++) blocks_of_32 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
     if (blocks_of_32 && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_0 : ANE_ENCODING_Q8_0, data, scale, 1);
+        if (encoded || failed(p)) return encoded;
+    }
+    /* GGUF's Q4_K as tensor/quantize.h keeps it (uint4 data, a float scale and offset per 32 along
+     * dimension 1): kept as stored */
+    int shifted_blocks = rank >= 2 && scale->type.rank == rank && data->type.dtype == ANE_UINT8 && data->type.bits == 4 &&
+        offset && offset->kind == VAL_TENSOR && offset->type.bits == 0 &&
+        (offset->type.dtype == ANE_FP16 || offset->type.dtype == ANE_FP32) && offset->type.rank == rank &&
+        numel == type_numel(&out->type) && scale->type.dims[0] == data->type.dims[0] &&
+        scale->type.dims[1] * ANE_ENCODING_BLOCK == data->type.dims[1];
+    for (int d = 0; shifted_blocks && d < rank; d++)
+        shifted_blocks = offset->type.dims[d] == scale->type.dims[d] && (d < 2 || data->type.dims[d] == 1);
+    if (shifted_blocks && !failed(p)) {
+        mil_value *encoded = encoded_value(p, out, ANE_ENCODING_Q4_K, data, scale, 1);
+        if (encoded) encoded->offsets = offset;
         if (encoded || failed(p)) return encoded;
     }
     mil_value *value = dense_value(p, out, numel, op);

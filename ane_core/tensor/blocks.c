@@ -266,6 +266,53 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
     return ANE_OK;
 }
 
+/* Q4_K kept (quantize.h's ANE_ENCODING_Q4_K): each sub-block's codes in MIL's uint4 order, its
+ * scale d x sc (exact in fp32: 11 x 6 bits) and offset dmin x m / (d x sc), both rounded to
+ * table_dtype (an fp16 program's values), the offset from the rounded scale. A sub-block whose
+ * scale is 0 but whose min is not has no such form: refused, naming it (the caller dequantizes). */
+static ane_status split_q4_k(const ane_tensor *blocks, int64_t rows, int64_t k, int64_t nblocks, ane_dtype table_dtype,
+                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
+    int64_t data_shape[2] = {rows, k / 2}, table_shape[2] = {rows, k / 16};
+    ane_status status = ane_tensor_empty(data, 2, data_shape, ANE_UINT8, err);
+    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    if (status) {
+        ane_tensor_release(data), ane_tensor_release(table);
+        return status;
+    }
+    const uint8_t *bytes = (const uint8_t *)ane_tensor_data(blocks);
+    uint8_t *codes = (uint8_t *)ane_tensor_data(data);
+    float *pairs = (float *)ane_tensor_data(table);
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint8_t *block = bytes + b * 144;
+        float d = half_at(block), dmin = half_at(block + 2), bad;
+        if (scale_is_bad(d, &bad) || scale_is_bad(dmin, &bad)) {
+            ane_tensor_release(data), ane_tensor_release(table);
+            return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
+                            (long long)(b * 144), (double)bad);
+        }
+        for (int sub = 0; sub < 8; sub++) {
+            int sc, m;
+            k_scale_min(block + 4, sub, &sc, &m);
+            float scale = d * (float)sc, min = dmin * (float)m;
+            if (table_dtype == ANE_FP16) scale = ane_fp16_to_fp32(ane_fp32_to_fp16(scale));
+            float offset = scale != 0.0f ? min / scale : 0.0f;
+            if (table_dtype == ANE_FP16) offset = ane_fp16_to_fp32(ane_fp32_to_fp16(offset));
+            if ((scale == 0.0f && min != 0.0f) || !isfinite(offset)) {
+                ane_tensor_release(data), ane_tensor_release(table);
+                return ane_fail(err, ANE_ERR_FORMAT, "%s: sub-block %d of block %lld (byte %lld of its data) has min %g over "
+                                "scale %g, which a%s scale and offset cannot hold", name, sub, (long long)b,
+                                (long long)(b * 144), (double)min, (double)scale, table_dtype == ANE_FP16 ? "n fp16" : "");
+            }
+            pairs[2 * (8 * b + sub)] = scale, pairs[2 * (8 * b + sub) + 1] = offset;
+            const uint8_t *qs = block + 16 + 32 * (sub / 2);
+            uint8_t *out = codes + (256 * b + 32 * sub) / 2; /* element 32 sub + l of the block */
+            for (int l = 0; l < 32; l += 2)
+                out[l / 2] = (uint8_t)(((qs[l] >> 4 * (sub % 2)) & 15) | ((qs[l + 1] >> 4 * (sub % 2)) & 15) << 4);
+        }
+    }
+    return ANE_OK;
+}
+
 /* Q8_0 / Q4_0 blocks split over the helper threads (a file's matrices are most of a load's
  * time): each range's codes and scales, and the least index of a block whose scale is not
  * finite (first_bad; nblocks for none), where its range stops. */
@@ -300,18 +347,19 @@ static void split_range(void *context, int64_t first, int64_t last) {
     }
 }
 
-ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, const char *name,
-                            ane_tensor *data, ane_tensor *table, ane_error *err) {
+ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, ane_dtype table_dtype,
+                            const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
     memset(data, 0, sizeof *data);
     memset(table, 0, sizeof *table);
-    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0, q4_0 and q6_k are)", name,
-                        FORMATS[type].name);
+    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K && type != ANE_BLOCKS_Q4_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0, q4_0, q6_k and q4_k are)",
+                        name, FORMATS[type].name);
     const struct block_format *format = &FORMATS[type];
     int64_t shape[2] = {rows, k}, nblocks = 0, size = format->bytes;
     ane_status status = blocks_fit(format, blocks, 2, shape, name, &nblocks, err);
     if (status) return status;
     if (type == ANE_BLOCKS_Q6_K) return split_q6_k(blocks, rows, k, nblocks, name, data, table, err);
+    if (type == ANE_BLOCKS_Q4_K) return split_q4_k(blocks, rows, k, nblocks, table_dtype, name, data, table, err);
     int q8 = type == ANE_BLOCKS_Q8_0;
     int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
     status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
@@ -336,6 +384,9 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
 ane_status ane_blocks_join(ane_block_type type, const ane_tensor *data, const ane_tensor *table, int64_t rows, int64_t k,
                            const char *name, ane_tensor *blocks, ane_error *err) {
     memset(blocks, 0, sizeof *blocks);
+    if (type == ANE_BLOCKS_Q4_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: q4_k blocks are kept as a scale and an offset per 32, which do not "
+                        "give back the file's 6-bit scales and mins: write its weights dequantized", name);
     if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K)
         return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are not kept, so not joined (q8_0, q4_0 and q6_k are)", name,
                         FORMATS[type].name);

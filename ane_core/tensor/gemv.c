@@ -39,6 +39,7 @@ static kernel_weights weights_of(ane_weight_encoding encoding) {
     case ANE_ENCODING_Q8_0: return WEIGHTS_Q8_0;
     case ANE_ENCODING_Q4_0: return WEIGHTS_Q4_0;
     case ANE_ENCODING_Q6_K: return WEIGHTS_Q6_K;
+    case ANE_ENCODING_Q4_K: return WEIGHTS_Q4_K;
     case ANE_ENCODING_DENSE: break;
     }
     return WEIGHTS_FP16;
@@ -285,7 +286,9 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
     for (int64_t c = 0; c < columns; c++) {
         quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
-                       encoding == ANE_ENCODING_LUT4 ? 1 : encoding == ANE_ENCODING_Q4_0 ? ARRANGE_FOR_Q4_0 : 0);
+                       encoding == ANE_ENCODING_LUT4                                  ? 1
+                       : encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K ? ARRANGE_FOR_Q4_0
+                                                                                        : 0);
     }
     integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
     ane_range_body rows_integer = ane_encoding_is_gguf_block(encoding) ? ane_kernels()->rows_blocks_int8

@@ -27,6 +27,11 @@ typedef enum ane_weight_encoding {
                              * [rows, k / 16], each 16 weights' d x scale (exact); w = table * (x - 32), the
                              * 6-bit x of ane_q6_code. For the CPU's products only (a GGUF classifier):
                              * programs cannot carry it */
+    ANE_ENCODING_Q4_K,      /* data: uint8 [rows, k / 2], element j's unsigned 4-bit code x in byte j / 2, low
+                             * nibble first (MIL's uint4 packing); table: fp32 [rows, k / 32 x 2], each block
+                             * of 32's scale, then its offset; w = scale x (x - offset) (coremltools'
+                             * constexpr_blockwise_shift_scale with an offset). GGUF's Q4_K (blocks.h: w =
+                             * (d sc) x - dmin m per 32): scale d sc, offset dmin m / (d sc) (blocks.c) */
 } ane_weight_encoding;
 
 #define ANE_LUT4_ENTRIES 16
@@ -48,13 +53,18 @@ static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
     return (int)(nibble | ((high >> (2 * part)) & 3u) << 4) - 32;
 }
 
-/* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0: the
- * ones a program carries, as constexpr_blockwise_shift_scale). */
+/* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0, and
+ * Q4_K with an offset too: the ones a program carries, as constexpr_blockwise_shift_scale). */
 static inline int ane_encoding_is_blockwise(ane_weight_encoding encoding) {
-    return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0;
+    return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K;
 }
 
-/* Whether an encoding is one of GGUF's blocks kept as stored (Q8_0, Q4_0, Q6_K): float or int8
+/* Whether an encoding's data are 4-bit codes, two a byte (int4 palettes' indices, Q4_0, Q4_K). */
+static inline int ane_encoding_is_4bit(ane_weight_encoding encoding) {
+    return encoding == ANE_ENCODING_LUT4 || encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K;
+}
+
+/* Whether an encoding is one of GGUF's blocks kept as stored (Q8_0, Q4_0, Q6_K, Q4_K): float or int8
  * activations, the block kernels of the table. */
 static inline int ane_encoding_is_gguf_block(ane_weight_encoding encoding) {
     return ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K;
@@ -75,21 +85,33 @@ typedef enum ane_activations {
 const char *ane_activations_name(ane_activations activations);
 int ane_activations_from_name(const char *name, ane_activations *out);
 
-/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0", "q6_k"; NULL for an unknown value. */
+/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0", "q6_k", "q4_k"; NULL for an unknown value. */
 const char *ane_encoding_name(ane_weight_encoding encoding);
-/* Reads "int8" / "int4" / "q8_0" / "q4_0" / "q6_k"; returns 0 for any other name. */
+/* Reads "int8" / "int4" / "q8_0" / "q4_0" / "q6_k" / "q4_k"; returns 0 for any other name. */
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
 
 /* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4, a multiple
  * of ANE_ENCODING_BLOCK for Q8_0 and Q4_0). */
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k);
 /* Entries of the table per row of k weights: 1 (int8 scale), 16 (palette), k / 32 (block scales)
- * or k / 16 (Q6_K's). */
+ * or k / 16 (Q6_K's scales; Q4_K's scales and offsets). */
 int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k);
 /* Element j's signed code in a row's packed 4-bit codes (Q4_0): its nibble as two's complement. */
 static inline int ane_q4_code(const uint8_t *packed, int64_t j) {
     unsigned nibble = ((unsigned)packed[j / 2] >> (4 * (j & 1))) & 15u;
     return (int)(nibble ^ 8u) - 8;
+}
+
+/* Element j's unsigned code in a row's packed 4-bit codes (Q4_K): its nibble. */
+static inline int ane_q4_unsigned_code(const uint8_t *packed, int64_t j) {
+    return (int)(((unsigned)packed[j / 2] >> (4 * (j & 1))) & 15u);
+}
+
+/* Element j of a Q4_K row (codes `packed`, table entries `pairs` [k / 32 x 2]): scale x (x - offset),
+ * the subtraction and the product each rounded to fp32, as every kernel takes it. */
+static inline float ane_q4_k_weight(const uint8_t *packed, const float *pairs, int64_t j) {
+    const float *pair = pairs + 2 * (j / ANE_ENCODING_BLOCK);
+    return pair[0] * ((float)ane_q4_unsigned_code(packed, j) - pair[1]);
 }
 
 /* Quantizes `weight` (any float dtype, viewed as [shape[0], rest]) into fresh tensors.

@@ -164,11 +164,26 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
     return differing;
 }
 
-/* Q8_0 and Q4_0 rows against ane_gemv_fp32 of their dequantized values (see the top). */
+/* Q8_0, Q4_0, Q6_K and Q4_K rows against ane_gemv_fp32 of their dequantized values (see the top). */
 static void check_blocks(int64_t rows, int64_t k, const float *x) {
     int64_t blocks = k / 32, supers = k / 256; /* Q6_K: blocks of 256 (k % 256 == 0 only) */
     int8_t *q8 = malloc(rows * k), *codes6 = malloc(rows * k);
-    uint8_t *q4 = calloc(rows * k / 2, 1), *q6 = calloc(rows * supers * 210 + 1, 1);
+    uint8_t *q4 = calloc(rows * k / 2, 1), *q6 = calloc(rows * supers * 210 + 1, 1), *q4k = calloc(rows * k / 2, 1);
+    /* Q4_K (quantize.h): unsigned 4-bit codes, per block a scale and an offset, w = scale (x - offset)
+     * with the subtraction and the product each rounded to fp32 */
+    float *pairs = malloc(sizeof(float) * rows * blocks * 2 + 1), *w4k = malloc(sizeof(float) * rows * k);
+    for (int64_t b = 0; b < rows * blocks; b++) {
+        pairs[2 * b] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.02f * (1.5f + uniform())));
+        pairs[2 * b + 1] = 6.0f + 5.0f * uniform(); /* (not an integer: the general case) */
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) {
+            int x4 = (int)floorf(8 * uniform() + 8); /* 0..15 */
+            q4k[(r * k + j) / 2] |= (uint8_t)(x4 << (4 * (j & 1)));
+            const float *pair = pairs + 2 * (r * blocks + j / 32);
+            volatile float shifted = (float)x4 - pair[1]; /* (two roundings) */
+            w4k[r * k + j] = pair[0] * shifted;
+        }
     float *scales = malloc(sizeof(float) * rows * blocks), *scales6 = malloc(sizeof(float) * rows * (k / 16) + 1),
           *w8 = malloc(sizeof(float) * rows * k), *w4 = malloc(sizeof(float) * rows * k), *w6 = malloc(sizeof(float) * rows * k),
           *y = malloc(sizeof(float) * rows * 17), *want = malloc(sizeof(float) * rows * 17),
@@ -204,8 +219,8 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         }
     const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
         kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
-                   {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
-    int nkinds = k % 256 == 0 ? 3 : 2;
+                   {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
+    int nkinds = k % 256 == 0 ? 4 : 3;
     for (int t = 0; t < nkinds; t++) {
         const float *scales = kinds[t].scales; /* (each kind's) */
         int group = kinds[t].group;
@@ -274,11 +289,24 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                     float total = 0.0f;
                     double exact = 0, magnitude = 0;
                     for (int64_t g = 0; g < k / group; g++) { /* each group of a scale */
-                        int32_t sum = 0, absolute = 0;
+                        int32_t sum = 0, absolute = 0, code_sum = 0, code_absolute = 0;
                         for (int64_t j = group * g; j < group * g + group; j++) {
-                            int code = t == 0 ? q8[r * k + j] : t == 2 ? codes6[r * k + j]
-                                     : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
+                            int code = t == 0 ? q8[r * k + j] : t == 3 ? codes6[r * k + j]
+                                     : t == 2 ? (q4k[(r * k + j) / 2] >> (4 * (j & 1))) & 15
+                                              : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
                             sum += code * codes[j], absolute += abs(code * codes[j]);
+                            code_sum += codes[j], code_absolute += abs(codes[j]);
+                        }
+                        if (t == 2) { /* Q4_K: (scale x the activations') x (sum - offset x the codes' sum) */
+                            const float *pair = pairs + 2 * (r * blocks + g);
+                            float both = pair[0] * block_scales[g];
+                            volatile float offset_part = pair[1] * (float)code_sum; /* (each operation rounded) */
+                            volatile float shifted = (float)sum - offset_part;
+                            volatile float term = both * shifted;
+                            total = total + term;
+                            exact += (double)both * ((double)sum - (double)pair[1] * code_sum);
+                            magnitude += fabs((double)both) * (absolute + fabs((double)pair[1]) * code_absolute);
+                            continue;
                         }
                         float both = scales[r * (k / group) + g] * block_scales[g * group / 32];
                         volatile float term = both * (float)sum; /* (two roundings: no fused multiply-add here) */
@@ -287,7 +315,10 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                     }
                     /* AVX2 keeps each block's sum in eight lanes, scaled into eight fp32 accumulators:
                      * one rounding per fused multiply-add, then the lanes' sum, so at most
-                     * (k / 32 + 4) u per lane term; held to twice that of the terms' magnitude */
+                     * (k / 32 + 4) u per lane term; held to twice that of the terms' magnitude. Q4_K's
+                     * lane terms take two more roundings first (offset x code sum, then the
+                     * difference: 2 u of |lane sum| + |offset x code sum|, within the magnitude
+                     * counted above), inside the factor 2 since k / 32 + 4 >= 2 */
                     if (lanes)
                         differing += fabs(y[r * count + c] - exact) > 2.0 * (double)(k / group + 4) * ldexp(1.0, -24) * magnitude;
                     else
@@ -304,7 +335,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
               "%s with int16 activations: not refused", kinds[t].name);
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
-    free(codes6), free(q6), free(scales6), free(w6);
+    free(codes6), free(q6), free(scales6), free(w6), free(q4k), free(pairs), free(w4k);
 }
 
 int main(void) {

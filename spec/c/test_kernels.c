@@ -65,7 +65,7 @@ static void run_rows(const ane_kernel_table *t, kernel_weights weights, const vo
 }
 
 static void check_float_rows(void) {
-    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows", "q8_0 rows", "q4_0 rows", "q6_k rows" };
+    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows", "q8_0 rows", "q4_0 rows", "q6_k rows", "q4_k rows" };
     _Static_assert(sizeof names / sizeof *names == WEIGHT_KINDS, "a name for each kind of rows");
     for (size_t s = 0; s < LENGTHS; s++) {
         int64_t k = lengths[s], even = (k + 1) / 2 * 2;
@@ -81,9 +81,11 @@ static void check_float_rows(void) {
         for (int64_t i = 0; i < ROWS * even / 2; i++) c.packed[i] = (uint8_t)(uniform() * 128.0f + 128.0f);
         for (int64_t i = 0; i < ROWS * ANE_LUT4_ENTRIES; i++) c.table[i] = uniform();
         for (int64_t j = 0; j < even; j++) c.x[j] = uniform();
-        /* the block kinds' rows (whole blocks only: Q8_0 / Q4_0 of 32, Q6_K of 256): random codes and
-         * blocks, finite scales; their weights, for the bound, as ane_dequantize_rows gives them */
-        const ane_weight_encoding block_encodings[] = { ANE_ENCODING_Q8_0, ANE_ENCODING_Q4_0, ANE_ENCODING_Q6_K };
+        /* the block kinds' rows (whole blocks only: Q8_0 / Q4_0 / Q4_K of 32, Q6_K of 256): random codes
+         * and blocks, finite scales (Q4_K's pairs: scale, offset); their weights, for the bound, as
+         * ane_dequantize_rows gives them */
+        const ane_weight_encoding block_encodings[] = { ANE_ENCODING_Q8_0, ANE_ENCODING_Q4_0, ANE_ENCODING_Q6_K,
+                                                        ANE_ENCODING_Q4_K };
         uint8_t *block_data = malloc((size_t)(ROWS * k + 1) * 2);
         float *block_table = malloc(sizeof(float) * (size_t)(ROWS * (k / 16) + 1)), *block_values = malloc(sizeof(float) * (size_t)(ROWS * k + 1));
         for (int64_t i = 0; i < (ROWS * k + 1) * 2; i++) block_data[i] = (uint8_t)(uniform() * 128.0f + 128.0f);

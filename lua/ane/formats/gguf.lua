@@ -222,15 +222,18 @@ end
 
 -- The block types whose matrices M.read keeps as stored (quantized weights of that encoding);
 -- Q6_K only for the tables the CPU reads (the embedding, looked up a row at a time, and the
--- classifier): programs cannot carry it.
-local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k" }
+-- classifier): programs cannot carry it. Q4_K as a scale and an offset per 32 (quantize.h).
+local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k", Q4_K = "q4_k" }
 local CPU_ROLES = { token_embedding = true, classifier = true }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
---- holds it so; the block types dequantized, to `dtype` "fp32" (default) or "fp16") or, with keep_blocks, a Q8_0 / Q4_0 matrix (and with
---- keep_blocks "cpu", a table only the CPU reads, a Q6_K one) as a quantized weight of its codes
---- and scales; or nil and a message naming it.
-function M.tensor(file, name, keep_blocks, dtype)
+--- holds it so; the block types dequantized, to `dtype` "fp32" (default) or "fp16") or, with
+--- keep_blocks, a Q8_0 / Q4_0 / Q4_K matrix (and with keep_blocks "cpu", a table only the CPU
+--- reads, a Q6_K one) as a quantized weight of its codes and scales, its table in `precision`
+--- ("fp16", the default, or "fp32": Q4_K's scales and offsets are rounded to it); or nil and a
+--- message naming it. A Q4_K matrix that form cannot hold (a sub-block of scale 0 and a min) is
+--- dequantized, its reason added to file.dequantized.
+function M.tensor(file, name, keep_blocks, dtype, precision)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
   if VIEWS[t.type] then return file.mapping:tensor(file.path, name, VIEWS[t.type], t.shape, t.first, t.last) end
@@ -239,7 +242,10 @@ function M.tensor(file, name, keep_blocks, dtype)
     if not bytes then return nil, err end
     local label = file.path .. ": tensor '" .. name .. "'"
     if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "cpu") then
-      return ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label)
+      local kept, why = ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label, precision)
+      if kept or t.type ~= "Q4_K" or not why:find("cannot hold", 1, true) then return kept, why end
+      file.dequantized = file.dequantized or {}
+      file.dequantized[#file.dequantized + 1] = why
     end
     return ane.dequantize_blocks(bytes, BLOCKS[t.type], t.shape, label, dtype)
   end
@@ -310,7 +316,7 @@ end
 --- default, or "fp16" for a model that computes in fp16: half the memory, the same values).
 function M.read(path, opts)
   local keep_blocks = not (opts and opts.dequantize_blocks)
-  local dtype = opts and opts.dtype
+  local dtype, precision = opts and opts.dtype, opts and opts.precision
   local file, err = M.open(path)
   if not file then return nil, err end
   local architecture = file.metadata["general.architecture"]
@@ -364,12 +370,17 @@ function M.read(path, opts)
         table.concat(shape, ", "))
     end
     if BLOCKS[t.type] then from_blocks[role] = true end -- (whether kept or dequantized)
-    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true), dtype)
+    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true), dtype, precision)
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version, header = file,
     stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil, from_blocks = from_blocks }
-  return arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
+  local filled, problem = arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
+  if filled and file.dequantized then
+    filled.notes = { string.format("%d Q4_K matri%s dequantized at load (the first: %s)", #file.dequantized,
+      #file.dequantized == 1 and "x" or "ces", file.dequantized[1]) }
+  end
+  return filled, problem
 end
 
 --- The chat template a GGUF file carries (tokenizer.chat_template, through ane.chat with the

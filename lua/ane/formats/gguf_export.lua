@@ -45,6 +45,9 @@ end
 local function matrix_bytes(w, type, name)
   local shape = w:shape()
   local rows, k = shape[1], w:numel() // shape[1]
+  if ane.quantized.is(w) and w:encoding() == "q4_k" then -- (its scale and offset pairs are not the file's blocks)
+    w = w:dequantize()
+  end
   if ane.quantized.is(w) then
     local encoding = w:encoding()
     if encoding ~= "q8_0" and encoding ~= "q4_0" and encoding ~= "q6_k" then

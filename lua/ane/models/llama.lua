@@ -50,9 +50,10 @@ function M.load(path, opts)
   local is_directory = lfs.attributes(path, "mode") == "directory"
   local reader = is_directory and "ane.formats.hf_llama" or M.is_gguf(path) and "ane.formats.gguf" or "ane.formats.llama2c"
   -- (an fp16 model's dequantized blocks go straight to fp16; quantizing at load starts from fp32)
-  local fp16 = (opts and opts.precision or "fp16") == "fp16" and not (opts and opts.quantize)
+  local precision = opts and opts.precision or "fp16"
+  local fp16 = precision == "fp16" and not (opts and opts.quantize)
   local W, err = require(reader).read(path, { dequantize_blocks = opts and opts.dequantize_blocks,
-    dtype = fp16 and "fp16" or nil })
+    dtype = fp16 and "fp16" or nil, precision = precision })
   if not W then return nil, err end
   local model, problem = M.from_weights(W, opts)
   if model then model.file_header, W.header = W.header, nil end -- (a GGUF file's: ane.models.load reads its tokenizer from it)
@@ -138,6 +139,7 @@ function M.from_weights(W, opts)
   local precision, profile = decoder.check_options(opts, 2)
   local self = setmetatable(decoder.new_state(W.config.model_type or "llama", opts, precision, profile), Model)
   self.stop_token = W.stop_token or 2 -- config.json's eos_token_id, or llama2.c's </s>
+  self.notes = W.notes -- (what the reader did otherwise than asked, e.g. a GGUF matrix dequantized)
   return transformer.init(self, W, M.architecture(W.config), family.NAMINGS[W.naming or "llama2c"], opts, 2)
 end
 
@@ -160,9 +162,10 @@ function Model:__tostring()
   local c = self.config
   local lora = self.lora and string.format(", LoRA rank %d alpha %g on wq/wv", self.lora.rank, self.lora.alpha) or ""
   local heads = c.n_kv_head == c.n_head and tostring(c.n_head) or string.format("%d (%d kv)", c.n_head, c.n_kv_head)
-  return string.format("%s (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s%s, profile %s%s) from %s",
+  return string.format("%s (%d layers, %s heads of %d, dim %d, hidden %d, vocab %d; %s, %s%s, profile %s%s) from %s%s",
     c.model_type or "llama", c.n_layer, heads, c.head_dim, c.dim, c.hidden, c.vocab_size, self.backend, self.precision,
-    decoder.quantization_label(self), self.profile, lora, self.source)
+    decoder.quantization_label(self), self.profile, lora, self.source,
+    self.notes and "\nnote: " .. table.concat(self.notes, "\nnote: ") or "")
 end
 
 return M

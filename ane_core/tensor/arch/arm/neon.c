@@ -124,11 +124,12 @@ static float dot_lut4(const uint8_t *packed, const float *palette, const float *
     return total;
 }
 
-/* Q8_0 and Q4_0 rows (k a multiple of 32): each block's codes widened to fp32 and times its
- * scale (exact), in dot_fp32's chains (a[g] takes elements 4g .. 4g + 3 of each 32), so a row
- * gives dot_fp32's bits for its dequantized values. codes: a block's 32 codes in order. */
-static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale, float second_scale, const float *x,
-                             float32x4_t a[8]) {
+/* Q8_0, Q4_0, Q6_K and Q4_K rows (k a multiple of 32): each block's codes widened to fp32, less
+ * the offset (Q4_K's; 0, exactly, for the others), times its scale, in dot_fp32's chains (a[g]
+ * takes elements 4g .. 4g + 3 of each 32), so a row gives dot_fp32's bits for its dequantized
+ * values. codes: a block's 32 codes in order. */
+static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale, float second_scale, float offset,
+                             const float *x, float32x4_t a[8]) {
     int8x16_t halves[2] = {first16, second16};
     for (int h = 0; h < 2; h++) {
         float d = h ? second_scale : scale;
@@ -136,7 +137,8 @@ static inline void block_fma(int8x16_t first16, int8x16_t second16, float scale,
         float32x4_t w[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))), vcvtq_f32_s32(vmovl_high_s16(low)),
                             vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))), vcvtq_f32_s32(vmovl_high_s16(high))};
         for (int g = 0; g < 4; g++)
-            a[4 * h + g] = vfmaq_f32(a[4 * h + g], vmulq_n_f32(w[g], d), vld1q_f32(x + 16 * h + 4 * g));
+            a[4 * h + g] = vfmaq_f32(a[4 * h + g], vmulq_n_f32(vsubq_f32(w[g], vdupq_n_f32(offset)), d),
+                                     vld1q_f32(x + 16 * h + 4 * g));
     }
 }
 
@@ -144,7 +146,7 @@ static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int6
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j + 32 <= k; j += 32)
-        block_fma(vld1q_s8(q + j), vld1q_s8(q + j + 16), scales[j / 32], scales[j / 32], x + j, a);
+        block_fma(vld1q_s8(q + j), vld1q_s8(q + j + 16), scales[j / 32], scales[j / 32], 0.0f, x + j, a);
     return sum8(a);
 }
 
@@ -155,7 +157,18 @@ static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         int8x16_t first16, second16;
         q4_codes(packed + j / 2, &first16, &second16);
-        block_fma(first16, second16, scales[j / 32], scales[j / 32], x + j, a);
+        block_fma(first16, second16, scales[j / 32], scales[j / 32], 0.0f, x + j, a);
+    }
+    return sum8(a);
+}
+
+static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x, int64_t k) {
+    float32x4_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        int8x16_t first16, second16;
+        q4_unsigned_codes(packed + j / 2, &first16, &second16);
+        block_fma(first16, second16, pairs[j / 16], pairs[j / 16], pairs[j / 16 + 1], x + j, a);
     }
     return sum8(a);
 }
@@ -167,12 +180,12 @@ static float dot_q6_k(const uint8_t *blocks, const float *scales, const float *x
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         int8x16_t first16, second16;
         q6_k_codes(blocks, j, &first16, &second16);
-        block_fma(first16, second16, scales[j / 16], scales[j / 16 + 1], x + j, a);
+        block_fma(first16, second16, scales[j / 16], scales[j / 16 + 1], 0.0f, x + j, a);
     }
     return sum8(a);
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k};
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k, dot_q4_k};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) { /* x is read in order */
@@ -522,6 +535,7 @@ void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
+    t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_fp32;
     t->vecmat_fp16 = vecmat_fp16;

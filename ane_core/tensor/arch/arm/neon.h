@@ -26,6 +26,14 @@ static inline void q4_codes(const uint8_t *packed, int8x16_t *w0, int8x16_t *w1)
     *w1 = vsubq_s8(vreinterpretq_s8_u8(veorq_u8(vzip2q_u8(low, high), vdupq_n_u8(8))), vdupq_n_s8(8));
 }
 
+/* A Q4_K block's 32 unsigned codes (packed as Q4_0's), in element order. */
+static inline void q4_unsigned_codes(const uint8_t *packed, int8x16_t *w0, int8x16_t *w1) {
+    uint8x16_t bytes = vld1q_u8(packed);
+    uint8x16_t low = vandq_u8(bytes, vdupq_n_u8(15)), high = vshrq_n_u8(bytes, 4);
+    *w0 = vreinterpretq_s8_u8(vzip1q_u8(low, high));
+    *w1 = vreinterpretq_s8_u8(vzip2q_u8(low, high));
+}
+
 /* Elements j .. j + 31 (j a multiple of 32) of a row of Q6_K blocks as signed codes x - 32, in
  * order: one quarter of a half of a block (quantize.h: ane_q6_code), its nibbles from one run of
  * 32 ql bytes, its top two bits from qh's 32, shifted by the quarter. */
@@ -71,9 +79,9 @@ static inline __attribute__((always_inline)) float q8_lut4_with(const uint8_t *p
     return total + q8_lut4_from(packed, p, v, j);
 }
 
-/* Q8_0 / Q4_0 / Q6_K rows with int8 activations through a level's block sum: blocks_int8's
+/* Q8_0 / Q4_0 / Q6_K / Q4_K rows with int8 activations through a level's block sum: blocks_int8's
  * sums (each block's exact integer sum times the two scales, added in order; Q6_K's per 16, the
- * other 16 of the 32 zeros), so its bits. */
+ * other 16 of the 32 zeros; Q4_K's with its code sum, the block sum of ones), so its bits. */
 static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_encoding encoding, const void *codes,
                                                                     const float *scales, const code_vector *v,
                                                                     block_sum8_fn block_sum) {
@@ -84,6 +92,13 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
             w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16);
         } else if (encoding == ANE_ENCODING_Q4_0) {
             q4_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+        } else if (encoding == ANE_ENCODING_Q4_K) {
+            q4_unsigned_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+            const int8x16_t ones = vdupq_n_s8(1);
+            float sum = (float)block_sum(w0, w1, v->codes8 + 32 * b), code_sum = (float)block_sum(ones, ones, v->codes8 + 32 * b);
+            float both = scales[2 * b] * v->block_scales[b], shifted = sum - scales[2 * b + 1] * code_sum;
+            total += both * shifted;
+            continue;
         } else {
             q6_k_codes(codes, 32 * b, &w0, &w1);
             const int8x16_t none = vdupq_n_s8(0);
@@ -96,7 +111,7 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     return total;
 }
 
-/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0, Q4_0 and Q6_K
+/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0, Q4_0, Q6_K and Q4_K
  * through blocks_int8_with. */
 #define BLOCKS_INT8_ROWS(block_sum)                                                                              \
     static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
@@ -108,8 +123,11 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     static float q6_k_int8(const void *codes, const float *scales, const code_vector *v) {                       \
         return blocks_int8_with(ANE_ENCODING_Q6_K, codes, scales, v, block_sum);                                 \
     }                                                                                                            \
+    static float q4_k_int8(const void *codes, const float *scales, const code_vector *v) {                       \
+        return blocks_int8_with(ANE_ENCODING_Q4_K, codes, scales, v, block_sum);                                 \
+    }                                                                                                            \
     static void rows_blocks_int8(void *context, int64_t first, int64_t last) {                                   \
-        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8);                               \
+        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8, q4_k_int8);                    \
     }
 #endif
 

@@ -264,13 +264,15 @@ __attribute__((target("avx2,fma"))) static float dot_lut4_bf16_avx2(const uint8_
     return total;
 }
 
-/* Q8_0 and Q4_0 rows (k a multiple of 32): a block an iteration, its weights scale x code
- * (exact in fp32) in dot32_avx2's chains, so a row gives dot32_avx2's bits for its dequantized
- * values. codes: a block's 32 codes as bytes, in order. */
+/* Q8_0, Q4_0, Q6_K and Q4_K rows (k a multiple of 32): a block an iteration, its weights scale x
+ * (code - offset) (Q4_K's offset; 0 for the others, where the subtraction is exact) in
+ * dot32_avx2's chains, so a row gives dot32_avx2's bits for its dequantized values. codes: a
+ * block's 32 codes as bytes, in order. */
 __attribute__((target("avx2,fma"))) static inline void block_fma_avx2(__m128i first16, __m128i second16, float scale,
-                                                                      float second_scale, const float *x, __m256 a[4]) {
-    __m256 d = _mm256_set1_ps(scale), d2 = _mm256_set1_ps(second_scale);
-#define CODES_EIGHT(bytes, d) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), d)
+                                                                      float second_scale, float offset, const float *x,
+                                                                      __m256 a[4]) {
+    __m256 d = _mm256_set1_ps(scale), d2 = _mm256_set1_ps(second_scale), o = _mm256_set1_ps(offset);
+#define CODES_EIGHT(bytes, d) _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), o), d)
     a[0] = _mm256_fmadd_ps(CODES_EIGHT(first16, d), _mm256_loadu_ps(x), a[0]);
     a[1] = _mm256_fmadd_ps(CODES_EIGHT(_mm_srli_si128(first16, 8), d), _mm256_loadu_ps(x + 8), a[1]);
     a[2] = _mm256_fmadd_ps(CODES_EIGHT(second16, d2), _mm256_loadu_ps(x + 16), a[2]);
@@ -284,7 +286,7 @@ __attribute__((target("avx2,fma"))) static float dot_q8_0_avx2(const int8_t *q, 
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         _mm_prefetch((const char *)(q + j) + PREFETCH_BYTES, _MM_HINT_T0);
         block_fma_avx2(_mm_loadu_si128((const __m128i *)(q + j)), _mm_loadu_si128((const __m128i *)(q + j + 16)),
-                       scales[j / 32], scales[j / 32], x + j, a);
+                       scales[j / 32], scales[j / 32], 0.0f, x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
@@ -301,7 +303,22 @@ __attribute__((target("avx2,fma"))) static float dot_q4_0_avx2(const uint8_t *pa
         __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
         __m128i first16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(low, high), eight), eight);
         __m128i second16 = _mm_sub_epi8(_mm_xor_si128(_mm_unpackhi_epi8(low, high), eight), eight);
-        block_fma_avx2(first16, second16, scales[j / 32], scales[j / 32], x + j, a);
+        block_fma_avx2(first16, second16, scales[j / 32], scales[j / 32], 0.0f, x + j, a);
+    }
+    return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+}
+
+/* Q4_K: as Q4_0, the nibbles unsigned, each block's scale and offset from its pair. */
+__attribute__((target("avx2,fma"))) static float dot_q4_k_avx2(const uint8_t *packed, const float *pairs,
+                                                                const float *x, int64_t k) {
+    const __m128i low_nibbles = _mm_set1_epi8(15);
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(packed + j / 2) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(packed + j / 2));
+        __m128i low = _mm_and_si128(bytes, low_nibbles), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
+        block_fma_avx2(_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high), pairs[j / 16], pairs[j / 16],
+                       pairs[j / 16 + 1], x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
@@ -313,13 +330,13 @@ __attribute__((target("avx2,fma"))) static float dot_q6_k_avx2(const uint8_t *bl
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         __m256i codes = q6_k_codes_avx2(blocks, j);
         block_fma_avx2(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1), scales[j / 16],
-                       scales[j / 16 + 1], x + j, a);
+                       scales[j / 16 + 1], 0.0f, x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
 
 static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-                                dot_q6_k_avx2};
+                                dot_q6_k_avx2, dot_q4_k_avx2};
 
 static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &dots); }
 static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &dots); }
@@ -327,6 +344,7 @@ static void rows_int8(void *job, int64_t first, int64_t last) { rows_by_dots(job
 static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &dots); }
 static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &dots); }
 static void rows_q6_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q6_K, &dots); }
+static void rows_q4_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_K, &dots); }
 
 /* With x_split (split_lut4 below): the two-byte kernel; without (k under a chunk), the exact lookup. */
 void x86_rows_lut4_avx2(void *context, int64_t first, int64_t last) {
@@ -701,6 +719,38 @@ Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, cons
     return horizontal_sum(sum);
 }
 
+/* Q4_K, 64 weights (two blocks) a step, as Q4_0: the nibbles x unsigned against the split codes,
+ * each lane's exact S = sum x a, and its code sum C = bias8 / 8 (exact); a lane's term (the
+ * block's scale x the activations') x (S - offset x C), into two accumulators; an odd last
+ * block in blocks_int8's order. */
+Q8_AVX2 static inline __m256 q4_k_chunk_int8_avx2(__m256 sum, const uint8_t *packed, const float *pairs,
+                                                  const code_vector *v, int64_t j) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256i bytes = _mm256_loadu_si256((const __m256i *)(packed + j / 2));
+    __m256i even = _mm256_and_si256(bytes, nibble), odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+    __m256i pairs16 = _mm256_add_epi16(_mm256_maddubs_epi16(even, _mm256_loadu_si256((const __m256i *)(v->split8 + j))),
+                                       _mm256_maddubs_epi16(odd, _mm256_loadu_si256((const __m256i *)(v->split8 + j + 32))));
+    __m256 lanes = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs16, ones));
+    __m256 code_sums = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(v->bias8 + j / 8))),
+                                     _mm256_set1_ps(0.125f));
+    __m256 four = _mm256_castps128_ps256(_mm_loadu_ps(pairs + j / 16)); /* both blocks' scale and offset */
+    __m256 scales = _mm256_permutevar8x32_ps(four, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    __m256 offsets = _mm256_permutevar8x32_ps(four, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3));
+    __m256 shifted = _mm256_sub_ps(lanes, _mm256_mul_ps(offsets, code_sums));
+    return _mm256_fmadd_ps(shifted, _mm256_mul_ps(scales, _mm256_loadu_ps(v->chunk_scales + j / 8)), sum);
+}
+
+Q8_AVX2 static float q4_k_int8_avx2(const void *codes, const float *pairs, const code_vector *v) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
+        a0 = q4_k_chunk_int8_avx2(a0, codes, pairs, v, j);
+        a1 = q4_k_chunk_int8_avx2(a1, codes, pairs, v, j + Q8_CHUNK);
+    }
+    if (j < v->chunked) a0 = q4_k_chunk_int8_avx2(a0, codes, pairs, v, j);
+    return horizontal_sum(_mm256_add_ps(a0, a1)) + blocks_int8_from(ANE_ENCODING_Q4_K, codes, pairs, v, v->chunked);
+}
+
 /* Q6_K, a half block (128 weights) a step: its 64 ql bytes and 32 qh bytes loaded once, and the
  * four quarters' codes x - 32 (quantize.h: ane_q6_code) from them with shifts by constants:
  * quarter q's nibbles are the low (q < 2) or high nibbles of ql's run q & 1, its top two bits
@@ -742,11 +792,12 @@ Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, cons
 }
 
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2);
+    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2, q4_k_int8_avx2);
 }
 
-/* For Q4_0 rows (q4_0_int8_avx2): the codes split as for 4-bit rows, the chunk scales, and per
- * lane of a chunk's products 8 x the sum of its codes (bias8: 4 even and 4 odd elements). */
+/* For Q4_0 and Q4_K rows (q4_0_int8_avx2, q4_k_int8_avx2): the codes split as for 4-bit rows, the
+ * chunk scales, and per lane of a chunk's products 8 x the sum of its codes (bias8: 4 even and 4
+ * odd elements). */
 static void arrange_q4_0_codes8(code_vector *v) {
     arrange_codes8(v, 1);
     for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK)
@@ -900,6 +951,7 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
+    t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx2;
     t->vecmat_fp16 = vecmat_fp16_avx2;

@@ -184,7 +184,7 @@ static void integer_group(const void *context, int64_t row, int64_t apart, int c
 
 static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, integer_group, context); }
 
-/* GGUF's blocks (quantize.h: Q8_0, Q4_0, Q6_K) on int8 activations, grouped as the int8 rows
+/* GGUF's blocks (quantize.h: Q8_0, Q4_0, Q6_K, Q4_K) on int8 activations, grouped as the int8 rows
  * above (the activations' codes, biases and scales loaded once for up to four rows): each lane
  * of four weights gets its exact integer dot product from vpdpbusd (the weights unsigned, the
  * lane's bias taking the offset back), then, as a float, the product of its block's two scales
@@ -248,6 +248,37 @@ VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(con
     }
 }
 
+/* Q4_K: as Q4_0, the nibbles x unsigned (no flip) with no bias, so lane L's integer sum is
+ * S = sum x a over its 8 elements; its code sum C is bias8 / -8 (arrange_q4_0_codes8: exact, a
+ * power of two); the lane's term (scale x the activations') x (S - offset x C). */
+VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(const char *w, int64_t row_bytes,
+    const float *pairs, int64_t width, const code_vector *v, float *dots, int count) {
+    __m512 sums[GEMV_GROUP];
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i offset_of = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
+    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
+    for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
+        __m512i even_codes = _mm512_loadu_si512(v->split8 + j);
+        __m512i odd_codes = _mm512_loadu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
+        __m512 code_sums = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v->bias8 + j / 8)), _mm512_set1_ps(-0.125f));
+        __m512 activation_scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        for (int r = 0; r < count; r++) {
+            __m512i bytes = _mm512_loadu_si512(w + r * row_bytes + j / 2);
+            __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
+            __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), even, even_codes), odd, odd_codes);
+            __m512 eight = _mm512_castps256_ps512(_mm256_loadu_ps(pairs + r * width + j / 16)); /* four blocks' pairs */
+            __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, eight), code_sums));
+            sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, eight), activation_scales), sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++) {
+        dots[r] = _mm512_reduce_add_ps(sums[r]);
+        if (whole < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q4_K, w + r * row_bytes, pairs + r * width, v, whole);
+    }
+}
+
 /* Q6_K: half a block (128 weights) a step, in element order against the codes: its 64 ql bytes
  * in one register, its 32 qh bytes in both halves; the low nibbles give elements 0-63, the
  * high ones 64-127, with qh's bit pairs moved to bits 4-5 by per-half shifts (quantize.h:
@@ -301,12 +332,15 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
 BLOCK_ROWS_VNNI(q8_0_int8_vnni)
 BLOCK_ROWS_VNNI(q4_0_int8_vnni)
 BLOCK_ROWS_VNNI(q6_k_int8_vnni)
+BLOCK_ROWS_VNNI(q4_k_int8_vnni)
 
 static void blocks_group(const void *context, int64_t row, int64_t apart, int count) {
     const integer_job *job = context;
     int64_t row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k), width = ane_encoded_table_width(job->encoding, job->k);
-    block_rows_vnni kernel = job->encoding == ANE_ENCODING_Q8_0 ? q8_0_int8_vnni
-                             : job->encoding == ANE_ENCODING_Q4_0 ? q4_0_int8_vnni : q6_k_int8_vnni;
+    block_rows_vnni kernel = job->encoding == ANE_ENCODING_Q8_0   ? q8_0_int8_vnni
+                             : job->encoding == ANE_ENCODING_Q4_0 ? q4_0_int8_vnni
+                             : job->encoding == ANE_ENCODING_Q6_K ? q6_k_int8_vnni
+                                                                  : q4_k_int8_vnni;
     for (int64_t c = 0; c < job->count; c++) {
         float dots[GEMV_GROUP];
         kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width, apart * width,
@@ -370,7 +404,7 @@ static void arrange_codes16(code_vector *v, int for_lut4) {
 }
 
 /* Q4_0 rows (q4_0_int8_vnni) read the 4-bit rows' order and chunk scales, with -8 x each 8
- * codes' sum as the bias (the nibbles are code + 8). */
+ * codes' sum as the bias (the nibbles are code + 8); Q4_K rows the same (their code sums). */
 static void arrange_q4_0_codes8(code_vector *v) { split_codes(v, -8); }
 
 void ane_kernels_x86_avx512_vnni(ane_kernel_table *t) {
