@@ -11,9 +11,9 @@
 -- Prints every round, the median ratios (anelua / llama.cpp) with their ranges, and the drift.
 -- ANELUA_LLAMA_CPP_BIN names a llama.cpp build to use instead of the peers' (when those do not
 -- run on this CPU: scripts/bench/build_llama_cpp.sh builds the same commit for it).
--- anelua runs the Q8_0 and Q4_0 formats as it does by default, on int8 activations (llama.cpp's
--- arithmetic for their blocks); --activations float runs them on float activations instead
--- (the exact product of the blocks).
+-- anelua runs the Q8_0, Q4_0 and Q4_K_M formats as it does by default, on int8 activations
+-- (llama.cpp's arithmetic for their blocks); --activations float runs them on float activations
+-- instead (the exact product of the blocks).
 --   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m]
 --     [--activations int8|float]
 local ane = require("ane")
@@ -46,7 +46,7 @@ for name in opts.formats:gmatch("[^,]+") do
     assert(os.execute(string.format("%s %s %s %s 2 > /dev/null 2>&1", common.quote(quantize),
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
-  local kept = name == "q8_0" or name == "q4_0" -- (the formats whose layers anelua reads as stored; the K types' are dequantized)
+  local kept = name ~= "f16" -- (the formats whose layers anelua reads as stored: Q4_K_M's Q4_K ones; its Q6_K ones are dequantized)
   formats[#formats + 1] = { name = name, file = file, kept = kept, activations = kept and opts.activations or "float" }
 end
 
