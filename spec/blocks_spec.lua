@@ -256,5 +256,25 @@ describe("llama.cpp's blocks against gguf-py", function()
     assert.matches("^t: sub%-block 2 of block 1 %(byte 144 of its data%) has min [%d.e-]+ over scale %-?0, which an fp16 scale and "
       .. "offset cannot hold$", err)
     assert.is_not_nil(ane.dequantize_blocks(blocks, "q4_k", { 2, 512 }, "t"))
+    -- split over the helper threads (ranges of 1,024 blocks): of two such blocks in different
+    -- ranges the first is named, whichever thread meets it first; the others as one block alone
+    local sub_block_zero = function(block) -- sub-block 0: scale 0, min 5
+      return block:sub(1, 4) .. string.char(block:byte(5) & 0xC0) .. block:sub(6, 8) .. string.char((block:byte(9) & 0xC0) | 5)
+        .. block:sub(10)
+    end
+    local many = {}
+    for i = 0, 2999 do
+      local block = bytes:sub(144 * (i % 4) + 1, 144 * (i % 4) + 144)
+      many[#many + 1] = (i == 1500 or i == 2500) and sub_block_zero(block) or block
+    end
+    local whole = table.concat(many)
+    q, err = ane.blocks_quantized(ane.tensor.from_bytes(whole, { #whole }, "uint8"), "q4_k", { 3000, 256 }, "m")
+    assert.is_nil(q)
+    assert.matches("^m: sub%-block 0 of block 1500 %(byte 216000 of its data%)", err)
+    local fine = table.concat(many, "", 1, 1500)
+    local kept = assert(ane.blocks_quantized(ane.tensor.from_bytes(fine, { #fine }, "uint8"), "q4_k", { 1500, 256 }, "m"))
+    local alone = assert(ane.blocks_quantized(ane.tensor.from_bytes(fine:sub(1, 144), { 144 }, "uint8"), "q4_k", { 1, 256 }, "m"))
+    assert.are.equal(alone:table():bytes(), kept:table():reshape(-1):slice(1, 1, 16):bytes())
+    assert.are.equal(alone:table():bytes(), kept:table():reshape(-1):slice(1, 1 + 16 * 1496, 16 * 1497):bytes())
   end)
 end)

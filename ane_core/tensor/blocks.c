@@ -269,7 +269,57 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
 /* Q4_K kept (quantize.h's ANE_ENCODING_Q4_K): each sub-block's codes in MIL's uint4 order, its
  * scale d x sc (exact in fp32: 11 x 6 bits) and offset dmin x m / (d x sc), both rounded to
  * table_dtype (an fp16 program's values), the offset from the rounded scale. A sub-block whose
- * scale is 0 but whose min is not has no such form: refused, naming it (the caller dequantizes). */
+ * scale is 0 but whose min is not has no such form: refused, naming it (the caller dequantizes).
+ * One block into its 128 code bytes and 16 table entries; returns 0, or 1 for a scale that is
+ * not finite (*bad it), or 2 for sub-block *sub that the form cannot hold (*min, *scale). */
+static int split_q4_k_block(const uint8_t *block, ane_dtype table_dtype, uint8_t *codes, float *pairs, float *bad,
+                            int *sub_out, float *min_out, float *scale_out) {
+    float d = half_at(block), dmin = half_at(block + 2);
+    if (scale_is_bad(d, bad) || scale_is_bad(dmin, bad)) return 1;
+    for (int sub = 0; sub < 8; sub++) {
+        int sc, m;
+        k_scale_min(block + 4, sub, &sc, &m);
+        float scale = d * (float)sc, min = dmin * (float)m;
+        if (table_dtype == ANE_FP16) scale = ane_fp16_to_fp32(ane_fp32_to_fp16(scale));
+        float offset = scale != 0.0f ? min / scale : 0.0f;
+        if (table_dtype == ANE_FP16) offset = ane_fp16_to_fp32(ane_fp32_to_fp16(offset));
+        if ((scale == 0.0f && min != 0.0f) || !isfinite(offset)) {
+            *sub_out = sub, *min_out = min, *scale_out = scale;
+            return 2;
+        }
+        pairs[2 * sub] = scale, pairs[2 * sub + 1] = offset;
+        const uint8_t *qs = block + 16 + 32 * (sub / 2);
+        for (int l = 0; l < 32; l += 2) /* element 32 sub + l of the block, two a byte */
+            codes[(32 * sub + l) / 2] = (uint8_t)(((qs[l] >> 4 * (sub % 2)) & 15) | ((qs[l + 1] >> 4 * (sub % 2)) & 15) << 4);
+    }
+    return 0;
+}
+
+/* Q4_K blocks split over the helper threads: the least index of a block that fails (first_bad;
+ * nblocks for none), where its range stops. */
+typedef struct q4_k_split_job {
+    const uint8_t *bytes; /* [nblocks * 144] as stored */
+    uint8_t *codes;       /* [nblocks * 128] */
+    float *pairs;         /* [nblocks * 16] */
+    ane_dtype table_dtype;
+    _Atomic int64_t first_bad;
+} q4_k_split_job;
+
+static void split_q4_k_range(void *context, int64_t first, int64_t last) {
+    q4_k_split_job *job = context;
+    for (int64_t b = first; b < last; b++) {
+        float bad, min, scale;
+        int sub;
+        if (split_q4_k_block(job->bytes + b * 144, job->table_dtype, job->codes + b * 128, job->pairs + b * 16, &bad, &sub,
+                             &min, &scale)) {
+            int64_t seen = atomic_load(&job->first_bad);
+            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
+            }
+            return;
+        }
+    }
+}
+
 static ane_status split_q4_k(const ane_tensor *blocks, int64_t rows, int64_t k, int64_t nblocks, ane_dtype table_dtype,
                              const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
     int64_t data_shape[2] = {rows, k / 2}, table_shape[2] = {rows, k / 16};
@@ -279,38 +329,21 @@ static ane_status split_q4_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
         ane_tensor_release(data), ane_tensor_release(table);
         return status;
     }
-    const uint8_t *bytes = (const uint8_t *)ane_tensor_data(blocks);
-    uint8_t *codes = (uint8_t *)ane_tensor_data(data);
-    float *pairs = (float *)ane_tensor_data(table);
-    for (int64_t b = 0; b < nblocks; b++) {
-        const uint8_t *block = bytes + b * 144;
-        float d = half_at(block), dmin = half_at(block + 2), bad;
-        if (scale_is_bad(d, &bad) || scale_is_bad(dmin, &bad)) {
-            ane_tensor_release(data), ane_tensor_release(table);
-            return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
-                            (long long)(b * 144), (double)bad);
-        }
-        for (int sub = 0; sub < 8; sub++) {
-            int sc, m;
-            k_scale_min(block + 4, sub, &sc, &m);
-            float scale = d * (float)sc, min = dmin * (float)m;
-            if (table_dtype == ANE_FP16) scale = ane_fp16_to_fp32(ane_fp32_to_fp16(scale));
-            float offset = scale != 0.0f ? min / scale : 0.0f;
-            if (table_dtype == ANE_FP16) offset = ane_fp16_to_fp32(ane_fp32_to_fp16(offset));
-            if ((scale == 0.0f && min != 0.0f) || !isfinite(offset)) {
-                ane_tensor_release(data), ane_tensor_release(table);
-                return ane_fail(err, ANE_ERR_FORMAT, "%s: sub-block %d of block %lld (byte %lld of its data) has min %g over "
-                                "scale %g, which a%s scale and offset cannot hold", name, sub, (long long)b,
-                                (long long)(b * 144), (double)min, (double)scale, table_dtype == ANE_FP16 ? "n fp16" : "");
-            }
-            pairs[2 * (8 * b + sub)] = scale, pairs[2 * (8 * b + sub) + 1] = offset;
-            const uint8_t *qs = block + 16 + 32 * (sub / 2);
-            uint8_t *out = codes + (256 * b + 32 * sub) / 2; /* element 32 sub + l of the block */
-            for (int l = 0; l < 32; l += 2)
-                out[l / 2] = (uint8_t)(((qs[l] >> 4 * (sub % 2)) & 15) | ((qs[l + 1] >> 4 * (sub % 2)) & 15) << 4);
-        }
-    }
-    return ANE_OK;
+    q4_k_split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
+                          (float *)ane_tensor_data(table), table_dtype, nblocks};
+    ane_parallel_for(nblocks, 1024, split_q4_k_range, &job);
+    int64_t b = atomic_load(&job.first_bad);
+    if (b == nblocks) return ANE_OK;
+    uint8_t codes[128];
+    float pairs[16], bad = 0.0f, min = 0.0f, scale = 0.0f;
+    int sub = 0, why = split_q4_k_block(job.bytes + b * 144, table_dtype, codes, pairs, &bad, &sub, &min, &scale);
+    ane_tensor_release(data), ane_tensor_release(table);
+    if (why == 1)
+        return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
+                        (long long)(b * 144), (double)bad);
+    return ane_fail(err, ANE_ERR_FORMAT, "%s: sub-block %d of block %lld (byte %lld of its data) has min %g over scale %g, "
+                    "which a%s scale and offset cannot hold", name, sub, (long long)b, (long long)(b * 144), (double)min,
+                    (double)scale, table_dtype == ANE_FP16 ? "n fp16" : "");
 }
 
 /* Q8_0 / Q4_0 blocks split over the helper threads (a file's matrices are most of a load's
