@@ -341,6 +341,24 @@ describe("the program cache and the compile budget", function()
     second:close()
   end)
 
+  -- every load of a model names its programs afresh ("llama#7/decode"), so names of one cached
+  -- program pile up: the runtime keeps the 1,024 most recent (a forgotten one costs an emit and
+  -- a hash hit), where it had kept every name ever given (a fuzz run of config loads reached
+  -- ~450 MB and spent ~45% of its time comparing names)
+  it("keeps the 1,024 most recent names of cached programs", function()
+    local g = mlp_graph(fp16({ 64, 64, 1, 1 }, 91), fp16({ 64 }, 92), fp16({ 64, 64, 1, 1 }, 93))
+    ane.reset_stats()
+    for i = 1, 1100 do ane.compile(g, { key = "pile:" .. i }):close() end
+    assert.are.equal(1, ane.stats().compiles)
+    assert.is_nil(ane.cached("pile:76")) -- (the 76 oldest went)
+    local kept = ane.cached("pile:77")
+    assert.is_not_nil(kept)
+    kept:close()
+    assert.is_not_nil(ane.cached("pile:1100"))
+    ane.compile(g, { key = "pile:77" }):close() -- a name given again stays one name
+    assert.is_not_nil(ane.cached("pile:78"))
+  end)
+
   it("errors with ANE-05 once the budget is spent", function()
     local used = ane.stats().compile_budget - ane.stats().budget_left
     ane.set_compile_budget(used + 1)

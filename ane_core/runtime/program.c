@@ -25,10 +25,17 @@ typedef struct cache_entry {
     uint64_t last_used;            /* use_clock at its last compile, load or close */
 } cache_entry;
 
+/* A caller's name for a cached program (a model's "llama#3/decode", say): a shortcut past emitting
+ * and hashing its MIL again. Every load of a model names its programs afresh, so the names are
+ * kept to the KEY_LIMIT most recent (a name forgotten costs one emit and a hash hit), looked up
+ * by their hash first. */
 typedef struct cache_key {
     char *key;
+    uint64_t hash; /* of key */
     cache_entry *entry;
 } cache_key;
+
+enum { KEY_LIMIT = 1024 };
 
 struct ane_program {
     cache_entry *entry;
@@ -168,18 +175,28 @@ static cache_entry *find_by_hash(uint64_t hash, const ane_backend *backend, cons
     return NULL;
 }
 
-static cache_entry *find_by_key(const char *key) {
+static int key_index(const char *key, uint64_t hash) {
     for (int i = 0; i < nkeys; i++)
-        if (strcmp(keys[i].key, key) == 0) return keys[i].entry;
-    return NULL;
+        if (keys[i].hash == hash && strcmp(keys[i].key, key) == 0) return i;
+    return -1;
+}
+
+static cache_entry *find_by_key(const char *key) {
+    int i = key_index(key, ane_hash64(0, key, strlen(key)));
+    return i < 0 ? NULL : keys[i].entry;
 }
 
 static ane_status remember_key(const char *key, cache_entry *entry, ane_error *err) {
-    for (int i = 0; i < nkeys; i++)
-        if (strcmp(keys[i].key, key) == 0) {
-            keys[i].entry = entry; /* the key now names the newer program */
-            return ANE_OK;
-        }
+    uint64_t hash = ane_hash64(0, key, strlen(key));
+    int found = key_index(key, hash);
+    if (found >= 0) {
+        keys[found].entry = entry; /* the key now names the newer program */
+        return ANE_OK;
+    }
+    if (nkeys == KEY_LIMIT) { /* the oldest name goes */
+        free(keys[0].key);
+        memmove(keys, keys + 1, (size_t)(--nkeys) * sizeof *keys);
+    }
     if (nkeys == keys_capacity) {
         int capacity = keys_capacity ? keys_capacity * 2 : 32;
         cache_key *grown = realloc(keys, (size_t)capacity * sizeof *grown);
@@ -189,6 +206,7 @@ static ane_status remember_key(const char *key, cache_entry *entry, ane_error *e
     }
     keys[nkeys].key = strdup(key);
     if (!keys[nkeys].key) return ane_fail(err, ANE_ERR_NOMEM, "out of memory caching program key '%s'", key);
+    keys[nkeys].hash = hash;
     keys[nkeys++].entry = entry;
     return ANE_OK;
 }

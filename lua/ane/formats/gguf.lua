@@ -6,10 +6,11 @@
 -- checked against the file before it is used, and a bad file is one message naming the key,
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
--- people download) are dequantized to fp32 as they load (ane.dequantize_blocks), but for the
--- matrices of Q8_0 and Q4_0 and a Q6_K embedding or classifier, which M.read keeps as stored
--- (ane.blocks_quantized: their codes and scales, which sim's products read; the device's
--- programs take the layers dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
+-- people download) are dequantized as they load (ane.dequantize_blocks; to fp16 for an fp16
+-- model), but for the matrices of Q8_0, Q4_0 and Q4_K and a Q6_K embedding or classifier, which
+-- M.read keeps as stored (ane.blocks_quantized: their codes and scales, Q4_K's as a scale and an
+-- offset per 32, which sim's products read; the device's programs take the layers
+-- dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
 -- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
 -- (byte-level BPE).
 --
