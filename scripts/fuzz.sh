@@ -31,9 +31,10 @@ if [ "$target" = lua_reader ]; then # the readers are Lua: the module's bindings
   lua_flags=($(pkg-config --cflags --libs lua5.4))
 fi
 binary="$out/fuzz_$target" # one binary for every Lua reader: FUZZ_READER picks
-if [ ! -x "$binary" ] || [ -n "$(find "$root/ane_core" "$root/bindings" "$root/spec/fuzz" -newer "$binary" -name '*.[ch]' | head -1)" ]; then
+if [ ! -x "$binary" ] || [ -n "$(find "$root/ane_core" "$root/bindings" "$root/spec/fuzz" -newer "$binary" \( -name '*.[ch]' -o -name coverage_ignore.txt \) | head -1)" ]; then
   echo "==> building $binary (clang, -fsanitize=fuzzer,address,undefined)"
   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -fsanitize-coverage-ignorelist="$root/spec/fuzz/coverage_ignore.txt" \
     -I"$root" -I"$root/spec/ane_double/include" -I/usr/include/x86_64-linux-gnu/openblas-pthread $sources "$root/spec/fuzz/fuzz_$target.c" \
     "${lua_flags[@]}" -o "$binary" -lopenblas $(pkg-config --libs libpcre2-8 libutf8proc) -lm -ldl -lpthread
 fi

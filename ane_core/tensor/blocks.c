@@ -190,6 +190,13 @@ static ane_status blocks_fit(const struct block_format *format, const ane_tensor
     return ANE_OK;
 }
 
+/* *first_bad lowered to b unless a thread already put a smaller index there. */
+static void lower_first_bad(_Atomic int64_t *first_bad, int64_t b) {
+    int64_t seen = atomic_load(first_bad);
+    while (b < seen && !atomic_compare_exchange_weak(first_bad, &seen, b)) {
+    }
+}
+
 /* Blocks dequantized over the helper threads (a file's matrices are most of a load's time):
  * each range's weights, and the least index of a block whose scale is not finite (first_bad;
  * nblocks for none), where its range stops. */
@@ -208,9 +215,7 @@ static void dequantize_range(void *context, int64_t first, int64_t last) {
     for (int64_t b = first; b < last; b++) {
         float bad, *w = job->dtype == ANE_FP32 ? (float *)job->weights + b * n : block;
         if (job->format->dequantize(job->bytes + b * job->format->bytes, w, &bad)) {
-            int64_t seen = atomic_load(&job->first_bad);
-            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
-            }
+            lower_first_bad(&job->first_bad, b);
             return;
         }
         if (job->dtype == ANE_FP16) ane_dtype_convert_row((uint16_t *)job->weights + b * n, ANE_FP16, block, ANE_FP32, (size_t)n);
@@ -312,9 +317,7 @@ static void split_q4_k_range(void *context, int64_t first, int64_t last) {
         int sub;
         if (split_q4_k_block(job->bytes + b * 144, job->table_dtype, job->codes + b * 128, job->pairs + b * 16, &bad, &sub,
                              &min, &scale)) {
-            int64_t seen = atomic_load(&job->first_bad);
-            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
-            }
+            lower_first_bad(&job->first_bad, b);
             return;
         }
     }
@@ -364,9 +367,7 @@ static void split_range(void *context, int64_t first, int64_t last) {
         const uint8_t *block = job->bytes + b * job->size;
         job->scales[b] = half_at(block);
         if (!isfinite(job->scales[b])) {
-            int64_t seen = atomic_load(&job->first_bad);
-            while (b < seen && !atomic_compare_exchange_weak(&job->first_bad, &seen, b)) {
-            }
+            lower_first_bad(&job->first_bad, b);
             return;
         }
         if (job->q8) {

@@ -150,27 +150,27 @@ static float dot_q8_0(const int8_t *q, const float *scales, const float *x, int6
     return sum8(a);
 }
 
-/* Q4_0: a block's codes in order (q4_codes). */
-static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x, int64_t k) {
+/* Q4_0 (a block's codes in order, q4_codes, a scale each) and Q4_K (its unsigned codes, a scale
+ * and an offset each: `pairs`). */
+static inline float dot_4bit_blocks(const uint8_t *packed, const float *table, const float *x, int64_t k, int pairs) {
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
     for (int64_t j = 0; j + 32 <= k; j += 32) {
         int8x16_t first16, second16;
-        q4_codes(packed + j / 2, &first16, &second16);
-        block_fma(first16, second16, scales[j / 32], scales[j / 32], 0.0f, x + j, a);
+        if (pairs) q4_unsigned_codes(packed + j / 2, &first16, &second16);
+        else q4_codes(packed + j / 2, &first16, &second16);
+        float scale = pairs ? table[j / 16] : table[j / 32], offset = pairs ? table[j / 16 + 1] : 0.0f;
+        block_fma(first16, second16, scale, scale, offset, x + j, a);
     }
     return sum8(a);
 }
 
+static float dot_q4_0(const uint8_t *packed, const float *scales, const float *x, int64_t k) {
+    return dot_4bit_blocks(packed, scales, x, k, 0);
+}
+
 static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x, int64_t k) {
-    float32x4_t a[8];
-    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
-    for (int64_t j = 0; j + 32 <= k; j += 32) {
-        int8x16_t first16, second16;
-        q4_unsigned_codes(packed + j / 2, &first16, &second16);
-        block_fma(first16, second16, pairs[j / 16], pairs[j / 16], pairs[j / 16 + 1], x + j, a);
-    }
-    return sum8(a);
+    return dot_4bit_blocks(packed, pairs, x, k, 1);
 }
 
 /* Q6_K (k a multiple of 256): each 32 weights' codes (q6_k_codes), two 16s of a scale each. */

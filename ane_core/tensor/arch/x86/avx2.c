@@ -695,16 +695,25 @@ Q8_AVX2 static inline __m256 q4_0_chunk_int8_avx2(__m256 sum, const uint8_t *pac
                            sum);
 }
 
-Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
-    const uint8_t *packed = codes;
+/* A 4-bit block row's whole chunks through `chunk` (q4_0_chunk_int8_avx2, q4_k_chunk_int8_avx2), two
+ * accumulators taking alternate chunks, added. */
+typedef __m256 (*chunk_int8_avx2)(__m256 sum, const uint8_t *packed, const float *table, const code_vector *v, int64_t j);
+
+Q8_AVX2 static inline __attribute__((always_inline)) __m256 chunks_int8_avx2(chunk_int8_avx2 chunk, const uint8_t *packed,
+                                                                            const float *table, const code_vector *v) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
-        a0 = q4_0_chunk_int8_avx2(a0, packed, scales, v, j);
-        a1 = q4_0_chunk_int8_avx2(a1, packed, scales, v, j + Q8_CHUNK);
+        a0 = chunk(a0, packed, table, v, j);
+        a1 = chunk(a1, packed, table, v, j + Q8_CHUNK);
     }
-    if (j < v->chunked) a0 = q4_0_chunk_int8_avx2(a0, packed, scales, v, j);
-    __m256 sum = _mm256_add_ps(a0, a1);
+    if (j < v->chunked) a0 = chunk(a0, packed, table, v, j);
+    return _mm256_add_ps(a0, a1);
+}
+
+Q8_AVX2 static float q4_0_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
+    const uint8_t *packed = codes;
+    __m256 sum = chunks_int8_avx2(q4_0_chunk_int8_avx2, packed, scales, v);
     const __m256i signed_code = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1,
                                                  0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
     const __m256i low_nibbles = _mm256_set1_epi8(15);
@@ -741,14 +750,8 @@ Q8_AVX2 static inline __m256 q4_k_chunk_int8_avx2(__m256 sum, const uint8_t *pac
 }
 
 Q8_AVX2 static float q4_k_int8_avx2(const void *codes, const float *pairs, const code_vector *v) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j + 2 * Q8_CHUNK <= v->chunked; j += 2 * Q8_CHUNK) {
-        a0 = q4_k_chunk_int8_avx2(a0, codes, pairs, v, j);
-        a1 = q4_k_chunk_int8_avx2(a1, codes, pairs, v, j + Q8_CHUNK);
-    }
-    if (j < v->chunked) a0 = q4_k_chunk_int8_avx2(a0, codes, pairs, v, j);
-    return horizontal_sum(_mm256_add_ps(a0, a1)) + blocks_int8_from(ANE_ENCODING_Q4_K, codes, pairs, v, v->chunked);
+    return horizontal_sum(chunks_int8_avx2(q4_k_chunk_int8_avx2, codes, pairs, v)) +
+           blocks_int8_from(ANE_ENCODING_Q4_K, codes, pairs, v, v->chunked);
 }
 
 /* Q6_K, a half block (128 weights) a step: its 64 ql bytes and 32 qh bytes loaded once, and the
