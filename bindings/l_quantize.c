@@ -319,7 +319,7 @@ static int l_dequantize_blocks(lua_State *L) {
     return 1;
 }
 
-/* ane.blocks_quantized(bytes, "q8_0" | "q4_0" | "q6_k" | "q4_k", {rows, k}, [name], [dtype]) -> a quantized
+/* ane.blocks_quantized(bytes, "q8_0" | "q4_0" | "q6_k" | "q4_k" | "q5_k", {rows, k}, [name], [dtype]) -> a quantized
  * weight [rows, k] of that encoding holding the blocks' codes and scales as they are (q6_k: for
  * the CPU's products, q:matmul, not programs; tensor/blocks.h's
  * ane_blocks_split; dtype "fp16" (default) or "fp32", the program's), or nil and a message naming
@@ -331,7 +331,7 @@ static int l_blocks_quantized(lua_State *L) {
     ane_weight_encoding encoding;
     if (!ane_block_type_from_name(type_name, &type) || !ane_encoding_from_name(type_name, &encoding) ||
         !ane_encoding_is_gguf_block(encoding))
-        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0, q4_0, q6_k or q4_k (the others are "
+        return luaL_argerror(L, 2, lua_pushfstring(L, "block type '%s' is not q8_0, q4_0, q6_k, q4_k or q5_k (the others are "
                                                       "dequantized)", type_name));
     const char *name = luaL_optstring(L, 4, "blocks");
     ane_dtype dtype = lua_isnoneornil(L, 5) ? ANE_FP16 : ane_lua_check_dtype(L, 5, ANE_FP16);

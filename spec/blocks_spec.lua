@@ -179,8 +179,9 @@ describe("llama.cpp's blocks against gguf-py", function()
   -- rounded to the table's dtype, the offset from the rounded scale.
   local function f16(v) return ane.tensor.from({ v }, { 1 }, "fp32"):to("fp16"):to("fp32"):get(1) end
   local function f32(v) return (string.unpack("f", string.pack("f", v))) end
-  local function q4_k_reference(bytes, rows, k, dtype)
+  local function shifted_reference(bytes, rows, k, dtype, five_bits)
     local round = dtype == "fp16" and f16 or f32
+    local size = five_bits and 176 or 144
     local pairs_, codes, sums = {}, {}, {} -- pairs per row; codes per row; per weight 15 scale + min
     local at = 1
     for r = 1, rows do
@@ -199,36 +200,41 @@ describe("llama.cpp's blocks against gguf-py", function()
           local step, offset_total = round(f32(d * scale)), f32(dmin * min)
           local offset = round(step ~= 0 and f32(offset_total / step) or 0)
           table.move({ step, offset }, 1, 2, #pairs_[r] + 1, pairs_[r])
-          for l = 0, 31 do
-            codes[r][#codes[r] + 1] = (bytes:byte(at + 16 + 32 * (s // 2) + l) >> 4 * (s % 2)) & 15
-            sums[r][#sums[r] + 1] = 15 * math.abs(d * scale) + math.abs(offset_total)
+          for l = 0, 31 do -- Q5_K: qh[32] after the scales (bit s of qh[l]: weight l's fifth bit), then qs
+            local code = (bytes:byte(at + (five_bits and 48 or 16) + 32 * (s // 2) + l) >> 4 * (s % 2)) & 15
+            if five_bits then code = code | ((bytes:byte(at + 16 + l) >> s) & 1) << 4 end
+            codes[r][#codes[r] + 1] = code
+            sums[r][#sums[r] + 1] = (five_bits and 31 or 15) * math.abs(d * scale) + math.abs(offset_total)
           end
         end
-        at = at + 144
+        at = at + size
       end
     end
     return pairs_, codes, sums
   end
 
-  for _, dtype in ipairs({ "fp32", "fp16" }) do
-    it("keeps Q4_K as a scale and an offset per 32 (" .. dtype .. " table), within a rounding of its weights", function()
-      local info = file.tensors["q4_k.blocks"]
+  for _, case in ipairs({ { "q4_k", "fp32" }, { "q4_k", "fp16" }, { "q5_k", "fp32" }, { "q5_k", "fp16" } }) do
+    local name, dtype = case[1], case[2]
+    it("keeps " .. name:upper() .. " as a scale and an offset per 32 (" .. dtype .. " table), within a rounding of its weights", function()
+      local info = file.tensors[name .. ".blocks"]
       local bytes = helpers.read_file(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"):sub(info.first + 1, info.last)
-      local kept = assert(gguf.tensor(file, "q4_k.blocks", true, nil, dtype))
-      assert.are.equal("q4_k", kept:encoding())
-      local pairs_, codes, sums = q4_k_reference(bytes, 2, 512, dtype)
+      local kept = assert(gguf.tensor(file, name .. ".blocks", true, nil, dtype))
+      assert.are.equal(name, kept:encoding())
+      local pairs_, codes, sums = shifted_reference(bytes, 2, 512, dtype, name == "q5_k")
       assert.are.same(pairs_, kept:table():totable())
       local packed, data = {}, kept:data():totable()
-      for r = 1, 2 do
+      for r = 1, 2 do -- (Q4_K's two codes a byte, low nibble first; Q5_K's a byte each)
         packed[r] = {}
-        for j = 1, 512, 2 do packed[r][#packed[r] + 1] = codes[r][j] | codes[r][j + 1] << 4 end
+        for j = 1, 512, name == "q4_k" and 2 or 1 do
+          packed[r][#packed[r] + 1] = name == "q4_k" and codes[r][j] | codes[r][j + 1] << 4 or codes[r][j]
+        end
       end
       assert.are.same(packed, data)
       -- each weight scale (x - offset) against gguf-py's (d sc) x - dmin m: fp32 tables differ by
-      -- the offset's, the subtraction's and the product's roundings, at most 3 u (15 |d sc| + |dmin m|)
-      -- (u = 2^-24) plus gguf-py's own two (2 u); fp16 tables by the scale's and the offset's
-      -- roundings (2^-11 each of 15 |d sc| and |dmin m|) and those
-      local expected, got = assert(gguf.tensor(file, "q4_k.expected")):totable(), kept:dequantize():totable()
+      -- the offset's, the subtraction's and the product's roundings, at most 3 u (x_max |d sc| +
+      -- |dmin m|) (u = 2^-24, x_max 15 or 31) plus gguf-py's own two (2 u); fp16 tables by the scale's
+      -- and the offset's roundings (2^-11 each of x_max |d sc| and |dmin m|) and those
+      local expected, got = assert(gguf.tensor(file, name .. ".expected")):totable(), kept:dequantize():totable()
       local unit = dtype == "fp16" and 2 ^ -10 + 5 * 2 ^ -24 or 5 * 2 ^ -24
       local worst = 0
       for r = 1, 2 do

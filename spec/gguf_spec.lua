@@ -178,89 +178,91 @@ describe("GGUF files", function()
     end)
   end
 
-  -- Q4_K matrices (rows of whole 256-blocks: llama-tiny's 64 are too short, so a Llama of dim 256
+  -- Q4_K and Q5_K matrices (rows of whole 256-blocks: llama-tiny's 64 are too short, so a Llama of dim 256
   -- written here with random blocks, each d and dmin small) kept on sim as a scale and an offset
   -- per 32: decode steps give, bit for bit, the logits of the same model with those weights
   -- dequantized (float activations: the fp32 kernel's sums over the same values); int8
   -- activations within 0.4% of the logits' range; a matrix with a sub-block of scale 0 and a
   -- min, which that form cannot hold, dequantized with a note.
-  it("keeps Q4_K matrices on sim as a scale and an offset per 32, or dequantizes one with a note", function()
-    local dim, hidden, vocab = 256, 512, 64
-    local seed = 7
-    local function byte() seed = (seed * 1103515245 + 12345) % 2147483648; return seed >> 16 & 255 end
-    local function q4_k_bytes(rows, k, zero_scale)
-      local parts = {}
-      for b = 1, rows * k // 256 do
-        local d = ane.tensor.from({ 0.0004 + byte() / 255 * 0.0004 }, { 1 }, "fp16"):bytes()
-        local dmin = ane.tensor.from({ 0.0002 + byte() / 255 * 0.0002 }, { 1 }, "fp16"):bytes()
-        local scales = {}
-        for i = 1, 12 do scales[i] = byte() | 0x01 end -- (odd: no 6-bit scale of 0 in the first four)
-        if zero_scale and b == 2 then scales[1], scales[5] = 0, 9 end -- sub-block 0: scale 0, min 9
-        local codes = {}
-        for i = 1, 128 do codes[i] = byte() end
-        parts[#parts + 1] = d .. dmin .. string.char(table.unpack(scales)) .. string.char(table.unpack(codes))
+  for _, block_type in ipairs({ "Q4_K", "Q5_K" }) do
+    it("keeps " .. block_type .. " matrices on sim as a scale and an offset per 32, or dequantizes one with a note", function()
+      local dim, hidden, vocab = 256, 512, 64
+      local seed = 7
+      local function byte() seed = (seed * 1103515245 + 12345) % 2147483648; return seed >> 16 & 255 end
+      local function q4_k_bytes(rows, k, zero_scale)
+        local parts = {}
+        for b = 1, rows * k // 256 do
+          local d = ane.tensor.from({ 0.0004 + byte() / 255 * 0.0004 }, { 1 }, "fp16"):bytes()
+          local dmin = ane.tensor.from({ 0.0002 + byte() / 255 * 0.0002 }, { 1 }, "fp16"):bytes()
+          local scales = {}
+          for i = 1, 12 do scales[i] = byte() | 0x01 end -- (odd: no 6-bit scale of 0 in the first four)
+          if zero_scale and b == 2 then scales[1], scales[5] = 0, 9 end -- sub-block 0: scale 0, min 9
+          local codes = {}
+          for i = 1, block_type == "Q5_K" and 160 or 128 do codes[i] = byte() end -- (Q5_K: qh[32], then qs[128])
+          parts[#parts + 1] = d .. dmin .. string.char(table.unpack(scales)) .. string.char(table.unpack(codes))
+        end
+        return table.concat(parts)
       end
-      return table.concat(parts)
-    end
-    local function f32_bytes(shape, scale)
-      local n = 1
-      for _, size in ipairs(shape) do n = n * size end
-      return ane.tensor.randn({ n }, { seed = n + #shape, std = scale }):bytes()
-    end
-    local function write(path, zero_scale)
-      local metadata = { { "general.architecture", "string", "llama" }, { "llama.embedding_length", "u32", dim },
-        { "llama.feed_forward_length", "u32", hidden }, { "llama.block_count", "u32", 1 },
-        { "llama.attention.head_count", "u32", 4 }, { "llama.context_length", "u32", 16 } }
-      local tensors = { { "token_embd.weight", { vocab, dim }, "F32", f32_bytes({ vocab, dim }, 0.5) },
-        { "blk.0.attn_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
-        { "blk.0.ffn_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
-        { "output_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
-        { "output.weight", { vocab, dim }, "F32", f32_bytes({ vocab, dim, 1 }, 0.05) } }
-      for _, m in ipairs({ { "attn_q", dim, dim }, { "attn_k", dim, dim }, { "attn_v", dim, dim },
-        { "attn_output", dim, dim }, { "ffn_gate", hidden, dim }, { "ffn_up", hidden, dim }, { "ffn_down", dim, hidden } }) do
-        tensors[#tensors + 1] = { "blk.0." .. m[1] .. ".weight", { m[2], m[3] }, "Q4_K",
-          q4_k_bytes(m[2], m[3], zero_scale and m[1] == "ffn_up") }
+      local function f32_bytes(shape, scale)
+        local n = 1
+        for _, size in ipairs(shape) do n = n * size end
+        return ane.tensor.randn({ n }, { seed = n + #shape, std = scale }):bytes()
       end
-      assert(gguf.write(path, metadata, tensors))
-      return path
-    end
-    local path = write(helpers.tmpdir() .. "/q4_k.gguf")
-    local options = { backend = "sim", precision = "fp32", profile = "cpu", activations = "float" }
-    local kept = assert(models.load(path, options))
-    assert.matches("sim, fp32, q4_k weights %(classifier fp32%), profile cpu", tostring(kept))
-    assert.is_nil(tostring(kept):find("note:", 1, true))
-    -- the same weights dequantized: every Q4_K layer weight replaced by its values
-    local W = assert(gguf.read(path, { precision = "fp32" }))
-    for _, L in ipairs(W.layers) do
-      for role, t in pairs(L) do
-        if ane.quantized.is(t) then
-          assert.are.equal("q4_k", t:encoding())
-          L[role] = t:dequantize()
+      local function write(path, zero_scale)
+        local metadata = { { "general.architecture", "string", "llama" }, { "llama.embedding_length", "u32", dim },
+          { "llama.feed_forward_length", "u32", hidden }, { "llama.block_count", "u32", 1 },
+          { "llama.attention.head_count", "u32", 4 }, { "llama.context_length", "u32", 16 } }
+        local tensors = { { "token_embd.weight", { vocab, dim }, "F32", f32_bytes({ vocab, dim }, 0.5) },
+          { "blk.0.attn_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
+          { "blk.0.ffn_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
+          { "output_norm.weight", { dim }, "F32", string.rep(string.pack("<f", 1), dim) },
+          { "output.weight", { vocab, dim }, "F32", f32_bytes({ vocab, dim, 1 }, 0.05) } }
+        for _, m in ipairs({ { "attn_q", dim, dim }, { "attn_k", dim, dim }, { "attn_v", dim, dim },
+          { "attn_output", dim, dim }, { "ffn_gate", hidden, dim }, { "ffn_up", hidden, dim }, { "ffn_down", dim, hidden } }) do
+          tensors[#tensors + 1] = { "blk.0." .. m[1] .. ".weight", { m[2], m[3] }, block_type,
+            q4_k_bytes(m[2], m[3], zero_scale and m[1] == "ffn_up") }
+        end
+        assert(gguf.write(path, metadata, tensors))
+        return path
+      end
+      local path = write(helpers.tmpdir() .. "/" .. block_type:lower() .. ".gguf")
+      local options = { backend = "sim", precision = "fp32", profile = "cpu", activations = "float" }
+      local kept = assert(models.load(path, options))
+      assert.matches("sim, fp32, " .. block_type:lower() .. " weights %(classifier fp32%), profile cpu", tostring(kept))
+      assert.is_nil(tostring(kept):find("note:", 1, true))
+      -- the same weights dequantized: every Q4_K layer weight replaced by its values
+      local W = assert(gguf.read(path, { precision = "fp32" }))
+      for _, L in ipairs(W.layers) do
+        for role, t in pairs(L) do
+          if ane.quantized.is(t) then
+            assert.are.equal(block_type:lower(), t:encoding())
+            L[role] = t:dequantize()
+          end
         end
       end
-    end
-    local dense = assert(llama.from_weights(W, { backend = "sim", precision = "fp32", profile = "cpu" }))
-    local ids = { 1, 5, 30, 7 }
-    local a, b = kept:session(), dense:session()
-    for i, id in ipairs(ids) do
-      local got, want = assert(a:feed({ id })), assert(b:feed({ id }))
-      assert.are.equal(0, got:max_abs_diff(want), "step " .. i)
-    end
-    -- int8 activations (the default for a GGUF file's blocks on sim): llama.cpp's arithmetic
-    local int8 = assert(models.load(path, { backend = "sim", precision = "fp32", profile = "cpu" }))
-    assert.matches("int8 activations", tostring(int8))
-    local want = dense:logits(ids)
-    local low, high = math.huge, -math.huge
-    for _, v in ipairs(want:reshape(-1):totable()) do low, high = math.min(low, v), math.max(high, v) end
-    local off = int8:logits(ids):max_abs_diff(want)
-    -- (each activation within 1/254 of its block's largest, 0.4%; the errors of sums of 256 mostly
-    -- cancel: 0.016% of the logits' range measured, held to 0.4% of it)
-    assert.is_true(off > 0 and off < 0.004 * (high - low), "int8 activations: " .. off .. " of a range of " .. high - low)
-    -- a sub-block of scale 0 with a min: that matrix dequantized, and said so
-    local noted = assert(models.load(write(helpers.tmpdir() .. "/q4_k-zero.gguf", true), options))
-    assert.matches("\nnote: 1 Q4_K matrix dequantized at load %(the first: .*tensor 'blk%.0%.ffn_up%.weight': sub%-block 0 of "
-      .. "block 1 .* which a scale and offset cannot hold%)", tostring(noted))
-  end)
+      local dense = assert(llama.from_weights(W, { backend = "sim", precision = "fp32", profile = "cpu" }))
+      local ids = { 1, 5, 30, 7 }
+      local a, b = kept:session(), dense:session()
+      for i, id in ipairs(ids) do
+        local got, want = assert(a:feed({ id })), assert(b:feed({ id }))
+        assert.are.equal(0, got:max_abs_diff(want), "step " .. i)
+      end
+      -- int8 activations (the default for a GGUF file's blocks on sim): llama.cpp's arithmetic
+      local int8 = assert(models.load(path, { backend = "sim", precision = "fp32", profile = "cpu" }))
+      assert.matches("int8 activations", tostring(int8))
+      local want = dense:logits(ids)
+      local low, high = math.huge, -math.huge
+      for _, v in ipairs(want:reshape(-1):totable()) do low, high = math.min(low, v), math.max(high, v) end
+      local off = int8:logits(ids):max_abs_diff(want)
+      -- (each activation within 1/254 of its block's largest, 0.4%; the errors of sums of 256 mostly
+      -- cancel: 0.016% of the logits' range measured, held to 0.4% of it)
+      assert.is_true(off > 0 and off < 0.004 * (high - low), "int8 activations: " .. off .. " of a range of " .. high - low)
+      -- a sub-block of scale 0 with a min: that matrix dequantized, and said so
+      local noted = assert(models.load(write(helpers.tmpdir() .. "/" .. block_type:lower() .. "-zero.gguf", true), options))
+      assert.matches("\nnote: 1 Q4_K / Q5_K matrix dequantized at load %(the first: .*tensor 'blk%.0%.ffn_up%.weight': sub%-block 0 of "
+        .. "block 1 .* which a scale and offset cannot hold%)", tostring(noted))
+    end)
+  end
 
   it("quantizes to Q8_0 and Q4_0 on sim only, with float or int8 activations", function()
     local model = assert(llama.load(checkpoint, { backend = "sim", precision = "fp32", profile = "cpu", quantize = "q8_0" }))

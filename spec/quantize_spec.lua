@@ -241,25 +241,62 @@ describe("ane.quantize", function()
   end)
 end)
 
--- A GGUF file's Q4_K matrix kept as a scale and an offset per 32 (tensor/quantize.h): a program
--- carries uint4 codes, the scales and the offsets (constexpr_blockwise_shift_scale with an
--- offset), and sim multiplies them as stored: the dense program of the dequantized weight, bit
--- for bit, at one position.
-describe("Q4_K weights in a program", function()
-  it("are carried as uint4 codes, a scale and an offset per 32, and multiplied as stored", function()
+-- A GGUF file's Q4_K or Q5_K matrix kept as a scale and an offset per 32 (tensor/quantize.h): a
+-- program carries the codes (uint4 or uint8), the scales and the offsets
+-- (constexpr_blockwise_shift_scale with an offset), and sim multiplies them as stored: the dense
+-- program of the dequantized weight, bit for bit, at one position.
+describe("GGUF K-quant weights in a program", function()
+  -- The [2, 512] matrix of blocks-reference.gguf's `name`.blocks kept, its program, MIL text and
+  -- weight file, a dense program of its dequantized weights, and an input.
+  local function kept_program(name, seed)
     local gguf = require("ane.formats.gguf")
     local file = assert(gguf.open(helpers.root .. "/spec/data/gguf/blocks-reference.gguf"))
-    local q = assert(gguf.tensor(file, "q4_k.blocks", true, nil, "fp32")) -- [2, 512]
-    local x = randn({ 1, 512, 1, 1 }, 1, 46)
-    local program, g = linear_program(q:reshape(2, 512, 1, 1), 512, 1, "q4_k")
+    local q = assert(gguf.tensor(file, name .. ".blocks", true, nil, "fp32"))
+    local program, g = linear_program(q:reshape(2, 512, 1, 1), 512, 1, name)
     local text, files = g:mil()
+    local dense = linear_program(q:dequantize():reshape(2, 512, 1, 1), 512, 1, "dense")
+    return q, program, text, files["@model_path/weights/weight.bin"], dense, randn({ 1, 512, 1, 1 }, 1, seed)
+  end
+
+  it("are carried as uint4 codes, a scale and an offset per 32, and multiplied as stored", function()
+    local _, program, text, weights, dense, x = kept_program("q4_k", 46)
     assert.matches("constexpr_blockwise_shift_scale()[data = tensor<uint4, [2, 512, 1, 1]>", text, 1, true)
     assert.matches("offset = tensor<fp32, [2, 16, 1, 1]>", text, 1, true)
     assert.matches("scale = tensor<fp32, [2, 16, 1, 1]>", text, 1, true)
-    local records = assert(ane.milblob.read(files["@model_path/weights/weight.bin"]))
+    local records = assert(ane.milblob.read(weights))
     assert.are.same({ 11, 2 * 512 // 2 }, { records[1].dtype_code, records[1].size }) -- MILBlob uint4, the codes
-    local dense = linear_program(q:dequantize():reshape(2, 512, 1, 1), 512, 1, "dense")
     assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(dense:eval({ x = x }).y))
+  end)
+
+  -- Q5_K likewise as uint8 codes (MILBlob uint8); a program whose uint8 codes are not all 5-bit
+  -- is not that form, and the parser expands it to its values (coremltools' definition)
+  it("carries Q5_K as uint8 codes, a scale and an offset per 32, and expands codes of more bits", function()
+    local q, program, text, weights, dense, x = kept_program("q5_k", 47)
+    assert.matches("constexpr_blockwise_shift_scale()[data = tensor<uint8, [2, 512, 1, 1]>", text, 1, true)
+    assert.matches("offset = tensor<fp32, [2, 16, 1, 1]>", text, 1, true)
+    local records = assert(ane.milblob.read(weights))
+    assert.are.same({ 3, 2 * 512 }, { records[1].dtype_code, records[1].size }) -- MILBlob uint8, the codes
+    local want = dense:eval({ x = x }).y
+    assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(want))
+    -- code 0 of row 0 made 200: the weight scale (200 - offset), no longer a 5-bit code
+    local at = records[1].data_offset + 1
+    local changed = weights:sub(1, at - 1) .. string.char(200) .. weights:sub(at + 1)
+    local expanded = ane.compile_mil(text, { ["@model_path/weights/weight.bin"] = changed }, { profile = "cpu", precision = "fp32" })
+    local w = q:dequantize():reshape(2, 512)
+    local pair = q:table():totable()[1]
+    w:set(pair[1] * (200 - pair[2]), 1, 1)
+    local twin = linear_program(w:reshape(2, 512, 1, 1), 512, 1, "twin")
+    -- (the expansion computes each weight in double and rounds it once, the twin's in two fp32
+    -- steps: each within 2 u of the other, u = 2^-24; with the sums' own rounding, 2 k u sum |w x|
+    -- per output, k = 512, as test_gemv holds fp32 products)
+    local ws, xs, bound = w:totable(), x:reshape(512):totable(), 0
+    for r = 1, 2 do
+      local magnitude = 0
+      for j = 1, 512 do magnitude = magnitude + math.abs(ws[r][j] * xs[j]) end
+      bound = math.max(bound, (2 * 512 + 2) * 2 ^ -24 * magnitude)
+    end
+    assert.is_true(expanded:eval({ x = x }).y:max_abs_diff(twin:eval({ x = x }).y) <= bound)
+    assert.is_true(expanded:eval({ x = x }).y:max_abs_diff(want) > 0.01)
   end)
 end)
 

@@ -163,14 +163,14 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
  *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per
  *         row, lut [rows, 1, ..., 1, 16, 1]
- *   q8_0, q4_0, q4_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition: output =
- *         scale x (data - offset), block sizes data's dims / scale's): int8, int4 or (q4_k) uint4
- *         data of the weight's shape, scale [rows, k / 32, 1, ...]; q4_k's offset of scale's shape
- *         and type (the table's pairs, split) */
+ *   q8_0, q4_0, q4_k, q5_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition:
+ *         output = scale x (data - offset), block sizes data's dims / scale's): int8, int4, uint4
+ *         (q4_k) or uint8 (q5_k) data of the weight's shape, scale [rows, k / 32, 1, ...]; q4_k's
+ *         and q5_k's offset of scale's shape and type (the table's pairs, split) */
 static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
     int64_t rows = node->shape[0], k = ane_node_numel(node) / (rows ? rows : 1);
     int64_t width = ane_encoded_table_width(node->encoding, k);
-    int shifted = node->encoding == ANE_ENCODING_Q4_K; /* a scale and an offset per block */
+    int shifted = ane_encoding_is_shifted(node->encoding); /* a scale and an offset per block */
     int64_t per_table = shifted ? width / 2 : width;   /* entries of one table (scale, or offset) per row */
     char data_type[192], table_type[192], data_literal[512], table_literal[512], offset_literal[512], dims[160];
     int lut = node->encoding == ANE_ENCODING_LUT4, blockwise = ane_encoding_is_blockwise(node->encoding);
@@ -186,7 +186,8 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     }
     ane_shape_string(dims, sizeof dims, node->rank, node->shape);
     uint32_t code = MILBLOB_INT8;
-    if (lut || shifted) snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims), code = MILBLOB_UINT4;
+    if (lut || node->encoding == ANE_ENCODING_Q4_K) snprintf(data_type, sizeof data_type, "tensor<uint4, %s>", dims), code = MILBLOB_UINT4;
+    else if (node->encoding == ANE_ENCODING_Q5_K) type_of(ANE_UINT8, node->rank, node->shape, data_type, sizeof data_type), code = MILBLOB_UINT8;
     else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
     else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);

@@ -1183,17 +1183,20 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
         mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_0 : ANE_ENCODING_Q8_0, data, scale, 1);
         if (encoded || failed(p)) return encoded;
     }
-    /* GGUF's Q4_K as tensor/quantize.h keeps it (uint4 data, a float scale and offset per 32 along
-     * dimension 1): kept as stored */
-    int shifted_blocks = rank >= 2 && scale->type.rank == rank && data->type.dtype == ANE_UINT8 && data->type.bits == 4 &&
+    /* GGUF's Q4_K and Q5_K as tensor/quantize.h keeps them (uint4 or uint8 data, a float scale and
+     * offset per 32 along dimension 1): kept as stored */
+    int shifted_blocks = rank >= 2 && scale->type.rank == rank && data->type.dtype == ANE_UINT8 &&
+        (data->type.bits == 4 || data->type.bits == 0) &&
         offset && offset->kind == VAL_TENSOR && offset->type.bits == 0 &&
         (offset->type.dtype == ANE_FP16 || offset->type.dtype == ANE_FP32) && offset->type.rank == rank &&
         numel == type_numel(&out->type) && scale->type.dims[0] == data->type.dims[0] &&
         scale->type.dims[1] * ANE_ENCODING_BLOCK == data->type.dims[1];
     for (int d = 0; shifted_blocks && d < rank; d++)
         shifted_blocks = offset->type.dims[d] == scale->type.dims[d] && (d < 2 || data->type.dims[d] == 1);
+    if (shifted_blocks && data->type.bits == 0) /* Q5_K's codes are 5 bits (its kernels take them so): else dense */
+        for (int64_t i = 0; shifted_blocks && i < numel; i++) shifted_blocks = !data->blob || data->blob[i] < 32;
     if (shifted_blocks && !failed(p)) {
-        mil_value *encoded = encoded_value(p, out, ANE_ENCODING_Q4_K, data, scale, 1);
+        mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_K : ANE_ENCODING_Q5_K, data, scale, 1);
         if (encoded) encoded->offsets = offset;
         if (encoded || failed(p)) return encoded;
     }

@@ -271,16 +271,18 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
     return ANE_OK;
 }
 
-/* Q4_K kept (quantize.h's ANE_ENCODING_Q4_K): each sub-block's codes in MIL's uint4 order, its
- * scale d x sc (exact in fp32: 11 x 6 bits) and offset dmin x m / (d x sc), both rounded to
- * table_dtype (an fp16 program's values), the offset from the rounded scale. A sub-block whose
- * scale is 0 but whose min is not has no such form: refused, naming it (the caller dequantizes).
- * One block into its 128 code bytes and 16 table entries; returns 0, or 1 for a scale that is
- * not finite (*bad it), or 2 for sub-block *sub that the form cannot hold (*min, *scale). */
-static int split_q4_k_block(const uint8_t *block, ane_dtype table_dtype, uint8_t *codes, float *pairs, float *bad,
-                            int *sub_out, float *min_out, float *scale_out) {
+/* Q4_K and Q5_K kept (quantize.h's ANE_ENCODING_Q4_K / _Q5_K): each sub-block's codes (Q4_K's in
+ * MIL's uint4 order, Q5_K's a byte each), its scale d x sc (exact in fp32: 11 x 6 bits) and
+ * offset dmin x m / (d x sc), both rounded to table_dtype (an fp16 program's values), the
+ * offset from the rounded scale. A sub-block whose scale is 0 but whose min is not has no such
+ * form: refused, naming it (the caller dequantizes). One block into its code bytes (128 or 256)
+ * and 16 table entries; returns 0, or 1 for a scale that is not finite (*bad it), or 2 for
+ * sub-block *sub that the form cannot hold (*min, *scale). */
+static int split_shifted_block(const uint8_t *block, int five_bits, ane_dtype table_dtype, uint8_t *codes, float *pairs,
+                               float *bad, int *sub_out, float *min_out, float *scale_out) {
     float d = half_at(block), dmin = half_at(block + 2);
     if (scale_is_bad(d, bad) || scale_is_bad(dmin, bad)) return 1;
+    const uint8_t *qh = five_bits ? block + 16 : NULL, *qs = block + (five_bits ? 48 : 16);
     for (int sub = 0; sub < 8; sub++) {
         int sc, m;
         k_scale_min(block + 4, sub, &sc, &m);
@@ -293,59 +295,69 @@ static int split_q4_k_block(const uint8_t *block, ane_dtype table_dtype, uint8_t
             return 2;
         }
         pairs[2 * sub] = scale, pairs[2 * sub + 1] = offset;
-        const uint8_t *qs = block + 16 + 32 * (sub / 2);
-        for (int l = 0; l < 32; l += 2) /* element 32 sub + l of the block, two a byte */
-            codes[(32 * sub + l) / 2] = (uint8_t)(((qs[l] >> 4 * (sub % 2)) & 15) | ((qs[l + 1] >> 4 * (sub % 2)) & 15) << 4);
+        const uint8_t *bytes = qs + 32 * (sub / 2); /* element 32 sub + l: a nibble of bytes[l] (+ bit sub of qh[l]) */
+        for (int l = 0; l < 32; l += 2) {
+            unsigned x0 = (bytes[l] >> 4 * (sub % 2)) & 15u, x1 = (bytes[l + 1] >> 4 * (sub % 2)) & 15u;
+            if (five_bits) {
+                codes[32 * sub + l] = (uint8_t)(x0 | ((qh[l] >> sub) & 1u) << 4);
+                codes[32 * sub + l + 1] = (uint8_t)(x1 | ((qh[l + 1] >> sub) & 1u) << 4);
+            } else {
+                codes[(32 * sub + l) / 2] = (uint8_t)(x0 | x1 << 4);
+            }
+        }
     }
     return 0;
 }
 
-/* Q4_K blocks split over the helper threads: the least index of a block that fails (first_bad;
- * nblocks for none), where its range stops. */
-typedef struct q4_k_split_job {
-    const uint8_t *bytes; /* [nblocks * 144] as stored */
-    uint8_t *codes;       /* [nblocks * 128] */
+/* Q4_K / Q5_K blocks split over the helper threads: the least index of a block that fails
+ * (first_bad; nblocks for none), where its range stops. */
+typedef struct shifted_split_job {
+    const uint8_t *bytes; /* [nblocks * size] as stored */
+    uint8_t *codes;       /* [nblocks * code_bytes] */
     float *pairs;         /* [nblocks * 16] */
+    int64_t size, code_bytes;
+    int five_bits;
     ane_dtype table_dtype;
     _Atomic int64_t first_bad;
-} q4_k_split_job;
+} shifted_split_job;
 
-static void split_q4_k_range(void *context, int64_t first, int64_t last) {
-    q4_k_split_job *job = context;
+static void split_shifted_range(void *context, int64_t first, int64_t last) {
+    shifted_split_job *job = context;
     for (int64_t b = first; b < last; b++) {
         float bad, min, scale;
         int sub;
-        if (split_q4_k_block(job->bytes + b * 144, job->table_dtype, job->codes + b * 128, job->pairs + b * 16, &bad, &sub,
-                             &min, &scale)) {
+        if (split_shifted_block(job->bytes + b * job->size, job->five_bits, job->table_dtype, job->codes + b * job->code_bytes,
+                                job->pairs + b * 16, &bad, &sub, &min, &scale)) {
             lower_first_bad(&job->first_bad, b);
             return;
         }
     }
 }
 
-static ane_status split_q4_k(const ane_tensor *blocks, int64_t rows, int64_t k, int64_t nblocks, ane_dtype table_dtype,
-                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
-    int64_t data_shape[2] = {rows, k / 2}, table_shape[2] = {rows, k / 16};
+static ane_status split_shifted(const ane_tensor *blocks, int five_bits, int64_t rows, int64_t k, int64_t nblocks,
+                                ane_dtype table_dtype, const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
+    int64_t data_shape[2] = {rows, five_bits ? k : k / 2}, table_shape[2] = {rows, k / 16};
+    int64_t size = five_bits ? 176 : 144;
     ane_status status = ane_tensor_empty(data, 2, data_shape, ANE_UINT8, err);
     if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
     if (status) {
         ane_tensor_release(data), ane_tensor_release(table);
         return status;
     }
-    q4_k_split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
-                          (float *)ane_tensor_data(table), table_dtype, nblocks};
-    ane_parallel_for(nblocks, 1024, split_q4_k_range, &job);
+    shifted_split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
+                             (float *)ane_tensor_data(table), size, five_bits ? 256 : 128, five_bits, table_dtype, nblocks};
+    ane_parallel_for(nblocks, 1024, split_shifted_range, &job);
     int64_t b = atomic_load(&job.first_bad);
     if (b == nblocks) return ANE_OK;
-    uint8_t codes[128];
+    uint8_t codes[256];
     float pairs[16], bad = 0.0f, min = 0.0f, scale = 0.0f;
-    int sub = 0, why = split_q4_k_block(job.bytes + b * 144, table_dtype, codes, pairs, &bad, &sub, &min, &scale);
+    int sub = 0, why = split_shifted_block(job.bytes + b * size, five_bits, table_dtype, codes, pairs, &bad, &sub, &min, &scale);
     ane_tensor_release(data), ane_tensor_release(table);
     if (why == 1)
         return ane_fail(err, ANE_ERR_FORMAT, "%s: block %lld (byte %lld of its data) has scale %g", name, (long long)b,
-                        (long long)(b * 144), (double)bad);
+                        (long long)(b * size), (double)bad);
     return ane_fail(err, ANE_ERR_FORMAT, "%s: sub-block %d of block %lld (byte %lld of its data) has min %g over scale %g, "
-                    "which a%s scale and offset cannot hold", name, sub, (long long)b, (long long)(b * 144), (double)min,
+                    "which a%s scale and offset cannot hold", name, sub, (long long)b, (long long)(b * size), (double)min,
                     (double)scale, table_dtype == ANE_FP16 ? "n fp16" : "");
 }
 
@@ -385,15 +397,17 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
     memset(data, 0, sizeof *data);
     memset(table, 0, sizeof *table);
-    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K && type != ANE_BLOCKS_Q4_K)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0, q4_0, q6_k and q4_k are)",
+    if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K && type != ANE_BLOCKS_Q4_K &&
+        type != ANE_BLOCKS_Q5_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are dequantized, not kept (q8_0, q4_0, q6_k, q4_k and q5_k are)",
                         name, FORMATS[type].name);
     const struct block_format *format = &FORMATS[type];
     int64_t shape[2] = {rows, k}, nblocks = 0, size = format->bytes;
     ane_status status = blocks_fit(format, blocks, 2, shape, name, &nblocks, err);
     if (status) return status;
     if (type == ANE_BLOCKS_Q6_K) return split_q6_k(blocks, rows, k, nblocks, name, data, table, err);
-    if (type == ANE_BLOCKS_Q4_K) return split_q4_k(blocks, rows, k, nblocks, table_dtype, name, data, table, err);
+    if (type == ANE_BLOCKS_Q4_K || type == ANE_BLOCKS_Q5_K)
+        return split_shifted(blocks, type == ANE_BLOCKS_Q5_K, rows, k, nblocks, table_dtype, name, data, table, err);
     int q8 = type == ANE_BLOCKS_Q8_0;
     int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
     status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
@@ -418,9 +432,9 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
 ane_status ane_blocks_join(ane_block_type type, const ane_tensor *data, const ane_tensor *table, int64_t rows, int64_t k,
                            const char *name, ane_tensor *blocks, ane_error *err) {
     memset(blocks, 0, sizeof *blocks);
-    if (type == ANE_BLOCKS_Q4_K)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: q4_k blocks are kept as a scale and an offset per 32, which do not "
-                        "give back the file's 6-bit scales and mins: write its weights dequantized", name);
+    if (type == ANE_BLOCKS_Q4_K || type == ANE_BLOCKS_Q5_K)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are kept as a scale and an offset per 32, which do not "
+                        "give back the file's 6-bit scales and mins: write its weights dequantized", name, FORMATS[type].name);
     if (type != ANE_BLOCKS_Q8_0 && type != ANE_BLOCKS_Q4_0 && type != ANE_BLOCKS_Q6_K)
         return ane_fail(err, ANE_ERR_ARGUMENT, "%s: %s blocks are not kept, so not joined (q8_0, q4_0 and q6_k are)", name,
                         FORMATS[type].name);

@@ -41,14 +41,15 @@ int64_t ane_block_bytes(ane_block_type type);
 ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, int ndim, const int64_t *shape,
                                  ane_dtype dtype, const char *name, ane_tensor *out, ane_error *err);
 
-/* Q8_0, Q4_0, Q6_K and Q4_K blocks of a [rows, k] matrix kept as they are for the products that
- * read them (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0 / _Q6_K / _Q4_K): data the codes (Q8_0's int8
- * as stored; Q4_0's nibbles x - 8 and Q4_K's x in MIL's order, element j in byte j / 2; Q6_K's
- * blocks as stored), table the fp32 values of the blocks' fp16 scales [rows, k / 32] (Q6_K: d x
- * each 16's scale, [rows, k / 16]; Q4_K: each 32's scale d sc and offset dmin m / (d sc) rounded
- * to table_dtype, fp16 or fp32, [rows, k / 16]): the same numbers (Q4_K's offsets within a
- * rounding), no weight dequantized. Fails naming `name` as ane_blocks_dequantize does, for a
- * Q4_K sub-block this form cannot hold ("cannot hold"), and for any other type. */
+/* Q8_0, Q4_0, Q6_K, Q4_K and Q5_K blocks of a [rows, k] matrix kept as they are for the products
+ * that read them (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0 / _Q6_K / _Q4_K / _Q5_K): data the codes
+ * (Q8_0's int8 as stored; Q4_0's nibbles x - 8 and Q4_K's x in MIL's order, element j in byte
+ * j / 2; Q5_K's x a byte each; Q6_K's blocks as stored), table the fp32 values of the blocks'
+ * fp16 scales [rows, k / 32] (Q6_K: d x each 16's scale, [rows, k / 16]; Q4_K, Q5_K: each 32's
+ * scale d sc and offset dmin m / (d sc) rounded to table_dtype, fp16 or fp32, [rows, k / 16]):
+ * the same numbers (the offsets within a rounding), no weight dequantized. Fails naming `name` as
+ * ane_blocks_dequantize does, for a Q4_K / Q5_K sub-block this form cannot hold ("cannot hold"),
+ * and for any other type. */
 ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64_t rows, int64_t k, ane_dtype table_dtype,
                             const char *name, ane_tensor *data, ane_tensor *table, ane_error *err);
 

@@ -40,6 +40,7 @@ static kernel_weights weights_of(ane_weight_encoding encoding) {
     case ANE_ENCODING_Q4_0: return WEIGHTS_Q4_0;
     case ANE_ENCODING_Q6_K: return WEIGHTS_Q6_K;
     case ANE_ENCODING_Q4_K: return WEIGHTS_Q4_K;
+    case ANE_ENCODING_Q5_K: return WEIGHTS_Q5_K;
     case ANE_ENCODING_DENSE: break;
     }
     return WEIGHTS_FP16;

@@ -42,13 +42,13 @@ typedef struct gemv_job {
 /* The row kernels' weight types, the first index of kernels.rows_float and rows_integer. */
 typedef enum kernel_weights {
     WEIGHTS_FP32, WEIGHTS_FP16, WEIGHTS_INT8, WEIGHTS_LUT4, WEIGHTS_Q8_0, WEIGHTS_Q4_0, WEIGHTS_Q6_K, WEIGHTS_Q4_K,
-    WEIGHT_KINDS
+    WEIGHTS_Q5_K, WEIGHT_KINDS
 } kernel_weights;
 
 /* A level's single-row dot products with float activations (int8 rows unscaled: the caller
  * applies the row's scale; a 4-bit row's table is its 16-entry palette; Q8_0, Q4_0 and Q6_K
  * rows (k a multiple of 32, or 256) take each weight as its block's scale times its code, and
- * Q4_K rows as ane_q4_k_weight, as dequantizing computes them, in the level's fp32 kernel's
+ * Q4_K and Q5_K rows as ane_shifted_weight, as dequantizing computes them, in the level's fp32 kernel's
  * order, so they give its bits for the dequantized row). */
 typedef struct float_dots {
     float (*fp32)(const float *w, const float *x, int64_t k);
@@ -59,14 +59,15 @@ typedef struct float_dots {
     float (*q4_0)(const uint8_t *packed, const float *scales, const float *x, int64_t k);
     float (*q6_k)(const uint8_t *blocks, const float *scales, const float *x, int64_t k);
     float (*q4_k)(const uint8_t *packed, const float *pairs, const float *x, int64_t k);
+    float (*q5_k)(const uint8_t *codes, const float *pairs, const float *x, int64_t k);
 } float_dots;
 
 /* Rows [first, last) of a gemv_job of the given weights, one row at a time through `dots`
  * (kernels_scalar.c): the row kernels of every level without grouped ones. */
 void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots);
 
-/* Defines rows_fp32, rows_fp16, rows_int8, rows_lut4, rows_q8_0, rows_q4_0, rows_q6_k and rows_q4_k
- * (ane_range_body) over the float_dots `dots`. */
+/* Defines rows_fp32, rows_fp16, rows_int8, rows_lut4, rows_q8_0, rows_q4_0, rows_q6_k, rows_q4_k and
+ * rows_q5_k (ane_range_body) over the float_dots `dots`. */
 #define ROWS_BY_DOTS(dots)                                                                                        \
     static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &(dots)); } \
     static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &(dots)); } \
@@ -75,7 +76,8 @@ void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weigh
     static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q8_0, &(dots)); } \
     static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &(dots)); } \
     static void rows_q6_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q6_K, &(dots)); } \
-    static void rows_q4_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_K, &(dots)); }
+    static void rows_q4_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_K, &(dots)); } \
+    static void rows_q5_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q5_K, &(dots)); }
 
 /* Rows a grouped kernel takes at once (four rows a quarter of a share apart: in_row_groups). */
 #define GEMV_GROUP 4
@@ -176,17 +178,20 @@ void integer_rows_by_dots(const integer_job *job, int64_t first, int64_t last, i
  * dot product of the weights' and the activations' codes times (the weights' scale x the
  * activations'), added in order (the scalar kernels are this function; NEON gives its bits;
  * AVX2 adds each block's eight lanes into eight accumulators, within test_gemv's bound).
- * Q4_K rows (table: scale, offset pairs): per block of 32, with S the exact integer dot product
- * of the weights' unsigned codes and the activations' codes and C the activations' code sum,
- * (scale x the activations' scale) x (S - offset x C), each operation rounded to fp32. */
+ * Q4_K and Q5_K rows (table: scale, offset pairs): per block of 32, with S the exact integer dot
+ * product of the weights' unsigned codes and the activations' codes and C the activations' code
+ * sum, (scale x the activations' scale) x (S - offset x C), each operation rounded to fp32. */
 float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v);
 /* The same sums of the blocks from element `from` (a block boundary) on: the vector kernels' tails. */
 float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
                        int64_t from);
 typedef float (*block_dot_int8)(const void *codes, const float *scales, const code_vector *v);
 /* An integer job of Q8_0 / Q4_0 / Q6_K rows through a level's block dots. */
-void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0,
-                        block_dot_int8 q6_k, block_dot_int8 q4_k);
+/* The dots of each encoding, one entry per GGUF block encoding (the rest NULL). */
+typedef struct block_dots_int8 {
+    block_dot_int8 q8_0, q4_0, q6_k, q4_k, q5_k;
+} block_dots_int8;
+void integer_block_rows(const integer_job *job, int64_t first, int64_t last, const block_dots_int8 *dots);
 
 /* The scalar sums of blocks from element `from` (a block boundary) on: scale x exact integer
  * sum per block, added in order (the vector kernels' tails). */
@@ -250,7 +255,7 @@ typedef struct ane_kernel_table {
     /* Integer activations: rows [first, last) of an integer_job, by [int8 rows, 4-bit rows]
      * and [int8, int16 activations]. */
     ane_range_body rows_integer[2][2];
-    /* Q8_0 / Q4_0 / Q6_K / Q4_K rows of an integer_job on int8 activations (blocks_int8's sums),
+    /* Q8_0 / Q4_0 / Q6_K / Q4_K / Q5_K rows of an integer_job on int8 activations (blocks_int8's sums),
      * and what its Q4_0 and Q4_K kernels read besides the codes, arranged once per vector in the
      * memory past them (set together: a level's 4-bit block kernels read its own arrangement). */
     ane_range_body rows_blocks_int8;

@@ -60,6 +60,12 @@ static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x,
     return total;
 }
 
+static float dot_q5_k(const uint8_t *codes, const float *pairs, const float *x, int64_t k) {
+    float total = 0.0f;
+    for (int64_t j = 0; j < k; j++) total += ane_shifted_weight(codes[j], pairs, j) * x[j];
+    return total;
+}
+
 void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weights weights, const float_dots *dots) {
     int64_t k = job->k, stride = job->row_stride, blocks = k / ANE_ENCODING_BLOCK;
     for (int64_t r = first; r < last; r++) {
@@ -72,12 +78,14 @@ void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weigh
         else if (weights == WEIGHTS_Q4_0) job->y[r] = dots->q4_0((const uint8_t *)job->w + r * (k / 2), job->table + r * blocks, job->x, k);
         else if (weights == WEIGHTS_Q4_K)
             job->y[r] = dots->q4_k((const uint8_t *)job->w + r * (k / 2), job->table + r * 2 * blocks, job->x, k);
+        else if (weights == WEIGHTS_Q5_K)
+            job->y[r] = dots->q5_k((const uint8_t *)job->w + r * k, job->table + r * 2 * blocks, job->x, k);
         else job->y[r] = dots->q6_k((const uint8_t *)job->w + r * ane_encoded_data_bytes(ANE_ENCODING_Q6_K, 1, k),
                                     job->table + r * (k / ANE_Q6_K_GROUP), job->x, k);
     }
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k, dot_q4_k};
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k, dot_q4_k, dot_q5_k};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) {
@@ -103,13 +111,16 @@ float blocks_int8(ane_weight_encoding encoding, const void *codes, const float *
     return blocks_int8_from(encoding, codes, scales, v, 0);
 }
 
-/* Q4_K's blocks (kernels.h): per block (scale x the activations') x (S - offset x C). */
-static float q4_k_blocks_int8_from(const uint8_t *packed, const float *pairs, const code_vector *v, int64_t from) {
+/* Q4_K's and Q5_K's blocks (kernels.h): per block (scale x the activations') x (S - offset x C). */
+static float shifted_blocks_int8_from(ane_weight_encoding encoding, const uint8_t *data, const float *pairs,
+                                      const code_vector *v, int64_t from) {
     float total = 0.0f;
     for (int64_t b = from / ANE_ENCODING_BLOCK; b < v->k / ANE_ENCODING_BLOCK; b++) {
         int32_t sum = 0, codes = 0;
-        for (int64_t j = b * ANE_ENCODING_BLOCK; j < (b + 1) * ANE_ENCODING_BLOCK; j++)
-            sum += ane_q4_unsigned_code(packed, j) * v->codes8[j], codes += v->codes8[j];
+        for (int64_t j = b * ANE_ENCODING_BLOCK; j < (b + 1) * ANE_ENCODING_BLOCK; j++) {
+            int code = encoding == ANE_ENCODING_Q4_K ? ane_q4_unsigned_code(data, j) : data[j];
+            sum += code * v->codes8[j], codes += v->codes8[j];
+        }
         float both = pairs[2 * b] * v->block_scales[b], shifted = (float)sum - pairs[2 * b + 1] * (float)codes;
         total += both * shifted;
     }
@@ -118,7 +129,7 @@ static float q4_k_blocks_int8_from(const uint8_t *packed, const float *pairs, co
 
 float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const float *scales, const code_vector *v,
                        int64_t from) {
-    if (encoding == ANE_ENCODING_Q4_K) return q4_k_blocks_int8_from(codes, scales, v, from);
+    if (ane_encoding_is_shifted(encoding)) return shifted_blocks_int8_from(encoding, codes, scales, v, from);
     const int8_t *q = codes;
     int group = encoding == ANE_ENCODING_Q6_K ? ANE_Q6_K_GROUP : ANE_ENCODING_BLOCK; /* weights a scale covers */
     float total = 0.0f;
@@ -134,12 +145,14 @@ float blocks_int8_from(ane_weight_encoding encoding, const void *codes, const fl
     return total;
 }
 
-void integer_block_rows(const integer_job *job, int64_t first, int64_t last, block_dot_int8 q8_0, block_dot_int8 q4_0,
-                        block_dot_int8 q6_k, block_dot_int8 q4_k) {
+void integer_block_rows(const integer_job *job, int64_t first, int64_t last, const block_dots_int8 *dots) {
     int64_t row_bytes = ane_encoded_data_bytes(job->encoding, 1, job->k);
     int64_t width = ane_encoded_table_width(job->encoding, job->k);
-    block_dot_int8 dot = job->encoding == ANE_ENCODING_Q8_0 ? q8_0 : job->encoding == ANE_ENCODING_Q4_0 ? q4_0
-                         : job->encoding == ANE_ENCODING_Q6_K ? q6_k : q4_k;
+    block_dot_int8 dot = job->encoding == ANE_ENCODING_Q8_0   ? dots->q8_0
+                         : job->encoding == ANE_ENCODING_Q4_0 ? dots->q4_0
+                         : job->encoding == ANE_ENCODING_Q6_K ? dots->q6_k
+                         : job->encoding == ANE_ENCODING_Q4_K ? dots->q4_k
+                                                              : dots->q5_k;
     for (int64_t r = first; r < last; r++)
         for (int64_t c = 0; c < job->count; c++)
             job->y[r * job->count + c] = dot((const char *)job->data + r * row_bytes, job->table + r * width, &job->columns[c]);
@@ -161,8 +174,13 @@ static float q4_k_int8_dot(const void *codes, const float *scales, const code_ve
     return blocks_int8(ANE_ENCODING_Q4_K, codes, scales, v);
 }
 
+static float q5_k_int8_dot(const void *codes, const float *scales, const code_vector *v) {
+    return blocks_int8(ANE_ENCODING_Q5_K, codes, scales, v);
+}
+
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8_dot, q4_0_int8_dot, q6_k_int8_dot, q4_k_int8_dot);
+    static const block_dots_int8 dots = {q8_0_int8_dot, q4_0_int8_dot, q6_k_int8_dot, q4_k_int8_dot, q5_k_int8_dot};
+    integer_block_rows(context, first, last, &dots);
 }
 
 float q8_int8_from(const int8_t *q, const code_vector *v, int64_t from) {
@@ -399,6 +417,7 @@ void ane_kernels_scalar(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
+    t->rows_float[WEIGHTS_Q5_K] = rows_q5_k;
     t->rows_blocks_int8 = rows_blocks_int8;
     t->rows_fp16_two_columns = NULL; /* (a column at a time) */
     t->arrange_q4_0_codes8 = arrange_nothing_for_q4_0;

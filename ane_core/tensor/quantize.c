@@ -20,6 +20,7 @@ const char *ane_encoding_name(ane_weight_encoding encoding) {
     case ANE_ENCODING_Q4_0: return "q4_0";
     case ANE_ENCODING_Q6_K: return "q6_k";
     case ANE_ENCODING_Q4_K: return "q4_k";
+    case ANE_ENCODING_Q5_K: return "q5_k";
     }
     return NULL;
 }
@@ -31,6 +32,7 @@ int ane_encoding_from_name(const char *name, ane_weight_encoding *out) {
     else if (strcmp(name, "q4_0") == 0) *out = ANE_ENCODING_Q4_0;
     else if (strcmp(name, "q6_k") == 0) *out = ANE_ENCODING_Q6_K;
     else if (strcmp(name, "q4_k") == 0) *out = ANE_ENCODING_Q4_K;
+    else if (strcmp(name, "q5_k") == 0) *out = ANE_ENCODING_Q5_K;
     else return 0;
     return 1;
 }
@@ -54,7 +56,7 @@ int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64
 
 int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k) {
     if (encoding == ANE_ENCODING_Q6_K) return k / ANE_Q6_K_GROUP;
-    if (encoding == ANE_ENCODING_Q4_K) return k / ANE_ENCODING_BLOCK * 2;
+    if (ane_encoding_is_shifted(encoding)) return k / ANE_ENCODING_BLOCK * 2;
     return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : ane_encoding_is_blockwise(encoding) ? k / ANE_ENCODING_BLOCK : 1;
 }
 
@@ -308,7 +310,7 @@ ane_status ane_quantize_rows(const ane_tensor *weight, ane_weight_encoding encod
     memset(data, 0, sizeof *data);
     memset(table, 0, sizeof *table);
     if (!ane_encoding_name(encoding) || encoding == ANE_ENCODING_DENSE || encoding == ANE_ENCODING_Q6_K ||
-        encoding == ANE_ENCODING_Q4_K)
+        ane_encoding_is_shifted(encoding))
         return ane_fail(err, ANE_ERR_ARGUMENT, "weight '%s': %s is not an encoding anelua quantizes to (int8, int4, q8_0 "
                         "or q4_0)", name, ane_encoding_name(encoding) ? ane_encoding_name(encoding) : "an unknown encoding");
     if (weight->ndim < 1 || ane_dtype_kind_of(weight->dtype) != ANE_KIND_FLOAT)
@@ -367,6 +369,11 @@ void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const f
     if (encoding == ANE_ENCODING_Q4_K) {
         const uint8_t *packed = (const uint8_t *)data + row * (k / 2);
         for (int64_t j = from; j < from + count; j++) out[j - from] = ane_q4_k_weight(packed, table + row * (k / 16), j);
+        return;
+    }
+    if (encoding == ANE_ENCODING_Q5_K) {
+        const uint8_t *codes = (const uint8_t *)data + row * k;
+        for (int64_t j = from; j < from + count; j++) out[j - from] = ane_shifted_weight(codes[j], table + row * (k / 16), j);
         return;
     }
     if (ane_encoding_is_blockwise(encoding)) { /* each weight its block's scale times its code, exact in fp32 */

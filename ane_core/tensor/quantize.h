@@ -32,6 +32,9 @@ typedef enum ane_weight_encoding {
                              * of 32's scale, then its offset; w = scale x (x - offset) (coremltools'
                              * constexpr_blockwise_shift_scale with an offset). GGUF's Q4_K (blocks.h: w =
                              * (d sc) x - dmin m per 32): scale d sc, offset dmin m / (d sc) (blocks.c) */
+    ANE_ENCODING_Q5_K,      /* data: uint8 [rows, k], element j's unsigned 5-bit code x; table as Q4_K's;
+                             * w = scale x (x - offset) (constexpr_blockwise_shift_scale, uint8 data, an
+                             * offset): GGUF's Q5_K as Q4_K's */
 } ane_weight_encoding;
 
 #define ANE_LUT4_ENTRIES 16
@@ -53,10 +56,15 @@ static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
     return (int)(nibble | ((high >> (2 * part)) & 3u) << 4) - 32;
 }
 
+/* Whether an encoding keeps a scale and an offset per block of ANE_ENCODING_BLOCK weights (Q4_K, Q5_K). */
+static inline int ane_encoding_is_shifted(ane_weight_encoding encoding) {
+    return encoding == ANE_ENCODING_Q4_K || encoding == ANE_ENCODING_Q5_K;
+}
+
 /* Whether an encoding keeps a scale per block of ANE_ENCODING_BLOCK weights (Q8_0, Q4_0, and
- * Q4_K with an offset too: the ones a program carries, as constexpr_blockwise_shift_scale). */
+ * Q4_K, Q5_K with an offset too: the ones a program carries, as constexpr_blockwise_shift_scale). */
 static inline int ane_encoding_is_blockwise(ane_weight_encoding encoding) {
-    return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K;
+    return encoding == ANE_ENCODING_Q8_0 || encoding == ANE_ENCODING_Q4_0 || ane_encoding_is_shifted(encoding);
 }
 
 /* Whether an encoding's data are 4-bit codes, two a byte (int4 palettes' indices, Q4_0, Q4_K). */
@@ -64,7 +72,7 @@ static inline int ane_encoding_is_4bit(ane_weight_encoding encoding) {
     return encoding == ANE_ENCODING_LUT4 || encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K;
 }
 
-/* Whether an encoding is one of GGUF's blocks kept as stored (Q8_0, Q4_0, Q6_K, Q4_K): float or int8
+/* Whether an encoding is one of GGUF's blocks kept as stored (Q8_0, Q4_0, Q6_K, Q4_K, Q5_K): float or int8
  * activations, the block kernels of the table. */
 static inline int ane_encoding_is_gguf_block(ane_weight_encoding encoding) {
     return ane_encoding_is_blockwise(encoding) || encoding == ANE_ENCODING_Q6_K;
@@ -85,9 +93,10 @@ typedef enum ane_activations {
 const char *ane_activations_name(ane_activations activations);
 int ane_activations_from_name(const char *name, ane_activations *out);
 
-/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0", "q6_k", "q4_k"; NULL for an unknown value. */
+/* "dense", "int8", "int4" (the user-facing name of LUT4), "q8_0", "q4_0", "q6_k", "q4_k", "q5_k"; NULL for an
+ * unknown value. */
 const char *ane_encoding_name(ane_weight_encoding encoding);
-/* Reads "int8" / "int4" / "q8_0" / "q4_0" / "q6_k" / "q4_k"; returns 0 for any other name. */
+/* Reads "int8" / "int4" / "q8_0" / "q4_0" / "q6_k" / "q4_k" / "q5_k"; returns 0 for any other name. */
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
 
 /* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4, a multiple
@@ -107,11 +116,15 @@ static inline int ane_q4_unsigned_code(const uint8_t *packed, int64_t j) {
     return (int)(((unsigned)packed[j / 2] >> (4 * (j & 1))) & 15u);
 }
 
-/* Element j of a Q4_K row (codes `packed`, table entries `pairs` [k / 32 x 2]): scale x (x - offset),
+/* Element j of a Q4_K or Q5_K row (code x, table entries `pairs` [k / 32 x 2]): scale x (x - offset),
  * the subtraction and the product each rounded to fp32, as every kernel takes it. */
-static inline float ane_q4_k_weight(const uint8_t *packed, const float *pairs, int64_t j) {
+static inline float ane_shifted_weight(int code, const float *pairs, int64_t j) {
     const float *pair = pairs + 2 * (j / ANE_ENCODING_BLOCK);
-    return pair[0] * ((float)ane_q4_unsigned_code(packed, j) - pair[1]);
+    return pair[0] * ((float)code - pair[1]);
+}
+
+static inline float ane_q4_k_weight(const uint8_t *packed, const float *pairs, int64_t j) {
+    return ane_shifted_weight(ane_q4_unsigned_code(packed, j), pairs, j);
 }
 
 /* Quantizes `weight` (any float dtype, viewed as [shape[0], rest]) into fresh tensors.

@@ -172,6 +172,9 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
     /* Q4_K (quantize.h): unsigned 4-bit codes, per block a scale and an offset, w = scale (x - offset)
      * with the subtraction and the product each rounded to fp32 */
     float *pairs = malloc(sizeof(float) * rows * blocks * 2 + 1), *w4k = malloc(sizeof(float) * rows * k);
+    /* Q5_K: the same pairs over unsigned 5-bit codes, a byte each */
+    uint8_t *q5k = malloc(rows * k + 1);
+    float *w5k = malloc(sizeof(float) * rows * k);
     for (int64_t b = 0; b < rows * blocks; b++) {
         pairs[2 * b] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.02f * (1.5f + uniform())));
         pairs[2 * b + 1] = 6.0f + 5.0f * uniform(); /* (not an integer: the general case) */
@@ -183,6 +186,10 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
             const float *pair = pairs + 2 * (r * blocks + j / 32);
             volatile float shifted = (float)x4 - pair[1]; /* (two roundings) */
             w4k[r * k + j] = pair[0] * shifted;
+            int x5 = (int)floorf(16 * uniform() + 16); /* 0..31 */
+            q5k[r * k + j] = (uint8_t)x5;
+            volatile float shifted5 = (float)x5 - pair[1];
+            w5k[r * k + j] = pair[0] * shifted5;
         }
     float *scales = malloc(sizeof(float) * rows * blocks), *scales6 = malloc(sizeof(float) * rows * (k / 16) + 1),
           *w8 = malloc(sizeof(float) * rows * k), *w4 = malloc(sizeof(float) * rows * k), *w6 = malloc(sizeof(float) * rows * k),
@@ -219,8 +226,9 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         }
     const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
         kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
-                   {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
-    int nkinds = k % 256 == 0 ? 4 : 3;
+                   {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q5_K, q5k, pairs, w5k, 32, "q5_k"},
+                   {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
+    int nkinds = k % 256 == 0 ? 5 : 4;
     for (int t = 0; t < nkinds; t++) {
         const float *scales = kinds[t].scales; /* (each kind's) */
         int group = kinds[t].group;
@@ -291,13 +299,13 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                     for (int64_t g = 0; g < k / group; g++) { /* each group of a scale */
                         int32_t sum = 0, absolute = 0, code_sum = 0, code_absolute = 0;
                         for (int64_t j = group * g; j < group * g + group; j++) {
-                            int code = t == 0 ? q8[r * k + j] : t == 3 ? codes6[r * k + j]
+                            int code = t == 0 ? q8[r * k + j] : t == 4 ? codes6[r * k + j] : t == 3 ? q5k[r * k + j]
                                      : t == 2 ? (q4k[(r * k + j) / 2] >> (4 * (j & 1))) & 15
                                               : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
                             sum += code * codes[j], absolute += abs(code * codes[j]);
                             code_sum += codes[j], code_absolute += abs(codes[j]);
                         }
-                        if (t == 2) { /* Q4_K: (scale x the activations') x (sum - offset x the codes' sum) */
+                        if (t == 2 || t == 3) { /* Q4_K, Q5_K: (scale x the activations') x (sum - offset x the codes' sum) */
                             const float *pair = pairs + 2 * (r * blocks + g);
                             float both = pair[0] * block_scales[g];
                             volatile float offset_part = pair[1] * (float)code_sum; /* (each operation rounded) */
@@ -335,7 +343,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
               "%s with int16 activations: not refused", kinds[t].name);
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
-    free(codes6), free(q6), free(scales6), free(w6), free(q4k), free(pairs), free(w4k);
+    free(codes6), free(q6), free(scales6), free(w6), free(q4k), free(pairs), free(w4k), free(q5k), free(w5k);
 }
 
 int main(void) {

@@ -65,7 +65,7 @@ static void run_rows(const ane_kernel_table *t, kernel_weights weights, const vo
 }
 
 static void check_float_rows(void) {
-    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows", "q8_0 rows", "q4_0 rows", "q6_k rows", "q4_k rows" };
+    const char *names[] = { "fp32 rows", "fp16 rows", "int8 rows", "4-bit rows", "q8_0 rows", "q4_0 rows", "q6_k rows", "q4_k rows", "q5_k rows" };
     _Static_assert(sizeof names / sizeof *names == WEIGHT_KINDS, "a name for each kind of rows");
     for (size_t s = 0; s < LENGTHS; s++) {
         int64_t k = lengths[s], even = (k + 1) / 2 * 2;
@@ -85,7 +85,7 @@ static void check_float_rows(void) {
          * and blocks, finite scales (Q4_K's pairs: scale, offset); their weights, for the bound, as
          * ane_dequantize_rows gives them */
         const ane_weight_encoding block_encodings[] = { ANE_ENCODING_Q8_0, ANE_ENCODING_Q4_0, ANE_ENCODING_Q6_K,
-                                                        ANE_ENCODING_Q4_K };
+                                                        ANE_ENCODING_Q4_K, ANE_ENCODING_Q5_K };
         uint8_t *block_data = malloc((size_t)(ROWS * k + 1) * 2);
         float *block_table = malloc(sizeof(float) * (size_t)(ROWS * (k / 16) + 1)), *block_values = malloc(sizeof(float) * (size_t)(ROWS * k + 1));
         for (int64_t i = 0; i < (ROWS * k + 1) * 2; i++) block_data[i] = (uint8_t)(uniform() * 128.0f + 128.0f);
@@ -95,6 +95,8 @@ static void check_float_rows(void) {
             int block_kind = weights >= WEIGHTS_Q8_0;
             ane_weight_encoding encoding = block_kind ? block_encodings[weights - WEIGHTS_Q8_0] : ANE_ENCODING_DENSE;
             if (block_kind && (k % (encoding == ANE_ENCODING_Q6_K ? 256 : 32) || k == 0)) continue;
+            if (encoding == ANE_ENCODING_Q5_K) /* (5-bit codes: the last kind, so the bytes can be cut now) */
+                for (int64_t i = 0; i < ROWS * k; i++) block_data[i] &= 31;
             if (block_kind) ane_dequantize_rows(encoding, block_data, block_table, k, 0, ROWS, block_values);
             const float *table = block_kind ? block_table : c.table;
             const void *w = block_kind ? (const void *)block_data : weights == WEIGHTS_FP32 ? (const void *)c.w32

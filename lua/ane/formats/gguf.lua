@@ -7,9 +7,9 @@
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
 -- people download) are dequantized as they load (ane.dequantize_blocks; to fp16 for an fp16
--- model), but for the matrices of Q8_0, Q4_0 and Q4_K and a Q6_K embedding or classifier, which
--- M.read keeps as stored (ane.blocks_quantized: their codes and scales, Q4_K's as a scale and an
--- offset per 32, which sim's products read; the device's programs take the layers
+-- model), but for the matrices of Q8_0, Q4_0, Q4_K and Q5_K and a Q6_K embedding or classifier,
+-- which M.read keeps as stored (ane.blocks_quantized: their codes and scales, Q4_K's and Q5_K's as
+-- a scale and an offset per 32, which sim's products read; the device's programs take the layers
 -- dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
 -- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
 -- (byte-level BPE).
@@ -223,17 +223,18 @@ end
 
 -- The block types whose matrices M.read keeps as stored (quantized weights of that encoding);
 -- Q6_K only for the tables the CPU reads (the embedding, looked up a row at a time, and the
--- classifier): programs cannot carry it. Q4_K as a scale and an offset per 32 (quantize.h).
-local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k", Q4_K = "q4_k" }
+-- classifier): programs cannot carry it. Q4_K and Q5_K as a scale and an offset per 32 (quantize.h).
+local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k", Q4_K = "q4_k", Q5_K = "q5_k" }
+local SHIFTED = { Q4_K = true, Q5_K = true }
 local CPU_ROLES = { token_embedding = true, classifier = true }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
 --- holds it so; the block types dequantized, to `dtype` "fp32" (default) or "fp16") or, with
---- keep_blocks, a Q8_0 / Q4_0 / Q4_K matrix (and with keep_blocks "cpu", a table only the CPU
---- reads, a Q6_K one) as a quantized weight of its codes and scales, its table in `precision`
---- ("fp16", the default, or "fp32": Q4_K's scales and offsets are rounded to it); or nil and a
---- message naming it. A Q4_K matrix that form cannot hold (a sub-block of scale 0 and a min) is
---- dequantized, its reason added to file.dequantized.
+--- keep_blocks, a Q8_0 / Q4_0 / Q4_K / Q5_K matrix (and with keep_blocks "cpu", a table only the
+--- CPU reads, a Q6_K one) as a quantized weight of its codes and scales, its table in `precision`
+--- ("fp16", the default, or "fp32": Q4_K's and Q5_K's scales and offsets are rounded to it); or
+--- nil and a message naming it. A Q4_K / Q5_K matrix that form cannot hold (a sub-block of scale
+--- 0 and a min) is dequantized, its reason added to file.dequantized.
 function M.tensor(file, name, keep_blocks, dtype, precision)
   local t = file.tensors[name]
   if not t then return fail("%s: no tensor '%s'", file.path, name) end
@@ -244,7 +245,7 @@ function M.tensor(file, name, keep_blocks, dtype, precision)
     local label = file.path .. ": tensor '" .. name .. "'"
     if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "cpu") then
       local kept, why = ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label, precision)
-      if kept or t.type ~= "Q4_K" or not why:find("cannot hold", 1, true) then return kept, why end
+      if kept or not SHIFTED[t.type] or not why:find("cannot hold", 1, true) then return kept, why end
       file.dequantized = file.dequantized or {}
       file.dequantized[#file.dequantized + 1] = why
     end
@@ -378,7 +379,7 @@ function M.read(path, opts)
     stop_token = math.type(eos) == "integer" and eos < c.vocab_size and eos or nil, from_blocks = from_blocks }
   local filled, problem = arch.fill_weights(W, tensor, file.tensors["output.weight"] ~= nil)
   if filled and file.dequantized then
-    filled.notes = { string.format("%d Q4_K matri%s dequantized at load (the first: %s)", #file.dequantized,
+    filled.notes = { string.format("%d Q4_K / Q5_K matri%s dequantized at load (the first: %s)", #file.dequantized,
       #file.dequantized == 1 and "x" or "ces", file.dequantized[1]) }
   end
   return filled, problem

@@ -45,7 +45,7 @@ end
 local function matrix_bytes(w, type, name)
   local shape = w:shape()
   local rows, k = shape[1], w:numel() // shape[1]
-  if ane.quantized.is(w) and w:encoding() == "q4_k" then -- (its scale and offset pairs are not the file's blocks)
+  if ane.quantized.is(w) and (w:encoding() == "q4_k" or w:encoding() == "q5_k") then -- (scale and offset pairs are not the file's blocks)
     w = w:dequantize()
   end
   if ane.quantized.is(w) then

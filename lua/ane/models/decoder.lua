@@ -423,9 +423,9 @@ function M.quantized_conv_weight(q, dtype)
 end
 
 local QUANTIZE_MODES = { int8 = true, int4 = true, q8_0 = true, q4_0 = true }
---- The encodings of blocks of 32 with a scale each (llama.cpp's Q8_0, Q4_0; its Q4_K as a scale and
---- an offset per 32): sim reads them as stored; the device's programs take them dequantized.
-M.BLOCK_ENCODINGS = { q8_0 = true, q4_0 = true, q4_k = true }
+--- The encodings of blocks of 32 with a scale each (llama.cpp's Q8_0, Q4_0; its Q4_K and Q5_K as a
+--- scale and an offset per 32): sim reads them as stored; the device's programs take them dequantized.
+M.BLOCK_ENCODINGS = { q8_0 = true, q4_0 = true, q4_k = true, q5_k = true }
 
 --- opts.quantize ("int8" | "int4" | "q8_0" | "q4_0" | nil) and opts.quantize_classifier (false
 --- or one of those; "int8" by default when quantize is set, quantize itself for q8_0 / q4_0)
@@ -476,7 +476,7 @@ function M.check_activations(opts, model, level, from_gguf)
   end
   if activations ~= "float" and not model.quantized then
     error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
-      .. "quantized checkpoint, or a GGUF file of Q8_0, Q4_0 or Q4_K layers: the other types are dequantized at load)",
+      .. "quantized checkpoint, or a GGUF file of Q8_0, Q4_0, Q4_K or Q5_K layers: the other types are dequantized at load)",
       activations), level + 1)
   end
   if activations == "int16" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then

@@ -173,6 +173,16 @@ static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x,
     return dot_4bit_blocks(packed, pairs, x, k, 1);
 }
 
+/* Q5_K: a block's codes as stored (unsigned, below 32: the same bytes as signed ones). */
+static float dot_q5_k(const uint8_t *codes, const float *pairs, const float *x, int64_t k) {
+    float32x4_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
+    for (int64_t j = 0; j + 32 <= k; j += 32)
+        block_fma(vld1q_s8((const int8_t *)codes + j), vld1q_s8((const int8_t *)codes + j + 16), pairs[j / 16],
+                  pairs[j / 16], pairs[j / 16 + 1], x + j, a);
+    return sum8(a);
+}
+
 /* Q6_K (k a multiple of 256): each 32 weights' codes (q6_k_codes), two 16s of a scale each. */
 static float dot_q6_k(const uint8_t *blocks, const float *scales, const float *x, int64_t k) {
     float32x4_t a[8];
@@ -185,7 +195,7 @@ static float dot_q6_k(const uint8_t *blocks, const float *scales, const float *x
     return sum8(a);
 }
 
-static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k, dot_q4_k};
+static const float_dots dots = {dot_fp32, dot_fp16, dot_int8, dot_lut4, dot_q8_0, dot_q4_0, dot_q6_k, dot_q4_k, dot_q5_k};
 ROWS_BY_DOTS(dots)
 
 static const float *split_lut4(float *x_split, const float *x, int64_t k) { /* x is read in order */
@@ -536,6 +546,7 @@ void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
+    t->rows_float[WEIGHTS_Q5_K] = rows_q5_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_fp32;
     t->vecmat_fp16 = vecmat_fp16;

@@ -92,8 +92,9 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
             w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16);
         } else if (encoding == ANE_ENCODING_Q4_0) {
             q4_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
-        } else if (encoding == ANE_ENCODING_Q4_K) {
-            q4_unsigned_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+        } else if (ane_encoding_is_shifted(encoding)) {
+            if (encoding == ANE_ENCODING_Q4_K) q4_unsigned_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
+            else w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16); /* (below 32) */
             const int8x16_t ones = vdupq_n_s8(1);
             float sum = (float)block_sum(w0, w1, v->codes8 + 32 * b), code_sum = (float)block_sum(ones, ones, v->codes8 + 32 * b);
             float both = scales[2 * b] * v->block_scales[b], shifted = sum - scales[2 * b + 1] * code_sum;
@@ -111,7 +112,7 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     return total;
 }
 
-/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0, Q4_0, Q6_K and Q4_K
+/* Defines rows_blocks_int8 (the table's entry) over a level's block sum: Q8_0, Q4_0, Q6_K, Q4_K and Q5_K
  * through blocks_int8_with. */
 #define BLOCKS_INT8_ROWS(block_sum)                                                                              \
     static float q8_0_int8(const void *codes, const float *scales, const code_vector *v) {                       \
@@ -126,8 +127,12 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
     static float q4_k_int8(const void *codes, const float *scales, const code_vector *v) {                       \
         return blocks_int8_with(ANE_ENCODING_Q4_K, codes, scales, v, block_sum);                                 \
     }                                                                                                            \
+    static float q5_k_int8(const void *codes, const float *scales, const code_vector *v) {                       \
+        return blocks_int8_with(ANE_ENCODING_Q5_K, codes, scales, v, block_sum);                                 \
+    }                                                                                                            \
     static void rows_blocks_int8(void *context, int64_t first, int64_t last) {                                   \
-        integer_block_rows(context, first, last, q8_0_int8, q4_0_int8, q6_k_int8, q4_k_int8);                    \
+        static const block_dots_int8 dots = {q8_0_int8, q4_0_int8, q6_k_int8, q4_k_int8, q5_k_int8};             \
+        integer_block_rows(context, first, last, &dots);                                                         \
     }
 #endif
 

@@ -335,8 +335,20 @@ __attribute__((target("avx2,fma"))) static float dot_q6_k_avx2(const uint8_t *bl
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
 
+/* Q5_K: a block's 32 codes as stored (unsigned, below 32: the same bytes as signed ones). */
+__attribute__((target("avx2,fma"))) static float dot_q5_k_avx2(const uint8_t *codes, const float *pairs,
+                                                                const float *x, int64_t k) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        _mm_prefetch((const char *)(codes + j) + PREFETCH_BYTES, _MM_HINT_T0);
+        block_fma_avx2(_mm_loadu_si128((const __m128i *)(codes + j)), _mm_loadu_si128((const __m128i *)(codes + j + 16)),
+                       pairs[j / 16], pairs[j / 16], pairs[j / 16 + 1], x + j, a);
+    }
+    return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+}
+
 static const float_dots dots = {dot32_avx2, dot_avx2, dot_int8_avx2, dot_lut4_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
-                                dot_q6_k_avx2, dot_q4_k_avx2};
+                                dot_q6_k_avx2, dot_q4_k_avx2, dot_q5_k_avx2};
 
 static void rows_fp32(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP32, &dots); }
 static void rows_fp16(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_FP16, &dots); }
@@ -345,6 +357,7 @@ static void rows_q8_0(void *job, int64_t first, int64_t last) { rows_by_dots(job
 static void rows_q4_0(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_0, &dots); }
 static void rows_q6_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q6_K, &dots); }
 static void rows_q4_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q4_K, &dots); }
+static void rows_q5_k(void *job, int64_t first, int64_t last) { rows_by_dots(job, first, last, WEIGHTS_Q5_K, &dots); }
 
 /* With x_split (split_lut4 below): the two-byte kernel; without (k under a chunk), the exact lookup. */
 void x86_rows_lut4_avx2(void *context, int64_t first, int64_t last) {
@@ -754,6 +767,24 @@ Q8_AVX2 static float q4_k_int8_avx2(const void *codes, const float *pairs, const
            blocks_int8_from(ANE_ENCODING_Q4_K, codes, pairs, v, v->chunked);
 }
 
+/* Q5_K, a block of 32 a step: the codes as stored (unsigned) against the activations' codes in
+ * order, each of 8 lanes' S = sum x a exact (vpmaddubsw's pairs are at most 2 x 31 x 127), and its
+ * C = sum a (the same with ones); the lane's term (scale x the activations') x (S - offset x C). */
+Q8_AVX2 static float q5_k_int8_avx2(const void *codes, const float *pairs, const code_vector *v) {
+    const uint8_t *x = codes;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < v->k / 32; b++) {
+        __m256i activations = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b));
+        __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x + 32 * b)), activations), ones16);
+        __m256i code_sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, activations), ones16);
+        __m256 shifted = _mm256_sub_ps(_mm256_cvtepi32_ps(lanes),
+                                       _mm256_mul_ps(_mm256_set1_ps(pairs[2 * b + 1]), _mm256_cvtepi32_ps(code_sums)));
+        sum = _mm256_fmadd_ps(shifted, _mm256_set1_ps(pairs[2 * b] * v->block_scales[b]), sum);
+    }
+    return horizontal_sum(sum);
+}
+
 /* Q6_K, a half block (128 weights) a step: its 64 ql bytes and 32 qh bytes loaded once, and the
  * four quarters' codes x - 32 (quantize.h: ane_q6_code) from them with shifts by constants:
  * quarter q's nibbles are the low (q < 2) or high nibbles of ql's run q & 1, its top two bits
@@ -795,7 +826,8 @@ Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, cons
 }
 
 static void rows_blocks_int8(void *context, int64_t first, int64_t last) {
-    integer_block_rows(context, first, last, q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2, q4_k_int8_avx2);
+    static const block_dots_int8 dots = {q8_0_int8_avx2, q4_0_int8_avx2, q6_k_int8_avx2, q4_k_int8_avx2, q5_k_int8_avx2};
+    integer_block_rows(context, first, last, &dots);
 }
 
 /* For Q4_0 and Q4_K rows (q4_0_int8_avx2, q4_k_int8_avx2): the codes split as for 4-bit rows, the
@@ -955,6 +987,7 @@ void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
+    t->rows_float[WEIGHTS_Q5_K] = rows_q5_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx2;
     t->vecmat_fp16 = vecmat_fp16_avx2;

@@ -118,8 +118,8 @@ ROWS_AVX512(rows_avx512_q8_0, int8_t, Q8_0_WEIGHTS32, Q8_0_ELEMENT)
 #define Q4_0_ELEMENT(row, table, j) ((table)[(j) / 32] * (float)ane_q4_code(row, j))
 ROWS_AVX512(rows_avx512_q4_0, uint8_t, Q4_0_WEIGHTS32, Q4_0_ELEMENT)
 
-/* Q4_K: the nibbles unsigned, each weight scale x (code - offset) as ane_q4_k_weight rounds it. */
-#define Q4_K_SIXTEEN(bytes, offset, scale)                                                                  \
+/* Q4_K: the nibbles unsigned, each weight scale x (code - offset) as ane_shifted_weight rounds it. */
+#define SHIFTED_SIXTEEN(bytes, offset, scale)                                                                  \
     _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)), offset), scale)
 #define Q4_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
     do {                                                                                                    \
@@ -127,11 +127,21 @@ ROWS_AVX512(rows_avx512_q4_0, uint8_t, Q4_0_WEIGHTS32, Q4_0_ELEMENT)
         const __m128i nibble_ = _mm_set1_epi8(15);                                                          \
         __m128i bytes_ = _mm_loadu_si128((const __m128i *)((row) + (j) / 2));                                \
         __m128i low_ = _mm_and_si128(bytes_, nibble_), high_ = _mm_and_si128(_mm_srli_epi16(bytes_, 4), nibble_); \
-        w0 = Q4_K_SIXTEEN(_mm_unpacklo_epi8(low_, high_), offset_, scale_);                                  \
-        w1 = Q4_K_SIXTEEN(_mm_unpackhi_epi8(low_, high_), offset_, scale_);                                  \
+        w0 = SHIFTED_SIXTEEN(_mm_unpacklo_epi8(low_, high_), offset_, scale_);                                  \
+        w1 = SHIFTED_SIXTEEN(_mm_unpackhi_epi8(low_, high_), offset_, scale_);                                  \
     } while (0)
 #define Q4_K_ELEMENT(row, table, j) ane_q4_k_weight(row, table, j)
 ROWS_AVX512(rows_avx512_q4_k, uint8_t, Q4_K_WEIGHTS32, Q4_K_ELEMENT)
+
+/* Q5_K: the codes as stored (unsigned bytes), each weight as Q4_K's. */
+#define Q5_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
+    do {                                                                                                    \
+        __m512 scale_ = _mm512_set1_ps((table)[(j) / 16]), offset_ = _mm512_set1_ps((table)[(j) / 16 + 1]);  \
+        w0 = SHIFTED_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j))), offset_, scale_);                  \
+        w1 = SHIFTED_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j) + 16)), offset_, scale_);             \
+    } while (0)
+#define Q5_K_ELEMENT(row, table, j) ane_shifted_weight((row)[j], table, j)
+ROWS_AVX512(rows_avx512_q5_k, uint8_t, Q5_K_WEIGHTS32, Q5_K_ELEMENT)
 
 #define Q6_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
     do {                                                                                                    \
@@ -265,6 +275,11 @@ static void rows_q4_k(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_q4_k, job->k / 2, job->table, job->k / 16);
 }
 
+static void rows_q5_k(void *context, int64_t first, int64_t last) {
+    const gemv_job *job = context;
+    rows_in_groups(job, job->x, first, last, rows_avx512_q5_k, job->k, job->table, job->k / 16);
+}
+
 static void rows_q6_k(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
     rows_in_groups(job, job->x, first, last, rows_avx512_q6_k, ane_encoded_data_bytes(ANE_ENCODING_Q6_K, 1, job->k),
@@ -347,6 +362,7 @@ void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_0] = rows_q4_0;
     t->rows_float[WEIGHTS_Q6_K] = rows_q6_k;
     t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
+    t->rows_float[WEIGHTS_Q5_K] = rows_q5_k;
     t->split_lut4 = split_lut4;
     t->vecmat_fp32 = vecmat_avx512;
     t->vecmat_fp16 = vecmat_fp16_avx512;

@@ -184,7 +184,7 @@ static void integer_group(const void *context, int64_t row, int64_t apart, int c
 
 static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_groups(first, last, integer_group, context); }
 
-/* GGUF's blocks (quantize.h: Q8_0, Q4_0, Q6_K, Q4_K) on int8 activations, grouped as the int8 rows
+/* GGUF's blocks (quantize.h: Q8_0, Q4_0, Q6_K, Q4_K, Q5_K) on int8 activations, grouped as the int8 rows
  * above (the activations' codes, biases and scales loaded once for up to four rows): each lane
  * of four weights gets its exact integer dot product from vpdpbusd (the weights unsigned, the
  * lane's bias taking the offset back), then, as a float, the product of its block's two scales
@@ -279,6 +279,34 @@ VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(con
     }
 }
 
+/* Q5_K: 64 weights (two blocks) a step in element order against the codes (arrange_codes8's
+ * lanes), the codes unsigned as stored with no bias, so lane L's integer sum is S = sum x a over
+ * its 4 elements; its code sum C is the lane bias / -128 (exact); lanes 0-7 the first block's;
+ * the lane's term (scale x the activations') x (S - offset x C). */
+VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(const char *w, int64_t row_bytes,
+    const float *pairs, int64_t width, const code_vector *v, float *dots, int count) {
+    __m512 sums[GEMV_GROUP];
+    const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    const __m512i offset_of = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
+        __m512i codes = _mm512_loadu_si512(v->codes8 + j);
+        __m512 code_sums = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v->lane_bias + j / 4)),
+                                         _mm512_set1_ps(-1.0f / 128));
+        __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        for (int r = 0; r < count; r++) {
+            __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(w + r * row_bytes + j), codes);
+            __m512 four = _mm512_castps128_ps512(_mm_loadu_ps(pairs + r * width + j / 16)); /* both blocks' pairs */
+            __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, four), code_sums));
+            sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, four), activation_scales), sums[r]);
+        }
+    }
+    for (int r = 0; r < count; r++) {
+        dots[r] = _mm512_reduce_add_ps(sums[r]);
+        if (v->chunked < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q5_K, w + r * row_bytes, pairs + r * width, v, v->chunked);
+    }
+}
+
 /* Q6_K: half a block (128 weights) a step, in element order against the codes: its 64 ql bytes
  * in one register, its 32 qh bytes in both halves; the low nibbles give elements 0-63, the
  * high ones 64-127, with qh's bit pairs moved to bits 4-5 by per-half shifts (quantize.h:
@@ -333,6 +361,7 @@ BLOCK_ROWS_VNNI(q8_0_int8_vnni)
 BLOCK_ROWS_VNNI(q4_0_int8_vnni)
 BLOCK_ROWS_VNNI(q6_k_int8_vnni)
 BLOCK_ROWS_VNNI(q4_k_int8_vnni)
+BLOCK_ROWS_VNNI(q5_k_int8_vnni)
 
 static void blocks_group(const void *context, int64_t row, int64_t apart, int count) {
     const integer_job *job = context;
@@ -340,7 +369,8 @@ static void blocks_group(const void *context, int64_t row, int64_t apart, int co
     block_rows_vnni kernel = job->encoding == ANE_ENCODING_Q8_0   ? q8_0_int8_vnni
                              : job->encoding == ANE_ENCODING_Q4_0 ? q4_0_int8_vnni
                              : job->encoding == ANE_ENCODING_Q6_K ? q6_k_int8_vnni
-                                                                  : q4_k_int8_vnni;
+                             : job->encoding == ANE_ENCODING_Q4_K ? q4_k_int8_vnni
+                                                                  : q5_k_int8_vnni;
     for (int64_t c = 0; c < job->count; c++) {
         float dots[GEMV_GROUP];
         kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width, apart * width,
