@@ -1,5 +1,5 @@
 -- Benchmark: the same Stories110M-shaped checkpoint (../shared/peers) converted by llama.cpp's
--- own tools to GGUF F16, Q8_0, Q4_0 and Q4_K_M, read by both engines. For each format, rounds
+-- own tools to GGUF F16, Q8_0, Q4_0, Q4_K_M and Q5_K_M, read by both engines. For each format, rounds
 -- alternate anelua and llama.cpp:
 --   cold: a whole process as a user runs it, `anelua run FILE` (cpu profile) against
 --         `llama-cli -m FILE` (2 threads), both greedy, --tokens tokens; each reports its own
@@ -11,10 +11,10 @@
 -- Prints every round, the median ratios (anelua / llama.cpp) with their ranges, and the drift.
 -- ANELUA_LLAMA_CPP_BIN names a llama.cpp build to use instead of the peers' (when those do not
 -- run on this CPU: scripts/bench/build_llama_cpp.sh builds the same commit for it).
--- anelua runs the Q8_0, Q4_0 and Q4_K_M formats as it does by default, on int8 activations
+-- anelua runs the Q8_0, Q4_0, Q4_K_M and Q5_K_M formats as it does by default, on int8 activations
 -- (llama.cpp's arithmetic for their blocks); --activations float runs them on float activations
 -- instead (the exact product of the blocks).
---   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m]
+--   build/anelua scripts/bench/gguf_decode.lua [--tokens 128] [--rounds 3] [--formats f16,q8_0,q4_0,q4_k_m,q5_k_m]
 --     [--activations int8|float]
 local ane = require("ane")
 local lfs = require("lfs")
@@ -28,9 +28,9 @@ local opts = require("ane.cli").command {
   options = common.peer_options(root, {
     { "tokens", "integer", 128, "tokens to generate a run", min = 8 },
     { "rounds", "integer", 3, "alternating rounds", min = 1 },
-    { "formats", "string", "f16,q8_0,q4_0,q4_k_m", "the GGUF formats, comma-separated" },
+    { "formats", "string", "f16,q8_0,q4_0,q4_k_m,q5_k_m", "the GGUF formats, comma-separated" },
     { "drift-tokens", "integer", 1024, "tokens of README.md scored for the drift", min = 256 },
-    { "activations", "choice", "int8", "anelua's activations for the Q8_0 / Q4_0 formats (int8: its default)",
+    { "activations", "choice", "int8", "anelua's activations for the block formats (int8: its default)",
       choices = { "int8", "float" } },
   }),
 }:parse(arg)
@@ -46,7 +46,7 @@ for name in opts.formats:gmatch("[^,]+") do
     assert(os.execute(string.format("%s %s %s %s 2 > /dev/null 2>&1", common.quote(quantize),
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
-  local kept = name ~= "f16" -- (the formats whose layers anelua reads as stored: Q4_K_M's Q4_K ones; its Q6_K ones are dequantized)
+  local kept = name ~= "f16" -- (the formats whose layers anelua reads as stored: the K_M files' Q4_K / Q5_K ones; their Q6_K ones are dequantized)
   formats[#formats + 1] = { name = name, file = file, kept = kept, activations = kept and opts.activations or "float" }
 end
 
