@@ -150,5 +150,20 @@ end
 assert(require("ane.formats.gguf").write(tmp .. ".bpe", bpe_metadata, gguf_tensors))
 write("gguf", "tiny_llama_bpe.gguf", read(tmp .. ".bpe"))
 os.remove(tmp .. ".bpe")
+-- K-quant matrices alone (rows of 256: a model of them would pass the fuzzer's 64 KB), which the
+-- reader keeps as stored (Q4_K and Q5_K split into codes, scales and offsets; Q6_K as stored):
+-- d and dmin 1/1024, 6-bit scales and mins, codes from the block's bytes
+local function k_block(size, i)
+  local half = ane.tensor.from({ 1 / 1024 }, { 1 }, "fp16"):bytes()
+  local body = {}
+  for j = 1, size - 4 do body[j] = string.char((i * 29 + j * 7) % 256) end
+  if size == 210 then return table.concat(body) .. string.rep("\0", 2) .. half end -- Q6_K: d last
+  return half .. half .. table.concat(body)
+end
+assert(require("ane.formats.gguf").write(tmp, { { "general.architecture", "string", "llama" } }, {
+  { "q4_k", { 2, 256 }, "Q4_K", k_block(144, 1) .. k_block(144, 2) }, { "q5_k", { 1, 256 }, "Q5_K", k_block(176, 3) },
+  { "q6_k", { 1, 256 }, "Q6_K", k_block(210, 4) },
+}))
+write("gguf", "k_quants.gguf", read(tmp))
 os.remove(tmp)
 print("seeds written to " .. root)

@@ -148,9 +148,18 @@ return {
   tokenizer_bin = tokenizer_reader("ane.tokenizer.load (llm.c tokenizer.bin)", require("ane.tokenizer").load),
   vocab_merges = function(path) check("ane.tokenizer.load (vocab.json + merges.txt)", vocab_and_merges(path)) end,
   checkpoint = reader("ane.checkpoint.load", require("ane.checkpoint").load),
-  -- a GGUF file read, built into a model and run on two tokens; its tokenizer loaded and used
+  -- a GGUF file's matrices kept as the model keeps them (block types split into codes and
+  -- scales) and each multiplied once; the file read, built into a model and run on two tokens;
+  -- its tokenizer loaded and used
   gguf = reader("ane.formats.gguf.read, the model, its tokenizer", function(path)
     local gguf = require("ane.formats.gguf")
+    local file, problem = gguf.open(path)
+    if not file then return nil, problem end
+    for _, name in ipairs(file.order) do
+      local t = file.tensors[name]
+      local kept = #t.shape == 2 and gguf.tensor(file, name, "cpu", nil, "fp32")
+      if kept and ane.quantized.is(kept) then kept:matmul(ane.tensor.randn({ t.shape[2], 1 }, { seed = 1 })) end
+    end
     local W, err = gguf.read(path)
     if not W then return nil, err end
     local model, why = require("ane.models.llama").from_weights(W, { precision = "fp32", profile = "cpu" })
