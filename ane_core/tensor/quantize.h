@@ -1,6 +1,7 @@
 /* Weights quantized for inference: per output row, int8 with one symmetric scale per row and
  * 4-bit palettes (16 values per row, each element an index); and in blocks of 32 along a row,
- * llama.cpp's Q8_0 and Q4_0 (GGUF files' blocks, split into codes and scales). A weight matrix is
+ * llama.cpp's Q8_0 and Q4_0 (GGUF files' blocks, split into codes and scales) and its Q4_K and
+ * Q5_K (codes with a scale and an offset per 32), with Q6_K's blocks for the CPU's products. A weight matrix is
  * [rows, k] (a conv weight [O, I, kh, kw] has rows O, k = I * kh * kw). The encoded bytes
  * are what the MIL program carries (constexpr_affine_dequantize / constexpr_lut_to_dense /
  * constexpr_blockwise_shift_scale),
@@ -100,10 +101,10 @@ const char *ane_encoding_name(ane_weight_encoding encoding);
 int ane_encoding_from_name(const char *name, ane_weight_encoding *out);
 
 /* Bytes of the data of a [rows, k] matrix in `encoding` (k must be even for LUT4, a multiple
- * of ANE_ENCODING_BLOCK for Q8_0 and Q4_0). */
+ * of ANE_ENCODING_BLOCK for the block encodings). */
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k);
 /* Entries of the table per row of k weights: 1 (int8 scale), 16 (palette), k / 32 (block scales)
- * or k / 16 (Q6_K's scales; Q4_K's scales and offsets). */
+ * or k / 16 (Q6_K's scales; Q4_K's and Q5_K's scales and offsets). */
 int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k);
 /* Element j's signed code in a row's packed 4-bit codes (Q4_0): its nibble as two's complement. */
 static inline int ane_q4_code(const uint8_t *packed, int64_t j) {
