@@ -554,13 +554,13 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, con
     return ANE_OK;
 }
 
-int sim_part_kind(const ane_node *node, int weight_form, ane_activations activations) {
+int sim_part_kind(const ane_node *node, int weight_form) {
     if (node->op != ANE_OP_CONV || node->noperands != 2 || node->attrs.groups != 1 || !is_pointwise(node)) return 0;
     const ane_node *x = node->operands[0];
     if (x->shape[0] != 1 || x->shape[2] * x->shape[3] != 1) return 0; /* one position */
     const ane_node *w = node->operands[1];
     if (weight_form == SIM_WEIGHT_HALF) return SIM_PART_HALF;
-    if (weight_form != SIM_WEIGHT_ENCODED || activations != ANE_ACTIVATIONS_FLOAT) return 0;
+    if (weight_form != SIM_WEIGHT_ENCODED) return 0;
     return w->encoding ? SIM_PART_ENCODED + (int)w->encoding : 0;
 }
 
@@ -579,13 +579,12 @@ static ane_status k_parts(const sim_context *context, const sim_step *step, cons
             }
             return ANE_OK;
         }
-        const uint16_t *words = w->encoding == ANE_ENCODING_LUT4 ? step->palette_codes[p] : NULL; /* (bf16 words) */
+        const void *palette_codes = w->encoding == ANE_ENCODING_LUT4 ? step->palette_codes[p] : NULL;
         parts[p] = half ? (ane_gemv_part){values[conv->id].data, ANE_ENCODING_DENSE, half, NULL, w->shape[0], NULL}
                         : (ane_gemv_part){values[conv->id].data, w->encoding, ane_tensor_data(&w->value),
-                                          (const float *)ane_tensor_data(&w->table), w->shape[0], words};
+                                          (const float *)ane_tensor_data(&w->table), w->shape[0], palette_codes};
     }
-    ane_gemv_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1]);
-    return ANE_OK;
+    return ane_gemv_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1], context->activations, err);
 }
 
 /* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,

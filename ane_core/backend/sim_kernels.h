@@ -53,9 +53,10 @@ typedef struct sim_context {
 
 /* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
  * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what the
- * conv kernel computes alone. sim_part_kind: the kind of product a conv is for that (its
- * weight kept fp16, or encoded under float activations: SIM_PART_ENCODED + its encoding; one
- * position, 1x1, one group), 0 when none; weight_form: its weight's SIM_WEIGHT_*. */
+ * conv kernel computes alone (x quantized once for them under int8 / int16 activations).
+ * sim_part_kind: the kind of product a conv is for that (its weight kept fp16, or encoded:
+ * SIM_PART_ENCODED + its encoding; one position, 1x1, one group), 0 when none; weight_form:
+ * its weight's SIM_WEIGHT_*. */
 enum { SIM_PART_HALF = 1, SIM_PART_ENCODED };
 #define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
 
@@ -84,7 +85,7 @@ typedef struct sim_step {
  * conv weights, read from the graph node). */
 enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
 
-int sim_part_kind(const ane_node *conv, int weight_form, ane_activations activations);
+int sim_part_kind(const ane_node *conv, int weight_form);
 
 /* The kernel of node's op (its group's when nparts > 1), or an error naming the node where
  * sim has none. Inputs and consts have no step (eval and load fill them). */

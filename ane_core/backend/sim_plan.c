@@ -184,7 +184,7 @@ static ane_status palette_codes(const sim_compiled *p, const ane_node *w, const 
 /* sim_part_kind of a node (0 for any but a conv of x and a weight). */
 static int part_kind(const sim_compiled *p, const ane_node *node) {
     if (node->op != ANE_OP_CONV || node->noperands != 2) return 0;
-    return sim_part_kind(node, p->slots[node->operands[1]->id].weight_form, p->options.activations);
+    return sim_part_kind(node, p->slots[node->operands[1]->id].weight_form);
 }
 
 /* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),

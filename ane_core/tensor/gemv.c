@@ -77,49 +77,72 @@ void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld, in
 }
 
 
-/* ane_gemv_parts: the parts' rows one after another as one loop; a share that crosses from one
- * part into the next runs as a share of each (its rows' results are the part's own loop's). */
+/* Parts as one loop: the parts' rows one after another; a share that crosses from one part into
+ * the next runs as a share of each (its rows' results are the part's own loop's). */
 typedef struct parts_job {
-    gemv_job parts[ANE_GEMV_MAX_PARTS];
+    const char *jobs; /* [count] each part's job for the row kernel (gemv_job or integer_job) */
+    size_t job_size;
     int64_t first_row[ANE_GEMV_MAX_PARTS + 1]; /* part p: rows first_row[p] .. first_row[p + 1] - 1 of the loop */
     int count;
     ane_range_body rows; /* the level's row kernel of the parts' weights */
 } parts_job;
 
 static void rows_of_parts(void *context, int64_t first, int64_t last) {
-    parts_job *job = context;
+    const parts_job *job = context;
     for (int p = 0; p < job->count; p++) {
         int64_t from = first > job->first_row[p] ? first : job->first_row[p];
         int64_t to = last < job->first_row[p + 1] ? last : job->first_row[p + 1];
-        if (from < to) job->rows(&job->parts[p], from - job->first_row[p], to - job->first_row[p]);
+        if (from < to) job->rows((void *)(job->jobs + (size_t)p * job->job_size), from - job->first_row[p], to - job->first_row[p]);
     }
 }
 
-void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k) {
-    for (; count > ANE_GEMV_MAX_PARTS; parts += ANE_GEMV_MAX_PARTS, count -= ANE_GEMV_MAX_PARTS)
-        ane_gemv_parts(parts, ANE_GEMV_MAX_PARTS, x, k);
-    if (count <= 0) return;
+static ane_status integer_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k, int64_t columns,
+                                ane_activations activations, ane_error *err);
+
+/* Refuses activations the encoding's weights do not multiply (GGUF blocks: float or int8, not
+ * int16). */
+static ane_status check_activations_for(ane_weight_encoding encoding, ane_activations activations, ane_error *err) {
+    if (activations != ANE_ACTIVATIONS_INT16 || !ane_encoding_is_gguf_block(encoding)) return ANE_OK;
+    return ane_fail(err, ANE_ERR_ARGUMENT, "%s weights are multiplied with float or int8 activations, not int16",
+                    ane_encoding_name(encoding));
+}
+
+ane_status ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k, ane_activations activations,
+                          ane_error *err) {
+    for (; count > ANE_GEMV_MAX_PARTS; parts += ANE_GEMV_MAX_PARTS, count -= ANE_GEMV_MAX_PARTS) {
+        ane_status status = ane_gemv_parts(parts, ANE_GEMV_MAX_PARTS, x, k, activations, err);
+        if (status) return status;
+    }
+    if (count <= 0) return ANE_OK;
     ane_weight_encoding encoding = parts[0].encoding;
-    parts_job job = {.count = count,
+    if (activations != ANE_ACTIVATIONS_FLOAT && encoding != ANE_ENCODING_DENSE) {
+        ane_status status = check_activations_for(encoding, activations, err);
+        return status ? status : integer_parts(parts, count, x, k, 1, activations, err);
+    }
+    gemv_job jobs[ANE_GEMV_MAX_PARTS];
+    parts_job job = {.jobs = (const char *)jobs, .job_size = sizeof *jobs, .count = count,
                      .rows = ane_kernels()->rows_float[weights_of(encoding)]};
     float stack[4096];
     float *x_split = NULL; /* 4-bit rows: x split once for every part (the level's split_lut4) */
-    if (encoding == ANE_ENCODING_LUT4)
+    if (encoding == ANE_ENCODING_LUT4) {
         x_split = k <= (int64_t)(sizeof stack / sizeof *stack) ? stack : malloc((size_t)k * sizeof *x_split);
+        if (!x_split) return ane_fail(err, ANE_ERR_NOMEM, "out of memory splitting the activations of a 4-bit product");
+    }
     const float *split = encoding == ANE_ENCODING_LUT4 ? ane_kernels()->split_lut4(x_split, x, k) : NULL;
     for (int p = 0; p < count; p++) {
-        job.parts[p] = (gemv_job){parts[p].y, parts[p].data, x, k, k, parts[p].table, split, parts[p].words};
+        jobs[p] = (gemv_job){parts[p].y, parts[p].data, x, k, k, parts[p].table, split, parts[p].palette_codes};
         job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
     }
     int64_t row_bytes = encoding == ANE_ENCODING_DENSE ? 2 * k : ane_encoded_data_bytes(encoding, 1, k);
     rows_parallel_for(job.first_row[count], row_bytes, rows_of_parts, &job);
     if (x_split != stack) free(x_split);
+    return ANE_OK;
 }
 
 void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                       int64_t rows, int64_t k) {
     ane_gemv_part alone = {y, encoding, data, table, rows, NULL};
-    ane_gemv_parts(&alone, 1, x, k);
+    ane_gemv_parts(&alone, 1, x, k, ANE_ACTIVATIONS_FLOAT, NULL); /* (not 4-bit: nothing to allocate) */
 }
 
 /* y [rows, columns] = dequantized W x: the panel kernel (gemm.h), or on CPUs without one a block
@@ -270,20 +293,34 @@ static const void *palette_codes_for(const void *given, void **owned, const floa
 
 /* ------------------------------------------------ integer activations: the products */
 
-/* y [rows, columns] with the activations x [k, columns] quantized per column. */
-static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding, const void *data, const float *table,
-                                         const void *palette_codes, const float *x, int64_t rows, int64_t k,
-                                         int64_t columns, ane_activations activations, ane_error *err) {
+/* Each part's y [rows, columns] with the activations x [k, columns] quantized once per column
+ * for every part (all of one encoding), the parts' rows as one loop. */
+static ane_status integer_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k, int64_t columns,
+                                ane_activations activations, ane_error *err) {
+    ane_weight_encoding encoding = parts[0].encoding;
     size_t bytes = (code_vector_bytes(k, activations) + 63) / 64 * 64;
     char stack[32768];
     char *memory = (size_t)columns * (bytes + sizeof(code_vector)) <= sizeof stack ? stack : malloc((size_t)columns * (bytes + sizeof(code_vector)));
-    void *owned = NULL;
-    if (encoding == ANE_ENCODING_LUT4) palette_codes = palette_codes_for(palette_codes, &owned, table, rows, activations);
-    if (!memory || (encoding == ANE_ENCODING_LUT4 && !palette_codes)) {
-        if (memory != stack) free(memory);
-        return ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
-    }
+    void *owned[ANE_GEMV_MAX_PARTS] = {NULL};
+    integer_job jobs[ANE_GEMV_MAX_PARTS];
+    parts_job job = {.jobs = (const char *)jobs, .job_size = sizeof *jobs, .count = count,
+                     .rows = ane_encoding_is_gguf_block(encoding)
+                                 ? ane_kernels()->rows_blocks_int8
+                                 : ane_kernels()->rows_integer[encoding == ANE_ENCODING_LUT4][activations == ANE_ACTIVATIONS_INT16]};
+    int missing = !memory;
     code_vector *vectors = (code_vector *)memory;
+    for (int p = 0; p < count; p++) {
+        const void *palette_codes = parts[p].palette_codes;
+        if (encoding == ANE_ENCODING_LUT4)
+            missing |= !(palette_codes = palette_codes_for(palette_codes, &owned[p], parts[p].table, parts[p].rows, activations));
+        jobs[p] = (integer_job){parts[p].y, parts[p].data, parts[p].table, palette_codes, vectors, columns, k, encoding, activations};
+        job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
+    }
+    ane_status status = ANE_OK;
+    if (missing) {
+        status = ane_fail(err, ANE_ERR_NOMEM, "out of memory quantizing the activations of a quantized product");
+        goto done;
+    }
     char *buffers = memory + (size_t)columns * sizeof(code_vector);
     for (int64_t c = 0; c < columns; c++) {
         quantize_codes(&vectors[c], buffers + (size_t)c * bytes, x + c, columns, k, activations,
@@ -291,13 +328,11 @@ static ane_status encoded_matmul_integer(float *y, ane_weight_encoding encoding,
                        : encoding == ANE_ENCODING_Q4_0 || encoding == ANE_ENCODING_Q4_K ? ARRANGE_FOR_Q4_0
                                                                                         : 0);
     }
-    integer_job job = {y, data, table, palette_codes, vectors, columns, k, encoding, activations};
-    ane_range_body rows_integer = ane_encoding_is_gguf_block(encoding) ? ane_kernels()->rows_blocks_int8
-        : ane_kernels()->rows_integer[encoding == ANE_ENCODING_LUT4][activations == ANE_ACTIVATIONS_INT16];
-    ane_parallel_for(rows, grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_integer, &job);
+    ane_parallel_for(job.first_row[count], grain_rows(ane_encoded_data_bytes(encoding, 1, k) * columns), rows_of_parts, &job);
+done:
     if (memory != stack) free(memory);
-    free(owned);
-    return ANE_OK;
+    for (int p = 0; p < count; p++) free(owned[p]);
+    return status;
 }
 
 /* Many columns with int8 or int16 activations: the same quantized values multiplied by
@@ -402,19 +437,14 @@ ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
                               const void *palette_codes, const float *x, int64_t rows, int64_t k, int64_t columns,
                               ane_activations activations, ane_error *err) {
-    if (activations == ANE_ACTIVATIONS_INT16 && ane_encoding_is_gguf_block(encoding))
-        return ane_fail(err, ANE_ERR_ARGUMENT, "%s weights are multiplied with float or int8 activations, not int16",
-                        ane_encoding_name(encoding));
+    ane_status refused = check_activations_for(encoding, activations, err);
+    if (refused) return refused;
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > ANE_FEW_COLUMNS)
         return encoded_matmul_codes_blas(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
-    if (activations != ANE_ACTIVATIONS_FLOAT)
-        return encoded_matmul_integer(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
-    const uint16_t *words = encoding == ANE_ENCODING_LUT4 ? palette_codes : NULL;
-    if (columns == 1) {
-        ane_gemv_part alone = {y, encoding, data, table, rows, words};
-        ane_gemv_parts(&alone, 1, x, k);
-        return ANE_OK;
-    }
+    ane_gemv_part alone = {y, encoding, data, table, rows, encoding == ANE_ENCODING_LUT4 ? palette_codes : NULL};
+    if (activations != ANE_ACTIVATIONS_FLOAT) return integer_parts(&alone, 1, x, k, columns, activations, err);
+    if (columns == 1) return ane_gemv_parts(&alone, 1, x, k, activations, err);
+    const uint16_t *words = alone.palette_codes;
     if (columns <= ANE_FEW_COLUMNS)
         return by_columns(y, ane_kernels()->rows_float[weights_of(encoding)], data, table, words,
                           ane_encoded_data_bytes(encoding, 1, k), encoding == ANE_ENCODING_LUT4, x, rows, k, columns, err);

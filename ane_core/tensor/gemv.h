@@ -61,17 +61,22 @@ typedef struct ane_gemv_part {
     const void *data;
     const float *table;
     int64_t rows;
-    const uint16_t *words; /* 4-bit rows: their palettes as bf16 words (ane_palette_codes), or NULL */
+    const void *palette_codes; /* 4-bit rows: their palettes as the products read them under the
+                                  activations (ane_palette_codes: bf16 words, or integer codes), or NULL */
 } ane_gemv_part;
 
 /* Parts one loop over the helper threads takes at most (more run as further loops). */
 #define ANE_GEMV_MAX_PARTS 4
 
 /* Every part's product (all of one encoding, k columns each) as one loop over their rows, x
- * split once for 4-bit rows: each thread's share is one stretch of rows, so its streams of
- * weights are longer than a loop per part gives. Each y is bit for bit what ane_gemv_fp16 or
- * ane_gemv_encoded gives for its part alone. */
-void ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x /* [k] */, int64_t k);
+ * split once for 4-bit rows, or quantized once under int8 / int16 activations: each thread's
+ * share is one stretch of rows, so its streams of weights are longer, and the threads meet
+ * fewer times, than a loop per part. Each y is bit for bit what its part gives alone
+ * (ane_gemv_fp16, ane_gemv_encoded, or ane_encoded_matmul of one column under the activations;
+ * fp16 rows read x as it is under any). Fails only for memory, or int16 activations with GGUF
+ * blocks (as ane_encoded_matmul). */
+ane_status ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x /* [k] */, int64_t k,
+                          ane_activations activations, ane_error *err);
 
 /* Up to this many columns (a short prompt's prefill), products run the matrix-vector kernel
  * once per column, a block of rows at a time (read from memory once, from cache for the other

@@ -104,16 +104,21 @@ INTEGER_PRODUCT(product_lut4_a8, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT8)
 INTEGER_PRODUCT(product_int8_a16, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT16)
 INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
 
-/* ane_gemv_parts of `count` parts (rows[p] rows of k each, one encoding) against ane_gemv_fp16
- * / ane_gemv_encoded of each part alone: the outputs that differ in any bit. Weights: fp16 bits
- * of uniform values, int8 codes with scales, or nibbles with palettes of 8 significant bits
- * (the bf16 kernel's tables) and, in the first part, one full fp32 palette (its other path). 4-bit parts after the
- * first are given their palettes as bf16 words (ane_palette_codes, which must refuse the first
- * part's), and read through ane_encoded_matmul with them too (one column, and three). */
-static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k) {
+/* ane_gemv_parts of `count` parts (rows[p] rows of k each, one encoding) under the activations
+ * against each part alone (ane_gemv_fp16; ane_gemv_encoded under float activations, else
+ * ane_encoded_matmul of one column): the outputs that differ in any bit. Weights: fp16 bits of
+ * uniform values, int8 codes with scales, or nibbles with palettes of 8 significant bits (the
+ * bf16 kernel's tables) and, in the first part, one full fp32 palette (its other path). 4-bit
+ * parts after the first are given their palettes as the products read them (ane_palette_codes:
+ * bf16 words, which must refuse the first part's, or integer codes), the first computes its own;
+ * under float activations each is read through ane_encoded_matmul with them too (one column,
+ * and three). */
+static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k,
+                                 ane_activations activations) {
     ane_gemv_part parts[8] = {{0}};
     float *x = malloc(sizeof(float) * k), *alone[8];
     int differing = 0;
+    ane_error err;
     for (int64_t j = 0; j < k; j++) x[j] = uniform();
     size_t row_bytes = encoding == ANE_ENCODING_INT8 ? (size_t)k : encoding == ANE_ENCODING_LUT4 ? (size_t)k / 2 : 2 * (size_t)k;
     int64_t table_width = encoding == ANE_ENCODING_INT8 ? 1 : ANE_LUT4_ENTRIES;
@@ -131,34 +136,35 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
             memcpy(&v, &bits, sizeof v);
             table[e] = v;
         }
-        uint16_t *words = NULL;
-        if (encoding == ANE_ENCODING_LUT4) {
-            words = malloc(ane_palette_codes_stride(ANE_ACTIVATIONS_FLOAT) * rows[p] + 1);
-            int written = ane_palette_codes(words, table, rows[p], ANE_ACTIVATIONS_FLOAT);
+        void *codes = NULL;
+        if (encoding == ANE_ENCODING_LUT4 && (p > 0 || activations == ANE_ACTIVATIONS_FLOAT)) {
+            codes = malloc(ane_palette_codes_stride(activations) * rows[p] + 1);
+            int written = ane_palette_codes(codes, table, rows[p], activations);
             differing += written != (p > 0);
-            if (!written) free(words), words = NULL;
+            if (!written) free(codes), codes = NULL;
         }
-        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], words};
+        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], codes};
         alone[p] = malloc(sizeof(float) * rows[p] + 1);
         if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
-        else ane_gemv_encoded(alone[p], encoding, data, table, x, rows[p], k);
-        if (words) { /* the matmul entry with the words: one column, and three copies of x */
+        else if (activations == ANE_ACTIVATIONS_FLOAT) ane_gemv_encoded(alone[p], encoding, data, table, x, rows[p], k);
+        else differing += ane_encoded_matmul(alone[p], encoding, data, table, NULL, x, rows[p], k, 1, activations, &err) != ANE_OK;
+        if (codes && activations == ANE_ACTIVATIONS_FLOAT) { /* the matmul entry with the words: one column, and three copies of x */
             float *one = malloc(sizeof(float) * rows[p]), *three = malloc(sizeof(float) * rows[p] * 3);
             float *x3 = malloc(sizeof(float) * k * 3);
             for (int64_t j = 0; j < 3 * k; j++) x3[j] = x[j / 3];
-            ane_error err;
-            differing += ane_encoded_matmul(one, encoding, data, table, words, x, rows[p], k, 1, ANE_ACTIVATIONS_FLOAT, &err) ||
+            differing += ane_encoded_matmul(one, encoding, data, table, codes, x, rows[p], k, 1, ANE_ACTIVATIONS_FLOAT, &err) ||
                          memcmp(one, alone[p], sizeof(float) * rows[p]) != 0;
-            differing += ane_encoded_matmul(three, encoding, data, table, words, x3, rows[p], k, 3, ANE_ACTIVATIONS_FLOAT, &err);
+            differing += ane_encoded_matmul(three, encoding, data, table, codes, x3, rows[p], k, 3, ANE_ACTIVATIONS_FLOAT, &err);
             for (int64_t r = 0; r < rows[p]; r++)
                 for (int c = 0; c < 3; c++) differing += memcmp(&three[r * 3 + c], &alone[p][r], sizeof(float)) != 0;
             free(one), free(three), free(x3);
         }
     }
-    ane_gemv_parts(parts, count, x, k);
+    differing += ane_gemv_parts(parts, count, x, k, activations, &err) != ANE_OK;
     for (int p = 0; p < count; p++) {
         differing += memcmp(parts[p].y, alone[p], sizeof(float) * rows[p]) != 0;
-        free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free((void *)parts[p].words), free(alone[p]);
+        free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free((void *)parts[p].palette_codes),
+            free(alone[p]);
     }
     free(x);
     return differing;
@@ -242,14 +248,24 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         /* in parts with another weight of the same encoding (ane_gemv_parts: a decode step's q, k, v) */
         ane_gemv_part parts[2] = {{y, kinds[t].encoding, kinds[t].data, scales, rows, NULL},
                                   {y + rows, kinds[t].encoding, kinds[t].data, scales, rows, NULL}};
-        ane_gemv_parts(parts, 2, x, k);
+        ane_error err;
+        CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK, "%s in parts: %s", kinds[t].name, err.message);
         CHECK(memcmp(y, want, sizeof(float) * rows) == 0 && memcmp(y + rows, want, sizeof(float) * rows) == 0,
               "%s [%lld, %lld] in parts: not ane_gemv_fp32's bits", kinds[t].name, (long long)rows, (long long)k);
+        /* under int8 activations (x quantized once for both): what one product of one column gives */
+        CHECK(ane_encoded_matmul(want, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT8,
+                                 &err) == ANE_OK, "%s int8: %s", kinds[t].name, err.message);
+        CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_INT8, &err) == ANE_OK, "%s int8 parts: %s", kinds[t].name, err.message);
+        CHECK(memcmp(y, want, sizeof(float) * rows) == 0 && memcmp(y + rows, want, sizeof(float) * rows) == 0,
+              "%s [%lld, %lld] in parts under int8 activations: not the product's bits alone", kinds[t].name, (long long)rows,
+              (long long)k);
+        CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_INT16, &err) == ANE_ERR_ARGUMENT && strstr(err.message, "not int16"),
+              "%s in parts under int16 activations: not refused", kinds[t].name);
+        ane_gemv_fp32(want, kinds[t].values, x, rows, k);
         /* 3 columns (a prompt's few: each column's matrix-vector product) and 17 (decoded panels) */
         for (int count = 3; count <= 17; count += 14) {
             for (int64_t j = 0; j < k; j++)
                 for (int c = 0; c < count; c++) columns[j * count + c] = c == 0 ? x[j] : uniform();
-            ane_error err;
             CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, columns, rows, k, count,
                                      ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK, "%s matmul: %s", kinds[t].name, err.message);
             if (count <= ANE_FEW_COLUMNS) {
@@ -279,7 +295,6 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         for (int count = 1; count <= 3; count += 2) {
             for (int64_t j = 0; j < k; j++)
                 for (int c = 0; c < count; c++) columns[j * count + c] = c == 0 ? x[j] : uniform();
-            ane_error err;
             CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, columns, rows, k, count,
                                      ANE_ACTIVATIONS_INT8, &err) == ANE_OK, "%s int8 matmul: %s", kinds[t].name, err.message);
             int differing = 0;
@@ -337,7 +352,6 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
             CHECK(differing == 0, "%s [%lld, %lld] x %d columns on int8 activations: %d results not the blocks' "
                   "arithmetic", kinds[t].name, (long long)rows, (long long)k, count, differing);
         }
-        ane_error err;
         CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16,
                                  &err) != ANE_OK && strstr(err.message, "not int16"),
               "%s with int16 activations: not refused", kinds[t].name);
@@ -737,13 +751,16 @@ int main(void) {
     const int64_t part_rows[][6] = { { 768, 768, 768 }, { 2048, 1024, 1024 }, { 37, 5, 64, 1 }, { 9, 300, 7, 130, 2, 41 } };
     const int part_counts[] = { 3, 3, 4, 6 };
     const ane_weight_encoding encodings[] = { ANE_ENCODING_DENSE, ANE_ENCODING_INT8, ANE_ENCODING_LUT4 };
+    const ane_activations activations[] = { ANE_ACTIVATIONS_FLOAT, ANE_ACTIVATIONS_INT8, ANE_ACTIVATIONS_INT16 };
     const int64_t part_k[] = { 768, 256, 130 };
     for (size_t c = 0; c < sizeof part_counts / sizeof *part_counts; c++)
         for (size_t e = 0; e < sizeof encodings / sizeof *encodings; e++)
-            for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++) {
-                int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk]);
-                CHECK(differing == 0, "ane_gemv_parts, %d parts of encoding %d, k %lld: %d parts not what each gives alone",
-                      part_counts[c], (int)encodings[e], (long long)part_k[kk], differing);
-            }
+            for (size_t a = 0; a < sizeof activations / sizeof *activations; a++)
+                for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++) {
+                    int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk], activations[a]);
+                    CHECK(differing == 0, "ane_gemv_parts, %d parts of encoding %d under activations %d, k %lld: %d parts "
+                          "not what each gives alone", part_counts[c], (int)encodings[e], (int)activations[a],
+                          (long long)part_k[kk], differing);
+                }
     return check_summary("gemv");
 }
