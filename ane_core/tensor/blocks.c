@@ -230,7 +230,7 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
         return ane_fail(err, ANE_ERR_ARGUMENT, "%s: blocks dequantize to fp32 or fp16, not %s", name, ane_dtype_name(dtype));
     ane_status status = blocks_fit(format, blocks, ndim, shape, name, &nblocks, err);
     if (status) return status;
-    status = ane_tensor_empty(out, ndim, shape, dtype, err);
+    status = ane_tensor_lasting(out, ndim, shape, dtype, err);
     if (status) return status;
     dequantize_job job = {format, (const uint8_t *)ane_tensor_data(blocks), ane_tensor_data(out), dtype, nblocks};
     ane_parallel_for(nblocks, 4096 * 32 / format->weights, dequantize_range, &job);
@@ -249,8 +249,8 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
 static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, int64_t nblocks, const char *name,
                              ane_tensor *data, ane_tensor *table, ane_error *err) {
     int64_t data_shape[2] = {rows, k / 256 * 210}, table_shape[2] = {rows, k / 16};
-    ane_status status = ane_tensor_empty(data, 2, data_shape, ANE_UINT8, err);
-    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    ane_status status = ane_tensor_lasting(data, 2, data_shape, ANE_UINT8, err);
+    if (!status) status = ane_tensor_lasting(table, 2, table_shape, ANE_FP32, err);
     if (status) {
         ane_tensor_release(data), ane_tensor_release(table);
         return status;
@@ -338,8 +338,8 @@ static ane_status split_shifted(const ane_tensor *blocks, int five_bits, int64_t
                                 ane_dtype table_dtype, const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
     int64_t data_shape[2] = {rows, five_bits ? k : k / 2}, table_shape[2] = {rows, k / 16};
     int64_t size = five_bits ? 176 : 144;
-    ane_status status = ane_tensor_empty(data, 2, data_shape, ANE_UINT8, err);
-    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    ane_status status = ane_tensor_lasting(data, 2, data_shape, ANE_UINT8, err);
+    if (!status) status = ane_tensor_lasting(table, 2, table_shape, ANE_FP32, err);
     if (status) {
         ane_tensor_release(data), ane_tensor_release(table);
         return status;
@@ -410,8 +410,8 @@ ane_status ane_blocks_split(ane_block_type type, const ane_tensor *blocks, int64
         return split_shifted(blocks, type == ANE_BLOCKS_Q5_K, rows, k, nblocks, table_dtype, name, data, table, err);
     int q8 = type == ANE_BLOCKS_Q8_0;
     int64_t data_shape[2] = {rows, q8 ? k : k / 2}, table_shape[2] = {rows, k / 32};
-    status = ane_tensor_empty(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
-    if (!status) status = ane_tensor_empty(table, 2, table_shape, ANE_FP32, err);
+    status = ane_tensor_lasting(data, 2, data_shape, q8 ? ANE_INT8 : ANE_UINT8, err);
+    if (!status) status = ane_tensor_lasting(table, 2, table_shape, ANE_FP32, err);
     if (!status) {
         split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
                          (float *)ane_tensor_data(table), size, q8, nblocks};

@@ -1,11 +1,18 @@
-/* Refcounted storage and its three allocators: heap, file mmap, and wrapped memory.
+/* Refcounted storage and its four allocators: heap, lasting, file mmap, and wrapped memory.
  *
  * Heap blocks below 32 MB come from malloc (tuned once so that glibc keeps and reuses them:
  * tune_malloc_once); larger ones are mappings of their own, and a freed one waits in a small
  * pool for the next request of about its size, so a training step's large gradients and
  * logits reuse the pages of the step before instead of faulting fresh zero pages in (and
- * the kernel clearing them) every step. Mappings ask for transparent huge pages; the host
- * asks glibc to do the same for malloc's heap (host/anelua.c, prepare_environment). */
+ * the kernel clearing them) every step. Mappings ask for transparent huge pages (malloc's heap
+ * keeps small ones: a compile's many small blocks would each clear a whole 2 MB page).
+ *
+ * Lasting blocks (a model's weights, read again at every decoding step) are carved one after
+ * another from regions of 2 MB pages: a decode step reads ~70 MB of 4-bit weights, and on 4 KB
+ * pages every one of their ~17,000 pages costs a TLB miss, a page walk (two-level under a
+ * virtual machine) and a restart of the prefetchers, which stop at 4 KB boundaries. A region is
+ * unmapped when the last block carved from it goes (its pages are never reused for other
+ * blocks: weights live as long as their model). */
 #include "storage.h"
 
 #include <errno.h>
@@ -92,6 +99,87 @@ static void release_large_block(void *data, size_t length) {
     pthread_mutex_unlock(&pool.lock);
 }
 
+/* ------------------------------------------------ lasting blocks */
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#define REGION_BYTES ((size_t)64 << 20) /* blocks above a quarter of this get a region of their own */
+
+typedef struct lasting_region {
+    char *base;
+    size_t size, used;
+    int live; /* blocks carved from it not yet released */
+} lasting_region;
+
+static struct {
+    pthread_mutex_t lock;
+    lasting_region *current; /* where the next block is carved, or NULL */
+} lasting = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A mapping of nbytes (a multiple of HUGE_PAGE) that starts on a 2 MB boundary, so that the
+ * kernel can back all of it with 2 MB pages; NULL when there is no memory. */
+static char *map_huge_aligned(size_t nbytes) {
+    char *raw = mmap(NULL, nbytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *start = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+    if (start > raw) munmap(raw, (size_t)(start - raw));
+    size_t tail = (size_t)(raw + nbytes + HUGE_PAGE - (start + nbytes));
+    if (tail) munmap(start + nbytes, tail);
+#if defined(MADV_HUGEPAGE)
+    madvise(start, nbytes, MADV_HUGEPAGE);
+#endif
+    return start;
+}
+
+static lasting_region *new_region(size_t nbytes) {
+    lasting_region *region = calloc(1, sizeof *region);
+    if (!region) return NULL;
+    region->size = (nbytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    region->base = map_huge_aligned(region->size);
+    if (!region->base) {
+        free(region);
+        return NULL;
+    }
+    return region;
+}
+
+static void drop_region(lasting_region *region) {
+    munmap(region->base, region->size);
+    free(region);
+}
+
+/* nbytes (zero: fresh pages) from the current region, or a new one; its region in *from. */
+static void *lasting_block(size_t nbytes, lasting_region **from) {
+    size_t rounded = (nbytes + HEAP_ALIGNMENT - 1) / HEAP_ALIGNMENT * HEAP_ALIGNMENT;
+    if (!rounded) rounded = HEAP_ALIGNMENT;
+    pthread_mutex_lock(&lasting.lock);
+    lasting_region *region = lasting.current;
+    if (rounded > REGION_BYTES / 4) { /* a region of its own */
+        region = new_region(rounded);
+    } else if (!region || region->size - region->used < rounded) {
+        if (region && region->live == 0) drop_region(region); /* (else its last release drops it) */
+        region = lasting.current = new_region(REGION_BYTES);
+    }
+    void *data = NULL;
+    if (region) {
+        data = region->base + region->used;
+        region->used += rounded;
+        region->live++;
+        *from = region;
+    }
+    pthread_mutex_unlock(&lasting.lock);
+    return data;
+}
+
+static void lasting_release(ane_storage *storage) {
+    __atomic_sub_fetch(&live_heap_bytes, storage->nbytes, __ATOMIC_RELAXED);
+    lasting_region *region = storage->context;
+    pthread_mutex_lock(&lasting.lock);
+    if (--region->live == 0 && region != lasting.current) drop_region(region);
+    pthread_mutex_unlock(&lasting.lock);
+}
+
+static const ane_allocator lasting_allocator = {"lasting", lasting_release};
+
 static void heap_release(ane_storage *storage) {
     __atomic_sub_fetch(&live_heap_bytes, storage->nbytes, __ATOMIC_RELAXED);
     if (storage->context) /* context holds the mapping length for large blocks */
@@ -176,6 +264,24 @@ static void tune_malloc_once(void) { /* (the asynchronous helpers allocate too) 
 
 ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err) {
     return new_heap(nbytes, 0, out, err);
+}
+
+ane_status ane_storage_new_lasting(size_t nbytes, ane_storage **out, ane_error *err) {
+    ane_storage *storage = storage_shell(err);
+    if (!storage) return ANE_ERR_NOMEM;
+    lasting_region *region = NULL;
+    void *data = lasting_block(nbytes, &region);
+    if (!data) {
+        free(storage);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory allocating %zu bytes of weights", nbytes);
+    }
+    storage->allocator = &lasting_allocator;
+    storage->nbytes = nbytes;
+    storage->data = data;
+    storage->context = region;
+    __atomic_add_fetch(&live_heap_bytes, nbytes, __ATOMIC_RELAXED);
+    *out = storage;
+    return ANE_OK;
 }
 
 ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *err) {

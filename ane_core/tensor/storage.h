@@ -34,6 +34,11 @@ ane_status ane_storage_new_heap(size_t nbytes, ane_storage **out, ane_error *err
  * from malloc, whose recycled blocks spare the page faults of fresh mappings. */
 ane_status ane_storage_new_heap_uninitialized(size_t nbytes, ane_storage **out, ane_error *err);
 
+/* Zeroed, 64-byte aligned bytes that live as long as a model (its weights): carved from
+ * regions of 2 MB pages (storage.c), which a decoding step reads far faster than malloc's 4 KB
+ * pages. Counted with the heap's (ane_storage_live_heap_bytes). */
+ane_status ane_storage_new_lasting(size_t nbytes, ane_storage **out, ane_error *err);
+
 /* The whole file mapped read-only; *out->nbytes is the file size. */
 ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *err);
 

@@ -59,15 +59,19 @@ static ane_status tensor_header(ane_tensor *t, int ndim, const int64_t *shape, c
     return ANE_OK;
 }
 
-/* A new contiguous tensor, zeroed or (for results written in full next) not. */
-static ane_status new_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, int zeroed,
+enum { UNINITIALIZED, ZEROED, LASTING };
+
+/* A new contiguous tensor: zeroed, (for results written in full next) not, or lasting (zeroed). */
+static ane_status new_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, int kind,
                              ane_error *err) {
     int64_t numel;
     ane_tensor t;
     ane_status status = tensor_header(&t, ndim, shape, NULL, dtype, 0, &numel, err);
     if (status) return status;
     size_t bytes = (size_t)numel * ane_dtype_size(dtype);
-    status = zeroed ? ane_storage_new_heap(bytes, &t.storage, err) : ane_storage_new_heap_uninitialized(bytes, &t.storage, err);
+    status = kind == LASTING ? ane_storage_new_lasting(bytes, &t.storage, err)
+             : kind == ZEROED ? ane_storage_new_heap(bytes, &t.storage, err)
+                              : ane_storage_new_heap_uninitialized(bytes, &t.storage, err);
     if (status) return status;
     *out = t;
     return ANE_OK;
@@ -75,11 +79,15 @@ static ane_status new_tensor(ane_tensor *out, int ndim, const int64_t *shape, an
 
 ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype,
                             ane_error *err) {
-    return new_tensor(out, ndim, shape, dtype, 1, err);
+    return new_tensor(out, ndim, shape, dtype, ZEROED, err);
 }
 
 ane_status ane_tensor_empty(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err) {
-    return new_tensor(out, ndim, shape, dtype, 0, err);
+    return new_tensor(out, ndim, shape, dtype, UNINITIALIZED, err);
+}
+
+ane_status ane_tensor_lasting(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err) {
+    return new_tensor(out, ndim, shape, dtype, LASTING, err);
 }
 
 ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
@@ -484,7 +492,7 @@ ane_status ane_tensor_copy_into(ane_tensor *dst, const ane_tensor *src, ane_erro
 
 ane_status ane_tensor_to(ane_tensor *out, const ane_tensor *src, ane_dtype dtype, ane_error *err) {
     ane_tensor result;
-    ane_status status = new_tensor(&result, src->ndim, src->shape, dtype, 0, err);
+    ane_status status = new_tensor(&result, src->ndim, src->shape, dtype, UNINITIALIZED, err);
     if (status) return status;
     status = ane_tensor_copy_into(&result, src, err);
     if (status) {
@@ -601,7 +609,7 @@ ane_status ane_tensor_binary(ane_tensor *out, const ane_tensor *a, const ane_ten
     if (status) return status;
     ane_tensor result;
     binary_context context = {op, common_dtype(a->dtype, b->dtype), a->dtype, b->dtype};
-    status = new_tensor(&result, ndim, shape, context.out_dtype, 0, err);
+    status = new_tensor(&result, ndim, shape, context.out_dtype, UNINITIALIZED, err);
     if (status) return status;
     row_walk walk = {.ndim = ndim};
     memcpy(walk.shape, shape, sizeof walk.shape);
@@ -893,7 +901,7 @@ ane_status ane_tensor_gather_rows(ane_tensor *out, const ane_tensor *src, const 
     memcpy(shape, src->shape, sizeof shape);
     shape[0] = count;
     ane_tensor result;
-    ane_status status = new_tensor(&result, src->ndim, shape, src->dtype, 0, err);
+    ane_status status = new_tensor(&result, src->ndim, shape, src->dtype, UNINITIALIZED, err);
     if (status) return status;
     for (int64_t i = 0; i < count && !status; i++) {
         if (ids[i] < 0 || ids[i] >= src->shape[0]) {

@@ -33,6 +33,9 @@ ane_status ane_tensor_zeros(ane_tensor *out, int ndim, const int64_t *shape, ane
 /* Uninitialized contents, for results that are written in full right away (no page
  * faults from fresh zeroed mappings: the memory comes from malloc's free lists). */
 ane_status ane_tensor_empty(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err);
+/* Zeroed, in storage that lasts as long as a model (ane_storage_new_lasting: 2 MB pages): for
+ * weights, which every decoding step reads again. */
+ane_status ane_tensor_lasting(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, ane_error *err);
 /* A tensor over existing storage (takes a new reference); checks the extent fits. */
 ane_status ane_tensor_on_storage(ane_tensor *out, ane_storage *storage, size_t offset, int ndim,
                                  const int64_t *shape, const int64_t *strides, ane_dtype dtype,

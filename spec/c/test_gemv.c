@@ -698,8 +698,9 @@ int main(void) {
          * BLAS on the decoded rows; both within the bound above */
         float *w16_as_fp32 = malloc(sizeof(float) * rows * k);
         for (int64_t i = 0; i < rows * k; i++) w16_as_fp32[i] = ane_fp16_to_fp32(w16[i]);
-        const int column_counts[] = {5, ANE_FEW_COLUMNS, ANE_FEW_COLUMNS + 1};
-        for (int n = 0; n < 3; n++)
+        /* (5 and 7: pairs and one; ANE_FEW_COLUMNS: pairs) */
+        const int column_counts[] = {5, 7, ANE_FEW_COLUMNS, ANE_FEW_COLUMNS + 1};
+        for (int n = 0; n < 4; n++)
             for (int kind = 0; kind < 4; kind++) {
                 const int columns = column_counts[n];
                 const char *name = kind == 0 ? "int8" : kind == 1 ? "int4" : kind == 2 ? "fp32" : "fp16";
