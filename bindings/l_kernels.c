@@ -47,6 +47,7 @@ typedef struct inputs {
     uint16_t *w16;
     int8_t *q;
     uint8_t *packed;
+    ane_error err; /* why a kernel that can fail failed (call: -2) */
 } inputs;
 
 static void free_inputs(inputs *in) {
@@ -81,13 +82,14 @@ static int make_inputs(inputs *in, int64_t rows, int64_t k, int64_t n) {
     return 1;
 }
 
-/* One call of the named kernel; 0 for an unknown name, -1 for one this platform lacks. */
+/* One call of the named kernel; 0 for an unknown name, -1 for one this platform lacks, -2 for a
+ * failure (in->err says why). */
 static int call(const char *name, inputs *in) {
     int64_t rows = in->rows, k = in->k, n = in->n;
     if (!strcmp(name, "gemv_fp32")) ane_gemv_fp32(in->y, in->w, in->x, rows, k);
     else if (!strcmp(name, "gemv_fp16")) ane_gemv_fp16(in->y, in->w16, in->x, rows, k);
-    else if (!strcmp(name, "gemv_int8")) ane_gemv_encoded(in->y, ANE_ENCODING_INT8, in->q, in->scales, in->x, rows, k);
-    else if (!strcmp(name, "gemv_int4")) ane_gemv_encoded(in->y, ANE_ENCODING_LUT4, in->packed, in->palettes, in->x, rows, k);
+    else if (!strcmp(name, "gemv_int8")) return ane_gemv_encoded(in->y, ANE_ENCODING_INT8, in->q, in->scales, in->x, rows, k, &in->err) ? -2 : 1;
+    else if (!strcmp(name, "gemv_int4")) return ane_gemv_encoded(in->y, ANE_ENCODING_LUT4, in->packed, in->palettes, in->x, rows, k, &in->err) ? -2 : 1;
     else if (!strcmp(name, "sgemv"))
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, in->w, (int)k, in->x, 1, 0.0f, in->y, 1);
     else if (!strcmp(name, "exp")) ane_exp_n(in->out, in->values, n);
@@ -129,6 +131,7 @@ static int l_kernel_time(lua_State *L) {
     }
     inputs in = kept;
     int known = call(name, &in); /* and a first call, untimed: pages touched, threads awake */
+    if (known == -2) return ane_lua_raise(L, &in.err);
     if (known <= 0) {
         if (known < 0) {
             lua_pushnil(L);

@@ -139,10 +139,10 @@ ane_status ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x,
     return ANE_OK;
 }
 
-void ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
-                      int64_t rows, int64_t k) {
+ane_status ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
+                            int64_t rows, int64_t k, ane_error *err) {
     ane_gemv_part alone = {y, encoding, data, table, rows, NULL};
-    ane_gemv_parts(&alone, 1, x, k, ANE_ACTIVATIONS_FLOAT, NULL); /* (not 4-bit: nothing to allocate) */
+    return ane_gemv_parts(&alone, 1, x, k, ANE_ACTIVATIONS_FLOAT, err);
 }
 
 /* y [rows, columns] = dequantized W x: the panel kernel (gemm.h), or on CPUs without one a block

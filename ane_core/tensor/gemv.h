@@ -48,9 +48,9 @@ void ane_vecmat_fp16(float *y /* [n] */, const float *x /* [k] */, const uint16_
 /* y = W x for a quantized W (quantize.h), read as stored: int8 rows times their scale, 4-bit
  * indices looked up in their row's palette, or Q8_0 / Q4_0 codes times their block's scale
  * (each weight scale x code, exact in fp32, then the sums of ane_gemv_fp32 over those values,
- * bit for bit). */
-void ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,
-                      const float *x /* [k] */, int64_t rows, int64_t k);
+ * bit for bit). Fails only for memory (4-bit rows of k > 4096 split x into a new buffer). */
+ane_status ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding, const void *data, const float *table,
+                            const float *x /* [k] */, int64_t rows, int64_t k, ane_error *err);
 
 /* One of several products of the same x (a decode step's q, k and v projections; gate and
  * up): y [rows] = W x, W [rows, k] in fp16 bits (ANE_ENCODING_DENSE) or encoded (quantize.h;

@@ -40,6 +40,13 @@
 #include "ane_core/tensor/gemv.h"
 #include "check.h"
 
+/* ane_gemv_encoded, its status checked (it fails only for memory) */
+static void gemv_encoded_ok(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
+                            int64_t rows, int64_t k) {
+    ane_error err;
+    CHECK(ane_gemv_encoded(y, encoding, data, table, x, rows, k, &err) == ANE_OK, "ane_gemv_encoded: %s", err.message);
+}
+
 static uint32_t state = 2024;
 static float uniform(void) { /* in [-1, 1) */
     state = state * 1664525u + 1013904223u;
@@ -87,10 +94,10 @@ static void product_fp16(float *y, const void *w, const float *tables, const flo
     ane_gemv_fp16(y, w, x, rows, k);
 }
 static void product_int8(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_gemv_encoded(y, ANE_ENCODING_INT8, w, tables, x, rows, k);
+    gemv_encoded_ok(y, ANE_ENCODING_INT8, w, tables, x, rows, k);
 }
 static void product_lut4(float *y, const void *w, const float *tables, const float *x, int64_t rows, int64_t k) {
-    ane_gemv_encoded(y, ANE_ENCODING_LUT4, w, tables, x, rows, k);
+    gemv_encoded_ok(y, ANE_ENCODING_LUT4, w, tables, x, rows, k);
 }
 
 /* ane_encoded_matmul of one column with integer activations, as a row_product */
@@ -146,7 +153,7 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
         parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], codes};
         alone[p] = malloc(sizeof(float) * rows[p] + 1);
         if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
-        else if (activations == ANE_ACTIVATIONS_FLOAT) ane_gemv_encoded(alone[p], encoding, data, table, x, rows[p], k);
+        else if (activations == ANE_ACTIVATIONS_FLOAT) gemv_encoded_ok(alone[p], encoding, data, table, x, rows[p], k);
         else differing += ane_encoded_matmul(alone[p], encoding, data, table, NULL, x, rows[p], k, 1, activations, &err) != ANE_OK;
         if (codes && activations == ANE_ACTIVATIONS_FLOAT) { /* the matmul entry with the words: one column, and three copies of x */
             float *one = malloc(sizeof(float) * rows[p]), *three = malloc(sizeof(float) * rows[p] * 3);
@@ -242,7 +249,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         CHECK(memcmp(decoded, kinds[t].values, sizeof(float) * rows * k) == 0, "%s [%lld, %lld] decoded: not scale x code",
               kinds[t].name, (long long)rows, (long long)k);
         ane_gemv_fp32(want, kinds[t].values, x, rows, k);
-        ane_gemv_encoded(y, kinds[t].encoding, kinds[t].data, scales, x, rows, k);
+        gemv_encoded_ok(y, kinds[t].encoding, kinds[t].data, scales, x, rows, k);
         CHECK(memcmp(y, want, sizeof(float) * rows) == 0, "%s [%lld, %lld]: not ane_gemv_fp32's bits for its values",
               kinds[t].name, (long long)rows, (long long)k);
         /* in parts with another weight of the same encoding (ane_gemv_parts: a decode step's q, k, v) */
@@ -417,7 +424,7 @@ int main(void) {
                 magnitude[r] += fabs(wv * x[j]);
             }
         }
-        ane_gemv_encoded(y, ANE_ENCODING_INT8, codes, scales, x, rows, k);
+        gemv_encoded_ok(y, ANE_ENCODING_INT8, codes, scales, x, rows, k);
         CHECK(rows_within(y, ref, magnitude, rows, k, 0) == 0, "int8 [%lld, %lld]: rows outside the bound", (long long)rows,
               (long long)k);
         CHECK(rows_differing_alone(product_int8, codes, k, scales, 1, x, rows, k, y) == 0,
@@ -438,7 +445,7 @@ int main(void) {
                     magnitude[r] += fabs(a * x[j]) + fabs(b * x[j + 1]);
                 }
             }
-            ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, x, rows, k);
+            gemv_encoded_ok(y, ANE_ENCODING_LUT4, nibbles, palettes, x, rows, k);
             CHECK(rows_within(y, ref, magnitude, rows, k, 1) == 0, "int4 [%lld, %lld]: rows outside the bound",
                   (long long)rows, (long long)k);
             CHECK(rows_differing_alone(product_lut4, nibbles, k / 2, palettes, 16, x, rows, k, y) == 0,
@@ -479,7 +486,7 @@ int main(void) {
                         magnitude[r] += fabs(term);
                     }
                 }
-                ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, short_palettes, x, rows, k);
+                gemv_encoded_ok(y, ANE_ENCODING_LUT4, nibbles, short_palettes, x, rows, k);
                 CHECK(rows_within(y, ref, magnitude, rows, k, 1) == 0,
                       "int4, 8-bit palette entries in %s row [%lld, %lld]: rows outside the bound",
                       every == 1 ? "every" : "every third", (long long)rows, (long long)k);
@@ -495,7 +502,7 @@ int main(void) {
                 float *xs = malloc(sizeof(float) * k);
                 memcpy(xs, x, sizeof(float) * k);
                 xs[k / 2] = bad ? NAN : -INFINITY;
-                ane_gemv_encoded(y, ANE_ENCODING_LUT4, nibbles, palettes, xs, rows, k);
+                gemv_encoded_ok(y, ANE_ENCODING_LUT4, nibbles, palettes, xs, rows, k);
                 int wrong = 0;
                 for (int64_t r = 0; r < rows; r++) {
                     double sum = 0;
@@ -719,8 +726,8 @@ int main(void) {
                 int bad = 0, differing = 0;
                 for (int c = 0; c < columns; c++) {
                     for (int64_t j = 0; j < k; j++) column[j] = xs[j * columns + c];
-                    if (kind == 0) ane_gemv_encoded(alone, ANE_ENCODING_INT8, codes, scales, column, rows, k);
-                    else if (kind == 1) ane_gemv_encoded(alone, ANE_ENCODING_LUT4, nibbles, palettes, column, rows, k);
+                    if (kind == 0) gemv_encoded_ok(alone, ANE_ENCODING_INT8, codes, scales, column, rows, k);
+                    else if (kind == 1) gemv_encoded_ok(alone, ANE_ENCODING_LUT4, nibbles, palettes, column, rows, k);
                     else ane_gemv_fp32(alone, kind == 2 ? w : w16_as_fp32, column, rows, k);
                     for (int64_t r = 0; r < rows; r++) {
                         double sum = 0, mag = 0;
