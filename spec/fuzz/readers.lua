@@ -164,7 +164,8 @@ return {
     if not W then return nil, err end
     local model, why = require("ane.models.llama").from_weights(W, { precision = "fp32", profile = "cpu" })
     if not model then return nil, why end
-    model:logits({ 1, math.min(2, model.vocab_size - 1) })
+    local last = model.vocab_size - 1 -- (ids the vocabulary holds, as many as the model's positions)
+    model:logits(model.context_length >= 2 and { math.min(1, last), math.min(2, last) } or { math.min(1, last) })
     local tok = gguf.tokenizer(path)
     if tok then tok:encode(SAMPLE_TEXT) end
     return model
