@@ -268,6 +268,31 @@ describe("GGUF K-quant weights in a program", function()
     assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(dense:eval({ x = x }).y))
   end)
 
+  -- Q6_K as int8 codes x - 32 (MILBlob int8) and a scale per 16, which sim packs into blocks again
+  -- (tensor/quantize.h: d zero, the scales the table's); codes beyond 6 bits are not that form,
+  -- and the parser expands them to their values
+  it("carries Q6_K as int8 codes and a scale per 16, and multiplies them as stored", function()
+    local q, program, text, weights, dense, x = kept_program("q6_k", 48)
+    assert.matches("constexpr_blockwise_shift_scale()[data = tensor<int8, [2, 512, 1, 1]>", text, 1, true)
+    assert.matches("scale = tensor<fp32, [2, 32, 1, 1]>", text, 1, true)
+    assert.is_nil(text:find("offset = tensor", 1, true))
+    local records = assert(ane.milblob.read(weights))
+    assert.are.same({ 4, 2 * 512 }, { records[1].dtype_code, records[1].size }) -- MILBlob int8, a code a byte
+    local want = dense:eval({ x = x }).y
+    assert.are.equal(0, program:eval({ x = x }).y:max_abs_diff(want))
+    local ok, err = pcall(program.patch, program, { proj_weight = q:dequantize():reshape(2, 512, 1, 1) }) -- (kept encoded)
+    assert.is_false(ok)
+    assert.matches("weight 'proj_weight' is q6_k-quantized (stored as codes and a scale per 16)", tostring(err), 1, true)
+    local at = records[1].data_offset + 1 -- code 0 of row 0 made 40: beyond 6 bits
+    local changed = weights:sub(1, at - 1) .. string.char(40) .. weights:sub(at + 1)
+    local expanded = ane.compile_mil(text, { ["@model_path/weights/weight.bin"] = changed }, { profile = "cpu", precision = "fp32" })
+    local w = q:dequantize():reshape(2, 512)
+    w:set(q:table():totable()[1][1] * 40, 1, 1)
+    local twin = linear_program(w:reshape(2, 512, 1, 1), 512, 1, "twin")
+    assert.are.equal(0, expanded:eval({ x = x }).y:max_abs_diff(twin:eval({ x = x }).y))
+    assert.is_true(expanded:eval({ x = x }).y:max_abs_diff(want) > 0.001)
+  end)
+
   -- Q5_K likewise as uint8 codes (MILBlob uint8); a program whose uint8 codes are not all 5-bit
   -- is not that form, and the parser expands it to its values (coremltools' definition)
   it("carries Q5_K as uint8 codes, a scale and an offset per 32, and expands codes of more bits", function()

@@ -24,5 +24,6 @@ ane_status ane_refuse_encoded_patch(const char *program, const ane_node *node, a
                     "cannot be patched; build the program again from the new weights, or patch a dense weight",
                     program, node->name, ane_encoding_name(node->encoding),
                     node->encoding == ANE_ENCODING_INT8 ? "per-row scales"
-                    : node->encoding == ANE_ENCODING_LUT4 ? "per-row palettes" : "a scale per block of 32");
+                    : node->encoding == ANE_ENCODING_LUT4 ? "per-row palettes"
+                    : node->encoding == ANE_ENCODING_Q6_K ? "a scale per 16" : "a scale per block of 32");
 }

@@ -442,9 +442,6 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
     const char *label = name ? name : "";
     if (encoding == ANE_ENCODING_DENSE || !ane_encoding_name(encoding))
         return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': unknown weight encoding %d", label, (int)encoding);
-    if (encoding == ANE_ENCODING_Q6_K)
-        return ane_fail(err, ANE_ERR_ARGUMENT, "const '%s': q6_k weights are for the CPU's products (a classifier); a "
-                        "program carries them dequantized (q:dequantize())", label);
     if (dtype != ANE_FP16 && dtype != ANE_FP32)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': quantized weights decode to fp16 or fp32, not %s", label,
                         ane_dtype_name(dtype));
@@ -456,12 +453,12 @@ ane_status ane_graph_const_encoded(ane_graph *g, const char *name, ane_dtype dty
     ane_dtype data_dtype = encoding == ANE_ENCODING_INT8 || encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     if (encoding == ANE_ENCODING_LUT4 && k % 2)
         return ane_fail(err, ANE_ERR_SHAPE, "const '%s': int4 rows need an even length, not %lld", label, (long long)k);
-    if (ane_encoding_is_blockwise(encoding)) { /* blocks of 32 along dimension 1, whatever follows it of size 1 */
-        int trailing_ones = 1;
+    if (ane_encoding_is_gguf_block(encoding)) { /* blocks along dimension 1, whatever follows it of size 1 */
+        int trailing_ones = 1, block = encoding == ANE_ENCODING_Q6_K ? ANE_Q6_K_WEIGHTS : ANE_ENCODING_BLOCK;
         for (int i = 2; i < rank; i++) trailing_ones &= shape[i] == 1;
-        if (rank < 2 || !trailing_ones || k % ANE_ENCODING_BLOCK || k == 0)
+        if (rank < 2 || !trailing_ones || k % block || k == 0)
             return ane_fail(err, ANE_ERR_SHAPE, "const '%s': %s weights are [rows, k, 1, ...] with k a multiple of %d",
-                            label, ane_encoding_name(encoding), ANE_ENCODING_BLOCK);
+                            label, ane_encoding_name(encoding), block);
     }
     if (data->dtype != data_dtype || !ane_tensor_is_contiguous(data) ||
         ane_tensor_numel(data) != ane_encoded_data_bytes(encoding, rows, k))

@@ -163,17 +163,18 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
  *   int4  constexpr_lut_to_dense (iOS18): uint4 indices of the weight's shape and a palette per
  *         row, lut [rows, 1, ..., 1, 16, 1]
- *   q8_0, q4_0, q4_k, q5_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition:
+ *   q8_0, q4_0, q4_k, q5_k, q6_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition:
  *         output = scale x (data - offset), block sizes data's dims / scale's): int8, int4, uint4
- *         (q4_k) or uint8 (q5_k) data of the weight's shape, scale [rows, k / 32, 1, ...]; q4_k's
- *         and q5_k's offset of scale's shape and type (the table's pairs, split) */
+ *         (q4_k), uint8 (q5_k) or int8 (q6_k: its codes x - 32, unpacked) data of the weight's
+ *         shape, scale [rows, k / 32, 1, ...] (q6_k: k / 16); q4_k's and q5_k's offset of scale's
+ *         shape and type (the table's pairs, split) */
 static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
     int64_t rows = node->shape[0], k = ane_node_numel(node) / (rows ? rows : 1);
     int64_t width = ane_encoded_table_width(node->encoding, k);
     int shifted = ane_encoding_is_shifted(node->encoding); /* a scale and an offset per block */
     int64_t per_table = shifted ? width / 2 : width;   /* entries of one table (scale, or offset) per row */
     char data_type[192], table_type[192], data_literal[512], table_literal[512], offset_literal[512], dims[160];
-    int lut = node->encoding == ANE_ENCODING_LUT4, blockwise = ane_encoding_is_blockwise(node->encoding);
+    int lut = node->encoding == ANE_ENCODING_LUT4, blockwise = ane_encoding_is_gguf_block(node->encoding);
     int64_t table_shape[ANE_IR_MAX_RANK + 2] = {rows};
     int table_rank = 1;
     if (lut) {
@@ -191,8 +192,21 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
     else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
-    blob_literal(e, data_type, code, ane_tensor_data(&node->value), (uint64_t)ane_tensor_numel(&node->value), 1,
-                 data_literal, sizeof data_literal);
+    if (node->encoding == ANE_ENCODING_Q6_K) { /* its codes, a byte each (the blob's own copy) */
+        int8_t *codes = malloc((size_t)(rows * k) + 1);
+        if (!codes) {
+            if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
+            return;
+        }
+        const uint8_t *blocks = (const uint8_t *)ane_tensor_data(&node->value);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < k; j++) codes[r * k + j] = (int8_t)ane_q6_code(blocks + ane_encoded_data_bytes(node->encoding, r, k), j);
+        blob_literal(e, data_type, code, codes, (uint64_t)(rows * k), 0, data_literal, sizeof data_literal);
+        free(codes);
+    } else {
+        blob_literal(e, data_type, code, ane_tensor_data(&node->value), (uint64_t)ane_tensor_numel(&node->value), 1,
+                     data_literal, sizeof data_literal);
+    }
     size_t table_bytes = (size_t)(rows * per_table) * ane_dtype_size(node->dtype);
     void *table = malloc(table_bytes ? table_bytes : 1);
     float *column = shifted ? malloc(sizeof(float) * (size_t)(rows * per_table) + 1) : NULL; /* one of the pairs' halves */

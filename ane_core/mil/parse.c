@@ -692,9 +692,30 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     return 1;
 }
 
+/* Q6_K's codes (a byte each in the weight file) packed into blocks (tensor/quantize.h): the
+ * interned copy when another program holds the same blocks (the same layer's), else new ones,
+ * interned for the next. */
+static ane_status packed_q6_k(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+    int64_t rows = v->type.dims[0], k = type_numel(&v->type) / rows;
+    ane_status status = ane_tensor_empty(data, 1, &bytes, ANE_UINT8, err);
+    if (status) return status;
+    for (int64_t r = 0; r < rows; r++)
+        ane_q6_k_pack_codes((uint8_t *)ane_tensor_data(data) + ane_encoded_data_bytes(ANE_ENCODING_Q6_K, r, k),
+                            (const int8_t *)v->codes->blob + r * k, k);
+    ane_tensor interned;
+    if (ane_intern_find(data, &interned)) {
+        ane_tensor_release(data);
+        *data = interned;
+    } else {
+        ane_intern_add(data);
+    }
+    return ANE_OK;
+}
+
 /* The stored bytes of a quantized weight as a tensor of its own: the interned copy when the
  * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
 static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+    if (v->encoding == ANE_ENCODING_Q6_K) return packed_q6_k(v, bytes, data, err);
     ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 || v->encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     ane_tensor view;
     ane_status status = file_bytes_tensor(v->codes->blob, 1, &bytes, dtype, &view, err);
@@ -1181,6 +1202,18 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
     for (int d = 2; blocks_of_32 && d < rank; d++) blocks_of_32 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
     if (blocks_of_32 && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_0 : ANE_ENCODING_Q8_0, data, scale, 1);
+        if (encoded || failed(p)) return encoded;
+    }
+    /* GGUF's Q6_K (int8 codes -32..31, a scale per 16 along dimension 1 of [rows, k, 1, ...], k a
+     * multiple of 256, no offset): kept in blocks of its codes (tensor/quantize.h) */
+    int blocks_of_16 = rank >= 2 && scale->type.rank == rank && data->type.dtype == ANE_INT8 && data->type.bits == 0 &&
+        all_zero(offset) && numel == type_numel(&out->type) && scale->type.dims[0] == data->type.dims[0] &&
+        scale->type.dims[1] * ANE_Q6_K_GROUP == data->type.dims[1] && data->type.dims[1] % ANE_Q6_K_WEIGHTS == 0;
+    for (int d = 2; blocks_of_16 && d < rank; d++) blocks_of_16 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
+    for (int64_t i = 0; blocks_of_16 && i < numel; i++)
+        blocks_of_16 = data->blob && (int8_t)data->blob[i] >= -32 && (int8_t)data->blob[i] < 32;
+    if (blocks_of_16 && !failed(p)) {
+        mil_value *encoded = encoded_value(p, out, ANE_ENCODING_Q6_K, data, scale, 1);
         if (encoded || failed(p)) return encoded;
     }
     /* GGUF's Q4_K and Q5_K as tensor/quantize.h keeps them (uint4 or uint8 data, a float scale and

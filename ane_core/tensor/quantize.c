@@ -60,6 +60,17 @@ int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k) {
     return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : ane_encoding_is_blockwise(encoding) ? k / ANE_ENCODING_BLOCK : 1;
 }
 
+void ane_q6_k_pack_codes(uint8_t *blocks, const int8_t *codes, int64_t k) {
+    memset(blocks, 0, (size_t)(k / ANE_Q6_K_WEIGHTS * ANE_Q6_K_BYTES));
+    for (int64_t j = 0; j < k; j++) { /* ane_q6_code's places, filled */
+        uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+        int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32, l = e % 32;
+        unsigned x = (unsigned)(codes[j] + 32);
+        block[64 * half + 32 * (part & 1) + l] |= (uint8_t)(part < 2 ? x & 15u : (x & 15u) << 4);
+        block[128 + 32 * half + l] |= (uint8_t)((x >> 4 & 3u) << (2 * part));
+    }
+}
+
 static float table_value(float value, ane_dtype table_dtype) {
     return table_dtype == ANE_FP16 ? ane_fp16_to_fp32(ane_fp32_to_fp16(value)) : value;
 }

@@ -1,7 +1,7 @@
 /* Weights quantized for inference: per output row, int8 with one symmetric scale per row and
  * 4-bit palettes (16 values per row, each element an index); and in blocks of 32 along a row,
  * llama.cpp's Q8_0 and Q4_0 (GGUF files' blocks, split into codes and scales) and its Q4_K and
- * Q5_K (codes with a scale and an offset per 32), with Q6_K's blocks for the CPU's products. A weight matrix is
+ * Q5_K (codes with a scale and an offset per 32) and its Q6_K (blocks with a scale per 16). A weight matrix is
  * [rows, k] (a conv weight [O, I, kh, kw] has rows O, k = I * kh * kw). The encoded bytes
  * are what the MIL program carries (constexpr_affine_dequantize / constexpr_lut_to_dense /
  * constexpr_blockwise_shift_scale),
@@ -24,10 +24,14 @@ typedef enum ane_weight_encoding {
     ANE_ENCODING_Q4_0,      /* data: uint8 [rows, k / 2], element j's signed 4-bit code in byte j / 2, low
                              * nibble first (MIL's int4 packing: the nibble is code & 15); table as Q8_0;
                              * w = scale[row][j / 32] * code (GGUF's Q4_0, its x - 8) */
-    ANE_ENCODING_Q6_K,      /* data: GGUF's Q6_K blocks as stored, [rows, k / 256 x 210 bytes]; table: fp32
-                             * [rows, k / 16], each 16 weights' d x scale (exact); w = table * (x - 32), the
-                             * 6-bit x of ane_q6_code. For the CPU's products only (a GGUF classifier):
-                             * programs cannot carry it */
+    ANE_ENCODING_Q6_K,      /* data: GGUF's Q6_K blocks, [rows, k / 256 x 210 bytes]; table: fp32 [rows,
+                             * k / 16], each 16 weights' scale; w = table * (x - 32), the 6-bit x of
+                             * ane_q6_code. A file's blocks as stored, the table their d x scale (exact), or a
+                             * program's (constexpr_blockwise_shift_scale: int8 codes x - 32, a scale per 16,
+                             * in the program's dtype): blocks of its codes with d and scales zero
+                             * (ane_q6_k_pack_codes), the table its scales. A kernel that reads a half
+                             * block's scales from the block's d and scales reads the table's where d is
+                             * zero (in a file's block of d = 0 both are d x scale, the same) */
     ANE_ENCODING_Q4_K,      /* data: uint8 [rows, k / 2], element j's unsigned 4-bit code x in byte j / 2, low
                              * nibble first (MIL's uint4 packing); table: fp32 [rows, k / 32 x 2], each block
                              * of 32's scale, then its offset; w = scale x (x - offset) (coremltools'
@@ -56,6 +60,11 @@ static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
     unsigned nibble = part < 2 ? byte & 15u : byte >> 4;
     return (int)(nibble | ((high >> (2 * part)) & 3u) << 4) - 32;
 }
+
+/* A row of k (a multiple of 256) codes x - 32 (-32..31) as Q6_K blocks whose ql and qh hold them
+ * (ane_q6_code reads them back) and whose scales and d are zeros: a program's Q6_K, whose scales
+ * are its table's alone. */
+void ane_q6_k_pack_codes(uint8_t *blocks /* [k / 256 x 210] */, const int8_t *codes /* [k] */, int64_t k);
 
 /* Whether an encoding keeps a scale and an offset per block of ANE_ENCODING_BLOCK weights (Q4_K, Q5_K). */
 static inline int ane_encoding_is_shifted(ane_weight_encoding encoding) {

@@ -10,7 +10,8 @@
  * must also equal, bit for bit, the product of that row alone (rows_differing_alone), and
  * products run together by ane_gemv_parts what each gives alone (parts_differing_alone).
  * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) and Q6_K rows (blocks of 256,
- * decoded here from the format's definition) must give, bit for bit, what
+ * decoded here from the format's definition; and a program's, packed by ane_q6_k_pack_codes with
+ * d zero, their scales the table's) must give, bit for bit, what
  * ane_gemv_fp32 gives for their dequantized values (each weight scale x code, exact in fp32), as
  * a matrix-vector product, as a few columns and in parts (check_blocks); more columns, which go
  * through the decoded panels, are held to the fp32 bound above against the sum in double; on
@@ -237,11 +238,20 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                 w6[r * k + 256 * s + e] = group_scale * (float)(x6 - 32);
             }
         }
+    /* a program's Q6_K (quantize.h): the same codes packed with d and scales zero, the scales the
+     * table's alone, here fp16 values that no d x sc gives (as a program's rounded ones) */
+    uint8_t *q6p = malloc(rows * supers * 210 + 1);
+    float *scales6p = malloc(sizeof(float) * rows * (k / 16) + 1), *w6p = malloc(sizeof(float) * rows * k);
+    int whole_supers = k % 256 == 0; /* (Q6_K's rows are whole blocks) */
+    for (int64_t r = 0; r < rows && whole_supers; r++) ane_q6_k_pack_codes(q6p + r * supers * 210, codes6 + r * k, k);
+    for (int64_t g = 0; g < rows * (k / 16) && whole_supers; g++)
+        scales6p[g] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.1f * (uniform() + 0.01f)));
+    for (int64_t i = 0; i < rows * k && whole_supers; i++) w6p[i] = scales6p[i / 16] * (float)codes6[i];
     const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
         kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
                    {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q5_K, q5k, pairs, w5k, 32, "q5_k"},
-                   {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}};
-    int nkinds = k % 256 == 0 ? 5 : 4;
+                   {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}, {ANE_ENCODING_Q6_K, q6p, scales6p, w6p, 16, "q6_k (a program's)"}};
+    int nkinds = whole_supers ? 6 : 4;
     for (int t = 0; t < nkinds; t++) {
         const float *scales = kinds[t].scales; /* (each kind's) */
         int group = kinds[t].group;
@@ -321,7 +331,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                     for (int64_t g = 0; g < k / group; g++) { /* each group of a scale */
                         int32_t sum = 0, absolute = 0, code_sum = 0, code_absolute = 0;
                         for (int64_t j = group * g; j < group * g + group; j++) {
-                            int code = t == 0 ? q8[r * k + j] : t == 4 ? codes6[r * k + j] : t == 3 ? q5k[r * k + j]
+                            int code = t == 0 ? q8[r * k + j] : t >= 4 ? codes6[r * k + j] : t == 3 ? q5k[r * k + j]
                                      : t == 2 ? (q4k[(r * k + j) / 2] >> (4 * (j & 1))) & 15
                                               : (int)(((q4[(r * k + j) / 2] >> (4 * (j & 1))) & 15) ^ 8) - 8;
                             sum += code * codes[j], absolute += abs(code * codes[j]);
@@ -365,6 +375,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
     free(codes6), free(q6), free(scales6), free(w6), free(q4k), free(pairs), free(w4k), free(q5k), free(w5k);
+    free(q6p), free(scales6p), free(w6p);
 }
 
 int main(void) {

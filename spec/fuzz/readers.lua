@@ -157,7 +157,7 @@ return {
     if not file then return nil, problem end
     for _, name in ipairs(file.order) do
       local t = file.tensors[name]
-      local kept = #t.shape == 2 and gguf.tensor(file, name, "cpu", nil, "fp32")
+      local kept = #t.shape == 2 and gguf.tensor(file, name, true, nil, "fp32")
       if kept and ane.quantized.is(kept) then kept:matmul(ane.tensor.randn({ t.shape[2], 1 }, { seed = 1 })) end
     end
     local W, err = gguf.read(path)

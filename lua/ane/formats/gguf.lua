@@ -7,10 +7,10 @@
 -- tensor or offset. F32, F16 and BF16 tensors are views of the file's mapping; Q8_0, Q4_0,
 -- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (the types of the Q4_K_M / Q5_K_M / Q6_K / Q8_0 files
 -- people download) are dequantized as they load (ane.dequantize_blocks; to fp16 for an fp16
--- model), but for the matrices of Q8_0, Q4_0, Q4_K and Q5_K and a Q6_K embedding or classifier,
--- which M.read keeps as stored (ane.blocks_quantized: their codes and scales, Q4_K's and Q5_K's as
--- a scale and an offset per 32, which sim's products read; the device's programs take the layers
--- dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
+-- model), but for the matrices of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K, which M.read keeps as stored
+-- (ane.blocks_quantized: their codes and scales, Q4_K's and Q5_K's as a scale and an offset per
+-- 32, Q6_K's blocks with a scale per 16, which sim's products read; the device's programs take
+-- the layers dequantized); the other types are named and refused. Architectures "llama", "qwen2" and "qwen3" (ARCHITECTURES); the
 -- tokenizers of tokenizer.ggml.model "llama" (SentencePiece pieces and scores) and "gpt2"
 -- (byte-level BPE).
 --
@@ -221,18 +221,16 @@ function M.open(path)
   return result
 end
 
--- The block types whose matrices M.read keeps as stored (quantized weights of that encoding);
--- Q6_K only for the tables the CPU reads (the embedding, looked up a row at a time, and the
--- classifier): programs cannot carry it. Q4_K and Q5_K as a scale and an offset per 32 (quantize.h).
+-- The block types whose matrices M.read keeps as stored (quantized weights of that encoding):
+-- Q4_K and Q5_K as a scale and an offset per 32, Q6_K as its blocks and a scale per 16 (quantize.h).
 local KEPT_BLOCKS = { Q8_0 = "q8_0", Q4_0 = "q4_0", Q6_K = "q6_k", Q4_K = "q4_k", Q5_K = "q5_k" }
 local SHIFTED = { Q4_K = true, Q5_K = true }
-local CPU_ROLES = { token_embedding = true, classifier = true }
 
 --- Tensor `name` of an opened file as an fp32, fp16 or bf16 tensor (a view where the file
 --- holds it so; the block types dequantized, to `dtype` "fp32" (default) or "fp16") or, with
---- keep_blocks, a Q8_0 / Q4_0 / Q4_K / Q5_K matrix (and with keep_blocks "cpu", a table only the
---- CPU reads, a Q6_K one) as a quantized weight of its codes and scales, its table in `precision`
---- ("fp16", the default, or "fp32": Q4_K's and Q5_K's scales and offsets are rounded to it); or
+--- keep_blocks, a Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K matrix as a quantized weight of its codes and
+--- scales, its table in `precision` ("fp16", the default, or "fp32": Q4_K's and Q5_K's scales and
+--- offsets are rounded to it; a program rounds Q6_K's to its own precision); or
 --- nil and a message naming it. A Q4_K / Q5_K matrix that form cannot hold (a sub-block of scale
 --- 0 and a min) is dequantized, its reason added to file.dequantized.
 function M.tensor(file, name, keep_blocks, dtype, precision)
@@ -243,7 +241,7 @@ function M.tensor(file, name, keep_blocks, dtype, precision)
     local bytes, err = file.mapping:tensor(file.path, name, "U8", { t.bytes }, t.first, t.last)
     if not bytes then return nil, err end
     local label = file.path .. ": tensor '" .. name .. "'"
-    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 and (t.type ~= "Q6_K" or keep_blocks == "cpu") then
+    if keep_blocks and KEPT_BLOCKS[t.type] and #t.shape == 2 then
       local kept, why = ane.blocks_quantized(bytes, KEPT_BLOCKS[t.type], t.shape, label, precision)
       if kept or not SHIFTED[t.type] or not why:find("cannot hold", 1, true) then return kept, why end
       file.dequantized = file.dequantized or {}
@@ -312,9 +310,9 @@ end
 
 --- The weights of a GGUF file of architecture "llama", "qwen2" or "qwen3" (by role, as
 --- ane.models.transformer takes them; W.header the file's header, for its tokenizer without
---- reading the file again); or nil and a message. The Q8_0 and Q4_0 matrices
---- (and a Q6_K embedding or classifier) are quantized weights as stored, unless
---- opts.dequantize_blocks; the other block types are dequantized to opts.dtype ("fp32", the
+--- reading the file again); or nil and a message. The Q8_0, Q4_0, Q4_K, Q5_K and Q6_K
+--- matrices are quantized weights as stored, unless opts.dequantize_blocks; the other block
+--- types are dequantized to opts.dtype ("fp32", the
 --- default, or "fp16" for a model that computes in fp16: half the memory, the same values).
 function M.read(path, opts)
   local keep_blocks = not (opts and opts.dequantize_blocks)
@@ -372,7 +370,7 @@ function M.read(path, opts)
         table.concat(shape, ", "))
     end
     if BLOCKS[t.type] then from_blocks[role] = true end -- (whether kept or dequantized)
-    return M.tensor(file, key, keep_blocks and (CPU_ROLES[role] and "cpu" or true), dtype, precision)
+    return M.tensor(file, key, keep_blocks, dtype, precision)
   end
   local eos = file.metadata["tokenizer.ggml.eos_token_id"]
   local W = { config = config, layers = {}, source = path, naming = "gguf", format = "GGUF v" .. file.version, header = file,

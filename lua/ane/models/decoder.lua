@@ -423,9 +423,10 @@ function M.quantized_conv_weight(q, dtype)
 end
 
 local QUANTIZE_MODES = { int8 = true, int4 = true, q8_0 = true, q4_0 = true }
---- The encodings of blocks of 32 with a scale each (llama.cpp's Q8_0, Q4_0; its Q4_K and Q5_K as a
---- scale and an offset per 32): sim reads them as stored; the device's programs take them dequantized.
-M.BLOCK_ENCODINGS = { q8_0 = true, q4_0 = true, q4_k = true, q5_k = true }
+--- The encodings of llama.cpp's blocks (Q8_0, Q4_0: a scale per 32; Q4_K and Q5_K as a scale and
+--- an offset per 32; Q6_K, a scale per 16): sim reads them as stored; the device's programs take
+--- them dequantized.
+M.BLOCK_ENCODINGS = { q8_0 = true, q4_0 = true, q4_k = true, q5_k = true, q6_k = true }
 
 --- opts.quantize ("int8" | "int4" | "q8_0" | "q4_0" | nil) and opts.quantize_classifier (false
 --- or one of those; "int8" by default when quantize is set, quantize itself for q8_0 / q4_0)

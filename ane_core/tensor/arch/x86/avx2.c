@@ -791,7 +791,8 @@ Q8_AVX2 static float q5_k_int8_avx2(const void *codes, const float *pairs, const
  * qh's bits 2q, 2q + 1, moved to bits 4-5. Each quarter is one block of 32 activation codes; its
  * two 16s take their own scales (the lanes of their bytes), products formed as the scalar code
  * forms them. The half's eight scales d x sc come from the block (the table's values, exact in
- * fp32: its 32 bytes per 128 weights, a quarter more than the blocks', stay unread). */
+ * fp32: its 32 bytes per 128 weights, a quarter more than the blocks', stay unread), or from
+ * the table for a program's block (d = 0). */
 Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, __m256 eight_scales, int quarter,
                                                    const code_vector *v, int64_t b) {
     __m256i pair = _mm256_setr_epi32(2 * quarter, 2 * quarter, 2 * quarter, 2 * quarter, 2 * quarter + 1, 2 * quarter + 1,
@@ -802,13 +803,12 @@ Q8_AVX2 static inline __m256 q6_k_quarter_int8_avx2(__m256 sum, __m256i codes, _
 }
 
 Q8_AVX2 static float q6_k_int8_avx2(const void *codes, const float *scales, const code_vector *v) {
-    (void)scales; /* (the blocks' own: below) */
     const __m256i low4 = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     for (int64_t j = 0; j < v->k; j += 128) {
         const uint8_t *block = (const uint8_t *)codes + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
         int half = (int)(j % ANE_Q6_K_WEIGHTS) / 128;
-        __m256 eight = q6_k_half_scales_avx2(block, half);
+        __m256 eight = q6_k_half_scales_avx2(block, half, scales + j / ANE_Q6_K_GROUP);
         __m256i ql0 = _mm256_loadu_si256((const __m256i *)(block + 64 * half));
         __m256i ql1 = _mm256_loadu_si256((const __m256i *)(block + 64 * half + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)(block + 128 + 32 * half));

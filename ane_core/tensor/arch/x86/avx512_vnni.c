@@ -313,10 +313,10 @@ VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(con
  * ane_q6_code). The 6-bit values are code + 32, unsigned; the bias -32 x the lane's code sum
  * is arrange_codes8's -128 x sum shifted right by 2 (exact). Lane L of each 64 is 16-group
  * L / 4's, whose scale d x sc comes from the block (the table holds the same products: the
- * table's 32 bytes per 128 weights, a quarter more to read than the blocks' 105, stay unread). */
+ * table's 32 bytes per 128 weights, a quarter more to read than the blocks' 105, stay unread),
+ * or from the table for a program's block (d = 0). */
 VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(const char *w, int64_t row_bytes,
     const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
-    (void)scales, (void)width; /* (the blocks' own scales: below) */
     __m512 low_sums[GEMV_GROUP], high_sums[GEMV_GROUP];
     const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
     const __m512i up = _mm512_setr_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
@@ -340,7 +340,8 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
             __m512i low = _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_and_si512(_mm512_sllv_epi16(qh, up), top2));
             __m512i high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
                                            _mm512_and_si512(_mm512_srlv_epi16(qh, down), top2));
-            __m512 eight = _mm512_castps256_ps512(q6_k_half_scales_avx2(block, (int)half)); /* (10 bytes, not 32) */
+            __m512 eight = _mm512_castps256_ps512( /* (10 bytes of the block, not 32 of the table) */
+                q6_k_half_scales_avx2(block, (int)half, scales + r * width + j / ANE_Q6_K_GROUP));
             __m512 low_both = _mm512_mul_ps(_mm512_permutexvar_ps(first_four, eight), low_activations);
             __m512 high_both = _mm512_mul_ps(_mm512_permutexvar_ps(last_four, eight), high_activations);
             low_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(low_bias, low, low_codes)), low_both, low_sums[r]);

@@ -50,11 +50,13 @@ __attribute__((target("avx2"))) static inline __m256i q6_k_codes_avx2(const uint
     return _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(top, 4)), _mm256_set1_epi8(32));
 }
 
-/* The eight 16s' scales d x sc of half `half` (0, 1) of the Q6_K block at `block`: its int8
- * scales (bytes 192..207) times its fp16 d (bytes 208-209), exact in fp32, the very values the
- * encoding's table holds, which the kernels then need not read. */
-__attribute__((target("avx2"))) static inline __m256 q6_k_half_scales_avx2(const uint8_t *block, int half) {
+/* The eight 16s' scales of half `half` (0, 1) of the Q6_K block at `block`, whose eight table
+ * entries are at `table`: its int8 scales (bytes 192..207) times its fp16 d (bytes 208-209),
+ * exact in fp32, the very values the table holds, which the kernels then need not read; for a
+ * block of d = 0 (a program's: tensor/quantize.h) the table's. */
+__attribute__((target("avx2"))) static inline __m256 q6_k_half_scales_avx2(const uint8_t *block, int half, const float *table) {
     float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
+    if (d == 0.0f) return _mm256_loadu_ps(table);
     __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)));
     return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sc));
 }
