@@ -223,10 +223,20 @@ describe("llama.cpp's blocks against gguf-py", function()
       local pairs_, codes, sums = shifted_reference(bytes, 2, 512, dtype, name == "q5_k")
       assert.are.same(pairs_, kept:table():totable())
       local packed, data = {}, kept:data():totable()
-      for r = 1, 2 do -- (Q4_K's two codes a byte, low nibble first; Q5_K's a byte each)
-        packed[r] = {}
-        for j = 1, 512, name == "q4_k" and 2 or 1 do
-          packed[r][#packed[r] + 1] = name == "q4_k" and codes[r][j] | codes[r][j + 1] << 4 or codes[r][j]
+      for r = 1, 2 do -- (Q4_K's two codes a byte, low nibble first; Q5_K's so per block of 32, then
+        packed[r] = {} -- the block's fifth bits, bit i % 8 of byte 16 + i / 8: tensor/quantize.h)
+        for b = 0, 512 // 32 - 1 do
+          for i = 0, 31, 2 do
+            local x0, x1 = codes[r][32 * b + i + 1], codes[r][32 * b + i + 2]
+            packed[r][#packed[r] + 1] = (x0 & 15) | (x1 & 15) << 4
+          end
+          if name == "q5_k" then
+            for byte = 0, 3 do
+              local bits = 0
+              for i = 0, 7 do bits = bits | (codes[r][32 * b + 8 * byte + i + 1] >> 4) << i end
+              packed[r][#packed[r] + 1] = bits
+            end
+          end
         end
       end
       assert.are.same(packed, data)

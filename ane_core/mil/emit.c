@@ -165,7 +165,8 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
  *         row, lut [rows, 1, ..., 1, 16, 1]
  *   q8_0, q4_0, q4_k, q5_k, q6_k  constexpr_blockwise_shift_scale (iOS18; coremltools' definition:
  *         output = scale x (data - offset), block sizes data's dims / scale's): int8, int4, uint4
- *         (q4_k), uint8 (q5_k) or int8 (q6_k: its codes x - 32, unpacked) data of the weight's
+ *         (q4_k), uint8 (q5_k) or int8 (q6_k: its codes x - 32) data of the weight's (unpacked:
+ *         q5_k's and q6_k's packing is sim's)
  *         shape, scale [rows, k / 32, 1, ...] (q6_k: k / 16); q4_k's and q5_k's offset of scale's
  *         shape and type (the table's pairs, split) */
 static void emit_encoded_const(emitter *e, const ane_node *node, const char *type) {
@@ -192,15 +193,19 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
     else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
-    if (node->encoding == ANE_ENCODING_Q6_K) { /* its codes, a byte each (the blob's own copy) */
-        int8_t *codes = malloc((size_t)(rows * k) + 1);
+    if (node->encoding == ANE_ENCODING_Q6_K || node->encoding == ANE_ENCODING_Q5_K) { /* its codes, a byte each
+                                                                                      (the blob's own copy) */
+        uint8_t *codes = malloc((size_t)(rows * k) + 1);
         if (!codes) {
             if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
             return;
         }
-        const uint8_t *blocks = (const uint8_t *)ane_tensor_data(&node->value);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < k; j++) codes[r * k + j] = (int8_t)ane_q6_code(blocks + ane_encoded_data_bytes(node->encoding, r, k), j);
+        const uint8_t *packed = (const uint8_t *)ane_tensor_data(&node->value);
+        for (int64_t r = 0; r < rows; r++) {
+            const uint8_t *row = packed + ane_encoded_data_bytes(node->encoding, r, k);
+            if (node->encoding == ANE_ENCODING_Q6_K) ane_q6_k_unpack_codes((int8_t *)codes + r * k, row, k);
+            else ane_q5_k_unpack(codes + r * k, row, k);
+        }
         blob_literal(e, data_type, code, codes, (uint64_t)(rows * k), 0, data_literal, sizeof data_literal);
         free(codes);
     } else {

@@ -692,16 +692,18 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     return 1;
 }
 
-/* Q6_K's codes (a byte each in the weight file) packed into blocks (tensor/quantize.h): the
- * interned copy when another program holds the same blocks (the same layer's), else new ones,
- * interned for the next. */
-static ane_status packed_q6_k(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+/* Q5_K's and Q6_K's codes (a byte each in the weight file) packed as tensor/quantize.h keeps
+ * them: the interned copy when another program holds the same bytes (the same layer's), else
+ * new ones, interned for the next. */
+static ane_status packed_codes(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
     int64_t rows = v->type.dims[0], k = type_numel(&v->type) / rows;
     ane_status status = ane_tensor_empty(data, 1, &bytes, ANE_UINT8, err);
     if (status) return status;
-    for (int64_t r = 0; r < rows; r++)
-        ane_q6_k_pack_codes((uint8_t *)ane_tensor_data(data) + ane_encoded_data_bytes(ANE_ENCODING_Q6_K, r, k),
-                            (const int8_t *)v->codes->blob + r * k, k);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *row = (uint8_t *)ane_tensor_data(data) + ane_encoded_data_bytes(v->encoding, r, k);
+        if (v->encoding == ANE_ENCODING_Q6_K) ane_q6_k_pack_codes(row, (const int8_t *)v->codes->blob + r * k, k);
+        else ane_q5_k_pack(row, v->codes->blob + r * k, k);
+    }
     ane_tensor interned;
     if (ane_intern_find(data, &interned)) {
         ane_tensor_release(data);
@@ -715,7 +717,7 @@ static ane_status packed_q6_k(const mil_value *v, int64_t bytes, ane_tensor *dat
 /* The stored bytes of a quantized weight as a tensor of its own: the interned copy when the
  * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
 static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
-    if (v->encoding == ANE_ENCODING_Q6_K) return packed_q6_k(v, bytes, data, err);
+    if (v->encoding == ANE_ENCODING_Q6_K || v->encoding == ANE_ENCODING_Q5_K) return packed_codes(v, bytes, data, err);
     ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 || v->encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     ane_tensor view;
     ane_status status = file_bytes_tensor(v->codes->blob, 1, &bytes, dtype, &view, err);
@@ -1183,6 +1185,17 @@ static mil_value *expand_affine(parser *p, const declared_output *out, argument 
     return value;
 }
 
+/* Whether n bytes, read as int8 (lowest < 0) or uint8, all lie in [lowest, highest] (a loop the
+ * compiler vectorizes: a weight file's codes). */
+static int bytes_within(const uint8_t *bytes, int64_t n, int lowest, int highest) {
+    int outside = 0;
+    if (lowest < 0)
+        for (int64_t i = 0; i < n; i++) outside |= (int8_t)bytes[i] < lowest || (int8_t)bytes[i] > highest;
+    else
+        for (int64_t i = 0; i < n; i++) outside |= bytes[i] < lowest || bytes[i] > highest;
+    return !outside;
+}
+
 static mil_value *expand_blockwise(parser *p, const declared_output *out, argument *args, int nargs, const char *op) {
     const mil_value *data = quantization_param(p, args, nargs, "data", 1, op, out->at);
     const mil_value *scale = data ? quantization_param(p, args, nargs, "scale", 1, op, out->at) : NULL;
@@ -1210,8 +1223,7 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
         all_zero(offset) && numel == type_numel(&out->type) && scale->type.dims[0] == data->type.dims[0] &&
         scale->type.dims[1] * ANE_Q6_K_GROUP == data->type.dims[1] && data->type.dims[1] % ANE_Q6_K_WEIGHTS == 0;
     for (int d = 2; blocks_of_16 && d < rank; d++) blocks_of_16 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
-    for (int64_t i = 0; blocks_of_16 && i < numel; i++)
-        blocks_of_16 = data->blob && (int8_t)data->blob[i] >= -32 && (int8_t)data->blob[i] < 32;
+    if (blocks_of_16) blocks_of_16 = data->blob && bytes_within(data->blob, numel, -32, 31);
     if (blocks_of_16 && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, ANE_ENCODING_Q6_K, data, scale, 1);
         if (encoded || failed(p)) return encoded;
@@ -1227,7 +1239,7 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
     for (int d = 0; shifted_blocks && d < rank; d++)
         shifted_blocks = offset->type.dims[d] == scale->type.dims[d] && (d < 2 || data->type.dims[d] == 1);
     if (shifted_blocks && data->type.bits == 0) /* Q5_K's codes are 5 bits (its kernels take them so): else dense */
-        for (int64_t i = 0; shifted_blocks && i < numel; i++) shifted_blocks = !data->blob || data->blob[i] < 32;
+        shifted_blocks = data->blob && bytes_within(data->blob, numel, 0, 31);
     if (shifted_blocks && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_K : ANE_ENCODING_Q5_K, data, scale, 1);
         if (encoded) encoded->offsets = offset;

@@ -9,6 +9,7 @@
 
 #include "../base/fp16.h"
 #include "../base/parallel.h"
+#include "quantize.h"
 
 static float half_at(const uint8_t *bytes) {
     uint16_t bits;
@@ -272,10 +273,10 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
 }
 
 /* Q4_K and Q5_K kept (quantize.h's ANE_ENCODING_Q4_K / _Q5_K): each sub-block's codes (Q4_K's in
- * MIL's uint4 order, Q5_K's a byte each), its scale d x sc (exact in fp32: 11 x 6 bits) and
+ * MIL's uint4 order, Q5_K's packed: ane_q5_k_pack), its scale d x sc (exact in fp32: 11 x 6 bits) and
  * offset dmin x m / (d x sc), both rounded to table_dtype (an fp16 program's values), the
  * offset from the rounded scale. A sub-block whose scale is 0 but whose min is not has no such
- * form: refused, naming it (the caller dequantizes). One block into its code bytes (128 or 256)
+ * form: refused, naming it (the caller dequantizes). One block into its code bytes (128 or 160)
  * and 16 table entries; returns 0, or 1 for a scale that is not finite (*bad it), or 2 for
  * sub-block *sub that the form cannot hold (*min, *scale). */
 static int split_shifted_block(const uint8_t *block, int five_bits, ane_dtype table_dtype, uint8_t *codes, float *pairs,
@@ -296,15 +297,17 @@ static int split_shifted_block(const uint8_t *block, int five_bits, ane_dtype ta
         }
         pairs[2 * sub] = scale, pairs[2 * sub + 1] = offset;
         const uint8_t *bytes = qs + 32 * (sub / 2); /* element 32 sub + l: a nibble of bytes[l] (+ bit sub of qh[l]) */
+        uint8_t five[32];
         for (int l = 0; l < 32; l += 2) {
             unsigned x0 = (bytes[l] >> 4 * (sub % 2)) & 15u, x1 = (bytes[l + 1] >> 4 * (sub % 2)) & 15u;
             if (five_bits) {
-                codes[32 * sub + l] = (uint8_t)(x0 | ((qh[l] >> sub) & 1u) << 4);
-                codes[32 * sub + l + 1] = (uint8_t)(x1 | ((qh[l + 1] >> sub) & 1u) << 4);
+                five[l] = (uint8_t)(x0 | ((qh[l] >> sub) & 1u) << 4);
+                five[l + 1] = (uint8_t)(x1 | ((qh[l + 1] >> sub) & 1u) << 4);
             } else {
                 codes[(32 * sub + l) / 2] = (uint8_t)(x0 | x1 << 4);
             }
         }
+        if (five_bits) ane_q5_k_pack(codes + ANE_Q5_K_BYTES * sub, five, 32);
     }
     return 0;
 }
@@ -336,7 +339,7 @@ static void split_shifted_range(void *context, int64_t first, int64_t last) {
 
 static ane_status split_shifted(const ane_tensor *blocks, int five_bits, int64_t rows, int64_t k, int64_t nblocks,
                                 ane_dtype table_dtype, const char *name, ane_tensor *data, ane_tensor *table, ane_error *err) {
-    int64_t data_shape[2] = {rows, five_bits ? k : k / 2}, table_shape[2] = {rows, k / 16};
+    int64_t data_shape[2] = {rows, five_bits ? k / 32 * ANE_Q5_K_BYTES : k / 2}, table_shape[2] = {rows, k / 16};
     int64_t size = five_bits ? 176 : 144;
     ane_status status = ane_tensor_lasting(data, 2, data_shape, ANE_UINT8, err);
     if (!status) status = ane_tensor_lasting(table, 2, table_shape, ANE_FP32, err);
@@ -345,7 +348,7 @@ static ane_status split_shifted(const ane_tensor *blocks, int five_bits, int64_t
         return status;
     }
     shifted_split_job job = {(const uint8_t *)ane_tensor_data(blocks), (uint8_t *)ane_tensor_data(data),
-                             (float *)ane_tensor_data(table), size, five_bits ? 256 : 128, five_bits, table_dtype, nblocks};
+                             (float *)ane_tensor_data(table), size, five_bits ? 8 * ANE_Q5_K_BYTES : 128, five_bits, table_dtype, nblocks};
     ane_parallel_for(nblocks, 1024, split_shifted_range, &job);
     int64_t b = atomic_load(&job.first_bad);
     if (b == nblocks) return ANE_OK;

@@ -44,7 +44,7 @@ ane_status ane_blocks_dequantize(ane_block_type type, const ane_tensor *blocks, 
 /* Q8_0, Q4_0, Q6_K, Q4_K and Q5_K blocks of a [rows, k] matrix kept as they are for the products
  * that read them (quantize.h's ANE_ENCODING_Q8_0 / _Q4_0 / _Q6_K / _Q4_K / _Q5_K): data the codes
  * (Q8_0's int8 as stored; Q4_0's nibbles x - 8 and Q4_K's x in MIL's order, element j in byte
- * j / 2; Q5_K's x a byte each; Q6_K's blocks as stored), table the fp32 values of the blocks'
+ * j / 2; Q5_K's x packed, ane_q5_k_pack; Q6_K's blocks as stored), table the fp32 values of the blocks'
  * fp16 scales [rows, k / 32] (Q6_K: d x each 16's scale, [rows, k / 16]; Q4_K, Q5_K: each 32's
  * scale d sc and offset dmin m / (d sc) rounded to table_dtype, fp16 or fp32, [rows, k / 16]):
  * the same numbers (the offsets within a rounding), no weight dequantized. Fails naming `name` as

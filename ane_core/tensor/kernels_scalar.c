@@ -60,9 +60,9 @@ static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x,
     return total;
 }
 
-static float dot_q5_k(const uint8_t *codes, const float *pairs, const float *x, int64_t k) {
+static float dot_q5_k(const uint8_t *packed, const float *pairs, const float *x, int64_t k) {
     float total = 0.0f;
-    for (int64_t j = 0; j < k; j++) total += ane_shifted_weight(codes[j], pairs, j) * x[j];
+    for (int64_t j = 0; j < k; j++) total += ane_shifted_weight(ane_q5_k_code(packed, j), pairs, j) * x[j];
     return total;
 }
 
@@ -79,7 +79,8 @@ void rows_by_dots(const gemv_job *job, int64_t first, int64_t last, kernel_weigh
         else if (weights == WEIGHTS_Q4_K)
             job->y[r] = dots->q4_k((const uint8_t *)job->w + r * (k / 2), job->table + r * 2 * blocks, job->x, k);
         else if (weights == WEIGHTS_Q5_K)
-            job->y[r] = dots->q5_k((const uint8_t *)job->w + r * k, job->table + r * 2 * blocks, job->x, k);
+            job->y[r] = dots->q5_k((const uint8_t *)job->w + ane_encoded_data_bytes(ANE_ENCODING_Q5_K, r, k),
+                                   job->table + r * 2 * blocks, job->x, k);
         else job->y[r] = dots->q6_k((const uint8_t *)job->w + r * ane_encoded_data_bytes(ANE_ENCODING_Q6_K, 1, k),
                                     job->table + r * (k / ANE_Q6_K_GROUP), job->x, k);
     }
@@ -118,7 +119,7 @@ static float shifted_blocks_int8_from(ane_weight_encoding encoding, const uint8_
     for (int64_t b = from / ANE_ENCODING_BLOCK; b < v->k / ANE_ENCODING_BLOCK; b++) {
         int32_t sum = 0, codes = 0;
         for (int64_t j = b * ANE_ENCODING_BLOCK; j < (b + 1) * ANE_ENCODING_BLOCK; j++) {
-            int code = encoding == ANE_ENCODING_Q4_K ? ane_q4_unsigned_code(data, j) : data[j];
+            int code = encoding == ANE_ENCODING_Q4_K ? ane_q4_unsigned_code(data, j) : ane_q5_k_code(data, j);
             sum += code * v->codes8[j], codes += v->codes8[j];
         }
         float both = pairs[2 * b] * v->block_scales[b], shifted = (float)sum - pairs[2 * b + 1] * (float)codes;

@@ -51,6 +51,7 @@ int ane_activations_from_name(const char *name, ane_activations *out) {
 
 int64_t ane_encoded_data_bytes(ane_weight_encoding encoding, int64_t rows, int64_t k) {
     if (encoding == ANE_ENCODING_Q6_K) return rows * (k / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
+    if (encoding == ANE_ENCODING_Q5_K) return rows * (k / ANE_ENCODING_BLOCK) * ANE_Q5_K_BYTES;
     return ane_encoding_is_4bit(encoding) ? rows * (k / 2) : rows * k;
 }
 
@@ -60,14 +61,68 @@ int64_t ane_encoded_table_width(ane_weight_encoding encoding, int64_t k) {
     return encoding == ANE_ENCODING_LUT4 ? ANE_LUT4_ENTRIES : ane_encoding_is_blockwise(encoding) ? k / ANE_ENCODING_BLOCK : 1;
 }
 
+/* (Both per block in loops of fixed length, which the compiler vectorizes: every compile of a
+ * program with a Q5_K or Q6_K weight unpacks its codes for the weight file and packs them again.) */
+void ane_q5_k_pack(uint8_t *row, const uint8_t *codes, int64_t k) {
+    for (int64_t b = 0; b < k / ANE_ENCODING_BLOCK; b++) { /* ane_q5_k_code's places */
+        uint8_t *block = row + b * ANE_Q5_K_BYTES;
+        const uint8_t *x = codes + b * ANE_ENCODING_BLOCK;
+        for (int i = 0; i < 16; i++) block[i] = (uint8_t)((x[2 * i] & 15u) | (x[2 * i + 1] & 15u) << 4);
+        for (int byte = 0; byte < 4; byte++) { /* eight codes' bit 4 to bit 0 of their bytes, gathered by
+                                                  the multiply into its top byte, code i's at bit i */
+            uint64_t eight;
+            memcpy(&eight, x + 8 * byte, sizeof eight);
+            block[16 + byte] = (uint8_t)((((eight >> 4) & 0x0101010101010101u) * 0x0102040810204080u) >> 56);
+        }
+    }
+}
+
+void ane_q5_k_unpack(uint8_t *codes, const uint8_t *row, int64_t k) {
+    for (int64_t b = 0; b < k / ANE_ENCODING_BLOCK; b++) {
+        const uint8_t *block = row + b * ANE_Q5_K_BYTES;
+        uint8_t *x = codes + b * ANE_ENCODING_BLOCK;
+        for (int i = 0; i < 16; i++) x[2 * i] = block[i] & 15u, x[2 * i + 1] = block[i] >> 4;
+        for (int byte = 0; byte < 4; byte++) { /* its eight bits spread to bit 4 of eight bytes: byte i keeps
+                                                  bit i (the mask), which the add carries to bit 7 */
+            uint64_t kept = ((uint64_t)block[16 + byte] * 0x0101010101010101u) & 0x8040201008040201u, eight;
+            memcpy(&eight, x + 8 * byte, sizeof eight);
+            eight |= ((kept + 0x7F7F7F7F7F7F7F7Fu) >> 3) & 0x1010101010101010u;
+            memcpy(x + 8 * byte, &eight, sizeof eight);
+        }
+    }
+}
+
 void ane_q6_k_pack_codes(uint8_t *blocks, const int8_t *codes, int64_t k) {
-    memset(blocks, 0, (size_t)(k / ANE_Q6_K_WEIGHTS * ANE_Q6_K_BYTES));
-    for (int64_t j = 0; j < k; j++) { /* ane_q6_code's places, filled */
-        uint8_t *block = blocks + (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES;
-        int e = (int)(j % ANE_Q6_K_WEIGHTS), half = e / 128, part = e % 128 / 32, l = e % 32;
-        unsigned x = (unsigned)(codes[j] + 32);
-        block[64 * half + 32 * (part & 1) + l] |= (uint8_t)(part < 2 ? x & 15u : (x & 15u) << 4);
-        block[128 + 32 * half + l] |= (uint8_t)((x >> 4 & 3u) << (2 * part));
+    for (int64_t b = 0; b < k / ANE_Q6_K_WEIGHTS; b++) { /* ane_q6_code's places: per half, four runs of 32 */
+        uint8_t *block = blocks + b * ANE_Q6_K_BYTES;
+        memset(block + 192, 0, ANE_Q6_K_BYTES - 192); /* scales and d zero: a program's (quantize.h) */
+        for (int half = 0; half < 2; half++) {
+            const int8_t *x = codes + b * ANE_Q6_K_WEIGHTS + 128 * half;
+            uint8_t *ql = block + 64 * half, *qh = block + 128 + 32 * half;
+            for (int l = 0; l < 32; l++) {
+                unsigned x0 = (unsigned)(x[l] + 32), x1 = (unsigned)(x[32 + l] + 32);
+                unsigned x2 = (unsigned)(x[64 + l] + 32), x3 = (unsigned)(x[96 + l] + 32);
+                ql[l] = (uint8_t)((x0 & 15u) | (x2 & 15u) << 4);
+                ql[32 + l] = (uint8_t)((x1 & 15u) | (x3 & 15u) << 4);
+                qh[l] = (uint8_t)((x0 >> 4) | (x1 >> 4) << 2 | (x2 >> 4) << 4 | (x3 >> 4) << 6);
+            }
+        }
+    }
+}
+
+void ane_q6_k_unpack_codes(int8_t *codes, const uint8_t *blocks, int64_t k) {
+    for (int64_t b = 0; b < k / ANE_Q6_K_WEIGHTS; b++) {
+        const uint8_t *block = blocks + b * ANE_Q6_K_BYTES;
+        for (int half = 0; half < 2; half++) {
+            int8_t *x = codes + b * ANE_Q6_K_WEIGHTS + 128 * half;
+            const uint8_t *ql = block + 64 * half, *qh = block + 128 + 32 * half;
+            for (int l = 0; l < 32; l++) {
+                x[l] = (int8_t)((int)((ql[l] & 15u) | (qh[l] & 3u) << 4) - 32);
+                x[32 + l] = (int8_t)((int)((ql[32 + l] & 15u) | (qh[l] >> 2 & 3u) << 4) - 32);
+                x[64 + l] = (int8_t)((int)((ql[l] >> 4) | (qh[l] >> 4 & 3u) << 4) - 32);
+                x[96 + l] = (int8_t)((int)((ql[32 + l] >> 4) | (qh[l] >> 6) << 4) - 32);
+            }
+        }
     }
 }
 
@@ -383,8 +438,9 @@ void ane_dequantize_span(ane_weight_encoding encoding, const void *data, const f
         return;
     }
     if (encoding == ANE_ENCODING_Q5_K) {
-        const uint8_t *codes = (const uint8_t *)data + row * k;
-        for (int64_t j = from; j < from + count; j++) out[j - from] = ane_shifted_weight(codes[j], table + row * (k / 16), j);
+        const uint8_t *codes = (const uint8_t *)data + ane_encoded_data_bytes(encoding, row, k);
+        for (int64_t j = from; j < from + count; j++)
+            out[j - from] = ane_shifted_weight(ane_q5_k_code(codes, j), table + row * (k / 16), j);
         return;
     }
     if (ane_encoding_is_blockwise(encoding)) { /* each weight its block's scale times its code, exact in fp32 */

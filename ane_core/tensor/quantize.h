@@ -37,14 +37,32 @@ typedef enum ane_weight_encoding {
                              * of 32's scale, then its offset; w = scale x (x - offset) (coremltools'
                              * constexpr_blockwise_shift_scale with an offset). GGUF's Q4_K (blocks.h: w =
                              * (d sc) x - dmin m per 32): scale d sc, offset dmin m / (d sc) (blocks.c) */
-    ANE_ENCODING_Q5_K,      /* data: uint8 [rows, k], element j's unsigned 5-bit code x; table as Q4_K's;
-                             * w = scale x (x - offset) (constexpr_blockwise_shift_scale, uint8 data, an
-                             * offset): GGUF's Q5_K as Q4_K's */
+    ANE_ENCODING_Q5_K,      /* data: uint8 [rows, k / 32 x 20], element j's unsigned 5-bit code x packed per
+                             * block of 32 (ane_q5_k_code): the low four bits as Q4_K's (element i of the
+                             * block in byte i / 2, low nibble first), then the fifth bits (bit i % 8 of
+                             * byte 16 + i / 8); table as Q4_K's; w = scale x (x - offset). A program
+                             * carries the codes a byte each (constexpr_blockwise_shift_scale, uint8 data,
+                             * an offset): GGUF's Q5_K as Q4_K's */
 } ane_weight_encoding;
 
 #define ANE_LUT4_ENTRIES 16
 /* Weights per block of the block encodings (Q8_0, Q4_0): rows are whole blocks. */
 #define ANE_ENCODING_BLOCK 32
+
+/* Q5_K: bytes per block of ANE_ENCODING_BLOCK weights (16 of low four bits, 4 of fifth bits). */
+#define ANE_Q5_K_BYTES 20
+
+/* Element j's 5-bit code in a row of Q5_K's packed blocks. */
+static inline int ane_q5_k_code(const uint8_t *row, int64_t j) {
+    const uint8_t *block = row + (j / 32) * ANE_Q5_K_BYTES;
+    int i = (int)(j % 32);
+    return (int)((block[i / 2] >> (4 * (i & 1))) & 15u) | (int)((block[16 + i / 8] >> (i % 8)) & 1u) << 4;
+}
+
+/* A row of k (a multiple of 32) codes 0..31 packed as Q5_K's blocks (ane_q5_k_code reads them
+ * back), and the inverse. */
+void ane_q5_k_pack(uint8_t *row /* [k / 32 x 20] */, const uint8_t *codes /* [k] */, int64_t k);
+void ane_q5_k_unpack(uint8_t *codes /* [k] */, const uint8_t *row /* [k / 32 x 20] */, int64_t k);
 
 /* Q6_K: weights per block, bytes per block, weights per scale. */
 #define ANE_Q6_K_WEIGHTS 256
@@ -65,6 +83,8 @@ static inline int ane_q6_code(const uint8_t *blocks, int64_t j) {
  * (ane_q6_code reads them back) and whose scales and d are zeros: a program's Q6_K, whose scales
  * are its table's alone. */
 void ane_q6_k_pack_codes(uint8_t *blocks /* [k / 256 x 210] */, const int8_t *codes /* [k] */, int64_t k);
+/* A row's codes x - 32 (ane_q6_code's, in order) from its Q6_K blocks. */
+void ane_q6_k_unpack_codes(int8_t *codes /* [k] */, const uint8_t *blocks /* [k / 256 x 210] */, int64_t k);
 
 /* Whether an encoding keeps a scale and an offset per block of ANE_ENCODING_BLOCK weights (Q4_K, Q5_K). */
 static inline int ane_encoding_is_shifted(ane_weight_encoding encoding) {

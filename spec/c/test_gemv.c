@@ -238,18 +238,29 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
                 w6[r * k + 256 * s + e] = group_scale * (float)(x6 - 32);
             }
         }
-    /* a program's Q6_K (quantize.h): the same codes packed with d and scales zero, the scales the
+    /* a program's Q6_K (quantize.h): the same codes in blocks of d and scales zero, the scales the
      * table's alone, here fp16 values that no d x sc gives (as a program's rounded ones) */
     uint8_t *q6p = malloc(rows * supers * 210 + 1);
     float *scales6p = malloc(sizeof(float) * rows * (k / 16) + 1), *w6p = malloc(sizeof(float) * rows * k);
     int whole_supers = k % 256 == 0; /* (Q6_K's rows are whole blocks) */
-    for (int64_t r = 0; r < rows && whole_supers; r++) ane_q6_k_pack_codes(q6p + r * supers * 210, codes6 + r * k, k);
+    memcpy(q6p, q6, (size_t)(rows * supers * 210)); /* the same ql and qh, d and scales zero */
+    for (int64_t b = 0; b < rows * supers; b++) memset(q6p + b * 210 + 192, 0, 18);
     for (int64_t g = 0; g < rows * (k / 16) && whole_supers; g++)
         scales6p[g] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.1f * (uniform() + 0.01f)));
     for (int64_t i = 0; i < rows * k && whole_supers; i++) w6p[i] = scales6p[i / 16] * (float)codes6[i];
+    /* Q5_K packed (quantize.h): per block of 32, element i's low four bits in byte i / 2 (low nibble
+     * first), its fifth bit as bit i % 8 of byte 16 + i / 8 */
+    uint8_t *q5kp = calloc((size_t)(rows * blocks * 20 + 1), 1);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) {
+            uint8_t *block = q5kp + (r * blocks + j / 32) * 20;
+            int i = (int)(j % 32), x5 = q5k[r * k + j];
+            block[i / 2] |= (uint8_t)((x5 & 15) << (4 * (i & 1)));
+            block[16 + i / 8] |= (uint8_t)((x5 >> 4) << (i % 8));
+        }
     const struct { ane_weight_encoding encoding; const void *data; const float *scales, *values; int group; const char *name; }
         kinds[] = {{ANE_ENCODING_Q8_0, q8, scales, w8, 32, "q8_0"}, {ANE_ENCODING_Q4_0, q4, scales, w4, 32, "q4_0"},
-                   {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q5_K, q5k, pairs, w5k, 32, "q5_k"},
+                   {ANE_ENCODING_Q4_K, q4k, pairs, w4k, 32, "q4_k"}, {ANE_ENCODING_Q5_K, q5kp, pairs, w5k, 32, "q5_k"},
                    {ANE_ENCODING_Q6_K, q6, scales6, w6, 16, "q6_k"}, {ANE_ENCODING_Q6_K, q6p, scales6p, w6p, 16, "q6_k (a program's)"}};
     int nkinds = whole_supers ? 6 : 4;
     for (int t = 0; t < nkinds; t++) {
@@ -375,7 +386,7 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
     }
     free(q8), free(q4), free(scales), free(w8), free(w4), free(y), free(want), free(decoded), free(columns);
     free(codes6), free(q6), free(scales6), free(w6), free(q4k), free(pairs), free(w4k), free(q5k), free(w5k);
-    free(q6p), free(scales6p), free(w6p);
+    free(q6p), free(scales6p), free(w6p), free(q5kp);
 }
 
 int main(void) {

@@ -82,8 +82,8 @@ static void check_float_rows(void) {
         for (int64_t i = 0; i < ROWS * ANE_LUT4_ENTRIES; i++) c.table[i] = uniform();
         for (int64_t j = 0; j < even; j++) c.x[j] = uniform();
         /* the block kinds' rows (whole blocks only: Q8_0 / Q4_0 / Q4_K of 32, Q6_K of 256): random codes
-         * and blocks, finite scales (Q4_K's pairs: scale, offset); their weights, for the bound, as
-         * ane_dequantize_rows gives them */
+         * and blocks (any bytes are codes: Q5_K's packed ones too), finite scales (Q4_K's pairs: scale,
+         * offset); their weights, for the bound, as ane_dequantize_rows gives them */
         const ane_weight_encoding block_encodings[] = { ANE_ENCODING_Q8_0, ANE_ENCODING_Q4_0, ANE_ENCODING_Q6_K,
                                                         ANE_ENCODING_Q4_K, ANE_ENCODING_Q5_K };
         uint8_t *block_data = malloc((size_t)(ROWS * k + 1) * 2);
@@ -95,8 +95,6 @@ static void check_float_rows(void) {
             int block_kind = weights >= WEIGHTS_Q8_0;
             ane_weight_encoding encoding = block_kind ? block_encodings[weights - WEIGHTS_Q8_0] : ANE_ENCODING_DENSE;
             if (block_kind && (k % (encoding == ANE_ENCODING_Q6_K ? 256 : 32) || k == 0)) continue;
-            if (encoding == ANE_ENCODING_Q5_K) /* (5-bit codes: the last kind, so the bytes can be cut now) */
-                for (int64_t i = 0; i < ROWS * k; i++) block_data[i] &= 31;
             if (block_kind) ane_dequantize_rows(encoding, block_data, block_table, k, 0, ROWS, block_values);
             const float *table = block_kind ? block_table : c.table;
             const void *w = block_kind ? (const void *)block_data : weights == WEIGHTS_FP32 ? (const void *)c.w32

@@ -173,13 +173,15 @@ static float dot_q4_k(const uint8_t *packed, const float *pairs, const float *x,
     return dot_4bit_blocks(packed, pairs, x, k, 1);
 }
 
-/* Q5_K: a block's codes as stored (unsigned, below 32: the same bytes as signed ones). */
-static float dot_q5_k(const uint8_t *codes, const float *pairs, const float *x, int64_t k) {
+/* Q5_K: a block's codes unpacked (q5_k_codes: unsigned, below 32, the same bytes as signed ones). */
+static float dot_q5_k(const uint8_t *packed, const float *pairs, const float *x, int64_t k) {
     float32x4_t a[8];
     for (int i = 0; i < 8; i++) a[i] = vdupq_n_f32(0.0f);
-    for (int64_t j = 0; j + 32 <= k; j += 32)
-        block_fma(vld1q_s8((const int8_t *)codes + j), vld1q_s8((const int8_t *)codes + j + 16), pairs[j / 16],
-                  pairs[j / 16], pairs[j / 16 + 1], x + j, a);
+    for (int64_t j = 0; j + 32 <= k; j += 32) {
+        int8x16_t first16, second16;
+        q5_k_codes(packed, j, &first16, &second16);
+        block_fma(first16, second16, pairs[j / 16], pairs[j / 16], pairs[j / 16 + 1], x + j, a);
+    }
     return sum8(a);
 }
 

@@ -34,6 +34,20 @@ static inline void q4_unsigned_codes(const uint8_t *packed, int8x16_t *w0, int8x
     *w1 = vreinterpretq_s8_u8(vzip2q_u8(low, high));
 }
 
+/* Elements j .. j + 31 (j a multiple of 32) of a row of Q5_K's packed blocks (quantize.h) as codes
+ * in order: the block's nibbles as Q4_K's, each fifth bit (bit i % 8 of the block's byte 16 + i / 8)
+ * tested into its byte and moved to bit 4. */
+static inline void q5_k_codes(const uint8_t *row, int64_t j, int8x16_t *w0, int8x16_t *w1) {
+    const uint8_t *block = row + (j / 32) * ANE_Q5_K_BYTES;
+    static const uint8_t bit_of[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bits = vld1q_u8(bit_of), sixteen = vdupq_n_u8(16);
+    q4_unsigned_codes(block, w0, w1);
+    uint8x16_t first = vcombine_u8(vdup_n_u8(block[16]), vdup_n_u8(block[17]));
+    uint8x16_t second = vcombine_u8(vdup_n_u8(block[18]), vdup_n_u8(block[19]));
+    *w0 = vorrq_s8(*w0, vreinterpretq_s8_u8(vandq_u8(vtstq_u8(first, bits), sixteen)));
+    *w1 = vorrq_s8(*w1, vreinterpretq_s8_u8(vandq_u8(vtstq_u8(second, bits), sixteen)));
+}
+
 /* Elements j .. j + 31 (j a multiple of 32) of a row of Q6_K blocks as signed codes x - 32, in
  * order: one quarter of a half of a block (quantize.h: ane_q6_code), its nibbles from one run of
  * 32 ql bytes, its top two bits from qh's 32, shifted by the quarter. */
@@ -94,7 +108,7 @@ static inline __attribute__((always_inline)) float blocks_int8_with(ane_weight_e
             q4_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
         } else if (ane_encoding_is_shifted(encoding)) {
             if (encoding == ANE_ENCODING_Q4_K) q4_unsigned_codes((const uint8_t *)codes + 16 * b, &w0, &w1);
-            else w0 = vld1q_s8((const int8_t *)codes + 32 * b), w1 = vld1q_s8((const int8_t *)codes + 32 * b + 16); /* (below 32) */
+            else q5_k_codes(codes, 32 * b, &w0, &w1); /* (below 32: the same bytes as signed ones) */
             const int8x16_t ones = vdupq_n_s8(1);
             float sum = (float)block_sum(w0, w1, v->codes8 + 32 * b), code_sum = (float)block_sum(ones, ones, v->codes8 + 32 * b);
             float both = scales[2 * b] * v->block_scales[b], shifted = sum - scales[2 * b + 1] * code_sum;

@@ -335,13 +335,14 @@ __attribute__((target("avx2,fma"))) static float dot_q6_k_avx2(const uint8_t *bl
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
 
-/* Q5_K: a block's 32 codes as stored (unsigned, below 32: the same bytes as signed ones). */
-__attribute__((target("avx2,fma"))) static float dot_q5_k_avx2(const uint8_t *codes, const float *pairs,
+/* Q5_K: a block's 32 codes unpacked (q5_k_codes_avx2: unsigned, below 32, the same bytes as signed ones). */
+__attribute__((target("avx2,fma"))) static float dot_q5_k_avx2(const uint8_t *packed, const float *pairs,
                                                                 const float *x, int64_t k) {
     __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t j = 0; j + 32 <= k; j += 32) {
-        _mm_prefetch((const char *)(codes + j) + PREFETCH_BYTES, _MM_HINT_T0);
-        block_fma_avx2(_mm_loadu_si128((const __m128i *)(codes + j)), _mm_loadu_si128((const __m128i *)(codes + j + 16)),
+        _mm_prefetch((const char *)(packed + j / 32 * ANE_Q5_K_BYTES) + PREFETCH_BYTES, _MM_HINT_T0);
+        __m256i codes = q5_k_codes_avx2(packed, j);
+        block_fma_avx2(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1),
                        pairs[j / 16], pairs[j / 16], pairs[j / 16 + 1], x + j, a);
     }
     return horizontal_sum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
@@ -767,16 +768,15 @@ Q8_AVX2 static float q4_k_int8_avx2(const void *codes, const float *pairs, const
            blocks_int8_from(ANE_ENCODING_Q4_K, codes, pairs, v, v->chunked);
 }
 
-/* Q5_K, a block of 32 a step: the codes as stored (unsigned) against the activations' codes in
+/* Q5_K, a block of 32 a step: the codes unpacked (unsigned) against the activations' codes in
  * order, each of 8 lanes' S = sum x a exact (vpmaddubsw's pairs are at most 2 x 31 x 127), and its
  * C = sum a (the same with ones); the lane's term (scale x the activations') x (S - offset x C). */
 Q8_AVX2 static float q5_k_int8_avx2(const void *codes, const float *pairs, const code_vector *v) {
-    const uint8_t *x = codes;
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     __m256 sum = _mm256_setzero_ps();
     for (int64_t b = 0; b < v->k / 32; b++) {
         __m256i activations = _mm256_loadu_si256((const __m256i *)(v->codes8 + 32 * b));
-        __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x + 32 * b)), activations), ones16);
+        __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_k_codes_avx2(codes, 32 * b), activations), ones16);
         __m256i code_sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, activations), ones16);
         __m256 shifted = _mm256_sub_ps(_mm256_cvtepi32_ps(lanes),
                                        _mm256_mul_ps(_mm256_set1_ps(pairs[2 * b + 1]), _mm256_cvtepi32_ps(code_sums)));

@@ -133,14 +133,15 @@ ROWS_AVX512(rows_avx512_q4_0, uint8_t, Q4_0_WEIGHTS32, Q4_0_ELEMENT)
 #define Q4_K_ELEMENT(row, table, j) ane_q4_k_weight(row, table, j)
 ROWS_AVX512(rows_avx512_q4_k, uint8_t, Q4_K_WEIGHTS32, Q4_K_ELEMENT)
 
-/* Q5_K: the codes as stored (unsigned bytes), each weight as Q4_K's. */
+/* Q5_K: the codes unpacked (q5_k_codes_avx2), each weight as Q4_K's. */
 #define Q5_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
     do {                                                                                                    \
         __m512 scale_ = _mm512_set1_ps((table)[(j) / 16]), offset_ = _mm512_set1_ps((table)[(j) / 16 + 1]);  \
-        w0 = SHIFTED_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j))), offset_, scale_);                  \
-        w1 = SHIFTED_SIXTEEN(_mm_loadu_si128((const __m128i *)((row) + (j) + 16)), offset_, scale_);             \
+        __m256i codes_ = q5_k_codes_avx2(row, j);                                                           \
+        w0 = SHIFTED_SIXTEEN(_mm256_castsi256_si128(codes_), offset_, scale_);                               \
+        w1 = SHIFTED_SIXTEEN(_mm256_extracti128_si256(codes_, 1), offset_, scale_);                          \
     } while (0)
-#define Q5_K_ELEMENT(row, table, j) ane_shifted_weight((row)[j], table, j)
+#define Q5_K_ELEMENT(row, table, j) ane_shifted_weight(ane_q5_k_code(row, j), table, j)
 ROWS_AVX512(rows_avx512_q5_k, uint8_t, Q5_K_WEIGHTS32, Q5_K_ELEMENT)
 
 #define Q6_K_WEIGHTS32(row, table, j, w0, w1)                                                              \
@@ -277,7 +278,8 @@ static void rows_q4_k(void *context, int64_t first, int64_t last) {
 
 static void rows_q5_k(void *context, int64_t first, int64_t last) {
     const gemv_job *job = context;
-    rows_in_groups(job, job->x, first, last, rows_avx512_q5_k, job->k, job->table, job->k / 16);
+    rows_in_groups(job, job->x, first, last, rows_avx512_q5_k, ane_encoded_data_bytes(ANE_ENCODING_Q5_K, 1, job->k),
+                   job->table, job->k / 16);
 }
 
 static void rows_q6_k(void *context, int64_t first, int64_t last) {

@@ -279,8 +279,23 @@ VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(con
     }
 }
 
+/* Elements j .. j + 63 (j a multiple of 64) of a row of Q5_K's packed blocks (quantize.h) as 64
+ * unsigned bytes in order: the two blocks' 32 nibble bytes widened to words, each word's high
+ * nibble moved to its second byte, then 16 added where the two blocks' 64 fifth bits are set. */
+VNNI static inline __m512i q5_k_codes64(const uint8_t *row, int64_t j) {
+    const uint8_t *block = row + (j / 32) * ANE_Q5_K_BYTES;
+    __m256i nibbles = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)block)),
+                                              _mm_loadu_si128((const __m128i *)(block + ANE_Q5_K_BYTES)), 1);
+    __m512i words = _mm512_cvtepu8_epi16(nibbles);
+    __m512i codes = _mm512_or_si512(_mm512_and_si512(words, _mm512_set1_epi16(0x000F)),
+                                    _mm512_and_si512(_mm512_slli_epi16(words, 4), _mm512_set1_epi16(0x0F00)));
+    uint32_t first, second;
+    memcpy(&first, block + 16, sizeof first), memcpy(&second, block + ANE_Q5_K_BYTES + 16, sizeof second);
+    return _mm512_mask_add_epi8(codes, _cvtu64_mask64((uint64_t)first | (uint64_t)second << 32), codes, _mm512_set1_epi8(16));
+}
+
 /* Q5_K: 64 weights (two blocks) a step in element order against the codes (arrange_codes8's
- * lanes), the codes unsigned as stored with no bias, so lane L's integer sum is S = sum x a over
+ * lanes), the codes unpacked (q5_k_codes64), unsigned with no bias, so lane L's integer sum is S = sum x a over
  * its 4 elements; its code sum C is the lane bias / -128 (exact); lanes 0-7 the first block's;
  * the lane's term (scale x the activations') x (S - offset x C). */
 VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(const char *w, int64_t row_bytes,
@@ -295,7 +310,7 @@ VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(con
                                          _mm512_set1_ps(-1.0f / 128));
         __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
         for (int r = 0; r < count; r++) {
-            __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(w + r * row_bytes + j), codes);
+            __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_k_codes64((const uint8_t *)w + r * row_bytes, j), codes);
             __m512 four = _mm512_castps128_ps512(_mm_loadu_ps(pairs + r * width + j / 16)); /* both blocks' pairs */
             __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, four), code_sums));
             sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, four), activation_scales), sums[r]);

@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../../base/fp16.h"
 #include "../../kernels.h"
@@ -48,6 +49,25 @@ __attribute__((target("avx2"))) static inline __m256i q6_k_codes_avx2(const uint
     __m256i nibbles = _mm256_and_si256(part < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     __m256i top = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * part)), low2);
     return _mm256_sub_epi8(_mm256_or_si256(nibbles, _mm256_slli_epi16(top, 4)), _mm256_set1_epi8(32));
+}
+
+/* Elements j .. j + 31 (j a multiple of 32) of a row of Q5_K's packed blocks (quantize.h) as 32
+ * unsigned bytes, in order: the block's 16 nibble bytes unpacked as Q4_K's, each fifth bit (bit
+ * i % 8 of the block's byte 16 + i / 8) spread to its byte and moved to bit 4. */
+__attribute__((target("avx2"))) static inline __m256i q5_k_codes_avx2(const uint8_t *row, int64_t j) {
+    const uint8_t *block = row + (j / 32) * ANE_Q5_K_BYTES;
+    const __m128i low4 = _mm_set1_epi8(15);
+    __m128i bytes = _mm_loadu_si128((const __m128i *)block);
+    __m128i low = _mm_and_si128(bytes, low4), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
+    __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(low, high), _mm_unpacklo_epi8(low, high));
+    int32_t bits;
+    memcpy(&bits, block + 16, sizeof bits);
+    const __m256i byte_of = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, /* (per 128-bit lane) */
+                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit_of = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+    __m256i spread = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(bits), byte_of), bit_of);
+    __m256i fifth = _mm256_and_si256(_mm256_cmpeq_epi8(spread, bit_of), _mm256_set1_epi8(16));
+    return _mm256_or_si256(codes, fifth);
 }
 
 /* The eight 16s' scales of half `half` (0, 1) of the Q6_K block at `block`, whose eight table
