@@ -884,16 +884,23 @@ static void run_slice(const ane_node *node, const float *x, const int64_t *begin
     gather_strided(x, offset, strides, node->shape, node->rank, out);
 }
 
+/* Each operand's runs (its extent along the axis x what follows it) into their places in out,
+ * an operand at a time: a run of a few elements (a batched decode step's columns, one each) is
+ * copied in a loop, where a memcpy per run cost a call per element. */
 static void run_concat(const ane_node *node, const sim_value *values, float *out) {
     int64_t outer, count, inner;
     split_at_axis(node, node->attrs.axis, &outer, &count, &inner);
-    float *dst = out;
-    for (int64_t o = 0; o < outer; o++)
-        for (int k = 0; k < node->noperands; k++) {
-            int64_t chunk = node->operands[k]->shape[node->attrs.axis] * inner;
-            memcpy(dst, values[node->operands[k]->id].data + o * chunk, (size_t)chunk * sizeof *dst);
-            dst += chunk;
+    int64_t row = count * inner, at = 0; /* out [outer, row]: an operand's runs start `at` into each row */
+    for (int k = 0; k < node->noperands; k++) {
+        int64_t chunk = node->operands[k]->shape[node->attrs.axis] * inner;
+        const float *src = values[node->operands[k]->id].data; /* [outer, chunk] */
+        for (int64_t o = 0; o < outer; o++) {
+            float *dst = out + o * row + at;
+            if (chunk >= 16) memcpy(dst, src + o * chunk, (size_t)chunk * sizeof *dst);
+            else for (int64_t i = 0; i < chunk; i++) dst[i] = src[o * chunk + i];
         }
+        at += chunk;
+    }
 }
 
 static void run_split(const ane_node *node, const float *x, float *out) {
