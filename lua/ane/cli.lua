@@ -245,7 +245,7 @@ function M.quantize_options()
       .. "or on sim q8_0 / q4_0 (llama.cpp's blocks of 32, a scale each)", choices = { "int8", "int4", "q8_0", "q4_0" } },
     { "activations", "choice", nil, "products with the quantized weights on integer activations, the cpu profile's: "
       .. "int8 (fastest; a small measured drift) or int16 (int4 weights faster, drift below fp16's rounding), or float "
-      .. "(the exact products); default float, but int8 for a GGUF file's Q8_0 / Q4_0 / Q4_K / Q5_K layers on sim (llama.cpp's "
+      .. "(the exact products); default float, but int8 for a GGUF file's Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K layers on sim (llama.cpp's "
       .. "arithmetic); docs/performance.md", choices = { "int8", "int16", "float" } },
   }
 end

@@ -477,7 +477,7 @@ function M.check_activations(opts, model, level, from_gguf)
   end
   if activations ~= "float" and not model.quantized then
     error(string.format("activations = '%s' is for quantized weights: add quantize = 'int8' or 'int4' (or load a "
-      .. "quantized checkpoint, or a GGUF file of Q8_0, Q4_0, Q4_K or Q5_K layers: the other types are dequantized at load)",
+      .. "quantized checkpoint, or a GGUF file of Q8_0, Q4_0, Q4_K, Q5_K or Q6_K layers: the other types are dequantized at load)",
       activations), level + 1)
   end
   if activations == "int16" and M.BLOCK_ENCODINGS[model.quantize or M.layer_encoding(model)] then
