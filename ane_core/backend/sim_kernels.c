@@ -580,9 +580,10 @@ static ane_status k_parts(const sim_context *context, const sim_step *step, cons
             return ANE_OK;
         }
         const void *palette_codes = w->encoding == ANE_ENCODING_LUT4 ? step->palette_codes[p] : NULL;
-        parts[p] = half ? (ane_gemv_part){values[conv->id].data, ANE_ENCODING_DENSE, half, NULL, w->shape[0], NULL}
+        parts[p] = half ? (ane_gemv_part){values[conv->id].data, ANE_ENCODING_DENSE, half, NULL, w->shape[0], NULL, NULL}
                         : (ane_gemv_part){values[conv->id].data, w->encoding, ane_tensor_data(&w->value),
-                                          (const float *)ane_tensor_data(&w->table), w->shape[0], palette_codes};
+                                          (const float *)ane_tensor_data(&w->table), w->shape[0], palette_codes,
+                                          step->half_tables[p]};
     }
     return ane_gemv_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1], context->activations, err);
 }
@@ -1080,11 +1081,11 @@ static const sim_kernel kernels[ANE_OP_COUNT] = {
     [ANE_OP_GATHER] = k_gather, [ANE_OP_SDPA] = k_sdpa,
 };
 
-ane_status sim_kernel_for(const ane_node *node, int nparts, sim_kernel *out, ane_error *err) {
+ane_status sim_kernel_for(const ane_node *node, int as_parts, sim_kernel *out, ane_error *err) {
     if (node->op < 0 || node->op >= ANE_OP_COUNT) return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' has an invalid op", node->name);
     if (!kernels[node->op])
         return ane_fail(err, ANE_ERR_ARGUMENT, "node '%s' (%s): the sim backend has no kernel for this op", node->name,
                         ane_op_table[node->op].name);
-    *out = nparts > 1 ? k_parts : kernels[node->op];
+    *out = as_parts ? k_parts : kernels[node->op];
     return ANE_OK;
 }

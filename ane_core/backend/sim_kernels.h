@@ -74,6 +74,9 @@ typedef struct sim_step {
     const void *palette_codes[SIM_MAX_PARTS];  /* each part's 4-bit weight palettes as the products read them
                                                   (tensor/gemv.h: integer codes, or bf16 words under float
                                                   activations), computed at compile; NULL: the fp32 palettes */
+    const uint16_t *half_tables[SIM_MAX_PARTS]; /* each part's block weight's table as fp16 under int8
+                                                  activations (tensor/gemv.h: ane_table_as_fp16), computed at
+                                                  compile; NULL: the fp32 table */
     unsigned char rounds[SIM_MAX_PARTS];       /* each output rounded to fp16 (fp16 precision, arithmetic) */
     unsigned char cliffs;                      /* the target's numeric cliffs apply (profile `ane`) */
 } sim_step;
@@ -87,9 +90,10 @@ enum { SIM_WEIGHT_FP32 = 0, SIM_WEIGHT_HALF, SIM_WEIGHT_ENCODED };
 
 int sim_part_kind(const ane_node *conv, int weight_form);
 
-/* The kernel of node's op (its group's when nparts > 1), or an error naming the node where
- * sim has none. Inputs and consts have no step (eval and load fill them). */
-ane_status sim_kernel_for(const ane_node *node, int nparts, sim_kernel *out, ane_error *err);
+/* The kernel of node's op, or of a group of parts (as_parts: one or more convs of one x, one
+ * position each, whose weights are read as stored: sim_part_kind), or an error naming the node
+ * where sim has none. Inputs and consts have no step (eval and load fill them). */
+ane_status sim_kernel_for(const ane_node *node, int as_parts, sim_kernel *out, ane_error *err);
 
 /* Scratch a node needs; stored_weight: its conv weight is kept fp16 (converted per block where
  * tensor/gemm.h has no kernel), or its matmul's second operand is an fp16 input. */

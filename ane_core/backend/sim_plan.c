@@ -181,6 +181,25 @@ static ane_status palette_codes(const sim_compiled *p, const ane_node *w, const 
     return ANE_OK;
 }
 
+/* A block weight's table as fp16 under int8 activations, which its products read in place of
+ * the fp32 one (tensor/gemv.h: ane_table_as_fp16; Q6_K's scales come from its blocks): NULL
+ * when an entry is no fp16 value, or for any other weight. */
+static ane_status half_table(const sim_compiled *p, const ane_node *w, const uint16_t **out, ane_error *err) {
+    *out = NULL;
+    if (p->slots[w->id].weight_form != SIM_WEIGHT_ENCODED || !ane_encoding_is_blockwise(w->encoding) ||
+        p->options.activations != ANE_ACTIVATIONS_INT8)
+        return ANE_OK;
+    int64_t n = ane_tensor_numel(&w->table);
+    uint16_t *half = malloc((size_t)n * sizeof *half + 1);
+    if (!half) return out_of_memory(p, err);
+    if (!ane_table_as_fp16(half, (const float *)ane_tensor_data(&w->table), n)) {
+        free(half);
+        return ANE_OK;
+    }
+    *out = half;
+    return ANE_OK;
+}
+
 /* sim_part_kind of a node (0 for any but a conv of x and a weight). */
 static int part_kind(const sim_compiled *p, const ane_node *node) {
     if (node->op != ANE_OP_CONV || node->noperands != 2) return 0;
@@ -244,10 +263,12 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
         sim_step *step = &p->steps[p->nsteps++];
         step->node = node;
         group_parts(p, i, grouped, step);
-        status = sim_kernel_for(node, step->nparts, &step->kernel, err);
+        status = sim_kernel_for(node, part_kind(p, node) != 0, &step->kernel, err);
         for (int k = 0; !status && k < step->nparts; k++)
-            if (step->parts[k]->op == ANE_OP_CONV && step->parts[k]->noperands > 1)
+            if (step->parts[k]->op == ANE_OP_CONV && step->parts[k]->noperands > 1) {
                 status = palette_codes(p, step->parts[k]->operands[1], &step->palette_codes[k], err);
+                if (!status) status = half_table(p, step->parts[k]->operands[1], &step->half_tables[k], err);
+            }
         step->cliffs = (unsigned char)device_rules;
         for (int k = 0; k < step->nparts; k++) {
             const ane_node *part = step->parts[k];
@@ -275,7 +296,8 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
 
 void sim_plan_free(sim_compiled *p) {
     for (int s = 0; p->steps && s < p->nsteps; s++)
-        for (int k = 0; k < p->steps[s].nparts; k++) free((void *)p->steps[s].palette_codes[k]);
+        for (int k = 0; k < p->steps[s].nparts; k++)
+            free((void *)p->steps[s].palette_codes[k]), free((void *)p->steps[s].half_tables[k]);
     free(p->steps);
     free(p->slots);
     free(p->temp_nodes);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/fp16.h"
 #include "blas.h"
 #include "gemm.h"
 #include "kernels.h"
@@ -77,6 +78,15 @@ void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld, in
 }
 
 
+int ane_table_as_fp16(uint16_t *out, const float *table, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        out[i] = ane_fp32_to_fp16(table[i]);
+        float back = ane_fp16_to_fp32(out[i]);
+        if (back != table[i] && !(isnan(table[i]) && isnan(back))) return 0;
+    }
+    return 1;
+}
+
 /* Parts as one loop: the parts' rows one after another; a share that crosses from one part into
  * the next runs as a share of each (its rows' results are the part's own loop's). */
 typedef struct parts_job {
@@ -141,7 +151,7 @@ ane_status ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x,
 
 ane_status ane_gemv_encoded(float *y, ane_weight_encoding encoding, const void *data, const float *table, const float *x,
                             int64_t rows, int64_t k, ane_error *err) {
-    ane_gemv_part alone = {y, encoding, data, table, rows, NULL};
+    ane_gemv_part alone = {y, encoding, data, table, rows, NULL, NULL};
     return ane_gemv_parts(&alone, 1, x, k, ANE_ACTIVATIONS_FLOAT, err);
 }
 
@@ -313,7 +323,8 @@ static ane_status integer_parts(const ane_gemv_part *parts, int count, const flo
         const void *palette_codes = parts[p].palette_codes;
         if (encoding == ANE_ENCODING_LUT4)
             missing |= !(palette_codes = palette_codes_for(palette_codes, &owned[p], parts[p].table, parts[p].rows, activations));
-        jobs[p] = (integer_job){parts[p].y, parts[p].data, parts[p].table, palette_codes, vectors, columns, k, encoding, activations};
+        jobs[p] = (integer_job){parts[p].y, parts[p].data, parts[p].table, palette_codes, vectors, columns, k, encoding, activations,
+                                activations == ANE_ACTIVATIONS_INT8 ? parts[p].half_table : NULL};
         job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
     }
     ane_status status = ANE_OK;
@@ -441,7 +452,7 @@ ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void
     if (refused) return refused;
     if (activations != ANE_ACTIVATIONS_FLOAT && columns > ANE_FEW_COLUMNS)
         return encoded_matmul_codes_blas(y, encoding, data, table, palette_codes, x, rows, k, columns, activations, err);
-    ane_gemv_part alone = {y, encoding, data, table, rows, encoding == ANE_ENCODING_LUT4 ? palette_codes : NULL};
+    ane_gemv_part alone = {y, encoding, data, table, rows, encoding == ANE_ENCODING_LUT4 ? palette_codes : NULL, NULL};
     if (activations != ANE_ACTIVATIONS_FLOAT) return integer_parts(&alone, 1, x, k, columns, activations, err);
     if (columns == 1) return ane_gemv_parts(&alone, 1, x, k, activations, err);
     const uint16_t *words = alone.palette_codes;

@@ -63,7 +63,15 @@ typedef struct ane_gemv_part {
     int64_t rows;
     const void *palette_codes; /* 4-bit rows: their palettes as the products read them under the
                                   activations (ane_palette_codes: bf16 words, or integer codes), or NULL */
+    const uint16_t *half_table; /* GGUF's blocks but Q6_K under int8 activations: the table as fp16
+                                   (ane_table_as_fp16), or NULL; the results are the same bits either way */
 } ane_gemv_part;
+
+/* A block weight's table [n] as fp16 into out [n], for the products that read it so (a decoding
+ * step reads a Q4_0 weight's fp32 scales as a fifth of its bytes, an fp16 copy a ninth): 1 when
+ * every entry is an fp16 value (GGUF's Q8_0 / Q4_0 scales always are; Q4_K's and Q5_K's pairs in
+ * an fp16 program), else 0 and out is not to be used. */
+int ane_table_as_fp16(uint16_t *out, const float *table, int64_t n);
 
 /* Parts one loop over the helper threads takes at most (more run as further loops). */
 #define ANE_GEMV_MAX_PARTS 4

@@ -152,6 +152,9 @@ typedef struct integer_job {
     int64_t count, k;
     ane_weight_encoding encoding;
     ane_activations activations;
+    const uint16_t *half_table; /* Q8_0 / Q4_0 / Q4_K / Q5_K: the table's entries as fp16 (each one an fp16
+                                   value: ane_table_as_fp16), which the kernels that can read in place of
+                                   `table`, half its bytes; or NULL */
 } integer_job;
 
 /* The memory a code_vector of k elements takes (quantize_codes_with's `memory`). */

@@ -151,7 +151,7 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
             differing += written != (p > 0);
             if (!written) free(codes), codes = NULL;
         }
-        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], codes};
+        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], codes, NULL};
         alone[p] = malloc(sizeof(float) * rows[p] + 1);
         if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
         else if (activations == ANE_ACTIVATIONS_FLOAT) gemv_encoded_ok(alone[p], encoding, data, table, x, rows[p], k);
@@ -180,6 +180,12 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
 
 /* Q8_0, Q4_0, Q6_K and Q4_K rows against ane_gemv_fp32 of their dequantized values (see the top). */
 static void check_blocks(int64_t rows, int64_t k, const float *x) {
+    { /* a table with an entry that is no fp16 value has no fp16 form */
+        const float table[3] = {0.5f, 1.0f + 0x1p-20f, -2.0f};
+        uint16_t half[3];
+        CHECK(!ane_table_as_fp16(half, table, 3), "a table with 1 + 2^-20 taken as fp16");
+        CHECK(ane_table_as_fp16(half, table, 1) && half[0] == 0x3800, "0.5 not taken as fp16 0x3800");
+    }
     int64_t blocks = k / 32, supers = k / 256; /* Q6_K: blocks of 256 (k % 256 == 0 only) */
     int8_t *q8 = malloc(rows * k), *codes6 = malloc(rows * k);
     uint8_t *q4 = calloc(rows * k / 2, 1), *q6 = calloc(rows * supers * 210 + 1, 1), *q4k = calloc(rows * k / 2, 1);
@@ -191,7 +197,8 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
     float *w5k = malloc(sizeof(float) * rows * k);
     for (int64_t b = 0; b < rows * blocks; b++) {
         pairs[2 * b] = ane_fp16_to_fp32(ane_fp32_to_fp16(0.02f * (1.5f + uniform())));
-        pairs[2 * b + 1] = 6.0f + 5.0f * uniform(); /* (not an integer: the general case) */
+        /* (not an integer: the general case; an fp16 value, as an fp16 program's: the half table below) */
+        pairs[2 * b + 1] = ane_fp16_to_fp32(ane_fp32_to_fp16(6.0f + 5.0f * uniform()));
     }
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < k; j++) {
@@ -274,8 +281,8 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
         CHECK(memcmp(y, want, sizeof(float) * rows) == 0, "%s [%lld, %lld]: not ane_gemv_fp32's bits for its values",
               kinds[t].name, (long long)rows, (long long)k);
         /* in parts with another weight of the same encoding (ane_gemv_parts: a decode step's q, k, v) */
-        ane_gemv_part parts[2] = {{y, kinds[t].encoding, kinds[t].data, scales, rows, NULL},
-                                  {y + rows, kinds[t].encoding, kinds[t].data, scales, rows, NULL}};
+        ane_gemv_part parts[2] = {{y, kinds[t].encoding, kinds[t].data, scales, rows, NULL, NULL},
+                                  {y + rows, kinds[t].encoding, kinds[t].data, scales, rows, NULL, NULL}};
         ane_error err;
         CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_FLOAT, &err) == ANE_OK, "%s in parts: %s", kinds[t].name, err.message);
         CHECK(memcmp(y, want, sizeof(float) * rows) == 0 && memcmp(y + rows, want, sizeof(float) * rows) == 0,
@@ -289,6 +296,21 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
               (long long)k);
         CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_INT16, &err) == ANE_ERR_ARGUMENT && strstr(err.message, "not int16"),
               "%s in parts under int16 activations: not refused", kinds[t].name);
+        /* the table as fp16 (every entry here an fp16 value), which the kernels that can read in
+         * its place: the same bits (Q6_K's scales come from its blocks or the fp32 table) */
+        int64_t entries = rows * ane_encoded_table_width(kinds[t].encoding, k);
+        uint16_t *half = malloc(sizeof *half * (size_t)entries + 1);
+        int exact = ane_table_as_fp16(half, scales, entries);
+        CHECK(exact || kinds[t].encoding == ANE_ENCODING_Q6_K, "%s: its fp16 table refused", kinds[t].name);
+        if (exact && kinds[t].encoding != ANE_ENCODING_Q6_K) {
+            parts[0].half_table = parts[1].half_table = half;
+            CHECK(ane_gemv_parts(parts, 2, x, k, ANE_ACTIVATIONS_INT8, &err) == ANE_OK, "%s half: %s", kinds[t].name, err.message);
+            CHECK(memcmp(y, want, sizeof(float) * rows) == 0 && memcmp(y + rows, want, sizeof(float) * rows) == 0,
+                  "%s [%lld, %lld] in parts reading the fp16 table: not the fp32 table's bits", kinds[t].name,
+                  (long long)rows, (long long)k);
+            parts[0].half_table = parts[1].half_table = NULL;
+        }
+        free(half);
         ane_gemv_fp32(want, kinds[t].values, x, rows, k);
         /* 3 columns (a prompt's few: each column's matrix-vector product) and 17 (decoded panels) */
         for (int count = 3; count <= 17; count += 14) {

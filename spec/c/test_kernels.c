@@ -210,7 +210,7 @@ static void check_integer(void) {
                     }
                     y[t] = malloc(sizeof(float) * ROWS * COLUMNS);
                     integer_job job = { y[t], lut4 ? (const void *)packed : q, scales, codes[t], vectors[t], COLUMNS, k,
-                                        lut4 ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, activations };
+                                        lut4 ? ANE_ENCODING_LUT4 : ANE_ENCODING_INT8, activations, NULL };
                     tables[t]->rows_integer[lut4][activations == ANE_ACTIVATIONS_INT16](&job, 0, ROWS);
                 }
                 int int8 = activations == ANE_ACTIVATIONS_INT8;

@@ -5,13 +5,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../kernels.h"
 #include "x86.h"
 
 enum { Q8_LUT4_VNNI_CHUNK = 128, Q16_LUT4_VNNI_CHUNK = 128 }; /* elements a step of the 4-bit kernels */
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,f16c")))
 
 /* The palette quantized in registers (the same operations as q8_palette_scalar: an exact
  * maximum, one multiply, round to nearest even). */
@@ -192,13 +193,28 @@ static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_gr
  * accumulators: blocks_int8's arithmetic summed in lanes, within the bound spec/c/test_gemv.c
  * derives for it. dots[r] = row r (at w + r row_bytes, its scales at scales + r width) against
  * v, for count 1 or 4. Per 128 weights a row: Q8_0 2 x 7 operations, Q4_0 12, Q6_K 21. */
-typedef void (*block_rows_vnni)(const char *w, int64_t row_bytes, const float *scales, int64_t width,
-                                const code_vector *v, float *dots, int count);
+typedef void (*block_rows_vnni)(const char *w, int64_t row_bytes, const float *scales, const uint16_t *half,
+                                int64_t width, const code_vector *v, float *dots, int count);
+
+/* n (2, 4 or 8) table entries of a row at `at` as floats, from the fp16 table where the job has
+ * one (use_half: a constant of each kernel's copy), else the fp32 one: the same values. */
+#define TABLE_ENTRIES2(table, half, at, use_half) \
+    ((use_half) ? _mm_cvtph_ps(_mm_cvtsi32_si128(half_pair(half + (at)))) : _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)((table) + (at)))))
+#define TABLE_ENTRIES4(table, half, at, use_half) \
+    ((use_half) ? _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)((half) + (at)))) : _mm_loadu_ps((table) + (at)))
+#define TABLE_ENTRIES8(table, half, at, use_half) \
+    ((use_half) ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((half) + (at)))) : _mm256_loadu_ps((table) + (at)))
+
+static inline int half_pair(const uint16_t *half) {
+    int two;
+    memcpy(&two, half, sizeof two);
+    return two;
+}
 
 /* Q8_0: 64 weights a step in element order plus 128 against the codes (arrange_codes8's lanes:
  * the bias -128 x the lane's code sum, the lane's block scale); lanes 0-7 the first block's. */
 VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
     __m512 sums[GEMV_GROUP];
     const __m512i plus128 = _mm512_set1_epi8((char)0x80), two_blocks = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
@@ -207,7 +223,7 @@ VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(con
         __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
         for (int r = 0; r < count; r++) {
             __m512i weights = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j), plus128);
-            __m128 pair = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(scales + r * width + j / 32)));
+            __m128 pair = TABLE_ENTRIES2(scales, half, r * width + j / 32, use_half);
             __m512 both = _mm512_mul_ps(_mm512_permutexvar_ps(two_blocks, _mm512_castps128_ps512(pair)), activation_scales);
             sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes)), both, sums[r]);
         }
@@ -223,7 +239,7 @@ VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(con
  * the bias (arrange_q4_0_codes8) is -8 x each 8 codes' sum, so lane L holds elements 8L .. 8L + 7,
  * block L / 4's. The blocks after the whole steps in blocks_int8's scalar order. */
 VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
     __m512 sums[GEMV_GROUP];
     const __m512i nibble = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x88);
     const __m512i four_blocks = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -238,7 +254,7 @@ VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(con
             __m512i bytes = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j / 2), flip);
             __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
             __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, even, even_codes), odd, odd_codes);
-            __m512 weight_scales = _mm512_permutexvar_ps(four_blocks, _mm512_castps128_ps512(_mm_loadu_ps(scales + r * width + j / 32)));
+            __m512 weight_scales = _mm512_permutexvar_ps(four_blocks, _mm512_castps128_ps512(TABLE_ENTRIES4(scales, half, r * width + j / 32, use_half)));
             sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(weight_scales, activation_scales), sums[r]);
         }
     }
@@ -252,7 +268,7 @@ VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(con
  * S = sum x a over its 8 elements; its code sum C is bias8 / -8 (arrange_q4_0_codes8: exact, a
  * power of two); the lane's term (scale x the activations') x (S - offset x C). */
 VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *pairs, int64_t width, const code_vector *v, float *dots, int count) {
+    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
     __m512 sums[GEMV_GROUP];
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
@@ -268,7 +284,7 @@ VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(con
             __m512i bytes = _mm512_loadu_si512(w + r * row_bytes + j / 2);
             __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
             __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), even, even_codes), odd, odd_codes);
-            __m512 eight = _mm512_castps256_ps512(_mm256_loadu_ps(pairs + r * width + j / 16)); /* four blocks' pairs */
+            __m512 eight = _mm512_castps256_ps512(TABLE_ENTRIES8(pairs, half, r * width + j / 16, use_half)); /* four blocks' pairs */
             __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, eight), code_sums));
             sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, eight), activation_scales), sums[r]);
         }
@@ -299,7 +315,7 @@ VNNI static inline __m512i q5_k_codes64(const uint8_t *row, int64_t j) {
  * its 4 elements; its code sum C is the lane bias / -128 (exact); lanes 0-7 the first block's;
  * the lane's term (scale x the activations') x (S - offset x C). */
 VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *pairs, int64_t width, const code_vector *v, float *dots, int count) {
+    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
     __m512 sums[GEMV_GROUP];
     const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m512i offset_of = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
@@ -311,7 +327,7 @@ VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(con
         __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
         for (int r = 0; r < count; r++) {
             __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_k_codes64((const uint8_t *)w + r * row_bytes, j), codes);
-            __m512 four = _mm512_castps128_ps512(_mm_loadu_ps(pairs + r * width + j / 16)); /* both blocks' pairs */
+            __m512 four = _mm512_castps128_ps512(TABLE_ENTRIES4(pairs, half, r * width + j / 16, use_half)); /* both blocks' pairs */
             __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, four), code_sums));
             sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, four), activation_scales), sums[r]);
         }
@@ -331,7 +347,8 @@ VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(con
  * table's 32 bytes per 128 weights, a quarter more to read than the blocks' 105, stay unread),
  * or from the table for a program's block (d = 0). */
 VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, int64_t width, const code_vector *v, float *dots, int count) {
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
+    (void)half, (void)use_half; /* (Q6_K's scales from its blocks, or a program's from the fp32 table) */
     __m512 low_sums[GEMV_GROUP], high_sums[GEMV_GROUP];
     const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
     const __m512i up = _mm512_setr_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
@@ -368,10 +385,15 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
 }
 
 #define BLOCK_ROWS_VNNI(name)                                                                                     \
-    VNNI static void name(const char *w, int64_t row_bytes, const float *scales, int64_t width, const code_vector *v, \
-                          float *dots, int count) {                                                               \
-        if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, width, v, dots, GEMV_GROUP);                 \
-        else name##_inline(w, row_bytes, scales, width, v, dots, 1);                                              \
+    VNNI static void name(const char *w, int64_t row_bytes, const float *scales, const uint16_t *half, int64_t width, \
+                          const code_vector *v, float *dots, int count) {                                         \
+        if (half) {                                                                                               \
+            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, dots, GEMV_GROUP, 1);    \
+            else name##_inline(w, row_bytes, scales, half, width, v, dots, 1, 1);                                 \
+        } else {                                                                                                  \
+            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, dots, GEMV_GROUP, 0);    \
+            else name##_inline(w, row_bytes, scales, half, width, v, dots, 1, 0);                                 \
+        }                                                                                                         \
     }
 BLOCK_ROWS_VNNI(q8_0_int8_vnni)
 BLOCK_ROWS_VNNI(q4_0_int8_vnni)
@@ -389,8 +411,8 @@ static void blocks_group(const void *context, int64_t row, int64_t apart, int co
                                                                   : q5_k_int8_vnni;
     for (int64_t c = 0; c < job->count; c++) {
         float dots[GEMV_GROUP];
-        kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width, apart * width,
-               &job->columns[c], dots, count);
+        kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width,
+               job->half_table ? job->half_table + row * width : NULL, apart * width, &job->columns[c], dots, count);
         for (int g = 0; g < count; g++) job->y[(row + g * apart) * job->count + c] = dots[g];
     }
 }
