@@ -153,8 +153,9 @@ typedef struct integer_job {
     ane_weight_encoding encoding;
     ane_activations activations;
     const uint16_t *half_table; /* Q8_0 / Q4_0 / Q4_K / Q5_K: the table's entries as fp16 (each one an fp16
-                                   value: ane_table_as_fp16), which the kernels that can read in place of
-                                   `table`, half its bytes; or NULL */
+                                   value: ane_table_as_fp16), which the kernels read in place of `table`,
+                                   half its bytes (VNNI's directly, the others' integer_block_rows a row's
+                                   converted at a time); or NULL */
 } integer_job;
 
 /* The memory a code_vector of k elements takes (quantize_codes_with's `memory`). */

@@ -154,9 +154,17 @@ void integer_block_rows(const integer_job *job, int64_t first, int64_t last, con
                          : job->encoding == ANE_ENCODING_Q6_K ? dots->q6_k
                          : job->encoding == ANE_ENCODING_Q4_K ? dots->q4_k
                                                               : dots->q5_k;
-    for (int64_t r = first; r < last; r++)
+    /* a row's fp16 table (integer_job) converted here, a row at a time, where it fits: memory
+     * gives half the table's bytes, the dots read the same values from the copy in cache */
+    enum { CONVERTED_MAX = 1024 };
+    float converted[CONVERTED_MAX]; /* [width] */
+    int from_half = job->half_table && width <= CONVERTED_MAX;
+    for (int64_t r = first; r < last; r++) {
+        const float *table = job->table + r * width;
+        if (from_half) ane_fp16_to_fp32_n(converted, job->half_table + r * width, (size_t)width), table = converted;
         for (int64_t c = 0; c < job->count; c++)
-            job->y[r * job->count + c] = dot((const char *)job->data + r * row_bytes, job->table + r * width, &job->columns[c]);
+            job->y[r * job->count + c] = dot((const char *)job->data + r * row_bytes, table, &job->columns[c]);
+    }
 }
 
 static float q8_0_int8_dot(const void *codes, const float *scales, const code_vector *v) {
