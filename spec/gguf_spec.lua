@@ -260,6 +260,11 @@ describe("GGUF files", function()
         local got, want = assert(a:feed({ id })), assert(b:feed({ id }))
         assert.are.equal(0, got:max_abs_diff(want), "step " .. i)
       end
+      -- saved (as a directory: the blocks dequantized, no GGUF K-type in its quantized forms) and
+      -- loaded again, it is the dequantized twin
+      local dir = helpers.tmpdir() .. "/" .. block_type:lower() .. "-saved"
+      assert(kept:save(dir))
+      assert.are.equal(0, assert(models.load(dir, options)):logits(ids):max_abs_diff(dense:logits(ids)))
       -- int8 activations (the default for a GGUF file's blocks on sim): llama.cpp's arithmetic
       local int8 = assert(models.load(path, { backend = "sim", precision = "fp32", profile = "cpu" }))
       assert.matches("int8 activations", tostring(int8))

@@ -420,9 +420,11 @@ function M.write(dir, model)
   local function vector(role, t) return t:to("fp32"):reshape(t:numel()):add(-(offsets[role] or 0)) end
   for l, stored in ipairs(model.P.stored_layers) do
     for role, t in pairs(model.P.layers[l]) do
-      if stored[role] then
+      if stored[role] and TABLE_SUFFIX[stored[role]:encoding()] then
         add_quantized(tensors, name(role, l - 1), stored[role])
         weights_encoding = stored[role]:encoding()
+      elseif stored[role] then -- (a GGUF file's K-quant blocks, kept for sim's products: saved dequantized)
+        tensors[name(role, l - 1)] = in_dtype(stored[role]:dequantize(), model.dtype)
       elseif t:ndim() == 4 then -- a program's [out, in, 1, 1] weight: [out, in]
         tensors[name(role, l - 1)] = t:reshape(t:shape()[1], t:shape()[2])
       else
