@@ -583,7 +583,8 @@ static ane_status k_parts(const sim_context *context, const sim_step *step, cons
         parts[p] = half ? (ane_gemv_part){values[conv->id].data, ANE_ENCODING_DENSE, half, NULL, w->shape[0], NULL, NULL}
                         : (ane_gemv_part){values[conv->id].data, w->encoding, ane_tensor_data(&w->value),
                                           (const float *)ane_tensor_data(&w->table), w->shape[0], palette_codes,
-                                          step->half_tables[p]};
+                                          step->half_tables[p].storage ? (const uint16_t *)ane_tensor_data(&step->half_tables[p])
+                                                                       : NULL};
     }
     return ane_gemv_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1], context->activations, err);
 }

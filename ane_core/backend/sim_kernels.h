@@ -74,9 +74,10 @@ typedef struct sim_step {
     const void *palette_codes[SIM_MAX_PARTS];  /* each part's 4-bit weight palettes as the products read them
                                                   (tensor/gemv.h: integer codes, or bf16 words under float
                                                   activations), computed at compile; NULL: the fp32 palettes */
-    const uint16_t *half_tables[SIM_MAX_PARTS]; /* each part's block weight's table as fp16 under int8
+    ane_tensor half_tables[SIM_MAX_PARTS];     /* each part's block weight's table as fp16 under int8
                                                   activations (tensor/gemv.h: ane_table_as_fp16), computed at
-                                                  compile; NULL: the fp32 table */
+                                                  compile and interned (the programs of one weight share it);
+                                                  no storage: the fp32 table */
     unsigned char rounds[SIM_MAX_PARTS];       /* each output rounded to fp16 (fp16 precision, arithmetic) */
     unsigned char cliffs;                      /* the target's numeric cliffs apply (profile `ane`) */
 } sim_step;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tensor/intern.h"
 #include "../tensor/gemv.h"
 #include "sim_places.h"
 #include "sim_program.h"
@@ -182,21 +183,27 @@ static ane_status palette_codes(const sim_compiled *p, const ane_node *w, const 
 }
 
 /* A block weight's table as fp16 under int8 activations, which its products read in place of
- * the fp32 one (tensor/gemv.h: ane_table_as_fp16; Q6_K's scales come from its blocks): NULL
- * when an entry is no fp16 value, or for any other weight. */
-static ane_status half_table(const sim_compiled *p, const ane_node *w, const uint16_t **out, ane_error *err) {
-    *out = NULL;
+ * the fp32 one (tensor/gemv.h: ane_table_as_fp16; Q6_K's scales come from its blocks), interned
+ * so that every program of the weight holds one copy; left without storage when an entry is no
+ * fp16 value, or for any other weight. */
+static ane_status half_table(const sim_compiled *p, const ane_node *w, ane_tensor *out, ane_error *err) {
+    memset(out, 0, sizeof *out);
     if (p->slots[w->id].weight_form != SIM_WEIGHT_ENCODED || !ane_encoding_is_blockwise(w->encoding) ||
         p->options.activations != ANE_ACTIVATIONS_INT8)
         return ANE_OK;
     int64_t n = ane_tensor_numel(&w->table);
-    uint16_t *half = malloc((size_t)n * sizeof *half + 1);
-    if (!half) return out_of_memory(p, err);
-    if (!ane_table_as_fp16(half, (const float *)ane_tensor_data(&w->table), n)) {
-        free(half);
+    ane_tensor half;
+    if (ane_tensor_empty(&half, 1, &n, ANE_FP16, err)) return out_of_memory(p, err);
+    if (!ane_table_as_fp16((uint16_t *)ane_tensor_data(&half), (const float *)ane_tensor_data(&w->table), n)) {
+        ane_tensor_release(&half);
         return ANE_OK;
     }
-    *out = half;
+    if (ane_intern_find(&half, out)) {
+        ane_tensor_release(&half);
+    } else {
+        ane_intern_add(&half);
+        *out = half;
+    }
     return ANE_OK;
 }
 
@@ -297,7 +304,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
 void sim_plan_free(sim_compiled *p) {
     for (int s = 0; p->steps && s < p->nsteps; s++)
         for (int k = 0; k < p->steps[s].nparts; k++)
-            free((void *)p->steps[s].palette_codes[k]), free((void *)p->steps[s].half_tables[k]);
+            free((void *)p->steps[s].palette_codes[k]), ane_tensor_release(&p->steps[s].half_tables[k]);
     free(p->steps);
     free(p->slots);
     free(p->temp_nodes);
