@@ -145,6 +145,12 @@ static void param_float(emitter *e, const ane_node *node, argument *args, int *c
     param_scalar(e, node, args, count, param, mil_dtype(dtype), literal);
 }
 
+/* The literal that reads the blob whose record is at `offset` of the weight file. */
+static void blob_reference(const char *type, uint64_t offset, char *literal, size_t literal_size) {
+    snprintf(literal, literal_size, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type, ANE_MIL_WEIGHT_PATH,
+             (unsigned long long)offset);
+}
+
 /* `size` bytes as a new MILBlob record: the BLOBFILE literal of a `type` tensor in `literal`.
  * `graphs_own`: the bytes are the graph's (they live as long as it), so a file by reference
  * may point at them. */
@@ -154,8 +160,7 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
     if (!e->status)
         e->status = graphs_own ? ane_milblob_add_borrowed(&e->blobs, code, bytes, size, &offset, e->err)
                                : ane_milblob_add(&e->blobs, code, bytes, size, &offset, e->err);
-    snprintf(literal, literal_size, "%s(BLOBFILE(path = string(\"%s\"), offset = uint64(%llu)))", type,
-             ANE_MIL_WEIGHT_PATH, (unsigned long long)offset);
+    blob_reference(type, offset, literal, literal_size);
 }
 
 /* A quantized weight, stored compressed as the device stores it (docs/reference/mil-dialect.md; the
@@ -193,8 +198,8 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
     else if (node->encoding == ANE_ENCODING_Q4_0) snprintf(data_type, sizeof data_type, "tensor<int4, %s>", dims), code = MILBLOB_INT4;
     else type_of(ANE_INT8, node->rank, node->shape, data_type, sizeof data_type);
     type_of(node->dtype, table_rank, table_shape, table_type, sizeof table_type);
-    if (node->encoding == ANE_ENCODING_Q6_K || node->encoding == ANE_ENCODING_Q5_K) { /* its codes, a byte each
-                                                                                      (the blob's own copy) */
+    if (node->encoding == ANE_ENCODING_Q6_K || node->encoding == ANE_ENCODING_Q5_K) { /* its codes, a byte each,
+                                                        derived from the packed ones, which a compile's parse takes back */
         uint8_t *codes = malloc((size_t)(rows * k) + 1);
         if (!codes) {
             if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
@@ -206,8 +211,11 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
             if (node->encoding == ANE_ENCODING_Q6_K) ane_q6_k_unpack_codes((int8_t *)codes + r * k, row, k);
             else ane_q5_k_unpack(codes + r * k, row, k);
         }
-        blob_literal(e, data_type, code, codes, (uint64_t)(rows * k), 0, data_literal, sizeof data_literal);
-        free(codes);
+        uint64_t offset = 0;
+        if (e->status) free(codes);
+        else e->status = ane_milblob_add_derived(&e->blobs, code, codes, (uint64_t)(rows * k), &node->value, (int)node->encoding,
+                                                  &offset, e->err);
+        blob_reference(data_type, offset, data_literal, sizeof data_literal);
     } else {
         blob_literal(e, data_type, code, ane_tensor_data(&node->value), (uint64_t)ane_tensor_numel(&node->value), 1,
                      data_literal, sizeof data_literal);

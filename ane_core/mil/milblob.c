@@ -24,10 +24,8 @@ uint32_t ane_milblob_code_for(ane_dtype dtype) {
 
 /* ------------------------------------------------------------------ files in pieces */
 
-const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n) {
-    if (offset > file->size || n > file->size - offset) return NULL;
-    if (file->bytes) return file->bytes + offset;
-    if (file->npieces == 0) return NULL;
+const ane_mil_piece *ane_mil_file_piece(const ane_mil_file *file, uint64_t offset, uint64_t n) {
+    if (file->bytes || offset > file->size || n > file->size - offset || file->npieces == 0) return NULL;
     int low = 0, high = file->npieces - 1; /* the last piece starting at or before offset */
     while (low < high) {
         int middle = (low + high + 1) / 2;
@@ -37,7 +35,14 @@ const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uin
     const ane_mil_piece *piece = &file->pieces[low];
     if (offset < piece->offset || offset - piece->offset > piece->size || n > piece->size - (offset - piece->offset))
         return NULL;
-    return piece->bytes + (offset - piece->offset);
+    return piece;
+}
+
+const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n) {
+    if (offset > file->size || n > file->size - offset) return NULL;
+    if (file->bytes) return file->bytes + offset;
+    const ane_mil_piece *piece = ane_mil_file_piece(file, offset, n);
+    return piece ? piece->bytes + (offset - piece->offset) : NULL;
 }
 
 void ane_mil_file_copy(const ane_mil_file *file, uint8_t *out) {
@@ -90,6 +95,8 @@ static void append_own(ane_milblob_writer *w, const void *bytes, uint64_t size, 
     w->length += size;
 }
 
+/* A blob: borrowed (borrow) or copied; a borrowed one may be owned and name its origin
+ * (ane_milblob_add_derived), set on its part. */
 static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size, int borrow,
                            uint64_t *record_offset, ane_error *err) {
     if (code < MILBLOB_FLOAT16 || code > MILBLOB_FLOAT8E5M2)
@@ -127,6 +134,23 @@ ane_status ane_milblob_add_borrowed(ane_milblob_writer *w, uint32_t code, const 
     return add_blob(w, code, data, size, 1, record_offset, err);
 }
 
+ane_status ane_milblob_add_derived(ane_milblob_writer *w, uint32_t code, uint8_t *data, uint64_t size, const void *origin,
+                                   int origin_kind, uint64_t *record_offset, ane_error *err) {
+    int keep = w->by_reference && size >= ANE_MILBLOB_BORROW_MIN;
+    int parts_before = w->nparts;
+    ane_status status = add_blob(w, code, data, size, keep, record_offset, err);
+    if (status || !keep) {
+        free(data);
+        return status;
+    }
+    for (int i = parts_before; i < w->nparts; i++) /* (the record, the blob, its padding) */
+        if (w->parts[i].borrowed == data) {
+            w->parts[i].owned = data, w->parts[i].origin = origin, w->parts[i].origin_kind = origin_kind;
+            return ANE_OK;
+        }
+    return ANE_OK; /* (not reached: add_blob borrowed it) */
+}
+
 ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_mil_file *file, ane_error *err) {
     memset(file, 0, sizeof *file);
     file->path = path;
@@ -141,7 +165,8 @@ ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_
     for (int i = 0; i < w->nparts; i++) {
         const ane_milblob_part *part = &w->parts[i];
         w->pieces[i] = (ane_mil_piece){.offset = part->offset, .size = part->size,
-                                       .bytes = part->borrowed ? part->borrowed : (const uint8_t *)w->bytes.data + part->own_at};
+                                       .bytes = part->borrowed ? part->borrowed : (const uint8_t *)w->bytes.data + part->own_at,
+                                       .origin = part->origin, .origin_kind = part->origin_kind};
     }
     file->pieces = w->pieces;
     file->npieces = w->nparts;
@@ -149,6 +174,7 @@ ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_
 }
 
 void ane_milblob_writer_free(ane_milblob_writer *w) {
+    for (int i = 0; i < w->nparts; i++) free(w->parts[i].owned);
     ane_text_free(&w->bytes);
     free(w->parts);
     free(w->pieces);

@@ -33,10 +33,15 @@ typedef enum ane_milblob_code {
 /* The code for a tensor dtype; 0 when the format has none (int64, bool). */
 uint32_t ane_milblob_code_for(ane_dtype dtype);
 
-/* `size` bytes of a weight file, at file offset `offset`. */
+/* `size` bytes of a weight file, at file offset `offset`. A piece a writer derived from another
+ * form of the same values (the emitter's Q5_K / Q6_K codes, a byte each, unpacked from a graph
+ * const's packed ones) names that form as its origin, which a reader in the same process may
+ * take in place of the bytes (the parser: the packed tensor, not packing them again). */
 typedef struct ane_mil_piece {
     uint64_t offset, size;
     const uint8_t *bytes;
+    const void *origin; /* what the bytes were made from, or NULL: the writer's to say (emit.c: an ane_tensor) */
+    int origin_kind;    /* which form origin is (emit.c: the const's ane_encoding) */
 } ane_mil_piece;
 
 /* A weight file as a MIL program's BLOBFILE names it: its bytes in one run, or (bytes NULL)
@@ -53,6 +58,9 @@ typedef struct ane_mil_file {
 /* The file's bytes [offset, offset + n) where they lie in one run; NULL when the range
  * leaves the file or crosses from one piece into the next. */
 const uint8_t *ane_mil_file_range(const ane_mil_file *file, uint64_t offset, uint64_t n);
+/* The piece that holds [offset, offset + n) whole; NULL for a file in one run, or when the
+ * range leaves the file or crosses pieces. */
+const ane_mil_piece *ane_mil_file_piece(const ane_mil_file *file, uint64_t offset, uint64_t n);
 /* The whole file's bytes into out [file->size]. */
 void ane_mil_file_copy(const ane_mil_file *file, uint8_t *out);
 
@@ -65,6 +73,9 @@ typedef struct ane_milblob_part {
     uint64_t offset, size;     /* of the file */
     const uint8_t *borrowed;   /* the bytes where they lie, or NULL: the writer's own, from own_at */
     size_t own_at;
+    uint8_t *owned;            /* borrowed bytes the writer frees (ane_milblob_add_derived), or NULL */
+    const void *origin;        /* as ane_mil_piece's */
+    int origin_kind;
 } ane_milblob_part;
 
 typedef struct ane_milblob_writer {
@@ -85,6 +96,12 @@ ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *dat
 /* The same for data that outlives the file: a writer by reference keeps a pointer to it. */
 ane_status ane_milblob_add_borrowed(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
                                     uint64_t *record_offset, ane_error *err);
+/* The same for bytes made for the file from another form of the values (`origin`, of
+ * `origin_kind`: see ane_mil_piece), which lives as long as the file is read: a writer by
+ * reference keeps `data` (malloc'd) as a piece of its own that names the origin, and frees it
+ * with the writer; any other appends a copy and frees `data` at once, as it does on failure. */
+ane_status ane_milblob_add_derived(ane_milblob_writer *w, uint32_t code, uint8_t *data, uint64_t size, const void *origin,
+                                   int origin_kind, uint64_t *record_offset, ane_error *err);
 /* The file written so far, valid until the next add or the writer is freed. */
 ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_mil_file *file, ane_error *err);
 void ane_milblob_writer_free(ane_milblob_writer *w);

@@ -693,10 +693,18 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
 }
 
 /* Q5_K's and Q6_K's codes (a byte each in the weight file) packed as tensor/quantize.h keeps
- * them: the interned copy when another program holds the same bytes (the same layer's), else
- * new ones, interned for the next. */
-static ane_status packed_codes(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+ * them: the packed tensor they were unpacked from when the file says so (a compile's file, the
+ * emitter's piece: milblob.h), else the interned copy when another program holds the same bytes
+ * (the same layer's), else new ones, interned for the next. */
+static ane_status packed_codes(const parser *p, const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
     int64_t rows = v->type.dims[0], k = type_numel(&v->type) / rows;
+    const ane_mil_piece *piece = ane_mil_file_piece(&p->files[v->codes->blob_file], v->codes->blob_offset, (uint64_t)(rows * k));
+    if (piece && piece->origin && piece->origin_kind == (int)v->encoding && piece->offset == v->codes->blob_offset &&
+        piece->size == (uint64_t)(rows * k)) {
+        const ane_tensor *packed = piece->origin;
+        if (ane_tensor_is_contiguous(packed) && ane_tensor_numel(packed) * (int64_t)ane_dtype_size(packed->dtype) == bytes)
+            return ane_tensor_on_storage(data, packed->storage, packed->offset, 1, &bytes, NULL, ANE_UINT8, err);
+    }
     ane_status status = ane_tensor_empty(data, 1, &bytes, ANE_UINT8, err);
     if (status) return status;
     for (int64_t r = 0; r < rows; r++) {
@@ -716,8 +724,8 @@ static ane_status packed_codes(const mil_value *v, int64_t bytes, ane_tensor *da
 
 /* The stored bytes of a quantized weight as a tensor of its own: the interned copy when the
  * weight file's bytes are one (a compile's file points at the graph's codes), else a copy. */
-static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
-    if (v->encoding == ANE_ENCODING_Q6_K || v->encoding == ANE_ENCODING_Q5_K) return packed_codes(v, bytes, data, err);
+static ane_status encoded_data(const parser *p, const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
+    if (v->encoding == ANE_ENCODING_Q6_K || v->encoding == ANE_ENCODING_Q5_K) return packed_codes(p, v, bytes, data, err);
     ane_dtype dtype = v->encoding == ANE_ENCODING_INT8 || v->encoding == ANE_ENCODING_Q8_0 ? ANE_INT8 : ANE_UINT8;
     ane_tensor view;
     ane_status status = file_bytes_tensor(v->codes->blob, 1, &bytes, dtype, &view, err);
@@ -730,26 +738,50 @@ static ane_status encoded_data(const mil_value *v, int64_t bytes, ane_tensor *da
     return status;
 }
 
+/* Elements [0, n) of a tensor literal as fp32 into out: a weight file's fp16 / fp32 run
+ * converted as a row (a block table holds a value per 16 or 32 weights), else one at a time. */
+static void literal_as_fp32(const mil_value *v, float *out, int64_t n) {
+    int as_row = v->kind == VAL_TENSOR && v->blob && !v->type.bits && (v->type.dtype == ANE_FP16 || v->type.dtype == ANE_FP32);
+    if (as_row) {
+        ane_dtype_convert_row(out, ANE_FP32, v->blob, v->type.dtype, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) out[i] = (float)param_at(v, i);
+}
+
 /* A quantized weight's graph const: its stored bytes (shared or copied once), its table in fp32. */
 static ane_status encoded_const(parser *p, const mil_value *v, const char *name, ane_node **node, ane_error *err) {
     int64_t numel = type_numel(&v->type), rows = v->type.dims[0], k = rows ? numel / rows : 0;
     int64_t width = ane_encoded_table_width(v->encoding, k);
     int64_t bytes = ane_encoded_data_bytes(v->encoding, rows, k), table_shape[1] = {rows * width};
     ane_tensor data, table;
-    ane_status status = encoded_data(v, bytes, &data, err);
+    ane_status status = encoded_data(p, v, bytes, &data, err);
     if (status) return status;
-    status = ane_tensor_empty(&table, 1, table_shape, ANE_FP32, err);
+    int64_t pairs = v->offsets ? rows * width / 2 : 0;
+    float *offsets = v->offsets ? malloc(sizeof(float) * (size_t)pairs + 1) : NULL;
+    status = v->offsets && !offsets ? ane_fail(err, ANE_ERR_NOMEM, "out of memory reading weight '%s'", name)
+                                    : ane_tensor_empty(&table, 1, table_shape, ANE_FP32, err);
     if (!status) {
         float *entries = (float *)ane_tensor_data(&table);
-        if (v->offsets) /* q4_k: each block's scale, then its offset */
-            for (int64_t i = 0; i < rows * width / 2; i++)
-                entries[2 * i] = (float)param_at(v->table, i), entries[2 * i + 1] = (float)param_at(v->offsets, i);
-        else
-            for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, v->table_per_row ? i : i % width);
+        if (v->offsets) { /* q4_k / q5_k: each block's scale, then its offset. The scales are read into the
+                             table's second half, which the pairs then fill from the front: pair i's two
+                             entries land at or before scale i, after it is read. */
+            literal_as_fp32(v->table, entries + pairs, pairs);
+            literal_as_fp32(v->offsets, offsets, pairs);
+            for (int64_t i = 0; i < pairs; i++) {
+                float scale = entries[pairs + i];
+                entries[2 * i] = scale, entries[2 * i + 1] = offsets[i];
+            }
+        } else if (v->table_per_row) {
+            literal_as_fp32(v->table, entries, rows * width);
+        } else {
+            for (int64_t i = 0; i < rows * width; i++) entries[i] = (float)param_at(v->table, i % width);
+        }
         status = ane_graph_const_encoded(p->graph, name, v->type.dtype, v->type.rank, v->type.dims, v->encoding, &data,
                                          &table, node, err);
         ane_tensor_release(&table);
     }
+    free(offsets);
     ane_tensor_release(&data);
     return status;
 }

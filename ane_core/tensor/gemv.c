@@ -79,10 +79,16 @@ void ane_vecmat_fp16(float *y, const float *x, const uint16_t *m, int64_t ld, in
 
 
 int ane_table_as_fp16(uint16_t *out, const float *table, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        out[i] = ane_fp32_to_fp16(table[i]);
-        float back = ane_fp16_to_fp32(out[i]);
-        if (back != table[i] && !(isnan(table[i]) && isnan(back))) return 0;
+    enum { CHUNK = 1024 };
+    float back[CHUNK];
+    for (int64_t at = 0; at < n; at += CHUNK) { /* converted there and back a chunk at a time; the same bits
+                                                   again, or (a NaN's payload, say) compared entry by entry */
+        size_t count = (size_t)(n - at < CHUNK ? n - at : CHUNK);
+        ane_fp32_to_fp16_n(out + at, table + at, count);
+        ane_fp16_to_fp32_n(back, out + at, count);
+        if (!memcmp(back, table + at, count * sizeof *back)) continue;
+        for (size_t i = 0; i < count; i++)
+            if (back[i] != table[at + i] && !(isnan(table[at + i]) && isnan(back[i]))) return 0;
     }
     return 1;
 }

@@ -1,8 +1,9 @@
 /* mil/milblob.c by reference: a writer that leaves large blobs' data where it lies gives the
  * same file, byte for byte, as one that copies it (gathered with ane_mil_file_copy); the
  * reader walks both to the same records; a lookup of a borrowed blob returns the caller's own
- * bytes (no copy) and of a small or copied one the writer's; and the reader refuses ranges
- * that cross from one piece into the next instead of reading past a piece. */
+ * bytes (no copy) and of a small or copied one the writer's; a derived blob's piece names its
+ * origin (and only its piece does); and the reader refuses ranges that cross from one piece
+ * into the next instead of reading past a piece. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,8 @@ int main(void) {
     ane_milblob_writer copied, by_reference;
     ane_milblob_writer_init(&copied);
     ane_milblob_writer_init_by_reference(&by_reference);
-    uint64_t offsets[2][4];
+    uint64_t offsets[2][5];
+    static const int origin = 0; /* (what a derived blob was made from: only its address matters) */
     ane_error err;
     ane_milblob_writer *writers[2] = {&copied, &by_reference};
     for (int w = 0; w < 2; w++) {
@@ -30,8 +32,13 @@ int main(void) {
         CHECK(!ane_milblob_add(writers[w], MILBLOB_INT8, other, sizeof other, &offsets[w][2], &err), "copied");
         CHECK(!ane_milblob_add_borrowed(writers[w], MILBLOB_FLOAT32, other, 4 * ANE_MILBLOB_BORROW_MIN, &offsets[w][3], &err),
               "aligned");
+        uint8_t *derived = malloc(sizeof big); /* (each writer's own: it frees it) */
+        CHECK(derived != NULL, "malloc");
+        memcpy(derived, big, sizeof big);
+        CHECK(!ane_milblob_add_derived(writers[w], MILBLOB_UINT8, derived, sizeof big, &origin, 7, &offsets[w][4], &err),
+              "derived");
     }
-    for (int i = 0; i < 4; i++) CHECK(offsets[0][i] == offsets[1][i], "blob %d at the same offset in both files", i);
+    for (int i = 0; i < 5; i++) CHECK(offsets[0][i] == offsets[1][i], "blob %d at the same offset in both files", i);
 
     ane_mil_file whole, pieces;
     CHECK(!ane_milblob_writer_file(&copied, "w.bin", &whole, &err), "the copied file");
@@ -55,9 +62,11 @@ int main(void) {
     int na, nb;
     CHECK(!ane_milblob_parse(&whole, "w.bin", &a, &na, NULL, &err), "parse the copied file");
     CHECK(!ane_milblob_parse(&pieces, "w.bin", &b, &nb, NULL, &err), "parse the pieces: %s", err.message);
-    CHECK(na == 4 && nb == 4, "4 records each, got %d and %d", na, nb);
-    for (int i = 0; i < 4 && i < na && i < nb; i++)
-        CHECK(!memcmp(&a[i], &b[i], sizeof a[i]), "record %d read the same from both", i);
+    CHECK(na == 5 && nb == 5, "5 records each, got %d and %d", na, nb);
+    for (int i = 0; i < 5 && i < na && i < nb; i++)
+        CHECK(a[i].record_offset == b[i].record_offset && a[i].code == b[i].code && a[i].size == b[i].size &&
+                  a[i].data_offset == b[i].data_offset,
+              "record %d read the same from both", i); /* (field by field: the struct's padding is no record's) */
     free(a);
     free(b);
 
@@ -82,6 +91,14 @@ int main(void) {
     const uint8_t *last = ane_mil_file_range(&pieces, pieces.size - 4, 4);
     CHECK(last && !memcmp(last, whole.bytes + whole.size - 4, 4), "the last bytes, from the last piece");
 
+    const ane_mil_piece *piece = ane_mil_file_piece(&pieces, offsets[1][4] + ANE_MILBLOB_ALIGN, sizeof big);
+    CHECK(piece && piece->origin == &origin && piece->origin_kind == 7 && piece->size == sizeof big &&
+              piece->offset == offsets[1][4] + ANE_MILBLOB_ALIGN && !memcmp(piece->bytes, big, sizeof big),
+          "the derived blob's piece: its bytes, naming its origin");
+    piece = ane_mil_file_piece(&pieces, offsets[1][0] + ANE_MILBLOB_ALIGN, sizeof big);
+    CHECK(piece && !piece->origin && piece->bytes == big, "a borrowed blob's piece names none");
+    CHECK(ane_mil_file_piece(&whole, offsets[0][4] + ANE_MILBLOB_ALIGN, sizeof big) == NULL,
+          "a file in one run has no pieces (the copying writer kept the derived bytes, not their origin)");
     free(gathered);
     ane_milblob_writer_free(&copied);
     ane_milblob_writer_free(&by_reference);

@@ -29,8 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     walk(&whole);
     /* the same bytes as three pieces (how a compile hands sim its file), cut where no
      * record or data range need respect the cuts: a range across one is refused, never read */
-    ane_mil_piece pieces[3] = {{0, size / 3, data}, {size / 3, size / 2 - size / 3, data + size / 3},
-                               {size / 2, size - size / 2, data + size / 2}};
+    ane_mil_piece pieces[3] = {{.offset = 0, .size = size / 3, .bytes = data},
+                               {.offset = size / 3, .size = size / 2 - size / 3, .bytes = data + size / 3},
+                               {.offset = size / 2, .size = size - size / 2, .bytes = data + size / 2}};
     ane_mil_file cut = {.path = "fuzz.bin", .size = size, .pieces = pieces, .npieces = 3};
     walk(&cut);
     return 0;
