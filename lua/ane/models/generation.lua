@@ -348,6 +348,25 @@ local function step(self, id)
   m.counters.decode_seconds = m.counters.decode_seconds + m:elapsed_without_compiling(step_start, step_compiling)
 end
 
+-- Session i's cache inputs in a batched attention program: CACHED's names with "_i" (made once).
+local BATCH_INPUTS = setmetatable({}, { __index = function(names, i)
+  local of_session = {}
+  for _, name in ipairs(CACHED) do of_session[name] = name .. "_" .. i end
+  names[i] = of_session
+  return of_session
+end })
+
+-- The steps' extra inputs (steps[i][field]: each [1, n, 1, 1], the rotary angles) as columns of
+-- [1, n, 1, B], session i's in column i.
+local function batched_angles(steps, field, B, dtype)
+  local columns = {}
+  for name, t in pairs(steps[1][field]) do columns[name] = ane.tensor({ 1, t:shape()[2], 1, B }, dtype) end
+  for i, step in ipairs(steps) do
+    for name, t in pairs(step[field]) do columns[name]:slice(4, i, i):copy_from(t:slice(4, 1, 1)) end
+  end
+  return columns
+end
+
 --- One decode step of several sessions of one model, each at its own position with its own
 --- caches, feeding ids[i] to sessions[i]; afterwards each session's logits are those after
 --- its id. Each layer runs as two programs over all the sessions' positions as columns: the
@@ -382,22 +401,24 @@ function M.step_together(sessions, ids)
   end
   local columns = ane.tensor({ 1, m.width, 1, B }, m.dtype) -- [1, C, 1, B]: one column a session
   for i = 1, B do columns:slice(4, i, i):copy_from(steps[i].h:slice(4, 1, 1)) end
-  for l = 1, m.n_layer do
-    local inputs, appends, at_of = { x = columns }, {}, {}
-    for i, session in ipairs(sessions) do
-      local own = steps[i].sliding_inputs and m:is_sliding(l) and steps[i].sliding_inputs or steps[i].inputs
-      for name, t in pairs(own) do -- the rotary angles: [1, head, 1, 1], its column
-        inputs[name] = inputs[name] or ane.tensor({ 1, t:shape()[2], 1, B }, m.dtype)
-        inputs[name]:slice(4, i, i):copy_from(t:slice(4, 1, 1))
-      end
-      for _, name in ipairs(CACHED) do
-        inputs[name .. "_" .. i] = session.caches[l][name]
-        appends[name .. "_" .. i] = APPENDS[name] == 0 and 0 or APPENDS[name] .. "_" .. i
-        at_of[name .. "_" .. i] = session.position + 1
-      end
+  -- what every layer takes besides its caches, gathered once a step: the rotary angles as
+  -- columns (a sliding layer's own, where they differ), where each session's caches append
+  local angles = batched_angles(steps, "inputs", B, m.dtype)
+  local sliding_angles = steps[1].sliding_inputs and batched_angles(steps, "sliding_inputs", B, m.dtype)
+  local appending = { append = {}, at = sessions[1].position + 1, at_of = {} }
+  for i, session in ipairs(sessions) do
+    for name, input in pairs(BATCH_INPUTS[i]) do
+      appending.append[input] = APPENDS[name] == 0 and 0 or APPENDS[name] .. "_" .. i
+      appending.at_of[input] = session.position + 1
     end
-    local y = m:eval(m:program("attn_batch", l, B, size), "attn", l, inputs, nil,
-      { append = appends, at = sessions[1].position + 1, at_of = at_of }).y
+  end
+  for l = 1, m.n_layer do
+    local inputs = sliding_angles and m:is_sliding(l) and sliding_angles or angles
+    inputs.x = columns
+    for i, session in ipairs(sessions) do
+      for name, input in pairs(BATCH_INPUTS[i]) do inputs[input] = session.caches[l][name] end
+    end
+    local y = m:eval(m:program("attn_batch", l, B, size), "attn", l, inputs, nil, appending).y
     columns = m:eval(m:program("ffn", l, B), "ffn", l, { x = y }).y
   end
   for _, session in ipairs(sessions) do session.position = session.position + 1 end
