@@ -400,16 +400,36 @@ typedef struct columns_job {
     void (*two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last); /* or NULL */
     gemv_job *columns;                                         /* [count]: a column's x and its y [rows] */
     int64_t count, block_rows;
+    const char *data;                                          /* the weights' rows, row_bytes each */
+    int64_t row_bytes;
 } columns_job;
 
+/* Bytes [from, to) of the weights into the cache ahead of their use (a pass's share of the next block). */
+static void prefetch_bytes(const char *data, int64_t from, int64_t to) {
+    for (int64_t at = from; at < to; at += 64) __builtin_prefetch(data + at, 0, 2);
+}
+
+/* A block's first pass waits on memory, its others do not; so each pass over a block brings
+ * its share of the next block's rows into the cache, and the memory streams while the
+ * products compute. */
 static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
+    int64_t passes = job->two_columns ? job->count / 2 + job->count % 2 : job->count;
     for (int64_t from = first; from < last; from += job->block_rows) {
         int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
+        int64_t next_to = last - to < job->block_rows ? last : to + job->block_rows;
+        int64_t ahead = (next_to - to) * job->row_bytes, pass = 0; /* bytes of the next block, from byte to x row_bytes */
+        const char *next = job->data + to * job->row_bytes;
         int64_t c = 0;
         if (job->two_columns)
-            for (; c + 2 <= job->count; c += 2) job->two_columns(&job->columns[c], &job->columns[c + 1], from, to);
-        for (; c < job->count; c++) job->rows(&job->columns[c], from, to);
+            for (; c + 2 <= job->count; c += 2, pass++) {
+                prefetch_bytes(next, ahead * pass / passes, ahead * (pass + 1) / passes);
+                job->two_columns(&job->columns[c], &job->columns[c + 1], from, to);
+            }
+        for (; c < job->count; c++, pass++) {
+            prefetch_bytes(next, ahead * pass / passes, ahead * (pass + 1) / passes);
+            job->rows(&job->columns[c], from, to);
+        }
     }
 }
 
@@ -433,7 +453,7 @@ static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *d
     }
     /* fp16 rows two columns at a time where the level has that kernel (the same bits) */
     columns_job job = {rows_kernel, rows_kernel == ane_kernels()->rows_float[WEIGHTS_FP16] ? ane_kernels()->rows_fp16_two_columns
-                       : NULL, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows};
+                       : NULL, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows, data, row_bytes};
     ane_parallel_for(rows, grain_rows(row_bytes * columns), rows_of_columns, &job);
     for (int64_t c = 0; c < columns; c++)
         for (int64_t r = 0; r < rows; r++) y[r * columns + c] = jobs[c].y[r];
