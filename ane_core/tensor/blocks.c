@@ -272,6 +272,13 @@ static ane_status split_q6_k(const ane_tensor *blocks, int64_t rows, int64_t k, 
     return ANE_OK;
 }
 
+/* Eight values rounded to fp16 and back (the vector converters: a block's sub-blocks at once). */
+static void round_through_fp16(float values[8]) {
+    uint16_t halves[8];
+    ane_fp32_to_fp16_n(halves, values, 8);
+    ane_fp16_to_fp32_n(values, halves, 8);
+}
+
 /* Q4_K and Q5_K kept (quantize.h's ANE_ENCODING_Q4_K / _Q5_K): each sub-block's codes (Q4_K's in
  * MIL's uint4 order, Q5_K's packed: ane_q5_k_pack), its scale d x sc (exact in fp32: 11 x 6 bits) and
  * offset dmin x m / (d x sc), both rounded to table_dtype (an fp16 program's values), the
@@ -284,30 +291,31 @@ static int split_shifted_block(const uint8_t *block, int five_bits, ane_dtype ta
     float d = half_at(block), dmin = half_at(block + 2);
     if (scale_is_bad(d, bad) || scale_is_bad(dmin, bad)) return 1;
     const uint8_t *qh = five_bits ? block + 16 : NULL, *qs = block + (five_bits ? 48 : 16);
+    float scales[8], mins[8], offsets[8];
     for (int sub = 0; sub < 8; sub++) {
         int sc, m;
         k_scale_min(block + 4, sub, &sc, &m);
-        float scale = d * (float)sc, min = dmin * (float)m;
-        if (table_dtype == ANE_FP16) scale = ane_fp16_to_fp32(ane_fp32_to_fp16(scale));
-        float offset = scale != 0.0f ? min / scale : 0.0f;
-        if (table_dtype == ANE_FP16) offset = ane_fp16_to_fp32(ane_fp32_to_fp16(offset));
+        scales[sub] = d * (float)sc, mins[sub] = dmin * (float)m;
+    }
+    if (table_dtype == ANE_FP16) round_through_fp16(scales);
+    for (int sub = 0; sub < 8; sub++) offsets[sub] = scales[sub] != 0.0f ? mins[sub] / scales[sub] : 0.0f;
+    if (table_dtype == ANE_FP16) round_through_fp16(offsets);
+    for (int sub = 0; sub < 8; sub++) {
+        float scale = scales[sub], min = mins[sub], offset = offsets[sub];
         if ((scale == 0.0f && min != 0.0f) || !isfinite(offset)) {
             *sub_out = sub, *min_out = min, *scale_out = scale;
             return 2;
         }
         pairs[2 * sub] = scale, pairs[2 * sub + 1] = offset;
-        const uint8_t *bytes = qs + 32 * (sub / 2); /* element 32 sub + l: a nibble of bytes[l] (+ bit sub of qh[l]) */
-        uint8_t five[32];
-        for (int l = 0; l < 32; l += 2) {
-            unsigned x0 = (bytes[l] >> 4 * (sub % 2)) & 15u, x1 = (bytes[l + 1] >> 4 * (sub % 2)) & 15u;
-            if (five_bits) {
-                five[l] = (uint8_t)(x0 | ((qh[l] >> sub) & 1u) << 4);
-                five[l + 1] = (uint8_t)(x1 | ((qh[l + 1] >> sub) & 1u) << 4);
-            } else {
-                codes[(32 * sub + l) / 2] = (uint8_t)(x0 | x1 << 4);
-            }
-        }
-        if (five_bits) ane_q5_k_pack(codes + ANE_Q5_K_BYTES * sub, five, 32);
+        /* element 32 sub + l: a nibble of bytes[l] (+ bit sub of qh[l]); kept: elements 2i and 2i + 1's
+           four low bits in byte i, Q5_K's fifth bits after (ane_q5_k_pack's places) */
+        const uint8_t *bytes = qs + 32 * (sub / 2);
+        int shift = 4 * (sub % 2);
+        uint8_t *kept = codes + (five_bits ? ANE_Q5_K_BYTES : 16) * sub;
+        for (int i = 0; i < 16; i++)
+            kept[i] = (uint8_t)(((bytes[2 * i] >> shift) & 15u) | ((bytes[2 * i + 1] >> shift) & 15u) << 4);
+        if (five_bits)
+            for (int byte = 0; byte < 4; byte++) kept[16 + byte] = ane_gather_bits(qh + 8 * byte, sub);
     }
     return 0;
 }

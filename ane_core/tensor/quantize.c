@@ -68,12 +68,7 @@ void ane_q5_k_pack(uint8_t *row, const uint8_t *codes, int64_t k) {
         uint8_t *block = row + b * ANE_Q5_K_BYTES;
         const uint8_t *x = codes + b * ANE_ENCODING_BLOCK;
         for (int i = 0; i < 16; i++) block[i] = (uint8_t)((x[2 * i] & 15u) | (x[2 * i + 1] & 15u) << 4);
-        for (int byte = 0; byte < 4; byte++) { /* eight codes' bit 4 to bit 0 of their bytes, gathered by
-                                                  the multiply into its top byte, code i's at bit i */
-            uint64_t eight;
-            memcpy(&eight, x + 8 * byte, sizeof eight);
-            block[16 + byte] = (uint8_t)((((eight >> 4) & 0x0101010101010101u) * 0x0102040810204080u) >> 56);
-        }
+        for (int byte = 0; byte < 4; byte++) block[16 + byte] = ane_gather_bits(x + 8 * byte, 4); /* eight codes' bit 4 */
     }
 }
 

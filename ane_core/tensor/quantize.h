@@ -10,6 +10,7 @@
 #define ANE_TENSOR_QUANTIZE_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "../base/status.h"
 #include "tensor.h"
@@ -57,6 +58,14 @@ static inline int ane_q5_k_code(const uint8_t *row, int64_t j) {
     const uint8_t *block = row + (j / 32) * ANE_Q5_K_BYTES;
     int i = (int)(j % 32);
     return (int)((block[i / 2] >> (4 * (i & 1))) & 15u) | (int)((block[16 + i / 8] >> (i % 8)) & 1u) << 4;
+}
+
+/* Bit `bit` of eight bytes as one byte, byte i's at bit i: the multiply gathers the eight bits
+ * (each alone in its byte) into its top byte. Little-endian bytes, as x86 and Apple silicon are. */
+static inline uint8_t ane_gather_bits(const uint8_t *eight, int bit) {
+    uint64_t bytes;
+    memcpy(&bytes, eight, sizeof bytes);
+    return (uint8_t)((((bytes >> bit) & 0x0101010101010101u) * 0x0102040810204080u) >> 56);
 }
 
 /* A row of k (a multiple of 32) codes 0..31 packed as Q5_K's blocks (ane_q5_k_code reads them
