@@ -386,20 +386,27 @@ typedef struct split_job {
 
 static void split_range(void *context, int64_t first, int64_t last) {
     split_job *job = context;
-    for (int64_t b = first; b < last; b++) {
-        const uint8_t *block = job->bytes + b * job->size;
-        job->scales[b] = half_at(block);
-        if (!isfinite(job->scales[b])) {
-            lower_first_bad(&job->first_bad, b);
-            return;
-        }
-        if (job->q8) {
-            memcpy(job->codes + b * 32, block + 2, 32);
-        } else { /* stored: weight j's x in qs[j]'s low nibble, j + 16's in its high one; kept: x - 8 in order */
-            unsigned x[32];
-            for (int j = 0; j < 16; j++) x[j] = block[2 + j] & 15u, x[j + 16] = block[2 + j] >> 4;
-            for (int j = 0; j < 32; j += 2) /* x - 8 as a two's complement nibble is x ^ 8 */
-                job->codes[b * 16 + j / 2] = (uint8_t)((x[j] ^ 8u) | (x[j + 1] ^ 8u) << 4);
+    enum { CHUNK = 64 }; /* blocks whose scales are converted together (the vector converter) */
+    for (int64_t from = first; from < last; from += CHUNK) {
+        int64_t count = last - from < CHUNK ? last - from : CHUNK;
+        uint16_t halves[CHUNK];
+        for (int64_t i = 0; i < count; i++) memcpy(&halves[i], job->bytes + (from + i) * job->size, sizeof halves[i]);
+        ane_fp16_to_fp32_n(job->scales + from, halves, (size_t)count);
+        for (int64_t b = from; b < from + count; b++) {
+            const uint8_t *qs = job->bytes + b * job->size + 2;
+            if (!isfinite(job->scales[b])) {
+                lower_first_bad(&job->first_bad, b);
+                return;
+            }
+            if (job->q8) {
+                memcpy(job->codes + b * 32, qs, 32);
+                continue;
+            }
+            /* stored: weight j's x in qs[j]'s low nibble, j + 16's in its high one; kept: x - 8 in order,
+               weights 2i and 2i + 1 in byte i (x - 8 as a two's complement nibble is x ^ 8) */
+            uint8_t *kept = job->codes + b * 16;
+            for (int i = 0; i < 8; i++) kept[i] = (uint8_t)(((qs[2 * i] & 15u) | (qs[2 * i + 1] & 15u) << 4) ^ 0x88u);
+            for (int i = 0; i < 8; i++) kept[8 + i] = (uint8_t)(((qs[2 * i] >> 4) | (qs[2 * i + 1] & 0xF0u)) ^ 0x88u);
         }
     }
 }
