@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../base/fp16.h"
+#include "../base/parallel.h"
 #include "../base/text.h"
 #include "milblob.h"
 
@@ -163,6 +164,23 @@ static void blob_literal(emitter *e, const char *type, uint32_t code, const void
     blob_reference(type, offset, literal, literal_size);
 }
 
+/* Rows of Q5_K / Q6_K codes as packed (tensor/quantize.h) unpacked a byte each, over the helpers. */
+typedef struct unpack_job {
+    ane_weight_encoding encoding;
+    const uint8_t *packed; /* [rows] rows of ane_encoded_data_bytes(encoding, 1, k) */
+    uint8_t *codes;        /* [rows, k] */
+    int64_t k;
+} unpack_job;
+
+static void unpack_rows(void *context, int64_t first, int64_t last) {
+    const unpack_job *job = context;
+    for (int64_t r = first; r < last; r++) {
+        const uint8_t *row = job->packed + ane_encoded_data_bytes(job->encoding, r, job->k);
+        if (job->encoding == ANE_ENCODING_Q6_K) ane_q6_k_unpack_codes((int8_t *)job->codes + r * job->k, row, job->k);
+        else ane_q5_k_unpack(job->codes + r * job->k, row, job->k);
+    }
+}
+
 /* A quantized weight, stored compressed as the device stores it (docs/reference/mil-dialect.md; the
  * parameters in the attribute brackets):
  *   int8  constexpr_affine_dequantize: int8 data, one scale per row along axis 0, zero point 0
@@ -205,12 +223,8 @@ static void emit_encoded_const(emitter *e, const ane_node *node, const char *typ
             if (!e->status) e->status = ane_fail(e->err, ANE_ERR_NOMEM, "out of memory emitting weight '%s'", node->name);
             return;
         }
-        const uint8_t *packed = (const uint8_t *)ane_tensor_data(&node->value);
-        for (int64_t r = 0; r < rows; r++) {
-            const uint8_t *row = packed + ane_encoded_data_bytes(node->encoding, r, k);
-            if (node->encoding == ANE_ENCODING_Q6_K) ane_q6_k_unpack_codes((int8_t *)codes + r * k, row, k);
-            else ane_q5_k_unpack(codes + r * k, row, k);
-        }
+        unpack_job job = {node->encoding, (const uint8_t *)ane_tensor_data(&node->value), codes, k};
+        ane_parallel_for(rows, 1 + ((int64_t)1 << 16) / k, unpack_rows, &job); /* (the helpers idle while compiling) */
         uint64_t offset = 0;
         if (e->status) free(codes);
         else e->status = ane_milblob_add_derived(&e->blobs, code, codes, (uint64_t)(rows * k), &node->value, (int)node->encoding,

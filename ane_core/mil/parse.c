@@ -692,19 +692,27 @@ static int literal_tensor(parser *p, const mil_value *v, ane_tensor *out) {
     return 1;
 }
 
+/* The packed tensor a weight file's codes (`data`, from a BLOBFILE) were unpacked from for
+ * `encoding` (Q5_K or Q6_K), when the file names it (a compile's file, the emitter's piece:
+ * milblob.h); else NULL. Such codes are in the encoding's range by construction. */
+static const ane_tensor *codes_origin(const parser *p, const mil_value *data, ane_weight_encoding encoding) {
+    if (!data->blob) return NULL;
+    uint64_t size = (uint64_t)type_numel(&data->type);
+    const ane_mil_piece *piece = ane_mil_file_piece(&p->files[data->blob_file], data->blob_offset, size);
+    return piece && piece->origin && piece->origin_kind == (int)encoding && piece->offset == data->blob_offset &&
+                   piece->size == size
+               ? piece->origin
+               : NULL;
+}
+
 /* Q5_K's and Q6_K's codes (a byte each in the weight file) packed as tensor/quantize.h keeps
- * them: the packed tensor they were unpacked from when the file says so (a compile's file, the
- * emitter's piece: milblob.h), else the interned copy when another program holds the same bytes
- * (the same layer's), else new ones, interned for the next. */
+ * them: the packed tensor they were unpacked from (codes_origin), else the interned copy when
+ * another program holds the same bytes (the same layer's), else new ones, interned for the next. */
 static ane_status packed_codes(const parser *p, const mil_value *v, int64_t bytes, ane_tensor *data, ane_error *err) {
     int64_t rows = v->type.dims[0], k = type_numel(&v->type) / rows;
-    const ane_mil_piece *piece = ane_mil_file_piece(&p->files[v->codes->blob_file], v->codes->blob_offset, (uint64_t)(rows * k));
-    if (piece && piece->origin && piece->origin_kind == (int)v->encoding && piece->offset == v->codes->blob_offset &&
-        piece->size == (uint64_t)(rows * k)) {
-        const ane_tensor *packed = piece->origin;
-        if (ane_tensor_is_contiguous(packed) && ane_tensor_numel(packed) * (int64_t)ane_dtype_size(packed->dtype) == bytes)
-            return ane_tensor_on_storage(data, packed->storage, packed->offset, 1, &bytes, NULL, ANE_UINT8, err);
-    }
+    const ane_tensor *packed = codes_origin(p, v->codes, v->encoding);
+    if (packed && ane_tensor_is_contiguous(packed) && ane_tensor_numel(packed) * (int64_t)ane_dtype_size(packed->dtype) == bytes)
+        return ane_tensor_on_storage(data, packed->storage, packed->offset, 1, &bytes, NULL, ANE_UINT8, err);
     ane_status status = ane_tensor_empty(data, 1, &bytes, ANE_UINT8, err);
     if (status) return status;
     for (int64_t r = 0; r < rows; r++) {
@@ -1255,7 +1263,8 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
         all_zero(offset) && numel == type_numel(&out->type) && scale->type.dims[0] == data->type.dims[0] &&
         scale->type.dims[1] * ANE_Q6_K_GROUP == data->type.dims[1] && data->type.dims[1] % ANE_Q6_K_WEIGHTS == 0;
     for (int d = 2; blocks_of_16 && d < rank; d++) blocks_of_16 = data->type.dims[d] == 1 && scale->type.dims[d] == 1;
-    if (blocks_of_16) blocks_of_16 = data->blob && bytes_within(data->blob, numel, -32, 31);
+    if (blocks_of_16)
+        blocks_of_16 = data->blob && (codes_origin(p, data, ANE_ENCODING_Q6_K) || bytes_within(data->blob, numel, -32, 31));
     if (blocks_of_16 && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, ANE_ENCODING_Q6_K, data, scale, 1);
         if (encoded || failed(p)) return encoded;
@@ -1271,7 +1280,7 @@ static mil_value *expand_blockwise(parser *p, const declared_output *out, argume
     for (int d = 0; shifted_blocks && d < rank; d++)
         shifted_blocks = offset->type.dims[d] == scale->type.dims[d] && (d < 2 || data->type.dims[d] == 1);
     if (shifted_blocks && data->type.bits == 0) /* Q5_K's codes are 5 bits (its kernels take them so): else dense */
-        shifted_blocks = data->blob && bytes_within(data->blob, numel, 0, 31);
+        shifted_blocks = data->blob && (codes_origin(p, data, ANE_ENCODING_Q5_K) || bytes_within(data->blob, numel, 0, 31));
     if (shifted_blocks && !failed(p)) {
         mil_value *encoded = encoded_value(p, out, data->type.bits ? ANE_ENCODING_Q4_K : ANE_ENCODING_Q5_K, data, scale, 1);
         if (encoded) encoded->offsets = offset;
