@@ -182,7 +182,7 @@ describe("GGUF files", function()
   -- of dim 256 written here with random blocks, each d and dmin small) kept on sim as a scale and
   -- an offset per 32 (Q6_K: its blocks, a scale per 16): decode steps give, bit for bit, the
   -- logits of the same model with those weights dequantized (float activations: the fp32
-  -- kernel's sums over the same values); int8 activations within 0.4% of the logits' range; a
+  -- kernel's sums over the same values); int8 activations within 2^-6 of the logits' range; a
   -- Q4_K / Q5_K matrix with a sub-block of scale 0 and a min, which that form cannot hold,
   -- dequantized with a note.
   for _, block_type in ipairs({ "Q4_K", "Q5_K", "Q6_K" }) do

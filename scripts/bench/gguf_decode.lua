@@ -46,7 +46,7 @@ for name in opts.formats:gmatch("[^,]+") do
     assert(os.execute(string.format("%s %s %s %s 2 > /dev/null 2>&1", common.quote(quantize),
       common.quote(gguf .. "/model-f32.gguf"), common.quote(file), name:upper())), "llama-quantize " .. name)
   end
-  local kept = name ~= "f16" -- (the formats whose layers anelua reads as stored: the K_M files' Q4_K / Q5_K ones; their Q6_K ones are dequantized)
+  local kept = name ~= "f16" -- (the formats whose layers anelua reads as stored: Q8_0, Q4_0, the K_M files' Q4_K / Q5_K / Q6_K)
   formats[#formats + 1] = { name = name, file = file, kept = kept, activations = kept and opts.activations or "float" }
 end
 
