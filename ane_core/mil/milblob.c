@@ -95,10 +95,12 @@ static void append_own(ane_milblob_writer *w, const void *bytes, uint64_t size, 
     w->length += size;
 }
 
-/* A blob: borrowed (borrow) or copied; a borrowed one may be owned and name its origin
- * (ane_milblob_add_derived), set on its part. */
+/* A blob, borrowed (borrow: a writer by reference keeps the pointer where the blob is large
+ * enough) or copied. *borrowed_part (may be NULL): the index of the part that points at data,
+ * or -1 where the blob was copied. */
 static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size, int borrow,
-                           uint64_t *record_offset, ane_error *err) {
+                           uint64_t *record_offset, int *borrowed_part, ane_error *err) {
+    if (borrowed_part) *borrowed_part = -1;
     if (code < MILBLOB_FLOAT16 || code > MILBLOB_FLOAT8E5M2)
         return ane_fail(err, ANE_ERR_ARGUMENT, "MILBlob: unknown data type code %u", code);
     uint64_t offset = w->length; /* always 64-aligned: records and padding keep it so */
@@ -111,6 +113,7 @@ static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *dat
     append_own(w, record, sizeof record, &ok);
     if (borrow && w->by_reference && size >= ANE_MILBLOB_BORROW_MIN) {
         ok = ok && add_part(w, data, size);
+        if (ok && borrowed_part) *borrowed_part = w->nparts - 1;
         w->length += size;
     } else {
         append_own(w, data, size, &ok);
@@ -126,29 +129,24 @@ static ane_status add_blob(ane_milblob_writer *w, uint32_t code, const void *dat
 
 ane_status ane_milblob_add(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
                            uint64_t *record_offset, ane_error *err) {
-    return add_blob(w, code, data, size, 0, record_offset, err);
+    return add_blob(w, code, data, size, 0, record_offset, NULL, err);
 }
 
 ane_status ane_milblob_add_borrowed(ane_milblob_writer *w, uint32_t code, const void *data, uint64_t size,
                                     uint64_t *record_offset, ane_error *err) {
-    return add_blob(w, code, data, size, 1, record_offset, err);
+    return add_blob(w, code, data, size, 1, record_offset, NULL, err);
 }
 
 ane_status ane_milblob_add_derived(ane_milblob_writer *w, uint32_t code, uint8_t *data, uint64_t size, const void *origin,
                                    int origin_kind, uint64_t *record_offset, ane_error *err) {
-    int keep = w->by_reference && size >= ANE_MILBLOB_BORROW_MIN;
-    int parts_before = w->nparts;
-    ane_status status = add_blob(w, code, data, size, keep, record_offset, err);
-    if (status || !keep) {
+    int part = -1;
+    ane_status status = add_blob(w, code, data, size, 1, record_offset, &part, err);
+    if (status || part < 0) { /* (copied, or not added) */
         free(data);
         return status;
     }
-    for (int i = parts_before; i < w->nparts; i++) /* (the record, the blob, its padding) */
-        if (w->parts[i].borrowed == data) {
-            w->parts[i].owned = data, w->parts[i].origin = origin, w->parts[i].origin_kind = origin_kind;
-            return ANE_OK;
-        }
-    return ANE_OK; /* (not reached: add_blob borrowed it) */
+    w->parts[part].owned = data, w->parts[part].origin = origin, w->parts[part].origin_kind = origin_kind;
+    return ANE_OK;
 }
 
 ane_status ane_milblob_writer_file(ane_milblob_writer *w, const char *path, ane_mil_file *file, ane_error *err) {
