@@ -653,16 +653,41 @@ function Methods:embed_token(id, position, W) return self:embed({ id }, position
 function Methods:is_sliding(l) return M.is_sliding(self.arch, l) end
 function Methods:cache_keys(k, T) return k:slice(4, 1, T) end
 
+-- Rotary tables are made ROPE_BLOCK positions at a time, once a model (each position's angles
+-- are (s + offset) * inv whichever block makes them, so a step's columns are the values a
+-- table of its position alone would hold): a decode step copies its columns out of them.
+local ROPE_BLOCK = 64
+
+-- Block b's tables (positions b * ROPE_BLOCK on) of layer l's options, [head, ROPE_BLOCK] each.
+local function rope_block(self, l, b)
+  local kind = l and "sliding" or "full"
+  self.rope_blocks = self.rope_blocks or { full = {}, sliding = {} }
+  local block = self.rope_blocks[kind][b]
+  if not block then
+    local options = rope_options(self.arch, l, self.dtype)
+    options.offset = b * ROPE_BLOCK
+    local cos_t, sin_t = nn.rope_tables(ROPE_BLOCK, self.arch.head_dim, options) -- [ROPE_BLOCK, head]
+    block = { cos = cos_t:transpose():copy(), sin = sin_t:transpose():copy() }
+    self.rope_blocks[kind][b] = block
+  end
+  return block
+end
+
 -- The decode attention's rotary inputs for `count` positions from `position`, [1, head, 1, W]
 -- (a position a column, from the first), with the tables of layer l's options.
 local function rope_inputs(self, l, position, W, count)
   local head = self.arch.head_dim
-  local options = rope_options(self.arch, l, self.dtype)
-  options.offset = position
-  local cos_t, sin_t = nn.rope_tables(count, head, options) -- [count, head]
   local cos, sin = ane.tensor({ 1, head, 1, W }, self.dtype), ane.tensor({ 1, head, 1, W }, self.dtype)
-  cos:slice(4, 1, count):copy_from(cos_t:transpose():reshape(1, head, 1, count))
-  sin:slice(4, 1, count):copy_from(sin_t:transpose():reshape(1, head, 1, count))
+  local column = 1
+  while column <= count do -- (a run of columns from one block at a time)
+    local p = position + column - 1
+    local b, within = p // ROPE_BLOCK, p % ROPE_BLOCK
+    local n = math.min(count - column + 1, ROPE_BLOCK - within)
+    local block = rope_block(self, l, b)
+    cos:slice(4, column, column + n - 1):copy_from(block.cos:slice(2, within + 1, within + n):reshape(1, head, 1, n))
+    sin:slice(4, column, column + n - 1):copy_from(block.sin:slice(2, within + 1, within + n):reshape(1, head, 1, n))
+    column = column + n
+  end
   return { rope_cos = cos, rope_sin = sin }
 end
 
