@@ -778,3 +778,70 @@ describe("sim fp16 precision", function()
     assert.are.same({ 90000, 90000, 1 }, flat(y32))
   end)
 end)
+
+-- A decode attention over an fp16 cache (nn.cached_attention: scores, scale, mask, clip,
+-- maximum, exp) runs in sim as two fused steps over each row's written positions
+-- (sim_attention.c); the same graph with one link of that chain also an output runs op by
+-- op over the cache's whole width. The reference is that op-by-op evaluation: each op its own
+-- kernel, each result rounded to fp16, which the fused steps claim to reproduce bit for bit
+-- (what they leave out are positions whose weights round to +0). Cases: caches filled to
+-- every kind of boundary (tiles of 64, whole rows), two query rows a head (grouped-query
+-- attention), with and without the clip, a query with an infinite element (its row computed
+-- whole), and masks whose unwritten positions are open (their weights are not zero: rows
+-- computed whole) or hold moderate values.
+describe("sim's fused decode attention", function()
+  local nn = require("ane.nn")
+  local HEADS, ROWS, D, POSITIONS = 3, 2, 16, 256
+  local function program(opts, reference)
+    local g = ane.graph("cached_attention")
+    local q = g:input("q", { 1, HEADS, ROWS, D })
+    local k = g:input("k_cache", { 1, HEADS * D, 1, POSITIONS })
+    local v = g:input("v_cache", { 1, HEADS * D, 1, POSITIONS })
+    local mask = g:input("mask", { 1, 1, 1, POSITIONS })
+    local own_k = g:input("own_k", { 1, HEADS, ROWS, D })
+    local own_v = g:input("own_v", { 1, HEADS, ROWS, D })
+    local y = nn.cached_attention(g, q, g:reshape(k, { 1, HEADS, D, POSITIONS }), g:reshape(v, { 1, HEADS, D, POSITIONS }),
+      mask, own_k, own_v, { name = "attn", clip = opts.clip })
+    g:output("y", y)
+    if reference then g:output("masked", assert(g:node("attn_cached_masked"))) end -- (a link of the chain read outside it)
+    return ane.compile(g, { precision = "fp16", profile = "cpu" })
+  end
+  local function mask_of(filled, closed)
+    local m = ane.tensor({ 1, 1, 1, POSITIONS }):fill(closed)
+    m:slice(4, 1, filled):fill(0)
+    return m
+  end
+  for _, clip in ipairs({ false, 65504 }) do
+    it((clip and "with" or "without") .. " the clip: the op-by-op evaluation's bits", function()
+      local fused, reference = program({ clip = clip or nil }), program({ clip = clip or nil }, true)
+      local k = ane.tensor.randn({ 1, HEADS * D, 1, POSITIONS }, { seed = 71 }):scale(2)
+      local v = ane.tensor.randn({ 1, HEADS * D, 1, POSITIONS }, { seed = 72 })
+      local q = ane.tensor.randn({ 1, HEADS, ROWS, D }, { seed = 73 }):scale(2)
+      local own = { own_k = ane.tensor.randn({ 1, HEADS, ROWS, D }, { seed = 74 }),
+        own_v = ane.tensor.randn({ 1, HEADS, ROWS, D }, { seed = 75 }) }
+      local q_inf = q:copy()
+      q_inf:slice(4, 5, 5):slice(3, 2, 2):fill(math.huge)
+      local cases = {}
+      for _, filled in ipairs({ 1, 31, 63, 64, 65, 130, 192, 200, 255, 256 }) do
+        cases[#cases + 1] = { filled = filled, q = q, mask = mask_of(filled, -65504) }
+      end
+      cases[#cases + 1] = { filled = 40, q = q_inf, mask = mask_of(40, -65504) }
+      cases[#cases + 1] = { filled = 40, q = q, mask = mask_of(40, 0) }    -- open unwritten positions
+      cases[#cases + 1] = { filled = 100, q = q, mask = mask_of(100, -12) } -- weights there small, not zero
+      cases[#cases + 1] = { filled = 100, q = q, mask = mask_of(100, -30) } -- zero in fp16
+      for _, case in ipairs(cases) do
+        local outputs = {}
+        for name, p in pairs({ fused = fused, reference = reference }) do
+          p:reset_input("k_cache"):reset_input("v_cache")
+          p:write_input("k_cache", k:slice(4, 1, case.filled)):write_input("v_cache", v:slice(4, 1, case.filled))
+          outputs[name] = p:eval({ q = case.q, mask = case.mask, own_k = own.own_k, own_v = own.own_v }).y
+        end
+        assert.are.equal(outputs.reference:bytes(), outputs.fused:bytes(),
+          string.format("filled %d, mask %g, q finite %s", case.filled, flat(case.mask)[POSITIONS],
+            tostring(case.q == q)))
+      end
+      fused:close()
+      reference:close()
+    end)
+  end
+end)

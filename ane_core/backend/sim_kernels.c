@@ -31,7 +31,7 @@ static void broadcast_strides(const ane_node *x, const ane_node *out, int64_t *s
     }
 }
 
-static int same_shape(const ane_node *a, const ane_node *b) {
+int sim_same_shape(const ane_node *a, const ane_node *b) {
     return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) == 0;
 }
 
@@ -114,8 +114,8 @@ static void broadcast_binary(const ane_node *node, const float *a, const float *
         row(out, a, 0, b, 0, 1);
         return;
     }
-    if (same_shape(x, node) && (same_shape(y, node) || ane_node_numel(y) == 1)) {
-        job.step_b = same_shape(y, node);
+    if (sim_same_shape(x, node) && (sim_same_shape(y, node) || ane_node_numel(y) == 1)) {
+        job.step_b = sim_same_shape(y, node);
         ane_parallel_for(numel, SHARE_GRAIN, binary_flat, &job);
         return;
     }
@@ -606,7 +606,7 @@ typedef struct matmul_job {
     const int64_t *sx, *sy;
 } matmul_job;
 
-static int all_finite(const float *x, int64_t n) {
+int sim_all_finite(const float *x, int64_t n) {
     uint32_t exponents_all_ones = 0; /* (a branch-free test the compiler vectorizes) */
     for (int64_t i = 0; i < n; i++) {
         uint32_t bits;
@@ -621,7 +621,7 @@ static int all_finite(const float *x, int64_t n) {
  * rows' bit for bit, where x is finite beyond (inf or NaN times a zero is NaN: all k). */
 static int64_t filled_chunks(int64_t filled, int64_t k, const float *x) {
     int64_t used = (filled + ANE_GEMV_CHUNK - 1) / ANE_GEMV_CHUNK * ANE_GEMV_CHUNK;
-    return used < k && all_finite(x + used, k - used) ? used : k;
+    return used < k && sim_all_finite(x + used, k - used) ? used : k;
 }
 
 static void matmul_batches(void *context, int64_t first, int64_t last) {
@@ -657,7 +657,7 @@ static void matmul_batches(void *context, int64_t first, int64_t last) {
                     else ane_gemv_fp32_strided(oi, ym, j->k, xi, j->n, used);
                 } else { /* y [k, n]: columns from y_filled on are zeros, their sums +0 (whole tiles computed) */
                     int64_t tiles = (j->y_filled + ANE_VECMAT_TILE - 1) / ANE_VECMAT_TILE * ANE_VECMAT_TILE;
-                    int64_t used = tiles < j->n && all_finite(xi, j->k) ? tiles : j->n;
+                    int64_t used = tiles < j->n && sim_all_finite(xi, j->k) ? tiles : j->n;
                     if (yh) ane_vecmat_fp16(oi, xi, yh, j->n, j->k, used);
                     else ane_vecmat_fp32(oi, xi, ym, j->n, j->k, used);
                     for (int64_t c = used; c < j->n; c++) oi[c] = 0.0f;
@@ -730,7 +730,7 @@ void sim_column_copies_free(sim_column_copies *copies) {
 static int run_column_copies(const sim_column_copies *copies, const ane_node *node, const float *x, float *out) {
     int64_t n = copies->n, k = copies->k, rows = ane_node_numel(node) / n;
     if (ane_node_numel(node->operands[0]) != rows * k) return 0; /* (x broadcast over batches: the full product) */
-    if (!all_finite(x, rows * k)) return 0;
+    if (!sim_all_finite(x, rows * k)) return 0;
     for (int64_t row = 0; row < rows; row++) {
         const float *in = x + row * k;
         float *o = out + row * n;

@@ -29,8 +29,8 @@ int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id) 
     return id;
 }
 
-ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
-                        size_t *total_floats, ane_error *err) {
+ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, const int *read_until, size_t *offsets,
+                        size_t *kept_floats, size_t *total_floats, ane_error *err) {
     int n = g->count;
     int *last_reader = malloc(((size_t)n + 1) * sizeof *last_reader);
     live_block *live = malloc(((size_t)n + 1) * sizeof *live); /* sorted by offset */
@@ -45,6 +45,10 @@ ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, size_t
             int holder = ane_sim_slot_holder(g, kinds, g->nodes[i]->operands[k]->id);
             if (i > last_reader[holder]) last_reader[holder] = i;
         }
+    for (int i = 0; read_until && i < n; i++) {
+        int holder = ane_sim_slot_holder(g, kinds, i);
+        if (read_until[i] > last_reader[holder]) last_reader[holder] = read_until[i];
+    }
 
     size_t kept = 0;
     for (int i = 0; i < n; i++) {

@@ -24,8 +24,10 @@ int ane_sim_slot_holder(const ane_graph *g, const unsigned char *kinds, int id);
  * for the others): KEPT values in [0, *kept_floats), TEMP values in the region
  * [*kept_floats, *total_floats) after them, at offsets from the slab's start. kinds[count]
  * comes from the caller; a VIEW node's operand 0 must hold its buffer (directly or through
- * other views). Values computed in node order never overlap a value still to be read. */
-ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, size_t *offsets, size_t *kept_floats,
-                        size_t *total_floats, ane_error *err);
+ * other views). read_until[id] (or NULL): a position up to which value id is read besides its
+ * readers' own (a fused step reading it later). Values computed in node order never overlap a
+ * value still to be read. */
+ane_status ane_sim_places(const ane_graph *g, const unsigned char *kinds, const int *read_until, size_t *offsets,
+                        size_t *kept_floats, size_t *total_floats, ane_error *err);
 
 #endif

@@ -1,13 +1,15 @@
 /* The sim backend's plan of a compiled program: for every value a slot (its form and its
  * place), and for every node that computes something a step (the kernel, the nodes it writes,
  * its weights' palette codes, whether its outputs are rounded). Evaluation is then a loop over
- * the steps (sim.c). The plan is made once per compile, in five passes over the graph:
+ * the steps (sim.c). The plan is made once per compile, in six passes over the graph:
  *   weight forms   consts only conv weights read stay as stored (fp16 bits, or encoded);
  *   half inputs    fp16 inputs only matmuls read as their second operand stay fp16 bits;
  *   edges          the positions each input's readers read (and the one slice of its
  *                  leading positions eval fills straight from the binding), and the outputs
  *                  that are zero pads of a value (a one-position program's 32-wide I/O,
  *                  ANE-21): eval reads and writes only what the program computes;
+ *   attentions     decode attentions over an fp16 KV cache that two fused steps compute
+ *                  (sim_attention.c);
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -136,9 +138,15 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
     size_t *offsets = calloc((size_t)g->count + 1, sizeof *offsets);
     p->temp_nodes = calloc((size_t)g->count + 1, sizeof *p->temp_nodes);
     ane_status status = kinds && offsets && p->temp_nodes ? ANE_OK : out_of_memory(p, err);
+    int *read_until = calloc((size_t)g->count + 1, sizeof *read_until);
+    if (!read_until && !status) status = out_of_memory(p, err);
+    if (!status) sim_attention_reads(p, read_until);
     for (int i = 0; !status && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
+        int link;
+        sim_attention_computing(p, node, &link);
+        if (link == SIM_LINK_UNHELD) kinds[i] = SIM_SLOT_NONE; /* a link of a fused chain no step reads */
+        else if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
         else if (p->slots[i].output_pad) kinds[i] = SIM_SLOT_NONE; /* written from its operand's place */
         else if (p->slots[i].weight_form || sim_reads_graph_values(node) || p->slots[i].half_input) kinds[i] = SIM_SLOT_NONE;
         else if (node->op == ANE_OP_INPUT || node->op == ANE_OP_CONST || p->slots[i].filled_at_read)
@@ -152,7 +160,7 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
         if (kinds[holder] == SIM_SLOT_TEMP) kinds[holder] = SIM_SLOT_KEPT;
     }
     size_t total = 0;
-    if (!status) status = ane_sim_places(g, kinds, offsets, &p->kept_floats, &total, err);
+    if (!status) status = ane_sim_places(g, kinds, read_until, offsets, &p->kept_floats, &total, err);
     p->temp_floats = total - p->kept_floats;
     for (int i = 0; !status && i < g->count; i++) {
         p->slots[i].kind = kinds[i];
@@ -161,6 +169,7 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
     }
     free(kinds);
     free(offsets);
+    free(read_until);
     return status;
 }
 
@@ -214,11 +223,14 @@ static int part_kind(const sim_compiled *p, const ane_node *node) {
 }
 
 /* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),
- * output pads (written by the output's write), slices filled when their input is read. */
+ * output pads (written by the output's write), slices filled when their input is read, the
+ * links of a fused attention's chain (its steps compute through them). */
 static int computes(const sim_compiled *p, const ane_node *node) {
     const sim_slot *slot = &p->slots[node->id];
+    int link;
+    sim_attention_computing(p, node, &link);
     return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node) && !slot->output_pad &&
-           !slot->filled_at_read;
+           !slot->filled_at_read && link == SIM_NOT_A_LINK;
 }
 
 /* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */
@@ -270,7 +282,12 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
         sim_step *step = &p->steps[p->nsteps++];
         step->node = node;
         group_parts(p, i, grouped, step);
-        status = sim_kernel_for(node, part_kind(p, node) != 0, &step->kernel, err);
+        int link;
+        step->attention = sim_attention_computing(p, node, &link);
+        if (step->attention)
+            step->kernel = node == step->attention->row_max ? sim_k_attention_scores : sim_k_attention_weights;
+        else
+            status = sim_kernel_for(node, part_kind(p, node) != 0, &step->kernel, err);
         for (int k = 0; !status && k < step->nparts; k++)
             if (step->parts[k]->op == ANE_OP_CONV && step->parts[k]->noperands > 1) {
                 status = palette_codes(p, step->parts[k]->operands[1], &step->palette_codes[k], err);
@@ -283,6 +300,11 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
             int stored = part->op == ANE_OP_CONV ? p->slots[part->operands[1]->id].weight_form == SIM_WEIGHT_HALF
                          : part->op == ANE_OP_MATMUL && p->slots[part->operands[1]->id].half_input;
             size_t scratch = sim_scratch_floats(part, stored);
+            if (step->attention) { /* the scores step's logits of +0 products; the weights step rounds itself */
+                const ane_node *logits = step->attention->logits;
+                scratch = (size_t)logits->shape[logits->rank - 1];
+                if (part == step->attention->weights) step->rounds[k] = 0;
+            }
             if (scratch > p->scratch_floats) p->scratch_floats = scratch;
         }
     }
@@ -296,7 +318,8 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     choose_weight_forms(p);
     find_half_inputs(p);
     find_edges(p);
-    ane_status status = place_values(p, err);
+    ane_status status = sim_find_cached_attentions(p, err);
+    if (!status) status = place_values(p, err);
     if (!status) status = build_steps(p, err);
     return status;
 }
@@ -308,4 +331,5 @@ void sim_plan_free(sim_compiled *p) {
     free(p->steps);
     free(p->slots);
     free(p->temp_nodes);
+    free(p->attentions);
 }

@@ -30,6 +30,17 @@ typedef struct sim_slot {
     unsigned char filled_at_read; /* such a slice (no step computes it) */
 } sim_slot;
 
+/* One decode attention over an fp16 KV cache whose chain of steps two fused steps compute
+ * (sim_attention.c): its nodes in the order of that chain. */
+typedef struct sim_cached_attention {
+    const ane_node *q, *keys, *scale, *mask;          /* what the scores step reads */
+    const ane_node *product, *scaled, *masked;        /* q x keys, * scale, + mask */
+    const ane_node *clipped;                          /* clip(masked), or NULL */
+    const ane_node *logits;                           /* clipped, or masked without a clip */
+    const ane_node *row_max;                          /* reduce_max(logits): the scores step's */
+    const ane_node *peak, *shifted, *weights;         /* exp(logits - peak): the exp step's */
+} sim_cached_attention;
+
 typedef struct sim_compiled {
     ane_compiled base;
     ane_compile_options options;
@@ -41,6 +52,8 @@ typedef struct sim_compiled {
     sim_step *steps;                 /* [nsteps] in node order: what evaluate() runs */
     int nsteps;
     int *temp_nodes, ntemp;          /* temporaries and the views of them, in node order */
+    sim_cached_attention *attentions; /* [nattentions] the fused decode attentions */
+    int nattentions;
     size_t kept_floats, temp_floats, scratch_floats;
 } sim_compiled;
 
@@ -85,6 +98,20 @@ static inline int sim_value_source(const ane_graph *g, int id) {
 /* Builds p->slots, p->steps, the temporaries' list and the scratch size (sim_plan.c). */
 ane_status sim_plan_program(sim_compiled *p, ane_error *err);
 void sim_plan_free(sim_compiled *p);
+
+/* The fused decode attention (sim_attention.c): finds the chains (fp16 precision, cpu profile);
+ * the chain whose fused step computes `node` (its row_max or weights), or NULL, with *link
+ * saying whether node is another link of a chain, which no step computes: the logits (written
+ * by the scores step, held in a place of their own), or one never held; raises read_until[id]
+ * (the last node reading value id, as a position) to where the fused steps read; their kernels. */
+enum { SIM_NOT_A_LINK, SIM_LINK_HELD, SIM_LINK_UNHELD };
+ane_status sim_find_cached_attentions(sim_compiled *p, ane_error *err);
+const sim_cached_attention *sim_attention_computing(const sim_compiled *p, const ane_node *node, int *link);
+void sim_attention_reads(const sim_compiled *p, int *read_until);
+ane_status sim_k_attention_scores(const sim_context *context, const sim_step *step, const sim_value *values,
+                                  ane_error *err);
+ane_status sim_k_attention_weights(const sim_context *context, const sim_step *step, const sim_value *values,
+                                   ane_error *err);
 
 /* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits). */
 ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin);

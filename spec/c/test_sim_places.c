@@ -1,7 +1,8 @@
 /* backend/sim_places.c: on random programs (elementwise ops, adds, concats, slices, reshape
- * views; some values declared outputs), evaluation is simulated over the planned slab: each
- * node stamps its place with its id, and every value must still carry its own stamp when a
- * node reads it (through views too), and the inputs and outputs at the end. The witness is
+ * views; some values declared outputs; some read again later, as a fused step reads them:
+ * read_until), evaluation is simulated over the planned slab: each node stamps its place with
+ * its id, and every value must still carry its own stamp when a node reads it (through views
+ * too), and the inputs and outputs at the end. The witness is
  * the simulated memory, not the planner's lifetimes. A chain of equal values needs a few
  * places, not one per node. */
 #include <stdint.h>
@@ -27,13 +28,16 @@ static int intact(const ane_graph *g, const unsigned char *kinds, const size_t *
 }
 
 /* Simulates an evaluation over the plan; returns the number of values found overwritten. */
-static int simulate(const ane_graph *g, const unsigned char *kinds, const size_t *offsets, size_t total) {
+static int simulate(const ane_graph *g, const unsigned char *kinds, const int *read_until, const size_t *offsets,
+                    size_t total) {
     int *stamps = malloc((total + 1) * sizeof *stamps);
     for (size_t k = 0; k < total; k++) stamps[k] = -1;
     int damaged = 0;
     for (int i = 0; i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         for (int k = 0; k < node->noperands; k++) damaged += !intact(g, kinds, offsets, stamps, node->operands[k]->id);
+        for (int j = 0; read_until && j < i; j++) /* values node i reads besides its operands */
+            if (read_until[j] == i) damaged += !intact(g, kinds, offsets, stamps, j);
         if (kinds[i] == SIM_SLOT_KEPT || kinds[i] == SIM_SLOT_TEMP) {
             int64_t n = ane_node_numel(node);
             CHECK(offsets[i] + (size_t)n <= total, "node %d's place ends at %zu, beyond the slab's %zu floats", i,
@@ -119,8 +123,14 @@ int main(void) {
         ane_graph *g = random_program(20 + (int)next_random(300));
         unsigned char kinds[1024];
         size_t offsets[1024], kept = 0, total = 0;
+        int read_until[1024] = {0}; /* every other program: a tenth of the values read up to 30 nodes later */
+        for (int i = 0; trial % 2 && i < g->count; i++)
+            if (next_random(10) == 0) {
+                int later = i + 1 + (int)next_random(30);
+                if (later < g->count) read_until[i] = later;
+            }
         kinds_of(g, kinds);
-        CHECK(ane_sim_places(g, kinds, offsets, &kept, &total, &err) == ANE_OK, "plan: %s", err.message);
+        CHECK(ane_sim_places(g, kinds, read_until, offsets, &kept, &total, &err) == ANE_OK, "plan: %s", err.message);
         for (int i = 0; i < g->count; i++) {
             size_t end = offsets[i] + (size_t)ane_node_numel(g->nodes[i]);
             if (kinds[i] == SIM_SLOT_KEPT) CHECK(end <= kept, "kept node %d ends at %zu, past the kept region's %zu", i, end, kept);
@@ -133,7 +143,7 @@ int main(void) {
         for (int i = 0; i < g->count; i++)
             if (kinds[i] == SIM_SLOT_KEPT || kinds[i] == SIM_SLOT_TEMP)
                 CHECK(offsets[i] % 16 == 0, "node %d's place %zu is not 64-byte aligned", i, offsets[i]);
-        int damaged = simulate(g, kinds, offsets, total);
+        int damaged = simulate(g, kinds, read_until, offsets, total);
         CHECK(damaged == 0, "program %d (%d nodes): %d values overwritten before their last reader", trial, g->count,
               damaged);
         damaged_programs += damaged != 0;
@@ -156,10 +166,10 @@ int main(void) {
     unsigned char kinds[256];
     size_t offsets[256], kept = 0, total = 0;
     kinds_of(g, kinds);
-    ane_sim_places(g, kinds, offsets, &kept, &total, &err);
+    ane_sim_places(g, kinds, NULL, offsets, &kept, &total, &err);
     CHECK(kept == 2 * 1024, "the chain keeps its input and output: %zu floats (2 x 1024 expected)", kept);
     CHECK(total == 4 * 1024, "a chain of 200 values takes %zu floats (4 x 1024 expected)", total);
-    CHECK(simulate(g, kinds, offsets, total) == 0, "the chain's values are intact");
+    CHECK(simulate(g, kinds, NULL, offsets, total) == 0, "the chain's values are intact");
     ane_graph_free(g);
     return check_summary("test_sim_places");
 }
