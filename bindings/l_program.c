@@ -41,8 +41,9 @@ static program_box *new_program_box(lua_State *L) {
 }
 
 /* Options: {backend =, precision = "fp16" | "fp32", profile = "ane" | "cpu", activations =
- * "float" | "int8" (quantized weights' products; cpu profile), key =, target =,
- * max_conv_channels =} (targets: l_target.c) */
+ * "float" | "int8" (quantized weights' products; cpu profile), fusions = false (sim: every
+ * node its own step, the fused steps' baseline), key =, target =, max_conv_channels =}
+ * (targets: l_target.c) */
 static const char *read_options(lua_State *L, int index, ane_compile_options *options, const char **key) {
     memset(options, 0, sizeof *options);
     *key = NULL;
@@ -64,11 +65,13 @@ static const char *read_options(lua_State *L, int index, ane_compile_options *op
     const char *activations = luaL_optstring(L, -1, "float");
     if (!ane_activations_from_name(activations, &options->activations))
         luaL_error(L, "activations must be 'float', 'int8' or 'int16', not '%s'", activations);
+    lua_getfield(L, index, "fusions");
+    options->step_by_step = !lua_isnil(L, -1) && !lua_toboolean(L, -1);
     lua_getfield(L, index, "key");
     *key = lua_tostring(L, -1);
     lua_getfield(L, index, "name");
     if (lua_isstring(L, -1)) snprintf(options->name, sizeof options->name, "%s", lua_tostring(L, -1));
-    lua_pop(L, 6); /* the strings stay anchored by the options table */
+    lua_pop(L, 7); /* the strings stay anchored by the options table */
     return explicit ? backend : ane_lua_backend_for(options);
 }
 

@@ -804,7 +804,7 @@ describe("sim's fused decode attention", function()
       mask, own_k, own_v, { name = "attn", clip = opts.clip })
     g:output("y", y)
     if reference then g:output("masked", assert(g:node("attn_cached_masked"))) end -- (a link of the chain read outside it)
-    return ane.compile(g, { precision = "fp16", profile = "cpu" })
+    return ane.compile(g, { precision = "fp16", profile = "cpu", fusions = opts.fusions })
   end
   local function mask_of(filled, closed)
     local m = ane.tensor({ 1, 1, 1, POSITIONS }):fill(closed)
@@ -839,6 +839,59 @@ describe("sim's fused decode attention", function()
         assert.are.equal(outputs.reference:bytes(), outputs.fused:bytes(),
           string.format("filled %d, mask %g, q finite %s", case.filled, flat(case.mask)[POSITIONS],
             tostring(case.q == q)))
+      end
+      fused:close()
+      reference:close()
+    end)
+  end
+
+  it("fusions = false: every node its own step, a program of its own (not the fused one from the cache)", function()
+    local fused = program({ clip = 65504 })
+    local before = ane.stats()
+    local step_by_step = program({ clip = 65504, fusions = false })
+    local after = ane.stats()
+    assert.are.equal(before.compiles + 1, after.compiles)
+    assert.are.equal(before.cache_hits, after.cache_hits)
+    local q = ane.tensor.randn({ 1, HEADS, ROWS, D }, { seed = 76 })
+    local inputs = { q = q, mask = mask_of(50, -65504), own_k = q, own_v = q }
+    for _, p in ipairs({ fused, step_by_step }) do
+      p:write_input("k_cache", ane.tensor.randn({ 1, HEADS * D, 1, 50 }, { seed = 77 }))
+      p:write_input("v_cache", ane.tensor.randn({ 1, HEADS * D, 1, 50 }, { seed = 78 }))
+    end
+    assert.are.equal(step_by_step:eval(inputs).y:bytes(), fused:eval(inputs).y:bytes())
+    fused:close()
+    step_by_step:close()
+  end)
+end)
+
+-- RMSNorm (nn.rms_norm: x scaled, squared, summed over the axis, eps added, to the power -0.5,
+-- times x, times the weight) runs in sim as one fused step (sim_norm.c); the same graph with
+-- its inverse norm also an output runs op by op. The reference is that op-by-op evaluation,
+-- each result rounded to fp16, which the fused step claims to reproduce bit for bit: over the
+-- channels of one and of eight positions, over the last axis (per-head norms), for values
+-- large enough that the squares round coarsely, all zeros (eps alone), and an inf and a NaN.
+describe("sim's fused RMSNorm", function()
+  local nn = require("ane.nn")
+  local function program(shape, axis, reference)
+    local g = ane.graph("rms_norm")
+    local x = g:input("x", shape, "fp16")
+    local weight = ane.tensor.randn({ shape[axis + 1] }, { seed = 81 }):to("fp16")
+    g:output("y", nn.rms_norm(g, x, weight, { name = "norm", axis = axis, eps = 1e-5 }))
+    if reference then g:output("inverse", assert(g:node("norm_inv_rms"))) end -- (a link read outside the chain)
+    return ane.compile(g, { precision = "fp16", profile = "cpu" })
+  end
+  for _, case in ipairs({ { { 1, 96, 1, 1 }, 1 }, { { 1, 96, 1, 8 }, 1 }, { { 1, 4, 2, 16 }, 3 } }) do
+    local shape, axis = case[1], case[2]
+    it(string.format("over axis %d of [%s]: the op-by-op evaluation's bits", axis, table.concat(shape, ", ")), function()
+      local fused, reference = program(shape, axis), program(shape, axis, true)
+      local inputs = { ane.tensor.randn(shape, { seed = 82 }), ane.tensor.randn(shape, { seed = 83 }):scale(300),
+        ane.tensor(shape):fill(0) }
+      local special = ane.tensor.randn(shape, { seed = 84 })
+      special:reshape(-1):slice(1, 1, 1):fill(math.huge)
+      special:reshape(-1):slice(1, 2, 2):fill(0 / 0)
+      inputs[#inputs + 1] = special
+      for i, x in ipairs(inputs) do
+        assert.are.equal(reference:eval({ x = x }).y:bytes(), fused:eval({ x = x }).y:bytes(), "input " .. i)
       end
       fused:close()
       reference:close()

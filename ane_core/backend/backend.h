@@ -33,6 +33,8 @@ typedef struct ane_compile_options {
     char name[ANE_NAME_MAX];     /* the program's name for messages ("" = the MIL function's) */
     ane_activations activations; /* products with quantized weights: float activations (the device's
                                     fp16), or int8 / int16 blocks, sim's cpu profile only (tensor/gemv.h) */
+    int step_by_step;            /* sim: every node its own step, no fused chains (sim_plan.c): the
+                                    fusions' baseline; the same values either way */
     int rules_checked;           /* the compile pipeline (runtime/compile.c) checked the device rules on
                                     the graph this MIL comes from and counted its SRAM spills
                                     (sram_spill_nodes): the backend does neither again. Not part of the

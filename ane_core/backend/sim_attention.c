@@ -35,6 +35,21 @@
 #include "../tensor/vector_math.h"
 #include "sim_program.h"
 
+/* One chain's nodes, in its order. */
+typedef struct sim_cached_attention {
+    const ane_node *q, *keys, *scale, *mask;   /* what the scores step reads */
+    const ane_node *product, *scaled, *masked; /* q x keys, * scale, + mask */
+    const ane_node *clipped;                   /* clip(masked), or NULL */
+    const ane_node *logits;                    /* clipped, or masked without a clip */
+    const ane_node *row_max;                   /* reduce_max(logits): the scores step's node */
+    const ane_node *peak, *shifted, *weights;  /* exp(logits - peak): the weights step's node */
+} sim_cached_attention;
+
+static ane_status attention_scores(const sim_context *context, const sim_step *step, const sim_value *values,
+                                   ane_error *err);
+static ane_status attention_weights(const sim_context *context, const sim_step *step, const sim_value *values,
+                                    ane_error *err);
+
 /* Prefixes are whole blocks of this many positions: the vector kernels' widths divide it, so
  * no element goes through a remainder path the whole row would not take. */
 #define PREFIX_BLOCK 64
@@ -43,30 +58,6 @@
 #define NEGLIGIBLE_SHIFT -20.0f
 
 /* ------------------------------------------------------------------ finding the chains */
-
-static int readers_of(const ane_graph *g, const ane_node *node, const ane_node **first, const ane_node **second) {
-    int count = 0;
-    for (int i = node->id + 1; i < g->count; i++)
-        for (int k = 0; k < g->nodes[i]->noperands; k++)
-            if (g->nodes[i]->operands[k] == node) {
-                if (count == 0) *first = g->nodes[i];
-                else if (count == 1 && second) *second = g->nodes[i];
-                count++;
-            }
-    return count;
-}
-
-static int is_output(const ane_graph *g, const ane_node *node) {
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].node == node) return 1;
-    return 0;
-}
-
-/* node's only reader, when it has exactly one and is no graph output; else NULL */
-static const ane_node *only_reader(const ane_graph *g, const ane_node *node) {
-    const ane_node *reader = NULL;
-    return readers_of(g, node, &reader, NULL) == 1 && !is_output(g, node) ? reader : NULL;
-}
 
 static int same_leading(const ane_node *a, const ane_node *b) {
     if (a->rank != b->rank || a->rank < 2) return 0;
@@ -90,24 +81,26 @@ static int match_chain(const sim_compiled *p, const ane_node *product, sim_cache
         keys->shape[r - 1] != product->shape[r - 1])
         return 0;
     int64_t positions = product->shape[r - 1];
-    const ane_node *scaled = only_reader(g, product);
+    const ane_node *scaled = sim_only_reader(g, product);
     if (!scaled || scaled->op != ANE_OP_MUL || scaled->operands[0] != product || scaled->operands[1]->op != ANE_OP_CONST ||
         ane_node_numel(scaled->operands[1]) != 1)
         return 0;
-    const ane_node *masked = only_reader(g, scaled), *mask = masked ? masked->operands[1] : NULL;
+    const ane_node *masked = sim_only_reader(g, scaled), *mask = masked ? masked->operands[1] : NULL;
     if (!masked || masked->op != ANE_OP_ADD || masked->operands[0] != scaled || ane_node_numel(mask) != positions ||
         mask->shape[mask->rank - 1] != positions || !sim_same_shape(masked, product))
         return 0;
-    const ane_node *clipped = NULL, *logits = masked, *first = NULL, *second = NULL;
-    const ane_node *after = only_reader(g, masked);
+    const ane_node *clipped = NULL, *logits = masked, *first, *second;
+    const ane_node *after = sim_only_reader(g, masked);
     if (after && after->op == ANE_OP_CLIP) clipped = logits = after;
-    if (readers_of(g, logits, &first, &second) != 2 || is_output(g, logits)) return 0;
+    const ane_node *readers[2];
+    if (sim_readers(g, logits, readers, 2) != 2 || sim_is_output(g, logits)) return 0;
+    first = readers[0], second = readers[1];
     const ane_node *row_max = first->op == ANE_OP_REDUCE_MAX ? first : second;
     const ane_node *shifted = row_max == first ? second : first;
     if (row_max->op != ANE_OP_REDUCE_MAX || !last_axis_reduction(row_max) || shifted->op != ANE_OP_SUB ||
         shifted->operands[0] != logits || !sim_same_shape(shifted, logits))
         return 0;
-    const ane_node *peak = shifted->operands[1], *weights = only_reader(g, shifted);
+    const ane_node *peak = shifted->operands[1], *weights = sim_only_reader(g, shifted);
     if (ane_node_numel(peak) != ane_node_numel(row_max) || !same_leading(peak, product) || peak->shape[r - 1] != 1 ||
         peak->shape[r - 2] != product->shape[r - 2] || !weights || weights->op != ANE_OP_EXP)
         return 0;
@@ -120,40 +113,34 @@ static int match_chain(const sim_compiled *p, const ane_node *product, sim_cache
     return 1;
 }
 
-ane_status sim_find_cached_attentions(sim_compiled *p, ane_error *err) {
+/* Registers one chain: its links, the values its steps read late, its two steps. */
+static ane_status fuse(sim_compiled *p, const sim_cached_attention *found, ane_error *err) {
+    sim_cached_attention *chain = malloc(sizeof *chain);
+    if (!chain) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", p->graph->name);
+    *chain = *found;
+    ane_status status = sim_add_chain(p, chain, err);
+    if (status) return status;
+    const ane_node *unheld[] = {chain->product, chain->scaled, chain->masked, chain->shifted};
+    for (size_t i = 0; i < sizeof unheld / sizeof unheld[0]; i++) sim_mark_link(p, unheld[i], SIM_LINK_UNHELD);
+    sim_mark_link(p, chain->logits, SIM_LINK_HELD); /* (masked itself, without a clip) */
+    sim_read_at(p, chain->q, chain->row_max);
+    sim_read_at(p, chain->logits, chain->weights);
+    sim_read_at(p, chain->peak, chain->weights);
+    const ane_node *logits = chain->logits;
+    sim_fused_step scores = {chain->row_max, attention_scores, chain, 0, (size_t)logits->shape[logits->rank - 1]};
+    sim_fused_step weights = {chain->weights, attention_weights, chain, 1, 0};
+    status = sim_add_fused_step(p, &scores, err);
+    return status ? status : sim_add_fused_step(p, &weights, err);
+}
+
+ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err) {
     const ane_graph *g = p->graph;
-    if (p->options.precision != ANE_PRECISION_FP16 || p->options.profile == ANE_PROFILE_ANE) return ANE_OK;
-    for (int i = 0; i < g->count; i++) {
+    ane_status status = ANE_OK;
+    for (int i = 0; !status && i < g->count; i++) {
         sim_cached_attention found;
-        if (g->nodes[i]->op != ANE_OP_MATMUL || !match_chain(p, g->nodes[i], &found)) continue;
-        sim_cached_attention *grown = realloc(p->attentions, (size_t)(p->nattentions + 1) * sizeof *grown);
-        if (!grown) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
-        p->attentions = grown;
-        p->attentions[p->nattentions++] = found;
+        if (g->nodes[i]->op == ANE_OP_MATMUL && match_chain(p, g->nodes[i], &found)) status = fuse(p, &found, err);
     }
-    return ANE_OK;
-}
-
-const sim_cached_attention *sim_attention_computing(const sim_compiled *p, const ane_node *node, int *link) {
-    *link = SIM_NOT_A_LINK;
-    for (int a = 0; a < p->nattentions; a++) {
-        const sim_cached_attention *at = &p->attentions[a];
-        if (node == at->row_max || node == at->weights) return at;
-        if (node == at->logits) *link = SIM_LINK_HELD;
-        else if (node == at->product || node == at->scaled || node == at->masked || node == at->shifted)
-            *link = SIM_LINK_UNHELD;
-    }
-    return NULL;
-}
-
-void sim_attention_reads(const sim_compiled *p, int *read_until) {
-    for (int a = 0; a < p->nattentions; a++) {
-        const sim_cached_attention *at = &p->attentions[a];
-        int *q = &read_until[at->q->id], *logits = &read_until[at->logits->id], *peak = &read_until[at->peak->id];
-        if (*q < at->row_max->id) *q = at->row_max->id;             /* the scores step reads q */
-        if (*logits < at->weights->id) *logits = at->weights->id;   /* the exp step reads the logits */
-        if (*peak < at->weights->id) *peak = at->weights->id;       /* and the peak */
-    }
+    return status;
 }
 
 /* ------------------------------------------------------------------ the steps */
@@ -216,10 +203,10 @@ static void scores_batches(void *context, int64_t first, int64_t last) {
         }
 }
 
-ane_status sim_k_attention_scores(const sim_context *context, const sim_step *step, const sim_value *values,
-                                  ane_error *err) {
+static ane_status attention_scores(const sim_context *context, const sim_step *step, const sim_value *values,
+                                   ane_error *err) {
     (void)err;
-    const sim_cached_attention *at = step->attention;
+    const sim_cached_attention *at = step->chain;
     const ane_node *product = at->product;
     int r = product->rank;
     int64_t positions = product->shape[r - 1], m = product->shape[r - 2], depth = at->q->shape[r - 1];
@@ -261,10 +248,10 @@ static void weights_rows(void *context, int64_t first, int64_t last) {
     }
 }
 
-ane_status sim_k_attention_weights(const sim_context *context, const sim_step *step, const sim_value *values,
-                                   ane_error *err) {
+static ane_status attention_weights(const sim_context *context, const sim_step *step, const sim_value *values,
+                                    ane_error *err) {
     (void)context, (void)err;
-    const sim_cached_attention *at = step->attention;
+    const sim_cached_attention *at = step->chain;
     int64_t positions = at->logits->shape[at->logits->rank - 1], rows = ane_node_numel(at->logits) / positions;
     /* the positions every row's product computed at least (a q with an inf or NaN computed all:
      * its row is computed whole below, since its logits there are not the tail's) */

@@ -298,8 +298,7 @@ static void split_at_axis(const ane_node *x, int64_t axis, int64_t *outer, int64
     for (int i = (int)axis + 1; i < x->rank; i++) *inner *= x->shape[i];
 }
 
-/* Reduces one axis of a buffer shaped `shape` (rank) into out; shape[axis] becomes 1. */
-static void reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max) {
+void sim_reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max) {
     int64_t outer = 1, inner = 1, count = shape[axis];
     for (int i = 0; i < axis; i++) outer *= shape[i];
     for (int i = (int)axis + 1; i < rank; i++) inner *= shape[i];
@@ -359,7 +358,7 @@ static ane_status run_reduce(const ane_node *node, const sim_value *values, floa
             }
             target = next;
         }
-        reduce_axis(source, target, x->rank, shape, axis, take_max);
+        sim_reduce_axis(source, target, x->rank, shape, axis, take_max);
         if (temp && temp != target) free(temp);
         temp = final ? NULL : target;
         source = target;

@@ -61,7 +61,6 @@ enum { SIM_PART_HALF = 1, SIM_PART_ENCODED };
 #define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
 
 struct sim_step;
-struct sim_cached_attention;
 typedef ane_status (*sim_kernel)(const sim_context *context, const struct sim_step *step, const sim_value *values,
                                  ane_error *err);
 
@@ -81,7 +80,7 @@ typedef struct sim_step {
                                                   no storage: the fp32 table */
     unsigned char rounds[SIM_MAX_PARTS];       /* each output rounded to fp16 (fp16 precision, arithmetic) */
     unsigned char cliffs;                      /* the target's numeric cliffs apply (profile `ane`) */
-    const struct sim_cached_attention *attention; /* a fused decode attention's step (sim_attention.c), or NULL */
+    const void *chain;                         /* a fused step's chain (sim_program.h: sim_fused_step), or NULL */
 } sim_step;
 
 /* Rows of an fp16 conv weight converted per block (scratch of about 1 MB). */
@@ -97,6 +96,10 @@ int sim_part_kind(const ane_node *conv, int weight_form);
  * position each, whose weights are read as stored: sim_part_kind), or an error naming the node
  * where sim has none. Inputs and consts have no step (eval and load fill them). */
 ane_status sim_kernel_for(const ane_node *node, int as_parts, sim_kernel *out, ane_error *err);
+
+/* Reduces one axis of a buffer shaped `shape` (rank) into out, a sum or (take_max) a maximum as
+ * reduce_sum and reduce_max compute it; shape[axis] becomes 1. */
+void sim_reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max);
 
 /* Whether two nodes have one shape; whether n values are all finite (no inf, no NaN). */
 int sim_same_shape(const ane_node *a, const ane_node *b);

@@ -8,8 +8,8 @@
  *                  leading positions eval fills straight from the binding), and the outputs
  *                  that are zero pads of a value (a one-position program's 32-wide I/O,
  *                  ANE-21): eval reads and writes only what the program computes;
- *   attentions     decode attentions over an fp16 KV cache that two fused steps compute
- *                  (sim_attention.c);
+ *   fusions        chains that fewer steps compute (sim_attention.c: a decode attention
+ *                  over an fp16 KV cache; sim_norm.c: RMSNorm);
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -132,20 +132,70 @@ static void find_edges(sim_compiled *p) {
 /* Where each value lives in an instance's slab: weights read from the graph have no place,
  * reshapes read their operand's, inputs, converted consts and outputs keep theirs between
  * evaluations, and every other value shares places with values not live at the same time. */
+ane_status sim_add_chain(sim_compiled *p, void *chain, ane_error *err) {
+    void **grown = realloc(p->chains, (size_t)(p->nchains + 1) * sizeof *grown);
+    if (!grown) {
+        free(chain);
+        return out_of_memory(p, err);
+    }
+    p->chains = grown;
+    p->chains[p->nchains++] = chain;
+    return ANE_OK;
+}
+
+ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_error *err) {
+    sim_fused_step *grown = realloc(p->fused, (size_t)(p->nfused + 1) * sizeof *grown);
+    if (!grown) return out_of_memory(p, err);
+    p->fused = grown;
+    p->fused[p->nfused++] = *step;
+    return ANE_OK;
+}
+
+void sim_mark_link(sim_compiled *p, const ane_node *node, int kind) { p->links[node->id] = (unsigned char)kind; }
+
+void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader) {
+    if (p->read_until[value->id] < reader->id) p->read_until[value->id] = reader->id;
+}
+
+int sim_readers(const ane_graph *g, const ane_node *node, const ane_node **readers, int max) {
+    int count = 0;
+    for (int i = node->id + 1; i < g->count; i++)
+        for (int k = 0; k < g->nodes[i]->noperands; k++)
+            if (g->nodes[i]->operands[k] == node) {
+                if (count < max) readers[count] = g->nodes[i];
+                count++;
+                break; /* (a node reading it twice is one reader) */
+            }
+    return count;
+}
+
+int sim_is_output(const ane_graph *g, const ane_node *node) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].node == node) return 1;
+    return 0;
+}
+
+const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node) {
+    const ane_node *reader = NULL;
+    return sim_readers(g, node, &reader, 1) == 1 && !sim_is_output(g, node) ? reader : NULL;
+}
+
+/* The fused step that runs at node's place, or NULL. */
+static const sim_fused_step *fused_step_at(const sim_compiled *p, const ane_node *node) {
+    for (int f = 0; f < p->nfused; f++)
+        if (p->fused[f].node == node) return &p->fused[f];
+    return NULL;
+}
+
 static ane_status place_values(sim_compiled *p, ane_error *err) {
     const ane_graph *g = p->graph;
     unsigned char *kinds = calloc((size_t)g->count + 1, 1);
     size_t *offsets = calloc((size_t)g->count + 1, sizeof *offsets);
     p->temp_nodes = calloc((size_t)g->count + 1, sizeof *p->temp_nodes);
     ane_status status = kinds && offsets && p->temp_nodes ? ANE_OK : out_of_memory(p, err);
-    int *read_until = calloc((size_t)g->count + 1, sizeof *read_until);
-    if (!read_until && !status) status = out_of_memory(p, err);
-    if (!status) sim_attention_reads(p, read_until);
     for (int i = 0; !status && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
-        int link;
-        sim_attention_computing(p, node, &link);
-        if (link == SIM_LINK_UNHELD) kinds[i] = SIM_SLOT_NONE; /* a link of a fused chain no step reads */
+        if (p->links[i] == SIM_LINK_UNHELD) kinds[i] = SIM_SLOT_NONE; /* a link of a fused chain no step writes */
         else if (sim_is_view(node)) kinds[i] = SIM_SLOT_VIEW; /* of a half input: a view of no slab place */
         else if (p->slots[i].output_pad) kinds[i] = SIM_SLOT_NONE; /* written from its operand's place */
         else if (p->slots[i].weight_form || sim_reads_graph_values(node) || p->slots[i].half_input) kinds[i] = SIM_SLOT_NONE;
@@ -160,7 +210,7 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
         if (kinds[holder] == SIM_SLOT_TEMP) kinds[holder] = SIM_SLOT_KEPT;
     }
     size_t total = 0;
-    if (!status) status = ane_sim_places(g, kinds, read_until, offsets, &p->kept_floats, &total, err);
+    if (!status) status = ane_sim_places(g, kinds, p->read_until, offsets, &p->kept_floats, &total, err);
     p->temp_floats = total - p->kept_floats;
     for (int i = 0; !status && i < g->count; i++) {
         p->slots[i].kind = kinds[i];
@@ -169,7 +219,6 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
     }
     free(kinds);
     free(offsets);
-    free(read_until);
     return status;
 }
 
@@ -224,13 +273,11 @@ static int part_kind(const sim_compiled *p, const ane_node *node) {
 
 /* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),
  * output pads (written by the output's write), slices filled when their input is read, the
- * links of a fused attention's chain (its steps compute through them). */
+ * links of a fused chain (its fused steps compute through them). */
 static int computes(const sim_compiled *p, const ane_node *node) {
     const sim_slot *slot = &p->slots[node->id];
-    int link;
-    sim_attention_computing(p, node, &link);
     return node->op != ANE_OP_INPUT && node->op != ANE_OP_CONST && !sim_is_view(node) && !slot->output_pad &&
-           !slot->filled_at_read && link == SIM_NOT_A_LINK;
+           !slot->filled_at_read && p->links[node->id] == SIM_NOT_A_LINK;
 }
 
 /* Ops whose outputs are values of their inputs (no arithmetic): no rounding needed. */
@@ -282,12 +329,9 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
         sim_step *step = &p->steps[p->nsteps++];
         step->node = node;
         group_parts(p, i, grouped, step);
-        int link;
-        step->attention = sim_attention_computing(p, node, &link);
-        if (step->attention)
-            step->kernel = node == step->attention->row_max ? sim_k_attention_scores : sim_k_attention_weights;
-        else
-            status = sim_kernel_for(node, part_kind(p, node) != 0, &step->kernel, err);
+        const sim_fused_step *fused = fused_step_at(p, node);
+        if (fused) step->kernel = fused->kernel, step->chain = fused->chain;
+        else status = sim_kernel_for(node, part_kind(p, node) != 0, &step->kernel, err);
         for (int k = 0; !status && k < step->nparts; k++)
             if (step->parts[k]->op == ANE_OP_CONV && step->parts[k]->noperands > 1) {
                 status = palette_codes(p, step->parts[k]->operands[1], &step->palette_codes[k], err);
@@ -299,12 +343,8 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
             step->rounds[k] = fp16 && part->dtype == ANE_FP16 && !moves_data_only(part->op);
             int stored = part->op == ANE_OP_CONV ? p->slots[part->operands[1]->id].weight_form == SIM_WEIGHT_HALF
                          : part->op == ANE_OP_MATMUL && p->slots[part->operands[1]->id].half_input;
-            size_t scratch = sim_scratch_floats(part, stored);
-            if (step->attention) { /* the scores step's logits of +0 products; the weights step rounds itself */
-                const ane_node *logits = step->attention->logits;
-                scratch = (size_t)logits->shape[logits->rank - 1];
-                if (part == step->attention->weights) step->rounds[k] = 0;
-            }
+            size_t scratch = fused ? fused->scratch_floats : sim_scratch_floats(part, stored);
+            if (fused && fused->rounds_itself) step->rounds[k] = 0;
             if (scratch > p->scratch_floats) p->scratch_floats = scratch;
         }
     }
@@ -318,7 +358,14 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     choose_weight_forms(p);
     find_half_inputs(p);
     find_edges(p);
-    ane_status status = sim_find_cached_attentions(p, err);
+    p->links = calloc((size_t)p->graph->count + 1, sizeof *p->links);
+    p->read_until = calloc((size_t)p->graph->count + 1, sizeof *p->read_until);
+    if (!p->links || !p->read_until) return out_of_memory(p, err);
+    ane_status status = ANE_OK;
+    if (p->options.precision == ANE_PRECISION_FP16 && p->options.profile != ANE_PROFILE_ANE && !p->options.step_by_step) {
+        status = sim_fuse_cached_attentions(p, err);
+        if (!status) status = sim_fuse_rms_norms(p, err);
+    }
     if (!status) status = place_values(p, err);
     if (!status) status = build_steps(p, err);
     return status;
@@ -331,5 +378,9 @@ void sim_plan_free(sim_compiled *p) {
     free(p->steps);
     free(p->slots);
     free(p->temp_nodes);
-    free(p->attentions);
+    for (int c = 0; c < p->nchains; c++) free(p->chains[c]);
+    free(p->chains);
+    free(p->fused);
+    free(p->links);
+    free(p->read_until);
 }

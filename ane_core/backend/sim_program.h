@@ -30,16 +30,19 @@ typedef struct sim_slot {
     unsigned char filled_at_read; /* such a slice (no step computes it) */
 } sim_slot;
 
-/* One decode attention over an fp16 KV cache whose chain of steps two fused steps compute
- * (sim_attention.c): its nodes in the order of that chain. */
-typedef struct sim_cached_attention {
-    const ane_node *q, *keys, *scale, *mask;          /* what the scores step reads */
-    const ane_node *product, *scaled, *masked;        /* q x keys, * scale, + mask */
-    const ane_node *clipped;                          /* clip(masked), or NULL */
-    const ane_node *logits;                           /* clipped, or masked without a clip */
-    const ane_node *row_max;                          /* reduce_max(logits): the scores step's */
-    const ane_node *peak, *shifted, *weights;         /* exp(logits - peak): the exp step's */
-} sim_cached_attention;
+/* Fusions (sim_attention.c, sim_norm.c) compute a chain of nodes in fewer steps than one a
+ * node, each result rounded as its own step would round it. A node of a chain that no step
+ * computes is a link: held (a fused step writes it; it has a place) or not (never written). */
+enum { SIM_NOT_A_LINK = 0, SIM_LINK_HELD, SIM_LINK_UNHELD };
+
+/* A fused step: run at `node`'s place in node order, writing node (and held links). */
+typedef struct sim_fused_step {
+    const ane_node *node;
+    sim_kernel kernel;
+    const void *chain;     /* the fusion's own description of its nodes (freed with the plan) */
+    int rounds_itself;     /* the kernel leaves node's values rounded (no rounding pass after it) */
+    size_t scratch_floats; /* what the kernel takes of the instance's scratch */
+} sim_fused_step;
 
 typedef struct sim_compiled {
     ane_compiled base;
@@ -52,8 +55,13 @@ typedef struct sim_compiled {
     sim_step *steps;                 /* [nsteps] in node order: what evaluate() runs */
     int nsteps;
     int *temp_nodes, ntemp;          /* temporaries and the views of them, in node order */
-    sim_cached_attention *attentions; /* [nattentions] the fused decode attentions */
-    int nattentions;
+    unsigned char *links;            /* [graph->count] SIM_LINK_*: the nodes fused steps compute */
+    int *read_until;                 /* [graph->count] a position up to which a fused step reads the
+                                        value, beyond its readers' own (sim_places.c), or 0 */
+    sim_fused_step *fused;           /* [nfused] */
+    int nfused;
+    void **chains;                   /* [nchains] the fusions' descriptions, owned by the plan */
+    int nchains;
     size_t kept_floats, temp_floats, scratch_floats;
 } sim_compiled;
 
@@ -99,19 +107,23 @@ static inline int sim_value_source(const ane_graph *g, int id) {
 ane_status sim_plan_program(sim_compiled *p, ane_error *err);
 void sim_plan_free(sim_compiled *p);
 
-/* The fused decode attention (sim_attention.c): finds the chains (fp16 precision, cpu profile);
- * the chain whose fused step computes `node` (its row_max or weights), or NULL, with *link
- * saying whether node is another link of a chain, which no step computes: the logits (written
- * by the scores step, held in a place of their own), or one never held; raises read_until[id]
- * (the last node reading value id, as a position) to where the fused steps read; their kernels. */
-enum { SIM_NOT_A_LINK, SIM_LINK_HELD, SIM_LINK_UNHELD };
-ane_status sim_find_cached_attentions(sim_compiled *p, ane_error *err);
-const sim_cached_attention *sim_attention_computing(const sim_compiled *p, const ane_node *node, int *link);
-void sim_attention_reads(const sim_compiled *p, int *read_until);
-ane_status sim_k_attention_scores(const sim_context *context, const sim_step *step, const sim_value *values,
-                                  ane_error *err);
-ane_status sim_k_attention_weights(const sim_context *context, const sim_step *step, const sim_value *values,
-                                   ane_error *err);
+/* Fusions register what they found (sim_plan.c): a chain's description (owned by the plan from
+ * then on, even on failure), a fused step, a link, a value a fused step at `reader` reads. */
+ane_status sim_add_chain(sim_compiled *p, void *chain, ane_error *err);
+ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_error *err);
+void sim_mark_link(sim_compiled *p, const ane_node *node, int kind);
+void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader);
+
+/* The distinct nodes reading `node` (up to max of them written to readers), their count;
+ * whether node is a graph output; its only reader when it has one and is no output, else NULL. */
+int sim_readers(const ane_graph *g, const ane_node *node, const ane_node **readers, int max);
+int sim_is_output(const ane_graph *g, const ane_node *node);
+const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node);
+
+/* The fusions: each finds its chains and registers them (fp16 precision in the cpu profile: the
+ * ane profile applies the chip's numeric cliffs op by op). */
+ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err); /* sim_attention.c */
+ane_status sim_fuse_rms_norms(sim_compiled *p, ane_error *err);         /* sim_norm.c */
 
 /* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits). */
 ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin);

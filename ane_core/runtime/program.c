@@ -143,6 +143,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
     h = ane_hash64(h, &options->profile, sizeof options->profile);
     h = ane_hash64(h, &options->target, sizeof options->target);
     h = ane_hash64(h, &options->activations, sizeof options->activations);
+    h = ane_hash64(h, &options->step_by_step, sizeof options->step_by_step);
     h = ane_hash64(h, options->name, strlen(options->name));
     ane_hash_stream text; /* the MIL and the weight files: read whole, so the faster hash */
     ane_hash_stream_init(&text, h);
@@ -165,7 +166,7 @@ static uint64_t content_hash(const ane_backend *backend, const ane_compile_optio
 
 static int same_options(const ane_compile_options *a, const ane_compile_options *b) {
     return a->precision == b->precision && a->profile == b->profile && !memcmp(&a->target, &b->target, sizeof a->target) &&
-           a->activations == b->activations && strcmp(a->name, b->name) == 0;
+           a->activations == b->activations && a->step_by_step == b->step_by_step && strcmp(a->name, b->name) == 0;
 }
 
 static cache_entry *find_by_hash(uint64_t hash, const ane_backend *backend, const ane_compile_options *options) {

@@ -60,6 +60,9 @@ function M.new_state(kind, opts, precision, profile)
     -- fp16 models with clamping also saturate attention scores at the fp16 range before the
     -- softmax, inside the programs (not counted: a program has no counter to report)
     softmax_clip = precision == "fp16" and opts.clamp ~= false and 65504 or nil,
+    -- opts.fusions = false: sim runs every node of the programs as its own step (the fused
+    -- steps' baseline, scripts/bench/sim_fusions.lua; the same values either way)
+    fusions = opts.fusions ~= false,
   }
 end
 
@@ -166,7 +169,7 @@ function Methods:program(kind, layer, a, b)
   -- ANE-21's narrow decode widths); they are kept per program, not printed to its user
   local warnings
   program, warnings = ane.compile(g, { backend = self.backend, precision = self.precision, profile = self.profile,
-    activations = self.activations, key = self.id .. ":" .. key, quiet = true })
+    activations = self.activations, fusions = self.fusions, key = self.id .. ":" .. key, quiet = true })
   self.compile_warnings = self.compile_warnings or {}
   self.compile_warnings[key] = warnings
   self.counters.compile_seconds = self.counters.compile_seconds + (ane.clock() - start)
