@@ -711,7 +711,12 @@ int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, i
         free(factor);
         return 0;
     }
-    *out = (sim_column_copies){k, n, source, factor};
+    int pairs = k == n && n % 2 == 0, halves = k == n && n % 2 == 0;
+    for (int64_t j = 0; j < n && (pairs || halves); j++) {
+        pairs &= source[j] == (j ^ 1);
+        halves &= source[j] == (j + n / 2) % n;
+    }
+    *out = (sim_column_copies){k, n, source, factor, pairs ? SIM_COPIES_PAIRS : halves ? SIM_COPIES_HALVES : SIM_COPIES_ANY};
     return 1;
 }
 
@@ -730,10 +735,21 @@ static int run_column_copies(const sim_column_copies *copies, const ane_node *no
     int64_t n = copies->n, k = copies->k, rows = ane_node_numel(node) / n;
     if (ane_node_numel(node->operands[0]) != rows * k) return 0; /* (x broadcast over batches: the full product) */
     if (!sim_all_finite(x, rows * k)) return 0;
+    const float *factor = copies->factor;
     for (int64_t row = 0; row < rows; row++) {
         const float *in = x + row * k;
         float *o = out + row * n;
-        for (int64_t j = 0; j < n; j++) o[j] = copies->factor[j] * in[copies->source[j]] + 0.0f;
+        switch (copies->order) { /* (the same products as the gather, in loops the compiler vectorizes) */
+        case SIM_COPIES_PAIRS:
+            for (int64_t j = 0; j < n; j += 2) o[j] = factor[j] * in[j + 1] + 0.0f, o[j + 1] = factor[j + 1] * in[j] + 0.0f;
+            break;
+        case SIM_COPIES_HALVES:
+            for (int64_t j = 0; j < n / 2; j++) o[j] = factor[j] * in[j + n / 2] + 0.0f;
+            for (int64_t j = n / 2; j < n; j++) o[j] = factor[j] * in[j - n / 2] + 0.0f;
+            break;
+        default:
+            for (int64_t j = 0; j < n; j++) o[j] = factor[j] * in[copies->source[j]] + 0.0f;
+        }
     }
     return 1;
 }

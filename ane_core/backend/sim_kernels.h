@@ -22,7 +22,12 @@ typedef struct sim_column_copies {
     int64_t k, n;
     int32_t *source; /* [n] the element of x's row each column multiplies */
     float *factor;   /* [n] that column's nonzero entry (0 for a column of zeros) */
+    int order;       /* SIM_COPIES_*: how source runs, for loops that need no gather */
 } sim_column_copies;
+
+/* The orders RoPE's rotations have (nn.rope_rotation), besides any: interleaved pairs
+ * (source[j] = j ^ 1) and halves (source[j] = (j + n / 2) % n), both with k = n. */
+enum { SIM_COPIES_ANY = 0, SIM_COPIES_PAIRS, SIM_COPIES_HALVES };
 
 /* Whether values [rows, columns] (read transposed when `transposed`) have at most one nonzero
  * per column as above; fills out (its arrays malloc'ed, sim_column_copies_free) when so. */
