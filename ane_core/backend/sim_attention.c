@@ -145,11 +145,16 @@ ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err) {
 
 /* ------------------------------------------------------------------ the steps */
 
-/* Positions of a row of the product the matmul kernel computes (sim_kernels.c's vector
- * products: whole tiles over the written positions, all of them for a q with an inf or NaN). */
-static int64_t product_positions(int64_t filled, int64_t positions, const float *q, int64_t depth) {
+/* The cache's written positions rounded up to whole tiles of the vector products. */
+static int64_t written_tiles(int64_t filled, int64_t positions) {
     int64_t tiles = (filled + ANE_VECMAT_TILE - 1) / ANE_VECMAT_TILE * ANE_VECMAT_TILE;
-    return tiles < positions && sim_all_finite(q, depth) ? tiles : positions;
+    return tiles < positions ? tiles : positions;
+}
+
+/* Positions of a row of the product the matmul kernel computes (sim_kernels.c's vector
+ * products: the written tiles, all of them for a q with an inf or NaN). */
+static int64_t product_positions(int64_t filled, int64_t positions, const float *q, int64_t depth) {
+    return sim_all_finite(q, depth) ? written_tiles(filled, positions) : positions;
 }
 
 static int64_t whole_blocks(int64_t n, int64_t positions) {
@@ -253,12 +258,11 @@ static ane_status attention_weights(const sim_context *context, const sim_step *
     (void)context, (void)err;
     const sim_cached_attention *at = step->chain;
     int64_t positions = at->logits->shape[at->logits->rank - 1], rows = ane_node_numel(at->logits) / positions;
-    /* the positions every row's product computed at least (a q with an inf or NaN computed all:
-     * its row is computed whole below, since its logits there are not the tail's) */
-    int64_t filled = values[at->keys->id].filled;
-    int64_t tiles = (filled + ANE_VECMAT_TILE - 1) / ANE_VECMAT_TILE * ANE_VECMAT_TILE;
+    /* the positions every row's product computed at least (a q with an inf or NaN computed
+     * all: its logits past them are its own, which the check of each row reads as they are) */
+    int64_t written = written_tiles(values[at->keys->id].filled, positions);
     weights_job job = {values[at->logits->id].data, values[at->peak->id].data, values[at->weights->id].data, positions,
-                       whole_blocks(tiles < positions ? tiles : positions, positions)};
+                       whole_blocks(written, positions)};
     ane_parallel_for(rows, ((int64_t)1 << 14) / (positions + 1) + 1, weights_rows, &job);
     return ANE_OK;
 }
