@@ -87,18 +87,18 @@ static int match_chain(const sim_compiled *p, const ane_node *product, sim_cache
         return 0;
     const ane_node *masked = sim_only_reader(g, scaled), *mask = masked ? masked->operands[1] : NULL;
     if (!masked || masked->op != ANE_OP_ADD || masked->operands[0] != scaled || ane_node_numel(mask) != positions ||
-        mask->shape[mask->rank - 1] != positions || !sim_same_shape(masked, product))
+        mask->shape[mask->rank - 1] != positions || !ane_node_same_shape(masked, product))
         return 0;
     const ane_node *clipped = NULL, *logits = masked, *first, *second;
     const ane_node *after = sim_only_reader(g, masked);
     if (after && after->op == ANE_OP_CLIP) clipped = logits = after;
     const ane_node *readers[2];
-    if (sim_readers(g, logits, readers, 2) != 2 || sim_is_output(g, logits)) return 0;
+    if (sim_readers(g, logits, readers, 2) != 2 || ane_graph_is_output(g, logits)) return 0;
     first = readers[0], second = readers[1];
     const ane_node *row_max = first->op == ANE_OP_REDUCE_MAX ? first : second;
     const ane_node *shifted = row_max == first ? second : first;
     if (row_max->op != ANE_OP_REDUCE_MAX || !last_axis_reduction(row_max) || shifted->op != ANE_OP_SUB ||
-        shifted->operands[0] != logits || !sim_same_shape(shifted, logits))
+        shifted->operands[0] != logits || !ane_node_same_shape(shifted, logits))
         return 0;
     const ane_node *peak = shifted->operands[1], *weights = sim_only_reader(g, shifted);
     if (ane_node_numel(peak) != ane_node_numel(row_max) || !same_leading(peak, product) || peak->shape[r - 1] != 1 ||

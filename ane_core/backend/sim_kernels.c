@@ -31,10 +31,6 @@ static void broadcast_strides(const ane_node *x, const ane_node *out, int64_t *s
     }
 }
 
-int sim_same_shape(const ane_node *a, const ane_node *b) {
-    return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) == 0;
-}
-
 /* ------------------------------------------------------------------ elementwise */
 
 typedef void (*binary_row)(float *out, const float *a, int64_t sa, const float *b, int64_t sb, int64_t n);
@@ -114,8 +110,8 @@ static void broadcast_binary(const ane_node *node, const float *a, const float *
         row(out, a, 0, b, 0, 1);
         return;
     }
-    if (sim_same_shape(x, node) && (sim_same_shape(y, node) || ane_node_numel(y) == 1)) {
-        job.step_b = sim_same_shape(y, node);
+    if (ane_node_same_shape(x, node) && (ane_node_same_shape(y, node) || ane_node_numel(y) == 1)) {
+        job.step_b = ane_node_same_shape(y, node);
         ane_parallel_for(numel, SHARE_GRAIN, binary_flat, &job);
         return;
     }
@@ -711,7 +707,7 @@ int sim_find_column_copies(const float *values, int64_t rows, int64_t columns, i
         free(factor);
         return 0;
     }
-    int pairs = k == n && n % 2 == 0, halves = k == n && n % 2 == 0;
+    int pairs = k == n && n % 2 == 0, halves = pairs;
     for (int64_t j = 0; j < n && (pairs || halves); j++) {
         pairs &= source[j] == (j ^ 1);
         halves &= source[j] == (j + n / 2) % n;

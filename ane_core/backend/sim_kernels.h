@@ -106,8 +106,7 @@ ane_status sim_kernel_for(const ane_node *node, int as_parts, sim_kernel *out, a
  * reduce_sum and reduce_max compute it; shape[axis] becomes 1. */
 void sim_reduce_axis(const float *in, float *out, int rank, int64_t *shape, int64_t axis, int take_max);
 
-/* Whether two nodes have one shape; whether n values are all finite (no inf, no NaN). */
-int sim_same_shape(const ane_node *a, const ane_node *b);
+/* Whether n values are all finite (no inf, no NaN). */
 int sim_all_finite(const float *x, int64_t n);
 
 /* Scratch a node needs; stored_weight: its conv weight is kept fp16 (converted per block where

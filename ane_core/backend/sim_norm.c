@@ -61,7 +61,7 @@ static int match_chain(const sim_compiled *p, const ane_node *scaled, sim_rms_no
         return 0;
     const ane_node *y = sim_only_reader(g, normalized);
     if (!y || y->op != ANE_OP_MUL || y->operands[0] != normalized || !along_axis(y->operands[1], x, axis) ||
-        !sim_same_shape(y, x))
+        !ane_node_same_shape(y, x))
         return 0;
     const ane_node *chain[] = {scaled, squared, mean, shifted, inverse, normalized, y};
     for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)

@@ -169,15 +169,9 @@ int sim_readers(const ane_graph *g, const ane_node *node, const ane_node **reade
     return count;
 }
 
-int sim_is_output(const ane_graph *g, const ane_node *node) {
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].node == node) return 1;
-    return 0;
-}
-
 const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node) {
     const ane_node *reader = NULL;
-    return sim_readers(g, node, &reader, 1) == 1 && !sim_is_output(g, node) ? reader : NULL;
+    return sim_readers(g, node, &reader, 1) == 1 && !ane_graph_is_output(g, node) ? reader : NULL;
 }
 
 /* The fused step that runs at node's place, or NULL. */

@@ -114,10 +114,9 @@ ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_e
 void sim_mark_link(sim_compiled *p, const ane_node *node, int kind);
 void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader);
 
-/* The distinct nodes reading `node` (up to max of them written to readers), their count;
- * whether node is a graph output; its only reader when it has one and is no output, else NULL. */
+/* The distinct nodes reading `node` (up to max of them written to readers), their count; its
+ * only reader when it has one and is no graph output, else NULL. */
 int sim_readers(const ane_graph *g, const ane_node *node, const ane_node **readers, int max);
-int sim_is_output(const ane_graph *g, const ane_node *node);
 const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node);
 
 /* The fusions: each finds its chains and registers them (fp16 precision in the cpu profile: the

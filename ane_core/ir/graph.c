@@ -370,6 +370,10 @@ int64_t ane_node_numel(const ane_node *node) {
     return count;
 }
 
+int ane_node_same_shape(const ane_node *a, const ane_node *b) {
+    return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) == 0;
+}
+
 int64_t ane_node_bytes(const ane_node *node) { return ane_node_numel(node) * (int64_t)ane_dtype_size(node->dtype); }
 
 const char *ane_node_shape_string(const ane_node *node, char *buf, size_t size) {

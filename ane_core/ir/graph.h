@@ -142,6 +142,8 @@ int64_t ane_node_working_set_bytes(const ane_node *node);
 /* Bytes of one node's value: numel x dtype size. */
 int64_t ane_node_bytes(const ane_node *node);
 int64_t ane_node_numel(const ane_node *node);
+/* Whether two nodes have one shape (rank and every dimension). */
+int ane_node_same_shape(const ane_node *a, const ane_node *b);
 /* "[1, 768, 1, 64]" */
 const char *ane_node_shape_string(const ane_node *node, char *buf, size_t size);
 

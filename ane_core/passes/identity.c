@@ -7,22 +7,18 @@
 
 #include "passes.h"
 
-static int same_shape(const ane_node *a, const ane_node *b) {
-    return a->rank == b->rank && memcmp(a->shape, b->shape, (size_t)a->rank * sizeof a->shape[0]) == 0;
-}
-
 static int is_identity(const ane_node *node) {
     const ane_node *x = node->noperands ? node->operands[0] : NULL;
     switch (node->op) {
     case ANE_OP_IDENTITY: return 1;
     case ANE_OP_CAST: return node->attrs.dtype == x->dtype;
-    case ANE_OP_RESHAPE: return same_shape(node, x);
+    case ANE_OP_RESHAPE: return ane_node_same_shape(node, x);
     case ANE_OP_TRANSPOSE:
         for (int i = 0; i < node->attrs.perm.count; i++)
             if (node->attrs.perm.values[i] != i) return 0;
         return 1;
     case ANE_OP_SLICE_BY_INDEX:
-    case ANE_OP_SLICE_BY_SIZE: return same_shape(node, x);
+    case ANE_OP_SLICE_BY_SIZE: return ane_node_same_shape(node, x);
     default: return 0;
     }
 }
