@@ -93,6 +93,22 @@ static inline void in_row_groups(int64_t first, int64_t last, row_group_body bod
     for (int64_t r = first + GEMV_GROUP * quarter; r < last; r++) body(context, r, 1, 1);
 }
 
+/* Bytes [at, end) a kernel brings into the cache while it computes (the next block of a few
+ * columns' product, prefetch_span_share of it per row group), a line at a time between its
+ * multiply-adds: the same bytes asked for all at once before the pass fill the memory queues
+ * and stall the pass behind them. */
+typedef struct prefetch_span {
+    const char *at, *end;
+} prefetch_span;
+
+/* The next of `parts` equal shares of the span (whole lines), taken from its front. */
+static inline prefetch_span prefetch_span_share(prefetch_span *span, int64_t parts) {
+    int64_t left = span->end - span->at, share = parts > 1 ? ((left + parts - 1) / parts + 63) / 64 * 64 : left;
+    prefetch_span taken = {span->at, share < left ? span->at + share : span->end};
+    span->at = taken.end;
+    return taken;
+}
+
 /* y[first..n) = x^T M's columns, element by element: the one order every vecmat kernel keeps
  * (per column, rows 0..k-1, one fused multiply-add each), so an fp16 matrix gives the very sums
  * of its values converted to fp32, and a column's sum does not depend on how many columns are
@@ -245,8 +261,9 @@ typedef struct ane_kernel_table {
     ane_range_body rows_float[WEIGHT_KINDS];
     /* fp16 rows [first, last) of two columns' jobs at once (a few columns' products: each weight
      * converted once for both), each column's results the bits rows_float[WEIGHTS_FP16] gives
-     * it; NULL where a level has none (a level that replaces the fp16 row kernel resets it). */
-    void (*rows_fp16_two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last);
+     * it, bringing the bytes of `ahead` into the cache as it goes (prefetch_span); NULL where a
+     * level has none (a level that replaces the fp16 row kernel resets it). */
+    void (*rows_fp16_two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead);
     /* x_split [k] for this level's 4-bit kernel (memory for k floats): x's whole chunks in its
      * order; returns x_split, or NULL where the kernel reads x as it is. */
     const float *(*split_lut4)(float *x_split, const float *x, int64_t k);

@@ -140,9 +140,12 @@ __attribute__((target("avx2,fma,f16c"))) static void dot2_avx2(const uint16_t *w
     *out_x = total_x, *out_z = total_z;
 }
 
-static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; r++)
+static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead) {
+    for (int64_t r = first; r < last; r++) {
+        prefetch_span share = prefetch_span_share(&ahead, last - r); /* (a row's few lines before it) */
+        for (; share.at < share.end; share.at += 64) _mm_prefetch(share.at, _MM_HINT_T1);
         dot2_avx2((const uint16_t *)a->w + r * a->row_stride, a->x, b->x, a->k, &a->y[r], &b->y[r]);
+    }
 }
 
 /* fp32 rows in dot_avx2's order (the same chains, tails and sums), so an fp16 row and its
