@@ -395,9 +395,16 @@ done:
  * from cache by the others. */
 #define FEW_COLUMNS_BLOCK_BYTES ((int64_t)1 << 18)
 
+/* A pass takes as many columns as keep its x within PASS_X_BYTES (but two): four where a row
+ * has up to 1024 weights, two on longer rows, where four at a time measured slower (eight
+ * columns of [768, 2048]: 221-232 us four at a time, 177-183 two; the four-column kernel was
+ * as slow taking two, so it is not the cache alone). */
+enum { PASS_X_BYTES = 16 << 10 };
+
 typedef struct columns_job {
     ane_range_body rows; /* the level's row kernel of the weights */
-    void (*two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead); /* or NULL */
+    void (*columns_at_once)(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead); /* or NULL */
+    int at_once;                                               /* the columns it takes (up to) */
     gemv_job *columns;                                         /* [count]: a column's x and its y [rows] */
     int64_t count, block_rows;
     const char *data;                                          /* the weights' rows, row_bytes each */
@@ -414,21 +421,21 @@ static void prefetch_bytes(const char *data, int64_t from, int64_t to) {
  * products compute (the two-column kernels a line at a time as they go). */
 static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
-    int64_t passes = job->two_columns ? job->count / 2 + job->count % 2 : job->count;
+    int64_t passes = (job->count + job->at_once - 1) / job->at_once;
     for (int64_t from = first; from < last; from += job->block_rows) {
         int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
         int64_t next_to = last - to < job->block_rows ? last : to + job->block_rows;
         int64_t ahead = (next_to - to) * job->row_bytes, pass = 0; /* bytes of the next block, from byte to x row_bytes */
         const char *next = job->data + to * job->row_bytes;
-        int64_t c = 0;
-        if (job->two_columns)
-            for (; c + 2 <= job->count; c += 2, pass++) {
-                prefetch_span share = {next + ahead * pass / passes, next + ahead * (pass + 1) / passes};
-                job->two_columns(&job->columns[c], &job->columns[c + 1], from, to, share);
+        for (int64_t c = 0, taken; c < job->count; c += taken, pass++) {
+            taken = job->count - c < job->at_once ? job->count - c : job->at_once;
+            prefetch_span share = {next + ahead * pass / passes, next + ahead * (pass + 1) / passes};
+            if (taken > 1) {
+                job->columns_at_once(&job->columns[c], (int)taken, from, to, share);
+            } else {
+                prefetch_bytes(share.at, 0, share.end - share.at);
+                job->rows(&job->columns[c], from, to);
             }
-        for (; c < job->count; c++, pass++) {
-            prefetch_bytes(next, ahead * pass / passes, ahead * (pass + 1) / passes);
-            job->rows(&job->columns[c], from, to);
         }
     }
 }
@@ -451,9 +458,11 @@ static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *d
         for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
         jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL, words};
     }
-    /* fp16 rows two columns at a time where the level has that kernel (the same bits) */
-    columns_job job = {rows_kernel, rows_kernel == ane_kernels()->rows_float[WEIGHTS_FP16] ? ane_kernels()->rows_fp16_two_columns
-                       : NULL, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows, data, row_bytes};
+    /* fp16 rows several columns at a time where the level has that kernel (the same bits) */
+    const ane_kernel_table *kernels = ane_kernels();
+    int at_once = rows_kernel == kernels->rows_float[WEIGHTS_FP16] && kernels->rows_fp16_columns ? kernels->fp16_columns_at_once : 1;
+    while (at_once > 2 && at_once * k * (int64_t)sizeof(float) > PASS_X_BYTES) at_once--;
+    columns_job job = {rows_kernel, at_once > 1 ? kernels->rows_fp16_columns : NULL, at_once, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows, data, row_bytes};
     /* one share a thread, so that all its blocks but the first are fetched ahead (four a thread:
      * half the blocks of [2048, 768] start cold; eight columns of it 2 threads, with the fine
      * prefetch: 202 -> 185 us, [768, 2048] 206 -> 179, [768, 768] 73 -> 70) */

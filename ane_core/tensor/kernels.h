@@ -259,11 +259,13 @@ typedef struct ane_kernel_table {
 
     /* Float activations: the rows [first, last) of a gemv_job (an ane_range_body over it). */
     ane_range_body rows_float[WEIGHT_KINDS];
-    /* fp16 rows [first, last) of two columns' jobs at once (a few columns' products: each weight
-     * converted once for both), each column's results the bits rows_float[WEIGHTS_FP16] gives
-     * it, bringing the bytes of `ahead` into the cache as it goes (prefetch_span); NULL where a
-     * level has none (a level that replaces the fp16 row kernel resets it). */
-    void (*rows_fp16_two_columns)(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead);
+    /* fp16 rows [first, last) of `count` columns' jobs at once, 2 <= count <= fp16_columns_at_once
+     * (a few columns' products: each weight converted once for all of them), each column's
+     * results the bits rows_float[WEIGHTS_FP16] gives it, bringing the bytes of `ahead` into the
+     * cache as it goes (prefetch_span); NULL and 1 where a level has none (a level that replaces
+     * the fp16 row kernel resets them). */
+    void (*rows_fp16_columns)(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead);
+    int fp16_columns_at_once;
     /* x_split [k] for this level's 4-bit kernel (memory for k floats): x's whole chunks in its
      * order; returns x_split, or NULL where the kernel reads x as it is. */
     const float *(*split_lut4)(float *x_split, const float *x, int64_t k);

@@ -428,7 +428,7 @@ void ane_kernels_scalar(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_Q4_K] = rows_q4_k;
     t->rows_float[WEIGHTS_Q5_K] = rows_q5_k;
     t->rows_blocks_int8 = rows_blocks_int8;
-    t->rows_fp16_two_columns = NULL; /* (a column at a time) */
+    t->rows_fp16_columns = NULL, t->fp16_columns_at_once = 1; /* (a column at a time) */
     t->arrange_q4_0_codes8 = arrange_nothing_for_q4_0;
     t->split_lut4 = split_lut4;
     t->lut4_reads_words = 0;

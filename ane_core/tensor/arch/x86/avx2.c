@@ -140,7 +140,9 @@ __attribute__((target("avx2,fma,f16c"))) static void dot2_avx2(const uint16_t *w
     *out_x = total_x, *out_z = total_z;
 }
 
-static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead) {
+static void rows_fp16_two_columns(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead) {
+    const gemv_job *a = &jobs[0], *b = &jobs[1];
+    (void)count; /* (2: fp16_columns_at_once) */
     for (int64_t r = first; r < last; r++) {
         prefetch_span share = prefetch_span_share(&ahead, last - r); /* (a row's few lines before it) */
         for (; share.at < share.end; share.at += 64) _mm_prefetch(share.at, _MM_HINT_T1);
@@ -983,7 +985,7 @@ __attribute__((target("avx2"))) static void lut4_decode(const uint8_t *packed, c
 void ane_kernels_x86_avx2(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
-    t->rows_fp16_two_columns = rows_fp16_two_columns;
+    t->rows_fp16_columns = rows_fp16_two_columns, t->fp16_columns_at_once = 2;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = x86_rows_lut4_avx2;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;

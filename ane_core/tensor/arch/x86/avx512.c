@@ -192,16 +192,19 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
-/* fp16 rows of two columns' jobs at once, grouped as rows_avx512_fp16 (four rows a quarter of
- * the share apart): each weight converted once for both columns, each column's chains, tail
- * and sum rows_avx512_fp16's, so each result is its bits. Per 32 weights of a row: 2
- * conversions and 4 fused multiply-adds, against 4 and 4 a column at a time. A group's share
- * of the span ahead is asked for a line every 32 weights (see prefetch_span): eight columns
- * of [2048, 768] / [768, 2048] / [32000, 768] from memory, 2 threads, best of 3 x 40: 215 ->
- * 185 / 220 -> 179 / 3772 -> 2931 us with the chunks of by_columns. */
-AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline(const gemv_job *a, const gemv_job *b,
-                                                                                 int64_t row, int64_t apart, int count,
+/* fp16 rows of a few columns' jobs at once, grouped as rows_avx512_fp16 (four rows a quarter of
+ * the share apart): each weight converted once for all the columns, each column's chains, tail
+ * and sum rows_avx512_fp16's, so each result is its bits. A group's share of the span ahead is
+ * asked for a line every 32 weights of a pass over a row (see prefetch_span): eight columns of
+ * [2048, 768] / [768, 2048] / [32000, 768] from memory, 2 threads, best of 3 x 40: 215 -> 185 /
+ * 220 -> 179 / 3772 -> 2931 us with the chunks of by_columns.
+ *
+ * Two columns: both chains of each row and column at once. Per 32 weights of a row: 2
+ * conversions and 4 fused multiply-adds, against 4 and 4 a column at a time. */
+AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline(const gemv_job *jobs, int64_t row,
+                                                                                 int64_t apart, int count,
                                                                                  prefetch_span ahead) {
+    const gemv_job *a = &jobs[0], *b = &jobs[1];
     const uint16_t *rows[GEMV_GROUP];
     __m512 a0[GEMV_GROUP], a1[GEMV_GROUP], b0[GEMV_GROUP], b1[GEMV_GROUP];
     const float *x = a->x, *z = b->x;
@@ -232,22 +235,80 @@ AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline
     }
 }
 
-typedef struct two_columns {
-    const gemv_job *a, *b;
-    prefetch_span *ahead; /* what is left of it */
-    int64_t groups_left;
-} two_columns;
+/* Three or four columns: a row's two chains (elements j .. j + 15 and j + 16 .. j + 31 of each
+ * 32) are independent until the sum, so they take turns over each FP16_CHUNK elements: 16
+ * accumulators (4 rows x 4 columns) where both at once would need 32, the chunk's x and
+ * weights in L1 for the second turn. Per 32 weights of four rows and four columns: 8
+ * conversions and 32 multiply-adds (two columns at a time: 16 and 32). Eight columns of
+ * [2048, 768] / [32000, 768] / [768, 768], four at a time against two: 189 -> 174 / 2869 ->
+ * 2570 / 69 -> 66 us; of [768, 2048] 181 -> 221 (by_columns takes two at a time there). */
+enum { FP16_COLUMNS_AT_ONCE = 4, FP16_CHUNK = 1024 };
 
-AVX512 static void fp16_two_columns_group(const void *context, int64_t row, int64_t apart, int count) {
-    two_columns *pair = (two_columns *)context;
-    prefetch_span share = prefetch_span_share(pair->ahead, pair->groups_left--);
-    if (count == GEMV_GROUP) fp16_two_columns_inline(pair->a, pair->b, row, apart, GEMV_GROUP, share);
-    else fp16_two_columns_inline(pair->a, pair->b, row, apart, 1, share);
+AVX512 static inline __attribute__((always_inline)) void fp16_columns_inline(const gemv_job *jobs, int64_t row, int64_t apart,
+                                                                             int rows, int columns, prefetch_span ahead) {
+    const uint16_t *w[GEMV_GROUP];
+    const float *x[FP16_COLUMNS_AT_ONCE];
+    __m512 chains[2][GEMV_GROUP][FP16_COLUMNS_AT_ONCE]; /* [half, row, column]: the sums so far */
+    const int64_t k = jobs[0].k, whole = k / 32 * 32;
+    for (int r = 0; r < rows; r++) w[r] = (const uint16_t *)jobs[0].w + (row + r * apart) * jobs[0].row_stride;
+    for (int c = 0; c < columns; c++) x[c] = jobs[c].x;
+    for (int half = 0; half < 2; half++)
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < columns; c++) chains[half][r][c] = _mm512_setzero_ps();
+    for (int64_t from = 0; from < whole; from += FP16_CHUNK) {
+        const int64_t to = whole - from < FP16_CHUNK ? whole : from + FP16_CHUNK;
+        for (int half = 0; half < 2; half++) {
+            __m512 sums[GEMV_GROUP][FP16_COLUMNS_AT_ONCE];
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < columns; c++) sums[r][c] = chains[half][r][c];
+            for (int64_t j = from + 16 * half; j < to; j += 32) {
+                if (ahead.at < ahead.end) _mm_prefetch(ahead.at, _MM_HINT_T1), ahead.at += 64;
+                __m512 xs[FP16_COLUMNS_AT_ONCE];
+                for (int c = 0; c < columns; c++) xs[c] = _mm512_loadu_ps(x[c] + j);
+                for (int r = 0; r < rows; r++) {
+                    __m512 weights = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w[r] + j)));
+                    for (int c = 0; c < columns; c++) sums[r][c] = _mm512_fmadd_ps(weights, xs[c], sums[r][c]);
+                }
+            }
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < columns; c++) chains[half][r][c] = sums[r][c];
+        }
+    }
+    for (; ahead.at < ahead.end; ahead.at += 64) _mm_prefetch(ahead.at, _MM_HINT_T1); /* (rows shorter than the share) */
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < columns; c++) {
+            float total = _mm512_reduce_add_ps(_mm512_add_ps(chains[0][r][c], chains[1][r][c]));
+            for (int64_t t = whole; t < k; t++) total += ane_fp16_to_fp32(w[r][t]) * x[c][t];
+            jobs[c].y[row + r * apart] = total;
+        }
 }
 
-static void rows_fp16_two_columns(const gemv_job *a, const gemv_job *b, int64_t first, int64_t last, prefetch_span ahead) {
-    two_columns pair = {a, b, &ahead, (last - first) / GEMV_GROUP + (last - first) % GEMV_GROUP};
-    in_row_groups(first, last, fp16_two_columns_group, &pair);
+typedef struct fp16_columns {
+    const gemv_job *jobs;
+    int count;
+    prefetch_span *ahead; /* what is left of it */
+    int64_t groups_left;
+} fp16_columns;
+
+AVX512 static void fp16_columns_group(const void *context, int64_t row, int64_t apart, int rows) {
+    fp16_columns *job = (fp16_columns *)context;
+    const prefetch_span share = prefetch_span_share(job->ahead, job->groups_left--);
+    const int four_rows = rows == GEMV_GROUP;
+    if (job->count == 2) {
+        if (four_rows) fp16_two_columns_inline(job->jobs, row, apart, GEMV_GROUP, share);
+        else fp16_two_columns_inline(job->jobs, row, apart, 1, share);
+    } else if (job->count == 3) {
+        if (four_rows) fp16_columns_inline(job->jobs, row, apart, GEMV_GROUP, 3, share);
+        else fp16_columns_inline(job->jobs, row, apart, 1, 3, share);
+    } else {
+        if (four_rows) fp16_columns_inline(job->jobs, row, apart, GEMV_GROUP, 4, share);
+        else fp16_columns_inline(job->jobs, row, apart, 1, 4, share);
+    }
+}
+
+static void rows_fp16_columns(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead) {
+    fp16_columns job = {jobs, count, &ahead, (last - first) / GEMV_GROUP + (last - first) % GEMV_GROUP};
+    in_row_groups(first, last, fp16_columns_group, &job);
 }
 
 static void rows_fp32(void *job, int64_t first, int64_t last) {
@@ -366,7 +427,7 @@ AVX512 static void vecmat_fp16_avx512(float *y, const float *x, const uint16_t *
 void ane_kernels_x86_avx512(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
-    t->rows_fp16_two_columns = rows_fp16_two_columns;
+    t->rows_fp16_columns = rows_fp16_columns, t->fp16_columns_at_once = FP16_COLUMNS_AT_ONCE;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
