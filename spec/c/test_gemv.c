@@ -342,7 +342,9 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
          * block's exact integer dot product times (weight scale x activation scale), added in
          * order: the scalar and NEON levels give these bits; AVX2 sums in lanes (the bound below) */
         int lanes = ane_cpu_has_avx2_fma_f16c();
-        for (int count = 1; count <= 3; count += 2) {
+        const int column_counts[] = {1, 3, 4}; /* (kernels that take two columns at once: 2 + 1, 2 + 2) */
+        for (int n = 0; n < 3; n++) {
+            const int count = column_counts[n];
             for (int64_t j = 0; j < k; j++)
                 for (int c = 0; c < count; c++) columns[j * count + c] = c == 0 ? x[j] : uniform();
             CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, columns, rows, k, count,
@@ -401,6 +403,19 @@ static void check_blocks(int64_t rows, int64_t k, const float *x) {
             }
             CHECK(differing == 0, "%s [%lld, %lld] x %d columns on int8 activations: %d results not the blocks' "
                   "arithmetic", kinds[t].name, (long long)rows, (long long)k, count, differing);
+            /* and each column's results are its own product's bit for bit, however many columns
+             * share the weights (batched decoding changes no token) */
+            float *column = malloc(sizeof(float) * k), *alone = malloc(sizeof(float) * rows);
+            int not_alone = 0;
+            for (int c = 0; count > 1 && c < count; c++) {
+                for (int64_t j = 0; j < k; j++) column[j] = columns[j * count + c];
+                CHECK(ane_encoded_matmul(alone, kinds[t].encoding, kinds[t].data, scales, NULL, column, rows, k, 1,
+                                         ANE_ACTIVATIONS_INT8, &err) == ANE_OK, "%s int8 product: %s", kinds[t].name, err.message);
+                for (int64_t r = 0; r < rows; r++) not_alone += memcmp(&alone[r], &y[r * count + c], sizeof(float)) != 0;
+            }
+            CHECK(not_alone == 0, "%s [%lld, %lld] x %d columns on int8 activations: %d results not their column's own "
+                  "product", kinds[t].name, (long long)rows, (long long)k, count, not_alone);
+            free(column), free(alone);
         }
         CHECK(ane_encoded_matmul(y, kinds[t].encoding, kinds[t].data, scales, NULL, x, rows, k, 1, ANE_ACTIVATIONS_INT16,
                                  &err) != ANE_OK && strstr(err.message, "not int16"),

@@ -191,10 +191,16 @@ static void rows_grouped(void *context, int64_t first, int64_t last) { in_row_gr
  * lane's bias taking the offset back), then, as a float, the product of its block's two scales
  * (the weights' times the activations', rounded as blocks_int8 rounds it), into fp32
  * accumulators: blocks_int8's arithmetic summed in lanes, within the bound spec/c/test_gemv.c
- * derives for it. dots[r] = row r (at w + r row_bytes, its scales at scales + r width) against
- * v, for count 1 or 4. Per 128 weights a row: Q8_0 2 x 7 operations, Q4_0 12, Q6_K 21. */
+ * derives for it. dots[r x columns + c] = row r (at w + r row_bytes, its scales at scales + r width) against
+ * v[c], for count 1 or 4 and up to BLOCK_COLUMNS columns: a row's weights are decoded once for
+ * all of them, and each column's arithmetic is the one a column alone gets (the same bits).
+ * Per 128 weights a row: Q8_0 2 x 7 operations, Q4_0 12, Q6_K 21, less the decoding for a
+ * second column. */
 typedef void (*block_rows_vnni)(const char *w, int64_t row_bytes, const float *scales, const uint16_t *half,
-                                int64_t width, const code_vector *v, float *dots, int count);
+                                int64_t width, const code_vector *v, int columns, float *dots, int count);
+
+/* Columns a block kernel takes at once (more columns: more registers than there are). */
+enum { BLOCK_COLUMNS = 2 };
 
 /* n (2, 4 or 8) table entries of a row at `at` as floats, from the fp16 table where the job has
  * one (use_half: a constant of each kernel's copy), else the fp32 one: the same values. */
@@ -214,24 +220,35 @@ static inline int half_pair(const uint16_t *half) {
 /* Q8_0: 64 weights a step in element order plus 128 against the codes (arrange_codes8's lanes:
  * the bias -128 x the lane's code sum, the lane's block scale); lanes 0-7 the first block's. */
 VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
-    __m512 sums[GEMV_GROUP];
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, int columns, float *dots, int count,
+    int use_half) {
+    __m512 sums[GEMV_GROUP][BLOCK_COLUMNS];
     const __m512i plus128 = _mm512_set1_epi8((char)0x80), two_blocks = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) sums[r][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
-        __m512i bias = _mm512_loadu_si512(v->lane_bias + j / 4), codes = _mm512_loadu_si512(v->codes8 + j);
-        __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        __m512i bias[BLOCK_COLUMNS], codes[BLOCK_COLUMNS];
+        __m512 activation_scales[BLOCK_COLUMNS];
+        for (int c = 0; c < columns; c++) {
+            bias[c] = _mm512_loadu_si512(v[c].lane_bias + j / 4), codes[c] = _mm512_loadu_si512(v[c].codes8 + j);
+            activation_scales[c] = _mm512_loadu_ps(v[c].lane_scales + j / 4);
+        }
         for (int r = 0; r < count; r++) {
             __m512i weights = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j), plus128);
             __m128 pair = TABLE_ENTRIES2(scales, half, r * width + j / 32, use_half);
-            __m512 both = _mm512_mul_ps(_mm512_permutexvar_ps(two_blocks, _mm512_castps128_ps512(pair)), activation_scales);
-            sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, weights, codes)), both, sums[r]);
+            __m512 weight_scales = _mm512_permutexvar_ps(two_blocks, _mm512_castps128_ps512(pair));
+            for (int c = 0; c < columns; c++) {
+                __m512 both = _mm512_mul_ps(weight_scales, activation_scales[c]);
+                sums[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias[c], weights, codes[c])), both, sums[r][c]);
+            }
         }
     }
-    for (int r = 0; r < count; r++) {
-        dots[r] = _mm512_reduce_add_ps(sums[r]);
-        if (v->chunked < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q8_0, w + r * row_bytes, scales + r * width, v, v->chunked);
-    }
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) {
+            float dot = _mm512_reduce_add_ps(sums[r][c]);
+            if (v->chunked < v->k) dot += blocks_int8_from(ANE_ENCODING_Q8_0, w + r * row_bytes, scales + r * width, &v[c], v->chunked);
+            dots[r * columns + c] = dot;
+        }
 }
 
 /* Q4_0: 128 weights (64 bytes) a step as the 4-bit rows above read them: the nibbles with their
@@ -239,60 +256,81 @@ VNNI static inline __attribute__((always_inline)) void q8_0_int8_vnni_inline(con
  * the bias (arrange_q4_0_codes8) is -8 x each 8 codes' sum, so lane L holds elements 8L .. 8L + 7,
  * block L / 4's. The blocks after the whole steps in blocks_int8's scalar order. */
 VNNI static inline __attribute__((always_inline)) void q4_0_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
-    __m512 sums[GEMV_GROUP];
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, int columns, float *dots, int count,
+    int use_half) {
+    __m512 sums[GEMV_GROUP][BLOCK_COLUMNS];
     const __m512i nibble = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x88);
     const __m512i four_blocks = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) sums[r][c] = _mm512_setzero_ps();
     int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
     for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
-        __m512i even_codes = _mm512_loadu_si512(v->split8 + j);
-        __m512i odd_codes = _mm512_loadu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
-        __m512i bias = _mm512_loadu_si512(v->bias8 + j / 8);
-        __m512 activation_scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        __m512i even_codes[BLOCK_COLUMNS], odd_codes[BLOCK_COLUMNS], bias[BLOCK_COLUMNS];
+        __m512 activation_scales[BLOCK_COLUMNS];
+        for (int c = 0; c < columns; c++) {
+            even_codes[c] = _mm512_loadu_si512(v[c].split8 + j);
+            odd_codes[c] = _mm512_loadu_si512(v[c].split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
+            bias[c] = _mm512_loadu_si512(v[c].bias8 + j / 8);
+            activation_scales[c] = _mm512_loadu_ps(v[c].chunk_scales + j / 8);
+        }
         for (int r = 0; r < count; r++) {
             __m512i bytes = _mm512_xor_si512(_mm512_loadu_si512(w + r * row_bytes + j / 2), flip);
             __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
-            __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias, even, even_codes), odd, odd_codes);
             __m512 weight_scales = _mm512_permutexvar_ps(four_blocks, _mm512_castps128_ps512(TABLE_ENTRIES4(scales, half, r * width + j / 32, use_half)));
-            sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(weight_scales, activation_scales), sums[r]);
+            for (int c = 0; c < columns; c++) {
+                __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(bias[c], even, even_codes[c]), odd, odd_codes[c]);
+                sums[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(weight_scales, activation_scales[c]), sums[r][c]);
+            }
         }
     }
-    for (int r = 0; r < count; r++) {
-        dots[r] = _mm512_reduce_add_ps(sums[r]);
-        if (whole < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q4_0, w + r * row_bytes, scales + r * width, v, whole);
-    }
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) {
+            float dot = _mm512_reduce_add_ps(sums[r][c]);
+            if (whole < v->k) dot += blocks_int8_from(ANE_ENCODING_Q4_0, w + r * row_bytes, scales + r * width, &v[c], whole);
+            dots[r * columns + c] = dot;
+        }
 }
 
 /* Q4_K: as Q4_0, the nibbles x unsigned (no flip) with no bias, so lane L's integer sum is
  * S = sum x a over its 8 elements; its code sum C is bias8 / -8 (arrange_q4_0_codes8: exact, a
  * power of two); the lane's term (scale x the activations') x (S - offset x C). */
 VNNI static inline __attribute__((always_inline)) void q4_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
-    __m512 sums[GEMV_GROUP];
+    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, int columns, float *dots, int count,
+    int use_half) {
+    __m512 sums[GEMV_GROUP][BLOCK_COLUMNS];
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i offset_of = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
-    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) sums[r][c] = _mm512_setzero_ps();
     int64_t whole = v->k / Q8_LUT4_VNNI_CHUNK * Q8_LUT4_VNNI_CHUNK;
     for (int64_t j = 0; j < whole; j += Q8_LUT4_VNNI_CHUNK) {
-        __m512i even_codes = _mm512_loadu_si512(v->split8 + j);
-        __m512i odd_codes = _mm512_loadu_si512(v->split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
-        __m512 code_sums = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v->bias8 + j / 8)), _mm512_set1_ps(-0.125f));
-        __m512 activation_scales = _mm512_loadu_ps(v->chunk_scales + j / 8);
+        __m512i even_codes[BLOCK_COLUMNS], odd_codes[BLOCK_COLUMNS];
+        __m512 code_sums[BLOCK_COLUMNS], activation_scales[BLOCK_COLUMNS];
+        for (int c = 0; c < columns; c++) {
+            even_codes[c] = _mm512_loadu_si512(v[c].split8 + j);
+            odd_codes[c] = _mm512_loadu_si512(v[c].split8 + j + Q8_LUT4_VNNI_CHUNK / 2);
+            code_sums[c] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v[c].bias8 + j / 8)), _mm512_set1_ps(-0.125f));
+            activation_scales[c] = _mm512_loadu_ps(v[c].chunk_scales + j / 8);
+        }
         for (int r = 0; r < count; r++) {
             __m512i bytes = _mm512_loadu_si512(w + r * row_bytes + j / 2);
             __m512i even = _mm512_and_si512(bytes, nibble), odd = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble);
-            __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), even, even_codes), odd, odd_codes);
             __m512 eight = _mm512_castps256_ps512(TABLE_ENTRIES8(pairs, half, r * width + j / 16, use_half)); /* four blocks' pairs */
-            __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, eight), code_sums));
-            sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, eight), activation_scales), sums[r]);
+            __m512 offsets = _mm512_permutexvar_ps(offset_of, eight), weight_scales = _mm512_permutexvar_ps(scale_of, eight);
+            for (int c = 0; c < columns; c++) {
+                __m512i lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), even, even_codes[c]), odd, odd_codes[c]);
+                __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(offsets, code_sums[c]));
+                sums[r][c] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(weight_scales, activation_scales[c]), sums[r][c]);
+            }
         }
     }
-    for (int r = 0; r < count; r++) {
-        dots[r] = _mm512_reduce_add_ps(sums[r]);
-        if (whole < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q4_K, w + r * row_bytes, pairs + r * width, v, whole);
-    }
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) {
+            float dot = _mm512_reduce_add_ps(sums[r][c]);
+            if (whole < v->k) dot += blocks_int8_from(ANE_ENCODING_Q4_K, w + r * row_bytes, pairs + r * width, &v[c], whole);
+            dots[r * columns + c] = dot;
+        }
 }
 
 /* Elements j .. j + 63 (j a multiple of 64) of a row of Q5_K's packed blocks (quantize.h) as 64
@@ -315,27 +353,38 @@ VNNI static inline __m512i q5_k_codes64(const uint8_t *row, int64_t j) {
  * its 4 elements; its code sum C is the lane bias / -128 (exact); lanes 0-7 the first block's;
  * the lane's term (scale x the activations') x (S - offset x C). */
 VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
-    __m512 sums[GEMV_GROUP];
+    const float *pairs, const uint16_t *half, int64_t width, const code_vector *v, int columns, float *dots, int count,
+    int use_half) {
+    __m512 sums[GEMV_GROUP][BLOCK_COLUMNS];
     const __m512i scale_of = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m512i offset_of = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
-    for (int r = 0; r < count; r++) sums[r] = _mm512_setzero_ps();
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) sums[r][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < v->chunked; j += Q8_CHUNK) {
-        __m512i codes = _mm512_loadu_si512(v->codes8 + j);
-        __m512 code_sums = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v->lane_bias + j / 4)),
-                                         _mm512_set1_ps(-1.0f / 128));
-        __m512 activation_scales = _mm512_loadu_ps(v->lane_scales + j / 4);
+        __m512i codes[BLOCK_COLUMNS];
+        __m512 code_sums[BLOCK_COLUMNS], activation_scales[BLOCK_COLUMNS];
+        for (int c = 0; c < columns; c++) {
+            codes[c] = _mm512_loadu_si512(v[c].codes8 + j);
+            code_sums[c] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(v[c].lane_bias + j / 4)), _mm512_set1_ps(-1.0f / 128));
+            activation_scales[c] = _mm512_loadu_ps(v[c].lane_scales + j / 4);
+        }
         for (int r = 0; r < count; r++) {
-            __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q5_k_codes64((const uint8_t *)w + r * row_bytes, j), codes);
+            __m512i row_codes = q5_k_codes64((const uint8_t *)w + r * row_bytes, j);
             __m512 four = _mm512_castps128_ps512(TABLE_ENTRIES4(pairs, half, r * width + j / 16, use_half)); /* both blocks' pairs */
-            __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(_mm512_permutexvar_ps(offset_of, four), code_sums));
-            sums[r] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(_mm512_permutexvar_ps(scale_of, four), activation_scales), sums[r]);
+            __m512 offsets = _mm512_permutexvar_ps(offset_of, four), weight_scales = _mm512_permutexvar_ps(scale_of, four);
+            for (int c = 0; c < columns; c++) {
+                __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), row_codes, codes[c]);
+                __m512 shifted = _mm512_sub_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(offsets, code_sums[c]));
+                sums[r][c] = _mm512_fmadd_ps(shifted, _mm512_mul_ps(weight_scales, activation_scales[c]), sums[r][c]);
+            }
         }
     }
-    for (int r = 0; r < count; r++) {
-        dots[r] = _mm512_reduce_add_ps(sums[r]);
-        if (v->chunked < v->k) dots[r] += blocks_int8_from(ANE_ENCODING_Q5_K, w + r * row_bytes, pairs + r * width, v, v->chunked);
-    }
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) {
+            float dot = _mm512_reduce_add_ps(sums[r][c]);
+            if (v->chunked < v->k) dot += blocks_int8_from(ANE_ENCODING_Q5_K, w + r * row_bytes, pairs + r * width, &v[c], v->chunked);
+            dots[r * columns + c] = dot;
+        }
 }
 
 /* Q6_K: half a block (128 weights) a step, in element order against the codes: its 64 ql bytes
@@ -347,9 +396,10 @@ VNNI static inline __attribute__((always_inline)) void q5_k_int8_vnni_inline(con
  * table's 32 bytes per 128 weights, a quarter more to read than the blocks' 105, stay unread),
  * or from the table for a program's block (d = 0). */
 VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(const char *w, int64_t row_bytes,
-    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, float *dots, int count, int use_half) {
+    const float *scales, const uint16_t *half, int64_t width, const code_vector *v, int columns, float *dots, int count,
+    int use_half) {
     (void)half, (void)use_half; /* (Q6_K's scales from its blocks, or a program's from the fp32 table) */
-    __m512 low_sums[GEMV_GROUP], high_sums[GEMV_GROUP];
+    __m512 low_sums[GEMV_GROUP][BLOCK_COLUMNS], high_sums[GEMV_GROUP][BLOCK_COLUMNS];
     const __m512i low4 = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
     const __m512i up = _mm512_setr_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
                                          0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
@@ -357,13 +407,18 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
                                            0x0002000200020002);
     const __m512i first_four = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i last_four = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
-    for (int r = 0; r < count; r++) low_sums[r] = high_sums[r] = _mm512_setzero_ps();
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) low_sums[r][c] = high_sums[r][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < v->k; j += 128) {
-        __m512i low_codes = _mm512_loadu_si512(v->codes8 + j), high_codes = _mm512_loadu_si512(v->codes8 + j + 64);
-        __m512i low_bias = _mm512_srai_epi32(_mm512_loadu_si512(v->lane_bias + j / 4), 2);
-        __m512i high_bias = _mm512_srai_epi32(_mm512_loadu_si512(v->lane_bias + (j + 64) / 4), 2);
-        __m512 low_activations = _mm512_loadu_ps(v->lane_scales + j / 4);
-        __m512 high_activations = _mm512_loadu_ps(v->lane_scales + (j + 64) / 4);
+        __m512i low_codes[BLOCK_COLUMNS], high_codes[BLOCK_COLUMNS], low_bias[BLOCK_COLUMNS], high_bias[BLOCK_COLUMNS];
+        __m512 low_activations[BLOCK_COLUMNS], high_activations[BLOCK_COLUMNS];
+        for (int c = 0; c < columns; c++) {
+            low_codes[c] = _mm512_loadu_si512(v[c].codes8 + j), high_codes[c] = _mm512_loadu_si512(v[c].codes8 + j + 64);
+            low_bias[c] = _mm512_srai_epi32(_mm512_loadu_si512(v[c].lane_bias + j / 4), 2);
+            high_bias[c] = _mm512_srai_epi32(_mm512_loadu_si512(v[c].lane_bias + (j + 64) / 4), 2);
+            low_activations[c] = _mm512_loadu_ps(v[c].lane_scales + j / 4);
+            high_activations[c] = _mm512_loadu_ps(v[c].lane_scales + (j + 64) / 4);
+        }
         int64_t at = (j / ANE_Q6_K_WEIGHTS) * ANE_Q6_K_BYTES, half = (j % ANE_Q6_K_WEIGHTS) / 128;
         for (int r = 0; r < count; r++) {
             const uint8_t *block = (const uint8_t *)w + r * row_bytes + at;
@@ -374,26 +429,38 @@ VNNI static inline __attribute__((always_inline)) void q6_k_int8_vnni_inline(con
                                            _mm512_and_si512(_mm512_srlv_epi16(qh, down), top2));
             __m512 eight = _mm512_castps256_ps512( /* (10 bytes of the block, not 32 of the table) */
                 q6_k_half_scales_avx2(block, (int)half, scales + r * width + j / ANE_Q6_K_GROUP));
-            __m512 low_both = _mm512_mul_ps(_mm512_permutexvar_ps(first_four, eight), low_activations);
-            __m512 high_both = _mm512_mul_ps(_mm512_permutexvar_ps(last_four, eight), high_activations);
-            low_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(low_bias, low, low_codes)), low_both, low_sums[r]);
-            high_sums[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(high_bias, high, high_codes)), high_both,
-                                           high_sums[r]);
+            __m512 low_scales = _mm512_permutexvar_ps(first_four, eight), high_scales = _mm512_permutexvar_ps(last_four, eight);
+            for (int c = 0; c < columns; c++) {
+                __m512 low_both = _mm512_mul_ps(low_scales, low_activations[c]);
+                __m512 high_both = _mm512_mul_ps(high_scales, high_activations[c]);
+                low_sums[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(low_bias[c], low, low_codes[c])), low_both,
+                                                 low_sums[r][c]);
+                high_sums[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(high_bias[c], high, high_codes[c])),
+                                                  high_both, high_sums[r][c]);
+            }
         }
     }
-    for (int r = 0; r < count; r++) dots[r] = _mm512_reduce_add_ps(_mm512_add_ps(low_sums[r], high_sums[r]));
+    for (int r = 0; r < count; r++)
+        for (int c = 0; c < columns; c++) dots[r * columns + c] = _mm512_reduce_add_ps(_mm512_add_ps(low_sums[r][c], high_sums[r][c]));
 }
 
-#define BLOCK_ROWS_VNNI(name)                                                                                     \
+/* name(w, ..., v, columns, dots, count): name##_inline with count, columns and the fp16 table's
+ * presence as constants (a copy for each). */
+#define BLOCK_ROWS_VNNI_COLUMNS(name, columns)                                                                      \
+    do {                                                                                                            \
+        if (half) {                                                                                                 \
+            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, columns, dots, GEMV_GROUP, 1); \
+            else name##_inline(w, row_bytes, scales, half, width, v, columns, dots, 1, 1);                          \
+        } else {                                                                                                    \
+            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, columns, dots, GEMV_GROUP, 0); \
+            else name##_inline(w, row_bytes, scales, half, width, v, columns, dots, 1, 0);                          \
+        }                                                                                                           \
+    } while (0)
+#define BLOCK_ROWS_VNNI(name)                                                                                       \
     VNNI static void name(const char *w, int64_t row_bytes, const float *scales, const uint16_t *half, int64_t width, \
-                          const code_vector *v, float *dots, int count) {                                         \
-        if (half) {                                                                                               \
-            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, dots, GEMV_GROUP, 1);    \
-            else name##_inline(w, row_bytes, scales, half, width, v, dots, 1, 1);                                 \
-        } else {                                                                                                  \
-            if (count == GEMV_GROUP) name##_inline(w, row_bytes, scales, half, width, v, dots, GEMV_GROUP, 0);    \
-            else name##_inline(w, row_bytes, scales, half, width, v, dots, 1, 0);                                 \
-        }                                                                                                         \
+                          const code_vector *v, int columns, float *dots, int count) {                              \
+        if (columns == 2) BLOCK_ROWS_VNNI_COLUMNS(name, 2);                                                         \
+        else BLOCK_ROWS_VNNI_COLUMNS(name, 1);                                                                      \
     }
 BLOCK_ROWS_VNNI(q8_0_int8_vnni)
 BLOCK_ROWS_VNNI(q4_0_int8_vnni)
@@ -409,11 +476,13 @@ static void blocks_group(const void *context, int64_t row, int64_t apart, int co
                              : job->encoding == ANE_ENCODING_Q6_K ? q6_k_int8_vnni
                              : job->encoding == ANE_ENCODING_Q4_K ? q4_k_int8_vnni
                                                                   : q5_k_int8_vnni;
-    for (int64_t c = 0; c < job->count; c++) {
-        float dots[GEMV_GROUP];
+    for (int64_t c = 0; c < job->count; c += BLOCK_COLUMNS) {
+        int columns = job->count - c < BLOCK_COLUMNS ? (int)(job->count - c) : BLOCK_COLUMNS;
+        float dots[GEMV_GROUP * BLOCK_COLUMNS]; /* [row of the group, column] */
         kernel((const char *)job->data + row * row_bytes, apart * row_bytes, job->table + row * width,
-               job->half_table ? job->half_table + row * width : NULL, apart * width, &job->columns[c], dots, count);
-        for (int g = 0; g < count; g++) job->y[(row + g * apart) * job->count + c] = dots[g];
+               job->half_table ? job->half_table + row * width : NULL, apart * width, &job->columns[c], columns, dots, count);
+        for (int g = 0; g < count; g++)
+            for (int taken = 0; taken < columns; taken++) job->y[(row + g * apart) * job->count + c + taken] = dots[g * columns + taken];
     }
 }
 
