@@ -5,9 +5,12 @@
  *
  * Names: gemv_fp32 | gemv_fp16 | gemv_int8 | gemv_int4 (a decode step's matrix-vector product,
  * [rows, k] weights, float activations, on the helper threads as in a decode), sgemv (the BLAS's
- * cblas_sgemv on the fp32 weights: Accelerate on macOS, OpenBLAS elsewhere), exp | tanh | sigmoid
+ * cblas_sgemv on the fp32 weights: Accelerate on macOS, OpenBLAS elsewhere), gemm_fp16 (the
+ * fp16 weights times `columns` columns, a server's batched step: ane_gemm_fp16_few_columns),
+ * sgemm (cblas_sgemm on the fp32 weights and the same columns), exp | tanh | sigmoid
  * | silu | sum | max (over n values), vvexpf | vvtanhf | sve | maxv (Accelerate's vForce and vDSP
- * counterparts; macOS only), adamw (n parameters). options: rows, k, n, calls (default 20). */
+ * counterparts; macOS only), adamw (n parameters). options: rows, k, n, columns (gemm_fp16 and
+ * sgemm: 1 to ANE_FEW_COLUMNS, default 8), calls (default 20). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +43,10 @@ static int64_t option(lua_State *L, const char *name, int64_t fallback) {
     return value;
 }
 
-/* Inputs of every kernel: weights [rows, k] in each encoding, x [k], y [rows], values [n]. */
+/* Inputs of every kernel: weights [rows, k] in each encoding, x [k, columns] (its first column
+ * a matrix-vector product's x), y [rows, columns], values [n]. */
 typedef struct inputs {
-    int64_t rows, k, n;
+    int64_t rows, k, n, columns;
     float *w, *x, *y, *scales, *palettes, *values, *out, *m, *v;
     uint16_t *w16;
     int8_t *q;
@@ -55,11 +59,11 @@ static void free_inputs(inputs *in) {
     free(in->m), free(in->v), free(in->w16), free(in->q), free(in->packed);
 }
 
-static int make_inputs(inputs *in, int64_t rows, int64_t k, int64_t n) {
+static int make_inputs(inputs *in, int64_t rows, int64_t k, int64_t n, int64_t columns) {
     memset(in, 0, sizeof *in);
-    in->rows = rows, in->k = k = (k + 1) / 2 * 2, in->n = n;
+    in->rows = rows, in->k = k = (k + 1) / 2 * 2, in->n = n, in->columns = columns;
     in->w = malloc(sizeof(float) * rows * k), in->w16 = malloc(2 * rows * k), in->q = malloc(rows * k);
-    in->packed = malloc(rows * k / 2), in->x = malloc(sizeof(float) * k), in->y = malloc(sizeof(float) * rows);
+    in->packed = malloc(rows * k / 2), in->x = malloc(sizeof(float) * k * columns), in->y = malloc(sizeof(float) * rows * columns);
     in->scales = malloc(sizeof(float) * rows), in->palettes = malloc(sizeof(float) * rows * 16);
     in->values = malloc(sizeof(float) * n), in->out = malloc(sizeof(float) * n);
     in->m = calloc((size_t)n, sizeof(float)), in->v = calloc((size_t)n, sizeof(float));
@@ -76,7 +80,7 @@ static int make_inputs(inputs *in, int64_t rows, int64_t k, int64_t n) {
     for (int64_t i = 0; i < rows * k / 2; i++) in->packed[i] = (uint8_t)(128.0f + 127.0f * UNIFORM());
     for (int64_t i = 0; i < rows * 16; i++) in->palettes[i] = 0.02f * UNIFORM();
     for (int64_t i = 0; i < rows; i++) in->scales[i] = 0.0002f;
-    for (int64_t i = 0; i < k; i++) in->x[i] = UNIFORM();
+    for (int64_t i = 0; i < k * columns; i++) in->x[i] = UNIFORM();
     for (int64_t i = 0; i < n; i++) in->values[i] = 4.0f * UNIFORM();
 #undef UNIFORM
     return 1;
@@ -85,13 +89,17 @@ static int make_inputs(inputs *in, int64_t rows, int64_t k, int64_t n) {
 /* One call of the named kernel; 0 for an unknown name, -1 for one this platform lacks, -2 for a
  * failure (in->err says why). */
 static int call(const char *name, inputs *in) {
-    int64_t rows = in->rows, k = in->k, n = in->n;
+    int64_t rows = in->rows, k = in->k, n = in->n, columns = in->columns;
     if (!strcmp(name, "gemv_fp32")) ane_gemv_fp32(in->y, in->w, in->x, rows, k);
     else if (!strcmp(name, "gemv_fp16")) ane_gemv_fp16(in->y, in->w16, in->x, rows, k);
     else if (!strcmp(name, "gemv_int8")) return ane_gemv_encoded(in->y, ANE_ENCODING_INT8, in->q, in->scales, in->x, rows, k, &in->err) ? -2 : 1;
     else if (!strcmp(name, "gemv_int4")) return ane_gemv_encoded(in->y, ANE_ENCODING_LUT4, in->packed, in->palettes, in->x, rows, k, &in->err) ? -2 : 1;
     else if (!strcmp(name, "sgemv"))
         cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows, (int)k, 1.0f, in->w, (int)k, in->x, 1, 0.0f, in->y, 1);
+    else if (!strcmp(name, "gemm_fp16")) return ane_gemm_fp16_few_columns(in->y, in->w16, in->x, rows, k, columns, &in->err) ? -2 : 1;
+    else if (!strcmp(name, "sgemm"))
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)columns, (int)k, 1.0f, in->w, (int)k, in->x,
+                    (int)columns, 0.0f, in->y, (int)columns);
     else if (!strcmp(name, "exp")) ane_exp_n(in->out, in->values, n);
     else if (!strcmp(name, "tanh")) ane_tanh_n(in->out, in->values, n);
     else if (!strcmp(name, "sigmoid")) ane_sigmoid_n(in->out, in->values, n);
@@ -121,9 +129,11 @@ static inputs kept;
 static int l_kernel_time(lua_State *L) {
     const char *name = luaL_checkstring(L, 1);
     int64_t rows = option(L, "rows", 768), k = option(L, "k", 768), n = option(L, "n", 4096), calls = option(L, "calls", 20);
-    if (!kept.w || kept.rows != rows || kept.k != (k + 1) / 2 * 2 || kept.n != n) {
+    int64_t columns = option(L, "columns", 8);
+    if (columns > ANE_FEW_COLUMNS) luaL_error(L, "ane.kernel_time: columns must be at most %d", ANE_FEW_COLUMNS);
+    if (!kept.w || kept.rows != rows || kept.k != (k + 1) / 2 * 2 || kept.n != n || kept.columns != columns) {
         free_inputs(&kept);
-        if (!make_inputs(&kept, rows, k, n)) {
+        if (!make_inputs(&kept, rows, k, n, columns)) {
             free_inputs(&kept);
             memset(&kept, 0, sizeof kept);
             return luaL_error(L, "ane.kernel_time: out of memory for [%lld, %lld] weights", (long long)rows, (long long)k);

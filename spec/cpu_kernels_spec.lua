@@ -41,8 +41,9 @@ describe("ane.kernel_time", function()
     local theirs = ane.kernel_time("sgemv", { rows = 64, k = 256, calls = 3 })
     assert.is_true(ours > 0 and ours < 1, tostring(ours))
     assert.is_true(theirs > 0 and theirs < 1, tostring(theirs))
-    for _, name in ipairs({ "gemv_fp32", "gemv_int8", "gemv_int4", "exp", "tanh", "sigmoid", "silu", "sum", "max", "adamw" }) do
-      assert.is_number(ane.kernel_time(name, { rows = 8, k = 64, n = 100, calls = 1 }), name)
+    for _, name in ipairs({ "gemv_fp32", "gemv_int8", "gemv_int4", "gemm_fp16", "sgemm", "exp", "tanh", "sigmoid", "silu",
+      "sum", "max", "adamw" }) do
+      assert.is_number(ane.kernel_time(name, { rows = 8, k = 64, n = 100, columns = 3, calls = 1 }), name)
     end
   end)
 
@@ -59,5 +60,7 @@ describe("ane.kernel_time", function()
   it("refuses an unknown kernel and a count below one, naming them", function()
     assert.has_error(function() ane.kernel_time("gemv_fp64") end, "ane.kernel_time: unknown kernel 'gemv_fp64'")
     assert.has_error(function() ane.kernel_time("exp", { calls = 0 }) end, "ane.kernel_time: calls must be at least 1")
+    assert.has_error(function() ane.kernel_time("gemm_fp16", { columns = 17 }) end,
+      "ane.kernel_time: columns must be at most 16")
   end)
 end)

@@ -63,6 +63,14 @@ for _, family in ipairs(families) do
     end
   end
 end
+-- a server's batched step: every weight times a column per session (8 sessions), the fp16 rows
+-- against the BLAS's sgemm on the fp32 weights
+for _, family in ipairs(families) do
+  for _, shape in ipairs(shapes[family]) do
+    local label = ("%s %s [%d, %d] x 8 columns"):format(family, shape[1], shape[2], shape[3])
+    print(pair(label, "gemm_fp16", "sgemm", { rows = shape[2], k = shape[3], columns = 8 }))
+  end
+end
 local vectors = { { "exp", "vvexpf" }, { "tanh", "vvtanhf" }, { "sum", "sve" }, { "max", "maxv" } }
 for _, n in ipairs({ 768, 32000 }) do -- a row of activations; a classifier's logits
   for _, v in ipairs(vectors) do print(pair(("%d values"):format(n), v[1], v[2], { n = n })) end
