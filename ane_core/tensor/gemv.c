@@ -418,7 +418,7 @@ static void prefetch_bytes(const char *data, int64_t from, int64_t to) {
 
 /* A block's first pass waits on memory, its others do not; so each pass over a block brings
  * its share of the next block's rows into the cache, and the memory streams while the
- * products compute (the two-column kernels a line at a time as they go). */
+ * products compute (the several-column kernels a line at a time as they go). */
 static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
     int64_t passes = (job->count + job->at_once - 1) / job->at_once;
