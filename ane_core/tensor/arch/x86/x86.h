@@ -74,11 +74,12 @@ __attribute__((target("avx2"))) static inline __m256i q5_k_codes_avx2(const uint
  * entries are at `table`: its int8 scales (bytes 192..207) times its fp16 d (bytes 208-209),
  * exact in fp32, the very values the table holds, which the kernels then need not read; for a
  * block of d = 0 (a program's: tensor/quantize.h) the table's. */
-__attribute__((target("avx2"))) static inline __m256 q6_k_half_scales_avx2(const uint8_t *block, int half, const float *table) {
-    float d = ane_fp16_to_fp32((uint16_t)(block[208] | block[209] << 8));
-    if (d == 0.0f) return _mm256_loadu_ps(table);
+__attribute__((target("avx2,f16c"))) static inline __m256 q6_k_half_scales_avx2(const uint8_t *block, int half,
+                                                                               const float *table) {
+    uint16_t d = (uint16_t)(block[208] | block[209] << 8);
+    if (!(d & 0x7FFFu)) return _mm256_loadu_ps(table); /* d = +-0 */
     __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(block + 192 + 8 * half)));
-    return _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sc));
+    return _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)d)), _mm256_cvtepi32_ps(sc)); /* (d converted by F16C) */
 }
 
 /* 4-bit rows through AVX2: with x_split (AVX2's split order) the two-byte kernel, else the exact lookup. */
