@@ -4,7 +4,7 @@
  * - matrix-vector products of fp16, fp32, int8, 4-bit, Q8_0 and Q4_0 rows with float activations: 32
  *   elements an iteration in eight accumulators of four lanes (fp16 weights converted eight at
  *   a time by fcvtl, which arm64 has without FEAT_FP16's arithmetic; 4-bit indices looked up in
- *   the row's 64 bytes of fp32 entries by tbl, exactly);
+ *   the row's 64 bytes of fp32 entries by tbl, exactly); fp16 rows also two columns at once;
  * - products over a cache, 64 columns a tile in sixteen registers: VECMAT_COLUMNS' sums;
  * - integer activations: codes and scales quantized four lanes at a time (fcvtns rounds to
  *   nearest even, as lrintf does), each block's products summed exactly in integers (smull,
@@ -50,6 +50,44 @@ static float dot_fp16(const uint16_t *w, const float *x, int64_t k) {
     float total = sum8(a);
     for (; j < k; j++) total += ane_fp16_to_fp32(w[j]) * x[j];
     return total;
+}
+
+/* dot_fp16 of one row against two columns x and z, each weight converted once for both (a few
+ * columns' products: a server's batched step): each column's chains, tail and sum dot_fp16's,
+ * so each result is its bits. Per 32 weights: 8 conversions and 16 multiply-adds, against 16
+ * and 16 a column at a time. */
+static void dot2_fp16(const uint16_t *w, const float *x, const float *z, int64_t k, float *out_x, float *out_z) {
+    float32x4_t a[8], b[8];
+    for (int i = 0; i < 8; i++) a[i] = b[i] = vdupq_n_f32(0.0f);
+    int64_t j = 0;
+    for (; j + 32 <= k; j += 32)
+        for (int h = 0; h < 4; h++) {
+            float16x8_t halves = vreinterpretq_f16_u16(vld1q_u16(w + j + 8 * h));
+            float32x4_t low = vcvt_f32_f16(vget_low_f16(halves)), high = vcvt_high_f32_f16(halves);
+            a[2 * h] = vfmaq_f32(a[2 * h], low, vld1q_f32(x + j + 8 * h));
+            a[2 * h + 1] = vfmaq_f32(a[2 * h + 1], high, vld1q_f32(x + j + 8 * h + 4));
+            b[2 * h] = vfmaq_f32(b[2 * h], low, vld1q_f32(z + j + 8 * h));
+            b[2 * h + 1] = vfmaq_f32(b[2 * h + 1], high, vld1q_f32(z + j + 8 * h + 4));
+        }
+    for (; j + 4 <= k; j += 4) {
+        float32x4_t four = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(w + j)));
+        a[0] = vfmaq_f32(a[0], four, vld1q_f32(x + j)), b[0] = vfmaq_f32(b[0], four, vld1q_f32(z + j));
+    }
+    float total_x = sum8(a), total_z = sum8(b);
+    for (; j < k; j++) total_x += ane_fp16_to_fp32(w[j]) * x[j], total_z += ane_fp16_to_fp32(w[j]) * z[j];
+    *out_x = total_x, *out_z = total_z;
+}
+
+/* fp16 rows of two columns' jobs (kernels.h: rows_fp16_columns), each row's share of the span
+ * ahead asked for before it. */
+static void rows_fp16_two_columns(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead) {
+    const gemv_job *a = &jobs[0], *b = &jobs[1];
+    (void)count; /* (2: fp16_columns_at_once) */
+    for (int64_t r = first; r < last; r++) {
+        prefetch_span share = prefetch_span_share(&ahead, last - r);
+        for (; share.at < share.end; share.at += 64) __builtin_prefetch(share.at, 0, 2);
+        dot2_fp16((const uint16_t *)a->w + r * a->row_stride, a->x, b->x, a->k, &a->y[r], &b->y[r]);
+    }
 }
 
 static float dot_fp32(const float *w, const float *x, int64_t k) {
@@ -542,6 +580,7 @@ static void transpose_tile(const transpose_job *j, int64_t r0, int64_t c0) {
 void ane_kernels_arm_neon(ane_kernel_table *t) {
     t->rows_float[WEIGHTS_FP32] = rows_fp32;
     t->rows_float[WEIGHTS_FP16] = rows_fp16;
+    t->rows_fp16_columns = rows_fp16_two_columns, t->fp16_columns_at_once = 2;
     t->rows_float[WEIGHTS_INT8] = rows_int8;
     t->rows_float[WEIGHTS_LUT4] = rows_lut4;
     t->rows_float[WEIGHTS_Q8_0] = rows_q8_0;
