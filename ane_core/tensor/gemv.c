@@ -411,11 +411,6 @@ typedef struct columns_job {
     int64_t row_bytes;
 } columns_job;
 
-/* Bytes [from, to) of the weights into the cache ahead of their use (a pass's share of the next block). */
-static void prefetch_bytes(const char *data, int64_t from, int64_t to) {
-    for (int64_t at = from; at < to; at += 64) __builtin_prefetch(data + at, 0, 2);
-}
-
 /* A block's first pass waits on memory, its others do not; so each pass over a block brings
  * its share of the next block's rows into the cache, and the memory streams while the
  * products compute (the several-column kernels a line at a time as they go). */
@@ -433,7 +428,7 @@ static void rows_of_columns(void *context, int64_t first, int64_t last) {
             if (taken > 1) {
                 job->columns_at_once(&job->columns[c], (int)taken, from, to, share);
             } else {
-                prefetch_bytes(share.at, 0, share.end - share.at);
+                prefetch_span_rest(&share);
                 job->rows(&job->columns[c], from, to);
             }
         }

@@ -109,6 +109,15 @@ static inline prefetch_span prefetch_span_share(prefetch_span *span, int64_t par
     return taken;
 }
 
+/* Into the cache (L2, where the kernels read the next block from): the span's next line, while
+ * any is left (a kernel's step between its multiply-adds), or all of what is left. */
+static inline void prefetch_span_step(prefetch_span *span) {
+    if (span->at < span->end) __builtin_prefetch(span->at, 0, 2), span->at += 64;
+}
+static inline void prefetch_span_rest(prefetch_span *span) {
+    for (; span->at < span->end; span->at += 64) __builtin_prefetch(span->at, 0, 2);
+}
+
 /* y[first..n) = x^T M's columns, element by element: the one order every vecmat kernel keeps
  * (per column, rows 0..k-1, one fused multiply-add each), so an fp16 matrix gives the very sums
  * of its values converted to fp32, and a column's sum does not depend on how many columns are

@@ -85,7 +85,7 @@ static void rows_fp16_two_columns(const gemv_job *jobs, int count, int64_t first
     (void)count; /* (2: fp16_columns_at_once) */
     for (int64_t r = first; r < last; r++) {
         prefetch_span share = prefetch_span_share(&ahead, last - r);
-        for (; share.at < share.end; share.at += 64) __builtin_prefetch(share.at, 0, 2);
+        prefetch_span_rest(&share);
         dot2_fp16((const uint16_t *)a->w + r * a->row_stride, a->x, b->x, a->k, &a->y[r], &b->y[r]);
     }
 }

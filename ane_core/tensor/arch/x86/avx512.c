@@ -215,7 +215,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline
     }
     int64_t j = 0;
     for (; j + 32 <= k; j += 32) {
-        if (ahead.at < ahead.end) _mm_prefetch(ahead.at, _MM_HINT_T1), ahead.at += 64;
+        prefetch_span_step(&ahead);
         __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
         __m512 z0 = _mm512_loadu_ps(z + j), z1 = _mm512_loadu_ps(z + j + 16);
         for (int r = 0; r < count; r++) {
@@ -225,7 +225,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline
             a1[r] = _mm512_fmadd_ps(w1, x1, a1[r]), b1[r] = _mm512_fmadd_ps(w1, z1, b1[r]);
         }
     }
-    for (; ahead.at < ahead.end; ahead.at += 64) _mm_prefetch(ahead.at, _MM_HINT_T1); /* (rows shorter than the share) */
+    prefetch_span_rest(&ahead); /* (rows shorter than the share) */
     for (int r = 0; r < count; r++) {
         float total_x = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
         float total_z = _mm512_reduce_add_ps(_mm512_add_ps(b0[r], b1[r]));
@@ -262,7 +262,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_inline(con
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < columns; c++) sums[r][c] = chains[half][r][c];
             for (int64_t j = from + 16 * half; j < to; j += 32) {
-                if (ahead.at < ahead.end) _mm_prefetch(ahead.at, _MM_HINT_T1), ahead.at += 64;
+                prefetch_span_step(&ahead);
                 __m512 xs[FP16_COLUMNS_AT_ONCE];
                 for (int c = 0; c < columns; c++) xs[c] = _mm512_loadu_ps(x[c] + j);
                 for (int r = 0; r < rows; r++) {
@@ -274,7 +274,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_inline(con
                 for (int c = 0; c < columns; c++) chains[half][r][c] = sums[r][c];
         }
     }
-    for (; ahead.at < ahead.end; ahead.at += 64) _mm_prefetch(ahead.at, _MM_HINT_T1); /* (rows shorter than the share) */
+    prefetch_span_rest(&ahead); /* (rows shorter than the share) */
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) {
             float total = _mm512_reduce_add_ps(_mm512_add_ps(chains[0][r][c], chains[1][r][c]));
