@@ -43,6 +43,7 @@ struct ane_program {
     ane_surface **staged_inputs;   /* [ninputs], created on first use (profile ane) */
     ane_surface **staged_outputs;  /* [noutputs] */
     unsigned char *resident;       /* [ninputs]: 1 once write_input kept the input in the program */
+    int *input_order, *output_order; /* [ninputs], [noutputs]: port indices by name (strcmp order) */
 };
 
 static cache_entry **entries;
@@ -212,6 +213,44 @@ static ane_status remember_key(const char *key, cache_entry *entry, ane_error *e
     return ANE_OK;
 }
 
+/* Ports by name, for the lookups of every eval (a batched step binds dozens of caches by
+ * name): the indices sorted once (an insertion sort: a program has at most a few dozen), binary
+ * searches after. */
+static int *name_order(const ane_port *ports, int count) {
+    int *order = malloc((size_t)(count ? count : 1) * sizeof *order);
+    if (!order) return NULL;
+    for (int i = 0; i < count; i++) {
+        int at = i;
+        for (; at > 0 && strcmp(ports[order[at - 1]].name, ports[i].name) > 0; at--) order[at] = order[at - 1];
+        order[at] = i;
+    }
+    return order;
+}
+
+static int name_orders(ane_program *program) {
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    program->input_order = name_order(in_ports, nin);
+    program->output_order = name_order(out_ports, nout);
+    if (program->input_order && program->output_order) return 0;
+    free(program->input_order);
+    free(program->output_order);
+    return 1;
+}
+
+/* The port called `name` (order: the ports' indices by name): its index, or -1. */
+static int port_named(const ane_port *ports, const int *order, int count, const char *name) {
+    int low = 0, high = count - 1;
+    while (low <= high) {
+        int middle = (low + high) / 2, compared = strcmp(ports[order[middle]].name, name);
+        if (compared == 0) return order[middle];
+        if (compared < 0) low = middle + 1;
+        else high = middle - 1;
+    }
+    return -1;
+}
+
 static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error *err) {
     ane_program *program = calloc(1, sizeof *program);
     if (!program) return ane_fail(err, ANE_ERR_NOMEM, "out of memory creating a program");
@@ -221,11 +260,16 @@ static ane_status load_instance(cache_entry *entry, ane_program **out, ane_error
         free(program);
         return status;
     }
+    program->entry = entry;
+    if (name_orders(program)) {
+        entry->backend->unload(program->instance);
+        free(program);
+        return ane_fail(err, ANE_ERR_NOMEM, "out of memory creating a program");
+    }
     stats.loads++;
     stats.load_ms += now_ms() - start;
     entry->users++;
     entry->last_used = ++use_clock;
-    program->entry = entry;
     *out = program;
     return ANE_OK;
 }
@@ -326,6 +370,8 @@ void ane_program_close(ane_program *program) {
     destroy_surfaces(program->staged_inputs, ninputs);
     destroy_surfaces(program->staged_outputs, noutputs);
     free(program->resident);
+    free(program->input_order);
+    free(program->output_order);
     program->entry->users--;
     program->entry->last_used = ++use_clock;
     free(program);
@@ -391,11 +437,6 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
     return ANE_OK;
 }
 
-static const ane_io *find_io(const ane_io *list, int count, const char *name) {
-    for (int i = 0; i < count; i++)
-        if (strcmp(list[i].name, name) == 0) return &list[i];
-    return NULL;
-}
 
 static ane_status unknown_name(const ane_program *program, const char *role, const char *name, const ane_port *ports,
                                int count, ane_error *err) {
@@ -445,23 +486,15 @@ ane_status ane_program_commit(ane_program *program, ane_error *err) {
     return backend->commit ? backend->commit(program->instance, err) : ANE_OK;
 }
 
-/* The port called `name` among ports: its index, or -1. */
-static int port_index(const ane_port *ports, int count, const char *name) {
-    for (int i = 0; i < count; i++)
-        if (strcmp(ports[i].name, name) == 0) return i;
-    return -1;
-}
-
 /* Checks an append: its input bound to a tensor or surface of the caller's, its output of the
  * input's shape but the last axis, `at` inside the input's positions. */
-static ane_status check_append(const ane_program *program, const ane_append *append, const ane_io *inputs, int ninputs,
+static ane_status check_append(const ane_program *program, const ane_append *append, int input, int output, int bound,
                                int64_t at, ane_error *err) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
-    int input = port_index(in_ports, nin, append->input);
     if (input < 0) return unknown_name(program, "input", append->input, in_ports, nin, err);
-    if (!find_io(inputs, ninputs, append->input))
+    if (!bound)
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s': input '%s' takes an append, so it must be bound to a tensor "
                         "or surface of the caller's", ane_program_name(program), append->input);
     const ane_port *in = &in_ports[input];
@@ -470,7 +503,6 @@ static ane_status check_append(const ane_program *program, const ane_append *app
         return ane_fail(err, ANE_ERR_ARGUMENT, "program '%s': an append at position %lld does not fit input '%s' of %lld "
                         "positions", ane_program_name(program), (long long)at, append->input, (long long)positions);
     if (!append->output) return ANE_OK;
-    int output = port_index(out_ports, nout, append->output);
     if (output < 0) return unknown_name(program, "output", append->output, out_ports, nout, err);
     const ane_port *out = &out_ports[output];
     int same = out->rank == in->rank;
@@ -487,12 +519,12 @@ static ane_status check_append(const ane_program *program, const ane_append *app
 
 /* Writes one append: position `at` of the caller's input takes the output binding's first
  * position (or the append's value). */
-static ane_status write_append(const ane_program *program, const ane_append *append, const ane_io *io,
+static ane_status write_append(const ane_program *program, const ane_append *append, int input, const ane_io *io,
                                const ane_binding *source, int64_t at, ane_error *err) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
-    const ane_port *port = &in_ports[port_index(in_ports, nin, append->input)];
+    const ane_port *port = &in_ports[input];
     ane_tensor whole = {0}, target = {0}, first = {0};
     ane_status status = io->surface ? ane_surface_view(io->surface, &whole, err)
                                     : view_for_port(io->tensor, port, "input", &whole, err);
@@ -527,19 +559,31 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
     int device_rules = program->entry->options.profile == ANE_PROFILE_ANE;
+    if (nin > 64 || nout > 64) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 64 inputs and outputs");
+    if (nappends > 64) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 64 appends an eval");
+    /* the names resolved once: the caller's io of each port (the first of a name; -1: none),
+     * each append's input and output ports (-1: unknown, or a value's) */
+    int input_io[64], output_io[64], append_input[64], append_output[64];
+    for (int k = 0; k < nin; k++) input_io[k] = -1;
+    for (int k = 0; k < nout; k++) output_io[k] = -1;
     for (int i = 0; i < ninputs; i++) {
-        int known = 0;
-        for (int k = 0; k < nin && !known; k++) known = strcmp(in_ports[k].name, inputs[i].name) == 0;
-        if (!known) return unknown_name(program, "input", inputs[i].name, in_ports, nin, err);
+        int k = port_named(in_ports, program->input_order, nin, inputs[i].name);
+        if (k < 0) return unknown_name(program, "input", inputs[i].name, in_ports, nin, err);
+        if (input_io[k] < 0) input_io[k] = i;
     }
     for (int i = 0; i < ndestinations; i++) {
-        int known = 0;
-        for (int k = 0; k < nout && !known; k++) known = strcmp(out_ports[k].name, destinations[i].name) == 0;
-        if (!known) return unknown_name(program, "output", destinations[i].name, out_ports, nout, err);
+        int k = port_named(out_ports, program->output_order, nout, destinations[i].name);
+        if (k < 0) return unknown_name(program, "output", destinations[i].name, out_ports, nout, err);
+        if (output_io[k] < 0) output_io[k] = i;
     }
     ane_status status = ANE_OK;
-    for (int i = 0; i < nappends && !status; i++)
-        status = check_append(program, &appends[i], inputs, ninputs, appends[i].at >= 0 ? appends[i].at : at, err);
+    for (int i = 0; i < nappends && !status; i++) {
+        int input = port_named(in_ports, program->input_order, nin, appends[i].input);
+        append_input[i] = input;
+        append_output[i] = appends[i].output ? port_named(out_ports, program->output_order, nout, appends[i].output) : -1;
+        status = check_append(program, &appends[i], input, append_output[i], input >= 0 && input_io[input] >= 0,
+                              appends[i].at >= 0 ? appends[i].at : at, err);
+    }
     if (status) return status;
     if (device_rules) {
         status = stage_surfaces(program, in_ports, nin, inputs, ninputs, &program->staged_inputs, err);
@@ -547,18 +591,17 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         if (status) return status;
     }
     ane_binding in_bindings[64], out_bindings[64];
-    if (nin > 64 || nout > 64) return ane_fail(err, ANE_ERR_ARGUMENT, "at most 64 inputs and outputs");
     memset(in_bindings, 0, sizeof in_bindings);
     memset(out_bindings, 0, sizeof out_bindings);
     int bound_in = 0, bound_out = 0;
 
     /* Inputs in port (alphabetical) order. */
     for (int i = 0; i < nin && !status; i++, bound_in++) {
-        const ane_io *io = find_io(inputs, ninputs, in_ports[i].name);
+        const ane_io *io = input_io[i] >= 0 ? &inputs[input_io[i]] : NULL;
         ane_binding *b = &in_bindings[i];
         b->name = in_ports[i].name;
         for (int k = 0; k < nappends; k++)
-            if (strcmp(appends[k].input, in_ports[i].name) == 0)
+            if (append_input[k] == i)
                 b->zeros_after_written = 1, b->written = appends[k].at >= 0 ? appends[k].at : at;
         if (!io && program->resident && program->resident[i]) {
             b->resident = 1; /* the program's own buffer, as write_input left it */
@@ -583,12 +626,12 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
     }
     /* Outputs: the caller's buffers, staged surfaces, or new tensors. */
     for (int i = 0; i < nout && !status; i++, bound_out++) {
-        const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
+        const ane_io *io = output_io[i] >= 0 ? &destinations[output_io[i]] : NULL;
         ane_binding *b = &out_bindings[i];
         b->name = out_ports[i].name;
         b->positions_read = options->positions_read;
         for (int k = 0; k < nappends && !io; k++) /* consumed by an append: its first position alone is read */
-            if (appends[k].output && strcmp(appends[k].output, out_ports[i].name) == 0) b->positions_read = 1;
+            if (append_output[k] == i) b->positions_read = 1;
         if (io && io->surface) {
             status = ane_surface_view(io->surface, &b->view, err);
             b->alloc_size = io->surface->alloc_size;
@@ -615,14 +658,14 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
     /* The appends, from the output bindings; an output they consume is not returned. */
     unsigned char consumed[64] = {0};
     for (int k = 0; k < nappends && !status; k++) {
-        int output = appends[k].output ? port_index(out_ports, nout, appends[k].output) : -1;
+        int output = append_output[k];
         const ane_binding *source = output >= 0 ? &out_bindings[output] : NULL;
-        const ane_io *given = output >= 0 ? find_io(destinations, ndestinations, appends[k].output) : NULL;
+        const ane_io *given = output >= 0 && output_io[output] >= 0 ? &destinations[output_io[output]] : NULL;
         /* the surface the output was written to: the caller's, or the staged one (none: a tensor) */
         ane_surface *written = given && given->surface ? given->surface
                                : source && device_rules ? program->staged_outputs[output] : NULL;
         ane_surface_lock(written, 1);
-        status = write_append(program, &appends[k], find_io(inputs, ninputs, appends[k].input), source,
+        status = write_append(program, &appends[k], append_input[k], &inputs[input_io[append_input[k]]], source,
                               appends[k].at >= 0 ? appends[k].at : at, err);
         ane_surface_unlock(written, 1);
         if (output >= 0 && !given) consumed[output] = 1;
@@ -631,7 +674,7 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         if (consumed[i]) ane_tensor_release(&results[i]); /* (a new tensor in the cpu profile; none when staged) */
     /* Staged outputs go to the caller's tensors or to new result tensors. */
     for (int i = 0; i < nout && !status; i++) {
-        const ane_io *io = find_io(destinations, ndestinations, out_ports[i].name);
+        const ane_io *io = output_io[i] >= 0 ? &destinations[output_io[i]] : NULL;
         if (!device_rules || !program->staged_outputs[i] || (io && io->surface) || consumed[i]) continue;
         if (io) {
             ane_tensor target;
