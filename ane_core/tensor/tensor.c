@@ -358,6 +358,18 @@ typedef struct copy_context {
         memcpy(rows[0] + i * stride[0], &converted_, sizeof converted_);                             \
     }
 #define AS_IS(value) (value)
+/* A strided row between fp32 and fp16 (a KV cache's position, a column of a step's batch):
+ * gathered a chunk at a time, converted by the vector converters (the scalar conversion's bits:
+ * base/fp16.h), scattered. */
+#define CONVERTED_IN_CHUNKS(DST_TYPE, SRC_TYPE, CONVERT_N)                                               \
+    for (int64_t from = 0; from < n; from += 256) {                                                    \
+        SRC_TYPE in_[256];                                                                            \
+        DST_TYPE out_[256];                                                                           \
+        int64_t count_ = n - from < 256 ? n - from : 256;                                             \
+        for (int64_t i = 0; i < count_; i++) memcpy(&in_[i], rows[1] + (from + i) * stride[1], sizeof in_[i]); \
+        CONVERT_N(out_, in_, (size_t)count_);                                                         \
+        for (int64_t i = 0; i < count_; i++) memcpy(rows[0] + (from + i) * stride[0], &out_[i], sizeof out_[i]); \
+    }
 
 /* A contiguous row of one element repeated (a fill, or a broadcast source): converted once. */
 static void repeat_element(char *row, ane_dtype dtype, const char *element, ane_dtype element_dtype, int64_t n) {
@@ -389,15 +401,16 @@ static void copy_row(void *context, char *const *rows, const int64_t *stride, in
     } else if (c->dst_dtype == c->src_dtype && dst_size == 4) {
         STRIDED_ROW(uint32_t, uint32_t, AS_IS)
     } else if (c->dst_dtype == ANE_FP32 && c->src_dtype == ANE_FP16) {
-        STRIDED_ROW(float, uint16_t, ane_fp16_to_fp32)
+        CONVERTED_IN_CHUNKS(float, uint16_t, ane_fp16_to_fp32_n)
     } else if (c->dst_dtype == ANE_FP16 && c->src_dtype == ANE_FP32) {
-        STRIDED_ROW(uint16_t, float, ane_fp32_to_fp16)
+        CONVERTED_IN_CHUNKS(uint16_t, float, ane_fp32_to_fp16_n)
     } else {
         for (int64_t i = 0; i < n; i++)
             ane_dtype_convert_row(rows[0] + i * stride[0], c->dst_dtype, rows[1] + i * stride[1], c->src_dtype, 1);
     }
 }
 #undef STRIDED_ROW
+#undef CONVERTED_IN_CHUNKS
 #undef AS_IS
 
 static void transpose_tile_rows(void *context, int64_t first, int64_t last) {
