@@ -278,14 +278,36 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
  * it, and gives it back after. The region is heap storage: glibc keeps freed blocks below 32 MB
  * and storage.c's pool the larger ones, so instances that do not evaluate at the same time (a
  * model's layers, a training step's forward and backward programs) reuse the same memory
- * instead of holding a region each. */
+ * instead of holding a region each. Each thread keeps the last region it gave back (up to
+ * SPARE_LIMIT) for its next evaluation: a decode step evaluates a few dozen programs, each of
+ * which would otherwise allocate and free its region again. */
+#define SPARE_LIMIT ((size_t)32 << 20)
+static _Thread_local ane_storage *spare_region;
+
+static ane_status take_region(size_t nbytes, ane_storage **out, ane_error *err) {
+    if (spare_region && spare_region->nbytes >= nbytes) {
+        *out = spare_region, spare_region = NULL;
+        return ANE_OK;
+    }
+    return ane_storage_new_heap_uninitialized(nbytes, out, err);
+}
+
+static void give_back_region(ane_storage *region) {
+    if (!region || region->nbytes > SPARE_LIMIT || (spare_region && spare_region->nbytes >= region->nbytes)) {
+        ane_storage_release(region);
+        return;
+    }
+    ane_storage_release(spare_region);
+    spare_region = region;
+}
+
 static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ninputs, ane_binding *outputs, int noutputs,
                            ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
     sim_compiled *p = instance->program;
     ane_storage *region = NULL;
     if (p->ntemp) {
-        ane_status status = ane_storage_new_heap_uninitialized((p->temp_floats + 1) * sizeof(float), &region, err);
+        ane_status status = take_region((p->temp_floats + 1) * sizeof(float), &region, err);
         if (status) return status;
     }
     for (int t = 0; t < p->ntemp; t++) { /* (the views of them: bind_views, in evaluate) */
@@ -294,7 +316,7 @@ static ane_status sim_eval(ane_loaded *loaded, const ane_binding *inputs, int ni
             instance->values[i].data = (float *)region->data + (p->slots[i].offset - p->kept_floats);
     }
     ane_status status = evaluate(instance, inputs, ninputs, outputs, noutputs, err);
-    ane_storage_release(region);
+    give_back_region(region);
     for (int port = 0; port < p->ninputs; port++) { /* (the caller's buffers are theirs again) */
         sim_value *value = &instance->values[p->input_nodes[port]];
         value->data = instance->own_inputs[port].data;
@@ -341,9 +363,9 @@ static int64_t last_axis(const ane_node *node) { return node->rank ? node->shape
 static void bind_views(sim_loaded *instance) {
     const sim_compiled *p = instance->program;
     const ane_graph *g = p->graph;
-    for (int i = 0; i < g->count; i++) {
+    for (int v = 0; v < p->nviews; v++) {
+        int i = p->view_nodes[v];
         const ane_node *node = g->nodes[i];
-        if (!sim_is_view(node)) continue;
         const sim_value *operand = &instance->values[node->operands[0]->id];
         sim_value *value = &instance->values[i];
         value->data = operand->data;

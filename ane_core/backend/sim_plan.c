@@ -186,7 +186,8 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
     unsigned char *kinds = calloc((size_t)g->count + 1, 1);
     size_t *offsets = calloc((size_t)g->count + 1, sizeof *offsets);
     p->temp_nodes = calloc((size_t)g->count + 1, sizeof *p->temp_nodes);
-    ane_status status = kinds && offsets && p->temp_nodes ? ANE_OK : out_of_memory(p, err);
+    p->view_nodes = calloc((size_t)g->count + 1, sizeof *p->view_nodes);
+    ane_status status = kinds && offsets && p->temp_nodes && p->view_nodes ? ANE_OK : out_of_memory(p, err);
     for (int i = 0; !status && i < g->count; i++) {
         const ane_node *node = g->nodes[i];
         if (p->links[i] == SIM_LINK_UNHELD) kinds[i] = SIM_SLOT_NONE; /* a link of a fused chain no step writes */
@@ -210,6 +211,7 @@ static ane_status place_values(sim_compiled *p, ane_error *err) {
         p->slots[i].kind = kinds[i];
         p->slots[i].offset = offsets[i];
         if (kinds[ane_sim_slot_holder(g, kinds, i)] == SIM_SLOT_TEMP) p->temp_nodes[p->ntemp++] = i;
+        if (sim_is_view(g->nodes[i])) p->view_nodes[p->nviews++] = i;
     }
     free(kinds);
     free(offsets);
@@ -372,6 +374,7 @@ void sim_plan_free(sim_compiled *p) {
     free(p->steps);
     free(p->slots);
     free(p->temp_nodes);
+    free(p->view_nodes);
     for (int c = 0; c < p->nchains; c++) free(p->chains[c]);
     free(p->chains);
     free(p->fused);

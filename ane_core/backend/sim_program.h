@@ -55,6 +55,7 @@ typedef struct sim_compiled {
     sim_step *steps;                 /* [nsteps] in node order: what evaluate() runs */
     int nsteps;
     int *temp_nodes, ntemp;          /* temporaries and the views of them, in node order */
+    int *view_nodes, nviews;         /* the views (reshapes and the like), in node order */
     unsigned char *links;            /* [graph->count] SIM_LINK_*: the nodes fused steps compute */
     int *read_until;                 /* [graph->count] a position up to which a fused step reads the
                                         value, beyond its readers' own (sim_places.c), or 0 */
