@@ -23,6 +23,7 @@
 
 #include "../base/fp16.h"
 #include "../base/interrupt.h"
+#include "../base/parallel.h"
 #include "../passes/passes.h"
 #include "../tensor/storage.h"
 #include "../tensor/surface.h"
@@ -211,7 +212,8 @@ static ane_status sim_load(ane_compiled *compiled, ane_loaded **out, ane_error *
         instance->written = calloc((size_t)p->ninputs + 1, sizeof *instance->written);
         instance->own_inputs = calloc((size_t)p->ninputs + 1, sizeof *instance->own_inputs);
         instance->slab = malloc((total + 1) * sizeof *instance->slab);
-        instance->scratch = p->scratch_floats ? malloc(p->scratch_floats * sizeof *instance->scratch) : NULL;
+        size_t scratches = p->most_branches > 1 ? (size_t)p->most_branches : 1; /* (a branch's own: run_branches) */
+        instance->scratch = p->scratch_floats ? malloc(scratches * p->scratch_floats * sizeof *instance->scratch) : NULL;
     }
     int ok = instance && instance->values && instance->written && instance->own_inputs && instance->slab &&
              (!p->scratch_floats || instance->scratch);
@@ -531,6 +533,58 @@ static ane_status write_outputs(const sim_loaded *instance, ane_binding *outputs
 /* The inputs in, every step of the plan in order, the outputs out. A step's outputs are
  * rounded to fp16 in fp16 precision (sim_step.rounds) and take the chip's numeric cliffs in
  * the `ane` profile. */
+/* One step: its kernel, then each node it writes rounded (and given the chip's cliffs). */
+static ane_status run_step(sim_loaded *instance, const sim_context *context, const sim_step *step, ane_error *err) {
+    const sim_compiled *p = instance->program;
+    ane_status status = step->kernel(context, step, instance->values, err);
+    if (!status) status = ane_interrupt_check(err, "a program evaluation");
+    if (status) return status;
+    for (int k = 0; k < step->nparts; k++) {
+        const ane_node *part = step->parts[k];
+        float *values = instance->values[part->id].data; /* [numel(part)] */
+        if (step->rounds[k]) ane_round_fp32_through_fp16_n(values, (size_t)ane_node_numel(part));
+        if (step->cliffs) apply_numeric_cliffs(&p->options.target, part, values);
+    }
+    return ANE_OK;
+}
+
+typedef struct branches_job {
+    sim_loaded *instance;
+    const sim_context *context;
+    const sim_group *group;
+    ane_status *statuses; /* [nbranches] */
+    ane_error *errors;    /* [nbranches] */
+} branches_job;
+
+/* Branches first .. last - 1 of a group, each its steps in order with its own scratch. */
+static void branches(void *context, int64_t first, int64_t last) {
+    const branches_job *job = context;
+    const sim_compiled *p = job->instance->program;
+    for (int64_t b = first; b < last; b++) {
+        sim_context own = *job->context;
+        own.scratch = job->context->scratch + (size_t)b * p->scratch_floats;
+        ane_status status = ANE_OK;
+        for (int s = job->group->first_step; !status && s < job->group->end_step; s++)
+            if (p->branch_of[p->steps[s].node->id] == b) status = run_step(job->instance, &own, &p->steps[s], &job->errors[b]);
+        job->statuses[b] = status;
+    }
+}
+
+/* A group's branches over the threads (a branch's ops inside it on its thread alone:
+ * base/parallel.h runs loops nested in a body inline); the first failure is the eval's. */
+static ane_status run_branches(sim_loaded *instance, const sim_context *context, const sim_group *group, ane_error *err) {
+    ane_status statuses[SIM_MAX_BRANCHES];
+    ane_error errors[SIM_MAX_BRANCHES];
+    branches_job job = {instance, context, group, statuses, errors};
+    ane_parallel_for(group->nbranches, 1, branches, &job);
+    for (int b = 0; b < group->nbranches; b++)
+        if (statuses[b]) {
+            if (err) *err = errors[b];
+            return statuses[b];
+        }
+    return ANE_OK;
+}
+
 static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                            int noutputs, ane_error *err) {
     sim_compiled *p = instance->program;
@@ -554,17 +608,16 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     };
     if (!instance->copies_current) find_column_copies(instance);
     bind_views(instance);
-    for (int s = 0; s < p->nsteps; s++) {
-        const sim_step *step = &p->steps[s];
-        status = step->kernel(&context, step, instance->values, err);
-        if (!status) status = ane_interrupt_check(err, "a program evaluation");
-        if (status) return status;
-        for (int k = 0; k < step->nparts; k++) {
-            const ane_node *part = step->parts[k];
-            float *values = instance->values[part->id].data; /* [numel(part)] */
-            if (step->rounds[k]) ane_round_fp32_through_fp16_n(values, (size_t)ane_node_numel(part));
-            if (step->cliffs) apply_numeric_cliffs(&p->options.target, part, values);
+    const sim_group *group = p->ngroups ? &p->groups[0] : NULL, *last_group = group ? group + p->ngroups : NULL;
+    for (int s = 0; s < p->nsteps;) {
+        if (group && s == group->first_step) { /* its branches at once */
+            status = run_branches(instance, &context, group, err);
+            s = group->end_step;
+            group = group + 1 < last_group ? group + 1 : NULL;
+        } else {
+            status = run_step(instance, &context, &p->steps[s++], err);
         }
+        if (status) return status;
     }
     return write_outputs(instance, outputs, err);
 }

@@ -302,7 +302,7 @@ static void group_parts(const sim_compiled *p, int i, unsigned char *grouped, si
         const ane_node *node = g->nodes[j];
         if (!computes(p, node)) continue;
         if (part_kind(p, node) != kind || node->operands[0] != leader->operands[0] ||
-            node->operands[1]->shape[1] != leader->operands[1]->shape[1])
+            node->operands[1]->shape[1] != leader->operands[1]->shape[1] || p->branch_of[node->id] != p->branch_of[leader->id])
             break;
         step->parts[step->nparts++] = node;
         grouped[j] = 1;
@@ -348,6 +348,22 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
     return status;
 }
 
+/* Each group's steps: those of its nodes (contiguous in step order: every computing node
+ * between its first and last is in one of its branches). */
+static void group_steps(sim_compiled *p) {
+    for (int k = 0; k < p->ngroups; k++) {
+        sim_group *group = &p->groups[k];
+        group->first_step = group->end_step = -1;
+        for (int s = 0; s < p->nsteps; s++) {
+            int id = p->steps[s].node->id;
+            if (id < group->first_node || id > group->last_node) continue;
+            if (group->first_step < 0) group->first_step = s;
+            group->end_step = s + 1;
+        }
+        if (group->nbranches > p->most_branches) p->most_branches = group->nbranches;
+    }
+}
+
 ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     p->slots = calloc((size_t)p->graph->count + 1, sizeof *p->slots);
     if (!p->slots) return out_of_memory(p, err);
@@ -362,8 +378,10 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
         status = sim_fuse_cached_attentions(p, err);
         if (!status) status = sim_fuse_rms_norms(p, err);
     }
+    if (!status) status = sim_find_branches(p, err);
     if (!status) status = place_values(p, err);
     if (!status) status = build_steps(p, err);
+    if (!status) group_steps(p);
     return status;
 }
 
@@ -375,6 +393,8 @@ void sim_plan_free(sim_compiled *p) {
     free(p->slots);
     free(p->temp_nodes);
     free(p->view_nodes);
+    free(p->branch_of);
+    free(p->groups);
     for (int c = 0; c < p->nchains; c++) free(p->chains[c]);
     free(p->chains);
     free(p->fused);

@@ -44,6 +44,15 @@ typedef struct sim_fused_step {
     size_t scratch_floats; /* what the kernel takes of the instance's scratch */
 } sim_fused_step;
 
+/* Independent branches (sim_branches.c): nodes first_node .. last_node, each computing node in
+ * one of nbranches branches (sim_compiled.branch_of), whose steps (first_step .. end_step - 1)
+ * run at once, a branch on one thread. */
+enum { SIM_MAX_BRANCHES = 16 }; /* (a server's batched step: one a session, ANE_FEW_COLUMNS of them) */
+typedef struct sim_group {
+    int first_node, last_node, nbranches;
+    int first_step, end_step;
+} sim_group;
+
 typedef struct sim_compiled {
     ane_compiled base;
     ane_compile_options options;
@@ -63,6 +72,9 @@ typedef struct sim_compiled {
     int nfused;
     void **chains;                   /* [nchains] the fusions' descriptions, owned by the plan */
     int nchains;
+    int *branch_of;                  /* [graph->count] a node's branch in its group, or -1 */
+    sim_group *groups;               /* [ngroups], in node order */
+    int ngroups, most_branches;      /* (the scratch holds one kernel's for each branch of the largest) */
     size_t kept_floats, temp_floats, scratch_floats;
 } sim_compiled;
 
@@ -81,7 +93,7 @@ typedef struct sim_loaded {
                             weights' bits likewise until patched, the rest in `slab` or in an
                             evaluation's region */
     float *slab;         /* [kept_floats] */
-    float *scratch;      /* [scratch_floats] */
+    float *scratch;      /* [scratch_floats x max(1, most_branches)]: a branch's at b x scratch_floats */
     int64_t *written;    /* [ninputs]: positions of a resident input's last axis written since
                             write_input last cleared it (the rest hold zeros) */
     sim_value *own_inputs; /* [ninputs]: the inputs' own buffers, pointed at again after an
@@ -124,6 +136,9 @@ const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node);
  * ane profile applies the chip's numeric cliffs op by op). */
 ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err); /* sim_attention.c */
 ane_status sim_fuse_rms_norms(sim_compiled *p, ane_error *err);         /* sim_norm.c */
+
+/* Independent branches: found after the fusions, before the values are placed (sim_branches.c). */
+ane_status sim_find_branches(sim_compiled *p, ane_error *err);
 
 /* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits). */
 ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin);
