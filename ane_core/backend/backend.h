@@ -55,6 +55,10 @@ typedef struct ane_binding {
     int64_t written;
     int64_t positions_read;      /* outputs: the caller reads only this many leading positions of the
                                     last axis (an output an append consumes, ane_eval_options); 0: all */
+    int append_to;               /* outputs: the input binding this output's first position is appended
+                                    to, at that input's `written` position; -1: none */
+    int appended;                /* outputs: set by a backend that wrote that append itself during the
+                                    eval (the runtime writes the others after it) */
 } ane_binding;
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */

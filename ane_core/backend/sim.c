@@ -79,15 +79,15 @@ static ane_status sim_compile(const ane_compile_options *options, const char *mi
         sim_close(&p->base);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling a program");
     }
+    for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
+    for (int i = 0; i < p->noutputs; i++)
+        for (int k = 0; k < g->noutputs; k++)
+            if (strcmp(g->outputs[k].name, p->outputs[i].name) == 0) p->output_nodes[i] = g->outputs[k].node->id;
     status = sim_plan_program(p, err);
     if (status) {
         sim_close(&p->base);
         return status;
     }
-    for (int i = 0; i < p->ninputs; i++) p->input_nodes[i] = ane_graph_find(g, p->inputs[i].name)->id;
-    for (int i = 0; i < p->noutputs; i++)
-        for (int k = 0; k < g->noutputs; k++)
-            if (strcmp(g->outputs[k].name, p->outputs[i].name) == 0) p->output_nodes[i] = g->outputs[k].node->id;
     *out = &p->base;
     return ANE_OK;
 }
@@ -552,11 +552,40 @@ typedef struct branches_job {
     sim_loaded *instance;
     const sim_context *context;
     const sim_group *group;
-    ane_status *statuses; /* [nbranches] */
-    ane_error *errors;    /* [nbranches] */
+    int place;                    /* the group's index x SIM_MAX_BRANCHES */
+    const ane_binding *inputs;    /* [ninputs] */
+    ane_binding *outputs;         /* [noutputs] */
+    ane_status *statuses;         /* [nbranches] */
+    ane_error *errors;            /* [nbranches] */
 } branches_job;
 
-/* Branches first .. last - 1 of a group, each its steps in order with its own scratch. */
+/* The appends of a branch's own outputs to inputs it alone reads, written as it ends (the
+ * input read for the last time, its lines still in this core's cache; after the eval they
+ * would come from memory again): position `written` of the caller's input takes the output's
+ * first position. The runtime writes the other appends after the eval. */
+static ane_status append_own(const branches_job *job, int place, ane_error *err) {
+    const sim_compiled *p = job->instance->program;
+    for (int port = 0; port < p->noutputs; port++) {
+        ane_binding *out = &job->outputs[port];
+        if (out->append_to < 0 || p->output_branch[port] != place || p->input_branch[out->append_to] != place) continue;
+        const ane_binding *in = &job->inputs[out->append_to];
+        const ane_node *node = p->graph->nodes[p->output_nodes[port]];
+        ane_storage pin;
+        ane_tensor values = sim_view_shaped(job->instance->values[node->id].data, ANE_FP32, node->rank, node->shape, &pin);
+        ane_tensor first = {0}, target = {0};
+        ane_status status = ane_tensor_slice(&first, &values, node->rank - 1, 0, 1, err);
+        if (!status) status = ane_tensor_slice(&target, &in->view, in->view.ndim - 1, in->written, in->written + 1, err);
+        if (!status) status = ane_tensor_copy_into(&target, &first, err);
+        ane_tensor_release(&target);
+        ane_tensor_release(&first);
+        if (status) return status;
+        out->appended = 1;
+    }
+    return ANE_OK;
+}
+
+/* Branches first .. last - 1 of a group, each its steps in order with its own scratch, then
+ * its appends. */
 static void branches(void *context, int64_t first, int64_t last) {
     const branches_job *job = context;
     const sim_compiled *p = job->instance->program;
@@ -566,16 +595,20 @@ static void branches(void *context, int64_t first, int64_t last) {
         ane_status status = ANE_OK;
         for (int s = job->group->first_step; !status && s < job->group->end_step; s++)
             if (p->branch_of[p->steps[s].node->id] == b) status = run_step(job->instance, &own, &p->steps[s], &job->errors[b]);
+        if (!status) status = append_own(job, job->place + (int)b, &job->errors[b]);
         job->statuses[b] = status;
     }
 }
 
 /* A group's branches over the threads (a branch's ops inside it on its thread alone:
  * base/parallel.h runs loops nested in a body inline); the first failure is the eval's. */
-static ane_status run_branches(sim_loaded *instance, const sim_context *context, const sim_group *group, ane_error *err) {
+static ane_status run_branches(sim_loaded *instance, const sim_context *context, const sim_group *group,
+                               const ane_binding *inputs, ane_binding *outputs, ane_error *err) {
     ane_status statuses[SIM_MAX_BRANCHES];
     ane_error errors[SIM_MAX_BRANCHES];
-    branches_job job = {instance, context, group, statuses, errors};
+    const sim_compiled *p = instance->program;
+    branches_job job = {instance, context, group, (int)(group - p->groups) * SIM_MAX_BRANCHES, inputs, outputs,
+                        statuses, errors};
     ane_parallel_for(group->nbranches, 1, branches, &job);
     for (int b = 0; b < group->nbranches; b++)
         if (statuses[b]) {
@@ -611,7 +644,7 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     const sim_group *group = p->ngroups ? &p->groups[0] : NULL, *last_group = group ? group + p->ngroups : NULL;
     for (int s = 0; s < p->nsteps;) {
         if (group && s == group->first_step) { /* its branches at once */
-            status = run_branches(instance, &context, group, err);
+            status = run_branches(instance, &context, group, inputs, outputs, err);
             s = group->end_step;
             group = group + 1 < last_group ? group + 1 : NULL;
         } else {

@@ -364,6 +364,39 @@ static void group_steps(sim_compiled *p) {
     }
 }
 
+/* Node `id`'s group x SIM_MAX_BRANCHES + branch, or -1 outside the groups. */
+static int place_in_groups(const sim_compiled *p, int id) {
+    for (int k = 0; k < p->ngroups; k++)
+        if (id >= p->groups[k].first_node && id <= p->groups[k].last_node && p->branch_of[id] >= 0)
+            return k * SIM_MAX_BRANCHES + p->branch_of[id];
+    return -1;
+}
+
+/* Which inputs are read in one branch alone, which outputs one branch computes. */
+static ane_status port_branches(sim_compiled *p, ane_error *err) {
+    const ane_graph *g = p->graph;
+    p->input_branch = malloc(((size_t)p->ninputs + 1) * sizeof *p->input_branch);
+    p->output_branch = malloc(((size_t)p->noutputs + 1) * sizeof *p->output_branch);
+    int *read_in = malloc(((size_t)g->count + 1) * sizeof *read_in); /* per node: its readers' place, -2 none yet */
+    if (!p->input_branch || !p->output_branch || !read_in) {
+        free(read_in);
+        return out_of_memory(p, err);
+    }
+    for (int i = 0; i < g->count; i++) read_in[i] = -2;
+    for (int r = 0; r < g->count; r++)
+        for (int o = 0; o < g->nodes[r]->noperands; o++) {
+            int source = sim_value_source(g, g->nodes[r]->operands[o]->id), at = place_in_groups(p, r);
+            read_in[source] = read_in[source] == -2 || read_in[source] == at ? at : -1;
+        }
+    for (int port = 0; port < p->ninputs; port++) {
+        int read = read_in[p->input_nodes[port]];
+        p->input_branch[port] = read >= 0 ? read : -1;
+    }
+    for (int port = 0; port < p->noutputs; port++) p->output_branch[port] = place_in_groups(p, p->output_nodes[port]);
+    free(read_in);
+    return ANE_OK;
+}
+
 ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     p->slots = calloc((size_t)p->graph->count + 1, sizeof *p->slots);
     if (!p->slots) return out_of_memory(p, err);
@@ -382,6 +415,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     if (!status) status = place_values(p, err);
     if (!status) status = build_steps(p, err);
     if (!status) group_steps(p);
+    if (!status) status = port_branches(p, err);
     return status;
 }
 
@@ -395,6 +429,8 @@ void sim_plan_free(sim_compiled *p) {
     free(p->view_nodes);
     free(p->branch_of);
     free(p->groups);
+    free(p->input_branch);
+    free(p->output_branch);
     for (int c = 0; c < p->nchains; c++) free(p->chains[c]);
     free(p->chains);
     free(p->fused);

@@ -75,6 +75,10 @@ typedef struct sim_compiled {
     int *branch_of;                  /* [graph->count] a node's branch in its group, or -1 */
     sim_group *groups;               /* [ngroups], in node order */
     int ngroups, most_branches;      /* (the scratch holds one kernel's for each branch of the largest) */
+    int *input_branch, *output_branch; /* [ninputs], [noutputs]: group x SIM_MAX_BRANCHES + branch of an
+                                        input every reader of which is in that branch, of an output
+                                        that branch computes; -1 elsewhere (an append from such an output
+                                        to such an input is written at the branch's end, run_branches) */
     size_t kept_floats, temp_floats, scratch_floats;
 } sim_compiled;
 

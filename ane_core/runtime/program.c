@@ -630,8 +630,16 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         ane_binding *b = &out_bindings[i];
         b->name = out_ports[i].name;
         b->positions_read = options->positions_read;
-        for (int k = 0; k < nappends && !io; k++) /* consumed by an append: its first position alone is read */
-            if (append_output[k] == i) b->positions_read = 1;
+        b->append_to = -1;
+        for (int k = 0; k < nappends; k++) {
+            if (append_output[k] != i) continue;
+            if (!io) b->positions_read = 1; /* consumed by an append: its first position alone is read */
+            /* the backend may write it itself, while the appended input is still at hand (a
+             * tensor the caller holds: a surface's appends lock it, below) */
+            int own = !inputs[input_io[append_input[k]]].surface && !device_rules;
+            b->append_to = own && b->append_to == -1 ? append_input[k] : -2; /* (-2: more than one) */
+        }
+        if (b->append_to < 0) b->append_to = -1;
         if (io && io->surface) {
             status = ane_surface_view(io->surface, &b->view, err);
             b->alloc_size = io->surface->alloc_size;
@@ -664,11 +672,12 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         /* the surface the output was written to: the caller's, or the staged one (none: a tensor) */
         ane_surface *written = given && given->surface ? given->surface
                                : source && device_rules ? program->staged_outputs[output] : NULL;
+        if (output >= 0 && !given) consumed[output] = 1;
+        if (output >= 0 && out_bindings[output].appended) continue; /* (the backend wrote it) */
         ane_surface_lock(written, 1);
         status = write_append(program, &appends[k], append_input[k], &inputs[input_io[append_input[k]]], source,
                               appends[k].at >= 0 ? appends[k].at : at, err);
         ane_surface_unlock(written, 1);
-        if (output >= 0 && !given) consumed[output] = 1;
     }
     for (int i = 0; i < nout; i++)
         if (consumed[i]) ane_tensor_release(&results[i]); /* (a new tensor in the cpu profile; none when staged) */
