@@ -62,12 +62,16 @@ typedef struct http_request {
     int gone;       /* the connection ended before the answer did */
     int references; /* the connection thread's and the Lua userdata's */
     struct http_request *next_queued;
+    pthread_cond_t changed; /* its answer, its stream's next chunk or end, its connection's end, a stop:
+                               what its connection thread waits for (a write wakes that thread alone) */
+    struct http_request *live_previous, *live_next; /* every request not yet freed */
 } http_request;
 
 struct http_server {
     struct MHD_Daemon *daemon;
     pthread_mutex_t lock;
-    pthread_cond_t changed; /* a request queued, answered, written, or the server stopping */
+    pthread_cond_t changed; /* a request queued, or the server stopping: what server:next waits for */
+    http_request *live;     /* every request not yet freed (a stop wakes each) */
     http_request *queue_head, *queue_tail;
     size_t max_body;
     int stopping;
@@ -77,6 +81,15 @@ struct http_server {
 };
 
 /* ------------------------------------------------------------------ requests (any thread, lock held) */
+
+/* Wakes the connection thread waiting on r. */
+static void wake_request(http_request *r) { pthread_cond_signal(&r->changed); }
+
+/* The server stops: server:next and every connection thread wake. */
+static void wake_all(http_server *s) {
+    pthread_cond_broadcast(&s->changed);
+    for (http_request *r = s->live; r; r = r->live_next) pthread_cond_broadcast(&r->changed);
+}
 
 static void server_free(http_server *s) {
     pthread_cond_destroy(&s->changed);
@@ -89,6 +102,10 @@ static void server_free(http_server *s) {
 static int request_release(http_request *r) {
     if (--r->references > 0) return 0;
     http_server *s = r->server;
+    if (r->live_previous) r->live_previous->live_next = r->live_next;
+    else s->live = r->live_next;
+    if (r->live_next) r->live_next->live_previous = r->live_previous;
+    pthread_cond_destroy(&r->changed);
     if (r->response) MHD_destroy_response(r->response);
     for (int i = 0; i < 2 * r->header_count; i++) free(r->headers[i]);
     free(r->headers);
@@ -157,7 +174,7 @@ static ssize_t read_stream(void *cls, uint64_t position, char *buffer, size_t ma
     http_server *s = r->server;
     pthread_mutex_lock(&s->lock);
     while (r->stream_read == r->stream_length && r->state == STREAMING && !s->stopping)
-        pthread_cond_wait(&s->changed, &s->lock);
+        pthread_cond_wait(&r->changed, &s->lock);
     ssize_t n;
     if (r->stream_read < r->stream_length) {
         size_t count = r->stream_length - r->stream_read;
@@ -191,8 +208,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         r->server = s;
         r->connection = connection;
         r->references = 1;
+        pthread_cond_init(&r->changed, NULL);
         pthread_mutex_lock(&s->lock);
         s->live_requests++;
+        r->live_next = s->live;
+        if (s->live) s->live->live_previous = r;
+        s->live = r;
         pthread_mutex_unlock(&s->lock);
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
         r->fd = info ? info->connect_fd : -1;
@@ -249,7 +270,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     else s->queue_head = r;
     s->queue_tail = r;
     pthread_cond_broadcast(&s->changed);
-    while (r->state == WAITING && !s->stopping) pthread_cond_wait(&s->changed, &s->lock);
+    while (r->state == WAITING && !s->stopping) pthread_cond_wait(&r->changed, &s->lock);
     struct MHD_Response *response = r->response;
     unsigned status = r->status;
     r->response = NULL;
@@ -274,7 +295,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     pthread_mutex_lock(&s->lock);
     if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK || r->state != FINISHED) r->gone = 1;
     r->fd = -1;
-    pthread_cond_broadcast(&s->changed);
+    wake_request(r);
     release_and_unlock(r);
 }
 
@@ -398,7 +419,7 @@ static int server_close(lua_State *L) {
     *box = NULL;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
-    pthread_cond_broadcast(&s->changed);
+    wake_all(s);
     http_request *queued = s->queue_head;
     s->queue_head = s->queue_tail = NULL;
     while (queued) {
@@ -426,10 +447,10 @@ static int request_gc(lua_State *L) {
     if (r->state == WAITING) { /* never answered: the connection must not wait for ever */
         r->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
         r->state = FINISHED;
-        pthread_cond_broadcast(&s->changed);
+        wake_request(r);
     } else if (r->state == STREAMING) {
         r->state = FINISHED;
-        pthread_cond_broadcast(&s->changed);
+        wake_request(r);
     }
     release_and_unlock(r);
     return 0;
@@ -516,7 +537,7 @@ static int answer(lua_State *L, http_request *r, unsigned status, struct MHD_Res
     r->response = response;
     r->status = status;
     r->state = state;
-    pthread_cond_broadcast(&s->changed);
+    wake_request(r);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
@@ -568,7 +589,7 @@ static int request_write(lua_State *L) {
     if (ok) {
         memcpy(r->stream + r->stream_length, text, length);
         r->stream_length += length;
-        pthread_cond_broadcast(&s->changed);
+        wake_request(r);
     } else {
         r->gone = 1;
     }
@@ -583,7 +604,7 @@ static int request_finish(lua_State *L) {
     http_server *s = r->server;
     pthread_mutex_lock(&s->lock);
     if (r->state == STREAMING) r->state = FINISHED;
-    pthread_cond_broadcast(&s->changed);
+    wake_request(r);
     pthread_mutex_unlock(&s->lock);
     return 0;
 }
