@@ -280,11 +280,26 @@ end)
 describe("ane.tensor topk", function()
   it("returns the k largest in order, ties by the lower index, NaN last, as a full sort does", function()
     -- 5,000 values on a coarse grid (many ties), a few NaNs and infinities; the reference sorts
-    -- every (value, index) pair in Lua. k below and above n / 8 takes both of topk's paths.
+    -- every (value, index) pair in Lua. k below and above n / 8 takes both of topk's paths; k = 1
+    -- (argmax) its own, with and without NaNs (and the largest value tied: -0 and +0 too).
     local random, values = require("ane.models.generation").rng(11), {}
     for i = 1, 5000 do values[i] = math.floor(random() * 200) / 4 - 25 end
     values[7], values[4000], values[123] = 0 / 0, math.huge, -math.huge
     values[2500] = 0 / 0
+    local without_nans = {}
+    for i, v in ipairs(values) do without_nans[i] = (v ~= v or v == math.huge) and 3.5 or v end
+    without_nans[4321] = 25
+    local zeros = {}
+    for i = 1, 300 do zeros[i] = -1 - i end
+    zeros[17], zeros[40], zeros[200] = -0.0, 0.0, 0.0
+    for _, row in ipairs({ without_nans, zeros }) do
+      local got_values, got_indices = ane.tensor.from(row, { #row }):topk(1)
+      local best = 1 -- (the first of the largest)
+      for i, v in ipairs(row) do if v > row[best] then best = i end end
+      assert.are.equal(best, got_indices[1])
+      assert.are.equal(row[best], got_values[1])
+      assert.are.equal(best, ane.tensor.from(row, { #row }):argmax())
+    end
     local t = ane.tensor.from(values, { 5000 })
     local reference = {}
     for i, v in ipairs(values) do reference[i] = { value = v == v and v or -math.huge, index = i } end
