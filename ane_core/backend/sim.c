@@ -530,9 +530,6 @@ static ane_status write_outputs(const sim_loaded *instance, ane_binding *outputs
     return ANE_OK;
 }
 
-/* The inputs in, every step of the plan in order, the outputs out. A step's outputs are
- * rounded to fp16 in fp16 precision (sim_step.rounds) and take the chip's numeric cliffs in
- * the `ane` profile. */
 /* One step: its kernel, then each node it writes rounded (and given the chip's cliffs). */
 static ane_status run_step(sim_loaded *instance, const sim_context *context, const sim_step *step, ane_error *err) {
     const sim_compiled *p = instance->program;
@@ -618,6 +615,9 @@ static ane_status run_branches(sim_loaded *instance, const sim_context *context,
     return ANE_OK;
 }
 
+/* The inputs in, every step of the plan in order (a group's branches at once), the outputs
+ * out. A step's outputs are rounded to fp16 in fp16 precision (sim_step.rounds) and take the
+ * chip's numeric cliffs in the `ane` profile. */
 static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int ninputs, ane_binding *outputs,
                            int noutputs, ane_error *err) {
     sim_compiled *p = instance->program;
