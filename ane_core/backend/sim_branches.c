@@ -15,10 +15,10 @@
  * (a branch's own nodes before that run with the trunk) and ends before the concat; every
  * computing node in between that is no concat operand's ancestor joins the one branch whose
  * nodes it reads (a session's own outputs, say; one that reads none, the first), and one that
- * reads two branches leaves the concat without a group. Every value computed in the group, and every value its nodes read, keeps its
- * place until the group's last node (read_until), so branches that run at once never share a
- * place. A branch computes what it computes alone, in its nodes' order, with the same kernels:
- * the same bits as step by step. */
+ * reads two branches leaves the concat without a group. Every value computed in the group, and
+ * every value its nodes read, keeps its place until the group's last node (read_until), so
+ * branches that run at once never share a place. A branch computes what it computes alone, in
+ * its nodes' order, with the same kernels: the same bits as step by step. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,16 +113,11 @@ ane_status sim_find_branches(sim_compiled *p, ane_error *err) {
     const ane_graph *g = p->graph;
     int n = g->count;
     p->branch_of = malloc(((size_t)n + 1) * sizeof *p->branch_of);
-    int *work = malloc(((size_t)5 * n + 1) * sizeof *work);
-    if (!p->branch_of || !work) {
-        free(work);
-        return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
-    }
+    if (!p->branch_of) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
     for (int i = 0; i < n; i++) p->branch_of[i] = -1;
-    if (p->options.profile == ANE_PROFILE_ANE || p->options.step_by_step) { /* (op by op, as the device runs them) */
-        free(work);
-        return ANE_OK;
-    }
+    if (p->options.profile == ANE_PROFILE_ANE || p->options.step_by_step) return ANE_OK; /* (op by op, as the device) */
+    int *work = malloc(((size_t)5 * n + 1) * sizeof *work);
+    if (!work) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
     int free_from = 0;
     for (int j = 0; j < n; j++) {
         const ane_node *join = g->nodes[j];

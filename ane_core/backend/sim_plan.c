@@ -383,11 +383,13 @@ static ane_status port_branches(sim_compiled *p, ane_error *err) {
         return out_of_memory(p, err);
     }
     for (int i = 0; i < g->count; i++) read_in[i] = -2;
-    for (int r = 0; r < g->count; r++)
+    for (int r = 0; r < g->count; r++) {
+        int at = place_in_groups(p, r);
         for (int o = 0; o < g->nodes[r]->noperands; o++) {
-            int source = sim_value_source(g, g->nodes[r]->operands[o]->id), at = place_in_groups(p, r);
+            int source = sim_value_source(g, g->nodes[r]->operands[o]->id);
             read_in[source] = read_in[source] == -2 || read_in[source] == at ? at : -1;
         }
+    }
     for (int port = 0; port < p->ninputs; port++) {
         int read = read_in[p->input_nodes[port]];
         p->input_branch[port] = read >= 0 ? read : -1;

@@ -437,7 +437,6 @@ static ane_status stage_surfaces(const ane_program *program, const ane_port *por
     return ANE_OK;
 }
 
-
 static ane_status unknown_name(const ane_program *program, const char *role, const char *name, const ane_port *ports,
                                int count, ane_error *err) {
     char names[400] = "";
