@@ -568,6 +568,46 @@ describe("sim data movement matches plain Lua", function()
     assert_close(expected, run(function(g, x) return g:transpose(x, perm) end, { a }), out_shape, "transpose")
   end)
 
+  it("transposes that move only axes of size 1 (read in place) and ones that do not", function()
+    -- (sim reads a transpose that keeps its operand's other axes in order as a view of the
+    -- operand's values: a decode step's [1, heads, depth, 1] -> [1, heads, 1, depth])
+    local function transposed(values, from, perm)
+      local out_shape = {}
+      for i, p in ipairs(perm) do out_shape[i] = from[p + 1] end
+      return map(out_shape, function(idx)
+        local src = {}
+        for i, p in ipairs(perm) do src[p + 1] = idx[i] end
+        return values[ravel(src, from) + 1]
+      end), out_shape
+    end
+    local cases = {
+      { { 1, 3, 4, 1 }, { 0, 1, 3, 2 } }, { { 4, 1 }, { 1, 0 } }, { { 2, 1, 3 }, { 1, 0, 2 } },
+      { { 1, 3, 1, 4 }, { 2, 0, 1, 3 } }, { { 2, 3, 1 }, { 1, 0, 2 } }, { { 1, 3, 4, 1 }, { 0, 2, 1, 3 } },
+    }
+    for n, case in ipairs(cases) do
+      local from, perm = case[1], case[2]
+      local x = random_values(from, 70 + n)
+      local expected, out_shape = transposed(flat(x), from, perm)
+      local label = "transpose of [" .. table.concat(from, ",") .. "] by " .. table.concat(perm, ",")
+      assert_close(expected, run(function(g, a) return g:transpose(a, perm) end, { x }), out_shape, label)
+      -- read by a step that computes (the view's values, not its operand's shape), then as a chain
+      local doubled = {}
+      for i, v in ipairs(expected) do doubled[i] = 2 * v end
+      assert_close(doubled, run(function(g, a) local t = g:transpose(a, perm) return g:add(t, t) end, { x }), out_shape,
+        label .. ", added to itself")
+      local back = {}
+      for i, p in ipairs(perm) do back[p + 1] = i - 1 end
+      assert_close(flat(x), run(function(g, a) return g:transpose(g:transpose(a, perm), back) end, { x }), from,
+        label .. " and back")
+      -- an fp16 input read as its bits through the view, in fp16 precision
+      local x16 = x:to("fp16")
+      local expected16 = transposed(flat(x16), from, perm)
+      for i, v in ipairs(expected16) do expected16[i] = 2 * v end -- (2x of an fp16 value is exact)
+      assert_close(expected16, run(function(g, a) local t = g:transpose(a, perm) return g:add(t, t) end, { x16 },
+        { dtype = "fp16", precision = "fp16" }), out_shape, label .. " of fp16 bits")
+    end
+  end)
+
   it("slice_by_index and slice_by_size", function()
     local begin, stop = { 1, 0, 1, 2 }, { 2, 3, 3, 5 }
     local out_shape = { 1, 3, 2, 3 }

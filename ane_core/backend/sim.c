@@ -357,11 +357,11 @@ static void find_column_copies(sim_loaded *instance) {
 
 static int64_t last_axis(const ane_node *node) { return node->rank ? node->shape[node->rank - 1] : 1; }
 
-/* Points every reshape at its operand's buffer as this evaluation binds it (an input read where
- * the caller keeps it, a temporary's place), and says how many positions of its last axis may
- * be non-zero (sim_value.filled): its source's when the last axis has the source's size (a
- * reshape keeps the flat order, so a position stays a position: a cache read as heads), every
- * position elsewhere. */
+/* Points every view (sim_is_view) at its operand's buffer as this evaluation binds it (an
+ * input read where the caller keeps it, a temporary's place), and says how many positions of
+ * its last axis may be non-zero (sim_value.filled): its source's when the last axis has the
+ * source's size (a view keeps the flat order, so a position stays a position: a cache read as
+ * heads), every position elsewhere. */
 static void bind_views(sim_loaded *instance) {
     const sim_compiled *p = instance->program;
     const ane_graph *g = p->graph;

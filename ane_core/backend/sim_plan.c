@@ -44,7 +44,7 @@ static void choose_weight_forms(sim_compiled *p) {
 }
 
 /* fp16 inputs of an fp16-precision program that are read only as a matmul's second operand
- * (directly or through reshapes; not outputs) are held as fp16 bits: the values they hold are
+ * (directly or through views; not outputs) are held as fp16 bits: the values they hold are
  * fp16 values either way, and attention reads half the bytes of a KV cache. */
 static void find_half_inputs(sim_compiled *p) {
     const ane_graph *g = p->graph;
@@ -267,7 +267,7 @@ static int part_kind(const sim_compiled *p, const ane_node *node) {
     return sim_part_kind(node, p->slots[node->operands[1]->id].weight_form);
 }
 
-/* Nodes no step computes: inputs and consts (filled at eval and load), reshapes (views),
+/* Nodes no step computes: inputs and consts (filled at eval and load), views (sim_is_view),
  * output pads (written by the output's write), slices filled when their input is read, the
  * links of a fused chain (its fused steps compute through them). */
 static int computes(const sim_compiled *p, const ane_node *node) {

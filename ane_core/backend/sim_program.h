@@ -105,8 +105,25 @@ typedef struct sim_loaded {
     int copies_current;  /* values[].column_copies match the weights (0 after a patch) */
 } sim_loaded;
 
-/* A reshape moves no data in row-major order: its value buffer is its operand's. */
-static inline int sim_is_view(const ane_node *node) { return node->op == ANE_OP_RESHAPE; }
+/* Whether a transpose moves only axes of size 1 (a decode step's [1, heads, depth, 1] ->
+ * [1, heads, 1, depth]): its operand's other axes keep their order, so its values do too. */
+static inline int sim_transpose_keeps_order(const ane_node *node) {
+    const ane_node *x = node->operands[0];
+    int64_t last = -1;
+    for (int i = 0; i < node->attrs.perm.count; i++) {
+        int64_t axis = node->attrs.perm.values[i];
+        if (x->shape[axis] == 1) continue;
+        if (axis < last) return 0;
+        last = axis;
+    }
+    return 1;
+}
+
+/* A reshape, or a transpose of axes of size 1, moves no data in row-major order: its value
+ * buffer is its operand's. */
+static inline int sim_is_view(const ane_node *node) {
+    return node->op == ANE_OP_RESHAPE || (node->op == ANE_OP_TRANSPOSE && sim_transpose_keeps_order(node));
+}
 
 /* fp32 consts are read where the graph keeps them (no copy per program instance). */
 static inline int sim_reads_graph_values(const ane_node *node) {
