@@ -938,3 +938,49 @@ describe("sim's fused RMSNorm", function()
     end)
   end
 end)
+
+describe("sim's fused RoPE", function()
+  local nn = require("ane.nn")
+  -- x [1, heads, S, D] rotated by cos and sin [S, D], inputs (as a model's rotary angles) or consts
+  local function program(shape, convention, as_inputs, fusions)
+    local g = ane.graph("rope")
+    local x = g:input("x", shape, "fp16")
+    local table_shape = { shape[3], shape[4] }
+    local cos, sin
+    if as_inputs then
+      cos, sin = g:input("cos", table_shape, "fp16"), g:input("sin", table_shape, "fp16")
+    else
+      cos = ane.tensor.rand(table_shape, { seed = 91, low = -1, high = 1 }):to("fp16")
+      sin = ane.tensor.rand(table_shape, { seed = 92, low = -1, high = 1 }):to("fp16")
+    end
+    -- (read by a step, which sees y's rounding, not an output's conversion)
+    g:output("y", g:add(nn.rope(g, x, cos, sin, { name = "rope", convention = convention }), x))
+    return ane.compile(g, { precision = "fp16", profile = "cpu", fusions = fusions })
+  end
+  for _, case in ipairs({ { { 1, 12, 1, 64 }, "half" }, { { 1, 12, 1, 64 }, "interleaved" },
+    { { 1, 4, 6, 16 }, "half" }, { { 1, 3, 5, 8 }, "interleaved" } }) do
+    local shape, convention = case[1], case[2]
+    for _, as_inputs in ipairs({ true, false }) do
+      it(string.format("of [%s], %s, cos and sin %s: every node its own step's bits", table.concat(shape, ", "),
+        convention, as_inputs and "inputs" or "consts"), function()
+        local fused, reference = program(shape, convention, as_inputs), program(shape, convention, as_inputs, false)
+        local feed = {}
+        if as_inputs then
+          feed.cos = ane.tensor.rand({ shape[3], shape[4] }, { seed = 93, low = -1, high = 1 })
+          feed.sin = ane.tensor.rand({ shape[3], shape[4] }, { seed = 94, low = -1, high = 1 })
+        end
+        local special = ane.tensor.randn(shape, { seed = 95 })
+        special:reshape(-1):slice(1, 3, 3):fill(math.huge) -- (the rotation's products then take the whole sum)
+        special:reshape(-1):slice(1, 8, 8):fill(0 / 0)
+        local xs = { ane.tensor.randn(shape, { seed = 96 }), ane.tensor.randn(shape, { seed = 97 }):scale(4e4), special,
+          ane.tensor(shape):fill(0) }
+        for i, x in ipairs(xs) do
+          feed.x = x
+          assert.are.equal(reference:eval(feed).y:bytes(), fused:eval(feed).y:bytes(), "x " .. i)
+        end
+        fused:close()
+        reference:close()
+      end)
+    end
+  end
+end)

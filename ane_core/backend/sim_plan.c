@@ -9,7 +9,7 @@
  *                  that are zero pads of a value (a one-position program's 32-wide I/O,
  *                  ANE-21): eval reads and writes only what the program computes;
  *   fusions        chains that fewer steps compute (sim_attention.c: a decode attention
- *                  over an fp16 KV cache; sim_norm.c: RMSNorm);
+ *                  over an fp16 KV cache; sim_norm.c: RMSNorm; sim_rope.c: RoPE);
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -412,6 +412,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     if (p->options.precision == ANE_PRECISION_FP16 && p->options.profile != ANE_PROFILE_ANE && !p->options.step_by_step) {
         status = sim_fuse_cached_attentions(p, err);
         if (!status) status = sim_fuse_rms_norms(p, err);
+        if (!status) status = sim_fuse_ropes(p, err);
     }
     if (!status) status = sim_find_branches(p, err);
     if (!status) status = place_values(p, err);

@@ -30,9 +30,10 @@ typedef struct sim_slot {
     unsigned char filled_at_read; /* such a slice (no step computes it) */
 } sim_slot;
 
-/* Fusions (sim_attention.c, sim_norm.c) compute a chain of nodes in fewer steps than one a
- * node, each result rounded as its own step would round it. A node of a chain that no step
- * computes is a link: held (a fused step writes it; it has a place) or not (never written). */
+/* Fusions (sim_attention.c, sim_norm.c, sim_rope.c) compute a chain of nodes in fewer steps
+ * than one a node, each result rounded as its own step would round it. A node of a chain that
+ * no step computes is a link: held (a fused step writes it; it has a place) or not (never
+ * written). */
 enum { SIM_NOT_A_LINK = 0, SIM_LINK_HELD, SIM_LINK_UNHELD };
 
 /* A fused step: run at `node`'s place in node order, writing node (and held links). */
@@ -157,6 +158,7 @@ const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node);
  * ane profile applies the chip's numeric cliffs op by op). */
 ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err); /* sim_attention.c */
 ane_status sim_fuse_rms_norms(sim_compiled *p, ane_error *err);         /* sim_norm.c */
+ane_status sim_fuse_ropes(sim_compiled *p, ane_error *err);             /* sim_rope.c */
 
 /* Independent branches: found after the fusions, before the values are placed (sim_branches.c). */
 ane_status sim_find_branches(sim_compiled *p, ane_error *err);
