@@ -910,6 +910,16 @@ end)
 -- each result rounded to fp16, which the fused step claims to reproduce bit for bit: over the
 -- channels of one and of eight positions, over the last axis (per-head norms), for values
 -- large enough that the squares round coarsely, all zeros (eps alone), and an inf and a NaN.
+-- Each feed through a program with the fusions and its reference gives the same bytes of y;
+-- closes both.
+local function same_bits(fused, reference, feeds)
+  for i, feed in ipairs(feeds) do
+    assert.are.equal(reference:eval(feed).y:bytes(), fused:eval(feed).y:bytes(), "input " .. i)
+  end
+  fused:close()
+  reference:close()
+end
+
 describe("sim's fused RMSNorm", function()
   local nn = require("ane.nn")
   local function program(shape, axis, reference)
@@ -930,11 +940,9 @@ describe("sim's fused RMSNorm", function()
       special:reshape(-1):slice(1, 1, 1):fill(math.huge)
       special:reshape(-1):slice(1, 2, 2):fill(0 / 0)
       inputs[#inputs + 1] = special
-      for i, x in ipairs(inputs) do
-        assert.are.equal(reference:eval({ x = x }).y:bytes(), fused:eval({ x = x }).y:bytes(), "input " .. i)
-      end
-      fused:close()
-      reference:close()
+      local feeds = {}
+      for i, x in ipairs(inputs) do feeds[i] = { x = x } end
+      same_bits(fused, reference, feeds)
     end)
   end
 end)
@@ -972,15 +980,49 @@ describe("sim's fused RoPE", function()
         local special = ane.tensor.randn(shape, { seed = 95 })
         special:reshape(-1):slice(1, 3, 3):fill(math.huge) -- (the rotation's products then take the whole sum)
         special:reshape(-1):slice(1, 8, 8):fill(0 / 0)
-        local xs = { ane.tensor.randn(shape, { seed = 96 }), ane.tensor.randn(shape, { seed = 97 }):scale(4e4), special,
-          ane.tensor(shape):fill(0) }
-        for i, x in ipairs(xs) do
-          feed.x = x
-          assert.are.equal(reference:eval(feed).y:bytes(), fused:eval(feed).y:bytes(), "x " .. i)
+        local feeds = {}
+        for i, x in ipairs({ ane.tensor.randn(shape, { seed = 96 }), ane.tensor.randn(shape, { seed = 97 }):scale(4e4),
+          special, ane.tensor(shape):fill(0) }) do
+          feeds[i] = { x = x, cos = feed.cos, sin = feed.sin }
         end
-        fused:close()
-        reference:close()
+        same_bits(fused, reference, feeds)
       end)
     end
+  end
+end)
+
+describe("sim's fused scores of keys besides a cache", function()
+  -- q x keys, scaled, masked by [rows, keys] and clipped, as nn.cached_attention scores a decode
+  -- step's own key (and any small q x k); against every node its own step
+  local function program(q_shape, k_shape, clip, fusions)
+    local g = ane.graph("scores")
+    local q, k = g:input("q", q_shape, "fp16"), g:input("k", k_shape, "fp16")
+    local rows, keys = q_shape[3], k_shape[3]
+    local mask = g:input("mask", { rows, keys }, "fp16")
+    local logits = g:add(g:mul(g:matmul(q, k, { transpose_y = true }), 1 / math.sqrt(128)), mask)
+    if clip then logits = g:clip(logits, -clip, clip) end
+    -- (read by a step, which sees the logits' rounding, not an output's conversion)
+    g:output("y", g:sub(logits, g:reduce_max(logits, { 3 }, { keep_dims = true })))
+    return ane.compile(g, { precision = "fp16", profile = "cpu", fusions = fusions })
+  end
+  for _, case in ipairs({ { { 1, 12, 1, 64 }, { 1, 12, 1, 64 }, 65504 }, { { 1, 12, 1, 64 }, { 1, 12, 1, 64 } },
+    { { 1, 4, 3, 16 }, { 1, 4, 5, 16 }, 30 }, { { 2, 2, 6, 8 }, { 2, 2, 6, 8 } } }) do
+    local q_shape, k_shape, clip = case[1], case[2], case[3]
+    it(string.format("q [%s], keys [%s], %s: every node its own step's bits", table.concat(q_shape, ", "),
+      table.concat(k_shape, ", "), clip and "clipped at " .. clip or "no clip"), function()
+      local fused, reference = program(q_shape, k_shape, clip), program(q_shape, k_shape, clip, false)
+      local rows, keys = q_shape[3], k_shape[3]
+      local mask = ane.tensor.rand({ rows, keys }, { seed = 101, low = -3, high = 0 })
+      mask:reshape(-1):slice(1, 1, 1):fill(-65504)
+      local special = ane.tensor.randn(q_shape, { seed = 102 })
+      special:reshape(-1):slice(1, 2, 2):fill(math.huge)
+      special:reshape(-1):slice(1, 20, 20):fill(0 / 0)
+      local k = ane.tensor.randn(k_shape, { seed = 103 })
+      local qs = { ane.tensor.randn(q_shape, { seed = 104 }), ane.tensor.randn(q_shape, { seed = 105 }):scale(300),
+        special, ane.tensor(q_shape):fill(0) }
+      local feeds = {}
+      for i, q in ipairs(qs) do feeds[i] = { q = q, k = k, mask = mask } end
+      same_bits(fused, reference, feeds)
+    end)
   end
 end)

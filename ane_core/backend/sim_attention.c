@@ -26,7 +26,6 @@
  * product with the value cache, the own keys' branch) runs unchanged. Only fp16 precision in
  * the cpu profile: the ane profile applies the chip's numeric cliffs op by op. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../base/fp16.h"
@@ -115,11 +114,10 @@ static int match_chain(const sim_compiled *p, const ane_node *product, sim_cache
 
 /* Registers one chain: its links, the values its steps read late, its two steps. */
 static ane_status fuse(sim_compiled *p, const sim_cached_attention *found, ane_error *err) {
-    sim_cached_attention *chain = malloc(sizeof *chain);
-    if (!chain) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", p->graph->name);
-    *chain = *found;
-    ane_status status = sim_add_chain(p, chain, err);
+    void *kept;
+    ane_status status = sim_add_chain(p, found, sizeof *found, &kept, err);
     if (status) return status;
+    const sim_cached_attention *chain = kept;
     const ane_node *unheld[] = {chain->product, chain->scaled, chain->masked, chain->shifted};
     for (size_t i = 0; i < sizeof unheld / sizeof unheld[0]; i++) sim_mark_link(p, unheld[i], SIM_LINK_UNHELD);
     sim_mark_link(p, chain->logits, SIM_LINK_HELD); /* (masked itself, without a clip) */

@@ -16,7 +16,6 @@
  * y in one pass: each op's result rounded to fp16 as its own step would round it, so y is the
  * op-by-op evaluation's bit for bit. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../base/fp16.h"
@@ -136,11 +135,10 @@ ane_status sim_fuse_rms_norms(sim_compiled *p, ane_error *err) {
     for (int i = 0; !status && i < g->count; i++) {
         sim_rms_norm found;
         if (g->nodes[i]->op != ANE_OP_MUL || !match_chain(p, g->nodes[i], &found)) continue;
-        sim_rms_norm *chain = malloc(sizeof *chain);
-        if (!chain) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
-        *chain = found;
-        status = sim_add_chain(p, chain, err);
+        void *kept;
+        status = sim_add_chain(p, &found, sizeof found, &kept, err);
         if (status) break;
+        const sim_rms_norm *chain = kept;
         const ane_node *links[] = {chain->scaled, chain->squared, chain->mean, chain->shifted, chain->inverse,
                                    chain->normalized};
         for (size_t k = 0; k < sizeof links / sizeof links[0]; k++) sim_mark_link(p, links[k], SIM_LINK_UNHELD);

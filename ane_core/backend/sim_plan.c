@@ -9,7 +9,8 @@
  *                  that are zero pads of a value (a one-position program's 32-wide I/O,
  *                  ANE-21): eval reads and writes only what the program computes;
  *   fusions        chains that fewer steps compute (sim_attention.c: a decode attention
- *                  over an fp16 KV cache; sim_norm.c: RMSNorm; sim_rope.c: RoPE);
+ *                  over an fp16 KV cache; sim_norm.c: RMSNorm; sim_rope.c: RoPE;
+ *                  sim_scores.c: the scores of keys besides a cache);
  *   places         each value's place in the instance's slab or an evaluation's region;
  *   steps          one per computing node, convs of one decoded x grouped into one step. */
 #include <stdlib.h>
@@ -132,14 +133,16 @@ static void find_edges(sim_compiled *p) {
 /* Where each value lives in an instance's slab: weights read from the graph have no place,
  * reshapes read their operand's, inputs, converted consts and outputs keep theirs between
  * evaluations, and every other value shares places with values not live at the same time. */
-ane_status sim_add_chain(sim_compiled *p, void *chain, ane_error *err) {
-    void **grown = realloc(p->chains, (size_t)(p->nchains + 1) * sizeof *grown);
+ane_status sim_add_chain(sim_compiled *p, const void *found, size_t size, void **kept, ane_error *err) {
+    void *chain = malloc(size);
+    void **grown = chain ? realloc(p->chains, (size_t)(p->nchains + 1) * sizeof *grown) : NULL;
     if (!grown) {
         free(chain);
         return out_of_memory(p, err);
     }
+    memcpy(chain, found, size);
     p->chains = grown;
-    p->chains[p->nchains++] = chain;
+    p->chains[p->nchains++] = *kept = chain;
     return ANE_OK;
 }
 
@@ -413,6 +416,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
         status = sim_fuse_cached_attentions(p, err);
         if (!status) status = sim_fuse_rms_norms(p, err);
         if (!status) status = sim_fuse_ropes(p, err);
+        if (!status) status = sim_fuse_scores(p, err);
     }
     if (!status) status = sim_find_branches(p, err);
     if (!status) status = place_values(p, err);

@@ -30,10 +30,10 @@ typedef struct sim_slot {
     unsigned char filled_at_read; /* such a slice (no step computes it) */
 } sim_slot;
 
-/* Fusions (sim_attention.c, sim_norm.c, sim_rope.c) compute a chain of nodes in fewer steps
- * than one a node, each result rounded as its own step would round it. A node of a chain that
- * no step computes is a link: held (a fused step writes it; it has a place) or not (never
- * written). */
+/* Fusions (sim_attention.c, sim_norm.c, sim_rope.c, sim_scores.c) compute a chain of nodes in
+ * fewer steps than one a node, each result rounded as its own step would round it. A node of a
+ * chain that no step computes is a link: held (a fused step writes it; it has a place) or not
+ * (never written). */
 enum { SIM_NOT_A_LINK = 0, SIM_LINK_HELD, SIM_LINK_UNHELD };
 
 /* A fused step: run at `node`'s place in node order, writing node (and held links). */
@@ -126,6 +126,17 @@ static inline int sim_is_view(const ane_node *node) {
     return node->op == ANE_OP_RESHAPE || (node->op == ANE_OP_TRANSPOSE && sim_transpose_keeps_order(node));
 }
 
+/* Whether `table` holds the last two axes of x ([S, D], any leading axes of size 1): one value
+ * a position and element of x's rows, the same for every head (RoPE's cos and sin, a mask). */
+static inline int sim_per_position(const ane_node *table, const ane_node *x) {
+    if (x->rank < 2 || table->rank < 2 || table->rank > x->rank) return 0;
+    for (int i = 0; i < table->rank; i++) {
+        int64_t want = i >= table->rank - 2 ? x->shape[x->rank - table->rank + i] : 1;
+        if (table->shape[i] != want) return 0;
+    }
+    return 1;
+}
+
 /* fp32 consts are read where the graph keeps them (no copy per program instance). */
 static inline int sim_reads_graph_values(const ane_node *node) {
     return node->op == ANE_OP_CONST && !node->encoding && node->value.dtype == ANE_FP32 &&
@@ -142,9 +153,10 @@ static inline int sim_value_source(const ane_graph *g, int id) {
 ane_status sim_plan_program(sim_compiled *p, ane_error *err);
 void sim_plan_free(sim_compiled *p);
 
-/* Fusions register what they found (sim_plan.c): a chain's description (owned by the plan from
- * then on, even on failure), a fused step, a link, a value a fused step at `reader` reads. */
-ane_status sim_add_chain(sim_compiled *p, void *chain, ane_error *err);
+/* Fusions register what they found (sim_plan.c): a copy of a chain's description (`size` bytes
+ * at `found`, the plan's to keep: *kept), a fused step, a link, a value a fused step at
+ * `reader` reads. */
+ane_status sim_add_chain(sim_compiled *p, const void *found, size_t size, void **kept, ane_error *err);
 ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_error *err);
 void sim_mark_link(sim_compiled *p, const ane_node *node, int kind);
 void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader);
@@ -159,6 +171,7 @@ const ane_node *sim_only_reader(const ane_graph *g, const ane_node *node);
 ane_status sim_fuse_cached_attentions(sim_compiled *p, ane_error *err); /* sim_attention.c */
 ane_status sim_fuse_rms_norms(sim_compiled *p, ane_error *err);         /* sim_norm.c */
 ane_status sim_fuse_ropes(sim_compiled *p, ane_error *err);             /* sim_rope.c */
+ane_status sim_fuse_scores(sim_compiled *p, ane_error *err);            /* sim_scores.c (after sim_attention.c's) */
 
 /* Independent branches: found after the fusions, before the values are placed (sim_branches.c). */
 ane_status sim_find_branches(sim_compiled *p, ane_error *err);

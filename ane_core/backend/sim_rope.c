@@ -11,8 +11,6 @@
  * (its column copies of R, or the whole product where x holds an inf or a NaN) and rounds it,
  * then makes y in three passes over the same values, each op's result rounded to fp16 as its
  * own step would round it: y is the op-by-op evaluation's bits. */
-#include <stdlib.h>
-
 #include "../base/fp16.h"
 #include "sim_program.h"
 
@@ -24,17 +22,6 @@ typedef struct sim_rope {
     const ane_node *y;
     sim_kernel product;
 } sim_rope;
-
-/* Whether `table` holds the last two axes of x ([S, D], any leading axes of size 1): one value
- * a position and element of x's rows, the same for every head. */
-static int per_position(const ane_node *table, const ane_node *x) {
-    if (x->rank < 2 || table->rank < 2 || table->rank > x->rank) return 0;
-    for (int i = 0; i < table->rank; i++) {
-        int64_t want = i >= table->rank - 2 ? x->shape[x->rank - table->rank + i] : 1;
-        if (table->shape[i] != want) return 0;
-    }
-    return 1;
-}
 
 /* The chain whose first link is `rotated`, filled into *out; 0 when the nodes are not that chain. */
 static int match_chain(const sim_compiled *p, const ane_node *rotated, sim_rope *out) {
@@ -49,7 +36,7 @@ static int match_chain(const sim_compiled *p, const ane_node *rotated, sim_rope 
     const ane_node *x_cos = y->operands[0];
     if (x_cos->op != ANE_OP_MUL || x_cos->operands[0] != x || sim_only_reader(g, x_cos) != y) return 0;
     const ane_node *cos = x_cos->operands[1], *sin = rotated_sin->operands[1];
-    if (!per_position(cos, x) || !per_position(sin, x) || !ane_node_same_shape(y, x)) return 0;
+    if (!sim_per_position(cos, x) || !sim_per_position(sin, x) || !ane_node_same_shape(y, x)) return 0;
     const ane_node *chain[] = {x, rotated, x_cos, rotated_sin, y};
     for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++)
         if (chain[i]->dtype != ANE_FP16) return 0;
@@ -87,11 +74,10 @@ ane_status sim_fuse_ropes(sim_compiled *p, ane_error *err) {
         if (g->nodes[i]->op != ANE_OP_MATMUL || !match_chain(p, g->nodes[i], &found)) continue;
         status = sim_kernel_for(found.rotated, 0, &found.product, err);
         if (status) break;
-        sim_rope *chain = malloc(sizeof *chain);
-        if (!chain) return ane_fail(err, ANE_ERR_NOMEM, "out of memory planning program '%s'", g->name);
-        *chain = found;
-        status = sim_add_chain(p, chain, err);
+        void *kept;
+        status = sim_add_chain(p, &found, sizeof found, &kept, err);
         if (status) break;
+        const sim_rope *chain = kept;
         sim_mark_link(p, chain->rotated, SIM_LINK_HELD);
         sim_mark_link(p, chain->x_cos, SIM_LINK_UNHELD);
         sim_mark_link(p, chain->rotated_sin, SIM_LINK_UNHELD);
