@@ -154,6 +154,12 @@ ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_e
     return ANE_OK;
 }
 
+size_t sim_node_scratch_floats(const sim_compiled *p, const ane_node *node) {
+    int stored = node->op == ANE_OP_CONV ? p->slots[node->operands[1]->id].weight_form == SIM_WEIGHT_HALF
+                 : node->op == ANE_OP_MATMUL && p->slots[node->operands[1]->id].half_input;
+    return sim_scratch_floats(node, stored);
+}
+
 void sim_mark_link(sim_compiled *p, const ane_node *node, int kind) { p->links[node->id] = (unsigned char)kind; }
 
 void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader) {
@@ -340,9 +346,7 @@ static ane_status build_steps(sim_compiled *p, ane_error *err) {
         for (int k = 0; k < step->nparts; k++) {
             const ane_node *part = step->parts[k];
             step->rounds[k] = fp16 && part->dtype == ANE_FP16 && !moves_data_only(part->op);
-            int stored = part->op == ANE_OP_CONV ? p->slots[part->operands[1]->id].weight_form == SIM_WEIGHT_HALF
-                         : part->op == ANE_OP_MATMUL && p->slots[part->operands[1]->id].half_input;
-            size_t scratch = fused ? fused->scratch_floats : sim_scratch_floats(part, stored);
+            size_t scratch = fused ? fused->scratch_floats : sim_node_scratch_floats(p, part);
             if (fused && fused->rounds_itself) step->rounds[k] = 0;
             if (scratch > p->scratch_floats) p->scratch_floats = scratch;
         }

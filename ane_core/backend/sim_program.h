@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../base/fp16.h"
 #include "../ir/graph.h"
 #include "backend.h"
 #include "sim_kernels.h"
@@ -159,6 +160,18 @@ void sim_plan_free(sim_compiled *p);
 ane_status sim_add_chain(sim_compiled *p, const void *found, size_t size, void **kept, ane_error *err);
 ane_status sim_add_fused_step(sim_compiled *p, const sim_fused_step *step, ane_error *err);
 void sim_mark_link(sim_compiled *p, const ane_node *node, int kind);
+/* The scratch node's own step takes (its weight or second operand as the plan keeps it). */
+size_t sim_node_scratch_floats(const sim_compiled *p, const ane_node *node);
+
+/* A held link that a fused step computes with its own kernel (kernel: sim_kernel_for's),
+ * rounded to fp16 as its own step would round it (the fusions run in fp16 precision). */
+static inline ane_status sim_run_link(sim_kernel kernel, const ane_node *link, const sim_context *context,
+                                      const sim_value *values, ane_error *err) {
+    sim_step own = {.kernel = kernel, .node = link, .nparts = 1, .parts = {link}};
+    ane_status status = kernel(context, &own, values, err);
+    if (!status) ane_round_fp32_through_fp16_n(values[link->id].data, (size_t)ane_node_numel(link));
+    return status;
+}
 void sim_read_at(sim_compiled *p, const ane_node *value, const ane_node *reader);
 
 /* The distinct nodes reading `node` (up to max of them written to readers), their count; its

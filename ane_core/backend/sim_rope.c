@@ -48,13 +48,11 @@ static void round_n(float *values, int64_t n) { ane_round_fp32_through_fp16_n(va
 
 static ane_status rope(const sim_context *context, const sim_step *step, const sim_value *values, ane_error *err) {
     const sim_rope *c = step->chain;
-    sim_step product = {.kernel = c->product, .node = c->rotated, .nparts = 1, .parts = {c->rotated}};
-    ane_status status = c->product(context, &product, values, err);
+    ane_status status = sim_run_link(c->product, c->rotated, context, values, err);
     if (status) return status;
     int64_t n = ane_node_numel(c->x), period = ane_node_numel(c->cos); /* x [n / period rows of period] */
     const float *x = values[c->x->id].data, *cos = values[c->cos->id].data, *sin = values[c->sin->id].data;
     float *rotated = values[c->rotated->id].data, *y = values[c->y->id].data;
-    round_n(rotated, n);
     for (int64_t row = 0; row < n; row += period)
         for (int64_t i = 0; i < period; i++) y[row + i] = x[row + i] * cos[i];
     round_n(y, n); /* x_cos */
@@ -83,7 +81,7 @@ ane_status sim_fuse_ropes(sim_compiled *p, ane_error *err) {
         sim_mark_link(p, chain->rotated_sin, SIM_LINK_UNHELD);
         const ane_node *read[] = {chain->x, chain->rotation, chain->cos, chain->sin, chain->rotated};
         for (size_t k = 0; k < sizeof read / sizeof read[0]; k++) sim_read_at(p, read[k], chain->y);
-        sim_fused_step step = {chain->y, rope, chain, 1, sim_scratch_floats(chain->rotated, 0)};
+        sim_fused_step step = {chain->y, rope, chain, 1, sim_node_scratch_floats(p, chain->rotated)};
         status = sim_add_fused_step(p, &step, err);
     }
     return status;

@@ -57,14 +57,11 @@ static void round_n(float *values, int64_t n) { ane_round_fp32_through_fp16_n(va
 
 static ane_status scores(const sim_context *context, const sim_step *step, const sim_value *values, ane_error *err) {
     const sim_scores *c = step->chain;
-    sim_step product = {.kernel = c->kernel, .node = c->product, .nparts = 1, .parts = {c->product}};
-    ane_status status = c->kernel(context, &product, values, err);
+    ane_status status = sim_run_link(c->kernel, c->product, context, values, err);
     if (status) return status;
     int64_t n = ane_node_numel(c->product), period = ane_node_numel(c->mask); /* [n / period rows of period] */
-    float *in = values[c->product->id].data, *logits = values[c->logits->id].data;
-    const float *mask = values[c->mask->id].data;
-    float scale = values[c->scale->id].data[0];
-    round_n(in, n);
+    const float *in = values[c->product->id].data, *mask = values[c->mask->id].data;
+    float *logits = values[c->logits->id].data, scale = values[c->scale->id].data[0];
     for (int64_t i = 0; i < n; i++) logits[i] = in[i] * scale;
     round_n(logits, n);
     for (int64_t row = 0; row < n; row += period)
@@ -96,8 +93,7 @@ ane_status sim_fuse_scores(sim_compiled *p, ane_error *err) {
         const ane_node *product = chain->product;
         const ane_node *read[] = {product->operands[0], product->operands[1], chain->scale, chain->mask, product};
         for (size_t k = 0; k < sizeof read / sizeof read[0]; k++) sim_read_at(p, read[k], chain->logits);
-        int stored = p->slots[product->operands[1]->id].half_input;
-        sim_fused_step step = {chain->logits, scores, chain, 1, sim_scratch_floats(product, stored)};
+        sim_fused_step step = {chain->logits, scores, chain, 1, sim_node_scratch_floats(p, product)};
         status = sim_add_fused_step(p, &step, err);
     }
     return status;
