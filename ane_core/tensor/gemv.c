@@ -395,11 +395,12 @@ done:
  * from cache by the others. */
 #define FEW_COLUMNS_BLOCK_BYTES ((int64_t)1 << 18)
 
-/* A pass takes as many columns as keep its x within PASS_X_BYTES (but two): four where a row
- * has up to 1024 weights, two on longer rows, where four at a time measured slower (eight
- * columns of [768, 2048]: 221-232 us four at a time, 177-183 two; the four-column kernel was
- * as slow taking two, so it is not the cache alone). */
-enum { PASS_X_BYTES = 16 << 10 };
+/* A pass takes all the columns the level's kernel does at once where their x fit in L1
+ * (PASS_X_BYTES), else two at a time: x of longer rows is read again from L2 for each tile of
+ * rows. AVX-512 in an eight-session Stories110M step: [768, 2048] 201-218 us two at a time, 240-272
+ * four (two passes), 322 eight; [768, 768] 72-77 us eight at once against 90-92 four (the
+ * kernel before). Passes of equal width (ten columns five and five, not eight and two). */
+enum { PASS_X_BYTES = 32 << 10 };
 
 typedef struct columns_job {
     ane_range_body rows; /* the level's row kernel of the weights */
@@ -417,6 +418,11 @@ typedef struct columns_job {
 static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
     int64_t passes = (job->count + job->at_once - 1) / job->at_once;
+    if (passes == 1 && job->count > 1) { /* one pass: the share at once, its kernel reading ahead in it */
+        prefetch_span none = {NULL, NULL};
+        job->columns_at_once(job->columns, (int)job->count, first, last, none);
+        return;
+    }
     for (int64_t from = first; from < last; from += job->block_rows) {
         int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
         int64_t next_to = last - to < job->block_rows ? last : to + job->block_rows;
@@ -442,21 +448,30 @@ static void rows_of_columns(void *context, int64_t first, int64_t last) {
 static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *data, const float *table,
                              const uint16_t *words, int64_t row_bytes, int lut4, const float *x, int64_t rows, int64_t k,
                              int64_t columns, ane_error *err) {
-    float *memory = malloc((size_t)(columns * (2 * k + rows)) * sizeof *memory); /* per column: x, x_split, y */
+    /* x's columns side by side, each padded by a line: a kernel taking several reads them all (eight
+     * columns of [768, 768], one core: 30 us 784 floats apart, 53 us 2064 apart); then x_split's
+     * and y's */
+    const int64_t x_stride = (k + 15) / 16 * 16 + 16;
+    float *memory = malloc((size_t)(columns * (2 * x_stride + rows)) * sizeof *memory);
     gemv_job *jobs = malloc((size_t)columns * sizeof *jobs);
     if (!memory || !jobs) {
         free(memory), free(jobs);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory multiplying %lld columns", (long long)columns);
     }
     for (int64_t c = 0; c < columns; c++) {
-        float *column = memory + c * (2 * k + rows), *split = column + k, *out = split + k;
+        float *column = memory + c * x_stride, *split = memory + (columns + c) * x_stride;
+        float *out = memory + 2 * columns * x_stride + c * rows;
         for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
         jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL, words};
     }
     /* fp16 rows several columns at a time where the level has that kernel (the same bits) */
     const ane_kernel_table *kernels = ane_kernels();
     int at_once = rows_kernel == kernels->rows_float[WEIGHTS_FP16] && kernels->rows_fp16_columns ? kernels->fp16_columns_at_once : 1;
-    while (at_once > 2 && at_once * k * (int64_t)sizeof(float) > PASS_X_BYTES) at_once--;
+    if (at_once > 2 && at_once * k * (int64_t)sizeof(float) > PASS_X_BYTES) at_once = 2;
+    if (at_once > 1) { /* passes of equal width: ten columns five and five, not eight and two */
+        int64_t passes = (columns + at_once - 1) / at_once;
+        at_once = (int)((columns + passes - 1) / passes);
+    }
     columns_job job = {rows_kernel, at_once > 1 ? kernels->rows_fp16_columns : NULL, at_once, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows, data, row_bytes};
     /* one share a thread, so that all its blocks but the first are fetched ahead (four a thread:
      * half the blocks of [2048, 768] start cold; eight columns of it 2 threads, with the fine

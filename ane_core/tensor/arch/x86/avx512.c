@@ -11,6 +11,43 @@
 #include "../../kernels.h"
 #include "x86.h"
 
+#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+
+/* A vector's sixteen lanes added in one tree: lane i + lane i + 8, then + 4, + 2 and + 1, the
+ * left operand the higher lane as in GCC's _mm512_reduce_add_ps, written out so that any
+ * compiler adds in this order. sixteen_lanes_sums(v) makes the same additions for sixteen
+ * vectors at once: its lane i is lanes_sum(v[i]) (four levels of two permutes and an add per
+ * pair). */
+AVX512 static inline float lanes_sum(__m512 v) {
+    __m256 eight = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), _mm512_castps512_ps256(v));
+    __m128 four = _mm_add_ps(_mm256_extractf128_ps(eight, 1), _mm256_castps256_ps128(eight));
+    __m128 two = _mm_add_ps(four, _mm_shuffle_ps(four, four, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, _MM_SHUFFLE(3, 2, 0, 1))));
+}
+
+/* The lanes of a pair of vectors taken for one level: each group of `width` lanes in a half
+ * (a's groups, then b's) splits into its upper and lower halves, which the level adds. */
+AVX512 static inline __m512 pair_level(__m512 a, __m512 b, __m512i upper, __m512i lower) {
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, upper, b), _mm512_permutex2var_ps(a, lower, b));
+}
+
+AVX512 static inline __m512 sixteen_lanes_sums(const __m512 v[16]) {
+    __m512 eights[8], fours[4], twos[2]; /* [i]: groups of 8 (4, 2) lanes, one a vector, in order */
+    const __m512i upper8 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const __m512i lower8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    for (int i = 0; i < 8; i++) eights[i] = pair_level(v[2 * i], v[2 * i + 1], upper8, lower8);
+    const __m512i upper4 = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    const __m512i lower4 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    for (int i = 0; i < 4; i++) fours[i] = pair_level(eights[2 * i], eights[2 * i + 1], upper4, lower4);
+    /* (lanes_sum's last two levels: lane 0 + lane 2 (1 + 3) of a four, then lane 0 + lane 1) */
+    const __m512i first2 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i second2 = _mm512_setr_epi32(2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    for (int i = 0; i < 2; i++) twos[i] = pair_level(fours[2 * i], fours[2 * i + 1], first2, second2);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return pair_level(twos[0], twos[1], even, odd);
+}
+
 /* AVX-512: sixteen lanes (one conversion turns 16 halves into floats; the 16-entry palette
  * is one register that vpermps indexes), and four rows at a time, so each load of x serves
  * four rows of weights: fewer loads per byte of weights leave more of them waiting on memory
@@ -30,8 +67,6 @@
  * WEIGHTS32(row, table, j, w0, w1) sets w0 and w1 to the row's fp32 weights j .. j + 15 and
  * j + 16 .. j + 31 (j a multiple of 32; in the order x is in) and ELEMENT(row, table, j) is one
  * weight (in the tail). */
-#define AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
-
 #define ROWS_AVX512(name, type, WEIGHTS32, ELEMENT)                                                         \
     AVX512 static inline __attribute__((always_inline)) void name##_inline(                                 \
         const char *w, int64_t row_bytes, int64_t k, const float *x, const float *tables, int64_t table_stride, \
@@ -56,7 +91,7 @@
             }                                                                                               \
         }                                                                                                   \
         for (int r = 0; r < count; r++) {                                                                   \
-            float total = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));                                \
+            float total = lanes_sum(_mm512_add_ps(a0[r], a1[r]));                                              \
             for (int64_t t = j; t < k; t++) total += ELEMENT(rows[r], row_tables[r], t) * x[t];             \
             y[r * y_stride] = total;                                                                        \
         }                                                                                                   \
@@ -192,123 +227,157 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
-/* fp16 rows of a few columns' jobs at once, grouped as rows_avx512_fp16 (four rows a quarter of
- * the share apart): each weight converted once for all the columns, each column's chains, tail
- * and sum rows_avx512_fp16's, so each result is its bits. A group's share of the span ahead is
- * asked for a line every 32 weights of a pass over a row (see prefetch_span): eight columns of
- * [2048, 768] / [768, 2048] / [32000, 768] from memory, 2 threads, best of 3 x 40: 215 -> 185 /
- * 220 -> 179 / 3772 -> 2931 us with the chunks of by_columns.
- *
- * Two columns: both chains of each row and column at once. Per 32 weights of a row: 2
- * conversions and 4 fused multiply-adds, against 4 and 4 a column at a time. */
-AVX512 static inline __attribute__((always_inline)) void fp16_two_columns_inline(const gemv_job *jobs, int64_t row,
-                                                                                 int64_t apart, int count,
-                                                                                 prefetch_span ahead) {
-    const gemv_job *a = &jobs[0], *b = &jobs[1];
-    const uint16_t *rows[GEMV_GROUP];
-    __m512 a0[GEMV_GROUP], a1[GEMV_GROUP], b0[GEMV_GROUP], b1[GEMV_GROUP];
-    const float *x = a->x, *z = b->x;
-    int64_t k = a->k;
-    for (int r = 0; r < count; r++) {
-        rows[r] = (const uint16_t *)a->w + (row + r * apart) * a->row_stride;
-        a0[r] = a1[r] = b0[r] = b1[r] = _mm512_setzero_ps();
-    }
-    int64_t j = 0;
-    for (; j + 32 <= k; j += 32) {
-        prefetch_span_step(&ahead);
-        __m512 x0 = _mm512_loadu_ps(x + j), x1 = _mm512_loadu_ps(x + j + 16);
-        __m512 z0 = _mm512_loadu_ps(z + j), z1 = _mm512_loadu_ps(z + j + 16);
-        for (int r = 0; r < count; r++) {
-            __m512 w0, w1;
-            FP16_WEIGHTS32(rows[r], NULL, j, w0, w1);
-            a0[r] = _mm512_fmadd_ps(w0, x0, a0[r]), b0[r] = _mm512_fmadd_ps(w0, z0, b0[r]);
-            a1[r] = _mm512_fmadd_ps(w1, x1, a1[r]), b1[r] = _mm512_fmadd_ps(w1, z1, b1[r]);
-        }
-    }
-    prefetch_span_rest(&ahead); /* (rows shorter than the share) */
-    for (int r = 0; r < count; r++) {
-        float total_x = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
-        float total_z = _mm512_reduce_add_ps(_mm512_add_ps(b0[r], b1[r]));
-        for (int64_t t = j; t < k; t++) total_x += ane_fp16_to_fp32(rows[r][t]) * x[t];
-        for (int64_t t = j; t < k; t++) total_z += ane_fp16_to_fp32(rows[r][t]) * z[t];
-        a->y[row + r * apart] = total_x, b->y[row + r * apart] = total_z;
-    }
-}
+/* fp16 rows of up to eight columns' jobs at once (kernels.h: rows_fp16_columns), a tile of
+ * neighbouring rows at a time: each weight converted once for all the columns, each column's
+ * chains, tail and sum rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32,
+ * lanes_sum), so each result is its bits. Eight columns take tiles of 2 rows (16 multiply-adds
+ * per 2 conversions and 8 loads of x), four or fewer tiles of 4. The two chains take turns over
+ * each chunk of k whose x fills FP16_CHUNK_X_BYTES, so a tile keeps one chain of each row and
+ * column in registers with the chunk's x and weights in L1 for the second turn; the tile's
+ * chains are then added across lanes together (sixteen_lanes_sums: sixteen lanes_sum cost a
+ * 2 x 8 tile of 768 weights ~20% over its multiply-adds). The rows FP16_NEAR_TILES tiles on
+ * are asked for as a tile goes, a line per 64 bytes of weights it reads: neighbouring rows
+ * are short streams the hardware does not follow. One core, [256, 768] from L2, eight
+ * columns: 30 us (104 GFLOP/s, of ~117 at one multiply-add a cycle); two cores, eight columns
+ * from memory, against the four-column kernel this replaced (rows a quarter apart, a sum a
+ * row and column): [768, 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000, 768]
+ * 2920 -> 2800. */
+enum { FP16_COLUMNS_AT_ONCE = 8, FP16_CHUNK_X_BYTES = 16 << 10, FP16_NEAR_TILES = 2 };
 
-/* Three or four columns: a row's two chains (elements j .. j + 15 and j + 16 .. j + 31 of each
- * 32) are independent until the sum, so they take turns over each FP16_CHUNK elements: 16
- * accumulators (4 rows x 4 columns) where both at once would need 32, the chunk's x and
- * weights in L1 for the second turn. Per 32 weights of four rows and four columns: 8
- * conversions and 32 multiply-adds (two columns at a time: 16 and 32). Eight columns of
- * [2048, 768] / [32000, 768] / [768, 768], four at a time against two: 189 -> 174 / 2869 ->
- * 2570 / 69 -> 66 us; of [768, 2048] 181 -> 221 (by_columns takes two at a time there). */
-enum { FP16_COLUMNS_AT_ONCE = 4, FP16_CHUNK = 1024 };
-
-AVX512 static inline __attribute__((always_inline)) void fp16_columns_inline(const gemv_job *jobs, int64_t row, int64_t apart,
-                                                                             int rows, int columns, prefetch_span ahead) {
-    const uint16_t *w[GEMV_GROUP];
-    const float *x[FP16_COLUMNS_AT_ONCE];
-    __m512 chains[2][GEMV_GROUP][FP16_COLUMNS_AT_ONCE]; /* [half, row, column]: the sums so far */
-    const int64_t k = jobs[0].k, whole = k / 32 * 32;
-    for (int r = 0; r < rows; r++) w[r] = (const uint16_t *)jobs[0].w + (row + r * apart) * jobs[0].row_stride;
+AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const gemv_job *jobs, int64_t row, int64_t apart,
+                                                                           int rows, int columns, prefetch_span *ahead,
+                                                                           prefetch_span *near) {
+    enum { MOST = 16 }; /* rows x columns */
+    const uint16_t *w = (const uint16_t *)jobs[0].w + row * jobs[0].row_stride;
+    const int64_t k = jobs[0].k, whole = k / 32 * 32, stride = jobs[0].row_stride * apart;
+    const float *x[8];
     for (int c = 0; c < columns; c++) x[c] = jobs[c].x;
-    for (int half = 0; half < 2; half++)
-        for (int r = 0; r < rows; r++)
-            for (int c = 0; c < columns; c++) chains[half][r][c] = _mm512_setzero_ps();
-    for (int64_t from = 0; from < whole; from += FP16_CHUNK) {
-        const int64_t to = whole - from < FP16_CHUNK ? whole : from + FP16_CHUNK;
-        for (int half = 0; half < 2; half++) {
-            __m512 sums[GEMV_GROUP][FP16_COLUMNS_AT_ONCE];
-            for (int r = 0; r < rows; r++)
-                for (int c = 0; c < columns; c++) sums[r][c] = chains[half][r][c];
-            for (int64_t j = from + 16 * half; j < to; j += 32) {
-                prefetch_span_step(&ahead);
-                __m512 xs[FP16_COLUMNS_AT_ONCE];
-                for (int c = 0; c < columns; c++) xs[c] = _mm512_loadu_ps(x[c] + j);
-                for (int r = 0; r < rows; r++) {
-                    __m512 weights = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w[r] + j)));
-                    for (int c = 0; c < columns; c++) sums[r][c] = _mm512_fmadd_ps(weights, xs[c], sums[r][c]);
+    prefetch_span far = *ahead, close = *near; /* (locals: a store through a char pointer would
+                                                 * make the compiler read x's pointers again) */
+    __m512 chains[2][MOST]; /* [half][r columns + c]: the sums so far */
+#pragma GCC unroll 32
+    for (int i = 0; i < 2 * MOST; i++) chains[i / MOST][i % MOST] = _mm512_setzero_ps();
+    if (2 * rows * columns <= MOST) { /* both chains at once, in one sweep */
+        __m512 sums[2][MOST / 2];
+#pragma GCC unroll 16
+        for (int i = 0; i < MOST; i++) sums[i / (MOST / 2)][i % (MOST / 2)] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < whole; j += 32) {
+            prefetch_span_step(&far);
+#pragma GCC unroll 4
+            for (int line = 0; line < rows; line++)
+                if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                __m512 weights[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < rows; r++) weights[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * stride + j + 16 * half)));
+#pragma GCC unroll 8
+                for (int c = 0; c < columns; c++) {
+                    __m512 xs = _mm512_loadu_ps(x[c] + j + 16 * half);
+                    __asm__("" : "+v"(xs));
+#pragma GCC unroll 4
+                    for (int r = 0; r < rows; r++) sums[half][r * columns + c] = _mm512_fmadd_ps(weights[r], xs, sums[half][r * columns + c]);
                 }
             }
-            for (int r = 0; r < rows; r++)
-                for (int c = 0; c < columns; c++) chains[half][r][c] = sums[r][c];
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < rows * columns; i++) chains[0][i] = sums[0][i], chains[1][i] = sums[1][i];
+    } else {
+    const int64_t chunk = FP16_CHUNK_X_BYTES / (int64_t)(sizeof(float) * columns) / 32 * 32;
+    for (int64_t from = 0; from < whole; from += chunk) {
+        const int64_t to = whole - from < chunk ? whole : from + chunk;
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            __m512 sums[MOST];
+#pragma GCC unroll 16
+            for (int i = 0; i < rows * columns; i++) sums[i] = chains[half][i];
+            for (int64_t j = from + 16 * half; j < to; j += 32) {
+                prefetch_span_step(&far);
+#pragma GCC unroll 4
+                for (int line = 0; line < (rows + 1) / 2; line++)
+                    if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+                __m512 weights[4];
+#pragma GCC unroll 4
+                for (int r = 0; r < rows; r++) weights[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * stride + j)));
+#pragma GCC unroll 8
+                for (int c = 0; c < columns; c++) {
+                    __m512 xs = _mm512_loadu_ps(x[c] + j);
+                    __asm__("" : "+v"(xs)); /* one load for the tile's rows, not one a row (as memory operands) */
+#pragma GCC unroll 4
+                    for (int r = 0; r < rows; r++) sums[r * columns + c] = _mm512_fmadd_ps(weights[r], xs, sums[r * columns + c]);
+                }
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < rows * columns; i++) chains[half][i] = sums[i];
         }
     }
-    prefetch_span_rest(&ahead); /* (rows shorter than the share) */
+    }
+    *ahead = far, *near = close;
+    __m512 both[MOST];
+#pragma GCC unroll 16
+    for (int i = 0; i < MOST; i++) both[i] = i < rows * columns ? _mm512_add_ps(chains[0][i], chains[1][i]) : _mm512_setzero_ps();
+    float totals[MOST];
+    _mm512_storeu_ps(totals, sixteen_lanes_sums(both));
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < columns; c++) {
-            float total = _mm512_reduce_add_ps(_mm512_add_ps(chains[0][r][c], chains[1][r][c]));
-            for (int64_t t = whole; t < k; t++) total += ane_fp16_to_fp32(w[r][t]) * x[c][t];
+            float total = totals[r * columns + c];
+            for (int64_t t = whole; t < k; t++) total += ane_fp16_to_fp32(w[r * stride + t]) * x[c][t];
             jobs[c].y[row + r * apart] = total;
         }
 }
 
-typedef struct fp16_columns {
+/* The tiles of rows [first, last): `rows` at a time, then one at a time. */
+AVX512 static inline __attribute__((always_inline)) void fp16_columns_tiles(const gemv_job *jobs, int64_t first, int64_t last,
+                                                                            int rows, int columns, prefetch_span *ahead) {
+    int64_t row = first, tiles = (last - first) / rows + (last - first) % rows;
+    const int64_t row_bytes = jobs[0].row_stride * (int64_t)sizeof(uint16_t);
+    const char *weights = jobs[0].w;
+    int64_t near_from = first + FP16_NEAR_TILES * rows < last ? first + FP16_NEAR_TILES * rows : last;
+    prefetch_span near = {weights + near_from * row_bytes, weights + last * row_bytes};
+    for (; row + rows <= last; row += rows) {
+        prefetch_span share = prefetch_span_share(ahead, tiles--);
+        fp16_columns_tile(jobs, row, 1, rows, columns, &share, &near);
+    }
+    for (; row < last; row++) {
+        prefetch_span share = prefetch_span_share(ahead, tiles--);
+        fp16_columns_tile(jobs, row, 1, 1, columns, &share, &near);
+    }
+    prefetch_span_rest(ahead); /* (rows shorter than the span) */
+}
+
+typedef struct fp16_column_groups {
     const gemv_job *jobs;
     int count;
     prefetch_span *ahead; /* what is left of it */
     int64_t groups_left;
-} fp16_columns;
+} fp16_column_groups;
 
-AVX512 static void fp16_columns_group(const void *context, int64_t row, int64_t apart, int rows) {
-    fp16_columns *job = (fp16_columns *)context;
-    const prefetch_span share = prefetch_span_share(job->ahead, job->groups_left--);
-    const int four_rows = rows == GEMV_GROUP;
-    if (job->count == 2) {
-        if (four_rows) fp16_two_columns_inline(job->jobs, row, apart, GEMV_GROUP, share);
-        else fp16_two_columns_inline(job->jobs, row, apart, 1, share);
-    } else if (job->count == 3) {
-        if (four_rows) fp16_columns_inline(job->jobs, row, apart, GEMV_GROUP, 3, share);
-        else fp16_columns_inline(job->jobs, row, apart, 1, 3, share);
-    } else {
-        if (four_rows) fp16_columns_inline(job->jobs, row, apart, GEMV_GROUP, 4, share);
-        else fp16_columns_inline(job->jobs, row, apart, 1, 4, share);
+AVX512 static void fp16_column_group(const void *context, int64_t row, int64_t apart, int rows) {
+    fp16_column_groups *job = (fp16_column_groups *)context;
+    prefetch_span share = prefetch_span_share(job->ahead, job->groups_left--), none = {NULL, NULL};
+    switch (job->count * (rows == GEMV_GROUP ? 1 : -1)) {
+    case 2: fp16_columns_tile(job->jobs, row, apart, GEMV_GROUP, 2, &share, &none); break;
+    case 3: fp16_columns_tile(job->jobs, row, apart, GEMV_GROUP, 3, &share, &none); break;
+    case 4: fp16_columns_tile(job->jobs, row, apart, GEMV_GROUP, 4, &share, &none); break;
+    case -2: fp16_columns_tile(job->jobs, row, apart, 1, 2, &share, &none); break;
+    case -3: fp16_columns_tile(job->jobs, row, apart, 1, 3, &share, &none); break;
+    default: fp16_columns_tile(job->jobs, row, apart, 1, 4, &share, &none); break;
     }
 }
 
-static void rows_fp16_columns(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead) {
-    fp16_columns job = {jobs, count, &ahead, (last - first) / GEMV_GROUP + (last - first) % GEMV_GROUP};
-    in_row_groups(first, last, fp16_columns_group, &job);
+AVX512 static void rows_fp16_columns(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead) {
+    if (count <= 4) {
+        fp16_column_groups job = {jobs, count, &ahead, (last - first) / GEMV_GROUP + (last - first) % GEMV_GROUP};
+        in_row_groups(first, last, fp16_column_group, &job);
+        prefetch_span_rest(&ahead);
+        return;
+    }
+    switch (count) {
+    case 5: fp16_columns_tiles(jobs, first, last, 2, 5, &ahead); break;
+    case 6: fp16_columns_tiles(jobs, first, last, 2, 6, &ahead); break;
+    case 7: fp16_columns_tiles(jobs, first, last, 2, 7, &ahead); break;
+    default: fp16_columns_tiles(jobs, first, last, 2, 8, &ahead); break;
+    }
 }
 
 static void rows_fp32(void *job, int64_t first, int64_t last) {
