@@ -395,12 +395,14 @@ done:
  * from cache by the others. */
 #define FEW_COLUMNS_BLOCK_BYTES ((int64_t)1 << 18)
 
-/* A pass takes all the columns the level's kernel does at once where their x fit in L1
- * (PASS_X_BYTES), else two at a time: x of longer rows is read again from L2 for each tile of
- * rows. AVX-512 in an eight-session Stories110M step: [768, 2048] 201-218 us two at a time, 240-272
- * four (two passes), 322 eight; [768, 768] 72-77 us eight at once against 90-92 four (the
- * kernel before). Passes of equal width (ten columns five and five, not eight and two). */
-enum { PASS_X_BYTES = 32 << 10 };
+/* A pass takes the most columns, of the level's kernel's and their halves, whose x fit in
+ * PASS_X_BYTES of L1 (but two): x is read again for each tile of rows, from L2 once it does not
+ * fit. Eight columns from memory, AVX-512, two cores: [768, 768] 72-77 us eight at once (in a
+ * Stories110M step; 90-92 four at a time with the kernel before); [3072, 1024] 418-434 us eight
+ * at once, 304-400 four, 328-360 two; [2048, 1024] 296-300 / 210-212 / 223-265; [768, 2048] in a
+ * Stories110M step 201-218 two at a time, 240-272 four. Passes of equal width (ten columns five
+ * and five, not eight and two). */
+enum { PASS_X_BYTES = 24 << 10 };
 
 typedef struct columns_job {
     ane_range_body rows; /* the level's row kernel of the weights */
@@ -467,7 +469,7 @@ static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *d
     /* fp16 rows several columns at a time where the level has that kernel (the same bits) */
     const ane_kernel_table *kernels = ane_kernels();
     int at_once = rows_kernel == kernels->rows_float[WEIGHTS_FP16] && kernels->rows_fp16_columns ? kernels->fp16_columns_at_once : 1;
-    if (at_once > 2 && at_once * k * (int64_t)sizeof(float) > PASS_X_BYTES) at_once = 2;
+    while (at_once > 2 && at_once * k * (int64_t)sizeof(float) > PASS_X_BYTES) at_once /= 2;
     if (at_once > 1) { /* passes of equal width: ten columns five and five, not eight and two */
         int64_t passes = (columns + at_once - 1) / at_once;
         at_once = (int)((columns + passes - 1) / passes);

@@ -765,8 +765,8 @@ int main(void) {
         float *w16_as_fp32 = malloc(sizeof(float) * rows * k);
         for (int64_t i = 0; i < rows * k; i++) w16_as_fp32[i] = ane_fp16_to_fp32(w16[i]);
         /* (fp16 on AVX-512: 2 and 3 tiles of four rows a quarter of a share apart, 5 and 8 tiles of
-         * two neighbouring rows where k <= 1024, else pairs and one; ANE_FEW_COLUMNS two passes of
-         * eight; AVX2 and NEON: pairs and one) */
+         * two neighbouring rows where their x fit (k <= 768 for eight), else fewer at a time;
+         * ANE_FEW_COLUMNS two passes of eight or more of fewer; AVX2 and NEON: pairs and one) */
         const int column_counts[] = {2, 3, 5, 8, ANE_FEW_COLUMNS, ANE_FEW_COLUMNS + 1};
         for (int n = 0; n < 6; n++)
             for (int kind = 0; kind < 4; kind++) {
