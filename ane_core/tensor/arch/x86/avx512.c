@@ -25,8 +25,8 @@ AVX512 static inline float lanes_sum(__m512 v) {
     return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, _MM_SHUFFLE(3, 2, 0, 1))));
 }
 
-/* The lanes of a pair of vectors taken for one level: each group of `width` lanes in a half
- * (a's groups, then b's) splits into its upper and lower halves, which the level adds. */
+/* One level of sixteen_lanes_sums over a pair of vectors: lanes `upper` and `lower` of a and b
+ * (a's in the result's low half, b's in its high half), added, the upper ones the left operand. */
 AVX512 static inline __m512 pair_level(__m512 a, __m512 b, __m512i upper, __m512i lower) {
     return _mm512_add_ps(_mm512_permutex2var_ps(a, upper, b), _mm512_permutex2var_ps(a, lower, b));
 }
@@ -227,22 +227,39 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
-/* fp16 rows of up to eight columns' jobs at once (kernels.h: rows_fp16_columns), a tile of
- * neighbouring rows at a time: each weight converted once for all the columns, each column's
- * chains, tail and sum rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32,
- * lanes_sum), so each result is its bits. Eight columns take tiles of 2 rows (16 multiply-adds
- * per 2 conversions and 8 loads of x), four or fewer tiles of 4. The two chains take turns over
- * each chunk of k whose x fills FP16_CHUNK_X_BYTES, so a tile keeps one chain of each row and
- * column in registers with the chunk's x and weights in L1 for the second turn; the tile's
- * chains are then added across lanes together (sixteen_lanes_sums: sixteen lanes_sum cost a
- * 2 x 8 tile of 768 weights ~20% over its multiply-adds). The rows FP16_NEAR_TILES tiles on
- * are asked for as a tile goes, a line per 64 bytes of weights it reads: neighbouring rows
- * are short streams the hardware does not follow. One core, [256, 768] from L2, eight
- * columns: 30 us (104 GFLOP/s, of ~117 at one multiply-add a cycle); two cores, eight columns
- * from memory, against the four-column kernel this replaced (rows a quarter apart, a sum a
- * row and column): [768, 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000, 768]
- * 2920 -> 2800. */
+/* fp16 rows of up to eight columns' jobs at once (kernels.h: rows_fp16_columns), a tile of rows
+ * at a time: each weight converted once for all the columns, each column's chains, tail and
+ * sum rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32, lanes_sum), so
+ * each result is its bits. Five to eight columns take tiles of 2 neighbouring rows (16
+ * multiply-adds per 2 conversions and 8 loads of x), the rows FP16_NEAR_TILES tiles on asked
+ * for as a tile goes, a line per 64 bytes of weights it reads (neighbouring rows are short
+ * streams the hardware does not follow); four or fewer take four rows a quarter of a share
+ * apart, as rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of
+ * their 4 x 2 in registers; more take the chains in turn over each chunk of k whose x fills
+ * FP16_CHUNK_X_BYTES, the chunk's x and weights in L1 for the second turn. The tile's sums
+ * are then added across lanes together (sixteen_lanes_sums: sixteen lanes_sum cost a 2 x 8 tile
+ * of 768 weights ~20% over its multiply-adds). One core, [256, 768] from L2, eight columns: 30
+ * us (104 GFLOP/s, of ~117 at one multiply-add a cycle); two cores, eight columns from memory,
+ * against the kernel this replaced (four columns at a time, rows a quarter apart, each row and
+ * column's lanes added apart): [768, 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000,
+ * 768] 2920 -> 2800. */
 enum { FP16_COLUMNS_AT_ONCE = 8, FP16_CHUNK_X_BYTES = 16 << 10, FP16_NEAR_TILES = 2 };
+
+/* A tile's weights times x for one chain (half 0: elements j .. j + 15 of each 32, half 1: j + 16
+ * .. j + 31) over elements [from, to), into sums [rows x columns]. x's vector is held in a
+ * register for the tile's rows rather than read once a row as a memory operand. */
+#define FP16_TILE_STEP(sums, half, j)                                                                     \
+    do {                                                                                                  \
+        __m512 weights_[4];                                                                               \
+        _Pragma("GCC unroll 4") for (int r = 0; r < rows; r++)                                           \
+            weights_[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * stride + (j) + 16 * (half)))); \
+        _Pragma("GCC unroll 8") for (int c = 0; c < columns; c++) {                                      \
+            __m512 xs_ = _mm512_loadu_ps(x[c] + (j) + 16 * (half));                                       \
+            __asm__("" : "+v"(xs_));                                                                     \
+            _Pragma("GCC unroll 4") for (int r = 0; r < rows; r++)                                       \
+                (sums)[r * columns + c] = _mm512_fmadd_ps(weights_[r], xs_, (sums)[r * columns + c]);     \
+        }                                                                                                 \
+    } while (0)
 
 AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const gemv_job *jobs, int64_t row, int64_t apart,
                                                                            int rows, int columns, prefetch_span *ahead,
@@ -250,67 +267,43 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
     enum { MOST = 16 }; /* rows x columns */
     const uint16_t *w = (const uint16_t *)jobs[0].w + row * jobs[0].row_stride;
     const int64_t k = jobs[0].k, whole = k / 32 * 32, stride = jobs[0].row_stride * apart;
-    const float *x[8];
+    const float *x[FP16_COLUMNS_AT_ONCE];
     for (int c = 0; c < columns; c++) x[c] = jobs[c].x;
     prefetch_span far = *ahead, close = *near; /* (locals: a store through a char pointer would
                                                  * make the compiler read x's pointers again) */
-    __m512 chains[2][MOST]; /* [half][r columns + c]: the sums so far */
+    const int lines = (rows + 1) / 2; /* of the rows ahead, per 16 elements of the tile's rows */
+    __m512 chains[2][MOST];           /* [half][r columns + c]: the sums so far */
 #pragma GCC unroll 32
     for (int i = 0; i < 2 * MOST; i++) chains[i / MOST][i % MOST] = _mm512_setzero_ps();
     if (2 * rows * columns <= MOST) { /* both chains at once, in one sweep */
-        __m512 sums[2][MOST / 2];
-#pragma GCC unroll 16
-        for (int i = 0; i < MOST; i++) sums[i / (MOST / 2)][i % (MOST / 2)] = _mm512_setzero_ps();
         for (int64_t j = 0; j < whole; j += 32) {
             prefetch_span_step(&far);
 #pragma GCC unroll 4
-            for (int line = 0; line < rows; line++)
+            for (int line = 0; line < 2 * lines; line++)
                 if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+            FP16_TILE_STEP(chains[0], 0, j);
+            FP16_TILE_STEP(chains[1], 1, j);
+        }
+    } else {
+        const int64_t chunk = FP16_CHUNK_X_BYTES / (int64_t)(sizeof(float) * columns) / 32 * 32;
+        for (int64_t from = 0; from < whole; from += chunk) {
+            const int64_t to = whole - from < chunk ? whole : from + chunk;
 #pragma GCC unroll 2
             for (int half = 0; half < 2; half++) {
-                __m512 weights[4];
+                __m512 sums[MOST];
+#pragma GCC unroll 16
+                for (int i = 0; i < rows * columns; i++) sums[i] = chains[half][i];
+                for (int64_t j = from; j < to; j += 32) {
+                    prefetch_span_step(&far);
 #pragma GCC unroll 4
-                for (int r = 0; r < rows; r++) weights[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * stride + j + 16 * half)));
-#pragma GCC unroll 8
-                for (int c = 0; c < columns; c++) {
-                    __m512 xs = _mm512_loadu_ps(x[c] + j + 16 * half);
-                    __asm__("" : "+v"(xs));
-#pragma GCC unroll 4
-                    for (int r = 0; r < rows; r++) sums[half][r * columns + c] = _mm512_fmadd_ps(weights[r], xs, sums[half][r * columns + c]);
+                    for (int line = 0; line < lines; line++)
+                        if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+                    FP16_TILE_STEP(sums, half, j);
                 }
+#pragma GCC unroll 16
+                for (int i = 0; i < rows * columns; i++) chains[half][i] = sums[i];
             }
         }
-#pragma GCC unroll 8
-        for (int i = 0; i < rows * columns; i++) chains[0][i] = sums[0][i], chains[1][i] = sums[1][i];
-    } else {
-    const int64_t chunk = FP16_CHUNK_X_BYTES / (int64_t)(sizeof(float) * columns) / 32 * 32;
-    for (int64_t from = 0; from < whole; from += chunk) {
-        const int64_t to = whole - from < chunk ? whole : from + chunk;
-#pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
-            __m512 sums[MOST];
-#pragma GCC unroll 16
-            for (int i = 0; i < rows * columns; i++) sums[i] = chains[half][i];
-            for (int64_t j = from + 16 * half; j < to; j += 32) {
-                prefetch_span_step(&far);
-#pragma GCC unroll 4
-                for (int line = 0; line < (rows + 1) / 2; line++)
-                    if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
-                __m512 weights[4];
-#pragma GCC unroll 4
-                for (int r = 0; r < rows; r++) weights[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + r * stride + j)));
-#pragma GCC unroll 8
-                for (int c = 0; c < columns; c++) {
-                    __m512 xs = _mm512_loadu_ps(x[c] + j);
-                    __asm__("" : "+v"(xs)); /* one load for the tile's rows, not one a row (as memory operands) */
-#pragma GCC unroll 4
-                    for (int r = 0; r < rows; r++) sums[r * columns + c] = _mm512_fmadd_ps(weights[r], xs, sums[r * columns + c]);
-                }
-            }
-#pragma GCC unroll 16
-            for (int i = 0; i < rows * columns; i++) chains[half][i] = sums[i];
-        }
-    }
     }
     *ahead = far, *near = close;
     __m512 both[MOST];
@@ -325,6 +318,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
             jobs[c].y[row + r * apart] = total;
         }
 }
+#undef FP16_TILE_STEP
 
 /* The tiles of rows [first, last): `rows` at a time, then one at a time. */
 AVX512 static inline __attribute__((always_inline)) void fp16_columns_tiles(const gemv_job *jobs, int64_t first, int64_t last,
