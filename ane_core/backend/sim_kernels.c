@@ -552,7 +552,7 @@ static ane_status run_conv(const sim_context *context, const ane_node *node, con
 int sim_part_kind(const ane_node *node, int weight_form) {
     if (node->op != ANE_OP_CONV || node->noperands != 2 || node->attrs.groups != 1 || !is_pointwise(node)) return 0;
     const ane_node *x = node->operands[0];
-    if (x->shape[0] != 1 || x->shape[2] * x->shape[3] != 1) return 0; /* one position */
+    if (x->shape[0] != 1 || x->shape[2] * x->shape[3] > ANE_FEW_COLUMNS) return 0; /* a few positions */
     const ane_node *w = node->operands[1];
     if (weight_form == SIM_WEIGHT_HALF) return SIM_PART_HALF;
     if (weight_form != SIM_WEIGHT_ENCODED) return 0;
@@ -581,7 +581,9 @@ static ane_status k_parts(const sim_context *context, const sim_step *step, cons
                                           step->half_tables[p].storage ? (const uint16_t *)ane_tensor_data(&step->half_tables[p])
                                                                        : NULL};
     }
-    return ane_gemv_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1], context->activations, err);
+    const ane_node *x = step->node->operands[0];
+    return ane_gemm_parts(parts, step->nparts, IN(step->node, 0), step->node->operands[1]->shape[1], x->shape[2] * x->shape[3],
+                          context->activations, err);
 }
 
 /* One matmul's batches: matrices x [m, k] (lda) and y [k, n] or [n, k] (ldb) per batch,

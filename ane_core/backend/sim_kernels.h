@@ -56,12 +56,13 @@ typedef struct sim_context {
     ane_activations activations; /* quantized conv weights: float activations, or int8 / int16 (tensor/gemv.h) */
 } sim_context;
 
-/* Products of one decoded position that read the same x (q, k and v; gate and up) run as one
- * loop over their rows (tensor/gemv.h's ane_gemv_parts), each output bit for bit what the
- * conv kernel computes alone (x quantized once for them under int8 / int16 activations).
- * sim_part_kind: the kind of product a conv is for that (its weight kept fp16, or encoded:
- * SIM_PART_ENCODED + its encoding; one position, 1x1, one group), 0 when none; weight_form:
- * its weight's SIM_WEIGHT_*. */
+/* Products of up to ANE_FEW_COLUMNS positions (a decode step, a batched step's sessions, a
+ * short prefill) that read the same x (q, k and v; gate and up) run as one loop over their rows
+ * (tensor/gemv.h's ane_gemm_parts), each output bit for bit what the conv kernel computes alone
+ * (x quantized once for them under int8 / int16 activations). sim_part_kind: the kind of
+ * product a conv is for that (its weight kept fp16, or encoded: SIM_PART_ENCODED + its
+ * encoding; up to ANE_FEW_COLUMNS positions, 1x1, one group), 0 when none; weight_form: its
+ * weight's SIM_WEIGHT_*. */
 enum { SIM_PART_HALF = 1, SIM_PART_ENCODED };
 #define SIM_MAX_PARTS ANE_GEMV_MAX_PARTS
 

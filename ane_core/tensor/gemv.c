@@ -408,63 +408,106 @@ typedef struct columns_job {
     ane_range_body rows; /* the level's row kernel of the weights */
     void (*columns_at_once)(const gemv_job *jobs, int count, int64_t first, int64_t last, prefetch_span ahead); /* or NULL */
     int at_once;                                               /* the columns it takes (up to) */
-    gemv_job *columns;                                         /* [count]: a column's x and its y [rows] */
+    gemv_job *columns;                                         /* [parts, count]: a part's column's x and its y [rows] */
     int64_t count, block_rows;
-    const char *data;                                          /* the weights' rows, row_bytes each */
+    const char *data[ANE_GEMV_MAX_PARTS];                      /* each part's rows, row_bytes each */
+    int64_t first_row[ANE_GEMV_MAX_PARTS + 1];                 /* part p: rows first_row[p] .. first_row[p + 1] - 1 */
+    int parts;
     int64_t row_bytes;
 } columns_job;
 
+/* The part that row `row` of the loop (below its end) is in. */
+static int part_of(const columns_job *job, int64_t row) {
+    int p = 0;
+    while (p + 1 < job->parts && row >= job->first_row[p + 1]) p++;
+    return p;
+}
+
+/* The weights of the loop's rows from `from` to at most `to`, within one part: where a block of
+ * the next rows lies (a block that crosses into the next part: its rows in this one). */
+static prefetch_span rows_span(const columns_job *job, int64_t from, int64_t to) {
+    if (from >= to) return (prefetch_span){NULL, NULL};
+    int p = part_of(job, from);
+    if (to > job->first_row[p + 1]) to = job->first_row[p + 1];
+    const char *rows = job->data[p];
+    return (prefetch_span){rows + (from - job->first_row[p]) * job->row_bytes, rows + (to - job->first_row[p]) * job->row_bytes};
+}
+
+/* Part p's rows from..to (the loop's numbering, all in p) for the columns c .. c + taken - 1. */
+static void part_rows(const columns_job *job, int p, int64_t c, int64_t taken, int64_t from, int64_t to, prefetch_span ahead) {
+    const gemv_job *columns = &job->columns[p * job->count + c];
+    int64_t first = from - job->first_row[p], last = to - job->first_row[p];
+    if (taken > 1) {
+        job->columns_at_once(columns, (int)taken, first, last, ahead);
+    } else {
+        prefetch_span_rest(&ahead);
+        job->rows((void *)columns, first, last);
+    }
+}
+
 /* A block's first pass waits on memory, its others do not; so each pass over a block brings
  * its share of the next block's rows into the cache, and the memory streams while the
- * products compute (the several-column kernels a line at a time as they go). */
+ * products compute (the several-column kernels a line at a time as they go). A share or block
+ * that crosses from one part into the next runs as one of each. */
 static void rows_of_columns(void *context, int64_t first, int64_t last) {
     const columns_job *job = context;
     int64_t passes = (job->count + job->at_once - 1) / job->at_once;
     if (passes == 1 && job->count > 1) { /* one pass: the share at once, its kernel reading ahead in it */
         prefetch_span none = {NULL, NULL};
-        job->columns_at_once(job->columns, (int)job->count, first, last, none);
+        for (int p = part_of(job, first); p < job->parts && job->first_row[p] < last; p++) {
+            int64_t from = first > job->first_row[p] ? first : job->first_row[p];
+            int64_t to = last < job->first_row[p + 1] ? last : job->first_row[p + 1];
+            part_rows(job, p, 0, job->count, from, to, none);
+        }
         return;
     }
-    for (int64_t from = first; from < last; from += job->block_rows) {
-        int64_t to = last - from < job->block_rows ? last : from + job->block_rows;
+    for (int64_t from = first; from < last;) {
+        int p = part_of(job, from);
+        int64_t end = last < job->first_row[p + 1] ? last : job->first_row[p + 1]; /* the block's part's rows */
+        int64_t to = end - from < job->block_rows ? end : from + job->block_rows;
         int64_t next_to = last - to < job->block_rows ? last : to + job->block_rows;
-        int64_t ahead = (next_to - to) * job->row_bytes, pass = 0; /* bytes of the next block, from byte to x row_bytes */
-        const char *next = job->data + to * job->row_bytes;
+        prefetch_span next = rows_span(job, to, next_to);
+        int64_t ahead = next.at ? next.end - next.at : 0, pass = 0; /* bytes of the next block */
         for (int64_t c = 0, taken; c < job->count; c += taken, pass++) {
             taken = job->count - c < job->at_once ? job->count - c : job->at_once;
-            prefetch_span share = {next + ahead * pass / passes, next + ahead * (pass + 1) / passes};
-            if (taken > 1) {
-                job->columns_at_once(&job->columns[c], (int)taken, from, to, share);
-            } else {
-                prefetch_span_rest(&share);
-                job->rows(&job->columns[c], from, to);
-            }
+            prefetch_span share = ahead ? (prefetch_span){next.at + ahead * pass / passes, next.at + ahead * (pass + 1) / passes} : next;
+            part_rows(job, p, c, taken, from, to, share);
         }
+        from = to;
     }
 }
 
-/* y [rows, columns] = W x [k, columns] (W: data and table as a gemv_job holds them, rows of
- * row_bytes), through a matrix-vector product's row kernel: one split of the rows over the
- * helpers, each taking its rows a block at a time, every column per block. A row's result does
- * not depend on how the rows were split, so a column's sums are its matrix-vector product's. */
-static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *data, const float *table,
-                             const uint16_t *words, int64_t row_bytes, int lut4, const float *x, int64_t rows, int64_t k,
-                             int64_t columns, ane_error *err) {
+/* Each part's y [rows, columns] = W x [k, columns] (W: the part's data and table as a gemv_job
+ * holds them, rows of row_bytes; every part's of one encoding), through a matrix-vector
+ * product's row kernel: the parts' rows as one split over the helpers, each taking its rows a
+ * block at a time, every column per block. A row's result does not depend on how the rows were
+ * split, so a column's sums are its matrix-vector product's. */
+static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_body rows_kernel, int64_t row_bytes, int lut4,
+                             const float *x, int64_t k, int64_t columns, ane_error *err) {
     /* x's columns side by side, each padded by a line: a kernel taking several reads them all (eight
      * columns of [768, 768], one core: 30 us 784 floats apart, 53 us 2064 apart); then x_split's
-     * and y's */
+     * and each part's y's */
     const int64_t x_stride = (k + 15) / 16 * 16 + 16;
+    columns_job job = {.rows = rows_kernel, .count = columns, .parts = count, .row_bytes = row_bytes};
+    for (int p = 0; p < count; p++) {
+        job.data[p] = parts[p].data;
+        job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
+    }
+    int64_t rows = job.first_row[count];
     float *memory = malloc((size_t)(columns * (2 * x_stride + rows)) * sizeof *memory);
-    gemv_job *jobs = malloc((size_t)columns * sizeof *jobs);
+    gemv_job *jobs = malloc((size_t)(count * columns) * sizeof *jobs);
     if (!memory || !jobs) {
         free(memory), free(jobs);
         return ane_fail(err, ANE_ERR_NOMEM, "out of memory multiplying %lld columns", (long long)columns);
     }
     for (int64_t c = 0; c < columns; c++) {
         float *column = memory + c * x_stride, *split = memory + (columns + c) * x_stride;
-        float *out = memory + 2 * columns * x_stride + c * rows;
         for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
-        jobs[c] = (gemv_job){out, data, column, k, k, table, lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL, words};
+        const float *x_split = lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL;
+        for (int p = 0; p < count; p++) {
+            float *out = memory + 2 * columns * x_stride + c * rows + job.first_row[p]; /* [rows of p] */
+            jobs[p * columns + c] = (gemv_job){out, parts[p].data, column, k, k, parts[p].table, x_split, parts[p].palette_codes};
+        }
     }
     /* fp16 rows several columns at a time where the level has that kernel (the same bits) */
     const ane_kernel_table *kernels = ane_kernels();
@@ -474,25 +517,38 @@ static ane_status by_columns(float *y, ane_range_body rows_kernel, const void *d
         int64_t passes = (columns + at_once - 1) / at_once;
         at_once = (int)((columns + passes - 1) / passes);
     }
-    columns_job job = {rows_kernel, at_once > 1 ? kernels->rows_fp16_columns : NULL, at_once, jobs, columns, row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows, data, row_bytes};
+    job.columns_at_once = at_once > 1 ? kernels->rows_fp16_columns : NULL;
+    job.at_once = at_once;
+    job.columns = jobs;
+    job.block_rows = row_bytes > 0 ? FEW_COLUMNS_BLOCK_BYTES / row_bytes + 1 : rows;
     /* one share a thread, so that all its blocks but the first are fetched ahead (four a thread:
      * half the blocks of [2048, 768] start cold; eight columns of it 2 threads, with the fine
      * prefetch: 202 -> 185 us, [768, 2048] 206 -> 179, [768, 768] 73 -> 70) */
     ane_parallel_for_chunks(rows, grain_rows(row_bytes * columns), 1, rows_of_columns, &job);
-    for (int64_t c = 0; c < columns; c++)
-        for (int64_t r = 0; r < rows; r++) y[r * columns + c] = jobs[c].y[r];
+    for (int p = 0; p < count; p++)
+        for (int64_t c = 0; c < columns; c++) {
+            const float *out = jobs[p * columns + c].y;
+            for (int64_t r = 0; r < parts[p].rows; r++) parts[p].y[r * columns + c] = out[r];
+        }
     free(memory), free(jobs);
     return ANE_OK;
 }
 
+/* by_columns of one product of fp32 or fp16 rows (element_bytes). */
+static ane_status by_columns_alone(float *y, kernel_weights weights, const void *w, int64_t element_bytes, const float *x,
+                                   int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+    ane_gemv_part alone = {y, ANE_ENCODING_DENSE, w, NULL, rows, NULL, NULL};
+    return by_columns(&alone, 1, ane_kernels()->rows_float[weights], k * element_bytes, 0, x, k, columns, err);
+}
+
 ane_status ane_gemm_fp32_few_columns(float *y, const float *w, const float *x, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err) {
-    return by_columns(y, ane_kernels()->rows_float[WEIGHTS_FP32], w, NULL, NULL, k * (int64_t)sizeof(float), 0, x, rows, k, columns, err);
+    return by_columns_alone(y, WEIGHTS_FP32, w, sizeof(float), x, rows, k, columns, err);
 }
 
 ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err) {
-    return by_columns(y, ane_kernels()->rows_float[WEIGHTS_FP16], w, NULL, NULL, k * (int64_t)sizeof(uint16_t), 0, x, rows, k, columns, err);
+    return by_columns_alone(y, WEIGHTS_FP16, w, sizeof(uint16_t), x, rows, k, columns, err);
 }
 
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
@@ -505,9 +561,27 @@ ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void
     ane_gemv_part alone = {y, encoding, data, table, rows, encoding == ANE_ENCODING_LUT4 ? palette_codes : NULL, NULL};
     if (activations != ANE_ACTIVATIONS_FLOAT) return integer_parts(&alone, 1, x, k, columns, activations, err);
     if (columns == 1) return ane_gemv_parts(&alone, 1, x, k, activations, err);
-    const uint16_t *words = alone.palette_codes;
-    if (columns <= ANE_FEW_COLUMNS)
-        return by_columns(y, ane_kernels()->rows_float[weights_of(encoding)], data, table, words,
-                          ane_encoded_data_bytes(encoding, 1, k), encoding == ANE_ENCODING_LUT4, x, rows, k, columns, err);
+    if (columns <= ANE_FEW_COLUMNS) return ane_gemm_parts(&alone, 1, x, k, columns, activations, err);
     return decoded_product(y, encoding, data, table, x, rows, k, columns, err);
+}
+
+ane_status ane_gemm_parts(const ane_gemv_part *parts, int count, const float *x, int64_t k, int64_t columns,
+                          ane_activations activations, ane_error *err) {
+    if (columns < 1 || columns > ANE_FEW_COLUMNS)
+        return ane_fail(err, ANE_ERR_ARGUMENT, "products of parts take 1 to %d columns, not %lld", ANE_FEW_COLUMNS,
+                        (long long)columns);
+    if (columns == 1) return ane_gemv_parts(parts, count, x, k, activations, err);
+    for (; count > ANE_GEMV_MAX_PARTS; parts += ANE_GEMV_MAX_PARTS, count -= ANE_GEMV_MAX_PARTS) {
+        ane_status status = ane_gemm_parts(parts, ANE_GEMV_MAX_PARTS, x, k, columns, activations, err);
+        if (status) return status;
+    }
+    if (count <= 0) return ANE_OK;
+    ane_weight_encoding encoding = parts[0].encoding;
+    if (encoding != ANE_ENCODING_DENSE && activations != ANE_ACTIVATIONS_FLOAT) {
+        ane_status status = check_activations_for(encoding, activations, err);
+        return status ? status : integer_parts(parts, count, x, k, columns, activations, err);
+    }
+    int64_t row_bytes = encoding == ANE_ENCODING_DENSE ? 2 * k : ane_encoded_data_bytes(encoding, 1, k);
+    return by_columns(parts, count, ane_kernels()->rows_float[weights_of(encoding)], row_bytes, encoding == ANE_ENCODING_LUT4,
+                      x, k, columns, err);
 }

@@ -86,6 +86,13 @@ int ane_table_as_fp16(uint16_t *out, const float *table, int64_t n);
 ane_status ane_gemv_parts(const ane_gemv_part *parts, int count, const float *x /* [k] */, int64_t k,
                           ane_activations activations, ane_error *err);
 
+/* The same for 1 to ANE_FEW_COLUMNS columns (a batched decode step's sessions, a short prefill):
+ * each part's y [rows, columns] = W x [k, columns], one loop over every part's rows, each y bit
+ * for bit what its part gives alone (ane_gemm_fp16_few_columns, ane_encoded_matmul). More
+ * columns fail (ANE_ERR_ARGUMENT), as does memory. */
+ane_status ane_gemm_parts(const ane_gemv_part *parts, int count, const float *x /* [k, columns] */, int64_t k,
+                          int64_t columns, ane_activations activations, ane_error *err);
+
 /* Up to this many columns (a short prompt's prefill), products run the matrix-vector kernel
  * once per column, a block of rows at a time (read from memory once, from cache for the other
  * columns), rather than BLAS, whose product of a few columns costs more here than its

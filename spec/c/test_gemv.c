@@ -8,7 +8,8 @@
  * parts, each rounded to nearest (8 significant bits, relative error <= 2^-8), so hi + lo is off x
  * by at most 2^-8 |x - hi| <= 2^-16 |x|, and each product by 2^-16 |w_j x_j|. Every row's result
  * must also equal, bit for bit, the product of that row alone (rows_differing_alone), and
- * products run together by ane_gemv_parts what each gives alone (parts_differing_alone).
+ * products run together by ane_gemv_parts (one column) or ane_gemm_parts (a few) what each
+ * gives alone, column by column (parts_differing_alone).
  * Q8_0 and Q4_0 rows (blocks of 32 codes with an fp16 scale each) and Q6_K rows (blocks of 256,
  * decoded here from the format's definition; and a program's, packed by ane_q6_k_pack_codes with
  * d zero, their scales the table's) must give, bit for bit, what
@@ -112,8 +113,9 @@ INTEGER_PRODUCT(product_lut4_a8, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT8)
 INTEGER_PRODUCT(product_int8_a16, ANE_ENCODING_INT8, ANE_ACTIVATIONS_INT16)
 INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
 
-/* ane_gemv_parts of `count` parts (rows[p] rows of k each, one encoding) under the activations
- * against each part alone (ane_gemv_fp16; ane_gemv_encoded under float activations, else
+/* ane_gemv_parts (one column) or ane_gemm_parts (`columns` of x [k, columns]) of `count` parts
+ * (rows[p] rows of k each, one encoding) under the activations against each part alone, one
+ * column at a time (ane_gemv_fp16; ane_gemv_encoded under float activations, else
  * ane_encoded_matmul of one column): the outputs that differ in any bit. Weights: fp16 bits of
  * uniform values, int8 codes with scales, or nibbles with palettes of 8 significant bits (the
  * bf16 kernel's tables) and, in the first part, one full fp32 palette (its other path). 4-bit
@@ -122,12 +124,12 @@ INTEGER_PRODUCT(product_lut4_a16, ANE_ENCODING_LUT4, ANE_ACTIVATIONS_INT16)
  * under float activations each is read through ane_encoded_matmul with them too (one column,
  * and three). */
 static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *rows, int count, int64_t k,
-                                 ane_activations activations) {
+                                 ane_activations activations, int64_t columns) {
     ane_gemv_part parts[8] = {{0}};
-    float *x = malloc(sizeof(float) * k), *alone[8];
+    float *xs = malloc(sizeof(float) * k * columns), *x = malloc(sizeof(float) * k), *alone[8]; /* [k, columns]; one column */
     int differing = 0;
     ane_error err;
-    for (int64_t j = 0; j < k; j++) x[j] = uniform();
+    for (int64_t j = 0; j < k * columns; j++) xs[j] = uniform();
     size_t row_bytes = encoding == ANE_ENCODING_INT8 ? (size_t)k : encoding == ANE_ENCODING_LUT4 ? (size_t)k / 2 : 2 * (size_t)k;
     int64_t table_width = encoding == ANE_ENCODING_INT8 ? 1 : ANE_LUT4_ENTRIES;
     for (int p = 0; p < count; p++) {
@@ -151,12 +153,18 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
             differing += written != (p > 0);
             if (!written) free(codes), codes = NULL;
         }
-        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] + 1), encoding, data, table, rows[p], codes, NULL};
-        alone[p] = malloc(sizeof(float) * rows[p] + 1);
-        if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(alone[p], (const uint16_t *)data, x, rows[p], k);
-        else if (activations == ANE_ACTIVATIONS_FLOAT) gemv_encoded_ok(alone[p], encoding, data, table, x, rows[p], k);
-        else differing += ane_encoded_matmul(alone[p], encoding, data, table, NULL, x, rows[p], k, 1, activations, &err) != ANE_OK;
-        if (codes && activations == ANE_ACTIVATIONS_FLOAT) { /* the matmul entry with the words: one column, and three copies of x */
+        parts[p] = (ane_gemv_part){malloc(sizeof(float) * rows[p] * columns + 1), encoding, data, table, rows[p], codes, NULL};
+        alone[p] = malloc(sizeof(float) * rows[p] * columns + 1); /* [rows, columns] */
+        float *one = malloc(sizeof(float) * rows[p] + 1);
+        for (int64_t c = 0; c < columns; c++) {
+            for (int64_t j = 0; j < k; j++) x[j] = xs[j * columns + c];
+            if (encoding == ANE_ENCODING_DENSE) ane_gemv_fp16(one, (const uint16_t *)data, x, rows[p], k);
+            else if (activations == ANE_ACTIVATIONS_FLOAT) gemv_encoded_ok(one, encoding, data, table, x, rows[p], k);
+            else differing += ane_encoded_matmul(one, encoding, data, table, NULL, x, rows[p], k, 1, activations, &err) != ANE_OK;
+            for (int64_t r = 0; r < rows[p]; r++) alone[p][r * columns + c] = one[r];
+        }
+        free(one);
+        if (codes && activations == ANE_ACTIVATIONS_FLOAT && columns == 1) { /* the matmul entry with the words: one column, and three copies of x */
             float *one = malloc(sizeof(float) * rows[p]), *three = malloc(sizeof(float) * rows[p] * 3);
             float *x3 = malloc(sizeof(float) * k * 3);
             for (int64_t j = 0; j < 3 * k; j++) x3[j] = x[j / 3];
@@ -168,13 +176,14 @@ static int parts_differing_alone(ane_weight_encoding encoding, const int64_t *ro
             free(one), free(three), free(x3);
         }
     }
-    differing += ane_gemv_parts(parts, count, x, k, activations, &err) != ANE_OK;
+    differing += (columns == 1 ? ane_gemv_parts(parts, count, xs, k, activations, &err)
+                               : ane_gemm_parts(parts, count, xs, k, columns, activations, &err)) != ANE_OK;
     for (int p = 0; p < count; p++) {
-        differing += memcmp(parts[p].y, alone[p], sizeof(float) * rows[p]) != 0;
+        differing += memcmp(parts[p].y, alone[p], sizeof(float) * rows[p] * columns) != 0;
         free(parts[p].y), free((void *)parts[p].data), free((void *)parts[p].table), free((void *)parts[p].palette_codes),
             free(alone[p]);
     }
-    free(x);
+    free(x), free(xs);
     return differing;
 }
 
@@ -822,14 +831,26 @@ int main(void) {
     const ane_weight_encoding encodings[] = { ANE_ENCODING_DENSE, ANE_ENCODING_INT8, ANE_ENCODING_LUT4 };
     const ane_activations activations[] = { ANE_ACTIVATIONS_FLOAT, ANE_ACTIVATIONS_INT8, ANE_ACTIVATIONS_INT16 };
     const int64_t part_k[] = { 768, 256, 130 };
+    /* one column (a decode step), and a few (a batched step's sessions: the several-column
+     * kernels' 2, 3 and 8 at a time; 16 at k = 768, two passes) */
+    const int64_t part_columns[] = { 1, 2, 3, 8, 16 };
     for (size_t c = 0; c < sizeof part_counts / sizeof *part_counts; c++)
         for (size_t e = 0; e < sizeof encodings / sizeof *encodings; e++)
             for (size_t a = 0; a < sizeof activations / sizeof *activations; a++)
-                for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++) {
-                    int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk], activations[a]);
-                    CHECK(differing == 0, "ane_gemv_parts, %d parts of encoding %d under activations %d, k %lld: %d parts "
-                          "not what each gives alone", part_counts[c], (int)encodings[e], (int)activations[a],
-                          (long long)part_k[kk], differing);
-                }
+                for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++)
+                    for (size_t n = 0; n < sizeof part_columns / sizeof *part_columns; n++) {
+                        int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk],
+                                                              activations[a], part_columns[n]);
+                        CHECK(differing == 0, "ane_gemm_parts, %d parts of encoding %d under activations %d, k %lld, %lld "
+                              "columns: %d outputs not what each part gives alone, column by column", part_counts[c],
+                              (int)encodings[e], (int)activations[a], (long long)part_k[kk], (long long)part_columns[n],
+                              differing);
+                    }
+    {
+        ane_gemv_part none = {NULL, ANE_ENCODING_DENSE, NULL, NULL, 0, NULL, NULL};
+        ane_error err;
+        CHECK(ane_gemm_parts(&none, 1, NULL, 8, ANE_FEW_COLUMNS + 1, ANE_ACTIVATIONS_FLOAT, &err) == ANE_ERR_ARGUMENT &&
+                  strstr(err.message, "columns"), "ane_gemm_parts of too many columns: %s", err.message);
+    }
     return check_summary("gemv");
 }
