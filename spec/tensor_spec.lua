@@ -243,6 +243,21 @@ describe("ane.tensor arithmetic", function()
     local tall16 = tall:to("fp16")
     local expected_tall16 = ane.tensor.from(naive_matmul(tall16:to("fp32"):totable(), vector:totable()))
     assert.is_true(tall16:matmul(vector):max_abs_diff(expected_tall16) < 1e-4)
+    -- a few rows times the transpose of an fp16 matrix (a batched step's logits, X W^T) read
+    -- as stored too: each row of the result is, bit for bit, W times that row alone (the
+    -- matrix-vector product above), and near the reference (64 terms, as there)
+    local tall16_t = ane.tensor.from(tall16:to("fp32"):transpose():totable())  -- [64, 5000]
+    for _, count in ipairs({ 3, 8 }) do
+      local rows = ane.tensor.randn({ count, 64 }, { seed = 9 + count })
+      local product = rows:matmul(tall16:transpose())
+      assert.are.same({ count, 5000 }, product:shape())
+      local expected_rows = ane.tensor.from(naive_matmul(rows:totable(), tall16_t:totable()))
+      assert.is_true(product:max_abs_diff(expected_rows) < 1e-4)
+      for i = 1, count do
+        local alone = tall16:matmul(rows:slice(1, i, i):transpose():copy())      -- [5000, 1]
+        assert.are.equal(alone:bytes(), product:slice(1, i, i):copy():bytes())
+      end
+    end
     local batched = ane.tensor.randn({ 3, 4, 5 }, { seed = 3 }):matmul(ane.tensor.randn({ 3, 5, 2 }, { seed = 4 }))
     assert.are.same({ 3, 4, 2 }, batched:shape())
     assert.error_matches(function() x:matmul(x) end, "matmul needs %[m, k%] x %[k, n%]")

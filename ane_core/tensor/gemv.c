@@ -483,10 +483,10 @@ static void rows_of_columns(void *context, int64_t first, int64_t last) {
  * block at a time, every column per block. A row's result does not depend on how the rows were
  * split, so a column's sums are its matrix-vector product's. */
 static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_body rows_kernel, int64_t row_bytes, int lut4,
-                             const float *x, int64_t k, int64_t columns, ane_error *err) {
+                             const float *x, int64_t k, int64_t columns, int transposed, ane_error *err) {
     /* x's columns side by side, each padded by a line: a kernel taking several reads them all (eight
      * columns of [768, 768], one core: 30 us 784 floats apart, 53 us 2064 apart); then x_split's
-     * and each part's y's */
+     * and each part's y's (transposed: x [columns, k], and each y [columns, rows] written in place) */
     const int64_t x_stride = (k + 15) / 16 * 16 + 16;
     columns_job job = {.rows = rows_kernel, .count = columns, .parts = count, .row_bytes = row_bytes};
     for (int p = 0; p < count; p++) {
@@ -494,7 +494,7 @@ static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_bo
         job.first_row[p + 1] = job.first_row[p] + parts[p].rows;
     }
     int64_t rows = job.first_row[count];
-    float *memory = malloc((size_t)(columns * (2 * x_stride + rows)) * sizeof *memory);
+    float *memory = malloc((size_t)(columns * (2 * x_stride + (transposed ? 0 : rows))) * sizeof *memory);
     gemv_job *jobs = malloc((size_t)(count * columns) * sizeof *jobs);
     if (!memory || !jobs) {
         free(memory), free(jobs);
@@ -502,10 +502,13 @@ static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_bo
     }
     for (int64_t c = 0; c < columns; c++) {
         float *column = memory + c * x_stride, *split = memory + (columns + c) * x_stride;
-        for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
+        if (transposed) memcpy(column, x + c * k, (size_t)k * sizeof *column);
+        else
+            for (int64_t j = 0; j < k; j++) column[j] = x[j * columns + c];
         const float *x_split = lut4 ? ane_kernels()->split_lut4(split, column, k) : NULL;
         for (int p = 0; p < count; p++) {
-            float *out = memory + 2 * columns * x_stride + c * rows + job.first_row[p]; /* [rows of p] */
+            float *out = transposed ? parts[p].y + c * parts[p].rows
+                                    : memory + 2 * columns * x_stride + c * rows + job.first_row[p]; /* [rows of p] */
             jobs[p * columns + c] = (gemv_job){out, parts[p].data, column, k, k, parts[p].table, x_split, parts[p].palette_codes};
         }
     }
@@ -525,7 +528,7 @@ static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_bo
      * half the blocks of [2048, 768] start cold; eight columns of it 2 threads, with the fine
      * prefetch: 202 -> 185 us, [768, 2048] 206 -> 179, [768, 768] 73 -> 70) */
     ane_parallel_for_chunks(rows, grain_rows(row_bytes * columns), 1, rows_of_columns, &job);
-    for (int p = 0; p < count; p++)
+    for (int p = 0; p < count && !transposed; p++)
         for (int64_t c = 0; c < columns; c++) {
             const float *out = jobs[p * columns + c].y;
             for (int64_t r = 0; r < parts[p].rows; r++) parts[p].y[r * columns + c] = out[r];
@@ -536,19 +539,24 @@ static ane_status by_columns(const ane_gemv_part *parts, int count, ane_range_bo
 
 /* by_columns of one product of fp32 or fp16 rows (element_bytes). */
 static ane_status by_columns_alone(float *y, kernel_weights weights, const void *w, int64_t element_bytes, const float *x,
-                                   int64_t rows, int64_t k, int64_t columns, ane_error *err) {
+                                   int64_t rows, int64_t k, int64_t columns, int transposed, ane_error *err) {
     ane_gemv_part alone = {y, ANE_ENCODING_DENSE, w, NULL, rows, NULL, NULL};
-    return by_columns(&alone, 1, ane_kernels()->rows_float[weights], k * element_bytes, 0, x, k, columns, err);
+    return by_columns(&alone, 1, ane_kernels()->rows_float[weights], k * element_bytes, 0, x, k, columns, transposed, err);
 }
 
 ane_status ane_gemm_fp32_few_columns(float *y, const float *w, const float *x, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err) {
-    return by_columns_alone(y, WEIGHTS_FP32, w, sizeof(float), x, rows, k, columns, err);
+    return by_columns_alone(y, WEIGHTS_FP32, w, sizeof(float), x, rows, k, columns, 0, err);
 }
 
 ane_status ane_gemm_fp16_few_columns(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err) {
-    return by_columns_alone(y, WEIGHTS_FP16, w, sizeof(uint16_t), x, rows, k, columns, err);
+    return by_columns_alone(y, WEIGHTS_FP16, w, sizeof(uint16_t), x, rows, k, columns, 0, err);
+}
+
+ane_status ane_gemm_fp16_few_columns_t(float *y, const uint16_t *w, const float *x, int64_t rows, int64_t k, int64_t columns,
+                                       ane_error *err) {
+    return by_columns_alone(y, WEIGHTS_FP16, w, sizeof(uint16_t), x, rows, k, columns, 1, err);
 }
 
 ane_status ane_encoded_matmul(float *y, ane_weight_encoding encoding, const void *data, const float *table,
@@ -583,5 +591,5 @@ ane_status ane_gemm_parts(const ane_gemv_part *parts, int count, const float *x,
     }
     int64_t row_bytes = encoding == ANE_ENCODING_DENSE ? 2 * k : ane_encoded_data_bytes(encoding, 1, k);
     return by_columns(parts, count, ane_kernels()->rows_float[weights_of(encoding)], row_bytes, encoding == ANE_ENCODING_LUT4,
-                      x, k, columns, err);
+                      x, k, columns, 0, err);
 }

@@ -108,6 +108,12 @@ ane_status ane_gemm_fp32_few_columns(float *y /* [rows, columns] */, const float
 ane_status ane_gemm_fp16_few_columns(float *y /* [rows, columns] */, const uint16_t *w /* [rows, k] */,
                                      const float *x /* [k, columns] */, int64_t rows, int64_t k, int64_t columns,
                                      ane_error *err);
+/* The fp16 products with x and y transposed, y [columns, rows] = (W x)^T for x [columns, k]: a
+ * few rows times a transposed fp16 matrix, X W^T (a batched step's logits, [sessions,
+ * vocabulary], with no copy turning them), each row of y ane_gemv_fp16's sums for that row of x. */
+ane_status ane_gemm_fp16_few_columns_t(float *y /* [columns, rows] */, const uint16_t *w /* [rows, k] */,
+                                       const float *x /* [columns, k] */, int64_t rows, int64_t k, int64_t columns,
+                                       ane_error *err);
 
 /* y [rows, columns] = W x for a quantized W and x [k, columns] (Q8_0 and Q4_0 under float or
  * int8 activations; int16 fails). With int8 activations their blocks are llama.cpp's

@@ -760,6 +760,23 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
         ane_tensor_release(&b32);
         return status;
     }
+    if (!batched && m >= 1 && m <= ANE_FEW_COLUMNS && k >= 1 && b->dtype == ANE_FP16 && b->strides[0] == 1 && b->strides[1] == k &&
+        ((uintptr_t)ane_tensor_data(b) % 2) == 0) {
+        /* a few rows times the transpose of a row-major fp16 matrix W [n, k] (a batched step's
+         * final columns times the classifier, X W^T): W read once as stored, each row of the
+         * result the matrix-vector product's sums of that row of a (gemv.h), already in [m, n] */
+        ane_status status = ane_tensor_contiguous_fp32(&a32, a, err);
+        if (status) return status;
+        status = ane_tensor_empty(&c32, 2, (int64_t[]){m, n}, ANE_FP32, err);
+        if (!status) {
+            status = ane_gemm_fp16_few_columns_t((float *)ane_tensor_data(&c32), (const uint16_t *)ane_tensor_data(b),
+                                                 (const float *)ane_tensor_data(&a32), n, k, m, err);
+            if (status) ane_tensor_release(&c32);
+            else *out = c32;
+        }
+        ane_tensor_release(&a32);
+        return status;
+    }
     if (!batched && n == 1 && a->dtype == ANE_FP16 && ane_tensor_is_contiguous(a)) {
         /* an fp16 matrix times a vector: read as stored, two bytes a weight (gemv.h), not
          * converted to an fp32 copy first */

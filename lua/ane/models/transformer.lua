@@ -640,10 +640,16 @@ end
 function Methods:classify_steps(x, B)
   local h = self:eval(self:program("norm", nil, B), "norm", 0, { x = x }).y -- [1, dim, 1, B]
   local classifier, columns = one_position_classifier(self), h:reshape(self.width, B):to("fp32")
-  -- [V, dim] x [dim, B]: up to 16 columns each the one-column product's sums (tensor/gemv.h)
-  local by_column = ane.quantized.is(classifier) and classifier:matmul(columns, self.activations)
-    or classifier:matmul(columns)
-  local logits = by_column:transpose():copy() -- [B, V]
+  -- up to 16 columns, each the one-column product's sums (tensor/gemv.h): fp16 weights as
+  -- [B, dim] x [dim, V], the logits made in their rows; others [V, dim] x [dim, B], turned
+  local logits -- [B, V]
+  if ane.quantized.is(classifier) then
+    logits = classifier:matmul(columns, self.activations):transpose():copy()
+  elseif classifier:dtype() == "fp16" then
+    logits = columns:transpose():matmul(classifier:transpose())
+  else
+    logits = classifier:matmul(columns):transpose():copy()
+  end
   return self.arch.final_softcap and decoder.softcap(logits, self.arch.final_softcap) or logits
 end
 
