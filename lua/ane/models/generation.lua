@@ -423,7 +423,7 @@ function M.step_together(sessions, ids)
   end
   for _, session in ipairs(sessions) do session.position = session.position + 1 end
   local logits = m:classify_steps(columns, B) -- [B, V]
-  for i, session in ipairs(sessions) do session.logits = logits:slice(1, i, i):reshape(-1):copy() end
+  for i, session in ipairs(sessions) do session.logits = logits:slice(1, i, i):reshape(-1) end -- (each its row, in place)
   m.counters.decode_tokens = m.counters.decode_tokens + B
   m.counters.decode_seconds = m.counters.decode_seconds + m:elapsed_without_compiling(start, compiling)
 end
