@@ -64,7 +64,7 @@ enum { UNINITIALIZED, ZEROED, LASTING };
 /* A new contiguous tensor: zeroed, (for results written in full next) not, or lasting (zeroed). */
 static ane_status new_tensor(ane_tensor *out, int ndim, const int64_t *shape, ane_dtype dtype, int kind,
                              ane_error *err) {
-    int64_t numel;
+    int64_t numel = 0; /* (set by tensor_header; GCC cannot see it through every caller) */
     ane_tensor t;
     ane_status status = tensor_header(&t, ndim, shape, NULL, dtype, 0, &numel, err);
     if (status) return status;
@@ -705,6 +705,29 @@ static int blas_layout(const ane_tensor *t, int64_t rows, int64_t cols, CBLAS_TR
     return 0;
 }
 
+/* An fp16 matrix w [rows, k] (stored row-major) times `columns` columns of `x`, through the
+ * few-column products of gemv.h: x [k, columns] and the result [rows, columns], or with
+ * `transposed` x [columns, k] and the result [columns, rows]. x is read as contiguous fp32. */
+static ane_status fp16_few_columns(ane_tensor *out, const ane_tensor *w, const ane_tensor *x, int64_t rows, int64_t k,
+                                   int64_t columns, int transposed, ane_error *err) {
+    ane_tensor x32, y32;
+    ane_status status = ane_tensor_contiguous_fp32(&x32, x, err);
+    if (status) return status;
+    int64_t shape[2] = {transposed ? columns : rows, transposed ? rows : columns};
+    status = ane_tensor_empty(&y32, 2, shape, ANE_FP32, err);
+    if (!status) {
+        float *y = (float *)ane_tensor_data(&y32);
+        const uint16_t *half = (const uint16_t *)ane_tensor_data(w);
+        const float *values = (const float *)ane_tensor_data(&x32);
+        status = transposed ? ane_gemm_fp16_few_columns_t(y, half, values, rows, k, columns, err)
+                            : ane_gemm_fp16_few_columns(y, half, values, rows, k, columns, err);
+        if (status) ane_tensor_release(&y32);
+        else *out = y32;
+    }
+    ane_tensor_release(&x32);
+    return status;
+}
+
 ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_tensor *b,
                              ane_error *err) {
     char sa[128], sb[128];
@@ -748,34 +771,14 @@ ane_status ane_tensor_matmul(ane_tensor *out, const ane_tensor *a, const ane_ten
          * matrix-vector product's sums (gemv.h), so a column's result does not depend on the
          * columns beside it (decode steps of several sessions classified together each get
          * their own step's logits) */
-        ane_status status = ane_tensor_contiguous_fp32(&b32, b, err);
-        if (status) return status;
-        status = ane_tensor_empty(&c32, 2, (int64_t[]){m, n}, ANE_FP32, err);
-        if (!status) {
-            status = ane_gemm_fp16_few_columns((float *)ane_tensor_data(&c32), (const uint16_t *)ane_tensor_data(a),
-                                               (const float *)ane_tensor_data(&b32), m, k, n, err);
-            if (status) ane_tensor_release(&c32);
-            else *out = c32;
-        }
-        ane_tensor_release(&b32);
-        return status;
+        return fp16_few_columns(out, a, b, m, k, n, 0, err);
     }
     if (!batched && m >= 1 && m <= ANE_FEW_COLUMNS && k >= 1 && b->dtype == ANE_FP16 && b->strides[0] == 1 && b->strides[1] == k &&
         ((uintptr_t)ane_tensor_data(b) % 2) == 0) {
         /* a few rows times the transpose of a row-major fp16 matrix W [n, k] (a batched step's
          * final columns times the classifier, X W^T): W read once as stored, each row of the
          * result the matrix-vector product's sums of that row of a (gemv.h), already in [m, n] */
-        ane_status status = ane_tensor_contiguous_fp32(&a32, a, err);
-        if (status) return status;
-        status = ane_tensor_empty(&c32, 2, (int64_t[]){m, n}, ANE_FP32, err);
-        if (!status) {
-            status = ane_gemm_fp16_few_columns_t((float *)ane_tensor_data(&c32), (const uint16_t *)ane_tensor_data(b),
-                                                 (const float *)ane_tensor_data(&a32), n, k, m, err);
-            if (status) ane_tensor_release(&c32);
-            else *out = c32;
-        }
-        ane_tensor_release(&a32);
-        return status;
+        return fp16_few_columns(out, b, a, n, k, m, 1, err);
     }
     if (!batched && n == 1 && a->dtype == ANE_FP16 && ane_tensor_is_contiguous(a)) {
         /* an fp16 matrix times a vector: read as stored, two bytes a weight (gemv.h), not

@@ -832,13 +832,15 @@ int main(void) {
     const ane_activations activations[] = { ANE_ACTIVATIONS_FLOAT, ANE_ACTIVATIONS_INT8, ANE_ACTIVATIONS_INT16 };
     const int64_t part_k[] = { 768, 256, 130 };
     /* one column (a decode step), and a few (a batched step's sessions: the several-column
-     * kernels' 2, 3 and 8 at a time; 16 at k = 768, two passes) */
-    const int64_t part_columns[] = { 1, 2, 3, 8, 16 };
+     * kernels' 3 and 8 at a time, and 16 in two passes of 8), those at the shorter k (the
+     * aarch64 row runs this under qemu) */
+    const int64_t part_columns[] = { 1, 3, 8, 16 };
     for (size_t c = 0; c < sizeof part_counts / sizeof *part_counts; c++)
         for (size_t e = 0; e < sizeof encodings / sizeof *encodings; e++)
             for (size_t a = 0; a < sizeof activations / sizeof *activations; a++)
                 for (size_t kk = 0; kk < sizeof part_k / sizeof *part_k; kk++)
                     for (size_t n = 0; n < sizeof part_columns / sizeof *part_columns; n++) {
+                        if (part_columns[n] > 1 && part_k[kk] > 256) continue;
                         int differing = parts_differing_alone(encodings[e], part_rows[c], part_counts[c], part_k[kk],
                                                               activations[a], part_columns[n]);
                         CHECK(differing == 0, "ane_gemm_parts, %d parts of encoding %d under activations %d, k %lld, %lld "
