@@ -53,8 +53,9 @@ ane_status ane_gemv_encoded(float *y /* [rows] */, ane_weight_encoding encoding,
                             const float *x /* [k] */, int64_t rows, int64_t k, ane_error *err);
 
 /* One of several products of the same x (a decode step's q, k and v projections; gate and
- * up): y [rows] = W x, W [rows, k] in fp16 bits (ANE_ENCODING_DENSE) or encoded (quantize.h;
- * table: its scales or palettes). */
+ * up): y [rows] = W x (ane_gemv_parts; y [rows, columns] for ane_gemm_parts' x [k, columns]),
+ * W [rows, k] in fp16 bits (ANE_ENCODING_DENSE) or encoded (quantize.h; table: its scales or
+ * palettes). */
 typedef struct ane_gemv_part {
     float *y;
     ane_weight_encoding encoding;
