@@ -232,8 +232,11 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
  * sum rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32, lanes_sum), so
  * each result is its bits. Five to eight columns take tiles of 2 neighbouring rows (16
  * multiply-adds per 2 conversions and 8 loads of x), the rows FP16_NEAR_TILES tiles on asked
- * for as a tile goes, a line per 64 bytes of weights it reads (neighbouring rows are short
- * streams the hardware does not follow); four or fewer take four rows a quarter of a share
+ * into L2 as a tile goes, a line per 64 bytes of weights it reads (neighbouring rows are short
+ * streams the hardware does not follow; asked into L1 two tiles on, the lines pushed out the
+ * 24 KB of x's columns there: eight columns from memory, two cores, alternating builds, [768,
+ * 768] 72-77 -> 70-71 us, [2048, 768] 180-189 -> 167-180, [32000, 768] 2600-2660 -> 2290-2310,
+ * a Stories110M step of eight sessions 20.7-23.0 -> 19.7-20.8 ms); four or fewer take four rows a quarter of a share
  * apart, as rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of
  * their 4 x 2 in registers; more take the chains in turn over each chunk of k whose x fills
  * FP16_CHUNK_X_BYTES, the chunk's x and weights in L1 for the second turn. The tile's sums
@@ -243,7 +246,7 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
  * against the kernel this replaced (four columns at a time, rows a quarter apart, each row and
  * column's lanes added apart): [768, 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000,
  * 768] 2920 -> 2800. */
-enum { FP16_COLUMNS_AT_ONCE = 8, FP16_CHUNK_X_BYTES = 16 << 10, FP16_NEAR_TILES = 2 };
+enum { FP16_COLUMNS_AT_ONCE = 8, FP16_CHUNK_X_BYTES = 16 << 10, FP16_NEAR_TILES = 6 };
 
 /* A tile's weights times x for one chain (half 0: elements j .. j + 15 of each 32, half 1: j + 16
  * .. j + 31) over elements [from, to), into sums [rows x columns]. x's vector is held in a
@@ -280,7 +283,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
             prefetch_span_step(&far);
 #pragma GCC unroll 4
             for (int line = 0; line < 2 * lines; line++)
-                if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+                if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T1), close.at += 64;
             FP16_TILE_STEP(chains[0], 0, j);
             FP16_TILE_STEP(chains[1], 1, j);
         }
@@ -297,7 +300,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
                     prefetch_span_step(&far);
 #pragma GCC unroll 4
                     for (int line = 0; line < lines; line++)
-                        if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T0), close.at += 64;
+                        if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T1), close.at += 64;
                     FP16_TILE_STEP(sums, half, j);
                 }
 #pragma GCC unroll 16
