@@ -236,8 +236,8 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
  * streams the hardware does not follow; asked into L1 two tiles on, the lines pushed out the
  * 24 KB of x's columns there: eight columns from memory, two cores, alternating builds, [768,
  * 768] 72-77 -> 70-71 us, [2048, 768] 180-189 -> 167-180, [32000, 768] 2600-2660 -> 2290-2310,
- * a Stories110M step of eight sessions 20.7-23.0 -> 19.7-20.8 ms); four or fewer take four rows a quarter of a share
- * apart, as rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of
+ * a Stories110M step of eight sessions 20.7-23.0 -> 19.7-20.8 ms); four or fewer take four
+ * rows a quarter of a share apart, as rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of
  * their 4 x 2 in registers; more take the chains in turn over each chunk of k whose x fills
  * FP16_CHUNK_X_BYTES, the chunk's x and weights in L1 for the second turn. The tile's sums
  * are then added across lanes together (sixteen_lanes_sums: sixteen lanes_sum cost a 2 x 8 tile
