@@ -227,25 +227,24 @@ static void rows_fp16(void *context, int64_t first, int64_t last) {
     rows_in_groups(job, job->x, first, last, rows_avx512_fp16, job->row_stride * 2, NULL, 0);
 }
 
-/* fp16 rows of up to eight columns' jobs at once (kernels.h: rows_fp16_columns), a tile of rows
- * at a time: each weight converted once for all the columns, each column's chains, tail and
- * sum rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32, lanes_sum), so
- * each result is its bits. Five to eight columns take tiles of 2 neighbouring rows (16
- * multiply-adds per 2 conversions and 8 loads of x), the rows FP16_NEAR_TILES tiles on asked
- * into L2 as a tile goes, a line per 64 bytes of weights it reads (neighbouring rows are short
- * streams the hardware does not follow; asked into L1 two tiles on, the lines pushed out the
- * 24 KB of x's columns there: eight columns from memory, two cores, alternating builds, [768,
- * 768] 72-77 -> 70-71 us, [2048, 768] 180-189 -> 167-180, [32000, 768] 2600-2660 -> 2290-2310,
- * a Stories110M step of eight sessions 20.7-23.0 -> 19.7-20.8 ms); four or fewer take four
- * rows a quarter of a share apart, as rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of
- * their 4 x 2 in registers; more take the chains in turn over each chunk of k whose x fills
- * FP16_CHUNK_X_BYTES, the chunk's x and weights in L1 for the second turn. The tile's sums
- * are then added across lanes together (sixteen_lanes_sums: sixteen lanes_sum cost a 2 x 8 tile
- * of 768 weights ~20% over its multiply-adds). One core, [256, 768] from L2, eight columns: 30
- * us (104 GFLOP/s, of ~117 at one multiply-add a cycle); two cores, eight columns from memory,
- * against the kernel this replaced (four columns at a time, rows a quarter apart, each row and
- * column's lanes added apart): [768, 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000,
- * 768] 2920 -> 2800. */
+/* fp16 rows of up to eight columns' jobs at once (kernels.h: rows_fp16_columns), a tile of rows at
+ * a time: each weight converted once for all the columns, each column's chains, tail and sum
+ * rows_avx512_fp16's (elements j .. j + 15 and j + 16 .. j + 31 of each 32, lanes_sum), so each
+ * result is its bits. Five to eight columns take tiles of 2 neighbouring rows (16 multiply-adds
+ * per 2 conversions and 8 loads of x), the rows FP16_NEAR_TILES tiles on asked into L2 as a tile
+ * goes, a line per 64 bytes of weights it reads (neighbouring rows are short streams the hardware
+ * does not follow; asked into L1 two tiles on, the lines pushed out the 24 KB of x's columns
+ * there: eight columns from memory, two cores, alternating builds, [768, 768] 72-77 -> 70-71 us,
+ * [2048, 768] 180-189 -> 167-180, [32000, 768] 2600-2660 -> 2290-2310, a Stories110M step of eight
+ * sessions 20.7-23.0 -> 19.7-20.8 ms); four or fewer take four rows a quarter of a share apart, as
+ * rows_avx512_fp16 does, long streams it follows. Two columns keep both chains of their 4 x 2 in
+ * registers; more take the chains in turn over each chunk of k whose x fills FP16_CHUNK_X_BYTES,
+ * the chunk's x and weights in L1 for the second turn. The tile's sums are then added across lanes
+ * together (sixteen_lanes_sums: sixteen lanes_sum cost a 2 x 8 tile of 768 weights ~20% over its
+ * multiply-adds). One core, [256, 768] from L2, eight columns: 30 us (104 GFLOP/s, of ~117 at one
+ * multiply-add a cycle); two cores, eight columns from memory, against the kernel this replaced
+ * (four columns at a time, rows a quarter apart, each row and column's lanes added apart): [768,
+ * 768] 103.7 -> 76.1 us, [2048, 768] 249.8 -> 180.7, [32000, 768] 2920 -> 2800. */
 enum { FP16_COLUMNS_AT_ONCE = 8, FP16_CHUNK_X_BYTES = 16 << 10, FP16_NEAR_TILES = 6 };
 
 /* A tile's weights times x for one chain (half 0: elements j .. j + 15 of each 32, half 1: j + 16
