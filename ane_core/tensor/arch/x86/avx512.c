@@ -281,8 +281,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
         for (int64_t j = 0; j < whole; j += 32) {
             prefetch_span_step(&far);
 #pragma GCC unroll 4
-            for (int line = 0; line < 2 * lines; line++)
-                if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T1), close.at += 64;
+            for (int line = 0; line < 2 * lines; line++) prefetch_span_step(&close);
             FP16_TILE_STEP(chains[0], 0, j);
             FP16_TILE_STEP(chains[1], 1, j);
         }
@@ -298,8 +297,7 @@ AVX512 static inline __attribute__((always_inline)) void fp16_columns_tile(const
                 for (int64_t j = from; j < to; j += 32) {
                     prefetch_span_step(&far);
 #pragma GCC unroll 4
-                    for (int line = 0; line < lines; line++)
-                        if (close.at < close.end) _mm_prefetch(close.at, _MM_HINT_T1), close.at += 64;
+                    for (int line = 0; line < lines; line++) prefetch_span_step(&close);
                     FP16_TILE_STEP(sums, half, j);
                 }
 #pragma GCC unroll 16
