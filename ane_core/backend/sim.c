@@ -111,6 +111,7 @@ static void free_column_copies(sim_loaded *instance) {
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
+    sim_warm_forget(instance);
     const sim_compiled *p = instance->program;
     if (instance->values) {
         free_column_copies(instance);
@@ -642,13 +643,17 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     if (!instance->copies_current) find_column_copies(instance);
     bind_views(instance);
     const sim_group *group = p->ngroups ? &p->groups[0] : NULL, *last_group = group ? group + p->ngroups : NULL;
+    int next_product = sim_warm_first_product(instance); /* (the helpers read its successor's weights ahead) */
     for (int s = 0; s < p->nsteps;) {
         if (group && s == group->first_step) { /* its branches at once */
             status = run_branches(instance, &context, group, inputs, outputs, err);
             s = group->end_step;
             group = group + 1 < last_group ? group + 1 : NULL;
         } else {
-            status = run_step(instance, &context, &p->steps[s++], err);
+            if (s == next_product) sim_warm_stop(); /* (its own weights: the product reads them now) */
+            status = run_step(instance, &context, &p->steps[s], err);
+            if (!status && s == next_product) next_product = sim_warm_after_product(instance, s);
+            s++;
         }
         if (status) return status;
     }

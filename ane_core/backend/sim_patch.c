@@ -192,6 +192,7 @@ ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *val
                             ane_error *err) {
     sim_loaded *instance = (sim_loaded *)loaded;
     instance->copies_current = 0; /* the patched const may be one a matmul reads */
+    sim_warm_stop();              /* (no helper reads weights while they change) */
     ane_node *node = NULL;
     ane_status status = patchable_node(instance, name, value, &node, err);
     if (!status) status = patch_node(instance, node, value, sanitized, err);
@@ -215,6 +216,7 @@ ane_status sim_patch_together(ane_loaded *const *loaded, int count, const char *
     if (!nodes) return ane_fail(err, ANE_ERR_NOMEM, "out of memory patching weight '%s'", name);
     ane_status status = ANE_OK;
     for (int i = 0; i < count; i++) instances[i]->copies_current = 0; /* (bytes shared change for all) */
+    sim_warm_stop();
     for (int i = 0; i < count && !status; i++) status = patchable_node(instances[i], name, value, &nodes[i], err);
     sim_loaded *first = instances[0];
     sim_weight *shared = status ? NULL : first->values[nodes[0]->id].patched;

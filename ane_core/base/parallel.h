@@ -9,6 +9,7 @@
 #ifndef ANE_BASE_PARALLEL_H
 #define ANE_BASE_PARALLEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef void (*ane_range_body)(void *context, int64_t first, int64_t last);
@@ -18,5 +19,16 @@ void ane_parallel_for(int64_t n, int64_t grain, ane_range_body body, void *conte
 /* The same loop cut into chunks_per_thread chunks a thread (ane_parallel_for: 4): fewer where a
  * chunk's start costs (the row products of decoding start new streams of weights per chunk). */
 void ane_parallel_for_chunks(int64_t n, int64_t grain, int chunks_per_thread, ane_range_body body, void *context);
+
+/* Memory a loop will read soon (the next product's weights): helpers waiting for a loop read
+ * these spans, in order, into their caches, the caller's serial work meanwhile. Replaces what
+ * was posted before (count 0: nothing); on return no helper reads the replaced spans any more,
+ * so their memory may be freed or written. A span's bytes must stay valid until the next call. */
+typedef struct ane_span {
+    const void *start;
+    size_t size;
+} ane_span;
+
+void ane_parallel_warm(const ane_span *spans, int count);
 
 #endif
