@@ -427,6 +427,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     if (!status) status = build_steps(p, err);
     if (!status) group_steps(p);
     if (!status) status = port_branches(p, err);
+    if (!status) status = sim_plan_products(p, err);
     return status;
 }
 
@@ -435,6 +436,7 @@ void sim_plan_free(sim_compiled *p) {
         for (int k = 0; k < p->steps[s].nparts; k++)
             free((void *)p->steps[s].palette_codes[k]), ane_tensor_release(&p->steps[s].half_tables[k]);
     free(p->steps);
+    free(p->next_product);
     free(p->slots);
     free(p->temp_nodes);
     free(p->view_nodes);

@@ -77,6 +77,8 @@ typedef struct sim_compiled {
     int *branch_of;                  /* [graph->count] a node's branch in its group, or -1 */
     sim_group *groups;               /* [ngroups], in node order */
     int ngroups, most_branches;      /* (the scratch holds one kernel's for each branch of the largest) */
+    int *next_product;               /* [nsteps + 1] the first product of const weights from a step on,
+                                        outside the groups, or -1 (sim_warm.c) */
     int *input_branch, *output_branch; /* [ninputs], [noutputs]: group x SIM_MAX_BRANCHES + branch of an
                                         input every reader of which is in that branch, of an output
                                         that branch computes; -1 elsewhere (an append from such an output
@@ -198,6 +200,7 @@ ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t 
  * sim_warm_first_product (its first product step, or -1) and after each product step calls
  * sim_warm_after_product (the next one, or -1). Unloading an instance forgets it; a patch
  * stops the warming before it writes. */
+ane_status sim_plan_products(sim_compiled *p, ane_error *err); /* (the plan's next_product) */
 int sim_warm_first_product(sim_loaded *instance);
 int sim_warm_after_product(sim_loaded *instance, int step);
 void sim_warm_forget(const sim_loaded *instance);

@@ -12,6 +12,7 @@
  * until the next evaluations teach it again. Unloads and patches stop the warming first, so
  * no helper reads weights that are going. */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "../base/parallel.h"
 #include "../tensor/quantize.h"
@@ -23,14 +24,33 @@ static struct {
     uint64_t unloads;
 } warming = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The spans of weights step reads as stored (each part's bytes, and its table), their count;
- * 0 for a step that is no product of a const weight. */
-static int weight_spans(const sim_loaded *instance, const sim_step *step, ane_span *spans) {
-    int count = 0;
+/* Whether a step is a product of const weights: each part a conv of a const. */
+static int is_product(const sim_step *step) {
     for (int p = 0; p < step->nparts; p++) {
         const ane_node *conv = step->parts[p];
         if (conv->op != ANE_OP_CONV || conv->noperands < 2 || conv->operands[1]->op != ANE_OP_CONST) return 0;
-        const ane_node *w = conv->operands[1];
+    }
+    return step->nparts > 0;
+}
+
+ane_status sim_plan_products(sim_compiled *p, ane_error *err) {
+    p->next_product = malloc(((size_t)p->nsteps + 1) * sizeof *p->next_product);
+    if (!p->next_product) return ane_fail(err, ANE_ERR_NOMEM, "out of memory compiling program '%s'", p->graph->name);
+    p->next_product[p->nsteps] = -1;
+    for (int s = p->nsteps - 1; s >= 0; s--) {
+        const sim_step *step = &p->steps[s];
+        int in_group = p->branch_of[step->node->id] >= 0; /* (run by run_branches: not followed here) */
+        p->next_product[s] = !in_group && is_product(step) ? s : p->next_product[s + 1];
+    }
+    return ANE_OK;
+}
+
+/* The spans of the weights a product step reads as stored (each part's bytes, and its
+ * table), their count. */
+static int weight_spans(const sim_loaded *instance, const sim_step *step, ane_span *spans) {
+    int count = 0;
+    for (int p = 0; p < step->nparts; p++) {
+        const ane_node *w = step->parts[p]->operands[1];
         const sim_value *value = &instance->values[w->id];
         int64_t numel = ane_node_numel(w), rows = w->shape[0];
         if (value->half) {
@@ -48,16 +68,11 @@ static int weight_spans(const sim_loaded *instance, const sim_step *step, ane_sp
     return count;
 }
 
-/* The first step from `from` on, outside the branch groups, that is a product of a const
- * weight (its spans into spans, *count), or -1. */
+/* The first product step from `from` on (its spans into spans, *count), or -1. */
 static int product_from(const sim_loaded *instance, int from, ane_span *spans, int *count) {
-    const sim_compiled *p = instance->program;
-    for (int s = from; s < p->nsteps; s++) {
-        if (p->branch_of[p->steps[s].node->id] >= 0) continue;
-        if ((*count = weight_spans(instance, &p->steps[s], spans)) > 0) return s;
-    }
-    *count = 0;
-    return -1;
+    int step = instance->program->next_product[from];
+    *count = step >= 0 ? weight_spans(instance, &instance->program->steps[step], spans) : 0;
+    return step;
 }
 
 /* Posts the first product's weights of the instance's successor, or nothing. */
