@@ -35,8 +35,9 @@ enum { SLOT_WAITING, SLOT_JOINED, SLOT_FINISHED, SLOT_REVOKED };
 
 /* Spans a post holds at most, and the bytes a helper reads between two looks for a new round
  * (16 lines: a piece takes well under a microsecond, so a loop posted meanwhile is joined
- * about as soon as without warming; Stories110M Q4_0 decodes, 1, 4 and 0.5 KB a piece
- * alternating with no warming in one process: each 0.95-0.99x the time a token). */
+ * about as soon as without warming). Stories110M Q4_0 decodes, warming against none inside
+ * one process: 0.95-1.01x the time a token with 1 KB pieces, 0.95-0.99x with 0.5, 2 and 4 KB
+ * (no size stands out: docs/performance-log.md, stop 74). */
 enum { MAX_WARM_SPANS = 8, WARM_PIECE = 1024 };
 
 typedef struct loop {
