@@ -313,8 +313,11 @@ static int m_eval(lua_State *L) {
     int ninputs = read_ios(L, 2, inputs, 64, "input");
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
     read_eval_options(L, 4, &options, appends, 64);
-    ane_tensor results[64];
-    memset(results, 0, sizeof results);
+    const ane_port *in_ports, *out_ports;
+    int nin, nout;
+    ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
+    ane_tensor results[64]; /* [nout] used (cleared: 10 KB whole, every eval of a decode step) */
+    memset(results, 0, (size_t)(nout < 64 ? nout : 64) * sizeof *results);
     ane_error err;
     ane_async_wait_idle(program); /* (what ane_program_eval does first) */
     if (ane_program_eval_with(program, inputs, ninputs, destinations, ndestinations, &options, results, &err))

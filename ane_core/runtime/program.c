@@ -589,9 +589,9 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         if (!status) status = stage_surfaces(program, out_ports, nout, destinations, ndestinations, &program->staged_outputs, err);
         if (status) return status;
     }
-    ane_binding in_bindings[64], out_bindings[64];
-    memset(in_bindings, 0, sizeof in_bindings);
-    memset(out_bindings, 0, sizeof out_bindings);
+    ane_binding in_bindings[64], out_bindings[64]; /* [nin], [nout] used (cleared: 13 KB each whole) */
+    memset(in_bindings, 0, (size_t)nin * sizeof *in_bindings);
+    memset(out_bindings, 0, (size_t)nout * sizeof *out_bindings);
     int bound_in = 0, bound_out = 0;
 
     /* Inputs in port (alphabetical) order. */
