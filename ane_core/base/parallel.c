@@ -91,12 +91,13 @@ static int helpers_finished(unsigned count) {
     return 1;
 }
 
-/* Polls until done(state) holds or the spin time is over; returns whether it holds. */
-static int spin_until(int (*done)(unsigned), unsigned state) {
+/* Polls until done(state) holds or the spin time is over, doing meanwhile() between looks
+ * (pausing where there is none, or it had nothing to do); returns whether done holds. */
+static int spin_until(int (*done)(unsigned), unsigned state, int (*meanwhile)(void)) {
     int64_t deadline = now_nanoseconds() + SPIN_NANOSECONDS;
     for (int i = 0;; i++) {
         if (done(state)) return 1;
-        cpu_relax();
+        if (!meanwhile || !meanwhile()) cpu_relax();
         if ((i & 63) == 63 && now_nanoseconds() > deadline) return 0;
     }
 }
@@ -120,17 +121,6 @@ static int warm_piece(void) {
     }
     atomic_fetch_sub(&warm.readers, 1);
     return read;
-}
-
-/* A helper's poll for the next round, reading posted spans meanwhile; returns whether the
- * round came before the spin time was over. */
-static int poll_round(unsigned seen) {
-    int64_t deadline = now_nanoseconds() + SPIN_NANOSECONDS;
-    for (int i = 0;; i++) {
-        if (new_round(seen)) return 1;
-        if (!warm_piece()) cpu_relax();
-        if ((i & 63) == 63 && now_nanoseconds() > deadline) return 0;
-    }
 }
 
 void ane_parallel_warm(const ane_span *spans, int count) {
@@ -161,7 +151,7 @@ static void *helper_main(void *argument) {
     unsigned seen = 0;
     inside_body = 1;
     for (;;) {
-        if (!poll_round(seen)) {
+        if (!spin_until(new_round, seen, warm_piece)) { /* (reading posted spans meanwhile) */
             pthread_mutex_lock(&pool.lock);
             while (!new_round(seen)) pthread_cond_wait(&pool.work, &pool.lock);
             pthread_mutex_unlock(&pool.lock);
@@ -237,7 +227,7 @@ void ane_parallel_for_chunks(int64_t n, int64_t grain, int chunks_per_thread, an
         int waiting = SLOT_WAITING;
         atomic_compare_exchange_strong(&pool.slots[i], &waiting, SLOT_REVOKED);
     }
-    if (!spin_until(helpers_finished, (unsigned)helpers)) {
+    if (!spin_until(helpers_finished, (unsigned)helpers, NULL)) {
         pthread_mutex_lock(&pool.lock);
         while (!helpers_finished((unsigned)helpers)) pthread_cond_wait(&pool.done, &pool.lock);
         pthread_mutex_unlock(&pool.lock);
