@@ -111,7 +111,7 @@ static void free_column_copies(sim_loaded *instance) {
 static void sim_unload(ane_loaded *loaded) {
     sim_loaded *instance = (sim_loaded *)loaded;
     if (!instance) return;
-    sim_warm_forget(instance);
+    sim_warm_stop(); /* (an evaluation on another thread may be reading its weights ahead) */
     const sim_compiled *p = instance->program;
     if (instance->values) {
         free_column_copies(instance);
@@ -643,8 +643,8 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     if (!instance->copies_current) find_column_copies(instance);
     bind_views(instance);
     const sim_group *group = p->ngroups ? &p->groups[0] : NULL, *last_group = group ? group + p->ngroups : NULL;
-    int next_product = sim_warm_first_product(instance); /* (the helpers read its successor's weights ahead) */
-    for (int s = 0; s < p->nsteps;) {
+    int next_product = p->next_product[0]; /* (after each product the helpers read the next one's weights) */
+    for (int s = 0; !status && s < p->nsteps;) {
         if (group && s == group->first_step) { /* its branches at once */
             status = run_branches(instance, &context, group, inputs, outputs, err);
             s = group->end_step;
@@ -655,9 +655,9 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
             if (!status && s == next_product) next_product = sim_warm_after_product(instance, s);
             s++;
         }
-        if (status) return status;
     }
-    return write_outputs(instance, outputs, err);
+    sim_warm_stop(); /* (nothing is read ahead once the evaluation is over) */
+    return status ? status : write_outputs(instance, outputs, err);
 }
 
 /* Resident inputs live in the input node's value buffer, which evals leave alone. The

@@ -107,8 +107,6 @@ typedef struct sim_loaded {
     sim_value *own_inputs; /* [ninputs]: the inputs' own buffers, pointed at again after an
                               eval that read the caller's in place */
     int copies_current;  /* values[].column_copies match the weights (0 after a patch) */
-    struct sim_loaded *successor; /* the instance evaluated after this one last time (sim_warm.c) */
-    uint64_t successor_unloads;   /* the count of unloads then: any since, and it is unknown */
 } sim_loaded;
 
 /* Whether a transpose moves only axes of size 1 (a decode step's [1, heads, depth, 1] ->
@@ -196,14 +194,12 @@ ane_status sim_find_branches(sim_compiled *p, ane_error *err);
 /* A row-major tensor header of `shape` over a buffer of fp32 values (or fp16 bits). */
 ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t *shape, ane_storage *pin);
 
-/* Reading the next product's weights ahead (sim_warm.c). An evaluation starts with
- * sim_warm_first_product (its first product step, or -1) and after each product step calls
- * sim_warm_after_product (the next one, or -1). Unloading an instance forgets it; a patch
- * stops the warming before it writes. */
+/* Reading the next product's weights ahead (sim_warm.c), inside an evaluation: after each
+ * product step (p->next_product[0] is the first) sim_warm_after_product posts the program's
+ * next product and returns its step (-1: none, nothing posted); sim_warm_stop stops the reading
+ * (a product's start, the evaluation's end, an unload, a patch). */
 ane_status sim_plan_products(sim_compiled *p, ane_error *err); /* (the plan's next_product) */
-int sim_warm_first_product(sim_loaded *instance);
-int sim_warm_after_product(sim_loaded *instance, int step);
-void sim_warm_forget(const sim_loaded *instance);
+int sim_warm_after_product(const sim_loaded *instance, int step);
 void sim_warm_stop(void);
 
 /* Patching (sim_patch.c); the backend's vtable entries. */

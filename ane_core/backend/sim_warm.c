@@ -1,28 +1,21 @@
 /* Which weights the helper threads read ahead of sim's products (base/parallel.h's
- * ane_parallel_warm). Between two products the caller works alone (norms, RoPE, the
- * attention over the cache, and between programs the runtime and Lua) and the memory is idle;
- * the helper, waiting for the next loop, reads the next product's weights into the caches
- * meanwhile, and that product starts on them rather than on memory.
+ * ane_parallel_warm). Between two products of a program the caller works alone (norms, RoPE,
+ * the attention over the cache) and the memory is idle; the helper, waiting for the next loop,
+ * reads the next product's weights into the caches meanwhile, and that product starts on them
+ * rather than on memory.
  *
- * The next product: after each product, the program's next one; after its last, the first
- * product of the program evaluated after this one the last time (decoding runs the same
- * programs in the same order every token: a layer's attention, its FFN, the next layer's
- * attention, ...). Only an instance still loaded is warmed: an instance remembers its
- * successor with the count of unloads at the time, and any unload since makes it unknown
- * until the next evaluations teach it again. Unloads and patches stop the warming first, so
- * no helper reads weights that are going. */
-#include <pthread.h>
+ * Only inside an evaluation, and only the program's own weights: the evaluation reads them
+ * itself moments later, so they are there to read. Reading ahead across programs (the next
+ * layer's weights while the runtime and Lua run between two evaluations) would read memory
+ * nobody vouches for then: a weight read where a file is mapped (a checkpoint loaded in place)
+ * faults the process if the file is cut short meanwhile, which one spec does to a model's own
+ * file (llama_formats_spec's v1 export). An evaluation ends with the warming stopped, and so do
+ * an unload and a patch. */
 #include <stdlib.h>
 
 #include "../base/parallel.h"
 #include "../tensor/quantize.h"
 #include "sim_program.h"
-
-static struct {
-    pthread_mutex_t lock;         /* guards the fields below and every instance's successor */
-    const sim_loaded *last_started; /* the instance whose evaluation started last */
-    uint64_t unloads;
-} warming = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Whether a step is a product of const weights: each part a conv of a const. */
 static int is_product(const sim_step *step) {
@@ -75,47 +68,11 @@ static int product_from(const sim_loaded *instance, int from, ane_span *spans, i
     return step;
 }
 
-/* Posts the first product's weights of the instance's successor, or nothing. */
-static void warm_successor(const sim_loaded *instance) {
-    ane_span spans[2 * SIM_MAX_PARTS];
-    int count = 0;
-    pthread_mutex_lock(&warming.lock); /* (no unload meanwhile: the successor stays loaded) */
-    const sim_loaded *successor = instance->successor_unloads == warming.unloads ? instance->successor : NULL;
-    if (successor) product_from(successor, 0, spans, &count);
-    ane_parallel_warm(spans, count);
-    pthread_mutex_unlock(&warming.lock);
-}
-
-int sim_warm_first_product(sim_loaded *instance) {
-    ane_span spans[2 * SIM_MAX_PARTS];
-    int count;
-    pthread_mutex_lock(&warming.lock);
-    if (warming.last_started && warming.last_started != instance) {
-        sim_loaded *before = (sim_loaded *)warming.last_started;
-        before->successor = instance;
-        before->successor_unloads = warming.unloads;
-    }
-    warming.last_started = instance;
-    pthread_mutex_unlock(&warming.lock);
-    int first = product_from(instance, 0, spans, &count);
-    if (first < 0) warm_successor(instance); /* (a program of no products: a final norm) */
-    return first;
-}
-
-int sim_warm_after_product(sim_loaded *instance, int step) {
+int sim_warm_after_product(const sim_loaded *instance, int step) {
     ane_span spans[2 * SIM_MAX_PARTS];
     int count, next = product_from(instance, step + 1, spans, &count);
-    if (next >= 0) ane_parallel_warm(spans, count);
-    else warm_successor(instance);
+    ane_parallel_warm(spans, count); /* (count 0 after the last: nothing) */
     return next;
-}
-
-void sim_warm_forget(const sim_loaded *instance) {
-    pthread_mutex_lock(&warming.lock);
-    warming.unloads++;
-    if (warming.last_started == instance) warming.last_started = NULL;
-    ane_parallel_warm(NULL, 0);
-    pthread_mutex_unlock(&warming.lock);
 }
 
 void sim_warm_stop(void) { ane_parallel_warm(NULL, 0); }
