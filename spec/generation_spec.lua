@@ -17,6 +17,17 @@ local function random_ids(n, seed)
   return ids
 end
 
+-- Whether a program kind is a decode step's attention over a session's caches: its own
+-- program, or with the FFN after it (a session's one program a layer, the cpu profile's).
+local function decodes(kind) return kind:match("^attn_decode") or kind:match("^layer_decode") end
+
+-- How many such programs m holds.
+local function decode_programs(m)
+  local count = 0
+  for _, kind in m:each_program() do count = count + (decodes(kind) and 1 or 0) end
+  return count
+end
+
 -- Two sessions of m for each prompt, each fed it: the ones that will step alone and together.
 local function session_pairs(m, prompts, capacity)
   local alone, together = {}, {}
@@ -105,14 +116,9 @@ describe("decoding sessions", function()
     local session = m:session()
     local prompt = {}
     for i = 1, 40 do prompt[i] = ids[i] end
-    local function decode_programs()
-      local count = 0
-      for _, kind in m:each_program() do count = count + (kind:match("^attn_decode") and 1 or 0) end
-      return count
-    end
     session:feed(prompt)
     -- the first token needs no decode program: they compile at the first step
-    assert.are.equal(0, decode_programs())
+    assert.are.equal(0, decode_programs(m))
     assert.is_nil(session.size)
     local want = m:logits(ids) -- [600, V]: no cache, every position computed at once
     local sizes = {}
@@ -133,14 +139,14 @@ describe("decoding sessions", function()
     -- go of 512's programs when the cache grew past them (a long chat held every size it passed)
     local kept = {}
     for program, kind in m:each_program() do
-      if kind:match("^attn_decode") then
+      if decodes(kind) then
         for _, port in ipairs(program:inputs()) do
           if port.name == "k_cache" then kept[port.shape[4]] = true end
         end
       end
     end
     assert.are.same({ [256] = true, [768] = true }, kept)
-    assert.are.equal(2 * 2, decode_programs()) -- two sizes, two layers
+    assert.are.equal(2 * 2, decode_programs(m)) -- two sizes, two layers
     -- prefill sizes follow the same steps on sim: 480 -> 512, 520 -> 768, 900 -> 1024
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
@@ -161,9 +167,7 @@ describe("decoding sessions", function()
         assert.is_true(row:max_abs_diff(want:slice(1, p, p):reshape(-1)) < 1e-4, "position " .. p)
       end
     end
-    local decode_programs = 0
-    for _, kind in m:each_program() do decode_programs = decode_programs + (kind:match("^attn_decode") and 1 or 0) end
-    assert.are.equal(2, decode_programs) -- one size, two layers
+    assert.are.equal(2, decode_programs(m)) -- one size, two layers
   end)
 
   it("keep their capacity's cache size in the ane profile, as on the device (ANE-05)", function()
@@ -176,9 +180,7 @@ describe("decoding sessions", function()
     session:feed(prompt)
     for p = 41, 140 do session:feed({ ids[p] }) end -- past 64 and 128 positions
     assert.are.equal(m:bucket(300, 1024), session.size) -- one size from the start: no growth
-    local decode_programs = 0
-    for _, kind in m:each_program() do decode_programs = decode_programs + (kind:match("^attn_decode") and 1 or 0) end
-    assert.are.equal(2, decode_programs) -- one per layer: a new size would cost the device a compile per layer
+    assert.are.equal(2, decode_programs(m)) -- one per layer: a new size would cost the device a compile per layer
   end)
 
   it("compute one position of the device's 32-wide rows per step in the ane profile", function()
@@ -243,8 +245,10 @@ describe("decoding sessions", function()
       end
       -- the caches are the sessions' own buffers, not inputs kept in the shared programs
       assert.are_not.equal(a.caches[1].k_cache, b.caches[1].k_cache)
-      for _, attention in ipairs(a.attention) do
-        assert.error_matches(function() attention:read_input("k_cache") end, "was never written with write_input")
+      local programs = a.one_program_a_layer and a.layers or a.attention -- (the cpu profile's: a program a layer)
+      assert.are.equal(2, #programs)
+      for _, program in ipairs(programs) do
+        assert.error_matches(function() program:read_input("k_cache") end, "was never written with write_input")
       end
     end
   end)
@@ -301,5 +305,104 @@ describe("decoding sessions", function()
         end
       end
     end
+  end)
+end)
+
+-- On the cpu profile a session's decode step runs each layer as one program (layer_decode: the
+-- attention, then the FFN) where one_program_a_layer = false runs two (attn_decode, ffn). The
+-- same nodes in the same order: the split programs are the reference, bit for bit.
+describe("one program a layer", function()
+  local W = llama.random_weights({ dim = 64, hidden = 128, n_layer = 2, n_head = 4, vocab_size = 256, seq_len = 512 }, 4)
+
+  -- The logits' bytes after each of `steps` single ids fed after `prompt`, by a session of m.
+  local function decoded(m, options, prompt, steps)
+    local session, rows = m:session(options), {}
+    session:feed(prompt)
+    for i, id in ipairs(steps) do rows[i] = session:feed({ id }):bytes() end
+    return rows, session
+  end
+
+  local function kinds(m)
+    local held = {}
+    for _, kind in m:each_program() do held[kind] = true end
+    return held
+  end
+
+  it("decodes bit for bit as the split programs, in fp16 and fp32", function()
+    local prompt, steps = random_ids(12, 21), random_ids(20, 22)
+    for _, precision in ipairs({ "fp16", "fp32" }) do
+      local split_model = llama.from_weights(W, { precision = precision, profile = "cpu" })
+      local want, split = decoded(split_model, { one_program_a_layer = false }, prompt, steps)
+      assert.is_false(split.one_program_a_layer)
+      assert.is_nil(kinds(split_model).layer_decode)
+      local m = llama.from_weights(W, { precision = precision, profile = "cpu" })
+      local got, session = decoded(m, nil, prompt, steps)
+      assert.is_true(session.one_program_a_layer)
+      assert.is_true(kinds(m).layer_decode)
+      assert.is_nil(kinds(m).attn_decode) -- (and no split program compiled beside it)
+      for i = 1, #steps do assert.are.equal(want[i], got[i], precision .. " step " .. i) end
+    end
+  end)
+
+  it("is left to the split programs where they differ: asynchronous, LoRA, fed weights, the ane profile", function()
+    local m = llama.from_weights(W, { precision = "fp16", profile = "cpu" })
+    assert.is_false(m:session({ asynchronous = true }).one_program_a_layer)
+    assert.is_false(llama.from_weights(W, { precision = "fp16", profile = "cpu", weights_as_inputs = true }):session()
+      .one_program_a_layer)
+    assert.is_false(llama.from_weights(W, { precision = "fp16", profile = "cpu", lora = { rank = 2 } }):session()
+      .one_program_a_layer)
+    assert.is_false(llama.from_weights(W, { precision = "fp16" }):session().one_program_a_layer) -- (the ane profile)
+  end)
+
+  it("takes patched weights as the split programs do", function()
+    local prompt, before, after = random_ids(10, 23), random_ids(4, 24), random_ids(4, 25)
+    local m = llama.from_weights(W, { precision = "fp16", profile = "cpu" })
+    local one, two = m:session(), m:session({ one_program_a_layer = false })
+    one:feed(prompt)
+    two:feed(prompt)
+    for _, id in ipairs(before) do one:feed({ id }) end
+    for _, id in ipairs(before) do two:feed({ id }) end
+    local unpatched = one.logits:bytes()
+    local params = m:parameters()
+    params["w2.1"]:copy_from(params["w2.1"]:scale(0.5)) -- the last FFN's down projection, in both programs' kinds
+    params["wq.0"]:copy_from(params["wq.0"]:scale(2))
+    m:load_parameters()
+    for _, id in ipairs(after) do
+      local want = two:feed({ id }):bytes()
+      assert.are.equal(want, one:feed({ id }):bytes())
+    end
+    -- against the same ids through a model built with those weights: the patch took
+    local fresh = llama.from_weights(W, { precision = "fp16", profile = "cpu" })
+    local fresh_params = fresh:parameters()
+    for name, t in pairs(params) do fresh_params[name]:copy_from(t) end
+    fresh:load_parameters()
+    local ids = {}
+    for _, list in ipairs({ prompt, before, after }) do for _, id in ipairs(list) do ids[#ids + 1] = id end end
+    -- fp16 through a cache vs one prefill: the same ops rounded in other orders (a few fp16 ulps of logits ~1)
+    local prefilled = fresh:logits(ids):slice(1, #ids, #ids):reshape(-1)
+    assert.is_true(one.logits:max_abs_diff(prefilled) < 2e-2)
+    assert.are_not.equal(unpatched, one.logits:bytes())
+  end)
+
+  -- The split programs clamp the attention's output between them (values beyond the limit to
+  -- the limit, counted in model:stats()); the one program clips it inside, as the softmax's
+  -- scores are: the same values, uncounted. The layer's output is clamped and counted either way.
+  it("clips an overflowing attention inside the program: the split programs' logits, the clamps uncounted", function()
+    local prompt, steps = random_ids(6, 26), random_ids(3, 27)
+    local function overflowing(options)
+      local m = llama.from_weights(W, { precision = "fp16", profile = "cpu" })
+      local params = m:parameters()
+      -- the first attention's output beyond fp16's range: its values ~1e4x, its out projection too
+      params["wv.0"]:copy_from(params["wv.0"]:scale(1e4))
+      params["wo.0"]:copy_from(params["wo.0"]:scale(1e4))
+      m:load_parameters()
+      return decoded(m, options, prompt, steps), m
+    end
+    local want, split_model = overflowing({ one_program_a_layer = false })
+    local got, m = overflowing(nil)
+    for i = 1, #steps do assert.are.equal(want[i], got[i], "step " .. i) end
+    -- both count the prefill's clamps (its programs are split); the split steps count theirs too
+    assert.is_true(m:stats().clamped > 0)
+    assert.is_true(split_model:stats().clamped > m:stats().clamped)
   end)
 end)

@@ -87,8 +87,11 @@ Session.__index = Session
 -- Whether a model's session caches grow as they fill (see above): sim's cpu profile only.
 local function grows(m) return m.backend ~= "ane" and m.profile == "cpu" end
 
---- session({capacity =, asynchronous =}) -> a session over at most `capacity` positions
---- (default: the model's context length).
+--- session({capacity =, asynchronous =, one_program_a_layer =}) -> a session over at most
+--- `capacity` positions (default: the model's context length). one_program_a_layer (default
+--- true; the cpu profile, synchronous, without LoRA or fed weights): each decode step runs a
+--- layer's attention and FFN as one program (layer_decode) instead of two; false keeps them
+--- apart, each output clamped and counted (model:stats()) between them.
 function Methods:session(opts)
   opts = opts or {}
   local capacity = math.min(opts.capacity or self.context_length, self.context_length)
@@ -101,6 +104,13 @@ function Methods:session(opts)
   -- submit/wait overlaps device work with the CPU's; on sim both are CPU work and the
   -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
   session.asynchronous = opts.asynchronous == nil and self.backend == "ane" or opts.asynchronous == true
+  -- a program a layer: 13 evaluations a Stories110M token instead of 25, 12 programs fewer
+  -- (scripts/bench/layer_programs.lua, the sessions stepping in turn: 2-layer llama-tiny 1.075x
+  -- tokens/s, Stories110M fp16 1.00-1.01x, its GGUF Q4_0 and Q4_K_M 1.00x). The ane profile's
+  -- steps are the device's (its asynchronous FFN overlaps the CPU's work); LoRA adapters and
+  -- fed weights are inputs of the attention's or the FFN's program alone.
+  session.one_program_a_layer = opts.one_program_a_layer ~= false and self.profile == "cpu" and not session.asynchronous
+    and self.graphs.layer_decode ~= nil and not self.lora and not self.weights_as_inputs
   return session
 end
 
@@ -159,8 +169,11 @@ end
 local function step_outputs(self, alloc_size)
   local m = self.model
   local function buffer(channels) return cache_buffer(m, channels, self.W, 0, alloc_size) end
-  return { attn = { y = buffer(m.width), k = buffer(m.cache_width), v = buffer(m.cache_width) },
-    ffn = { y = buffer(m.width) } }
+  local attn = { y = buffer(m.width), k = buffer(m.cache_width), v = buffer(m.cache_width) }
+  local ffn = { y = buffer(m.width) }
+  -- one program a layer: the layers write y into the two y buffers in turn (a program's output
+  -- never in the buffer of its input x), k and v into attn's
+  return { attn = attn, ffn = ffn, layer = { attn, { y = ffn.y, k = attn.k, v = attn.v } } }
 end
 
 local CACHED = { "k_cache", "v_cache", "mask" }
@@ -178,10 +191,14 @@ end
 local function use_size(self, size)
   local m = self.model
   local left, held = self.size, self.caches
-  self.size, self.attention, self.ffn = size, {}, {} -- looked up once: every step runs them
+  self.size, self.attention, self.ffn, self.layers = size, {}, {}, {} -- looked up once: every step runs them
   for l = 1, m.n_layer do -- one position computed of the W the device's rows hold (kind_for)
-    self.attention[l] = m:program(m:kind_for("attn_decode", 1, self.W), l, self.W, size)
-    self.ffn[l] = m:program(m:kind_for("ffn", 1, self.W), l, self.W)
+    if self.one_program_a_layer then
+      self.layers[l] = m:program("layer_decode", l, self.W, size)
+    else
+      self.attention[l] = m:program(m:kind_for("attn_decode", 1, self.W), l, self.W, size)
+      self.ffn[l] = m:program(m:kind_for("ffn", 1, self.W), l, self.W)
+    end
   end
   local alloc_size
   self.caches, alloc_size = new_caches(self, size)
@@ -196,7 +213,8 @@ local function use_size(self, size)
   -- session at that size keeps them): a long chat would otherwise hold the programs of every
   -- size it passed. Smaller sizes stay for the sessions that start with them.
   if left and left > WHOLE_UP_TO then
-    for l = 1, m.n_layer do m:forget_program(m:kind_for("attn_decode", 1, self.W), l, self.W, left) end
+    local kind = self.one_program_a_layer and "layer_decode" or m:kind_for("attn_decode", 1, self.W)
+    for l = 1, m.n_layer do m:forget_program(kind, l, self.W, left) end
   end
 end
 
@@ -277,14 +295,15 @@ local function begin_step(self, id)
     appending = { append = APPENDS, at = position + 1, positions = wide }, one = { positions = wide } }
 end
 
--- Layer l's attention of a step over the session's own caches: the layer's output before its
--- FFN, written into the session's step buffers (step_outputs).
-local function attend(self, l, step)
+-- Layer l's attention of a step over the session's own caches (program: its attn_decode, or
+-- its layer_decode, the FFN after it): the output y, written into `destinations`, the
+-- session's step buffers (step_outputs).
+local function attend(self, l, step, program, destinations)
   local m = self.model
   local layer_inputs = step.sliding_inputs and m:is_sliding(l) and step.sliding_inputs or step.inputs
   layer_inputs.x = step.h
   for _, name in ipairs(CACHED) do layer_inputs[name] = self.caches[l][name] end
-  return m:eval(self.attention[l], "attn", l, layer_inputs, self.step_outputs.attn, step.appending).y
+  return m:eval(program, "attn", l, layer_inputs, destinations, step.appending).y
 end
 
 -- The id at the next position through every layer, its key and value into the caches;
@@ -295,8 +314,13 @@ function advance(self, id)
   -- the layers write their outputs into the session's buffers (step_outputs): Stories110M
   -- int4 and Qwen3-0.6B int4 decode 2-3% faster than into new tensors each eval
   local outputs = self.step_outputs
+  if self.one_program_a_layer then
+    for l = 1, m.n_layer do step.h = attend(self, l, step, self.layers[l], outputs.layer[2 - l % 2]) end
+    self.position = self.position + 1
+    return step.h
+  end
   for l = 1, m.n_layer do
-    local y = attend(self, l, step)
+    local y = attend(self, l, step, self.attention[l], outputs.attn)
     -- the FFN runs on a helper (the device, or sim's thread) while the CPU goes on
     -- (opts.asynchronous: true or false; default on the device)
     local ffn_outputs = self.asynchronous and m:submit(self.ffn[l], "ffn", l, { x = y }, outputs.ffn, step.one)

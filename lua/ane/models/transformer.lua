@@ -279,13 +279,37 @@ local function query_key_heads(self, g, L, q, k, cos, sin)
   return qh, kh
 end
 
--- The end of both attention programs: the heads back from their kv groups, out projection
+-- The FFN with its norm and residual: x + ffn(norm(x)).
+local function ffn_block(self, g, L, x)
+  local a = self.arch
+  local h = norm(self, g, x, L, "ffn_norm")
+  local y
+  if a.ffn == "gelu" then
+    y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
+  else -- gated: swiglu or geglu
+    y = nn.gated_ffn(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), {
+      name = "ffn", activation = a.ffn == "geglu" and "gelu" or "silu",
+      biases = { gate = weight(self, g, L, "gate_bias"), up = weight(self, g, L, "up_bias"),
+        down = weight(self, g, L, "down_bias") } })
+  end
+  if a.post_norms then y = norm(self, g, y, L, "post_ffn_norm") end
+  return g:add(x, y)
+end
+
+-- The end of the attention programs: the heads back from their kv groups, out projection
 -- and residual, the outputs y and the block's k and v as cached ([1, KV * head, 1, S]).
-local function finish_attention(self, g, L, x, attended, k, kh, v)
+-- with_ffn: y is the whole layer's output, the FFN after the attention in the same program
+-- (layer_decode_graph), the attention's output clipped at the model's clamp limit between.
+local function finish_attention(self, g, L, x, attended, k, kh, v, with_ffn)
   attended = nn.ungroup_heads(g, attended, self.arch.n_head, { name = "attended_heads" }) -- [1, H, S, head]
   local out = linear(self, g, nn.merge_heads(g, attended, { name = "merged" }), L, "out", "out_proj")
   if self.arch.post_norms then out = norm(self, g, out, L, "post_attn_norm") end
-  g:output("y", g:add(x, out))
+  local y = g:add(x, out)
+  if with_ffn then
+    if self.clamp_limit then y = g:clip(y, -self.clamp_limit, self.clamp_limit, { name = "attn_clamped" }) end
+    y = ffn_block(self, g, L, y)
+  end
+  g:output("y", y)
   g:output("k", keys_transformed(self.arch) and nn.merge_heads(g, kh, { name = "k_rot" }) or k)
   g:output("v", v)
   return g
@@ -334,10 +358,11 @@ end
 -- Smax positions: one softmax over [cached keys (masked by the `mask` input) | own keys].
 -- The cache is read per head as [1, H, head, Smax] straight from its layout; RoPE models
 -- take the block's rotary angles as inputs (cached keys are rotated already).
-local function attention_decode_graph(self, L, W, Smax)
+-- with_ffn: the layer's FFN too (layer_decode_graph).
+local function decode_graph(self, L, W, Smax, with_ffn)
   local a, dtype = self.arch, self.dtype
   local H, KV, head, width = a.n_head, a.n_kv_head, a.head_dim, self.cache_width
-  local g = self:graph(a.name .. "_attn_decode")
+  local g = self:graph(a.name .. (with_ffn and "_layer_decode" or "_attn_decode"))
   local x = g:input("x", { 1, a.dim, 1, W }, dtype)
   local k_cache = g:input("k_cache", { 1, width, 1, Smax }, dtype)
   local v_cache = g:input("v_cache", { 1, width, 1, Smax }, dtype)
@@ -360,8 +385,17 @@ local function attention_decode_graph(self, L, W, Smax)
     attended = nn.cached_attention(g, qh, kc, vc, mask, g:reshape(k, { 1, KV, head, W }, { name = "k_new_heads" }),
       g:reshape(v, { 1, KV, head, W }, { name = "v_new_heads" }), options)
   end
-  return finish_attention(self, g, L, x, attended, k, kh, v)
+  return finish_attention(self, g, L, x, attended, k, kh, v, with_ffn)
 end
+
+local function attention_decode_graph(self, L, W, Smax) return decode_graph(self, L, W, Smax, false) end
+
+-- A whole layer's decode step in one program (ane.models.generation, on the cpu profile): the
+-- attention as attention_decode_graph's, then the FFN; outputs y (the layer's output), k and v.
+-- A Stories110M token runs 13 programs instead of 25, each eval's bindings and rounds saved;
+-- the attention's output is clipped at the clamp limit inside the program, as the softmax's
+-- scores are, where the split programs clamp it between them (and count it).
+local function layer_decode_graph(self, L, W, Smax) return decode_graph(self, L, W, Smax, true) end
 
 -- B sessions' decode steps of one layer in one program (ane.models.generation's step_together):
 -- x [1, dim, 1, B], a column a session, with session i's caches k_cache_<i>, v_cache_<i> and
@@ -414,21 +448,8 @@ end
 
 -- The FFN with its norm and residual: y = x + ffn(norm(x)).
 local function ffn_graph(self, L, S)
-  local a = self.arch
-  local g = self:graph(a.name .. "_ffn")
-  local x = g:input("x", { 1, a.dim, 1, S }, self.dtype)
-  local h = norm(self, g, x, L, "ffn_norm")
-  local y
-  if a.ffn == "gelu" then
-    y = linear(self, g, nn.gelu(g, linear(self, g, h, L, "up", "ffn_up"), { name = "gelu" }), L, "down", "ffn_down")
-  else -- gated: swiglu or geglu
-    y = nn.gated_ffn(g, h, weight(self, g, L, "gate"), weight(self, g, L, "up"), weight(self, g, L, "down"), {
-      name = "ffn", activation = a.ffn == "geglu" and "gelu" or "silu",
-      biases = { gate = weight(self, g, L, "gate_bias"), up = weight(self, g, L, "up_bias"),
-        down = weight(self, g, L, "down_bias") } })
-  end
-  if a.post_norms then y = norm(self, g, y, L, "post_ffn_norm") end
-  g:output("y", g:add(x, y))
+  local g = self:graph(self.arch.name .. "_ffn")
+  g:output("y", ffn_block(self, g, L, g:input("x", { 1, self.arch.dim, 1, S }, self.dtype)))
   return g
 end
 
@@ -455,7 +476,7 @@ local Methods = {}
 -- The program kinds (ane.models.decoder builds, compiles and caches them, and derives the
 -- "<kind>_grad" backward graphs from these).
 Methods.graphs = { attn_prefill = attention_prefill_graph, attn_decode = attention_decode_graph,
-  attn_batch = attention_batch_graph, ffn = ffn_graph, norm = final_norm_graph }
+  attn_batch = attention_batch_graph, ffn = ffn_graph, norm = final_norm_graph, layer_decode = layer_decode_graph }
 
 --- The checkpoint name of a role (l: 0-based layer, nil for the model's own weights).
 function Methods:checkpoint_name(role, l) return self.naming.name(role, l) end
@@ -556,7 +577,8 @@ function M.init(self, W, arch, naming, opts, level)
   end
   self.vocab_size, self.context_length, self.width, self.n_layer = arch.vocab_size, arch.context_length, arch.dim, arch.n_layer
   self.cache_width = arch.n_kv_head * arch.head_dim -- k, v and their caches (kv heads: no repeats)
-  self.roles = { attn = M.roles(arch, "attn"), ffn = M.roles(arch, "ffn"), norm = M.roles(arch, "norm") }
+  self.roles = { attn = M.roles(arch, "attn"), ffn = M.roles(arch, "ffn"), norm = M.roles(arch, "norm"),
+    layer = M.layer_roles(arch) }
   self.weight_consts = { attn_prefill = const_names(self.roles.attn), ffn = const_names(self.roles.ffn),
     norm = const_names(self.roles.norm) }
   self.saved = M.saved(arch)
@@ -789,7 +811,8 @@ function Methods:load_parameters(params)
   if not self.weights_as_inputs then -- (fed as inputs: nothing to patch)
     local patches = {}
     for program, kind, layer in self:each_program() do
-      local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or "norm"
+      local group = kind:match("^attn") and "attn" or kind:match("^ffn") and "ffn" or kind:match("^layer") and "layer"
+        or "norm"
       local source, patch = layer and W.layers[layer] or W, {}
       for _, role in ipairs(self.roles[group]) do patch[M.const_name(role)] = source[role] end
       patches[#patches + 1] = { program, patch }
