@@ -344,6 +344,34 @@ describe("one program a layer", function()
     end
   end)
 
+  -- sim writes a step's appends itself, mid-program, after the step computing the output and the
+  -- last step reading the cache (the fused attention's scores step reads the keys; the value
+  -- product the values): an append written before the cache's last read would be read back.
+  -- The witness: the same program evaluated without appends on copies of the caches as they were.
+  it("appends its key and value mid-program, as an eval without appends computes them", function()
+    for _, precision in ipairs({ "fp16", "fp32" }) do -- (fp16: the fused attention; fp32: step by step)
+      local m = llama.from_weights(W, { precision = precision, profile = "cpu" })
+      local program = m:program("layer_decode", 1, 1, 64)
+      local k_cache, v_cache = ane.tensor({ 1, 64, 1, 64 }, precision), ane.tensor({ 1, 64, 1, 64 }, precision)
+      local mask = ane.tensor({ 1, 1, 1, 64 }, precision):fill(-65504)
+      for position = 0, 40 do
+        local inputs = m:decode_inputs(position, 1)
+        inputs.x = ane.tensor.randn({ 1, 64, 1, 1 }, { seed = 50 + position }):to(precision)
+        inputs.k_cache, inputs.v_cache, inputs.mask = k_cache:copy(), v_cache:copy(), mask:copy()
+        local want = program:eval(inputs)
+        inputs.k_cache, inputs.v_cache, inputs.mask = k_cache, v_cache, mask
+        local got = program:eval(inputs, nil, { append = { k_cache = "k", v_cache = "v", mask = 0 }, at = position + 1 })
+        local where = precision .. " position " .. position
+        assert.are.equal(want.y:bytes(), got.y:bytes(), where)
+        assert.are.equal(want.k:bytes(), k_cache:slice(4, position + 1, position + 1):copy():bytes(), where)
+        assert.are.equal(want.v:bytes(), v_cache:slice(4, position + 1, position + 1):copy():bytes(), where)
+        if position < 63 then -- the positions after it untouched
+          assert.are.equal(0, k_cache:slice(4, position + 2, 64):abs():reshape(-1):topk(1)[1], where)
+        end
+      end
+    end
+  end)
+
   it("is left to the split programs where they differ: asynchronous, LoRA, fed weights, the ane profile", function()
     local m = llama.from_weights(W, { precision = "fp16", profile = "cpu" })
     assert.is_false(m:session({ asynchronous = true }).one_program_a_layer)

@@ -213,16 +213,23 @@ describe("programs", function()
   -- cache as it was: equal bit for bit (sim leaves the zeros after `at` out of its product,
   -- which must not change a value), and the cache's new position equals the output's first,
   -- converted to the cache's dtype.
+  -- The appended output computed before the cache's last read too ("k first"): sim writes an
+  -- append itself after both (sim_appends.c), never before the read.
   it("appends an output's first position to a caller's cache after the eval", function()
-    local g = ane.graph("appender")
-    local x = g:input("x", { 1, 8, 1, 32 })
-    local cache = g:input("k_cache", { 1, 8, 1, 32 })
-    local mask = g:input("mask", { 1, 1, 1, 32 })
-    local q = g:reshape(g:slice_by_size(x, { 0, 0, 0, 0 }, { 1, 8, 1, 1 }), { 1, 1, 1, 8 })
-    g:output("scores", g:add(g:matmul(q, g:reshape(cache, { 1, 1, 8, 32 })), mask))
-    g:output("k", g:mul(x, x))
-    for _, profile in ipairs({ "cpu", "ane" }) do
-      local program = ane.compile(g, { profile = profile })
+    local function appender(k_first)
+      local g = ane.graph("appender")
+      local x = g:input("x", { 1, 8, 1, 32 })
+      local cache = g:input("k_cache", { 1, 8, 1, 32 })
+      local mask = g:input("mask", { 1, 1, 1, 32 })
+      if k_first then g:output("k", g:mul(x, x)) end
+      local q = g:reshape(g:slice_by_size(x, { 0, 0, 0, 0 }, { 1, 8, 1, 1 }), { 1, 1, 1, 8 })
+      g:output("scores", g:add(g:matmul(q, g:reshape(cache, { 1, 1, 8, 32 })), mask))
+      if not k_first then g:output("k", g:mul(x, x)) end
+      return g
+    end
+    for _, case in ipairs({ { "cpu", false }, { "ane", false }, { "cpu", true } }) do
+      local profile = case[1]
+      local program = ane.compile(appender(case[2]), { profile = profile })
       local function buffer(channels, fill) -- what a session holds in this profile
         if profile == "cpu" then return ane.tensor({ 1, channels, 1, 32 }, "fp16"):fill(fill) end
         local surface = ane.surface { channels = channels, seq = 32, dtype = "fp16", alloc_size = 65536 }

@@ -560,26 +560,17 @@ typedef struct branches_job {
 /* The appends of a branch's own outputs to inputs it alone reads, written as it ends (the
  * input read for the last time, its lines still in this core's cache; after the eval they
  * would come from memory again): position `written` of the caller's input takes the output's
- * first position. The runtime writes the other appends after the eval. */
+ * first position. evaluate writes the others it can place after their steps (sim_appends.c), the
+ * runtime the rest after the eval. */
 static ane_status append_own(const branches_job *job, int place, ane_error *err) {
     const sim_compiled *p = job->instance->program;
-    for (int port = 0; port < p->noutputs; port++) {
+    ane_status status = ANE_OK;
+    for (int port = 0; port < p->noutputs && !status; port++) {
         ane_binding *out = &job->outputs[port];
         if (out->append_to < 0 || p->output_branch[port] != place || p->input_branch[out->append_to] != place) continue;
-        const ane_binding *in = &job->inputs[out->append_to];
-        const ane_node *node = p->graph->nodes[p->output_nodes[port]];
-        ane_storage pin;
-        ane_tensor values = sim_view_shaped(job->instance->values[node->id].data, ANE_FP32, node->rank, node->shape, &pin);
-        ane_tensor first = {0}, target = {0};
-        ane_status status = ane_tensor_slice(&first, &values, node->rank - 1, 0, 1, err);
-        if (!status) status = ane_tensor_slice(&target, &in->view, in->view.ndim - 1, in->written, in->written + 1, err);
-        if (!status) status = ane_tensor_copy_into(&target, &first, err);
-        ane_tensor_release(&target);
-        ane_tensor_release(&first);
-        if (status) return status;
-        out->appended = 1;
+        status = sim_append_output(job->instance, port, out, &job->inputs[out->append_to], err);
     }
-    return ANE_OK;
+    return status;
 }
 
 /* Branches first .. last - 1 of a group, each its steps in order with its own scratch, then
@@ -644,6 +635,8 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
     bind_views(instance);
     const sim_group *group = p->ngroups ? &p->groups[0] : NULL, *last_group = group ? group + p->ngroups : NULL;
     int next_product = p->next_product[0]; /* (after each product the helpers read the next one's weights) */
+    sim_due_append due[64]; /* (ane_program_eval_with binds at most 64 outputs; the device's appends are its own) */
+    int ndue = !device_rules && noutputs <= 64 ? sim_appends_due(instance, outputs, due) : 0;
     for (int s = 0; !status && s < p->nsteps;) {
         if (group && s == group->first_step) { /* its branches at once */
             status = run_branches(instance, &context, group, inputs, outputs, err);
@@ -653,6 +646,7 @@ static ane_status evaluate(sim_loaded *instance, const ane_binding *inputs, int 
             if (s == next_product) sim_warm_stop(); /* (its own weights: the product reads them now) */
             status = run_step(instance, &context, &p->steps[s], err);
             if (!status && s == next_product) next_product = sim_warm_after_product(instance, s);
+            if (!status && ndue) status = sim_write_due_appends(instance, s, due, ndue, inputs, outputs, err);
             s++;
         }
     }

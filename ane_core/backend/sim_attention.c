@@ -122,6 +122,7 @@ static ane_status fuse(sim_compiled *p, const sim_cached_attention *found, ane_e
     for (size_t i = 0; i < sizeof unheld / sizeof unheld[0]; i++) sim_mark_link(p, unheld[i], SIM_LINK_UNHELD);
     sim_mark_link(p, chain->logits, SIM_LINK_HELD); /* (masked itself, without a clip) */
     sim_read_at(p, chain->q, chain->row_max);
+    sim_read_at(p, chain->keys, chain->row_max); /* (the cache: an append waits for it, sim_appends.c) */
     sim_read_at(p, chain->logits, chain->weights);
     sim_read_at(p, chain->peak, chain->weights);
     const ane_node *logits = chain->logits;

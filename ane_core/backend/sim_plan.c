@@ -428,6 +428,7 @@ ane_status sim_plan_program(sim_compiled *p, ane_error *err) {
     if (!status) group_steps(p);
     if (!status) status = port_branches(p, err);
     if (!status) status = sim_plan_products(p, err);
+    if (!status) status = sim_plan_appends(p, err);
     return status;
 }
 
@@ -437,6 +438,8 @@ void sim_plan_free(sim_compiled *p) {
             free((void *)p->steps[s].palette_codes[k]), ane_tensor_release(&p->steps[s].half_tables[k]);
     free(p->steps);
     free(p->next_product);
+    free(p->output_step);
+    free(p->input_last_step);
     free(p->slots);
     free(p->temp_nodes);
     free(p->view_nodes);

@@ -83,6 +83,9 @@ typedef struct sim_compiled {
                                         input every reader of which is in that branch, of an output
                                         that branch computes; -1 elsewhere (an append from such an output
                                         to such an input is written at the branch's end, run_branches) */
+    int *output_step, *input_last_step; /* [noutputs], [ninputs]: the step computing an output, the last
+                                        step reading an input, outside the groups; -1: none found
+                                        (sim_appends.c: an append is written after the later of its two) */
     size_t kept_floats, temp_floats, scratch_floats;
 } sim_compiled;
 
@@ -201,6 +204,21 @@ ane_tensor sim_view_shaped(void *data, ane_dtype dtype, int ndim, const int64_t 
 ane_status sim_plan_products(sim_compiled *p, ane_error *err); /* (the plan's next_product) */
 int sim_warm_after_product(const sim_loaded *instance, int step);
 void sim_warm_stop(void);
+
+/* Appends written during an evaluation (sim_appends.c). sim_plan_appends fills output_step and
+ * input_last_step; sim_appends_due lists an evaluation's appends sim writes itself (at most one an
+ * output: due[noutputs]), each with the step after which it is written; sim_write_due_appends
+ * writes those due after `step`; sim_append_output writes one (output port `port` into its
+ * binding's append_to input at the input's `written` position) and marks it appended. */
+typedef struct sim_due_append {
+    int port, after_step;
+} sim_due_append;
+ane_status sim_plan_appends(sim_compiled *p, ane_error *err);
+int sim_appends_due(const sim_loaded *instance, const ane_binding *outputs, sim_due_append *due);
+ane_status sim_write_due_appends(const sim_loaded *instance, int step, const sim_due_append *due, int count,
+                                 const ane_binding *inputs, ane_binding *outputs, ane_error *err);
+ane_status sim_append_output(const sim_loaded *instance, int port, ane_binding *output, const ane_binding *input,
+                             ane_error *err);
 
 /* Patching (sim_patch.c); the backend's vtable entries. */
 ane_status sim_patch(ane_loaded *loaded, const char *name, const ane_tensor *value, int64_t *sanitized, ane_error *err);

@@ -736,6 +736,7 @@ static BOOL model_evaluate(id self, SEL cmd, unsigned int qos, id options, id re
     ane_binding in[128], out[128];
     memset(in, 0, sizeof in);
     memset(out, 0, sizeof out);
+    for (int i = 0; i < 128; i++) out[i].append_to = -1; /* (backend.h: none; a device writes no appends) */
     char why[ANE_ERROR_MESSAGE_MAX] = "";
     int ok = ninputs <= 128 && noutputs <= 128 &&
              bind_side(m->entry, 0, r->inputs, r->input_indices, inputs, ninputs, in, "input", why, sizeof why) &&
