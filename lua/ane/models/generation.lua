@@ -105,8 +105,8 @@ function Methods:session(opts)
   -- hand-off costs more than it saves (scripts/bench/async_decode.lua), so it is the device's default
   session.asynchronous = opts.asynchronous == nil and self.backend == "ane" or opts.asynchronous == true
   -- a program a layer: 13 evaluations a Stories110M token instead of 25, 12 programs fewer
-  -- (scripts/bench/layer_programs.lua, the sessions stepping in turn: 2-layer llama-tiny 1.075x
-  -- tokens/s, Stories110M fp16 1.00-1.01x, its GGUF Q4_0 and Q4_K_M 1.00x). The ane profile's
+  -- (scripts/bench/layer_programs.lua, the sessions stepping in turn: its GGUF Q4_0 1.009-1.019x
+  -- tokens/s, Q4_K_M 1.019x, F16 1.010x; a 2-layer llama-tiny 1.075x). The ane profile's
   -- steps are the device's (its asynchronous FFN overlaps the CPU's work); LoRA adapters and
   -- fed weights are inputs of the attention's or the FFN's program alone.
   session.one_program_a_layer = opts.one_program_a_layer ~= false and self.profile == "cpu" and not session.asynchronous
