@@ -131,17 +131,17 @@ function M.first_cache_size(m, capacity)
   return cache_size(m:session({ capacity = capacity }), 1) -- (a session holds no caches until fed)
 end
 
+-- A session's buffer's values as a [1, C, 1, size] tensor to read and write (a surface's memory).
+local function values_of(m, buffer) return m.profile == "ane" and buffer:tensor() or buffer end
+
 -- One buffer a session owns, [1, channels, 1, size], holding `fill`: a tensor, or in the ane
 -- profile a surface of `alloc_size` bytes (every input of a program shares one size: ANE-18).
 local function cache_buffer(m, channels, size, fill, alloc_size)
-  if m.profile ~= "ane" then return ane.tensor({ 1, channels, 1, size }, m.dtype):fill(fill) end
-  local surface = ane.surface { channels = channels, seq = size, dtype = m.dtype, alloc_size = alloc_size }
-  if fill ~= 0 then surface:tensor():fill(fill) end -- (a new surface holds zeros)
-  return surface
+  local buffer = m.profile == "ane" and ane.surface { channels = channels, seq = size, dtype = m.dtype, alloc_size = alloc_size }
+    or ane.tensor({ 1, channels, 1, size }, m.dtype)
+  if fill ~= 0 then values_of(m, buffer):fill(fill) end -- (a new tensor or surface holds zeros)
+  return buffer
 end
-
--- A cache_buffer's values as a [1, C, 1, size] tensor to read and write (a surface's memory).
-local function values_of(m, buffer) return m.profile == "ane" and buffer:tensor() or buffer end
 
 -- The caches of `size` positions, one per layer: keys and values zero, the mask holding off
 -- every position (positions are let in as they are written).
