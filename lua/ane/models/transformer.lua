@@ -446,7 +446,7 @@ local function attention_batch_graph(self, L, B, Smax)
   return g
 end
 
--- The FFN with its norm and residual: y = x + ffn(norm(x)).
+-- The FFN's own program: ffn_block over x [1, dim, 1, S].
 local function ffn_graph(self, L, S)
   local g = self:graph(self.arch.name .. "_ffn")
   g:output("y", ffn_block(self, g, L, g:input("x", { 1, self.arch.dim, 1, S }, self.dtype)))
