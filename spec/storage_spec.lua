@@ -36,6 +36,25 @@ describe("storage", function()
     assert.matches("mapped%.bin%.absent", why)
   end)
 
+  -- Interned weights (tensor/intern.c) are shared by content: the next load of the same bytes
+  -- compares its tensors with them. A model loaded in place keeps its file mapped; when that
+  -- file is cut short meanwhile, its pages past the new end fault any reader (SIGBUS, the
+  -- process gone): the comparison must leave such an entry alone.
+  it("loads weights again while an earlier mapping of them has been cut short", function()
+    local llama = require("ane.models.llama")
+    local bytes = helpers.read_file(helpers.root .. "/spec/data/reference/llama-tiny/model.bin")
+    local first_path, second_path = helpers.tmpdir() .. "/first.bin", helpers.tmpdir() .. "/second.bin"
+    helpers.write_file(first_path, bytes)
+    local first = assert(llama.load(first_path, { precision = "fp32", profile = "cpu" }))
+    local ids = { 1, 2, 3, 4, 5, 6, 7, 8 }
+    local want = first:logits(ids):bytes()
+    helpers.write_file(first_path, bytes:sub(1, 1000)) -- the first model's own file, cut (it stays loaded)
+    helpers.write_file(second_path, bytes)
+    local second = assert(llama.load(second_path, { precision = "fp32", profile = "cpu" }))
+    assert.are.equal(want, second:logits(ids):bytes())
+    assert.is_not_nil(first) -- (alive throughout: its mapping is the interned one)
+  end)
+
   it("gives back the pages a mapped tensor has read, and reads the same bytes again", function()
     local function resident_mb() -- the second field of statm: resident pages
       local f = io.open("/proc/self/statm")

@@ -2,7 +2,10 @@
  * bytes, each held by one reference of the store's own. The hash reads a 64-byte sample
  * of every 4 KB and the length (cheap for weights of hundreds of MB); equal hashes are
  * confirmed by comparing every byte. Bytes that are an entry's own (a view of interned
- * weights, a compile's weight file pointing at them) are found by their address first. */
+ * weights, a compile's weight file pointing at them) are found by their address first. An
+ * entry mapped from a file that has since been cut short is not compared (its pages past the
+ * file's end would fault): a model loaded in place whose file is rewritten must not take down
+ * the next load of the same weights. */
 #include "intern.h"
 
 #include <pthread.h>
@@ -48,7 +51,9 @@ static const unsigned char *entry_bytes(const entry *e) { return (const unsigned
 static entry *lookup(const unsigned char *data, size_t nbytes, uint64_t hash) {
     for (size_t i = 0; i < store.count; i++) {
         entry *e = &store.entries[i];
-        if (e->hash == hash && e->nbytes == nbytes && (entry_bytes(e) == data || !memcmp(entry_bytes(e), data, nbytes)))
+        if (e->hash == hash && e->nbytes == nbytes &&
+            (entry_bytes(e) == data ||
+             (ane_storage_readable(e->storage, e->offset, nbytes) && !memcmp(entry_bytes(e), data, nbytes))))
             return e;
     }
     return NULL;

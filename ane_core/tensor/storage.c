@@ -188,8 +188,10 @@ static void heap_release(ane_storage *storage) {
         free(storage->data);
 }
 
+/* A mapping's context is its file's descriptor + 1 (kept open: ane_storage_readable). */
 static void mapped_file_release(ane_storage *storage) {
     if (storage->data) munmap(storage->data, storage->nbytes);
+    if (storage->context) close((int)((intptr_t)storage->context - 1));
 }
 
 static const ane_allocator heap_allocator = {"heap", heap_release};
@@ -307,16 +309,17 @@ ane_status ane_storage_map_file(const char *path, ane_storage **out, ane_error *
             return ane_fail(err, ANE_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(saved));
         }
     }
-    close(fd);
     ane_storage *storage = storage_shell(err);
     if (!storage) {
         if (data) munmap(data, size);
+        close(fd);
         return ANE_ERR_NOMEM;
     }
     storage->data = data;
     storage->nbytes = size;
     storage->readonly = 1;
     storage->allocator = &mapped_file_allocator;
+    storage->context = (void *)(intptr_t)(fd + 1);
     *out = storage;
     return ANE_OK;
 }
@@ -332,6 +335,13 @@ ane_status ane_storage_wrap(void *data, size_t nbytes, int readonly, const ane_a
     storage->context = context;
     *out = storage;
     return ANE_OK;
+}
+
+int ane_storage_readable(const ane_storage *storage, size_t offset, size_t nbytes) {
+    if (!storage || storage->allocator != &mapped_file_allocator || !storage->context) return 1;
+    struct stat info;
+    if (fstat((int)((intptr_t)storage->context - 1), &info) != 0) return 0;
+    return (uint64_t)info.st_size >= (uint64_t)offset + nbytes;
 }
 
 void ane_storage_release_pages(ane_storage *storage, size_t offset, size_t nbytes) {

@@ -50,6 +50,11 @@ ane_status ane_storage_wrap(void *data, size_t nbytes, int readonly, const ane_a
  * its collector sees only the small boxes that hold these). */
 size_t ane_storage_live_heap_bytes(void);
 
+/* Whether [offset, offset + nbytes) of the storage can be read: always, but for a file mapping
+ * whose file has since been cut short (reading its pages past the file's end would fault the
+ * process: SIGBUS). The file's size is asked of the kernel each call. */
+int ane_storage_readable(const ane_storage *storage, size_t offset, size_t nbytes);
+
 /* For a file mapping: gives back the pages of [offset, offset + nbytes) this process has
  * read (they leave its resident memory; reading them again brings them back from the file
  * or the page cache). Other storages: nothing. */
