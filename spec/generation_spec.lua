@@ -170,6 +170,30 @@ describe("decoding sessions", function()
     assert.are.equal(2, decode_programs(m)) -- one size, two layers
   end)
 
+  it("take their capacity rounded up to a multiple of 64 positions, not to a power of two", function()
+    local m = tiny_llama("fp32", 1024) -- the cpu profile
+    -- (the caches' rows are read from their start: a shorter row is a cheaper step)
+    local expected = { [10] = 64, [64] = 64, [65] = 128, [133] = 192, [200] = 256, [300] = 320, [600] = 640, [1024] = 1024 }
+    for capacity, size in pairs(expected) do
+      assert.are.equal(size, m:session({ capacity = capacity }).Smax, "capacity " .. capacity)
+    end
+    local ids = random_ids(133, 4)
+    local session = m:session({ capacity = 133 })
+    local prompt = {}
+    for i = 1, 20 do prompt[i] = ids[i] end
+    session:feed(prompt)
+    local want = m:logits(ids)
+    for p = 21, 133 do
+      local row = session:feed({ ids[p] })
+      assert.are.equal(192, session.size, "position " .. p)
+      if p == 21 or p == 133 then
+        -- fp32 on both paths, sums in other orders (as in the growth test above)
+        assert.is_true(row:max_abs_diff(want:slice(1, p, p):reshape(-1)) < 1e-4, "position " .. p)
+      end
+    end
+    assert.is_nil(session:feed({ ids[1] })) -- its 133 positions are its capacity, not the 192 it holds
+  end)
+
   it("keep their capacity's cache size in the ane profile, as on the device (ANE-05)", function()
     local m = tiny_llama("fp16", 1024) -- fp16: the ane profile
     assert.are.equal("ane", m.profile)

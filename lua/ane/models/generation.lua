@@ -6,13 +6,19 @@
 local ane = require("ane")
 local MASK = require("ane.models.decoder").MASK -- the additive attention mask
 
--- On sim, the smallest cache a session starts with (positions): a size costs one program per
--- layer, compiled in ~4 ms for Qwen3-0.6B at this size.
+-- On sim, the smallest cache a session starts with (positions), and the step of the sizes a
+-- session takes at once: a size costs one program per layer, compiled in ~4 ms for Qwen3-0.6B
+-- at this size. The attention reads only the positions written, but each cache row from its
+-- start, and the memory brings in more of a row than was asked, so a step's reading of the
+-- caches costs by their size too: Stories110M Q4_0 at positions 6-133, two sessions stepping
+-- in turn, caches of 192 positions 1.021x the tokens/s of 256 (1.013-1.041); at positions
+-- 6-62, 64 against 256 1.054x, 64 against 128 1.027x; 160 against 192 0.999x (rows of 320 and
+-- 384 bytes read alike).
 local FIRST_CACHE = 64
--- Sessions of at most this many positions start at their capacity's size, larger ones at this
--- size, growing from there: attention's products read the positions written, whatever the
--- size, and its element-wise work over so few costs less than growing in steps costs in
--- compiles (a 260-position Stories110M run: 24 attention programs fewer, ~0.1 s of its ~3 s).
+-- Sessions of at most this many positions start at their capacity's size (the multiple of
+-- FIRST_CACHE that holds it), larger ones at this size, growing from there: growing in steps
+-- costs a compile a layer and a copy of the caches each time (a 260-position Stories110M run:
+-- 24 attention programs fewer, ~0.1 s of its ~3 s).
 local WHOLE_UP_TO = 256
 
 local M = { methods = {} }
@@ -75,9 +81,10 @@ end
 -- are appended to them by the runtime, in C, at the step's position (prog:eval's `append`), and
 -- the mask opens that position: they never travel to Lua. Positions not written yet hold zeros,
 -- which sim's attention products leave out; its element-wise work does not. In sim's cpu
--- profile a session of at most WHOLE_UP_TO positions takes its whole size at once (at least
--- FIRST_CACHE), and a larger one (a chat) starts at WHOLE_UP_TO and grows as it fills (to 512,
--- then every 256), so its caches hold about the memory it uses. On the device every size costs
+-- profile a session of at most WHOLE_UP_TO positions takes its whole size at once (its
+-- capacity rounded up to a multiple of FIRST_CACHE), and a larger one (a chat) starts at
+-- WHOLE_UP_TO and grows as it fills (to 512, then every 256, at most its capacity so rounded),
+-- so its caches hold about the memory it uses. On the device every size costs
 -- a compile per layer (ANE-05: a 28-layer model's second size would spend the budget), so a
 -- session there, and in sim's ane profile, which keeps the device's rules, keeps the size of its
 -- capacity. Sessions of one model share the programs of a size and need nothing from each other.
@@ -96,8 +103,9 @@ function Methods:session(opts)
   opts = opts or {}
   local capacity = math.min(opts.capacity or self.context_length, self.context_length)
   local Smax = self:bucket(capacity, self.context_length)
-  if grows(self) then -- caches start at FIRST_CACHE positions: short sessions share those programs
-    Smax = math.max(Smax, math.min(FIRST_CACHE, self:bucket(self.context_length, self.context_length)))
+  if grows(self) then -- the capacity's multiple of FIRST_CACHE (at most the context's size)
+    local whole = FIRST_CACHE * math.ceil(capacity / FIRST_CACHE)
+    Smax = math.min(whole, math.max(Smax, math.min(FIRST_CACHE, self:bucket(self.context_length, self.context_length))))
   end
   local session = setmetatable({ model = self, Smax = Smax, capacity = math.min(capacity, Smax), position = 0,
     W = self.min_width }, Session)
