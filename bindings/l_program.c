@@ -252,8 +252,9 @@ static void push_results(lua_State *L, ane_program *program, ane_tensor *results
 }
 
 /* Reads eval options {append = {input = output name | number, ...}, at = position (1-based),
- * at_of = {input = position (1-based), ...} (an append's own, where it differs), positions = n}
- * at `index` into *options (names anchored by the table; appends[capacity]). */
+ * at_of = {input = position (1-based), ...} (an append's own, where it differs), positions = n,
+ * clamp = limit (the appended values clamped at +-limit, NaN as 0, counted)} at `index` into
+ * *options (names anchored by the table; appends[capacity]). */
 static void read_eval_options(lua_State *L, int index, ane_eval_options *options, ane_append *appends, int capacity) {
     memset(options, 0, sizeof *options);
     options->appends = appends;
@@ -264,6 +265,12 @@ static void read_eval_options(lua_State *L, int index, ane_eval_options *options
         luaL_error(L, "eval: option 'positions' must be how many leading positions of the outputs are read, got %s",
                    luaL_tolstring(L, -1, NULL));
     options->positions_read = lua_isnil(L, -1) ? 0 : (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, index, "clamp");
+    if (!lua_isnil(L, -1) && !(lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) > 0))
+        luaL_error(L, "eval: option 'clamp' must be the positive limit the appended values are clamped at, got %s",
+                   luaL_tolstring(L, -1, NULL));
+    options->clamp_limit = lua_isnil(L, -1) ? 0.0 : lua_tonumber(L, -1);
     lua_pop(L, 1);
     lua_getfield(L, index, "append");
     int table = lua_gettop(L);
@@ -303,7 +310,7 @@ static void read_eval_options(lua_State *L, int index, ane_eval_options *options
 
 /* prog:eval(inputs, [destinations], [options]) -> { output name = tensor or the destination
  * given }; options: ane_eval_options (append, at, positions; the outputs an append consumes are
- * left out). */
+ * left out; with clamp, also the counts of appended values clamped and of NaNs zeroed). */
 static int m_eval(lua_State *L) {
     ane_program *program = check_program(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
@@ -313,6 +320,8 @@ static int m_eval(lua_State *L) {
     int ninputs = read_ios(L, 2, inputs, 64, "input");
     int ndestinations = read_ios(L, 3, destinations, 64, "output");
     read_eval_options(L, 4, &options, appends, 64);
+    int64_t clamped = 0, nans = 0;
+    options.clamped = &clamped, options.nans = &nans;
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
@@ -323,7 +332,10 @@ static int m_eval(lua_State *L) {
     if (ane_program_eval_with(program, inputs, ninputs, destinations, ndestinations, &options, results, &err))
         return ane_lua_raise(L, &err);
     push_results(L, program, results, 3);
-    return 1;
+    if (!(options.clamp_limit > 0)) return 1;
+    lua_pushinteger(L, (lua_Integer)clamped);
+    lua_pushinteger(L, (lua_Integer)nans);
+    return 3;
 }
 
 /* ---- asynchronous evaluation: prog:submit(inputs, [destinations]) -> ticket; ticket:wait() */

@@ -436,6 +436,33 @@ describe("one program a layer", function()
     assert.are_not.equal(unpatched, one.logits:bytes())
   end)
 
+  -- A prefill's outputs are clamped before its keys and values fill the caches; a step's key and
+  -- value are clamped as they are appended (the step's own attention read them as computed, as a
+  -- prefill's does). Every profile: the cpu one's sim appends them mid-program, the ane one's
+  -- runtime after the evaluation.
+  it("clamps a step's key and value as they enter the caches, as a prefill's are", function()
+    local prompt, steps = random_ids(6, 31), random_ids(3, 32)
+    for _, case in ipairs({ { profile = "cpu", one = true }, { profile = "cpu", one = false }, { profile = "ane" } }) do
+      local m = llama.from_weights(W, { precision = "fp16", profile = case.profile })
+      local params = m:parameters()
+      params["wk.0"]:copy_from(params["wk.0"]:scale(3e5)) -- the first layer's keys up to ~1e5: beyond fp16's 65504
+      m:load_parameters()
+      local session = m:session({ one_program_a_layer = case.one })
+      session:feed(prompt)
+      local after_prefill = m:stats().clamped
+      for _, id in ipairs(steps) do session:feed({ id }) end
+      local keys = session.caches[1].k_cache
+      keys = (keys.tensor and keys:tensor() or keys):slice(4, 1, #prompt + #steps):to("fp32")
+      local stepped = keys:slice(4, #prompt + 1, #prompt + #steps):copy()
+      local what = string.format("%s profile%s", case.profile, case.one == false and ", split programs" or "")
+      -- every position's keys finite, the largest at the limit (an infinity before this: NaN)
+      assert.are.equal(65504, keys:max_abs_diff(keys:scale(0)), what)
+      local at_limit = stepped:copy():clamp_activations(65503) -- (the steps' keys clamped to the limit)
+      assert.is_true(at_limit > 0, what)
+      assert.is_true(m:stats().clamped - after_prefill >= at_limit, what) -- counted
+    end
+  end)
+
   -- The split programs clamp the attention's output between them (values beyond the limit to
   -- the limit, counted in model:stats()); the one program clips it inside, as the softmax's
   -- scores are: the same values, uncounted. The layer's output is clamped and counted either way.

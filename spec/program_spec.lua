@@ -258,6 +258,17 @@ describe("programs", function()
         { append = { k_cache = "k" }, at = 6 })
       assert.are.equal(into, r.k)
       assert.are.equal(into:slice(4, 1, 1):bytes(), values(keys):slice(4, 6, 6):copy():bytes())
+      -- `clamp`: the appended values clamped as written and counted; the output as computed
+      local clamped_r, clamped, nans = program:eval({ x = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 42 }), k_cache = keys,
+        mask = open }, { k = into }, { append = { k_cache = "k" }, at = 7, clamp = 0.5 })
+      local computed = into:slice(4, 1, 1):to("fp32") -- [1, 8, 1, 1] of x * x: at least 0
+      local beyond, limited = 0, {}
+      for i, v in ipairs(computed:reshape(-1):totable()) do beyond, limited[i] = beyond + (v > 0.5 and 1 or 0), math.min(v, 0.5) end
+      assert.is_true(beyond > 0 and beyond < 8, profile) -- (the seed gives some of each)
+      assert.are.same({ beyond, 0 }, { clamped, nans }, profile)
+      assert.are.equal(ane.tensor.from(limited, { 1, 8, 1, 1 }, "fp16"):bytes(), values(keys):slice(4, 7, 7):copy():bytes(), profile)
+      assert.are.equal(into, clamped_r.k)
+      assert.is_true(into:slice(4, 1, 1):to("fp32"):max_abs_diff(computed:scale(0)) > 0.5) -- (itself unclamped)
       -- mistakes, named
       local xs = ane.tensor.randn({ 1, 8, 1, 32 }, { seed = 41 })
       local inputs = { x = xs, k_cache = keys, mask = open }
@@ -265,6 +276,8 @@ describe("programs", function()
         "an append at position 32 does not fit input 'k_cache' of 32 positions")
       assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "k" } }) end,
         "option 'at' must be the position")
+      assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "k" }, at = 1, clamp = 0 }) end,
+        "option 'clamp' must be the positive limit the appended values are clamped at, got 0")
       assert.error_matches(function() program:eval(inputs, nil, { append = { k_cache = "nope" }, at = 1 }) end,
         "has no output 'nope' %(outputs: k, scores%)")
       assert.error_matches(function() program:eval(inputs, nil, { append = { mask = "k" }, at = 1 }) end,

@@ -23,6 +23,7 @@
 #include "../mil/parse.h"
 #include "../passes/passes.h"
 #include "../passes/target.h"
+#include "../tensor/optim.h"
 #include "../tensor/quantize.h"
 #include "../tensor/tensor.h"
 
@@ -59,7 +60,21 @@ typedef struct ane_binding {
                                     to, at that input's `written` position; -1: none */
     int appended;                /* outputs: set by a backend that wrote that append itself during the
                                     eval (the runtime writes the others after it) */
+    double append_clamp;         /* outputs: the appended values beyond +-append_clamp are written as
+                                    +-append_clamp and NaNs as 0 (ane_eval_options.clamp_limit; 0:
+                                    as computed), counted in the two below by whoever appends */
+    int64_t append_clamped, append_nans;
 } ane_binding;
+
+/* Clamps an output's appended position `target` (the input's one position just written) at its
+ * binding's append_clamp, counting into the binding; nothing when it has none. */
+static inline ane_status ane_binding_clamp_append(ane_binding *output, ane_tensor *target, ane_error *err) {
+    if (!(output->append_clamp > 0)) return ANE_OK;
+    int64_t clamped = 0, nans = 0;
+    ane_status status = ane_clamp_activations(target, output->append_clamp, &clamped, &nans, err);
+    output->append_clamped += clamped, output->append_nans += nans;
+    return status;
+}
 
 /* Port descriptions of a compiled program, in binding (alphabetical) order. */
 typedef struct ane_port {

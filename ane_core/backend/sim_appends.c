@@ -76,6 +76,7 @@ ane_status sim_append_output(const sim_loaded *instance, int port, ane_binding *
     ane_status status = ane_tensor_slice(&first, &values, node->rank - 1, 0, 1, err);
     if (!status) status = ane_tensor_slice(&target, &input->view, input->view.ndim - 1, input->written, input->written + 1, err);
     if (!status) status = ane_tensor_copy_into(&target, &first, err);
+    if (!status) status = ane_binding_clamp_append(output, &target, err);
     ane_tensor_release(&target);
     ane_tensor_release(&first);
     if (!status) output->appended = 1;

@@ -519,7 +519,7 @@ static ane_status check_append(const ane_program *program, const ane_append *app
 /* Writes one append: position `at` of the caller's input takes the output binding's first
  * position (or the append's value). */
 static ane_status write_append(const ane_program *program, const ane_append *append, int input, const ane_io *io,
-                               const ane_binding *source, int64_t at, ane_error *err) {
+                               ane_binding *source, int64_t at, ane_error *err) {
     const ane_port *in_ports, *out_ports;
     int nin, nout;
     ane_program_ports(program, &in_ports, &nin, &out_ports, &nout);
@@ -532,6 +532,7 @@ static ane_status write_append(const ane_program *program, const ane_append *app
     if (!status && source) {
         status = ane_tensor_slice(&first, &source->view, source->view.ndim - 1, 0, 1, err);
         if (!status) status = ane_tensor_copy_into(&target, &first, err);
+        if (!status) status = ane_binding_clamp_append(source, &target, err);
     } else if (!status) {
         status = ane_tensor_fill(&target, append->value, err);
     }
@@ -630,6 +631,7 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
         b->name = out_ports[i].name;
         b->positions_read = options->positions_read;
         b->append_to = -1;
+        b->append_clamp = options->clamp_limit;
         for (int k = 0; k < nappends; k++) {
             if (append_output[k] != i) continue;
             if (!io) b->positions_read = 1; /* consumed by an append: its first position alone is read */
@@ -666,7 +668,7 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
     unsigned char consumed[64] = {0};
     for (int k = 0; k < nappends && !status; k++) {
         int output = append_output[k];
-        const ane_binding *source = output >= 0 ? &out_bindings[output] : NULL;
+        ane_binding *source = output >= 0 ? &out_bindings[output] : NULL;
         const ane_io *given = output >= 0 && output_io[output] >= 0 ? &destinations[output_io[output]] : NULL;
         /* the surface the output was written to: the caller's, or the staged one (none: a tensor) */
         ane_surface *written = given && given->surface ? given->surface
@@ -678,8 +680,11 @@ ane_status ane_program_eval_with(ane_program *program, const ane_io *inputs, int
                               appends[k].at >= 0 ? appends[k].at : at, err);
         ane_surface_unlock(written, 1);
     }
-    for (int i = 0; i < nout; i++)
+    for (int i = 0; i < nout; i++) {
         if (consumed[i]) ane_tensor_release(&results[i]); /* (a new tensor in the cpu profile; none when staged) */
+        if (options->clamped) *options->clamped += out_bindings[i].append_clamped;
+        if (options->nans) *options->nans += out_bindings[i].append_nans;
+    }
     /* Staged outputs go to the caller's tensors or to new result tensors. */
     for (int i = 0; i < nout && !status; i++) {
         const ane_io *io = output_io[i] >= 0 ? &destinations[output_io[i]] : NULL;

@@ -93,12 +93,17 @@ typedef struct ane_append {
  * backend may leave those zeros out of its products; an output an append consumes is not
  * returned unless it is among the destinations); and `positions_read` (0: all), the leading
  * positions of the last axis the caller reads of every output (a one-position program's: the
- * rest are its padding), which a backend may leave as they were. */
+ * rest are its padding), which a backend may leave as they were. With `clamp_limit` (> 0) the
+ * values an append takes from an output are written clamped at +-clamp_limit, NaN as 0 (what
+ * a model's activation clamp makes of the output, numerics.md), and counted into *clamped and
+ * *nans (either may be NULL); the output itself, where returned, is as computed. */
 typedef struct ane_eval_options {
     const ane_append *appends;
     int nappends;
     int64_t at;
     int64_t positions_read;
+    double clamp_limit;
+    int64_t *clamped, *nans;
 } ane_eval_options;
 
 /* ane_program_eval_now with options (NULL: none). */

@@ -117,6 +117,9 @@ function Methods:kind_for(kind, valid, width)
 end
 
 -- The key of self.programs for a program's kind, layer and sizes.
+-- No appends (Methods:clamped).
+local NONE = {}
+
 local function program_key(kind, layer, a, b) return string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0) end
 
 --- The program for (kind, layer, shapes), built by self:build_graph and compiled once.
@@ -226,9 +229,18 @@ end
 --- become +-limit, NaN becomes 0, and both are counted in self.counters.
 --- destinations (optional): tensors the outputs are written into, by name; options (optional):
 --- prog:eval's (appends to a session's caches), and `positions`: only the outputs' leading
---- positions are clamped (a one-position program's: the rest are its zero padding).
+--- positions are clamped (a one-position program's: the rest are its zero padding). An output
+--- an append takes is clamped as it is appended (prog:eval's `clamp`, set here): the cache holds
+--- what a prefill's clamped outputs put there, and the output itself is read by no one after.
 function Methods:eval(program, group, l, inputs, destinations, options)
-  return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations, options), options)
+  if not (self.clamp_limit and options and options.append) then
+    return self:clamped(self:eval_unclamped(program, group, l, inputs, destinations, options), options)
+  end
+  options.clamp = self.clamp_limit
+  local outputs, clamped, nans = self:eval_unclamped(program, group, l, inputs, destinations, options)
+  local counters = self.counters
+  counters.clamped, counters.nans = counters.clamped + clamped, counters.nans + nans
+  return self:clamped(outputs, options)
 end
 
 --- Starts an eval on a helper thread (prog:submit); :wait() on the result returns what
@@ -244,11 +256,16 @@ function Methods:clamped(outputs, options)
   local limit = self.clamp_limit
   if limit then
     local counters, positions = self.counters, options and options.positions
-    for _, t in pairs(outputs) do
-      if t.tensor then t = t:tensor() end -- (a surface's values)
-      if positions then t = t:slice(t:ndim(), 1, positions) end
-      local clamped, nans = t:clamp_activations(limit)
-      counters.clamped, counters.nans = counters.clamped + clamped, counters.nans + nans
+    local appended = options and options.append or NONE -- (input = output name: clamped as appended)
+    for name, t in pairs(outputs) do
+      local taken = false
+      for _, output in pairs(appended) do taken = taken or output == name end
+      if not taken then
+        if t.tensor then t = t:tensor() end -- (a surface's values)
+        if positions then t = t:slice(t:ndim(), 1, positions) end
+        local clamped, nans = t:clamp_activations(limit)
+        counters.clamped, counters.nans = counters.clamped + clamped, counters.nans + nans
+      end
     end
   end
   return outputs
