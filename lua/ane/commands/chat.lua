@@ -201,8 +201,8 @@ function M.main(...)
   local command = cli.command {
     name = "chat",
     usage = "MODEL [--prompt TEXT] [options]",
-    summary = "Chats with the model at MODEL (a Hugging Face directory with a chat template) in its own chat format.",
-    positional = { { "MODEL", "a model directory: config.json, weights, tokenizer, tokenizer_config.json" } },
+    summary = "Chats with the model at MODEL (a Hugging Face directory or a GGUF file, with a chat template) in its own chat format.",
+    positional = { { "MODEL", "a model directory (config.json, weights, tokenizer, tokenizer_config.json) or a GGUF file" } },
     options = M.options(),
     epilog = "Interactive without --prompt: /help lists the commands; Ctrl-C stops an answer, Ctrl-D ends the chat.",
   }
