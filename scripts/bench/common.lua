@@ -67,6 +67,42 @@ function M.decode_rate(model, ids, tokens)
   return tokens / seconds, 1000 * seconds / tokens
 end
 
+--- The model a decode bench runs on the cpu profile, fp16 (a file or directory, with the given
+--- activations option; nil: a Stories110M-shaped Llama of random weights), and a 4-token prompt.
+function M.decode_model(path, activations)
+  local model
+  if path then
+    model = assert(require("ane.models").load(path, { precision = "fp16", profile = "cpu", activations = activations }))
+  else
+    local llama = require("ane.models.llama")
+    local config = { dim = 768, hidden = 2048, n_layer = 12, n_head = 12, vocab_size = 32000, seq_len = 1024 }
+    model = llama.from_weights(llama.random_weights(config, 11), { precision = "fp16", profile = "cpu" })
+  end
+  return model, { 1, 7919 % model.vocab_size, 15838 % model.vocab_size, 23757 % model.vocab_size }
+end
+
+--- Two sessions of one model (session options a and b) decode `tokens` greedy tokens after
+--- `prompt`, stepping in turn token by token (which steps first alternates), so a minute's
+--- slower memory slows both alike; returns each one's tokens/s (compiles left out), the
+--- sessions, and whether they chose the same tokens.
+function M.sessions_in_turn(model, prompt, tokens, a, b)
+  local sessions, rows, seconds, ids = {}, {}, {}, { {}, {} }
+  for kind, options in ipairs({ a, b }) do
+    sessions[kind] = model:session(options)
+    rows[kind], seconds[kind] = assert(sessions[kind]:feed(prompt)), 0
+  end
+  for i = 1, tokens do
+    for turn = 0, 1 do
+      local kind = (i + turn) % 2 + 1
+      ids[kind][i] = rows[kind]:argmax() - 1
+      local start, compile_ms = ane.clock(), model:stats().compile_ms
+      rows[kind] = assert(sessions[kind]:feed({ ids[kind][i] }))
+      seconds[kind] = seconds[kind] + ane.clock() - start - (model:stats().compile_ms - compile_ms) / 1000
+    end
+  end
+  return tokens / seconds[1], tokens / seconds[2], sessions, table.concat(ids[1], ",") == table.concat(ids[2], ",")
+end
+
 function M.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 --- The median of a list of numbers and its lowest and highest values.

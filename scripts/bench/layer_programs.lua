@@ -5,8 +5,6 @@
 -- tokens/s over the rounds and its range. The tokens must be the same.
 --   build/anelua scripts/bench/layer_programs.lua [--model FILE] [--tokens N] [--rounds N]
 -- Without --model: a Stories110M-shaped Llama of random weights, fp16.
-local ane = require("ane")
-local models = require("ane.models")
 local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = require("ane.cli").command{
@@ -19,37 +17,17 @@ local opts = require("ane.cli").command{
   },
 }:parse(arg)
 
-local model
-if opts.model then
-  model = assert(models.load(opts.model, { precision = "fp16", profile = "cpu", activations = opts.activations }))
-else
-  local llama = require("ane.models.llama")
-  local config = { dim = 768, hidden = 2048, n_layer = 12, n_head = 12, vocab_size = 32000, seq_len = 1024 }
-  model = llama.from_weights(llama.random_weights(config, 11), { precision = "fp16", profile = "cpu" })
-end
-local prompt = { 1, 7919 % model.vocab_size, 15838 % model.vocab_size, 23757 % model.vocab_size }
+local model, prompt = common.decode_model(opts.model, opts.activations)
 
 -- One round: a session of each kind decodes opts.tokens greedy tokens after the prompt, the
--- two stepping in turn token by token (which steps first alternates), so a minute's slower
--- memory slows both alike; the seconds each spent, and the ids they chose.
+-- two stepping in turn (common.sessions_in_turn); each one's tokens/s.
 local function round()
-  local sessions, rows, seconds, ids = {}, {}, {}, { {}, {} }
-  for kind, one_program in ipairs({ true, false }) do
-    sessions[kind] = model:session({ capacity = #prompt + opts.tokens, one_program_a_layer = one_program })
-    assert(sessions[kind].one_program_a_layer == one_program, "the model cannot run one program a layer")
-    rows[kind], seconds[kind] = assert(sessions[kind]:feed(prompt)), 0
-  end
-  for i = 1, opts.tokens do
-    for turn = 0, 1 do
-      local kind = (i + turn) % 2 + 1
-      ids[kind][i] = rows[kind]:argmax() - 1
-      local start, compile_ms = ane.clock(), model:stats().compile_ms
-      rows[kind] = assert(sessions[kind]:feed({ ids[kind][i] }))
-      seconds[kind] = seconds[kind] + ane.clock() - start - (model:stats().compile_ms - compile_ms) / 1000
-    end
-  end
-  assert(table.concat(ids[1], ",") == table.concat(ids[2], ","), "one program a layer changed the tokens")
-  return opts.tokens / seconds[1], opts.tokens / seconds[2]
+  local capacity = #prompt + opts.tokens
+  local one, two, sessions, same = common.sessions_in_turn(model, prompt, opts.tokens,
+    { capacity = capacity, one_program_a_layer = true }, { capacity = capacity, one_program_a_layer = false })
+  assert(sessions[1].one_program_a_layer, "the model cannot run one program a layer")
+  assert(same, "one program a layer changed the tokens")
+  return one, two
 end
 
 print(string.format("%s; %d tokens per timing, %d rounds", opts.model or "Stories110M shape, random weights, fp16",
