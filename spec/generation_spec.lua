@@ -151,22 +151,27 @@ describe("decoding sessions", function()
     assert.are.same({ 512, 768, 1024 }, { m:bucket(480, 1024), m:bucket(520, 1024), m:bucket(900, 1024) })
   end)
 
-  it("of at most 256 positions take their capacity's size at once (growing would cost compiles)", function()
-    local m = tiny_llama("fp32", 1024) -- fp32: the cpu profile, whose caches grow
-    local ids = random_ids(150, 9)
-    local session = m:session({ capacity = 200 })
-    local prompt = {}
-    for i = 1, 10 do prompt[i] = ids[i] end
-    session:feed(prompt)
+  -- A session of `capacity` fed `prompt_length` of `ids` at once, then the rest a step each:
+  -- its caches hold `size` positions from the first step on, and its first and last steps'
+  -- logits are one prefill's of the ids. Returns the session.
+  local function steps_at_size(m, capacity, ids, prompt_length, size)
+    local session = m:session({ capacity = capacity })
+    session:feed({ table.unpack(ids, 1, prompt_length) })
     local want = m:logits(ids)
-    for p = 11, 150 do
+    for p = prompt_length + 1, #ids do
       local row = session:feed({ ids[p] })
-      assert.are.equal(256, session.size, "position " .. p) -- from the first step on
-      if p == 11 or p == 150 then
+      assert.are.equal(size, session.size, "position " .. p)
+      if p == prompt_length + 1 or p == #ids then
         -- fp32 on both paths, sums in other orders (as in the growth test above)
         assert.is_true(row:max_abs_diff(want:slice(1, p, p):reshape(-1)) < 1e-4, "position " .. p)
       end
     end
+    return session
+  end
+
+  it("of at most 256 positions take their capacity's size at once (growing would cost compiles)", function()
+    local m = tiny_llama("fp32", 1024) -- fp32: the cpu profile, whose caches grow
+    steps_at_size(m, 200, random_ids(150, 9), 10, 256)
     assert.are.equal(2, decode_programs(m)) -- one size, two layers
   end)
 
@@ -177,21 +182,8 @@ describe("decoding sessions", function()
     for capacity, size in pairs(expected) do
       assert.are.equal(size, m:session({ capacity = capacity }).Smax, "capacity " .. capacity)
     end
-    local ids = random_ids(133, 4)
-    local session = m:session({ capacity = 133 })
-    local prompt = {}
-    for i = 1, 20 do prompt[i] = ids[i] end
-    session:feed(prompt)
-    local want = m:logits(ids)
-    for p = 21, 133 do
-      local row = session:feed({ ids[p] })
-      assert.are.equal(192, session.size, "position " .. p)
-      if p == 21 or p == 133 then
-        -- fp32 on both paths, sums in other orders (as in the growth test above)
-        assert.is_true(row:max_abs_diff(want:slice(1, p, p):reshape(-1)) < 1e-4, "position " .. p)
-      end
-    end
-    assert.is_nil(session:feed({ ids[1] })) -- its 133 positions are its capacity, not the 192 it holds
+    local session = steps_at_size(m, 133, random_ids(133, 4), 20, 192)
+    assert.is_nil(session:feed({ 1 })) -- its 133 positions are its capacity, not the 192 it holds
   end)
 
   it("keep their capacity's cache size in the ane profile, as on the device (ANE-05)", function()

@@ -12,14 +12,12 @@ local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = require("ane.cli").command{
   name = "scripts/bench/cache_sizes.lua", summary = "Decode tokens/s with caches of two sizes holding the same positions.",
-  options = {
-    { "model", "path", nil, "a model file or directory (default: random Stories110M-shaped weights)" },
-    { "activations", "string", nil, "the model's activations option (int8: a GGUF's llama.cpp-style products)" },
+  options = common.decode_options {
     { "tokens", "integer", 127, "tokens decoded per timing (after a 4-token prompt)", min = 1 },
     { "small", "integer", 133, "the capacity of the session of smaller caches (positions)", min = 1 },
     { "large", "integer", 256, "the capacity of the other (at most 256: its caches take it at once)", min = 1, max = 256 },
     { "rounds", "integer", 6, "alternating rounds", min = 1 },
-  },
+  }
 }:parse(arg)
 
 local model, prompt = common.decode_model(opts.model, opts.activations)
@@ -39,12 +37,4 @@ end
 local _, _, small_size, large_size = round() -- compile and warm up both
 print(string.format("%s; positions 5-%d in caches of %d and %d positions; %d rounds",
   opts.model or "Stories110M shape, random weights, fp16", #prompt + opts.tokens, small_size, large_size, opts.rounds))
-local ratios, small_rates, large_rates = {}, {}, {}
-for r = 1, opts.rounds do
-  small_rates[r], large_rates[r] = round()
-  ratios[r] = small_rates[r] / large_rates[r]
-end
-local ratio, low, high = common.median_and_range(ratios)
-print(string.format("%14s %14s %9s %13s", "large t/s", "small t/s", "ratio", "range"))
-print(string.format("%14.1f %14.1f %8.3fx %6.3f-%.3f", (common.median_and_range(large_rates)),
-  (common.median_and_range(small_rates)), ratio, low, high))
+common.print_paired_rounds(opts.rounds, round, "small", "large")

@@ -67,6 +67,30 @@ function M.decode_rate(model, ids, tokens)
   return tokens / seconds, 1000 * seconds / tokens
 end
 
+--- The options of a decode bench on common.decode_model, with its own after them.
+function M.decode_options(options)
+  local all = {
+    { "model", "path", nil, "a model file or directory (default: random Stories110M-shaped weights)" },
+    { "activations", "string", nil, "the model's activations option (int8: a GGUF's llama.cpp-style products)" },
+  }
+  for _, option in ipairs(options) do all[#all + 1] = option end
+  return all
+end
+
+--- Runs round() `rounds` times (each returning tokens/s of variant A, then of B) and prints the
+--- medians and the median ratio A / B with its range, under the columns' names.
+function M.print_paired_rounds(rounds, round, name_a, name_b)
+  local ratios, a_rates, b_rates = {}, {}, {}
+  for r = 1, rounds do
+    a_rates[r], b_rates[r] = round()
+    ratios[r] = a_rates[r] / b_rates[r]
+  end
+  local ratio, low, high = M.median_and_range(ratios)
+  print(string.format("%14s %14s %9s %13s", name_b .. " t/s", name_a .. " t/s", "ratio", "range"))
+  print(string.format("%14.1f %14.1f %8.3fx %6.3f-%.3f", (M.median_and_range(b_rates)), (M.median_and_range(a_rates)),
+    ratio, low, high))
+end
+
 --- The model a decode bench runs on the cpu profile, fp16 (a file or directory, with the given
 --- activations option; nil: a Stories110M-shaped Llama of random weights), and a 4-token prompt.
 function M.decode_model(path, activations)

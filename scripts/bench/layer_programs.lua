@@ -9,12 +9,10 @@ local common = dofile((arg[0]:match("^(.*)/") or ".") .. "/common.lua")
 
 local opts = require("ane.cli").command{
   name = "scripts/bench/layer_programs.lua", summary = "Decode tokens/s with one program a layer and with two.",
-  options = {
-    { "model", "path", nil, "a model file or directory (default: random Stories110M-shaped weights)" },
-    { "activations", "string", nil, "the model's activations option (int8: a GGUF's Q8_K-style products)" },
+  options = common.decode_options {
     { "tokens", "integer", 256, "tokens decoded per timing", min = 1 },
     { "rounds", "integer", 8, "alternating rounds", min = 1 },
-  },
+  }
 }:parse(arg)
 
 local model, prompt = common.decode_model(opts.model, opts.activations)
@@ -33,12 +31,4 @@ end
 print(string.format("%s; %d tokens per timing, %d rounds", opts.model or "Stories110M shape, random weights, fp16",
   opts.tokens, opts.rounds))
 round() -- compile and warm up both
-local ratios, one_rates, two_rates = {}, {}, {}
-for r = 1, opts.rounds do
-  one_rates[r], two_rates[r] = round()
-  ratios[r] = one_rates[r] / two_rates[r]
-end
-local ratio, low, high = common.median_and_range(ratios)
-print(string.format("%14s %14s %9s %13s", "two t/s", "one t/s", "ratio", "range"))
-print(string.format("%14.1f %14.1f %8.3fx %6.3f-%.3f", (common.median_and_range(two_rates)),
-  (common.median_and_range(one_rates)), ratio, low, high))
+common.print_paired_rounds(opts.rounds, round, "one", "two")
