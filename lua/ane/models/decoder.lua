@@ -116,10 +116,10 @@ function Methods:kind_for(kind, valid, width)
   return (valid == 1 and width > 1) and kind .. "_step" or kind
 end
 
--- The key of self.programs for a program's kind, layer and sizes.
 -- No appends (Methods:clamped).
 local NONE = {}
 
+-- The key of self.programs for a program's kind, layer and sizes.
 local function program_key(kind, layer, a, b) return string.format("%s:L%d:%d:%d", kind, layer or 0, a, b or 0) end
 
 --- The program for (kind, layer, shapes), built by self:build_graph and compiled once.

@@ -10,10 +10,10 @@ local MASK = require("ane.models.decoder").MASK -- the additive attention mask
 -- session takes at once: a size costs one program per layer, compiled in ~4 ms for Qwen3-0.6B
 -- at this size. The attention reads only the positions written, but each cache row from its
 -- start, and the memory brings in more of a row than was asked, so a step's reading of the
--- caches costs by their size too: Stories110M Q4_0 at positions 6-133, two sessions stepping
--- in turn, caches of 192 positions 1.021x the tokens/s of 256 (1.013-1.041); at positions
--- 6-62, 64 against 256 1.054x, 64 against 128 1.027x; 160 against 192 0.999x (rows of 320 and
--- 384 bytes read alike).
+-- caches costs by their size too: Stories110M Q4_0 at positions 5-131 (scripts/bench/
+-- cache_sizes.lua, two sessions stepping in turn), caches of 192 positions 1.019x the tokens/s
+-- of 256 (1.016-1.034); at positions 6-62, 64 against 256 1.054x, 64 against 128 1.027x; 160
+-- against 192 0.999x (rows of 320 and 384 bytes read alike).
 local FIRST_CACHE = 64
 -- Sessions of at most this many positions start at their capacity's size (the multiple of
 -- FIRST_CACHE that holds it), larger ones at this size, growing from there: growing in steps
